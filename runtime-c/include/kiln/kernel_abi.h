@@ -1,0 +1,39 @@
+/* The line between the kiln compiler and the kiln runtime.
+ *
+ * A kernel is a C-ABI function compiled by the exporter into a kernel image.
+ * It reads and writes only the buffers bound to it, imports nothing (no libc,
+ * no libm), and processes one workgroup per call. The runtime splits a
+ * dispatch's workgroups over its worker threads; kernels never spawn threads.
+ */
+#ifndef KILN_KERNEL_ABI_H_
+#define KILN_KERNEL_ABI_H_
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Arguments shared by every workgroup of one dispatch. */
+typedef struct kiln_dispatch_args {
+  /* Base pointers of the bound buffers, in the kernel's binding order.
+   * Every pointer is 64-byte aligned and its buffer is at least as large as
+   * the byte size the module declares for that binding. */
+  void* const* bindings;
+  /* Scalar operands (loop indices, dynamic offsets), push_constant_count of them. */
+  const int64_t* push_constants;
+  /* Total number of workgroups of this dispatch (>= 1). */
+  uint32_t workgroup_count;
+  uint32_t reserved;
+} kiln_dispatch_args_t;
+
+/* Runs workgroup `workgroup_id` (0 <= id < workgroup_count). Returns 0 on
+ * success; any other value fails the dispatch with that code. */
+typedef int32_t (*kiln_kernel_fn_t)(const kiln_dispatch_args_t* args,
+                                    uint32_t workgroup_id);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KILN_KERNEL_ABI_H_ */

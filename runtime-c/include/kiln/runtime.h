@@ -1,0 +1,205 @@
+/* kiln runtime: load a .vmfb module and run its functions with no Python.
+ *
+ * Objects
+ *   instance  kernels' thread pool and settings; shared by modules.
+ *   module    a verified, immutable .vmfb; shareable between contexts and threads.
+ *   context   a module's globals (mutable state). Calls on different contexts
+ *             may run concurrently; calls on one context must be serialized
+ *             by the caller.
+ *   function  an exported function of a module (a small value type).
+ *   buffer view  a dense array: dtype, shape, 64-byte aligned data; refcounted.
+ *
+ * Errors: every fallible call returns a kiln_status_t, NULL meaning success.
+ * A non-NULL status carries a code and a message naming what was wrong; the
+ * caller owns it and frees it with kiln_status_free. No call aborts on bad
+ * input and no error path leaks.
+ *
+ * Trust: a module is verified when it is loaded (every offset, length, index,
+ * register and branch target is checked), so a damaged or truncated file
+ * gives an error rather than undefined behaviour. Kernels are native code:
+ * a module is trusted code in the way a shared library is, and verification
+ * protects against damage, not against malice.
+ */
+#ifndef KILN_RUNTIME_H_
+#define KILN_RUNTIME_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- status ------------------------------------------------------------ */
+
+typedef enum kiln_status_code {
+  KILN_OK = 0,
+  KILN_INVALID_ARGUMENT = 1,  /* bad argument from the caller (shape, dtype, count) */
+  KILN_NOT_FOUND = 2,         /* unknown function, global or file */
+  KILN_OUT_OF_MEMORY = 3,
+  KILN_DATA_LOSS = 4,         /* corrupt or truncated module */
+  KILN_UNIMPLEMENTED = 5,     /* valid but unsupported (format version, target) */
+  KILN_FAILED_PRECONDITION = 6,
+  KILN_INTERNAL = 7,
+  KILN_IO = 8,                /* file system error */
+} kiln_status_code_t;
+
+typedef struct kiln_status* kiln_status_t;
+
+kiln_status_code_t kiln_status_code(kiln_status_t status);
+/* The message; "OK" for NULL. Valid until the status is freed. */
+const char* kiln_status_message(kiln_status_t status);
+void kiln_status_free(kiln_status_t status);
+const char* kiln_status_code_name(kiln_status_code_t code);
+
+/* ---- dtypes (values match the DType enum of schemas/module.fbs) --------- */
+
+typedef enum kiln_dtype {
+  KILN_DTYPE_F32 = 0,
+  KILN_DTYPE_F64 = 1,
+  KILN_DTYPE_I8 = 2,
+  KILN_DTYPE_I16 = 3,
+  KILN_DTYPE_I32 = 4,
+  KILN_DTYPE_I64 = 5,
+  KILN_DTYPE_U8 = 6,
+  KILN_DTYPE_BOOL = 7, /* one byte, 0 or 1 */
+  KILN_DTYPE_F16 = 8,
+  KILN_DTYPE_BF16 = 9,
+} kiln_dtype_t;
+
+#define KILN_DTYPE_COUNT 10
+#define KILN_MAX_RANK 16
+
+/* Bytes per element; 0 for an unknown dtype. */
+size_t kiln_dtype_size(kiln_dtype_t dtype);
+/* Short name as used on the command line: "f32", "i64", "bool", ... */
+const char* kiln_dtype_name(kiln_dtype_t dtype);
+/* Parses a short name; returns 0 on success. */
+int kiln_dtype_from_name(const char* name, kiln_dtype_t* out);
+
+/* ---- buffer views ------------------------------------------------------ */
+
+typedef struct kiln_buffer_view kiln_buffer_view_t;
+
+/* Allocates a view of the given type; copies `data` (byte_size bytes) in when
+ * non-NULL, else zero-fills. */
+kiln_status_t kiln_buffer_view_create(kiln_dtype_t dtype, size_t rank,
+                                      const int64_t* shape, const void* data,
+                                      size_t data_size,
+                                      kiln_buffer_view_t** out);
+void kiln_buffer_view_retain(kiln_buffer_view_t* view);
+void kiln_buffer_view_release(kiln_buffer_view_t* view);
+kiln_dtype_t kiln_buffer_view_dtype(const kiln_buffer_view_t* view);
+size_t kiln_buffer_view_rank(const kiln_buffer_view_t* view);
+const int64_t* kiln_buffer_view_shape(const kiln_buffer_view_t* view);
+size_t kiln_buffer_view_element_count(const kiln_buffer_view_t* view);
+size_t kiln_buffer_view_byte_size(const kiln_buffer_view_t* view);
+/* Row-major (C order) element data. Views returned by the runtime are
+ * read-only by contract: the runtime may share them between calls. */
+const void* kiln_buffer_view_data(const kiln_buffer_view_t* view);
+/* Writable data; only for views the caller created itself. */
+void* kiln_buffer_view_mutable_data(kiln_buffer_view_t* view);
+
+/* ---- instance ---------------------------------------------------------- */
+
+typedef struct kiln_instance kiln_instance_t;
+
+typedef struct kiln_instance_options {
+  /* Worker threads for dispatches; 0 means one per online core. The calling
+   * thread also runs workgroups, so 1 means fully single-threaded. */
+  uint32_t worker_count;
+} kiln_instance_options_t;
+
+void kiln_instance_options_initialize(kiln_instance_options_t* options);
+kiln_status_t kiln_instance_create(const kiln_instance_options_t* options,
+                                   kiln_instance_t** out);
+void kiln_instance_retain(kiln_instance_t* instance);
+void kiln_instance_release(kiln_instance_t* instance);
+uint32_t kiln_instance_worker_count(const kiln_instance_t* instance);
+
+/* ---- module ------------------------------------------------------------ */
+
+typedef struct kiln_module kiln_module_t;
+
+/* Maps the file read-only and verifies it. */
+kiln_status_t kiln_module_load_file(kiln_instance_t* instance, const char* path,
+                                    kiln_module_t** out);
+/* Copies `size` bytes from `data` and verifies them. */
+kiln_status_t kiln_module_load_memory(kiln_instance_t* instance,
+                                      const void* data, size_t size,
+                                      kiln_module_t** out);
+void kiln_module_retain(kiln_module_t* module);
+void kiln_module_release(kiln_module_t* module);
+const char* kiln_module_name(const kiln_module_t* module);
+/* Format version the runtime supports (major) and the module's own. */
+#define KILN_MODULE_VERSION_MAJOR 1
+#define KILN_MODULE_VERSION_MINOR 0
+
+/* Static description of an argument, result or global. */
+typedef struct kiln_value_info {
+  const char* name;
+  kiln_dtype_t dtype;
+  size_t rank;
+  const int64_t* shape;
+  int is_mutable; /* globals only */
+} kiln_value_info_t;
+
+typedef struct kiln_function {
+  const kiln_module_t* module;
+  uint32_t ordinal; /* index among all of the module's functions */
+} kiln_function_t;
+
+/* Exported functions, in module order. */
+size_t kiln_module_function_count(const kiln_module_t* module);
+kiln_status_t kiln_module_function_at(const kiln_module_t* module, size_t index,
+                                      kiln_function_t* out);
+kiln_status_t kiln_module_lookup_function(const kiln_module_t* module,
+                                          const char* name, kiln_function_t* out);
+const char* kiln_function_name(kiln_function_t function);
+size_t kiln_function_arg_count(kiln_function_t function);
+size_t kiln_function_result_count(kiln_function_t function);
+kiln_status_t kiln_function_arg_info(kiln_function_t function, size_t index,
+                                     kiln_value_info_t* out);
+kiln_status_t kiln_function_result_info(kiln_function_t function, size_t index,
+                                        kiln_value_info_t* out);
+/* Tree structure of the arguments / results, as the exporter wrote it (JSON). */
+const char* kiln_function_arg_tree(kiln_function_t function);
+const char* kiln_function_result_tree(kiln_function_t function);
+
+size_t kiln_module_global_count(const kiln_module_t* module);
+kiln_status_t kiln_module_global_info(const kiln_module_t* module, size_t index,
+                                      kiln_value_info_t* out);
+
+/* ---- context ----------------------------------------------------------- */
+
+typedef struct kiln_context kiln_context_t;
+
+/* Creates a context whose globals hold the module's initial values. */
+kiln_status_t kiln_context_create(kiln_module_t* module, kiln_context_t** out);
+void kiln_context_release(kiln_context_t* context);
+
+/* Calls `function` with `arg_count` arguments. On success writes
+ * kiln_function_result_count(function) new references into `results`
+ * (result_capacity must be at least that); the caller releases them.
+ * Arguments are checked against the function's signature: a wrong count,
+ * dtype or shape is an INVALID_ARGUMENT naming the function and argument. */
+kiln_status_t kiln_context_invoke(kiln_context_t* context,
+                                  kiln_function_t function,
+                                  kiln_buffer_view_t* const* args,
+                                  size_t arg_count,
+                                  kiln_buffer_view_t** results,
+                                  size_t result_capacity);
+
+/* Reads a global's current value by name (a new reference). */
+kiln_status_t kiln_context_get_global(kiln_context_t* context, const char* name,
+                                      kiln_buffer_view_t** out);
+/* Replaces a global's value by name (copied); checks dtype and shape. Works
+ * for immutable globals too, so that a checkpoint can be restored. */
+kiln_status_t kiln_context_set_global(kiln_context_t* context, const char* name,
+                                      const kiln_buffer_view_t* value);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KILN_RUNTIME_H_ */

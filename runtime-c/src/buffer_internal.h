@@ -1,0 +1,32 @@
+/* Buffer views inside the runtime: owned allocations and borrowed memory. */
+#ifndef KILN_BUFFER_INTERNAL_H_
+#define KILN_BUFFER_INTERNAL_H_
+
+#include "kiln/runtime.h"
+
+/* Allocates an uninitialized (not zeroed) 64-byte aligned view. */
+kiln_status_t kiln_buffer_view_allocate(kiln_dtype_t dtype, size_t rank,
+                                        const int64_t* shape,
+                                        kiln_buffer_view_t** out);
+
+/* Wraps memory the view does not own (a module's read-only constant, used in
+ * place). `keepalive_release(keepalive)` runs when the last reference goes. */
+kiln_status_t kiln_buffer_view_wrap(kiln_dtype_t dtype, size_t rank,
+                                    const int64_t* shape, void* data,
+                                    size_t byte_size,
+                                    void (*keepalive_release)(void*),
+                                    void* keepalive, kiln_buffer_view_t** out);
+
+/* Product of dims times dtype size, with overflow checks; 0 on success. */
+int kiln_compute_byte_size(kiln_dtype_t dtype, size_t rank,
+                           const int64_t* shape, size_t* out);
+
+/* True when the view has exactly this dtype and shape. */
+int kiln_buffer_view_has_type(const kiln_buffer_view_t* view, kiln_dtype_t dtype,
+                              size_t rank, const int64_t* shape);
+
+/* Formats "2x3xf32" into buf (always NUL-terminated). */
+void kiln_format_type(kiln_dtype_t dtype, size_t rank, const int64_t* shape,
+                      char* buf, size_t buf_size);
+
+#endif

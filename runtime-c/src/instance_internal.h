@@ -1,0 +1,10 @@
+/* What modules and contexts need from their instance. */
+#ifndef KILN_INSTANCE_INTERNAL_H_
+#define KILN_INSTANCE_INTERNAL_H_
+
+#include "kiln/runtime.h"
+#include "pool.h"
+
+kiln_pool_t* kiln_instance_pool(kiln_instance_t* instance);
+
+#endif

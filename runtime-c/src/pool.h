@@ -1,0 +1,27 @@
+/* The instance's worker threads, which run a dispatch's workgroups. */
+#ifndef KILN_POOL_H_
+#define KILN_POOL_H_
+
+#include <stdint.h>
+
+#include "kiln/kernel_abi.h"
+#include "kiln/runtime.h"
+
+typedef struct kiln_pool kiln_pool_t;
+
+/* worker_count 0 means one per online core. The calling thread of a dispatch
+ * also runs workgroups, so the pool starts worker_count - 1 threads. */
+kiln_status_t kiln_pool_create(uint32_t worker_count, kiln_pool_t** out);
+void kiln_pool_free(kiln_pool_t* pool);
+uint32_t kiln_pool_worker_count(const kiln_pool_t* pool);
+
+/* Runs fn(args, id) for every id in [0, workgroup_count) across the workers
+ * and the calling thread; returns when all are done. Safe to call from many
+ * threads at once (concurrent contexts). A non-zero kernel return fails the
+ * dispatch with a status naming `kernel_name` and the code. */
+kiln_status_t kiln_pool_dispatch(kiln_pool_t* pool, const char* kernel_name,
+                                 kiln_kernel_fn_t fn,
+                                 const kiln_dispatch_args_t* args,
+                                 uint32_t workgroup_count);
+
+#endif
