@@ -1,0 +1,56 @@
+"""Abstract values: what tracing knows about an array (shape and dtype)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import dtypes
+
+
+@dataclass(frozen=True)
+class ShapedArray:
+    """An array's shape and dtype. `weak_type` marks values born of Python scalars."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    weak_type: bool = False
+
+    def __post_init__(self):
+        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        object.__setattr__(self, "dtype", dtypes.canonical(self.dtype))
+        if any(d < 0 for d in self.shape):
+            raise ValueError(f"negative dimension in shape {self.shape}")
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def strip_weak(self) -> "ShapedArray":
+        return ShapedArray(self.shape, self.dtype) if self.weak_type else self
+
+    def update(self, shape=None, dtype=None, weak_type=None) -> "ShapedArray":
+        return ShapedArray(
+            self.shape if shape is None else shape,
+            self.dtype if dtype is None else dtype,
+            self.weak_type if weak_type is None else weak_type,
+        )
+
+    def str_short(self) -> str:
+        dims = ",".join(str(d) for d in self.shape)
+        return f"{dtypes.short_name(self.dtype)}[{dims}]"
+
+    def __str__(self):
+        return self.str_short()
+
+
+def aval_of(value) -> ShapedArray:
+    """The abstract value of a concrete value (numpy array, numpy or Python scalar)."""
+    if isinstance(value, (bool, int, float)) and not isinstance(value, np.generic):
+        return ShapedArray((), dtypes.python_scalar_dtype(value), weak_type=True)
+    arr = np.asarray(value)
+    return ShapedArray(arr.shape, arr.dtype)

@@ -1,0 +1,90 @@
+"""The dtypes kiln supports, their short names, and numpy/JAX type promotion."""
+from __future__ import annotations
+
+import numpy as np
+
+# Short names shared with the module format and the command line ("f32", ...).
+_SHORT_NAMES = {
+    np.dtype(np.float32): "f32",
+    np.dtype(np.float64): "f64",
+    np.dtype(np.int8): "i8",
+    np.dtype(np.int16): "i16",
+    np.dtype(np.int32): "i32",
+    np.dtype(np.int64): "i64",
+    np.dtype(np.uint8): "u8",
+    np.dtype(np.bool_): "bool",
+    np.dtype(np.float16): "f16",
+}
+_FROM_SHORT = {v: k for k, v in _SHORT_NAMES.items()}
+
+SUPPORTED = tuple(_SHORT_NAMES)
+
+
+class DTypeError(TypeError):
+    """A dtype kiln does not support."""
+
+
+def canonical(dtype) -> np.dtype:
+    """Returns the numpy dtype for `dtype`, rejecting those kiln cannot compile."""
+    d = np.dtype(dtype)
+    if d not in _SHORT_NAMES:
+        supported = ", ".join(str(x) for x in SUPPORTED)
+        raise DTypeError(f"dtype {d} is not supported by kiln (supported: {supported})")
+    return d
+
+
+def short_name(dtype) -> str:
+    return _SHORT_NAMES[canonical(dtype)]
+
+
+def from_short_name(name: str) -> np.dtype:
+    try:
+        return _FROM_SHORT[name]
+    except KeyError:
+        raise DTypeError(f"unknown dtype name {name!r}; expected one of {sorted(_FROM_SHORT)}") from None
+
+
+def is_float(dtype) -> bool:
+    return np.dtype(dtype).kind == "f"
+
+
+def is_int(dtype) -> bool:
+    return np.dtype(dtype).kind in "iu"
+
+
+def is_bool(dtype) -> bool:
+    return np.dtype(dtype) == np.bool_
+
+
+def _category(dtype) -> int:
+    return {"b": 0, "u": 1, "i": 1, "f": 2}[np.dtype(dtype).kind]
+
+
+def result_type(*operands) -> tuple[np.dtype, bool]:
+    """numpy promotion between arrays, with Python scalars weakly typed as in JAX.
+
+    Each operand is (dtype, weak). A weak operand only decides the result when
+    it is of a higher category (bool < int < float) than every strong operand.
+    Returns (dtype, weak).
+    """
+    strong = [canonical(d) for d, weak in operands if not weak]
+    weak = [canonical(d) for d, w in operands if w]
+    if strong:
+        result = np.result_type(*strong)
+        top = max(weak, key=_category, default=None)
+        if top is not None and _category(top) > _category(result):
+            result = np.dtype(np.float32) if is_float(top) else np.dtype(np.int32)
+        return canonical(result), False
+    result = max(weak, key=_category)
+    return canonical(result), True
+
+
+def python_scalar_dtype(value) -> np.dtype:
+    """The weak dtype of a Python scalar: bool, int32-like int, float32-like float."""
+    if isinstance(value, (bool, np.bool_)):
+        return np.dtype(np.bool_)
+    if isinstance(value, int):
+        return np.dtype(np.int32)
+    if isinstance(value, float):
+        return np.dtype(np.float32)
+    raise DTypeError(f"unsupported Python scalar type {type(value).__name__}")

@@ -1,0 +1,66 @@
+"""Primitives: the unit of extension. One registration gives an op every rule it has."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from .aval import ShapedArray
+
+
+class Primitive:
+    """An operation with an eager implementation, an abstract evaluation and optional rules.
+
+    Rules are attributes so that each transformation (jvp, transpose, batching)
+    and the compiler can attach its own per primitive without editing others.
+    """
+
+    def __init__(self, name: str, *, multiple_results: bool = False):
+        self.name = name
+        self.multiple_results = multiple_results
+        self.impl: Callable | None = None
+        self._abstract_eval: Callable | None = None
+        self.jvp_rule: Callable | None = None
+        self.transpose_rule: Callable | None = None
+        self.batching_rule: Callable | None = None
+        # Placed in a kernel (dispatch region) by the compiler, or run by the VM.
+        self.in_kernel = True
+
+    def __repr__(self):
+        return self.name
+
+    def def_impl(self, fn):
+        self.impl = fn
+        return fn
+
+    def def_abstract_eval(self, fn):
+        self._abstract_eval = fn
+        return fn
+
+    def abstract_eval(self, *avals: ShapedArray, **params) -> list[ShapedArray]:
+        """Output abstract values (always a list)."""
+        out = self._abstract_eval(*avals, **params)
+        return list(out) if self.multiple_results else [out]
+
+    def bind(self, *args, **params) -> Any:
+        from .trace import find_top_trace
+
+        trace = find_top_trace(args)
+        outs = trace.process_primitive(self, [trace.full_raise(a) for a in args], params)
+        return outs if self.multiple_results else outs[0]
+
+
+_REGISTRY: dict[str, Primitive] = {}
+
+
+def register(prim: Primitive) -> Primitive:
+    if prim.name in _REGISTRY:
+        raise ValueError(f"primitive {prim.name!r} is registered twice")
+    _REGISTRY[prim.name] = prim
+    return prim
+
+
+def lookup(name: str) -> Primitive:
+    return _REGISTRY[name]
+
+
+def all_primitives() -> dict[str, Primitive]:
+    return dict(_REGISTRY)

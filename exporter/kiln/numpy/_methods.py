@@ -1,0 +1,38 @@
+"""Operators and array methods of traced values (x + y, x @ w, x.sum(), x.T, ...)."""
+from __future__ import annotations
+
+from ..core.trace import Tracer
+
+
+def install() -> None:
+    from . import creation, elementwise as ew, linalg, reductions as red, shape as sh
+
+    def flip(fn):
+        return lambda self, other: fn(other, self)
+
+    ops = {
+        "__add__": ew.add, "__radd__": flip(ew.add),
+        "__sub__": ew.subtract, "__rsub__": flip(ew.subtract),
+        "__mul__": ew.multiply, "__rmul__": flip(ew.multiply),
+        "__truediv__": ew.true_divide, "__rtruediv__": flip(ew.true_divide),
+        "__pow__": ew.power, "__rpow__": flip(ew.power),
+        "__matmul__": linalg.matmul, "__rmatmul__": flip(linalg.matmul),
+        "__lt__": ew.less, "__le__": ew.less_equal, "__gt__": ew.greater, "__ge__": ew.greater_equal,
+        "__eq__": ew.equal, "__ne__": ew.not_equal,
+        "__neg__": ew.negative, "__pos__": lambda self: self, "__abs__": ew.absolute,
+    }
+    for name, fn in ops.items():
+        setattr(Tracer, name, fn)
+
+    Tracer.T = property(lambda self: sh.transpose(self))
+    Tracer.astype = lambda self, dtype: ew.astype(self, dtype)
+    Tracer.reshape = lambda self, *shape, order="C": sh.reshape(
+        self, shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape, order)
+    Tracer.transpose = lambda self, *axes: sh.transpose(self, axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else (axes or None))
+    Tracer.sum = lambda self, axis=None, dtype=None, keepdims=False: red.sum(self, axis, dtype, keepdims)
+    Tracer.mean = lambda self, axis=None, dtype=None, keepdims=False: red.mean(self, axis, dtype, keepdims)
+    Tracer.max = lambda self, axis=None, keepdims=False: red.max(self, axis, keepdims)
+    Tracer.min = lambda self, axis=None, keepdims=False: red.min(self, axis, keepdims)
+    Tracer.dot = lambda self, other: linalg.dot(self, other)
+    Tracer.squeeze = lambda self, axis=None: sh.squeeze(self, axis)
+    del creation

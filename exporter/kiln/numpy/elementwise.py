@@ -1,0 +1,105 @@
+"""Elementwise functions with numpy's promotion and broadcasting."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core import dtypes
+from ..lax import prims
+from ._base import aval, broadcast_all, convert, numpy_result_dtype, promote
+
+
+def _binary(prim, name):
+    def fn(x1, x2):
+        a, b = promote(x1, x2)
+        a, b = broadcast_all(a, b, where=name)
+        return prim.bind(a, b)
+
+    fn.__name__ = name
+    fn.__doc__ = f"numpy.{name} with broadcasting and type promotion."
+    return fn
+
+
+add = _binary(prims.add, "add")
+subtract = _binary(prims.sub, "subtract")
+multiply = _binary(prims.mul, "multiply")
+maximum = _binary(prims.max, "maximum")
+minimum = _binary(prims.min, "minimum")
+equal = _binary(prims.eq, "equal")
+not_equal = _binary(prims.ne, "not_equal")
+less = _binary(prims.lt, "less")
+less_equal = _binary(prims.le, "less_equal")
+greater = _binary(prims.gt, "greater")
+greater_equal = _binary(prims.ge, "greater_equal")
+
+
+def _float_operands(name, *xs):
+    """Promotes, then moves integer and bool results to the float dtype numpy picks."""
+    ops = promote(*xs)
+    a = aval(ops[0])
+    if not dtypes.is_float(a.dtype):
+        target = np.dtype(np.float32) if a.weak_type else numpy_result_dtype(name, *([a.dtype] * len(ops)))
+        ops = [convert(o, target) for o in ops]
+    return ops
+
+
+def true_divide(x1, x2):
+    """numpy.true_divide: integers divide to floats."""
+    a, b = _float_operands("true_divide", x1, x2)
+    a, b = broadcast_all(a, b, where="divide")
+    return prims.div.bind(a, b)
+
+
+divide = true_divide
+
+
+def power(x1, x2):
+    a, b = promote(x1, x2)
+    if dtypes.is_bool(aval(a).dtype):
+        a, b = convert(a, np.int8), convert(b, np.int8)
+    a, b = broadcast_all(a, b, where="power")
+    return prims.pow.bind(a, b)
+
+
+def _unary_float(prim, name):
+    def fn(x):
+        (a,) = _float_operands(name, x)
+        return prim.bind(a)
+
+    fn.__name__ = name
+    fn.__doc__ = f"numpy.{name}; integer inputs become floats as in numpy."
+    return fn
+
+
+exp = _unary_float(prims.exp, "exp")
+log = _unary_float(prims.log, "log")
+tanh = _unary_float(prims.tanh, "tanh")
+sqrt = _unary_float(prims.sqrt, "sqrt")
+
+
+def negative(x):
+    (a,) = promote(x)
+    if dtypes.is_bool(aval(a).dtype):
+        raise TypeError("negative: the numpy boolean negative, the `-` operator, is not supported; use logical_not")
+    return prims.neg.bind(a)
+
+
+def absolute(x):
+    (a,) = promote(x)
+    if dtypes.is_bool(aval(a).dtype):
+        return a
+    return prims.abs.bind(a)
+
+
+abs = absolute
+
+
+def where(condition, x, y):
+    """numpy.where(condition, x, y) with broadcasting of all three."""
+    c = convert(condition, np.bool_) if aval(condition).dtype != np.bool_ else condition
+    a, b = promote(x, y)
+    c, a, b = broadcast_all(c, a, b, where="where")
+    return prims.select.bind(c, a, b)
+
+
+def astype(x, dtype):
+    return convert(x, dtype)
