@@ -1,0 +1,1 @@
+"""kiln.vm: the module format, the bytecode ISA and the binding to the C runtime."""

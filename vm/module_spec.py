@@ -1,0 +1,128 @@
+"""What the compiler hands the module writer (docs/internals.md section 2)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy
+
+if TYPE_CHECKING:
+    from kiln.vm.isa import Instr, Label
+
+DTYPES = ("f32", "f64", "i8", "i16", "i32", "i64", "u8", "bool", "f16", "bf16")
+"""Short dtype names in the order of the schema's DType enum."""
+
+DTYPE_SIZES = {"f32": 4, "f64": 8, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "u8": 1,
+               "bool": 1, "f16": 2, "bf16": 2}
+
+_NUMPY_NAMES = {"float32": "f32", "float64": "f64", "int8": "i8", "int16": "i16",
+                "int32": "i32", "int64": "i64", "uint8": "u8", "bool": "bool",
+                "float16": "f16", "bfloat16": "bf16"}
+
+
+def dtype_of(array: numpy.ndarray) -> str:
+    """The kiln short dtype name of a numpy array's dtype."""
+    name = _NUMPY_NAMES.get(array.dtype.name)
+    if name is None:
+        raise TypeError(f"dtype {array.dtype} has no kiln equivalent "
+                        f"(supported: {', '.join(DTYPES)})")
+    return name
+
+
+@dataclass(frozen=True)
+class TensorType:
+    """A dense array type: dtype short name and shape."""
+
+    dtype: str
+    shape: tuple[int, ...]
+
+    def __post_init__(self):
+        if self.dtype not in DTYPE_SIZES:
+            raise ValueError(f"unknown dtype {self.dtype!r} (expected one of {DTYPES})")
+        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        if any(d < 0 for d in self.shape):
+            raise ValueError(f"negative dimension in shape {self.shape}")
+
+    @property
+    def byte_size(self) -> int:
+        n = DTYPE_SIZES[self.dtype]
+        for d in self.shape:
+            n *= d
+        return n
+
+    def __str__(self) -> str:
+        return "x".join([str(d) for d in self.shape] + [self.dtype])
+
+    @classmethod
+    def of(cls, array: numpy.ndarray) -> TensorType:
+        return cls(dtype_of(array), array.shape)
+
+
+@dataclass
+class ValueInfo:
+    name: str
+    type: TensorType
+
+
+@dataclass
+class FunctionSpec:
+    """A procedure; arguments arrive in r0..r(len(args)-1)."""
+
+    name: str
+    exported: bool
+    args: list[ValueInfo]
+    results: list[ValueInfo]
+    arg_tree: str
+    result_tree: str
+    ref_registers: int
+    i64_registers: int
+    code: list[Instr | Label]
+
+
+@dataclass
+class GlobalSpec:
+    name: str
+    type: TensorType
+    mutable: bool
+    initial: numpy.ndarray | None = None
+
+
+@dataclass
+class ConstantSpec:
+    data: numpy.ndarray
+
+
+@dataclass
+class KernelImageSpec:
+    target_triple: str
+    cpu_features: str
+    code: bytes
+    text_size: int
+    segment_align: int
+    relocs: list[tuple[int, int]] = field(default_factory=list)
+
+
+@dataclass
+class BindingSpec:
+    byte_size: int
+    writable: bool
+
+
+@dataclass
+class KernelSpec:
+    name: str
+    image: int
+    entry_offset: int
+    bindings: list[BindingSpec]
+    push_constant_count: int
+
+
+@dataclass
+class ModuleSpec:
+    name: str
+    functions: list[FunctionSpec] = field(default_factory=list)
+    globals: list[GlobalSpec] = field(default_factory=list)
+    constants: list[ConstantSpec] = field(default_factory=list)
+    kernel_images: list[KernelImageSpec] = field(default_factory=list)
+    kernels: list[KernelSpec] = field(default_factory=list)

@@ -1,0 +1,153 @@
+"""Parse .vmfb bytes back into a ModuleSpec, and print a module for `kiln dump`."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy
+
+from kiln.vm._generated import module_fb as fb
+from kiln.vm.disassembler import DecodeError, Names, decode, disassemble, with_labels
+from kiln.vm.module_spec import (DTYPES, BindingSpec, ConstantSpec, FunctionSpec,
+                                 GlobalSpec, KernelImageSpec, KernelSpec, ModuleSpec,
+                                 TensorType, ValueInfo)
+from kiln.vm.writer import FORMAT_VERSION
+
+
+class ModuleFormatError(ValueError):
+    """Bytes that are not a readable kiln module."""
+
+
+def _numpy_dtype(name: str) -> numpy.dtype:
+    if name == "bf16":
+        try:
+            import ml_dtypes
+        except ImportError as e:
+            raise ModuleFormatError("reading bf16 data needs the ml_dtypes package") from e
+        return numpy.dtype(ml_dtypes.bfloat16)
+    return numpy.dtype({"f32": "<f4", "f64": "<f8", "i8": "i1", "i16": "<i2",
+                        "i32": "<i4", "i64": "<i8", "u8": "u1", "bool": "?",
+                        "f16": "<f2"}[name])
+
+
+def _array(data: bytes, t: TensorType, what: str) -> numpy.ndarray:
+    if len(data) != t.byte_size:
+        raise ModuleFormatError(f"{what}: {len(data)} bytes of data for type {t} "
+                                f"({t.byte_size} bytes)")
+    return numpy.frombuffer(data, _numpy_dtype(t.dtype)).reshape(t.shape).copy()
+
+
+class ModuleFile:
+    """A parsed module: the ModuleSpec plus what the file says about itself."""
+
+    def __init__(self, data: bytes):
+        data = bytes(data)
+        if len(data) < 8 or not fb.has_identifier(data):
+            raise ModuleFormatError("not a kiln module (file identifier is not 'KILN')")
+        try:
+            self._parse(data)
+        except ModuleFormatError:
+            raise
+        except (IndexError, struct.error, ValueError, KeyError, UnicodeDecodeError,
+                DecodeError) as e:
+            raise ModuleFormatError(f"corrupt module: {e}") from e
+
+    def _parse(self, data: bytes):
+        root = fb.get_root_Module(data)
+        self.version = (root.version_major(), root.version_minor())
+        if self.version[0] != FORMAT_VERSION[0]:
+            raise ModuleFormatError(
+                f"module format version {self.version[0]}.{self.version[1]} is not "
+                f"supported (this reader reads {FORMAT_VERSION[0]}.x)")
+        self.types = []
+        for t in root.types():
+            if not 0 <= t.dtype() < len(DTYPES):
+                raise ModuleFormatError(f"unknown dtype code {t.dtype()}")
+            self.types.append(TensorType(DTYPES[t.dtype()], tuple(t.shape())))
+        ty = self._type
+        images = [KernelImageSpec(i.target_triple(), i.cpu_features(), i.code(),
+                                  i.text_size(), i.segment_align(), i.relocs())
+                  for i in root.kernel_images()]
+        kernels = [KernelSpec(k.name(), k.image(), k.entry_offset(),
+                              [BindingSpec(x.byte_size(), x.writable()) for x in k.bindings()],
+                              k.push_constant_count()) for k in root.kernels()]
+        globals_ = []
+        for g in root.globals():
+            t = ty(g.type())
+            initial = None if g.zero_init() else _array(g.data(), t, f"global {g.name()!r}")
+            globals_.append(GlobalSpec(g.name(), t, g.mutable(), initial))
+        constants = [ConstantSpec(_array(c.data(), ty(c.type()), f"constant {i}"))
+                     for i, c in enumerate(root.constants())]
+        self.code_words = []
+        functions = []
+        for f in root.functions():
+            words = f.code()
+            self.code_words.append(words)
+            functions.append(FunctionSpec(
+                f.name(), f.exported(),
+                [ValueInfo(v.name(), ty(v.type())) for v in f.args()],
+                [ValueInfo(v.name(), ty(v.type())) for v in f.results()],
+                f.arg_tree(), f.result_tree(), f.ref_register_count(),
+                f.i64_register_count(), with_labels(decode(words, self.types))))
+        self.spec = ModuleSpec(root.name(), functions, globals_, constants, images, kernels)
+
+    def _type(self, index: int) -> TensorType:
+        if not 0 <= index < len(self.types):
+            raise ModuleFormatError(f"type index {index} out of range ({len(self.types)} types)")
+        return self.types[index]
+
+    def names(self) -> Names:
+        s = self.spec
+        return Names(types=self.types, globals=[g.name for g in s.globals],
+                     kernels=[k.name for k in s.kernels],
+                     functions=[f.name for f in s.functions])
+
+
+def read_module(data: bytes) -> ModuleSpec:
+    """The ModuleSpec that `data` holds (serializing it again gives the same bytes)."""
+    return ModuleFile(data).spec
+
+
+def _sig(values: list[ValueInfo]) -> str:
+    return ", ".join(f"{v.name}: {v.type}" for v in values)
+
+
+def dump_text(data: bytes) -> str:
+    """Human-readable text of a module: signatures, globals, kernels, disassembly."""
+    m = ModuleFile(data)
+    s = m.spec
+    names = m.names()
+    out = [f"module {s.name!r} (format {m.version[0]}.{m.version[1]}, {len(data)} bytes)"]
+    out.append(f"types: {len(m.types)}")
+    for i, t in enumerate(m.types):
+        out.append(f"  type#{i} {t}")
+    out.append(f"globals: {len(s.globals)}")
+    for i, g in enumerate(s.globals):
+        init = "zeros" if g.initial is None else f"{g.type.byte_size} bytes of initial data"
+        out.append(f"  global#{i} {g.name}: {g.type} {'mutable' if g.mutable else 'immutable'}"
+                   f", {init}")
+    out.append(f"constants: {len(s.constants)}")
+    for i, c in enumerate(s.constants):
+        out.append(f"  const#{i}: {TensorType.of(c.data)} ({c.data.nbytes} bytes)")
+    out.append(f"kernel images: {len(s.kernel_images)}")
+    for i, img in enumerate(s.kernel_images):
+        out.append(f"  image#{i} {img.target_triple} features={img.cpu_features or '-'}: "
+                   f"{len(img.code)} bytes (text {img.text_size}, align "
+                   f"{img.segment_align}), {len(img.relocs)} relocations")
+    out.append(f"kernels: {len(s.kernels)}")
+    for i, k in enumerate(s.kernels):
+        binds = ", ".join(f"{b.byte_size}B {'rw' if b.writable else 'ro'}" for b in k.bindings)
+        target = (s.kernel_images[k.image].target_triple
+                  if k.image < len(s.kernel_images) else "?")
+        out.append(f"  kernel#{i} {k.name}: image#{k.image} ({target}) entry "
+                   f"0x{k.entry_offset:x}, bindings [{binds}], "
+                   f"{k.push_constant_count} push constants")
+    out.append(f"functions: {len(s.functions)}")
+    for i, (f, words) in enumerate(zip(s.functions, m.code_words)):
+        kind = "export" if f.exported else "internal"
+        out.append(f"  {kind} func#{i} {f.name}({_sig(f.args)}) -> ({_sig(f.results)})")
+        out.append(f"    registers: {f.ref_registers} ref, {f.i64_registers} i64")
+        out.append(f"    arg_tree: {f.arg_tree}")
+        out.append(f"    result_tree: {f.result_tree}")
+        out.append(disassemble(words, names, indent="    "))
+    return "\n".join(out) + "\n"

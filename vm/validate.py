@@ -1,0 +1,101 @@
+"""Python-side checks of a ModuleSpec; the C runtime repeats them on load."""
+
+from __future__ import annotations
+
+import numpy
+
+from kiln.vm.assembler import label_offsets
+from kiln.vm.isa import Instr, Label, instr_words
+from kiln.vm.module_spec import FunctionSpec, ModuleSpec, TensorType, dtype_of
+
+
+class SpecError(ValueError):
+    """A ModuleSpec that the runtime would reject."""
+
+
+def _unique(kind: str, names: list[str]):
+    seen = set()
+    for n in names:
+        if n in seen:
+            raise SpecError(f"duplicate {kind} name {n!r}")
+        seen.add(n)
+
+
+def validate(spec: ModuleSpec) -> None:
+    """Raise SpecError naming the first problem found in `spec`."""
+    _unique("function", [f.name for f in spec.functions])
+    _unique("global", [g.name for g in spec.globals])
+    for g in spec.globals:
+        if g.initial is not None:
+            got = TensorType.of(numpy.asarray(g.initial))
+            if got != g.type:
+                raise SpecError(f"global {g.name!r}: initial value is {got}, type is {g.type}")
+    for c in spec.constants:
+        dtype_of(c.data)
+    for i, img in enumerate(spec.kernel_images):
+        align = img.segment_align
+        if align <= 0 or align & (align - 1) or img.text_size % align or \
+                img.text_size > len(img.code):
+            raise SpecError(f"kernel image {i}: text_size {img.text_size} / segment_align "
+                            f"{align} do not fit {len(img.code)} code bytes")
+        for off, addend in img.relocs:
+            if not (0 <= off and off + 8 <= len(img.code)) or not 0 <= addend <= len(img.code):
+                raise SpecError(f"kernel image {i}: relocation ({off}, {addend}) "
+                                f"outside {len(img.code)} code bytes")
+    for k in spec.kernels:
+        if not 0 <= k.image < len(spec.kernel_images):
+            raise SpecError(f"kernel {k.name!r}: image {k.image} out of range "
+                            f"({len(spec.kernel_images)} images)")
+        if k.entry_offset >= spec.kernel_images[k.image].text_size:
+            raise SpecError(f"kernel {k.name!r}: entry offset {k.entry_offset} is outside "
+                            f"the text of image {k.image}")
+    for f in spec.functions:
+        _validate_function(spec, f)
+
+
+def _validate_function(spec: ModuleSpec, f: FunctionSpec) -> None:
+    def fail(msg: str):
+        raise SpecError(f"function {f.name!r}: {msg}")
+
+    if len(f.args) > f.ref_registers:
+        fail(f"{len(f.args)} arguments but only {f.ref_registers} ref registers")
+    labels = label_offsets(f.code)
+    instrs = [x for x in f.code if isinstance(x, Instr)]
+    if not instrs or not instrs[-1].opdef.terminator:
+        fail("code must end in a terminator (ret, br or br.if)")
+    if isinstance(f.code[-1], Label):
+        fail("a label after the last instruction is not a valid branch target")
+    limits = {"r": f.ref_registers, "i": f.i64_registers, "const": len(spec.constants),
+              "global": len(spec.globals), "kernel": len(spec.kernels),
+              "func": len(spec.functions)}
+    starts = set(labels.values())
+    pc = 0
+    for ins in instrs:
+        starts.add(pc)
+        pc += instr_words(ins)
+    for ins in instrs:
+        for (kind, name), v in zip(ins.opdef.operands, ins.operands):
+            base = {"list_r": "r", "list_i": "i"}.get(kind, kind)
+            for x in (v if kind in ("list_r", "list_i") else (v,)):
+                if base in limits and x >= limits[base]:
+                    fail(f"{ins.op} {name}: {base} {x} out of range (limit {limits[base]})")
+            if kind == "target" and isinstance(v, int) and v not in starts:
+                fail(f"{ins.op} {name}: target {v} is not an instruction start")
+        ops = ins.operands
+        if ins.op == "dispatch":
+            k = spec.kernels[ops[0]]
+            if ops[1] < 1:
+                fail(f"dispatch {k.name!r}: workgroup count must be at least 1")
+            if len(ops[2]) != len(k.bindings) or len(ops[3]) != k.push_constant_count:
+                fail(f"dispatch {k.name!r}: {len(ops[2])} bindings and {len(ops[3])} push "
+                     f"constants, kernel takes {len(k.bindings)} and "
+                     f"{k.push_constant_count}")
+        elif ins.op == "call":
+            g = spec.functions[ops[0]]
+            if len(ops[1]) != len(g.args) or len(ops[2]) != len(g.results):
+                fail(f"call {g.name!r}: {len(ops[1])} args / {len(ops[2])} results, "
+                     f"callee takes {len(g.args)} / {len(g.results)}")
+        elif ins.op == "ret" and len(ops[0]) != len(f.results):
+            fail(f"ret of {len(ops[0])} values, function has {len(f.results)} results")
+        elif ins.op == "i.store" and isinstance(ops[2], TensorType) and ops[2].shape:
+            fail(f"i.store: type {ops[2]} is not 0-d")
