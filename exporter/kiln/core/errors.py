@@ -23,3 +23,7 @@ class ConcretizationError(TracingError):
 
 class UnexpectedTracerError(TracingError):
     """A traced value escaped the function that was being traced."""
+
+
+class CompileError(KilnError):
+    """A traced program that kiln cannot compile (an unsupported op in a place, a bad target)."""

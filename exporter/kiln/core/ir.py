@@ -174,7 +174,10 @@ def print_graph(graph: Graph, name: str = "graph", indent: int = 0, namer: _Name
     for eqn in graph.eqns:
         outs = ", ".join(f"{n(v)}: {v.aval}" for v in eqn.outvars)
         shown = {k: v for k, v in eqn.params.items() if not isinstance(v, Graph) and not (isinstance(v, (tuple, list)) and any(isinstance(x, Graph) for x in v))}
-        param_text = "[" + ", ".join(f"{k}={_format_param(v)}" for k, v in sorted(shown.items())) + "]" if shown else ""
+        if eqn.primitive.format_params is not None:
+            param_text = eqn.primitive.format_params(eqn.params)
+        else:
+            param_text = "[" + ", ".join(f"{k}={_format_param(v)}" for k, v in sorted(shown.items())) + "]" if shown else ""
         args = ", ".join(n(a) for a in eqn.invars)
         where = f"  # {eqn.source_info.filename.rsplit('/', 1)[-1]}:{eqn.source_info.lineno}" if eqn.source_info else ""
         lhs = f"{outs} = " if outs else ""

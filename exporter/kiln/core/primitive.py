@@ -23,6 +23,10 @@ class Primitive:
         self.batching_rule: Callable | None = None
         # Placed in a kernel (dispatch region) by the compiler, or run by the VM.
         self.in_kernel = True
+        # Kept by dead-code elimination even when no output is used (stores).
+        self.has_side_effects = False
+        # Optional params -> text for the IR printer, for params too noisy to show raw.
+        self.format_params = None
 
     def __repr__(self):
         return self.name

@@ -1,0 +1,18 @@
+"""kiln: compile numpy-style Python array programs into deployable modules.
+
+    from kiln import Program, jit
+    import kiln.numpy as knp
+"""
+from . import lax, numpy
+from .core.errors import CompileError, ConcretizationError, KilnError, TracingError
+from .core.pytree import register_pytree_node, tree_flatten, tree_leaves, tree_map, tree_unflatten
+from .jit import jit
+from .program import CompiledArtifact, Program
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Program", "CompiledArtifact", "jit", "lax", "numpy",
+    "KilnError", "TracingError", "ConcretizationError", "CompileError",
+    "register_pytree_node", "tree_flatten", "tree_leaves", "tree_map", "tree_unflatten",
+]

@@ -1,0 +1,1 @@
+"""LLVM IR generation for dispatch regions (loop nests over kernel bindings)."""

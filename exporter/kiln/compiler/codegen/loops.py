@@ -1,0 +1,69 @@
+"""Loop and control-flow helpers over llvmlite's IRBuilder."""
+from __future__ import annotations
+
+from typing import Callable
+
+from llvmlite import ir
+
+from .types import I64
+
+
+def const64(value: int) -> ir.Constant:
+    return ir.Constant(I64, int(value))
+
+
+def for_range(builder: ir.IRBuilder, start, stop, body: Callable[[ir.Value], None], name: str = "i", step: int = 1) -> None:
+    """Emits `for (i = start; i < stop; i += step) body(i)` with an i64 induction variable."""
+    start = const64(start) if isinstance(start, int) else start
+    stop = const64(stop) if isinstance(stop, int) else stop
+    fn = builder.function
+    pre = builder.block
+    head = fn.append_basic_block(f"{name}.head")
+    loop = fn.append_basic_block(f"{name}.body")
+    done = fn.append_basic_block(f"{name}.done")
+    builder.branch(head)
+    builder.position_at_end(head)
+    index = builder.phi(I64, name=name)
+    index.add_incoming(start, pre)
+    builder.cbranch(builder.icmp_signed("<", index, stop), loop, done)
+    builder.position_at_end(loop)
+    body(index)
+    following = builder.add(index, const64(step), name=f"{name}.next")
+    index.add_incoming(following, builder.block)
+    builder.branch(head)
+    builder.position_at_end(done)
+
+
+def if_then(builder: ir.IRBuilder, cond: ir.Value, body: Callable[[], None]) -> None:
+    with builder.if_then(cond):
+        body()
+
+
+def delinearize(builder: ir.IRBuilder, linear: ir.Value, shape: tuple[int, ...]) -> list[ir.Value]:
+    """Row-major multi-index of `linear` within `shape` (constant divisors)."""
+    index = []
+    rest = linear
+    for dim in reversed(shape[1:]):
+        index.append(builder.urem(rest, const64(dim)))
+        rest = builder.udiv(rest, const64(dim))
+    index.append(rest)
+    return index[::-1]
+
+
+def dot_offsets(builder: ir.IRBuilder, index: list[ir.Value], strides: tuple[int, ...], base=None) -> ir.Value:
+    """base + sum(index[d] * strides[d]), skipping zero strides."""
+    total = base if base is not None else const64(0)
+    for i, s in zip(index, strides):
+        if s == 0:
+            continue
+        term = i if s == 1 else builder.mul(i, const64(s))
+        total = builder.add(total, term)
+    return total
+
+
+def workgroup_slice(builder: ir.IRBuilder, total: int, workgroup_id: ir.Value, workgroup_count: ir.Value):
+    """The half-open slice [total*id/count, total*(id+1)/count) of this workgroup."""
+    n = const64(total)
+    lo = builder.udiv(builder.mul(n, workgroup_id), workgroup_count)
+    hi = builder.udiv(builder.mul(n, builder.add(workgroup_id, const64(1))), workgroup_count)
+    return lo, hi

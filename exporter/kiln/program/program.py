@@ -1,0 +1,207 @@
+"""Program: globals, kernels and public functions, traced and compiled into one module.
+
+A subclass's class body declares globals (arrays or trees of arrays, or
+Program.export_global), kernels (@Program.kernel) and public functions
+(methods without a leading underscore, whose argument signature comes from
+Program.like defaults). Instantiating it traces and compiles the whole
+program and loads it into the C runtime; calls on the instance run there.
+"""
+from __future__ import annotations
+
+import inspect
+import re
+
+import numpy as np
+
+from ..core.aval import ShapedArray, aval_of
+from ..core.pytree import tree_map, tree_unflatten, treedef_flatten_up_to
+from ..core.signature import as_runtime_array
+from ..jit import Jitted
+from .globals import ExportGlobal, GlobalTable, looks_like_global
+from .tracing import PublicFunction, trace_public_function
+
+
+def _snake_case(name: str) -> str:
+    if name.endswith("Program") and name != "Program":
+        name = name[: -len("Program")]
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+class CompiledArtifact:
+    """The bytes of a compiled module (.vmfb)."""
+
+    def __init__(self, module_bytes: bytes):
+        self.bytes = module_bytes
+
+    def save(self, path) -> None:
+        with open(path, "wb") as f:
+            f.write(self.bytes)
+
+
+class Program:
+    """Base class of exportable programs; see the module docstring."""
+
+    _kiln_export_name: str
+    _kiln_globals: GlobalTable
+    _kiln_kernels: dict[str, Jitted]
+    _kiln_public: dict[str, object]
+    _kiln_compiled = None
+
+    def __init_subclass__(cls, export_name: str | None = None, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls._kiln_export_name = export_name or _snake_case(cls.__name__)
+        table = GlobalTable()
+        kernels: dict[str, Jitted] = {}
+        public: dict[str, object] = {}
+        for klass in reversed(cls.__mro__):
+            if klass is Program or not issubclass(klass, Program):
+                continue
+            for attr, value in list(vars(klass).items()):
+                if attr.startswith("__") or attr.startswith("_kiln_"):
+                    continue
+                if isinstance(value, _GlobalAttribute):
+                    value = value.declared
+                if isinstance(value, Jitted):
+                    kernels[attr] = value
+                elif looks_like_global(value):
+                    table.export(attr, value)
+                elif inspect.isfunction(value) and not attr.startswith("_"):
+                    public[attr] = value
+        cls._kiln_globals = table
+        cls._kiln_kernels = kernels
+        cls._kiln_public = public
+        cls._kiln_compiled = None
+        for attr in table.trees:
+            if attr in vars(cls) and not isinstance(vars(cls)[attr], _GlobalAttribute):
+                setattr(cls, attr, _GlobalAttribute(attr, vars(cls)[attr]))
+
+    # ---- declarations -------------------------------------------------------------
+
+    @staticmethod
+    def like(tree):
+        """A tree of abstract values (shape, dtype) mirroring a tree of arrays."""
+        return tree_map(lambda x: x if isinstance(x, ShapedArray) else aval_of(np.asarray(x)).strip_weak(), tree)
+
+    @staticmethod
+    def export_global(tree, initialize: bool = True, mutable: bool = True):
+        """Declares a global tree; initialize=False gives zeros, mutable=False forbids stores."""
+        return ExportGlobal(tree, initialize=initialize, mutable=mutable)
+
+    @staticmethod
+    def kernel(fn):
+        """Marks a pure traced function (like kiln.jit) used from public functions."""
+        return Jitted(fn, name=fn.__name__.lstrip("_") or fn.__name__)
+
+    @staticmethod
+    def store_global(target, value) -> None:
+        """Stores value into the globals that `target` (a loaded global or tree of them) came from."""
+        from .tracing import store_through
+
+        store_through(target, value)
+
+    # ---- compilation ----------------------------------------------------------------
+
+    @classmethod
+    def _kiln_compile(cls, target=None):
+        if cls._kiln_compiled is None or target is not None:
+            from ..compiler.pipeline import GlobalSource, compile_module
+
+            functions = {name: trace_public_function(cls, name, fn) for name, fn in cls._kiln_public.items()}
+            sources = [f.source for f in functions.values()]
+            globals_ = [GlobalSource(s.name, s.aval, s.mutable, s.initial) for s in cls._kiln_globals.slots]
+            result = compile_module(cls._kiln_export_name, sources, globals_, target)
+            compiled = (functions, result)
+            if target is not None:
+                return compiled
+            cls._kiln_compiled = compiled
+        return cls._kiln_compiled
+
+    def __init__(self):
+        from ..runtime_session import load_module
+
+        functions, result = type(self)._kiln_compile()
+        self._kiln_functions: dict[str, PublicFunction] = functions
+        self._kiln_result = result
+        self._kiln_context = load_module(result.module_bytes).new_context()
+
+    def __getattribute__(self, name):
+        if not name.startswith("_") and name in type(self)._kiln_public:
+            functions = object.__getattribute__(self, "_kiln_functions")
+            return _BoundFunction(self, functions[name])
+        return object.__getattribute__(self, name)
+
+    # ---- inspection -----------------------------------------------------------------
+
+    @staticmethod
+    def get_ir(program: "Program") -> str:
+        """Text of the whole traced program: globals, then every public function with its kernels."""
+        cls = type(program) if isinstance(program, Program) else program
+        functions, _ = cls._kiln_compile()
+        lines = [f"program {cls._kiln_export_name} {{"]
+        for slot in cls._kiln_globals.slots:
+            kind = "mutable" if slot.mutable else "immutable"
+            init = "zeros" if slot.initial is None else "initialized"
+            lines.append(f"  global @{slot.name}: {slot.aval.strip_weak()} {kind} {init}")
+        for name, fn in functions.items():
+            lines.append("")
+            lines.append(_indent(fn.source.graph.__str__().replace("graph(", f"func {name}(", 1), 2))
+        lines.append("}")
+        return "\n".join(lines)
+
+    @staticmethod
+    def get_compiled_artifact(program: "Program") -> CompiledArtifact:
+        cls = type(program) if isinstance(program, Program) else program
+        _, result = cls._kiln_compile()
+        return CompiledArtifact(result.module_bytes)
+
+
+class _GlobalAttribute:
+    """Class attribute standing for an exported global tree; reads give its current value."""
+
+    def __init__(self, attr: str, declared):
+        self.attr = attr
+        self.declared = declared
+
+    def __get__(self, instance, owner):
+        table = owner._kiln_globals
+        tree = table.trees[self.attr]
+        if instance is None:
+            leaves = [_initial_value(table.slots[i]) for i in tree.slots]
+            return tree_unflatten(tree.treedef, leaves)
+        context = instance._kiln_context
+        leaves = [context.get_global(table.slots[i].name) for i in tree.slots]
+        return tree_unflatten(tree.treedef, leaves)
+
+    def __set__(self, instance, value):
+        table = type(instance)._kiln_globals
+        tree = table.trees[self.attr]
+        leaves = treedef_flatten_up_to(tree.treedef, value)
+        for i, leaf in zip(tree.slots, leaves):
+            slot = table.slots[i]
+            instance._kiln_context.set_global(slot.name, as_runtime_array(leaf, slot.aval))
+
+
+def _initial_value(slot):
+    return slot.initial if slot.initial is not None else np.zeros(slot.aval.shape, slot.aval.dtype)
+
+
+class _BoundFunction:
+    """A public function of a compiled Program instance: flattens, checks, runs, rebuilds."""
+
+    def __init__(self, program: Program, fn: PublicFunction):
+        self.program = program
+        self.fn = fn
+        self.__name__ = fn.name
+
+    def __call__(self, *args, **kwargs):
+        bound = self.fn.signature.bind(*args, **kwargs)
+        values = [bound.arguments[p] for p in self.fn.arg_names]
+        leaves = self.fn.flatten_arguments(values)
+        outs = self.program._kiln_context.invoke(self.fn.name, leaves)
+        return tree_unflatten(self.fn.out_treedef, outs)
+
+
+def _indent(text: str, n: int) -> str:
+    pad = " " * n
+    return "\n".join(pad + line if line else line for line in text.splitlines())
+
