@@ -1,0 +1,52 @@
+# The README's two commands: `make demo` (export an example and run it in the
+# standalone C runtime) and `make test` (every test: pytest, C tests, and the C
+# tests plus module-corruption tests under AddressSanitizer and UBSan).
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+RUNTIME_BUILD := build/runtime-c
+SANITIZE_BUILD := build/runtime-c-sanitize
+
+.PHONY: demo test install runtime runtime-sanitize pytest ctest ctest-sanitize clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: $(BIN)/python pyproject.toml setup.py $(wildcard runtime-c/src/*.c runtime-c/src/*.h runtime-c/tools/*.c runtime-c/CMakeLists.txt)
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $@
+
+install: $(VENV)/.installed
+
+runtime:
+	cmake -S runtime-c -B $(RUNTIME_BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake --build $(RUNTIME_BUILD) --parallel $(JOBS)
+
+runtime-sanitize:
+	cmake -S runtime-c -B $(SANITIZE_BUILD) -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON >/dev/null
+	cmake --build $(SANITIZE_BUILD) --parallel $(JOBS)
+
+demo: install runtime
+	$(BIN)/kiln export examples/linear.py:Linear -o build/linear.vmfb
+	$(RUNTIME_BUILD)/kiln-run --module=build/linear.vmfb --list
+	$(RUNTIME_BUILD)/kiln-run --module=build/linear.vmfb --function=predict \
+		--input=4x3xf32=0.5,-1,2,0,1,1,-2,0.25,3,1,1,1
+	$(RUNTIME_BUILD)/kiln-run --module=build/linear.vmfb --function=predict_batch_mean \
+		--input=4x3xf32=0.5,-1,2,0,1,1,-2,0.25,3,1,1,1
+
+ctest: runtime
+	ctest --test-dir $(RUNTIME_BUILD) --output-on-failure
+
+ctest-sanitize: runtime-sanitize
+	ctest --test-dir $(SANITIZE_BUILD) --output-on-failure
+
+pytest: install runtime-sanitize
+	KILN_SANITIZE_BUILD=$(abspath $(SANITIZE_BUILD)) $(BIN)/python -m pytest -q
+
+test: install ctest ctest-sanitize pytest
+
+clean:
+	rm -rf build $(VENV)

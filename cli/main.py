@@ -1,0 +1,85 @@
+"""kiln export / run / dump: the command-line face of the exporter and the runtime."""
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+
+import click
+
+from .loading import load_program_class
+
+
+class _Group(click.Group):
+    """Prints one clear error line (the traceback only with --verbose) and exits non-zero."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as e:  # every failure becomes one line, not a traceback
+            if ctx.obj and ctx.obj.get("verbose"):
+                traceback.print_exc()
+            message = str(e).strip().splitlines()
+            first = message[0] if message else type(e).__name__
+            rest = "".join(f"\n  {line.strip()}" for line in message[1:3])
+            click.echo(f"kiln: error: {type(e).__name__}: {first}{rest}", err=True)
+            ctx.exit(1)
+
+
+@click.group(cls=_Group)
+@click.option("--verbose", is_flag=True, help="Show full tracebacks on errors.")
+@click.pass_context
+def main(ctx, verbose):
+    """kiln: compile Python array programs into .vmfb modules and run them."""
+    ctx.obj = {"verbose": verbose}
+
+
+@main.command()
+@click.argument("program")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Module file to write (.vmfb).")
+@click.option("--ir", "print_ir", is_flag=True, help="Also print the program's IR.")
+def export(program, output, print_ir):
+    """Trace and compile PROGRAM (FILE.py:ClassName or package.module:ClassName) into a module file."""
+    from kiln import Program
+
+    cls = load_program_class(program)
+    artifact = Program.get_compiled_artifact(cls)
+    if print_ir:
+        click.echo(Program.get_ir(cls))
+    artifact.save(output)
+    click.echo(f"wrote {output} ({len(artifact.bytes)} bytes)")
+
+
+@main.command(context_settings={"ignore_unknown_options": True})
+@click.argument("module", type=click.Path(exists=True, dir_okay=False))
+@click.option("--function", "-f", required=True, help="Exported function to call.")
+@click.option("--input", "-i", "inputs", multiple=True, help="An argument: 2x3xf32=1,2,3,4,5,6 or @x.npy.")
+@click.option("--output", "-o", "outputs", multiple=True, help="Write a result: @y.npy.")
+@click.option("--workers", type=int, default=None, help="Worker threads (default: one per core).")
+def run(module, function, inputs, outputs, workers):
+    """Run FUNCTION of MODULE in the C runtime (the same syntax and output as kiln-run)."""
+    from kiln.vm._native import kiln_run_path
+
+    argv = [kiln_run_path(), f"--module={module}", f"--function={function}"]
+    argv += [f"--input={x}" for x in inputs] + [f"--output={x}" for x in outputs]
+    if workers is not None:
+        argv.append(f"--workers={workers}")
+    sys.stdout.flush()
+    os.execv(argv[0], argv)
+
+
+@main.command()
+@click.argument("module", type=click.Path(exists=True, dir_okay=False))
+def dump(module):
+    """Print MODULE's functions, globals, kernels and disassembled bytecode."""
+    from kiln.vm.reader import dump_text
+
+    with open(module, "rb") as f:
+        data = f.read()
+    click.echo(dump_text(data))
+
+
+if __name__ == "__main__":
+    main()
