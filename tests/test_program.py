@@ -1,0 +1,165 @@
+"""Program semantics: globals and aliasing, stores, state across calls, IR text, export round trips."""
+from collections import namedtuple
+
+import numpy as np
+import pytest
+
+import kiln.numpy as knp
+from kiln import Program, TracingError
+from kiln.vm.runtime import KilnRuntimeError
+
+from conftest import run_kiln_run
+
+Params = namedtuple("Params", "w b")
+
+
+def _params():
+    return Params(w=np.arange(12, dtype=np.float32).reshape(3, 4) / 10, b=np.full((4,), 0.5, np.float32))
+
+
+def _make_program():
+    params = _params()
+
+    class Model(Program, export_name="model"):
+        _params = params
+        _w = params.w
+        _count = Program.export_global(np.int32(0), mutable=True)
+        _frozen = Program.export_global(np.float32(3.0), mutable=False)
+        _scratch = Program.export_global(np.ones((2,), np.float32), initialize=False)
+
+        def predict(self, x=Program.like(np.zeros((2, 3), np.float32))):
+            self._count = self._count + 1
+            return self._affine(x, self._params.w, self._params.b)
+
+        def update(self, new_params=Program.like(params)):
+            self._params = new_params
+
+        def scale_w_through_alias(self, s=Program.like(np.float32(0))):
+            self._w = self._w * s
+
+        def store_explicit(self, v=Program.like(np.zeros((4,), np.float32))):
+            Program.store_global(self._params.b, v)
+
+        def state(self):
+            return {"count": self._count, "frozen": self._frozen, "scratch": self._scratch, "w": self._params.w}
+
+        @Program.kernel
+        def _affine(x, w, b):
+            return knp.tanh(x @ w + b)
+
+    return Model, params
+
+
+def test_interactive_calls_keep_state():
+    Model, params = _make_program()
+    m = Model()
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    expected = np.tanh(x @ params.w + params.b)
+    np.testing.assert_allclose(m.predict(x), expected, rtol=1e-5)
+    m.predict(x)
+    state = m.state()
+    assert state["count"] == 2 and state["count"].dtype == np.int32
+    assert state["frozen"] == np.float32(3.0)
+    np.testing.assert_array_equal(state["scratch"], np.zeros(2, np.float32))  # initialize=False gives zeros
+
+
+def test_store_through_alias_is_seen_through_the_tree():
+    Model, params = _make_program()
+    m = Model()
+    m.scale_w_through_alias(np.float32(2))
+    np.testing.assert_allclose(m.state()["w"], params.w * 2)
+    x = np.ones((2, 3), np.float32)
+    np.testing.assert_allclose(m.predict(x), np.tanh(x @ (params.w * 2) + params.b), rtol=1e-5)
+
+
+def test_tree_store_and_store_global():
+    Model, params = _make_program()
+    m = Model()
+    new = Params(w=np.ones((3, 4), np.float32), b=np.zeros((4,), np.float32))
+    m.update(new)
+    x = np.ones((2, 3), np.float32)
+    np.testing.assert_allclose(m.predict(x), np.tanh(x @ new.w), rtol=1e-5)
+    m.store_explicit(np.full((4,), 2.0, np.float32))
+    np.testing.assert_allclose(m.predict(x), np.tanh(x @ new.w + 2.0), rtol=1e-5)
+
+
+def test_contexts_are_independent():
+    Model, _ = _make_program()
+    a, b = Model(), Model()
+    a.predict(np.zeros((2, 3), np.float32))
+    assert a.state()["count"] == 1 and b.state()["count"] == 0
+
+
+def test_global_attributes_read_and_write_from_python():
+    Model, params = _make_program()
+    m = Model()
+    np.testing.assert_array_equal(m._params.w, params.w)
+    m._params = Params(w=np.zeros((3, 4), np.float32), b=np.ones((4,), np.float32))
+    np.testing.assert_allclose(m.predict(np.ones((2, 3), np.float32)), np.tanh(np.ones((2, 4))), rtol=1e-6)
+
+
+def test_get_ir_shows_globals_functions_and_kernels():
+    Model, _ = _make_program()
+    text = Program.get_ir(Model())
+    assert text.startswith("program model {")
+    assert "global @_params.w: f32[3,4] mutable initialized" in text
+    assert "global @_frozen: f32[] immutable initialized" in text
+    assert "func predict(" in text and "kernel_call[name='affine']" in text and "global_store @_count" in text
+
+
+def test_wrong_argument_shape_dtype_and_count_from_python():
+    Model, _ = _make_program()
+    m = Model()
+    with pytest.raises(KilnRuntimeError, match=r"predict.*argument 0 'x'.*2x3xf32.*2x4xf32"):
+        m.predict(np.zeros((2, 4), np.float32))
+    with pytest.raises(KilnRuntimeError, match=r"predict.*'x'.*f32.*i32"):
+        m.predict(np.zeros((2, 3), np.int32).view(np.int32))
+    with pytest.raises(TypeError):
+        m.predict()
+
+
+def test_store_to_immutable_global_is_a_tracing_error():
+    class Bad(Program):
+        _c = Program.export_global(np.float32(1), mutable=False)
+
+        def poke(self):
+            self._c = self._c + 1
+
+    with pytest.raises(TracingError, match="_c.*mutable=False"):
+        Bad()
+
+
+def test_missing_signature_is_a_tracing_error():
+    class NoLike(Program):
+        def f(self, x):
+            return x
+
+    with pytest.raises(TracingError, match=r"argument 'x' has no declared type"):
+        NoLike()
+
+
+def test_export_is_deterministic_and_runs_in_kiln_run(tmp_path):
+    Model, params = _make_program()
+    first = Program.get_compiled_artifact(Model).bytes
+    Model2, _ = _make_program()
+    assert Program.get_compiled_artifact(Model2).bytes == first
+    path = tmp_path / "model.vmfb"
+    Program.get_compiled_artifact(Model).save(path)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.save(tmp_path / "x.npy", x)
+    run_kiln_run(f"--module={path}", "--function=predict", f"--input=@{tmp_path / 'x.npy'}",
+                 f"--output=@{tmp_path / 'y.npy'}")
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), np.tanh(x @ params.w + params.b), rtol=1e-5)
+
+
+def test_kiln_run_reports_bad_input(tmp_path):
+    Model, _ = _make_program()
+    path = tmp_path / "model.vmfb"
+    Program.get_compiled_artifact(Model).save(path)
+    bad_shape = run_kiln_run(f"--module={path}", "--function=predict", "--input=2x4xf32=1", check=False)
+    assert bad_shape.returncode != 0
+    assert "predict" in bad_shape.stderr and "2x3xf32" in bad_shape.stderr and "2x4xf32" in bad_shape.stderr
+    unknown = run_kiln_run(f"--module={path}", "--function=nope", check=False)
+    assert unknown.returncode != 0 and "nope" in unknown.stderr
+    too_few = run_kiln_run(f"--module={path}", "--function=predict", check=False)
+    assert too_few.returncode != 0 and "predict" in too_few.stderr
