@@ -32,8 +32,14 @@ def leaf_aval(x, where: str) -> ShapedArray:
 
 
 def as_runtime_array(x, aval: ShapedArray) -> np.ndarray:
-    """A concrete argument as the contiguous numpy array the runtime receives."""
-    return np.ascontiguousarray(np.asarray(x, dtype=aval.dtype))
+    """A concrete argument as the contiguous array the runtime receives.
+
+    Python scalars take the declared dtype; arrays pass unchanged, so that the
+    runtime reports a wrong dtype or shape instead of kiln silently casting.
+    """
+    if isinstance(x, (bool, int, float)):
+        return np.asarray(x, dtype=aval.dtype)
+    return np.ascontiguousarray(x)
 
 
 def split_static(args: tuple, static_argnums: tuple[int, ...]):

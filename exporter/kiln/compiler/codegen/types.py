@@ -66,7 +66,16 @@ def const(dtype, value) -> ir.Constant:
         return ir.Constant(d.compute, float(value))
     if d.kind == "b":
         return ir.Constant(I1, int(bool(value)))
-    return ir.Constant(d.compute, int(value) & ((1 << d.bits) - 1))
+    return int_const(d.compute, int(value))
+
+
+def int_const(ty: ir.IntType, value: int) -> ir.Constant:
+    """An integer constant from any Python int, wrapped to the type's width (two's complement)."""
+    width = ty.width
+    v = int(value) & ((1 << width) - 1)
+    if width > 1 and v >= 1 << (width - 1):
+        v -= 1 << width
+    return ir.Constant(ty, v)
 
 
 def byte_size(aval) -> int:
