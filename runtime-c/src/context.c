@@ -1,0 +1,163 @@
+/* Contexts: a module's globals, invocation with signature checks, and global
+ * access by name. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "buffer_internal.h"
+#include "context_internal.h"
+#include "status_internal.h"
+
+int kiln_view_has_module_type(const kiln_module_t* module, const kiln_buffer_view_t* view,
+                              uint32_t type) {
+  const kiln_type_info_t* t = &module->types[type];
+  return kiln_buffer_view_has_type(view, t->dtype, t->rank, t->shape);
+}
+
+void kiln_format_view_type(const kiln_buffer_view_t* view, char* buf, size_t size) {
+  kiln_format_type(kiln_buffer_view_dtype(view), kiln_buffer_view_rank(view),
+                   kiln_buffer_view_shape(view), buf, size);
+}
+
+static void release_module(void* module) { kiln_module_release(module); }
+
+/* A global's initial value: the module's bytes used in place, or zeros. */
+static kiln_status_t initial_value(kiln_module_t* m, uint32_t index,
+                                   kiln_buffer_view_t** out) {
+  const kiln_global_info_t* g = &m->globals[index];
+  const kiln_type_info_t* t = &m->types[g->type];
+  kiln_status_t s;
+  if (!g->data)
+    return kiln_buffer_view_create(t->dtype, t->rank, t->shape, NULL, 0, out);
+  kiln_module_retain(m);
+  s = kiln_buffer_view_wrap(t->dtype, t->rank, t->shape, (void*)(uintptr_t)g->data,
+                            t->byte_size, release_module, m, out);
+  if (s) kiln_module_release(m);
+  return s;
+}
+
+kiln_status_t kiln_context_create(kiln_module_t* module, kiln_context_t** out) {
+  kiln_context_t* c;
+  uint32_t i;
+  if (!out) return kiln_make_status(KILN_INVALID_ARGUMENT, "context_create: out is NULL");
+  *out = NULL;
+  if (!module)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "context_create: module is NULL");
+  c = calloc(1, sizeof *c);
+  if (!c) return kiln_make_status(KILN_OUT_OF_MEMORY, "allocating a context");
+  c->globals = calloc(module->global_count ? module->global_count : 1, sizeof *c->globals);
+  if (!c->globals) {
+    free(c);
+    return kiln_make_status(KILN_OUT_OF_MEMORY, "allocating %u globals",
+                            (unsigned)module->global_count);
+  }
+  kiln_module_retain(module);
+  c->module = module;
+  for (i = 0; i < module->global_count; ++i) {
+    kiln_status_t s = initial_value(module, i, &c->globals[i]);
+    if (s) {
+      kiln_context_release(c);
+      return kiln_status_annotate(s, "initializing global '%s'",
+                                  module->globals[i].info.name);
+    }
+  }
+  *out = c;
+  return NULL;
+}
+
+void kiln_context_release(kiln_context_t* context) {
+  uint32_t i;
+  if (!context) return;
+  for (i = 0; i < context->module->global_count; ++i)
+    kiln_buffer_view_release(context->globals[i]);
+  free(context->globals);
+  kiln_module_release(context->module);
+  free(context);
+}
+
+kiln_status_t kiln_context_invoke(kiln_context_t* context, kiln_function_t function,
+                                  kiln_buffer_view_t* const* args, size_t arg_count,
+                                  kiln_buffer_view_t** results, size_t result_capacity) {
+  const kiln_function_info_t* f;
+  size_t i;
+  if (!context)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "invoke: context is NULL");
+  if (function.module != context->module || function.ordinal >= context->module->function_count)
+    return kiln_make_status(KILN_INVALID_ARGUMENT,
+                            "invoke: the function does not belong to this context's "
+                            "module '%s'", context->module->name);
+  f = &context->module->functions[function.ordinal];
+  if (arg_count != f->arg_count)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: expects %u arguments, got %zu",
+                            f->name, (unsigned)f->arg_count, arg_count);
+  if (result_capacity < f->result_count || (f->result_count && !results))
+    return kiln_make_status(KILN_INVALID_ARGUMENT,
+                            "%s: returns %u results, result capacity is %zu", f->name,
+                            (unsigned)f->result_count, results ? result_capacity : 0);
+  if (arg_count && !args)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: args is NULL", f->name);
+  for (i = 0; i < arg_count; ++i) {
+    char want[128], got[128];
+    if (!args[i])
+      return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: argument %zu '%s' is NULL",
+                              f->name, i, f->args[i].name);
+    if (kiln_view_has_module_type(context->module, args[i], f->arg_types[i])) continue;
+    kiln_format_type_info(&context->module->types[f->arg_types[i]], want, sizeof want);
+    kiln_format_view_type(args[i], got, sizeof got);
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: argument %zu '%s' expects %s, got %s",
+                            f->name, i, f->args[i].name, want, got);
+  }
+  return kiln_vm_invoke(context, function.ordinal, args, results);
+}
+
+static kiln_status_t find_global(kiln_context_t* context, const char* name, uint32_t* out,
+                                 const char* what) {
+  uint32_t i;
+  if (!context || !name)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: context or name is NULL", what);
+  for (i = 0; i < context->module->global_count; ++i) {
+    if (strcmp(context->module->globals[i].info.name, name) == 0) {
+      *out = i;
+      return NULL;
+    }
+  }
+  return kiln_make_status(KILN_NOT_FOUND, "%s: module '%s' has no global '%s'", what,
+                          context->module->name, name);
+}
+
+kiln_status_t kiln_context_get_global(kiln_context_t* context, const char* name,
+                                      kiln_buffer_view_t** out) {
+  uint32_t i = 0;
+  kiln_status_t s;
+  if (!out) return kiln_make_status(KILN_INVALID_ARGUMENT, "get_global: out is NULL");
+  *out = NULL;
+  if ((s = find_global(context, name, &i, "get_global"))) return s;
+  kiln_buffer_view_retain(context->globals[i]);
+  *out = context->globals[i];
+  return NULL;
+}
+
+kiln_status_t kiln_context_set_global(kiln_context_t* context, const char* name,
+                                      const kiln_buffer_view_t* value) {
+  uint32_t i = 0;
+  kiln_status_t s;
+  kiln_buffer_view_t* copy = NULL;
+  const kiln_global_info_t* g;
+  if ((s = find_global(context, name, &i, "set_global"))) return s;
+  g = &context->module->globals[i];
+  if (!value)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "set_global '%s': value is NULL", name);
+  if (!kiln_view_has_module_type(context->module, value, g->type)) {
+    char want[128], got[128];
+    kiln_format_type_info(&context->module->types[g->type], want, sizeof want);
+    kiln_format_view_type(value, got, sizeof got);
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "set_global '%s': expects %s, got %s",
+                            name, want, got);
+  }
+  s = kiln_buffer_view_create(kiln_buffer_view_dtype(value), kiln_buffer_view_rank(value),
+                              kiln_buffer_view_shape(value), kiln_buffer_view_data(value),
+                              kiln_buffer_view_byte_size(value), &copy);
+  if (s) return kiln_status_annotate(s, "set_global '%s'", name);
+  kiln_buffer_view_release(context->globals[i]);
+  context->globals[i] = copy;
+  return NULL;
+}

@@ -1,0 +1,543 @@
+/* Module loading: map or copy the file, check identifier and version, verify
+ * every table and every function's bytecode, load kernel images, and answer
+ * reflection queries. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "buffer_internal.h"
+#include "generated/module_fb.h"
+#include "kernel_image.h"
+#include "module_internal.h"
+#include "status_internal.h"
+
+#define CORRUPT(...) kiln_make_status(KILN_DATA_LOSS, __VA_ARGS__)
+
+void kiln_format_type_info(const kiln_type_info_t* type, char* buf, size_t size) {
+  kiln_format_type(type->dtype, type->rank, type->shape, buf, size);
+}
+
+static void module_destroy(kiln_module_t* m) {
+  uint32_t i;
+  if (!m) return;
+  if (m->functions) {
+    for (i = 0; i < m->function_count; ++i) {
+      free(m->functions[i].args);
+      free(m->functions[i].results);
+      free(m->functions[i].arg_types);
+      free(m->functions[i].result_types);
+    }
+  }
+  if (m->kernels) {
+    for (i = 0; i < m->kernel_count; ++i) {
+      free(m->kernels[i].binding_sizes);
+      free(m->kernels[i].binding_writable);
+    }
+  }
+  if (m->images) {
+    for (i = 0; i < m->image_count; ++i) kiln_kernel_image_free(m->images[i]);
+  }
+  free(m->types);
+  free(m->functions);
+  free(m->exports);
+  free(m->globals);
+  free(m->constants);
+  free(m->images);
+  free(m->kernels);
+  if (m->mapping) munmap(m->mapping, m->mapping_size);
+  free(m->owned);
+  kiln_instance_release(m->instance);
+  free(m);
+}
+
+/* calloc of n elements that treats n == 0 as success with a NULL result. */
+static int alloc_array(void** out, size_t n, size_t elem) {
+  *out = n ? calloc(n, elem) : NULL;
+  return n == 0 || *out != NULL;
+}
+
+#define ALLOC(ptr, n, what)                                                      \
+  do {                                                                           \
+    if (!alloc_array((void**)&(ptr), (n), sizeof *(ptr)))                        \
+      return kiln_make_status(KILN_OUT_OF_MEMORY, "allocating %zu %s",          \
+                              (size_t)(n), (what));                              \
+  } while (0)
+
+/* Reads the identifier and the version, checking only what that needs. */
+static kiln_status_t check_header(kiln_module_t* m) {
+  kiln_fb_verifier_t v;
+  kiln_fb__table_t t;
+  uint64_t at = 0;
+  int present = 0;
+  uint32_t root;
+  if (m->size < 8)
+    return CORRUPT("not a kiln module: %zu bytes is too short for a module header",
+                   m->size);
+  if (memcmp(m->data + 4, KILN_FB_FILE_IDENTIFIER, 4) != 0) {
+    char got[5];
+    int k;
+    for (k = 0; k < 4; ++k) {
+      unsigned char c = m->data[4 + k];
+      got[k] = (c >= 32 && c < 127) ? (char)c : '?';
+    }
+    got[4] = 0;
+    return CORRUPT("not a kiln module: file identifier is '%s', expected '%s'", got,
+                   KILN_FB_FILE_IDENTIFIER);
+  }
+  memset(&v, 0, sizeof v);
+  v.buf = m->data;
+  v.size = m->size;
+  v.table_budget = 1;
+  kiln_fb__push(&v, "Module");
+  root = kiln_fb__u32(m->data);
+  if (root >= m->size || !kiln_fb__verify_table(&v, root, &t))
+    return CORRUPT("corrupt module header: %s",
+                   v.error[0] ? v.error : "root offset outside the file");
+  m->version_major = m->version_minor = 0;
+  if (!kiln_fb__verify_field(&v, &t, 0, 2, 2, &at, &present))
+    return CORRUPT("corrupt module header: %s", v.error);
+  if (present) m->version_major = kiln_fb__u16(m->data + at);
+  if (!kiln_fb__verify_field(&v, &t, 1, 2, 2, &at, &present))
+    return CORRUPT("corrupt module header: %s", v.error);
+  if (present) m->version_minor = kiln_fb__u16(m->data + at);
+  if (m->version_major != KILN_MODULE_VERSION_MAJOR)
+    return kiln_make_status(KILN_UNIMPLEMENTED,
+                            "module format version %u.%u is not supported (this runtime "
+                            "reads %d.x)", (unsigned)m->version_major,
+                            (unsigned)m->version_minor, KILN_MODULE_VERSION_MAJOR);
+  return NULL;
+}
+
+static kiln_status_t decode_types(kiln_module_t* m, const uint8_t* root) {
+  uint32_t i, d;
+  m->type_count = kiln_fb_Module_types_len(root);
+  ALLOC(m->types, m->type_count, "types");
+  for (i = 0; i < m->type_count; ++i) {
+    const uint8_t* t = kiln_fb_Module_types_at(root, i);
+    kiln_type_info_t* ti = &m->types[i];
+    int8_t dtype = kiln_fb_TensorType_dtype(t);
+    if (dtype < 0 || dtype >= KILN_DTYPE_COUNT)
+      return CORRUPT("type %u: unknown dtype code %d", (unsigned)i, (int)dtype);
+    ti->dtype = (kiln_dtype_t)dtype;
+    ti->rank = kiln_fb_TensorType_shape_len(t);
+    ti->shape = ti->rank ? kiln_fb_TensorType_shape(t) : NULL;
+    if (ti->rank > KILN_MAX_RANK)
+      return CORRUPT("type %u: rank %zu exceeds the maximum %d", (unsigned)i, ti->rank,
+                     KILN_MAX_RANK);
+    for (d = 0; d < ti->rank; ++d)
+      if (ti->shape[d] < 0)
+        return CORRUPT("type %u: dimension %u is negative (%lld)", (unsigned)i,
+                       (unsigned)d, (long long)ti->shape[d]);
+    if (kiln_compute_byte_size(ti->dtype, ti->rank, ti->shape, &ti->byte_size) != 0)
+      return CORRUPT("type %u: byte size overflows", (unsigned)i);
+  }
+  return NULL;
+}
+
+static kiln_status_t type_index(const kiln_module_t* m, uint32_t index, const char* what,
+                                const char* name, uint32_t pos) {
+  if (index >= m->type_count)
+    return CORRUPT("%s %u '%s': type index %u out of range (%u types)", what,
+                   (unsigned)pos, name, (unsigned)index, (unsigned)m->type_count);
+  return NULL;
+}
+
+static void fill_value(const kiln_module_t* m, kiln_value_info_t* out, const char* name,
+                       uint32_t type) {
+  out->name = name;
+  out->dtype = m->types[type].dtype;
+  out->rank = m->types[type].rank;
+  out->shape = m->types[type].shape;
+  out->is_mutable = 0;
+}
+
+static kiln_status_t decode_values(kiln_module_t* m, const uint8_t* fn, int results,
+                                   uint32_t* count, kiln_value_info_t** infos,
+                                   uint32_t** types) {
+  uint32_t i;
+  kiln_status_t s;
+  *count = results ? kiln_fb_Function_results_len(fn) : kiln_fb_Function_args_len(fn);
+  ALLOC(*infos, *count, "values");
+  ALLOC(*types, *count, "values");
+  for (i = 0; i < *count; ++i) {
+    const uint8_t* v = results ? kiln_fb_Function_results_at(fn, i)
+                               : kiln_fb_Function_args_at(fn, i);
+    uint32_t t = kiln_fb_Value_type(v);
+    if ((s = type_index(m, t, results ? "result" : "argument", kiln_fb_Value_name(v), i)))
+      return kiln_status_annotate(s, "function '%s'", kiln_fb_Function_name(fn));
+    (*types)[i] = t;
+    fill_value(m, &(*infos)[i], kiln_fb_Value_name(v), t);
+  }
+  return NULL;
+}
+
+static kiln_status_t decode_functions(kiln_module_t* m, const uint8_t* root) {
+  uint32_t i, n = 0;
+  kiln_status_t s;
+  m->function_count = kiln_fb_Module_functions_len(root);
+  ALLOC(m->functions, m->function_count, "functions");
+  for (i = 0; i < m->function_count; ++i) {
+    const uint8_t* fn = kiln_fb_Module_functions_at(root, i);
+    kiln_function_info_t* f = &m->functions[i];
+    f->name = kiln_fb_Function_name(fn);
+    f->exported = kiln_fb_Function_exported(fn) != 0;
+    if ((s = decode_values(m, fn, 0, &f->arg_count, &f->args, &f->arg_types))) return s;
+    if ((s = decode_values(m, fn, 1, &f->result_count, &f->results, &f->result_types)))
+      return s;
+    f->arg_tree = kiln_fb_Function_arg_tree(fn);
+    f->result_tree = kiln_fb_Function_result_tree(fn);
+    f->ref_count = kiln_fb_Function_ref_register_count(fn);
+    f->i64_count = kiln_fb_Function_i64_register_count(fn);
+    f->code = kiln_fb_Function_code(fn);
+    f->code_len = kiln_fb_Function_code_len(fn);
+    if (f->exported) n++;
+  }
+  m->export_count = n;
+  ALLOC(m->exports, n, "exports");
+  for (i = 0, n = 0; i < m->function_count; ++i)
+    if (m->functions[i].exported) m->exports[n++] = i;
+  return NULL;
+}
+
+static kiln_status_t decode_data(kiln_module_t* m, const uint8_t* root) {
+  uint32_t i;
+  kiln_status_t s;
+  m->global_count = kiln_fb_Module_globals_len(root);
+  ALLOC(m->globals, m->global_count, "globals");
+  for (i = 0; i < m->global_count; ++i) {
+    const uint8_t* g = kiln_fb_Module_globals_at(root, i);
+    kiln_global_info_t* gi = &m->globals[i];
+    const char* name = kiln_fb_Global_name(g);
+    uint32_t len = kiln_fb_Global_data_len(g);
+    gi->type = kiln_fb_Global_type(g);
+    if ((s = type_index(m, gi->type, "global", name, i))) return s;
+    fill_value(m, &gi->info, name, gi->type);
+    gi->info.is_mutable = kiln_fb_Global_mutable(g) != 0;
+    if (kiln_fb_Global_zero_init(g)) {
+      if (len != 0)
+        return CORRUPT("global %u '%s' is zero-initialized but carries %u bytes of data",
+                       (unsigned)i, name, (unsigned)len);
+      gi->data = NULL;
+    } else {
+      if (len != m->types[gi->type].byte_size)
+        return CORRUPT("global %u '%s': initial data is %u bytes, its type needs %zu",
+                       (unsigned)i, name, (unsigned)len, m->types[gi->type].byte_size);
+      gi->data = kiln_fb_Global_data(g);
+    }
+  }
+  m->constant_count = kiln_fb_Module_constants_len(root);
+  ALLOC(m->constants, m->constant_count, "constants");
+  for (i = 0; i < m->constant_count; ++i) {
+    const uint8_t* c = kiln_fb_Module_constants_at(root, i);
+    uint32_t len = kiln_fb_Constant_data_len(c);
+    m->constants[i].type = kiln_fb_Constant_type(c);
+    if ((s = type_index(m, m->constants[i].type, "constant", "", i))) return s;
+    if (len != m->types[m->constants[i].type].byte_size)
+      return CORRUPT("constant %u: data is %u bytes, its type needs %zu", (unsigned)i,
+                     (unsigned)len, m->types[m->constants[i].type].byte_size);
+    m->constants[i].data = kiln_fb_Constant_data(c);
+  }
+  return NULL;
+}
+
+static kiln_status_t decode_kernels(kiln_module_t* m, const uint8_t* root) {
+  uint32_t i, j;
+  kiln_status_t s;
+  m->image_count = kiln_fb_Module_kernel_images_len(root);
+  ALLOC(m->images, m->image_count, "kernel images");
+  for (i = 0; i < m->image_count; ++i) {
+    const uint8_t* img = kiln_fb_Module_kernel_images_at(root, i);
+    const char* triple = kiln_fb_KernelImage_target_triple(img);
+    const char* features = kiln_fb_KernelImage_cpu_features(img);
+    uint64_t text_size = kiln_fb_KernelImage_text_size(img);
+    uint64_t align = kiln_fb_KernelImage_segment_align(img);
+    char reason[256];
+    reason[0] = 0;
+    if (!kiln_host_supports(triple, features, reason, sizeof reason))
+      return kiln_make_status(KILN_UNIMPLEMENTED,
+                              "kernel image %u (target '%s', features '%s') cannot run on "
+                              "this host: %s", (unsigned)i, triple, features, reason);
+    if (text_size > SIZE_MAX || align > SIZE_MAX)
+      return CORRUPT("kernel image %u: text_size %llu or segment_align %llu is too large",
+                     (unsigned)i, (unsigned long long)text_size,
+                     (unsigned long long)align);
+    s = kiln_kernel_image_load(kiln_fb_KernelImage_code(img),
+                               kiln_fb_KernelImage_code_len(img), (size_t)text_size,
+                               (size_t)align, kiln_fb_KernelImage_relocs_bytes(img),
+                               kiln_fb_KernelImage_relocs_len(img), &m->images[i]);
+    if (s) return kiln_status_annotate(s, "kernel image %u", (unsigned)i);
+  }
+  m->kernel_count = kiln_fb_Module_kernels_len(root);
+  ALLOC(m->kernels, m->kernel_count, "kernels");
+  for (i = 0; i < m->kernel_count; ++i) {
+    const uint8_t* k = kiln_fb_Module_kernels_at(root, i);
+    kiln_kernel_info_t* ki = &m->kernels[i];
+    uint32_t image = kiln_fb_Kernel_image(k);
+    uint64_t entry = kiln_fb_Kernel_entry_offset(k);
+    ki->name = kiln_fb_Kernel_name(k);
+    if (image >= m->image_count)
+      return CORRUPT("kernel %u '%s': image index %u out of range (%u images)",
+                     (unsigned)i, ki->name, (unsigned)image, (unsigned)m->image_count);
+    ki->fn = kiln_kernel_image_entry(m->images[image], entry);
+    if (!ki->fn)
+      return CORRUPT("kernel %u '%s': entry offset %llu is outside the text of image %u",
+                     (unsigned)i, ki->name, (unsigned long long)entry, (unsigned)image);
+    ki->binding_count = kiln_fb_Kernel_bindings_len(k);
+    ki->push_count = kiln_fb_Kernel_push_constant_count(k);
+    ALLOC(ki->binding_sizes, ki->binding_count, "bindings");
+    ALLOC(ki->binding_writable, ki->binding_count, "bindings");
+    for (j = 0; j < ki->binding_count; ++j) {
+      const uint8_t* b = kiln_fb_Kernel_bindings_at(k, j);
+      ki->binding_sizes[j] = kiln_fb_Binding_byte_size(b);
+      ki->binding_writable[j] = kiln_fb_Binding_writable(b) != 0;
+    }
+  }
+  return NULL;
+}
+
+static kiln_status_t load_verified(kiln_module_t* m) {
+  char error[320];
+  const uint8_t* root;
+  kiln_status_t s;
+  uint32_t i;
+  if ((s = check_header(m))) return s;
+  if (!kiln_fb_verify_Module_buffer(m->data, m->size, error, sizeof error))
+    return CORRUPT("corrupt module: %s", error);
+  root = kiln_fb_Module_root(m->data);
+  m->name = kiln_fb_Module_name(root);
+  if ((s = decode_types(m, root))) return s;
+  if ((s = decode_functions(m, root))) return s;
+  if ((s = decode_data(m, root))) return s;
+  if ((s = decode_kernels(m, root))) return s;
+  for (i = 0; i < m->function_count; ++i)
+    if ((s = kiln_verify_function(m, i))) return s;
+  return NULL;
+}
+
+static kiln_status_t module_new(kiln_instance_t* instance, kiln_module_t** out,
+                                kiln_module_t** m) {
+  if (!out) return kiln_make_status(KILN_INVALID_ARGUMENT, "module load: out is NULL");
+  *out = NULL;
+  if (!instance)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "module load: instance is NULL");
+  *m = calloc(1, sizeof **m);
+  if (!*m) return kiln_make_status(KILN_OUT_OF_MEMORY, "allocating a module");
+  atomic_init(&(*m)->refs, 1);
+  kiln_instance_retain(instance);
+  (*m)->instance = instance;
+  return NULL;
+}
+
+static kiln_status_t module_finish(kiln_module_t* m, kiln_module_t** out) {
+  kiln_status_t s = load_verified(m);
+  if (s) {
+    module_destroy(m);
+    return s;
+  }
+  *out = m;
+  return NULL;
+}
+
+kiln_status_t kiln_module_load_memory(kiln_instance_t* instance, const void* data,
+                                      size_t size, kiln_module_t** out) {
+  kiln_module_t* m = NULL;
+  kiln_status_t s = module_new(instance, out, &m);
+  void* copy = NULL;
+  if (s) return s;
+  if (!data && size) {
+    module_destroy(m);
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "module load: data is NULL");
+  }
+  if (posix_memalign(&copy, KILN_FB_MAX_ALIGN, size ? size : 1) != 0) {
+    module_destroy(m);
+    return kiln_make_status(KILN_OUT_OF_MEMORY, "copying a module of %zu bytes", size);
+  }
+  if (size) memcpy(copy, data, size);
+  m->owned = copy;
+  m->data = copy;
+  m->size = size;
+  return module_finish(m, out);
+}
+
+kiln_status_t kiln_module_load_file(kiln_instance_t* instance, const char* path,
+                                    kiln_module_t** out) {
+  kiln_module_t* m = NULL;
+  kiln_status_t s = module_new(instance, out, &m);
+  struct stat st;
+  int fd;
+  if (s) return s;
+  if (!path) {
+    module_destroy(m);
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "module load: path is NULL");
+  }
+  fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int e = errno;
+    module_destroy(m);
+    return kiln_make_status(e == ENOENT ? KILN_NOT_FOUND : KILN_IO,
+                            "cannot open module '%s': %s", path, strerror(e));
+  }
+  if (fstat(fd, &st) != 0) {
+    int e = errno;
+    close(fd);
+    module_destroy(m);
+    return kiln_make_status(KILN_IO, "cannot read module '%s': %s", path, strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    module_destroy(m);
+    return kiln_make_status(KILN_IO, "cannot read module '%s': not a regular file", path);
+  }
+  if (st.st_size == 0) {
+    close(fd);
+    module_destroy(m);
+    return CORRUPT("module '%s' is an empty file", path);
+  }
+  m->mapping = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (m->mapping == MAP_FAILED) {
+    int e = errno;
+    m->mapping = NULL;
+    module_destroy(m);
+    return kiln_make_status(KILN_IO, "cannot map module '%s': %s", path, strerror(e));
+  }
+  m->mapping_size = (size_t)st.st_size;
+  m->data = m->mapping;
+  m->size = m->mapping_size;
+  s = module_finish(m, out);
+  return s ? kiln_status_annotate(s, "%s", path) : NULL;
+}
+
+void kiln_module_retain(kiln_module_t* module) {
+  if (module) atomic_fetch_add_explicit(&module->refs, 1, memory_order_relaxed);
+}
+
+void kiln_module_release(kiln_module_t* module) {
+  if (module && atomic_fetch_sub_explicit(&module->refs, 1, memory_order_acq_rel) == 1)
+    module_destroy(module);
+}
+
+const char* kiln_module_name(const kiln_module_t* module) {
+  return module ? module->name : "";
+}
+
+/* ---- reflection ---------------------------------------------------------- */
+
+static const kiln_function_info_t* function_info(kiln_function_t f) {
+  if (!f.module || f.ordinal >= f.module->function_count) return NULL;
+  return &f.module->functions[f.ordinal];
+}
+
+size_t kiln_module_function_count(const kiln_module_t* module) {
+  return module ? module->export_count : 0;
+}
+
+kiln_status_t kiln_module_function_at(const kiln_module_t* module, size_t index,
+                                      kiln_function_t* out) {
+  if (!module || !out)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "function_at: module or out is NULL");
+  if (index >= module->export_count)
+    return kiln_make_status(KILN_NOT_FOUND,
+                            "module '%s' has %u exported functions, asked for index %zu",
+                            module->name, (unsigned)module->export_count, index);
+  out->module = module;
+  out->ordinal = module->exports[index];
+  return NULL;
+}
+
+kiln_status_t kiln_module_lookup_function(const kiln_module_t* module, const char* name,
+                                          kiln_function_t* out) {
+  uint32_t i;
+  size_t n = 0;
+  char known[256];
+  if (!module || !name || !out)
+    return kiln_make_status(KILN_INVALID_ARGUMENT,
+                            "lookup_function: module, name or out is NULL");
+  known[0] = 0;
+  for (i = 0; i < module->export_count; ++i) {
+    const char* fname = module->functions[module->exports[i]].name;
+    if (strcmp(fname, name) == 0) {
+      out->module = module;
+      out->ordinal = module->exports[i];
+      return NULL;
+    }
+    if (n < sizeof known) {
+      int k = snprintf(known + n, sizeof known - n, "%s%s", i ? ", " : "", fname);
+      if (k > 0) n += (size_t)k;
+    }
+  }
+  return kiln_make_status(KILN_NOT_FOUND,
+                          "module '%s' has no exported function '%s' (it exports: %s)",
+                          module->name, name, module->export_count ? known : "nothing");
+}
+
+const char* kiln_function_name(kiln_function_t function) {
+  const kiln_function_info_t* f = function_info(function);
+  return f ? f->name : "";
+}
+
+size_t kiln_function_arg_count(kiln_function_t function) {
+  const kiln_function_info_t* f = function_info(function);
+  return f ? f->arg_count : 0;
+}
+
+size_t kiln_function_result_count(kiln_function_t function) {
+  const kiln_function_info_t* f = function_info(function);
+  return f ? f->result_count : 0;
+}
+
+static kiln_status_t value_at(kiln_function_t function, size_t index, int results,
+                              kiln_value_info_t* out) {
+  const kiln_function_info_t* f = function_info(function);
+  uint32_t count;
+  if (!f || !out)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "%s_info: bad function or out is NULL",
+                            results ? "result" : "arg");
+  count = results ? f->result_count : f->arg_count;
+  if (index >= count)
+    return kiln_make_status(KILN_NOT_FOUND, "function '%s' has %u %s, asked for index %zu",
+                            f->name, (unsigned)count, results ? "results" : "arguments",
+                            index);
+  *out = results ? f->results[index] : f->args[index];
+  return NULL;
+}
+
+kiln_status_t kiln_function_arg_info(kiln_function_t function, size_t index,
+                                     kiln_value_info_t* out) {
+  return value_at(function, index, 0, out);
+}
+
+kiln_status_t kiln_function_result_info(kiln_function_t function, size_t index,
+                                        kiln_value_info_t* out) {
+  return value_at(function, index, 1, out);
+}
+
+const char* kiln_function_arg_tree(kiln_function_t function) {
+  const kiln_function_info_t* f = function_info(function);
+  return f ? f->arg_tree : "";
+}
+
+const char* kiln_function_result_tree(kiln_function_t function) {
+  const kiln_function_info_t* f = function_info(function);
+  return f ? f->result_tree : "";
+}
+
+size_t kiln_module_global_count(const kiln_module_t* module) {
+  return module ? module->global_count : 0;
+}
+
+kiln_status_t kiln_module_global_info(const kiln_module_t* module, size_t index,
+                                      kiln_value_info_t* out) {
+  if (!module || !out)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "global_info: module or out is NULL");
+  if (index >= module->global_count)
+    return kiln_make_status(KILN_NOT_FOUND, "module '%s' has %u globals, asked for index %zu",
+                            module->name, (unsigned)module->global_count, index);
+  *out = module->globals[index].info;
+  return NULL;
+}

@@ -1,0 +1,443 @@
+/* The bytecode interpreter. Code has been verified when the module loaded, so
+ * opcodes, operand indices, list lengths and branch targets are trusted here;
+ * what remains to check at run time is values: unassigned registers, types
+ * stored into globals or passed between functions, and buffer sizes bound to
+ * kernels. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buffer_internal.h"
+#include "bytecode.h"
+#include "context_internal.h"
+#include "instance_internal.h"
+#include "pool.h"
+#include "status_internal.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "kiln modules are little-endian; this runtime supports little-endian hosts only"
+#endif
+
+/* A ref register: a view and whether kernels may write into it (only buffers
+ * this invocation allocated; constants, globals and arguments are read-only). */
+typedef struct kiln_ref {
+  kiln_buffer_view_t* view;
+  uint8_t writable;
+} kiln_ref_t;
+
+typedef struct kiln_frame {
+  const kiln_module_t* module;
+  const kiln_function_info_t* fn;
+  kiln_ref_t* r;
+  int64_t* i;
+  uint8_t* i_set;
+} kiln_frame_t;
+
+#define RUNTIME_ERROR(...) kiln_make_status(KILN_FAILED_PRECONDITION, __VA_ARGS__)
+
+/* ---- scalar conversions ---------------------------------------------------- */
+
+static float half_to_float(uint16_t h) {
+  uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+  float f;
+  if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (man << 13);
+  } else if (exp == 0) {
+    f = (float)man / 16777216.0f; /* man * 2^-24 */
+    return sign ? -f : f;
+  } else {
+    bits = sign | ((exp + 112) << 23) | (man << 13);
+  }
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+static uint16_t float_to_half(float f) {
+  uint32_t bits, sign, man;
+  int32_t exp;
+  memcpy(&bits, &f, sizeof bits);
+  sign = (bits >> 16) & 0x8000u;
+  exp = (int32_t)((bits >> 23) & 0xff) - 127 + 15;
+  man = bits & 0x7fffffu;
+  if (((bits >> 23) & 0xff) == 0xff) return (uint16_t)(sign | 0x7c00u | (man ? 0x200u : 0));
+  if (exp >= 0x1f) return (uint16_t)(sign | 0x7c00u);
+  if (exp <= 0) {
+    uint32_t shift, half_man, rem, halfway;
+    if (exp < -10) return (uint16_t)sign;
+    man |= 0x800000u;
+    shift = (uint32_t)(14 - exp);
+    half_man = man >> shift;
+    rem = man & ((1u << shift) - 1);
+    halfway = 1u << (shift - 1);
+    if (rem > halfway || (rem == halfway && (half_man & 1))) half_man++;
+    return (uint16_t)(sign | half_man);
+  }
+  {
+    uint32_t h = sign | ((uint32_t)exp << 10) | (man >> 13), rem = man & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) h++;
+    return (uint16_t)h;
+  }
+}
+
+static float bf16_to_float(uint16_t b) {
+  uint32_t bits = (uint32_t)b << 16;
+  float f;
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+static uint16_t float_to_bf16(float f) {
+  uint32_t bits;
+  memcpy(&bits, &f, sizeof bits);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((bits >> 16) | 0x40);
+  bits += 0x7fffu + ((bits >> 16) & 1);
+  return (uint16_t)(bits >> 16);
+}
+
+static int64_t double_to_i64(double d) {
+  if (d != d) return 0;
+  if (d >= 9223372036854775807.0) return INT64_MAX;
+  if (d <= -9223372036854775808.0) return INT64_MIN;
+  return (int64_t)d;
+}
+
+static int64_t load_i64(kiln_dtype_t dtype, const void* p) {
+  union { float f32; double f64; int8_t i8; int16_t i16; int32_t i32; int64_t i64;
+          uint8_t u8; uint16_t u16; } v;
+  memcpy(&v, p, kiln_dtype_size(dtype));
+  switch (dtype) {
+    case KILN_DTYPE_F32: return double_to_i64(v.f32);
+    case KILN_DTYPE_F64: return double_to_i64(v.f64);
+    case KILN_DTYPE_I8: return v.i8;
+    case KILN_DTYPE_I16: return v.i16;
+    case KILN_DTYPE_I32: return v.i32;
+    case KILN_DTYPE_I64: return v.i64;
+    case KILN_DTYPE_U8: return v.u8;
+    case KILN_DTYPE_BOOL: return v.u8 != 0;
+    case KILN_DTYPE_F16: return double_to_i64(half_to_float(v.u16));
+    case KILN_DTYPE_BF16: return double_to_i64(bf16_to_float(v.u16));
+  }
+  return 0;
+}
+
+static void store_i64(kiln_dtype_t dtype, void* p, int64_t x) {
+  uint64_t u = (uint64_t)x;
+  switch (dtype) {
+    case KILN_DTYPE_F32: { float f = (float)x; memcpy(p, &f, 4); return; }
+    case KILN_DTYPE_F64: { double d = (double)x; memcpy(p, &d, 8); return; }
+    case KILN_DTYPE_BOOL: *(uint8_t*)p = x != 0; return;
+    case KILN_DTYPE_F16: { uint16_t h = float_to_half((float)x); memcpy(p, &h, 2); return; }
+    case KILN_DTYPE_BF16: { uint16_t h = float_to_bf16((float)x); memcpy(p, &h, 2); return; }
+    default: memcpy(p, &u, kiln_dtype_size(dtype)); return; /* low bytes: wrapping */
+  }
+}
+
+/* ---- registers ------------------------------------------------------------- */
+
+static kiln_status_t get_ref(const kiln_frame_t* fr, uint32_t reg, kiln_ref_t* out) {
+  if (!fr->r[reg].view)
+    return RUNTIME_ERROR("register r%u read before assignment in function '%s'",
+                         (unsigned)reg, fr->fn->name);
+  *out = fr->r[reg];
+  return NULL;
+}
+
+static kiln_status_t get_i(const kiln_frame_t* fr, uint32_t reg, int64_t* out) {
+  if (!fr->i_set[reg])
+    return RUNTIME_ERROR("register i%u read before assignment in function '%s'",
+                         (unsigned)reg, fr->fn->name);
+  *out = fr->i[reg];
+  return NULL;
+}
+
+/* Takes ownership of one reference to `view`. */
+static void set_ref(kiln_frame_t* fr, uint32_t reg, kiln_buffer_view_t* view,
+                    uint8_t writable) {
+  kiln_buffer_view_release(fr->r[reg].view);
+  fr->r[reg].view = view;
+  fr->r[reg].writable = writable;
+}
+
+static void set_i(kiln_frame_t* fr, uint32_t reg, int64_t v) {
+  fr->i[reg] = v;
+  fr->i_set[reg] = 1;
+}
+
+static kiln_status_t type_mismatch(const kiln_module_t* m, const kiln_buffer_view_t* view,
+                                   uint32_t type, const char* format, ...)
+    __attribute__((format(printf, 4, 5)));
+static kiln_status_t type_mismatch(const kiln_module_t* m, const kiln_buffer_view_t* view,
+                                   uint32_t type, const char* format, ...) {
+  char want[128], got[128], what[256];
+  va_list ap;
+  kiln_format_type_info(&m->types[type], want, sizeof want);
+  kiln_format_view_type(view, got, sizeof got);
+  va_start(ap, format);
+  vsnprintf(what, sizeof what, format, ap);
+  va_end(ap);
+  return RUNTIME_ERROR("%s expects %s, got %s", what, want, got);
+}
+
+/* ---- the interpreter --------------------------------------------------------- */
+
+static kiln_status_t run(kiln_context_t* c, uint32_t ordinal, const kiln_ref_t* args,
+                         kiln_ref_t* results, int depth);
+
+static void release_module(void* module) { kiln_module_release(module); }
+
+static kiln_status_t do_dispatch(kiln_context_t* c, kiln_frame_t* fr,
+                                 const kiln_bc_operand_t* op) {
+  const kiln_kernel_info_t* k = &fr->module->kernels[op[0].value];
+  void* bind_small[16];
+  int64_t push_small[16];
+  void** bindings = bind_small;
+  int64_t* push = push_small;
+  kiln_dispatch_args_t args;
+  kiln_status_t s = NULL;
+  uint32_t j;
+  if (op[2].value > 16) bindings = malloc(sizeof *bindings * op[2].value);
+  if (op[3].value > 16) push = malloc(sizeof *push * op[3].value);
+  if (!bindings || !push) {
+    s = kiln_make_status(KILN_OUT_OF_MEMORY, "dispatch of kernel '%s': allocating arguments",
+                         k->name);
+    goto done;
+  }
+  for (j = 0; j < op[2].value && !s; ++j) {
+    kiln_ref_t ref;
+    size_t size;
+    if ((s = get_ref(fr, op[2].list[j], &ref))) break;
+    size = kiln_buffer_view_byte_size(ref.view);
+    if (size < k->binding_sizes[j])
+      s = RUNTIME_ERROR("dispatch of kernel '%s': binding %u (r%u) is %zu bytes, the kernel "
+                        "needs at least %llu", k->name, (unsigned)j,
+                        (unsigned)op[2].list[j], size,
+                        (unsigned long long)k->binding_sizes[j]);
+    else if (k->binding_writable[j] && !ref.writable)
+      s = RUNTIME_ERROR("dispatch of kernel '%s': binding %u (r%u) is written by the kernel "
+                        "but holds a read-only buffer (a constant, global or argument)",
+                        k->name, (unsigned)j, (unsigned)op[2].list[j]);
+    else
+      bindings[j] = (void*)(uintptr_t)kiln_buffer_view_data(ref.view);
+  }
+  for (j = 0; j < op[3].value && !s; ++j) s = get_i(fr, op[3].list[j], &push[j]);
+  if (s) goto done;
+  args.bindings = bindings;
+  args.push_constants = push;
+  args.workgroup_count = op[1].value;
+  args.reserved = 0;
+  s = kiln_pool_dispatch(kiln_instance_pool(c->module->instance), k->name, k->fn, &args,
+                         op[1].value);
+done:
+  if (bindings != bind_small) free(bindings);
+  if (push != push_small) free(push);
+  return s;
+}
+
+static kiln_status_t do_call(kiln_context_t* c, kiln_frame_t* fr,
+                             const kiln_bc_operand_t* op, int depth) {
+  const kiln_function_info_t* g = &fr->module->functions[op[0].value];
+  kiln_ref_t* buf;
+  kiln_status_t s = NULL;
+  uint32_t j, n = op[1].value + op[2].value;
+  if (depth + 1 >= KILN_VM_MAX_CALL_DEPTH)
+    return RUNTIME_ERROR("call depth limit (%d) exceeded calling '%s'",
+                         KILN_VM_MAX_CALL_DEPTH, g->name);
+  buf = calloc(n ? n : 1, sizeof *buf);
+  if (!buf) return kiln_make_status(KILN_OUT_OF_MEMORY, "calling '%s'", g->name);
+  for (j = 0; j < op[1].value && !s; ++j) {
+    if ((s = get_ref(fr, op[1].list[j], &buf[j]))) break;
+    if (!kiln_view_has_module_type(fr->module, buf[j].view, g->arg_types[j]))
+      s = type_mismatch(fr->module, buf[j].view, g->arg_types[j],
+                        "call of '%s': argument %u '%s'", g->name, (unsigned)j,
+                        g->args[j].name);
+  }
+  if (!s) s = run(c, op[0].value, buf, buf + op[1].value, depth + 1);
+  if (!s)
+    for (j = 0; j < op[2].value; ++j) {
+      kiln_ref_t* r = &buf[op[1].value + j];
+      set_ref(fr, op[2].list[j], r->view, r->writable);
+    }
+  free(buf);
+  return s;
+}
+
+static kiln_status_t do_ret(kiln_frame_t* fr, const kiln_bc_operand_t* op,
+                            kiln_ref_t* results) {
+  const kiln_function_info_t* f = fr->fn;
+  kiln_status_t s;
+  uint32_t j;
+  for (j = 0; j < op[0].value; ++j) {
+    if ((s = get_ref(fr, op[0].list[j], &results[j]))) return s;
+    if (!kiln_view_has_module_type(fr->module, results[j].view, f->result_types[j]))
+      return type_mismatch(fr->module, results[j].view, f->result_types[j],
+                           "'%s' result %u '%s'", f->name, (unsigned)j,
+                           f->results[j].name);
+  }
+  for (j = 0; j < op[0].value; ++j) kiln_buffer_view_retain(results[j].view);
+  return NULL;
+}
+
+static kiln_status_t step(kiln_context_t* c, kiln_frame_t* fr, const kiln_bc_instr_t* in,
+                          kiln_ref_t* results, int depth, uint32_t* pc, int* done) {
+  const kiln_module_t* m = fr->module;
+  const kiln_bc_operand_t* op = in->operands;
+  kiln_buffer_view_t* v = NULL;
+  kiln_ref_t ref;
+  int64_t a = 0, b = 0;
+  kiln_status_t s = NULL;
+  *pc = in->next_pc;
+  switch ((kiln_opcode_t)in->opcode) {
+    case KILN_OP_ALLOC: {
+      const kiln_type_info_t* t = &m->types[op[1].value];
+      if ((s = kiln_buffer_view_allocate(t->dtype, t->rank, t->shape, &v))) return s;
+      set_ref(fr, op[0].value, v, 1);
+      return NULL;
+    }
+    case KILN_OP_CONST: {
+      const kiln_constant_info_t* k = &m->constants[op[1].value];
+      const kiln_type_info_t* t = &m->types[k->type];
+      kiln_module_retain((kiln_module_t*)(uintptr_t)m);
+      s = kiln_buffer_view_wrap(t->dtype, t->rank, t->shape, (void*)(uintptr_t)k->data,
+                                t->byte_size, release_module, (void*)(uintptr_t)m, &v);
+      if (s) {
+        kiln_module_release((kiln_module_t*)(uintptr_t)m);
+        return s;
+      }
+      set_ref(fr, op[0].value, v, 0);
+      return NULL;
+    }
+    case KILN_OP_GLOBAL_LOAD:
+      kiln_buffer_view_retain(c->globals[op[1].value]);
+      set_ref(fr, op[0].value, c->globals[op[1].value], 0);
+      return NULL;
+    case KILN_OP_GLOBAL_STORE: {
+      const kiln_global_info_t* g = &m->globals[op[0].value];
+      if ((s = get_ref(fr, op[1].value, &ref))) return s;
+      if (!kiln_view_has_module_type(m, ref.view, g->type))
+        return type_mismatch(m, ref.view, g->type, "global.store: global %u '%s'",
+                             (unsigned)op[0].value, g->info.name);
+      kiln_buffer_view_retain(ref.view);
+      kiln_buffer_view_release(c->globals[op[0].value]);
+      c->globals[op[0].value] = ref.view;
+      return NULL;
+    }
+    case KILN_OP_DISPATCH: return do_dispatch(c, fr, op);
+    case KILN_OP_CALL: return do_call(c, fr, op, depth);
+    case KILN_OP_RET:
+      *done = 1;
+      return do_ret(fr, op, results);
+    case KILN_OP_MOV:
+      if ((s = get_ref(fr, op[1].value, &ref))) return s;
+      kiln_buffer_view_retain(ref.view);
+      set_ref(fr, op[0].value, ref.view, ref.writable);
+      return NULL;
+    case KILN_OP_BR:
+      *pc = op[0].value;
+      return NULL;
+    case KILN_OP_BR_IF:
+      if ((s = get_i(fr, op[0].value, &a))) return s;
+      *pc = a ? op[1].value : op[2].value;
+      return NULL;
+    case KILN_OP_I_CONST:
+      set_i(fr, op[0].value, op[1].imm64);
+      return NULL;
+    case KILN_OP_I_LOAD:
+      if ((s = get_ref(fr, op[1].value, &ref))) return s;
+      if (kiln_buffer_view_element_count(ref.view) == 0)
+        return RUNTIME_ERROR("i.load: r%u is an empty buffer", (unsigned)op[1].value);
+      set_i(fr, op[0].value,
+            load_i64(kiln_buffer_view_dtype(ref.view), kiln_buffer_view_data(ref.view)));
+      return NULL;
+    case KILN_OP_I_ADD: case KILN_OP_I_SUB: case KILN_OP_I_MUL:
+    case KILN_OP_I_LT: case KILN_OP_I_LE: case KILN_OP_I_EQ: case KILN_OP_I_NE: {
+      uint64_t ua, ub, r = 0;
+      if ((s = get_i(fr, op[1].value, &a)) || (s = get_i(fr, op[2].value, &b))) return s;
+      ua = (uint64_t)a;
+      ub = (uint64_t)b;
+      switch ((kiln_opcode_t)in->opcode) {
+        case KILN_OP_I_ADD: r = ua + ub; break;
+        case KILN_OP_I_SUB: r = ua - ub; break;
+        case KILN_OP_I_MUL: r = ua * ub; break;
+        case KILN_OP_I_LT: r = a < b; break;
+        case KILN_OP_I_LE: r = a <= b; break;
+        case KILN_OP_I_EQ: r = a == b; break;
+        default: r = a != b; break;
+      }
+      set_i(fr, op[0].value, r > (uint64_t)INT64_MAX ? -(int64_t)(~r) - 1 : (int64_t)r);
+      return NULL;
+    }
+    case KILN_OP_I_STORE: {
+      const kiln_type_info_t* t = &m->types[op[2].value];
+      if ((s = get_i(fr, op[1].value, &a))) return s;
+      if ((s = kiln_buffer_view_allocate(t->dtype, 0, NULL, &v))) return s;
+      store_i64(t->dtype, kiln_buffer_view_mutable_data(v), a);
+      set_ref(fr, op[0].value, v, 1);
+      return NULL;
+    }
+    case KILN_OP_INVALID:
+      break;
+  }
+  return kiln_make_status(KILN_INTERNAL, "unhandled opcode %u", (unsigned)in->opcode);
+}
+
+static kiln_status_t run(kiln_context_t* c, uint32_t ordinal, const kiln_ref_t* args,
+                         kiln_ref_t* results, int depth) {
+  const kiln_module_t* m = c->module;
+  const kiln_function_info_t* f = &m->functions[ordinal];
+  kiln_frame_t fr;
+  kiln_bc_instr_t in;
+  kiln_status_t s = NULL;
+  uint32_t pc = 0, j;
+  int done = 0;
+  char err[160];
+  fr.module = m;
+  fr.fn = f;
+  fr.r = calloc(f->ref_count ? f->ref_count : 1, sizeof *fr.r);
+  fr.i = calloc(f->i64_count ? f->i64_count : 1, sizeof *fr.i);
+  fr.i_set = calloc(f->i64_count ? f->i64_count : 1, 1);
+  if (!fr.r || !fr.i || !fr.i_set) {
+    s = kiln_make_status(KILN_OUT_OF_MEMORY, "function '%s': allocating %u+%u registers",
+                         f->name, (unsigned)f->ref_count, (unsigned)f->i64_count);
+    goto out;
+  }
+  for (j = 0; j < f->arg_count; ++j) {
+    kiln_buffer_view_retain(args[j].view);
+    fr.r[j] = args[j];
+  }
+  while (!done) {
+    if (!kiln_bc_decode(f->code, f->code_len, pc, &in, err, sizeof err)) {
+      s = kiln_make_status(KILN_INTERNAL, "function '%s': %s", f->name, err);
+      break;
+    }
+    s = step(c, &fr, &in, results, depth, &pc, &done);
+    if (s) {
+      s = kiln_status_annotate(s, "in function '%s' at word %u (%s)", f->name,
+                               (unsigned)in.pc, in.info->name);
+      break;
+    }
+  }
+out:
+  if (fr.r)
+    for (j = 0; j < f->ref_count; ++j) kiln_buffer_view_release(fr.r[j].view);
+  free(fr.r);
+  free(fr.i);
+  free(fr.i_set);
+  return s;
+}
+
+kiln_status_t kiln_vm_invoke(kiln_context_t* context, uint32_t ordinal,
+                             kiln_buffer_view_t* const* args,
+                             kiln_buffer_view_t** results) {
+  const kiln_function_info_t* f = &context->module->functions[ordinal];
+  kiln_ref_t* buf = calloc(f->arg_count + f->result_count + 1, sizeof *buf);
+  kiln_status_t s;
+  uint32_t j;
+  if (!buf) return kiln_make_status(KILN_OUT_OF_MEMORY, "%s: allocating arguments", f->name);
+  for (j = 0; j < f->arg_count; ++j) buf[j].view = args[j];
+  s = run(context, ordinal, buf, buf + f->arg_count, 0);
+  if (!s)
+    for (j = 0; j < f->result_count; ++j) results[j] = buf[f->arg_count + j].view;
+  free(buf);
+  return s;
+}
