@@ -1,0 +1,249 @@
+/* The instance's worker threads.
+ *
+ * A dispatch is a job on the caller's stack. The caller links it into the
+ * pool's queue, wakes up to (workgroup_count - 1) workers, and then claims
+ * workgroup ids itself from the job's atomic counter, as do the workers that
+ * picked the job up. When the ids run out the job leaves the queue; the
+ * caller returns once no worker still runs one of its workgroups. Many
+ * threads may dispatch at once: each job is independent, and idle workers
+ * take whichever job is at the head of the queue.
+ *
+ * A failing workgroup (non-zero return) records the first failure and stops
+ * the job's remaining workgroups from starting. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pool.h"
+#include "status_internal.h"
+
+#define KILN_MAX_WORKERS 1024
+
+typedef struct kiln_job {
+  struct kiln_job* prev;
+  struct kiln_job* next;
+  kiln_kernel_fn_t fn;
+  const kiln_dispatch_args_t* args;
+  uint32_t workgroup_count;
+  atomic_uint_fast64_t next_id;
+  atomic_int failed;           /* 0 until a workgroup fails */
+  int32_t failed_code;         /* written by the thread that set `failed` */
+  uint32_t failed_workgroup;
+  /* Guarded by the pool mutex. */
+  int queued;
+  int workers_running;
+  pthread_cond_t idle; /* signalled when workers_running drops to 0 */
+} kiln_job_t;
+
+struct kiln_pool {
+  uint32_t worker_count; /* including the dispatching thread */
+  uint32_t thread_count; /* worker_count - 1 */
+  pthread_t* threads;
+  pthread_mutex_t mutex;
+  pthread_cond_t work; /* signalled when a job is queued or at shutdown */
+  kiln_job_t* head;
+  kiln_job_t* tail;
+  int shutdown;
+};
+
+/* Runs workgroups of `job` until its ids run out or it fails. */
+static void kiln_job_run(kiln_job_t* job) {
+  for (;;) {
+    if (atomic_load_explicit(&job->failed, memory_order_relaxed)) return;
+    uint64_t id = atomic_fetch_add_explicit(&job->next_id, 1, memory_order_relaxed);
+    if (id >= job->workgroup_count) return;
+    int32_t rc = job->fn(job->args, (uint32_t)id);
+    if (rc != 0) {
+      int expected = 0;
+      if (atomic_compare_exchange_strong(&job->failed, &expected, 1)) {
+        job->failed_code = rc;
+        job->failed_workgroup = (uint32_t)id;
+      }
+      return;
+    }
+  }
+}
+
+static int kiln_job_exhausted(kiln_job_t* job) {
+  return atomic_load_explicit(&job->failed, memory_order_relaxed) ||
+         atomic_load_explicit(&job->next_id, memory_order_relaxed) >=
+             job->workgroup_count;
+}
+
+/* Both with the pool mutex held. */
+static void kiln_queue_push(kiln_pool_t* pool, kiln_job_t* job) {
+  job->prev = pool->tail;
+  job->next = NULL;
+  if (pool->tail) pool->tail->next = job; else pool->head = job;
+  pool->tail = job;
+  job->queued = 1;
+}
+
+static void kiln_queue_remove(kiln_pool_t* pool, kiln_job_t* job) {
+  if (!job->queued) return;
+  if (job->prev) job->prev->next = job->next; else pool->head = job->next;
+  if (job->next) job->next->prev = job->prev; else pool->tail = job->prev;
+  job->prev = job->next = NULL;
+  job->queued = 0;
+}
+
+static void* kiln_worker_main(void* arg) {
+  kiln_pool_t* pool = arg;
+  pthread_mutex_lock(&pool->mutex);
+  for (;;) {
+    while (!pool->shutdown && !pool->head) {
+      pthread_cond_wait(&pool->work, &pool->mutex);
+    }
+    if (!pool->head) break; /* shutdown with nothing left to do */
+    kiln_job_t* job = pool->head;
+    if (kiln_job_exhausted(job)) {
+      kiln_queue_remove(pool, job);
+      continue;
+    }
+    job->workers_running++;
+    pthread_mutex_unlock(&pool->mutex);
+
+    kiln_job_run(job);
+
+    pthread_mutex_lock(&pool->mutex);
+    kiln_queue_remove(pool, job); /* its ids ran out (or it failed) */
+    if (--job->workers_running == 0) pthread_cond_signal(&job->idle);
+  }
+  pthread_mutex_unlock(&pool->mutex);
+  return NULL;
+}
+
+static uint32_t kiln_online_cores(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  if (n < 1) return 1;
+  if (n > KILN_MAX_WORKERS) return KILN_MAX_WORKERS;
+  return (uint32_t)n;
+}
+
+kiln_status_t kiln_pool_create(uint32_t worker_count, kiln_pool_t** out) {
+  if (!out) return kiln_make_status(KILN_INVALID_ARGUMENT, "out is NULL");
+  *out = NULL;
+  if (worker_count > KILN_MAX_WORKERS) {
+    return kiln_make_status(KILN_INVALID_ARGUMENT,
+                            "worker_count %u is too large: expected at most %d",
+                            worker_count, KILN_MAX_WORKERS);
+  }
+  if (worker_count == 0) worker_count = kiln_online_cores();
+
+  kiln_pool_t* pool = calloc(1, sizeof(*pool));
+  if (!pool) return kiln_make_status(KILN_OUT_OF_MEMORY, "cannot allocate a thread pool");
+  pool->worker_count = worker_count;
+  if (pthread_mutex_init(&pool->mutex, NULL) != 0) {
+    free(pool);
+    return kiln_make_status(KILN_INTERNAL, "pthread_mutex_init failed");
+  }
+  if (pthread_cond_init(&pool->work, NULL) != 0) {
+    pthread_mutex_destroy(&pool->mutex);
+    free(pool);
+    return kiln_make_status(KILN_INTERNAL, "pthread_cond_init failed");
+  }
+  uint32_t wanted = worker_count - 1;
+  if (wanted > 0) {
+    pool->threads = calloc(wanted, sizeof(pthread_t));
+    if (!pool->threads) {
+      kiln_pool_free(pool);
+      return kiln_make_status(KILN_OUT_OF_MEMORY,
+                              "cannot allocate %u worker thread handles", wanted);
+    }
+  }
+  for (uint32_t i = 0; i < wanted; ++i) {
+    int rc = pthread_create(&pool->threads[i], NULL, kiln_worker_main, pool);
+    if (rc != 0) {
+      kiln_pool_free(pool); /* joins the threads started so far */
+      return kiln_make_status(KILN_INTERNAL,
+                              "cannot start worker thread %u of %u: %s", i + 1,
+                              wanted, strerror(rc));
+    }
+    pool->thread_count = i + 1;
+  }
+  *out = pool;
+  return NULL;
+}
+
+void kiln_pool_free(kiln_pool_t* pool) {
+  if (!pool) return;
+  pthread_mutex_lock(&pool->mutex);
+  pool->shutdown = 1;
+  pthread_cond_broadcast(&pool->work);
+  pthread_mutex_unlock(&pool->mutex);
+  for (uint32_t i = 0; i < pool->thread_count; ++i) {
+    pthread_join(pool->threads[i], NULL);
+  }
+  free(pool->threads);
+  pthread_cond_destroy(&pool->work);
+  pthread_mutex_destroy(&pool->mutex);
+  free(pool);
+}
+
+uint32_t kiln_pool_worker_count(const kiln_pool_t* pool) {
+  return pool ? pool->worker_count : 0;
+}
+
+static kiln_status_t kiln_job_status(const kiln_job_t* job, const char* kernel_name) {
+  if (!atomic_load(&job->failed)) return NULL;
+  return kiln_make_status(KILN_INTERNAL,
+                          "kernel '%s' failed with code %d in workgroup %u of %u",
+                          kernel_name ? kernel_name : "<unnamed>",
+                          (int)job->failed_code, job->failed_workgroup,
+                          job->workgroup_count);
+}
+
+kiln_status_t kiln_pool_dispatch(kiln_pool_t* pool, const char* kernel_name,
+                                 kiln_kernel_fn_t fn,
+                                 const kiln_dispatch_args_t* args,
+                                 uint32_t workgroup_count) {
+  if (!pool || !fn || !args) {
+    return kiln_make_status(KILN_INVALID_ARGUMENT,
+                            "dispatch of kernel '%s': pool, function and "
+                            "arguments must not be NULL",
+                            kernel_name ? kernel_name : "<unnamed>");
+  }
+  if (workgroup_count == 0) return NULL; /* nothing to run */
+
+  kiln_job_t job;
+  memset(&job, 0, sizeof(job));
+  job.fn = fn;
+  job.args = args;
+  job.workgroup_count = workgroup_count;
+  atomic_init(&job.next_id, 0);
+  atomic_init(&job.failed, 0);
+
+  if (pool->thread_count == 0 || workgroup_count == 1) {
+    kiln_job_run(&job);
+    return kiln_job_status(&job, kernel_name);
+  }
+
+  if (pthread_cond_init(&job.idle, NULL) != 0) {
+    /* Still correct, just single-threaded. */
+    kiln_job_run(&job);
+    return kiln_job_status(&job, kernel_name);
+  }
+
+  pthread_mutex_lock(&pool->mutex);
+  kiln_queue_push(pool, &job);
+  uint32_t helpers = workgroup_count - 1;
+  if (helpers >= pool->thread_count) {
+    pthread_cond_broadcast(&pool->work);
+  } else {
+    for (uint32_t i = 0; i < helpers; ++i) pthread_cond_signal(&pool->work);
+  }
+  pthread_mutex_unlock(&pool->mutex);
+
+  kiln_job_run(&job);
+
+  pthread_mutex_lock(&pool->mutex);
+  kiln_queue_remove(pool, &job);
+  while (job.workers_running > 0) pthread_cond_wait(&job.idle, &pool->mutex);
+  pthread_mutex_unlock(&pool->mutex);
+  pthread_cond_destroy(&job.idle);
+  return kiln_job_status(&job, kernel_name);
+}

@@ -1,0 +1,418 @@
+/* Tools I/O: value parsing, printing, .npy and .npz round trips, files made
+ * by numpy, malformed files. argv[1]: a scratch directory. */
+#include <math.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "buffer_internal.h"
+#include "kiln_io.h"
+#include "numpy_fixtures.h"
+#include "test_util.h"
+
+static kiln_buffer_view_t* parse(const char* text) {
+  kiln_buffer_view_t* v = NULL;
+  kiln_status_t s = kiln_io_parse_value(text, &v);
+  if (s) {
+    fprintf(stderr, "parse '%s' failed: %s\n", text, kiln_status_message(s));
+    kiln_status_free(s);
+    kiln_test_failures++;
+  }
+  return v;
+}
+
+static char* print_to_string(const kiln_buffer_view_t* v) {
+  char* text = NULL;
+  size_t len = 0;
+  FILE* f = open_memstream(&text, &len);
+  kiln_io_print_values(f, v);
+  fclose(f);
+  return text;
+}
+
+static void check_print(const char* value, const char* expected, int line) {
+  kiln_buffer_view_t* v = parse(value);
+  if (!v) return;
+  char* text = print_to_string(v);
+  kiln_test_checks++;
+  if (strcmp(text, expected) != 0) {
+    kiln_test_failures++;
+    fprintf(stderr, "%s:%d: printing '%s': expected\n%s---- got\n%s----\n", __FILE__,
+            line, value, expected, text);
+  }
+  free(text);
+  kiln_buffer_view_release(v);
+}
+#define CHECK_PRINT(value, expected) check_print(value, expected, __LINE__)
+
+static int same_view(const kiln_buffer_view_t* a, const kiln_buffer_view_t* b) {
+  return a && b &&
+         kiln_buffer_view_has_type(b, kiln_buffer_view_dtype(a), kiln_buffer_view_rank(a),
+                                   kiln_buffer_view_shape(a)) &&
+         memcmp(kiln_buffer_view_data(a), kiln_buffer_view_data(b),
+                kiln_buffer_view_byte_size(a)) == 0;
+}
+
+static void test_half(void) {
+  CHECK(kiln_f32_to_f16(1.0f) == 0x3c00);
+  CHECK(kiln_f32_to_f16(-2.0f) == 0xc000);
+  CHECK(kiln_f32_to_f16(65504.0f) == 0x7bff);
+  CHECK(kiln_f32_to_f16(65520.0f) == 0x7c00);       /* rounds up to inf */
+  CHECK(kiln_f32_to_f16(5.9604645e-8f) == 0x0001);  /* smallest subnormal */
+  CHECK(kiln_f32_to_f16(2.9802322e-8f) == 0x0000);  /* tie to even: zero */
+  CHECK(kiln_f32_to_f16(1.0009765625f) == 0x3c01);
+  CHECK(kiln_f32_to_f16(1.00048828125f) == 0x3c00); /* tie to even */
+  CHECK((kiln_f32_to_f16(NAN) & 0x7e00) == 0x7e00);
+  CHECK(kiln_f32_to_f16(INFINITY) == 0x7c00);
+  int ok = 1;
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    if ((h & 0x7c00) == 0x7c00 && (h & 0x3ff)) continue; /* nan payloads */
+    ok &= kiln_f32_to_f16(kiln_f16_to_f32((uint16_t)h)) == h;
+  }
+  CHECK(ok);
+  CHECK(kiln_f16_to_f32(0x0001) == 5.9604645e-8f);
+  CHECK(kiln_f32_to_bf16(1.0f) == 0x3f80);
+  CHECK(kiln_bf16_to_f32(0x3f80) == 1.0f);
+  CHECK(kiln_f32_to_bf16(1.00390625f) == 0x3f80); /* tie to even */
+  CHECK(kiln_f32_to_bf16(1.01171875f) == 0x3f82);
+  CHECK((kiln_f32_to_bf16(NAN) & 0x7fc0) == 0x7fc0);
+}
+
+static void test_parse(void) {
+  kiln_buffer_view_t* v = parse("2x3xf32=1,2,3,4,5,6");
+  if (v) {
+    CHECK(kiln_buffer_view_dtype(v) == KILN_DTYPE_F32 && kiln_buffer_view_rank(v) == 2);
+    CHECK(kiln_buffer_view_shape(v)[0] == 2 && kiln_buffer_view_shape(v)[1] == 3);
+    CHECK(((const float*)kiln_buffer_view_data(v))[5] == 6.0f);
+    kiln_buffer_view_release(v);
+  }
+  v = parse("f32=3.5");
+  if (v) {
+    CHECK(kiln_buffer_view_rank(v) == 0 && *(const float*)kiln_buffer_view_data(v) == 3.5f);
+    kiln_buffer_view_release(v);
+  }
+  v = parse("4x2xi32=7");
+  if (v) {
+    int ok = kiln_buffer_view_element_count(v) == 8;
+    for (int i = 0; i < 8 && ok; ++i) ok = ((const int32_t*)kiln_buffer_view_data(v))[i] == 7;
+    CHECK(ok);
+    kiln_buffer_view_release(v);
+  }
+  v = parse("3xi64");
+  if (v) {
+    CHECK(((const int64_t*)kiln_buffer_view_data(v))[2] == 0);
+    kiln_buffer_view_release(v);
+  }
+  v = parse("4xbool=1, 0 true False");
+  if (v) {
+    const uint8_t* b = kiln_buffer_view_data(v);
+    CHECK(b[0] == 1 && b[1] == 0 && b[2] == 1 && b[3] == 0);
+    kiln_buffer_view_release(v);
+  }
+  v = parse("3xf64=nan,-inf,1e300");
+  if (v) {
+    const double* d = kiln_buffer_view_data(v);
+    CHECK(isnan(d[0]) && isinf(d[1]) && d[1] < 0 && d[2] == 1e300);
+    kiln_buffer_view_release(v);
+  }
+  v = parse("2xf16=0.5,-2");
+  if (v) {
+    const uint16_t* h = kiln_buffer_view_data(v);
+    CHECK(h[0] == 0x3800 && h[1] == 0xc000);
+    kiln_buffer_view_release(v);
+  }
+  v = parse("bf16=1");
+  if (v) {
+    CHECK(*(const uint16_t*)kiln_buffer_view_data(v) == 0x3f80);
+    kiln_buffer_view_release(v);
+  }
+  v = parse("2xu8=0,255");
+  kiln_buffer_view_release(v);
+  v = parse("2xi8=-128,127");
+  kiln_buffer_view_release(v);
+  v = parse("0x3xf32=");
+  kiln_test_checks++;
+  /* An empty array with no values: reported as "no values"? No: 0 elements
+   * accept an empty list. */
+  kiln_buffer_view_release(v);
+
+  kiln_buffer_view_t* out = NULL;
+  CHECK_ERROR(kiln_io_parse_value("2x3xf32=1,2", &out), KILN_INVALID_ARGUMENT, "2x3xf32",
+              "expected 6", "got 2");
+  CHECK_ERROR(kiln_io_parse_value("2xf32=1,2,3", &out), KILN_INVALID_ARGUMENT,
+              "expected 2", "got 3");
+  CHECK_ERROR(kiln_io_parse_value("2x3xf33=1", &out), KILN_INVALID_ARGUMENT,
+              "unknown dtype 'f33'");
+  CHECK_ERROR(kiln_io_parse_value("2xax3xf32=1", &out), KILN_INVALID_ARGUMENT,
+              "dimension 'a'");
+  CHECK_ERROR(kiln_io_parse_value("2x-3xf32=1", &out), KILN_INVALID_ARGUMENT,
+              "dimension '-3'");
+  CHECK_ERROR(kiln_io_parse_value("2xxf32=1", &out), KILN_INVALID_ARGUMENT,
+              "empty dimension");
+  CHECK_ERROR(kiln_io_parse_value("99999999999999999999xf32=1", &out),
+              KILN_INVALID_ARGUMENT, "too large");
+  CHECK_ERROR(kiln_io_parse_value("4611686018427387904x4xf32=1", &out),
+              KILN_INVALID_ARGUMENT, "too large");
+  CHECK_ERROR(kiln_io_parse_value("1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1xf32=1", &out),
+              KILN_INVALID_ARGUMENT, "more than 16");
+  CHECK_ERROR(kiln_io_parse_value("f32=abc", &out), KILN_INVALID_ARGUMENT,
+              "value 0 'abc' is not a number");
+  CHECK_ERROR(kiln_io_parse_value("2xi32=1,2.5", &out), KILN_INVALID_ARGUMENT,
+              "value 1 '2.5' is not an integer");
+  CHECK_ERROR(kiln_io_parse_value("i8=128", &out), KILN_INVALID_ARGUMENT,
+              "out of range for i8", "-128..127");
+  CHECK_ERROR(kiln_io_parse_value("u8=-1", &out), KILN_INVALID_ARGUMENT, "out of range");
+  CHECK_ERROR(kiln_io_parse_value("i64=99999999999999999999", &out), KILN_INVALID_ARGUMENT,
+              "out of range");
+  CHECK_ERROR(kiln_io_parse_value("bool=2", &out), KILN_INVALID_ARGUMENT, "not a bool");
+  CHECK_ERROR(kiln_io_parse_value("3xf32=", &out), KILN_INVALID_ARGUMENT, "no values",
+              "expected 3");
+  CHECK_ERROR(kiln_io_parse_value("", &out), KILN_INVALID_ARGUMENT, "empty type");
+  CHECK_ERROR(kiln_io_parse_value("=1", &out), KILN_INVALID_ARGUMENT, "empty type");
+  CHECK_ERROR(kiln_io_parse_value("@", &out), KILN_INVALID_ARGUMENT, ".npy file path");
+  CHECK_ERROR(kiln_io_parse_value("@/nonexistent/x.npy", &out), KILN_NOT_FOUND,
+              "/nonexistent/x.npy");
+  CHECK(out == NULL);
+}
+
+static void test_print(void) {
+  CHECK_PRINT("2x3xf32=1,2,3,4,5,6", "[[1. 2. 3.]\n [4. 5. 6.]]\n");
+  CHECK_PRINT("3xf32=0.1,-2.5,100", "[ 0.1 -2.5 100.]\n");
+  CHECK_PRINT("f32=3.5", "3.5\n");
+  CHECK_PRINT("f64=0.1", "0.1\n");
+  CHECK_PRINT("3xi32=1,-20,300", "[  1 -20 300]\n");
+  CHECK_PRINT("2xbool=1,0", "[ True False]\n");
+  CHECK_PRINT("2x2x2xi8=1,2,3,4,5,6,7,8", "[[[1 2]\n  [3 4]]\n\n [[5 6]\n  [7 8]]]\n");
+  CHECK_PRINT("0x4xf32", "[]\n");
+  CHECK_PRINT("2xf16=0.1,65504", "[   0.1 65504.]\n");
+  CHECK_PRINT("3xf32=nan,inf,-inf", "[ nan  inf -inf]\n");
+  CHECK_PRINT("bf16=3.140625", "3.14\n");
+  kiln_buffer_view_t* v = parse("2000xi32=5");
+  if (v) {
+    char* text = print_to_string(v);
+    CHECK(strcmp(text, "[5 5 5 ... 5 5 5]\n") == 0);
+    free(text);
+    kiln_buffer_view_release(v);
+  }
+  v = parse("100x100xu8=1");
+  if (v) {
+    char* text = print_to_string(v);
+    const char* head = "[[1 1 1 ... 1 1 1]\n [1 1 1 ... 1 1 1]\n [1 1 1 ... 1 1 1]\n ...\n";
+    CHECK(strncmp(text, head, strlen(head)) == 0);
+    if (strncmp(text, head, strlen(head)) != 0) fprintf(stderr, "got:\n%s", text);
+    free(text);
+    kiln_buffer_view_release(v);
+  }
+  char buf[64];
+  v = parse("3xf64=0.30000000000000004,1e-300,123456789");
+  if (v) {
+    kiln_io_format_element(v, 0, buf, sizeof(buf));
+    CHECK(strcmp(buf, "0.30000000000000004") == 0);
+    kiln_io_format_element(v, 1, buf, sizeof(buf));
+    CHECK(strcmp(buf, "1e-300") == 0);
+    kiln_io_format_element(v, 2, buf, sizeof(buf));
+    CHECK(strcmp(buf, "123456789.") == 0);
+    kiln_buffer_view_release(v);
+  }
+}
+
+static void test_npy(const char* dir) {
+  const char* values[] = {
+      "2x3xf32=1,2,3,4,5,6.5", "f64=-0.25",     "4xi8=-1,2,-3,4",
+      "2x2xi16=1,2,3,-4",      "3xi32=7,8,9",   "2xi64=-9000000000000,1",
+      "3xu8=0,128,255",        "2xbool=1,0",    "2xf16=0.5,-3",
+      "2xbf16=1,-2",           "0x5xf32",       "1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1xi32=3",
+  };
+  char path[1024];
+  for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); ++i) {
+    kiln_buffer_view_t* v = parse(values[i]);
+    if (!v) continue;
+    snprintf(path, sizeof(path), "%s/v%zu.npy", dir, i);
+    CHECK_OK(kiln_npy_write_file(path, v));
+    kiln_buffer_view_t* back = NULL;
+    CHECK_OK(kiln_npy_read_file(path, &back));
+    CHECK(same_view(v, back));
+    /* "@path" parses the same file. */
+    char at[1100];
+    snprintf(at, sizeof(at), "@%s", path);
+    kiln_buffer_view_t* back2 = parse(at);
+    CHECK(same_view(v, back2));
+    /* Encoded data starts 64-byte aligned. */
+    uint8_t* bytes = NULL;
+    size_t size = 0;
+    CHECK_OK(kiln_npy_encode(v, &bytes, &size));
+    CHECK(bytes && (size - kiln_buffer_view_byte_size(v)) % 64 == 0);
+    free(bytes);
+    kiln_buffer_view_release(back2);
+    kiln_buffer_view_release(back);
+    kiln_buffer_view_release(v);
+  }
+
+  /* Files written by numpy. */
+  kiln_buffer_view_t* v = NULL;
+  CHECK_OK(kiln_npy_decode(np_f8_big_endian, sizeof(np_f8_big_endian), "be", &v));
+  if (v) {
+    const double* d = kiln_buffer_view_data(v);
+    CHECK(kiln_buffer_view_dtype(v) == KILN_DTYPE_F64 && d[0] == 1.5 && d[1] == -2.25 &&
+          d[2] == 3.0);
+    kiln_buffer_view_release(v);
+  }
+  CHECK_OK(kiln_npy_decode(np_i4_fortran, sizeof(np_i4_fortran), "fortran", &v));
+  if (v) {
+    const int32_t* x = kiln_buffer_view_data(v);
+    int ok = kiln_buffer_view_shape(v)[0] == 2 && kiln_buffer_view_shape(v)[1] == 3;
+    for (int i = 0; i < 6; ++i) ok &= x[i] == i;
+    CHECK(ok);
+    kiln_buffer_view_release(v);
+  }
+  CHECK_OK(kiln_npy_decode(np_f2, sizeof(np_f2), "f2", &v));
+  if (v) {
+    const uint16_t* h = kiln_buffer_view_data(v);
+    CHECK(kiln_buffer_view_dtype(v) == KILN_DTYPE_F16 && h[0] == 0x3800 && h[2] == 0x7bff);
+    kiln_buffer_view_release(v);
+  }
+
+  /* Malformed files. */
+  uint8_t buf[512];
+  size_t n = sizeof(np_f2);
+  memcpy(buf, np_f2, n);
+  CHECK_ERROR(kiln_npy_decode(buf, n - 1, "short.npy", &v), KILN_DATA_LOSS, "short.npy",
+              "expected 8 bytes", "got 7");
+  CHECK_ERROR(kiln_npy_decode(buf, 5, "tiny.npy", &v), KILN_INVALID_ARGUMENT, "tiny.npy",
+              "magic");
+  CHECK_ERROR(kiln_npy_decode(buf, 40, "cut.npy", &v), KILN_INVALID_ARGUMENT,
+              "runs past the end");
+  buf[6] = 9;
+  CHECK_ERROR(kiln_npy_decode(buf, n, "v9.npy", &v), KILN_INVALID_ARGUMENT,
+              "format version 9.0");
+  buf[6] = 1;
+  char* descr = strstr((char*)buf + 10, "<f2");
+  if (descr) {
+    memcpy(descr, "<c8", 3);
+    CHECK_ERROR(kiln_npy_decode(buf, n, "complex.npy", &v), KILN_INVALID_ARGUMENT,
+                "unsupported .npy dtype '<c8'");
+    memcpy(descr, "<f2", 3);
+  }
+  char* shape = strstr((char*)buf + 10, "(4,)");
+  if (shape) {
+    memcpy(shape, "(4;)", 4);
+    CHECK_ERROR(kiln_npy_decode(buf, n, "shape.npy", &v), KILN_INVALID_ARGUMENT,
+                "malformed 'shape'");
+    memcpy(shape, "(4,)", 4);
+  }
+  char* brace = strchr((char*)buf + 10, '{');
+  if (brace) {
+    *brace = '[';
+    CHECK_ERROR(kiln_npy_decode(buf, n, "dict.npy", &v), KILN_INVALID_ARGUMENT, "not a dict");
+  }
+  snprintf(path, sizeof(path), "%s", dir);
+  CHECK_ERROR(kiln_npy_read_file(path, &v), KILN_IO, "cannot read");
+  CHECK(v == NULL);
+}
+
+static void test_npz(const char* dir) {
+  /* numpy.savez output (zip64 local headers). */
+  kiln_npz_t npz;
+  CHECK_OK(kiln_npz_decode(np_savez, sizeof(np_savez), "np.npz", &npz));
+  CHECK(npz.count == 3);
+  if (npz.count == 3) {
+    CHECK(strcmp(npz.entries[0].name, "a") == 0);
+    CHECK(strcmp(npz.entries[1].name, "flags") == 0);
+    CHECK(strcmp(npz.entries[2].name, "step") == 0);
+    CHECK(((const float*)kiln_buffer_view_data(npz.entries[0].value))[5] == 5.0f);
+    CHECK(kiln_buffer_view_dtype(npz.entries[1].value) == KILN_DTYPE_BOOL);
+    CHECK(kiln_buffer_view_rank(npz.entries[2].value) == 0);
+    CHECK(*(const int64_t*)kiln_buffer_view_data(npz.entries[2].value) == 7);
+  }
+  /* Written back by us, read again: same arrays, and deterministic bytes. */
+  const char* names[3];
+  const kiln_buffer_view_t* values[3];
+  for (size_t i = 0; i < npz.count && i < 3; ++i) {
+    names[i] = npz.entries[i].name;
+    values[i] = npz.entries[i].value;
+  }
+  uint8_t *bytes1 = NULL, *bytes2 = NULL;
+  size_t size1 = 0, size2 = 0;
+  CHECK_OK(kiln_npz_encode(npz.count, names, values, &bytes1, &size1));
+  CHECK_OK(kiln_npz_encode(npz.count, names, values, &bytes2, &size2));
+  CHECK(size1 == size2 && bytes1 && bytes2 && memcmp(bytes1, bytes2, size1) == 0);
+  char path[1024];
+  snprintf(path, sizeof(path), "%s/state.npz", dir);
+  CHECK_OK(kiln_npz_write_file(path, npz.count, names, values));
+  kiln_npz_t back;
+  CHECK_OK(kiln_npz_read_file(path, &back));
+  CHECK(back.count == npz.count);
+  for (size_t i = 0; i < back.count && i < npz.count; ++i) {
+    CHECK(strcmp(back.entries[i].name, npz.entries[i].name) == 0);
+    CHECK(same_view(npz.entries[i].value, back.entries[i].value));
+  }
+  kiln_npz_free(&back);
+
+  /* Empty archive. */
+  uint8_t* empty = NULL;
+  size_t empty_size = 0;
+  CHECK_OK(kiln_npz_encode(0, NULL, NULL, &empty, &empty_size));
+  CHECK_OK(kiln_npz_decode(empty, empty_size, "empty", &back));
+  CHECK(back.count == 0);
+  kiln_npz_free(&back);
+  free(empty);
+
+  /* Compressed entries are refused by name. */
+  CHECK_ERROR(kiln_npz_decode(np_savez_compressed, sizeof(np_savez_compressed), "c.npz", &back),
+              KILN_UNIMPLEMENTED, "c.npz", "'a.npy' is compressed", "deflate",
+              "numpy.savez");
+  CHECK(back.count == 0 && back.entries == NULL);
+
+  /* Damage. */
+  if (bytes1) {
+    uint8_t* copy = malloc(size1);
+    memcpy(copy, bytes1, size1);
+    copy[100] ^= 0xff; /* inside the first entry's data */
+    CHECK_ERROR(kiln_npz_decode(copy, size1, "crc.npz", &back), KILN_DATA_LOSS,
+                "'a.npy' is damaged", "CRC-32");
+    memcpy(copy, bytes1, size1);
+    CHECK_ERROR(kiln_npz_decode(copy, size1 - 1, "cut.npz", &back), KILN_INVALID_ARGUMENT,
+                "cut.npz", "end-of-central-directory");
+    CHECK_ERROR(kiln_npz_decode(copy, 10, "tiny.npz", &back), KILN_INVALID_ARGUMENT,
+                "too short");
+    /* Central directory offset pointing past the end. */
+    copy[size1 - 6] = 0xff;
+    copy[size1 - 5] = 0xff;
+    copy[size1 - 4] = 0xff;
+    copy[size1 - 3] = 0x7f;
+    CHECK_ERROR(kiln_npz_decode(copy, size1, "cd.npz", &back), KILN_INVALID_ARGUMENT,
+                "central directory");
+    memcpy(copy, bytes1, size1);
+    /* A local header offset pointing past the end (first central entry). */
+    uint32_t cd = (uint32_t)copy[size1 - 6] | ((uint32_t)copy[size1 - 5] << 8) |
+                  ((uint32_t)copy[size1 - 4] << 16) | ((uint32_t)copy[size1 - 3] << 24);
+    copy[cd + 42] = 0xf0;
+    copy[cd + 43] = 0xff;
+    CHECK_ERROR(kiln_npz_decode(copy, size1, "local.npz", &back), KILN_INVALID_ARGUMENT,
+                "local header");
+    memcpy(copy, bytes1, size1);
+    /* Entry size larger than the file. */
+    copy[cd + 20] = 0xf0;
+    copy[cd + 21] = 0xff;
+    copy[cd + 24] = 0xf0;
+    copy[cd + 25] = 0xff;
+    CHECK_ERROR(kiln_npz_decode(copy, size1, "big.npz", &back), KILN_DATA_LOSS,
+                "truncated");
+    free(copy);
+  }
+  free(bytes1);
+  free(bytes2);
+  kiln_npz_free(&npz);
+  CHECK_ERROR(kiln_npz_read_file("/nonexistent/state.npz", &back), KILN_NOT_FOUND,
+              "/nonexistent/state.npz");
+}
+
+int main(int argc, char** argv) {
+  const char* dir = argc > 1 ? argv[1] : "io_test_tmp";
+  mkdir(dir, 0777);
+  test_half();
+  test_parse();
+  test_print();
+  test_npy(dir);
+  test_npz(dir);
+  TEST_MAIN_END();
+}

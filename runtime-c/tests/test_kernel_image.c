@@ -1,0 +1,238 @@
+/* Kernel images: load the test kernel's raw text, call it, relocations,
+ * W^X page protections, bounds-check rejections, host support checks.
+ * argv[1]: the test kernel's flattened .text (built by CMake). */
+#include <stdint.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "instance_internal.h"
+#include "kernel_image.h"
+#include "kiln_io.h"
+#include "pool.h"
+#include "test_util.h"
+
+#define ALIGN 4096
+
+static void put_reloc(uint8_t* p, uint64_t offset, int64_t addend) {
+  for (int i = 0; i < 8; ++i) p[i] = (uint8_t)(offset >> (8 * i));
+  for (int i = 0; i < 8; ++i) p[8 + i] = (uint8_t)((uint64_t)addend >> (8 * i));
+}
+
+#if defined(__linux__)
+/* Permissions ("r-xp") of the mapping that contains `address`. */
+static int mapping_perms(const void* address, char perms[5]) {
+  FILE* f = fopen("/proc/self/maps", "r");
+  if (!f) return 0;
+  char line[512];
+  int found = 0;
+  while (fgets(line, sizeof(line), f)) {
+    unsigned long lo, hi;
+    char p[5];
+    if (sscanf(line, "%lx-%lx %4s", &lo, &hi, p) == 3 &&
+        (uintptr_t)address >= lo && (uintptr_t)address < hi) {
+      memcpy(perms, p, 5);
+      found = 1;
+      break;
+    }
+  }
+  fclose(f);
+  return found;
+}
+#endif
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: test_kernel_image TEST_KERNEL.bin\n");
+    return 2;
+  }
+  uint8_t* text = NULL;
+  size_t text_len = 0;
+  kiln_status_t status = kiln_io_read_file(argv[1], &text, &text_len);
+  if (status) {
+    fprintf(stderr, "%s\n", kiln_status_message(status));
+    kiln_status_free(status);
+    return 2;
+  }
+  CHECK(text_len > 0 && text_len <= ALIGN);
+
+  /* Image: [text padded to 4096 | 64 bytes of rodata]. */
+  size_t text_size = ALIGN;
+  size_t code_size = ALIGN + 64;
+  uint8_t* code = calloc(1, code_size);
+  memcpy(code, text, text_len);
+  for (int i = 0; i < 64; ++i) code[ALIGN + i] = (uint8_t)(0xA0 + i);
+  uint8_t relocs[3 * 16];
+  put_reloc(relocs, ALIGN + 0, ALIGN + 16);   /* pointer to rodata */
+  put_reloc(relocs + 16, ALIGN + 8, 0);       /* pointer to the entry point */
+  put_reloc(relocs + 32, ALIGN + 21, (int64_t)code_size); /* unaligned, one past the end */
+
+  kiln_kernel_image_t* image = NULL;
+  CHECK_OK(kiln_kernel_image_load(code, code_size, text_size, ALIGN, relocs, 3, &image));
+  if (image) {
+    kiln_kernel_fn_t fn = kiln_kernel_image_entry(image, 0);
+    CHECK(fn != NULL);
+    CHECK(kiln_kernel_image_entry(image, text_size) == NULL);
+    CHECK(kiln_kernel_image_entry(image, UINT64_MAX) == NULL);
+    const uint8_t* base = NULL;
+    memcpy(&base, &fn, sizeof(base));
+    const uint8_t* rodata = base + ALIGN;
+    uint64_t slot0, slot1, slot2;
+    memcpy(&slot0, rodata, 8);
+    memcpy(&slot1, rodata + 8, 8);
+    memcpy(&slot2, rodata + 21, 8);
+    CHECK(slot0 == (uint64_t)(uintptr_t)(base + ALIGN + 16));
+    CHECK(slot1 == (uint64_t)(uintptr_t)base);
+    CHECK(slot2 == (uint64_t)(uintptr_t)(base + code_size));
+    CHECK(rodata[16] == 0xA0 + 16 && rodata[63] == 0xA0 + 63);
+
+#if defined(__linux__)
+    if ((size_t)sysconf(_SC_PAGESIZE) <= ALIGN) {
+      char perms[5] = "";
+      CHECK(mapping_perms(base, perms) && strncmp(perms, "r-x", 3) == 0);
+      CHECK(mapping_perms(rodata, perms) && strncmp(perms, "r--", 3) == 0);
+    }
+#endif
+
+    /* Call it directly: mode 0 adds pc[1] over one workgroup. */
+    int32_t in[10], out[10];
+    for (int i = 0; i < 10; ++i) in[i] = i * 3, out[i] = -1;
+    void* bindings[2] = {in, out};
+    int64_t push[3] = {0, 100, 10};
+    kiln_dispatch_args_t args = {bindings, push, 1, 0};
+    CHECK(fn(&args, 0) == 0);
+    int ok = 1;
+    for (int i = 0; i < 10; ++i) ok &= out[i] == i * 3 + 100;
+    CHECK(ok);
+
+    /* Through the pool: 1000 elements over 7 workgroups on 3 workers. */
+    kiln_pool_t* pool = NULL;
+    CHECK_OK(kiln_pool_create(3, &pool));
+    if (pool) {
+      int32_t big_in[1000], big_out[1000];
+      for (int i = 0; i < 1000; ++i) big_in[i] = i, big_out[i] = 0;
+      void* b2[2] = {big_in, big_out};
+      int64_t p2[3] = {0, -5, 1000};
+      kiln_dispatch_args_t a2 = {b2, p2, 7, 0};
+      CHECK_OK(kiln_pool_dispatch(pool, "add", fn, &a2, 7));
+      ok = 1;
+      for (int i = 0; i < 1000; ++i) ok &= big_out[i] == i - 5;
+      CHECK(ok);
+      /* mode 1: every workgroup exactly once. */
+      int32_t marks[300] = {0};
+      void* b3[1] = {marks};
+      int64_t p3[1] = {1};
+      kiln_dispatch_args_t a3 = {b3, p3, 300, 0};
+      CHECK_OK(kiln_pool_dispatch(pool, "mark", fn, &a3, 300));
+      ok = 1;
+      for (int i = 0; i < 300; ++i) ok &= marks[i] == i + 1;
+      CHECK(ok);
+      /* mode 2: native failure code. */
+      int64_t p4[3] = {2, 17, 123};
+      kiln_dispatch_args_t a4 = {NULL, p4, 50, 0};
+      CHECK_ERROR(kiln_pool_dispatch(pool, "native_fail", fn, &a4, 50), KILN_INTERNAL,
+                  "'native_fail'", "code 123", "workgroup 17 of 50");
+      kiln_pool_free(pool);
+    }
+    kiln_kernel_image_free(image);
+  }
+  kiln_kernel_image_free(NULL);
+
+  /* A small segment_align (below the page size): the whole image is R+X. */
+  CHECK_OK(kiln_kernel_image_load(code, text_len, 0, 1, NULL, 0, &image));
+  kiln_kernel_image_free(image);
+  CHECK_OK(kiln_kernel_image_load(code, code_size, ALIGN, 64, relocs, 3, &image));
+  if (image) {
+    kiln_kernel_fn_t fn = kiln_kernel_image_entry(image, 0);
+    int32_t in[4] = {1, 2, 3, 4}, out[4] = {0};
+    void* bindings[2] = {in, out};
+    int64_t push[3] = {0, 1, 4};
+    kiln_dispatch_args_t args = {bindings, push, 1, 0};
+    CHECK(fn && fn(&args, 0) == 0 && out[3] == 5);
+    kiln_kernel_image_free(image);
+  }
+
+  /* Rejections: every bound is checked before anything is mapped. */
+  uint8_t bad[16];
+  put_reloc(bad, code_size - 7, 0);
+  CHECK_ERROR(kiln_kernel_image_load(code, code_size, text_size, ALIGN, bad, 1, &image),
+              KILN_DATA_LOSS, "relocation 0", "exceeds the code size");
+  CHECK(image == NULL);
+  put_reloc(bad, UINT64_MAX - 3, 0);
+  CHECK_ERROR(kiln_kernel_image_load(code, code_size, text_size, ALIGN, bad, 1, &image),
+              KILN_DATA_LOSS, "relocation 0", "offset");
+  put_reloc(bad, 8, -1);
+  CHECK_ERROR(kiln_kernel_image_load(code, code_size, text_size, ALIGN, bad, 1, &image),
+              KILN_DATA_LOSS, "addend -1");
+  put_reloc(bad, 8, (int64_t)code_size + 1);
+  CHECK_ERROR(kiln_kernel_image_load(code, code_size, text_size, ALIGN, bad, 1, &image),
+              KILN_DATA_LOSS, "outside the image");
+  uint8_t two[32];
+  put_reloc(two, 0, 0);
+  put_reloc(two + 16, code_size, 0);
+  CHECK_ERROR(kiln_kernel_image_load(code, code_size, text_size, ALIGN, two, 2, &image),
+              KILN_DATA_LOSS, "relocation 1");
+  CHECK_ERROR(kiln_kernel_image_load(code, code_size, code_size + 4096, ALIGN, NULL, 0, &image),
+              KILN_DATA_LOSS, "text_size", "exceeds");
+  CHECK_ERROR(kiln_kernel_image_load(code, code_size, 100, 64, NULL, 0, &image),
+              KILN_DATA_LOSS, "not a multiple of segment_align 64");
+  CHECK_ERROR(kiln_kernel_image_load(code, code_size, 0, 48, NULL, 0, &image),
+              KILN_DATA_LOSS, "segment_align 48", "power of two");
+  CHECK_ERROR(kiln_kernel_image_load(code, 0, 0, 64, NULL, 0, &image), KILN_DATA_LOSS,
+              "empty");
+  CHECK_ERROR(kiln_kernel_image_load(code, code_size, 0, 64, NULL, 2, &image),
+              KILN_DATA_LOSS, "relocation table");
+
+  /* Host support. */
+  char reason[256];
+#if defined(__x86_64__)
+  const char* host = "x86_64-unknown-linux-gnu";
+  const char* other = "aarch64-unknown-linux-gnu";
+  const char* baseline = "+sse,+sse2,+cx8,+64bit";
+  const char* missing_arch = "aarch64";
+#elif defined(__aarch64__)
+  const char* host = "aarch64-unknown-linux-gnu";
+  const char* other = "x86_64-unknown-linux-gnu";
+  const char* baseline = "+neon,+fp-armv8";
+  const char* missing_arch = "x86_64";
+#endif
+#if defined(__x86_64__) || defined(__aarch64__)
+  CHECK(kiln_host_supports(host, "", reason, sizeof(reason)) == 1);
+  CHECK(kiln_host_supports(host, NULL, reason, sizeof(reason)) == 1);
+  CHECK(kiln_host_supports(host, baseline, reason, sizeof(reason)) == 1);
+  CHECK(kiln_host_supports(host, "-avx512f,-sve,-amx-tile", reason, sizeof(reason)) == 1);
+  CHECK(kiln_host_supports(other, "", reason, sizeof(reason)) == 0);
+  CHECK(strstr(reason, missing_arch) != NULL);
+  CHECK(kiln_host_supports(host, "+not-a-feature", reason, sizeof(reason)) == 0);
+  CHECK(strstr(reason, "unknown CPU feature '+not-a-feature'") != NULL);
+  CHECK(kiln_host_supports(host, "+sse2,+bogus", reason, sizeof(reason)) == 0);
+  CHECK(strstr(reason, "'+bogus'") != NULL);
+  CHECK(kiln_host_supports("", "", reason, sizeof(reason)) == 0);
+  CHECK(kiln_host_supports("riscv64-unknown-linux-gnu", "", reason, sizeof(reason)) == 0);
+  CHECK(strstr(reason, "riscv64") != NULL);
+  CHECK(kiln_host_supports("x86_64-pc-windows-msvc", "", reason, 8) == 0);
+  char long_feature[200];
+  memset(long_feature, 'z', sizeof(long_feature) - 1);
+  long_feature[0] = '+';
+  long_feature[sizeof(long_feature) - 1] = '\0';
+  CHECK(kiln_host_supports(host, long_feature, reason, sizeof(reason)) == 0);
+  CHECK(kiln_host_supports(host, "+bogus", NULL, 0) == 0);
+#endif
+#if defined(__x86_64__)
+  /* Features this host has are accepted: check against the compiler's view
+   * of the build machine where it says so. */
+#if defined(__AVX2__)
+  CHECK(kiln_host_supports(host, "+avx2,+avx", reason, sizeof(reason)) == 1);
+#endif
+  CHECK(kiln_host_supports(host, "+sse4.2,+popcnt,+avx,+fma,+avx2", reason, sizeof(reason)) ==
+        (__builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("popcnt") &&
+         __builtin_cpu_supports("avx") && __builtin_cpu_supports("fma") &&
+         __builtin_cpu_supports("avx2")));
+  CHECK(kiln_host_supports(host, "+avx512f", reason, sizeof(reason)) ==
+        (__builtin_cpu_supports("avx512f") ? 1 : 0));
+  if (!__builtin_cpu_supports("avx512f")) CHECK(strstr(reason, "lacks") != NULL);
+#endif
+
+  free(code);
+  free(text);
+  TEST_MAIN_END();
+}

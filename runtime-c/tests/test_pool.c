@@ -1,0 +1,157 @@
+/* The thread pool: many dispatches, concurrent dispatches from several
+ * threads, failures, sizes; and the instance around it. */
+#include <pthread.h>
+#include <stdint.h>
+
+#include "instance_internal.h"
+#include "pool.h"
+#include "test_util.h"
+
+/* out[id] += id + 1: a lost workgroup leaves 0, a repeated one 2*(id+1). */
+static int32_t mark_kernel(const kiln_dispatch_args_t* args, uint32_t id) {
+  int32_t* out = (int32_t*)args->bindings[0];
+  out[id] += (int32_t)id + 1;
+  return 0;
+}
+
+/* Fails in workgroup push[0] with code push[1]. */
+static int32_t failing_kernel(const kiln_dispatch_args_t* args, uint32_t id) {
+  return (int64_t)id == args->push_constants[0] ? (int32_t)args->push_constants[1] : 0;
+}
+
+static int run_marks(kiln_pool_t* pool, int32_t* out, uint32_t count) {
+  memset(out, 0, count * sizeof(int32_t));
+  void* bindings[1] = {out};
+  kiln_dispatch_args_t args = {bindings, NULL, count, 0};
+  kiln_status_t status = kiln_pool_dispatch(pool, "mark", mark_kernel, &args, count);
+  if (status) {
+    fprintf(stderr, "dispatch failed: %s\n", kiln_status_message(status));
+    kiln_status_free(status);
+    return 0;
+  }
+  for (uint32_t i = 0; i < count; ++i) {
+    if (out[i] != (int32_t)i + 1) {
+      fprintf(stderr, "workgroup %u of %u: expected %u, got %d\n", i, count, i + 1, out[i]);
+      return 0;
+    }
+  }
+  return 1;
+}
+
+typedef struct {
+  kiln_pool_t* pool;
+  int ok;
+  int index;
+} thread_arg_t;
+
+static void* dispatcher(void* p) {
+  thread_arg_t* t = p;
+  int32_t out[257];
+  t->ok = 1;
+  for (int i = 0; i < 200 && t->ok; ++i) {
+    uint32_t count = (uint32_t)(1 + (i * 7 + t->index * 13) % 257);
+    t->ok = run_marks(t->pool, out, count);
+  }
+  /* Failures under concurrency name the right kernel and workgroup. */
+  int64_t push[2] = {3 + t->index, 40 + t->index};
+  kiln_dispatch_args_t args = {NULL, push, 64, 0};
+  kiln_status_t s = kiln_pool_dispatch(t->pool, "fails", failing_kernel, &args, 64);
+  char expected[64];
+  snprintf(expected, sizeof(expected), "code %d in workgroup %d of 64",
+           40 + t->index, 3 + t->index);
+  if (!s || !strstr(kiln_status_message(s), expected)) t->ok = 0;
+  kiln_status_free(s);
+  return NULL;
+}
+
+int main(void) {
+  int32_t out[1024];
+
+  /* One pool, many dispatches of many sizes. */
+  kiln_pool_t* pool = NULL;
+  CHECK_OK(kiln_pool_create(4, &pool));
+  CHECK(pool && kiln_pool_worker_count(pool) == 4);
+  if (pool) {
+    int ok = 1;
+    for (uint32_t i = 0; i < 500 && ok; ++i) ok = run_marks(pool, out, 1 + (i * 37) % 1024);
+    CHECK(ok);
+    CHECK(run_marks(pool, out, 1));
+    CHECK(run_marks(pool, out, 1024));
+
+    /* Zero workgroups: nothing runs, no error. */
+    kiln_dispatch_args_t args = {NULL, NULL, 0, 0};
+    CHECK_OK(kiln_pool_dispatch(pool, "none", mark_kernel, &args, 0));
+
+    /* A failing workgroup fails the dispatch with its code and the kernel name. */
+    int64_t push[2] = {37, 9};
+    kiln_dispatch_args_t fargs = {NULL, push, 100, 0};
+    CHECK_ERROR(kiln_pool_dispatch(pool, "my_kernel", failing_kernel, &fargs, 100),
+                KILN_INTERNAL, "'my_kernel'", "code 9", "workgroup 37 of 100");
+    /* The pool is still fine afterwards. */
+    CHECK(run_marks(pool, out, 333));
+    CHECK_ERROR(kiln_pool_dispatch(pool, "k", NULL, &fargs, 1), KILN_INVALID_ARGUMENT, "'k'");
+
+    /* Concurrent dispatches from several threads share the workers. */
+    pthread_t threads[6];
+    thread_arg_t targs[6];
+    for (int i = 0; i < 6; ++i) {
+      targs[i].pool = pool;
+      targs[i].ok = 0;
+      targs[i].index = i;
+      pthread_create(&threads[i], NULL, dispatcher, &targs[i]);
+    }
+    for (int i = 0; i < 6; ++i) {
+      pthread_join(threads[i], NULL);
+      CHECK(targs[i].ok);
+    }
+    kiln_pool_free(pool);
+  }
+
+  /* A single worker is the calling thread alone. */
+  CHECK_OK(kiln_pool_create(1, &pool));
+  if (pool) {
+    CHECK(kiln_pool_worker_count(pool) == 1);
+    CHECK(run_marks(pool, out, 100));
+    int64_t push[2] = {0, -3};
+    kiln_dispatch_args_t fargs = {NULL, push, 5, 0};
+    CHECK_ERROR(kiln_pool_dispatch(pool, "single", failing_kernel, &fargs, 5),
+                KILN_INTERNAL, "code -3", "workgroup 0 of 5");
+    kiln_pool_free(pool);
+  }
+
+  /* 0 means one per core; creating and freeing repeatedly leaks nothing. */
+  for (int i = 0; i < 20; ++i) {
+    CHECK_OK(kiln_pool_create(0, &pool));
+    CHECK(pool && kiln_pool_worker_count(pool) >= 1);
+    if (pool && i % 2) CHECK(run_marks(pool, out, 64));
+    kiln_pool_free(pool);
+  }
+  kiln_pool_free(NULL);
+  CHECK_ERROR(kiln_pool_create(1000000, &pool), KILN_INVALID_ARGUMENT,
+              "worker_count 1000000", "at most");
+
+  /* The instance owns a pool. */
+  kiln_instance_options_t options;
+  kiln_instance_options_initialize(&options);
+  CHECK(options.worker_count == 0);
+  options.worker_count = 3;
+  kiln_instance_t* instance = NULL;
+  CHECK_OK(kiln_instance_create(&options, &instance));
+  if (instance) {
+    CHECK(kiln_instance_worker_count(instance) == 3);
+    CHECK(kiln_instance_pool(instance) != NULL);
+    CHECK(run_marks(kiln_instance_pool(instance), out, 300));
+    kiln_instance_retain(instance);
+    kiln_instance_release(instance);
+    kiln_instance_release(instance);
+  }
+  CHECK_OK(kiln_instance_create(NULL, &instance));
+  CHECK(instance && kiln_instance_worker_count(instance) >= 1);
+  kiln_instance_release(instance);
+  kiln_instance_release(NULL);
+  options.worker_count = 5000;
+  CHECK_ERROR(kiln_instance_create(&options, &instance), KILN_INVALID_ARGUMENT,
+              "creating an instance", "worker_count 5000");
+  CHECK(instance == NULL);
+  TEST_MAIN_END();
+}

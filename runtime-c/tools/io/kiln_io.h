@@ -1,0 +1,98 @@
+/* Value I/O shared by kiln-run, the embedding example and the tests:
+ *   - parsing command-line values:   "2x3xf32=1,2,3,4,5,6", "f32=3.5",
+ *                                     "4xi32=7" (one value broadcasts), "@x.npy"
+ *   - printing buffer views in a numpy-like form
+ *   - reading and writing .npy files and stored (uncompressed) .npz archives
+ *   - float16 / bfloat16 conversions
+ * Everything reports errors as kiln_status_t with messages that name the
+ * input and say what was expected and what was found. */
+#ifndef KILN_TOOLS_IO_H_
+#define KILN_TOOLS_IO_H_
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "kiln/runtime.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- half precision ---------------------------------------------------- */
+
+float kiln_f16_to_f32(uint16_t h);
+uint16_t kiln_f32_to_f16(float f); /* round to nearest even */
+float kiln_bf16_to_f32(uint16_t h);
+uint16_t kiln_f32_to_bf16(float f); /* round to nearest even */
+
+/* ---- command-line values ----------------------------------------------- */
+
+/* Parses a type "2x3xf32" / "f32" (0-d). */
+kiln_status_t kiln_io_parse_type(const char* text, kiln_dtype_t* dtype,
+                                 size_t* rank, int64_t shape[KILN_MAX_RANK]);
+
+/* Parses "TYPE=v1,v2,..." (values separated by commas and/or spaces; exactly
+ * one value per element, or a single value broadcast to every element),
+ * "TYPE" alone (zeros), or "@path.npy". */
+kiln_status_t kiln_io_parse_value(const char* text, kiln_buffer_view_t** out);
+
+/* Writes one element (index `i`) of `view` as text, shortest form that reads
+ * back to the same value. */
+void kiln_io_format_element(const kiln_buffer_view_t* view, size_t i,
+                            char* buf, size_t buf_size);
+
+/* Prints the values in numpy's layout ("[[1. 2.]\n [3. 4.]]"; a 0-d view
+ * prints its scalar; more than 1000 elements are summarized with "...").
+ * Ends with a newline. */
+void kiln_io_print_values(FILE* out, const kiln_buffer_view_t* view);
+
+/* ---- files ------------------------------------------------------------- */
+
+/* Reads a whole file (malloc'd; NOT_FOUND / IO errors name the path). */
+kiln_status_t kiln_io_read_file(const char* path, uint8_t** data, size_t* size);
+kiln_status_t kiln_io_write_file(const char* path, const void* data, size_t size);
+
+/* .npy: numpy's array file. Reads versions 1.0-3.0, little or big endian,
+ * C or Fortran order, dtypes f4 f8 f2 i1 i2 i4 i8 u1 b1 (and u2, read and
+ * written as raw bfloat16 bits since numpy has no bfloat16). `what` names
+ * the source in error messages. */
+kiln_status_t kiln_npy_decode(const uint8_t* data, size_t size, const char* what,
+                              kiln_buffer_view_t** out);
+kiln_status_t kiln_npy_encode(const kiln_buffer_view_t* view, uint8_t** out,
+                              size_t* out_size);
+kiln_status_t kiln_npy_read_file(const char* path, kiln_buffer_view_t** out);
+kiln_status_t kiln_npy_write_file(const char* path, const kiln_buffer_view_t* view);
+
+/* .npz: a zip of NAME.npy entries (numpy.savez). Reads stored entries
+ * (compressed ones give an error naming the entry), zip64 included; writes
+ * stored entries with CRC-32 (deterministic bytes). Names are given and
+ * returned without the ".npy" suffix. */
+typedef struct kiln_npz_entry {
+  char* name;
+  kiln_buffer_view_t* value;
+} kiln_npz_entry_t;
+
+typedef struct kiln_npz {
+  size_t count;
+  kiln_npz_entry_t* entries;
+} kiln_npz_t;
+
+kiln_status_t kiln_npz_decode(const uint8_t* data, size_t size, const char* what,
+                              kiln_npz_t* out);
+kiln_status_t kiln_npz_read_file(const char* path, kiln_npz_t* out);
+void kiln_npz_free(kiln_npz_t* npz);
+kiln_status_t kiln_npz_encode(size_t count, const char* const* names,
+                              const kiln_buffer_view_t* const* values,
+                              uint8_t** out, size_t* out_size);
+kiln_status_t kiln_npz_write_file(const char* path, size_t count,
+                                  const char* const* names,
+                                  const kiln_buffer_view_t* const* values);
+
+uint32_t kiln_crc32(uint32_t crc, const void* data, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
