@@ -1,0 +1,175 @@
+"""The module writer, reader, assembler and disassembler (pure Python)."""
+
+import numpy as np
+import pytest
+
+from kiln.vm._generated import module_fb as fb
+from kiln.vm.assembler import AssemblyError, assemble
+from kiln.vm.disassembler import DecodeError, Names, decode, disassemble, with_labels
+from kiln.vm.isa import OPS, Instr, Label, instr_words
+from kiln.vm.module_spec import GlobalSpec, TensorType
+from kiln.vm.reader import ModuleFormatError, dump_text, read_module
+from kiln.vm.validate import SpecError
+from kiln.vm.writer import serialize
+from vm_specs import F4, I64, fn, sample_spec
+
+
+def test_serialize_is_deterministic():
+    a, b = serialize(sample_spec()), serialize(sample_spec())
+    assert a == b
+    assert a[4:8] == b"KILN"
+
+
+def test_read_then_write_gives_the_same_bytes():
+    data = serialize(sample_spec())
+    again = read_module(data)
+    assert serialize(again) == data
+    assert [f.name for f in again.functions] == ["predict", "step", "bump", "triangle"]
+    np.testing.assert_array_equal(again.globals[0].initial, [1, 2, 3, 4])
+    assert again.globals[1].initial is None
+    assert again.constants[0].data.dtype == np.int64
+
+
+def test_in_place_data_is_64_byte_aligned():
+    data = serialize(sample_spec())
+    root = fb.get_root_Module(data)
+    tab = root.globals()[0]._tab
+    off = tab.Offset(4 + 2 * 3)
+    assert tab.Vector(off) % 64 == 0
+    img = root.kernel_images()[0]._tab
+    assert img.Vector(img.Offset(4 + 2 * 2)) % 64 == 0
+    assert len(data) % 64 == 0
+
+
+def test_types_are_interned():
+    root = fb.get_root_Module(serialize(sample_spec()))
+    shapes = [(t.dtype(), tuple(t.shape())) for t in root.types()]
+    assert len(shapes) == len(set(shapes)) == 2
+
+
+def test_version_is_written_first():
+    root = fb.get_root_Module(serialize(sample_spec(), version=(1, 3)))
+    assert (root.version_major(), root.version_minor()) == (1, 3)
+
+
+def every_op_code():
+    t = TensorType("i32", ())
+    code = []
+    for op in OPS:
+        operands = []
+        for kind, _ in op.operands:
+            operands.append({"type": t, "target": 0, "imm64": -(1 << 40), "list_r": (1, 2),
+                             "list_i": (3,)}.get(kind, 1))
+        code.append(Instr(op.name, *operands))
+    return code
+
+
+def test_assembler_disassembler_round_trip():
+    code = every_op_code()
+    words = assemble(code, lambda t: 0)
+    assert len(words) == sum(instr_words(i) for i in code)
+    decoded = decode(words, [TensorType("i32", ())])
+    assert [i for _, i in decoded] == code
+    assert assemble([i for _, i in decoded], lambda t: 0) == words
+
+
+def test_labels_resolve_and_come_back():
+    top, end = Label("top"), Label("end")
+    code = [top, Instr("i.const", 0, 1), Instr("br.if", 0, end, top), end, Instr("ret", [])]
+    words = assemble(code)
+    assert words[6:8] == [8, 0]
+    relabeled = with_labels(decode(words))
+    assert assemble(relabeled) == words
+    assert sum(isinstance(x, Label) for x in relabeled) == 2
+
+
+def test_disassembly_names_operands():
+    text = disassemble(assemble([Instr("global.load", 0, 1), Instr("dispatch", 0, 4, [0], [1]),
+                                 Instr("call", 0, [0], []), Instr("ret", [0])]),
+                       Names(globals=["a", "params.w"], kernels=["affine"], functions=["f"]))
+    assert text.splitlines() == [
+        "    0  global.load r0, global(params.w)",
+        "    3  dispatch kernel(affine), 4, [r0], [i1]",
+        "   10  call func(f), [r0], []",
+        "   15  ret [r0]",
+    ]
+
+
+def test_decode_rejects_bad_code():
+    with pytest.raises(DecodeError, match="unknown opcode 0"):
+        decode([0])
+    with pytest.raises(DecodeError, match="truncated"):
+        decode([OPS[0].code, 1])
+
+
+@pytest.mark.parametrize("args, message", [
+    (("alloc", 0), "takes 2 operands"),
+    (("alloc", -1, F4), "unsigned 32-bit"),
+    (("i.const", 0, 1 << 63), "signed 64-bit"),
+    (("ret", [0.5]), "list of register"),
+    (("nope",), "unknown op"),
+])
+def test_instr_checks_operands(args, message):
+    with pytest.raises((TypeError, ValueError), match=message):
+        Instr(*args)
+
+
+def test_assembler_rejects_missing_or_duplicate_labels():
+    lbl = Label("x")
+    with pytest.raises(AssemblyError, match="never placed"):
+        assemble([Instr("br", lbl)])
+    with pytest.raises(AssemblyError, match="placed twice"):
+        assemble([lbl, lbl, Instr("br", lbl)])
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda s: s.functions[0].code.insert(0, Instr("mov", 9, 0)), "r 9 out of range"),
+    (lambda s: s.functions[0].code.insert(0, Instr("const", 0, 5)), "const 5 out of range"),
+    (lambda s: s.functions[0].code.pop(), "terminator"),
+    (lambda s: s.functions[1].code.insert(0, Instr("call", 2, [], [0])), "callee takes"),
+    (lambda s: s.functions[0].code.insert(0, Instr("ret", [])), "ret of 0 values"),
+    (lambda s: s.functions[0].code.insert(0, Instr("dispatch", 0, 0, [0, 1, 2], [0, 1])),
+     "at least 1"),
+    (lambda s: s.functions[0].code.insert(0, Instr("br", 1)), "not an instruction start"),
+    (lambda s: s.globals.append(GlobalSpec("w", F4, True, None)), "duplicate global"),
+    (lambda s: s.globals.append(GlobalSpec("z", F4, True, np.zeros(3, np.float32))),
+     "initial value"),
+])
+def test_validation_catches_bad_specs(mutate, message):
+    spec = sample_spec()
+    mutate(spec)
+    with pytest.raises(SpecError, match=message):
+        serialize(spec)
+
+
+def test_dump_text():
+    text = dump_text(serialize(sample_spec()))
+    assert "module 'axpy' (format 1.0" in text
+    assert "export func#0 predict(x: 4xf32) -> (y: 4xf32)" in text
+    assert "internal func#2 bump(c: i64) -> (next: i64)" in text
+    assert "global#0 w: 4xf32 immutable, 16 bytes of initial data" in text
+    assert "global#1 counter: i64 mutable, zeros" in text
+    assert "kernel#0 axpy: image#0 (x86_64-unknown-linux-gnu)" in text
+    assert "dispatch kernel(axpy), 3, [r0, r1, r2], [i0, i1]" in text
+    assert "call func(bump), [r0], [r1]" in text
+
+
+def test_reader_rejects_bad_files():
+    data = serialize(sample_spec())
+    with pytest.raises(ModuleFormatError, match="not a kiln module"):
+        read_module(b"XXXXXXXXXXXX")
+    with pytest.raises(ModuleFormatError, match="version 7.0 is not supported"):
+        read_module(serialize(sample_spec(), version=(7, 0)))
+    for n in range(0, len(data), 37):
+        try:
+            read_module(data[:n])
+        except ModuleFormatError:
+            pass
+
+
+def test_scalar_function_round_trip():
+    spec = sample_spec()
+    spec.functions.append(fn("noop", [], [], [Instr("ret", [])], ref=0, i64=0))
+    data = serialize(spec)
+    assert serialize(read_module(data)) == data
+    assert I64.byte_size == 8
