@@ -1,0 +1,85 @@
+"""Fused elementwise kernels: one loop nest over the outputs' shape, innermost loop contiguous."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from ..layout import collapse_dims, contiguous_strides, region_views
+from . import scalar_ops
+from .loops import const64, delinearize, dot_offsets, for_range, workgroup_slice
+from .region_eval import evaluate, leaves_used, load_view, needed_equations
+
+
+@dataclass(frozen=True)
+class LoopShape:
+    """A collapsed iteration space: `shape` with per-leaf and per-output strides."""
+
+    shape: tuple[int, ...]
+    leaf_strides: list[tuple[int, ...]]
+    out_strides: list[tuple[int, ...]]
+
+    @property
+    def parallel_items(self) -> int:
+        if len(self.shape) == 1:
+            return self.shape[0]
+        n = 1
+        for d in self.shape[:-1]:
+            n *= d
+        return n
+
+
+def plan_loops(region):
+    views = region_views(region)
+    shape = tuple(region.outvars[0].aval.shape)
+    eqns = needed_equations(region.eqns, region.outvars)
+    leaves = leaves_used(eqns, region.outvars, views)
+    leaf_views = [views[v.id] for v in leaves]
+    out_strides = [contiguous_strides(shape) for _ in region.outvars]
+    collapsed, strides = collapse_dims(shape, [v.strides for v in leaf_views] + out_strides)
+    loops = LoopShape(collapsed, strides[: len(leaves)], strides[len(leaves):])
+    return eqns, leaves, leaf_views, loops
+
+
+def parallel_items(region) -> int:
+    """Units of work the workgroups split (0 when there are no elements)."""
+    if any(d == 0 for d in region.outvars[0].aval.shape):
+        return 0
+    return plan_loops(region)[3].parallel_items
+
+
+def emit_elementwise_kernel(region):
+    """A BodyEmitter for a fused elementwise region (all outputs share one shape)."""
+    eqns, leaves, leaf_views, loops = plan_loops(region)
+    size = 1
+    for d in region.outvars[0].aval.shape:
+        size *= d
+    n_in = len(region.invars)
+
+    def body(b: ir.IRBuilder, pointers, workgroup_id, workgroup_count):
+        if size == 0:
+            return
+        out_ptrs = pointers[n_in:]
+
+        def point(index):
+            def leaf_value(var):
+                k = leaves.index(var)
+                view = leaf_views[k]
+                return load_view(b, view, dot_offsets(b, index, loops.leaf_strides[k], const64(view.offset)), pointers)
+
+            values = evaluate(b, eqns, region.outvars, leaf_value)
+            for ptr, value, strides, out in zip(out_ptrs, values, loops.out_strides, region.outvars):
+                scalar_ops.store(b, ptr, dot_offsets(b, index, strides), value, out.aval.dtype)
+
+        lo, hi = workgroup_slice(b, loops.parallel_items, workgroup_id, workgroup_count)
+        if len(loops.shape) == 1:
+            for_range(b, lo, hi, lambda i: point([i]), name="i")
+            return
+
+        def outer(o):
+            prefix = delinearize(b, o, loops.shape[:-1])
+            for_range(b, 0, loops.shape[-1], lambda i: point(prefix + [i]), name="j")
+
+        for_range(b, lo, hi, outer, name="o")
+
+    return body

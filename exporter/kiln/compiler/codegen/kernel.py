@@ -1,0 +1,44 @@
+"""The kernel ABI wrapper: `int32_t name(const kiln_dispatch_args_t*, uint32_t workgroup_id)`."""
+from __future__ import annotations
+
+from typing import Callable
+
+from llvmlite import ir
+
+from .types import I32, I64, PTR
+
+VOID = ir.VoidType()
+DISPATCH_ARGS = ir.LiteralStructType([PTR, PTR, I32, I32])
+
+BodyEmitter = Callable[[ir.IRBuilder, list[ir.Value], ir.Value, ir.Value], None]
+
+
+def define_kernel(module: ir.Module, name: str, binding_sizes: list[int], writable: list[bool], emit_body: BodyEmitter) -> ir.Function:
+    """Defines the exported entry `name` and an internal body over noalias binding pointers.
+
+    emit_body(builder, binding_pointers, workgroup_id_i64, workgroup_count_i64)
+    emits the body, leaving the builder in a block that falls through to return.
+    """
+    count = len(binding_sizes)
+    body = ir.Function(module, ir.FunctionType(VOID, [PTR] * count + [I64, I64]), name=f"{name}.body")
+    body.linkage = "internal"
+    body.attributes.add("nounwind")
+    for arg, size in zip(body.args[:count], binding_sizes):
+        arg.add_attribute("noalias")
+        arg.attributes.align = 64
+        if size > 0:
+            arg.attributes.dereferenceable = size
+    builder = ir.IRBuilder(body.append_basic_block("entry"))
+    emit_body(builder, list(body.args[:count]), body.args[count], body.args[count + 1])
+    builder.ret_void()
+
+    entry = ir.Function(module, ir.FunctionType(I32, [PTR, I32]), name=name)
+    entry.attributes.add("nounwind")
+    b = ir.IRBuilder(entry.append_basic_block("entry"))
+    args, workgroup_id = entry.args
+    bindings = b.load(b.gep(args, [ir.Constant(I32, 0), ir.Constant(I32, 0)], source_etype=DISPATCH_ARGS), typ=PTR)
+    workgroup_count = b.load(b.gep(args, [ir.Constant(I32, 0), ir.Constant(I32, 2)], source_etype=DISPATCH_ARGS), typ=I32)
+    pointers = [b.load(b.gep(bindings, [ir.Constant(I64, i)], source_etype=PTR), typ=PTR) for i in range(count)]
+    b.call(body, pointers + [b.zext(workgroup_id, I64), b.zext(workgroup_count, I64)])
+    b.ret(ir.Constant(I32, 0))
+    return entry

@@ -1,0 +1,1 @@
+"""Matmul kernels (placeholder replaced below)."""

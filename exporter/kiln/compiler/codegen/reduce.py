@@ -1,0 +1,1 @@
+"""Reduction kernels (placeholder replaced below)."""

@@ -1,0 +1,200 @@
+"""Scalar code for each elementwise primitive, with numpy's semantics, plus loads and stores.
+
+Values are held in their dtype's compute type (bool as i1, f16 as float). The
+loop vectorizer widens this scalar code; everything here is branch-free.
+"""
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+
+from .. import mathlib
+from .half import float_to_half, half_to_float, round_to_half
+from .intrinsics import call_binary, call_unary, fp_to_int_saturating
+from .types import F32, F64, I1, DTypeInfo, info, int_const
+
+
+class UnsupportedPrimitive(NotImplementedError):
+    """A primitive that has no kernel code generation."""
+
+
+def load(b: ir.IRBuilder, base: ir.Value, offset: ir.Value, dtype) -> ir.Value:
+    d = info(dtype)
+    raw = b.load(b.gep(base, [offset], inbounds=True, source_etype=d.storage), typ=d.storage)
+    if d.kind == "b":
+        return b.icmp_unsigned("!=", raw, ir.Constant(d.storage, 0))
+    if d.name == "f16":
+        return half_to_float(b, raw)
+    return raw
+
+
+def store(b: ir.IRBuilder, base: ir.Value, offset: ir.Value, value: ir.Value, dtype) -> None:
+    d = info(dtype)
+    if d.kind == "b":
+        value = b.zext(value, d.storage)
+    elif d.name == "f16":
+        value = float_to_half(b, value)
+    b.store(value, b.gep(base, [offset], inbounds=True, source_etype=d.storage))
+
+
+def _float_max(b, x, y, is_max: bool):
+    return call_binary(b, "maximum" if is_max else "minimum", x, y)
+
+
+def _int_minmax(b, d: DTypeInfo, x, y, is_max: bool):
+    if d.kind == "b":
+        return b.or_(x, y) if is_max else b.and_(x, y)
+    base = ("smax" if is_max else "smin") if d.is_signed else ("umax" if is_max else "umin")
+    return call_binary(b, base, x, y)
+
+
+def _int_div(b, d: DTypeInfo, x, y):
+    zero = ir.Constant(y.type, 0)
+    one = ir.Constant(y.type, 1)
+    is_zero = b.icmp_unsigned("==", y, zero)
+    if not d.is_signed:
+        return b.select(is_zero, zero, b.udiv(x, b.select(is_zero, one, y)))
+    minus_one = b.icmp_signed("==", y, ir.Constant(y.type, -1))
+    safe = b.select(b.or_(is_zero, minus_one), one, y)
+    q = b.sdiv(x, safe)
+    q = b.select(minus_one, b.sub(zero, x), q)
+    return b.select(is_zero, zero, q)
+
+
+def _int_pow(b, d: DTypeInfo, x, y):
+    one = ir.Constant(x.type, 1)
+    if d.is_signed:
+        y = b.select(b.icmp_signed("<", y, ir.Constant(y.type, 0)), ir.Constant(y.type, 0), y)
+    result, base = one, x
+    bits = d.bits - 1 if d.is_signed else d.bits
+    for k in range(bits):
+        bit = b.trunc(b.lshr(y, ir.Constant(y.type, k)), I1)
+        result = b.select(bit, b.mul(result, base), result)
+        if k + 1 < bits:
+            base = b.mul(base, base)
+    return result
+
+
+def _compare(b, d: DTypeInfo, op: str, x, y):
+    if d.is_float:
+        return b.fcmp_unordered("!=", x, y) if op == "!=" else b.fcmp_ordered(op, x, y)
+    if d.is_signed:
+        return b.icmp_signed(op, x, y)
+    return b.icmp_unsigned(op, x, y)
+
+
+_COMPARISONS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+
+
+def convert(b: ir.IRBuilder, x: ir.Value, src, dst) -> ir.Value:
+    """numpy astype semantics; float -> int truncates, NaN -> 0, saturates."""
+    s, t = info(src), info(dst)
+    if s.name == t.name:
+        return x
+    if t.kind == "b":
+        if s.is_float:
+            return b.fcmp_unordered("!=", x, ir.Constant(x.type, 0.0))
+        return b.icmp_unsigned("!=", x, ir.Constant(x.type, 0))
+    if t.is_float:
+        if s.is_float:
+            if t.name == "f16":
+                narrowed = b.fptrunc(x, F32) if x.type == F64 else x
+                return round_to_half(b, narrowed)
+            if x.type == t.compute:
+                return x
+            return b.fpext(x, t.compute) if t.compute == F64 else b.fptrunc(x, t.compute)
+        if s.is_signed:
+            return b.sitofp(x, t.compute)
+        return b.uitofp(x, t.compute)
+    if s.is_float:
+        return fp_to_int_saturating(b, x, t.compute, t.is_signed)
+    if s.bits == t.bits:
+        return x
+    if s.bits > t.bits:
+        return b.trunc(x, t.compute)
+    return b.sext(x, t.compute) if s.is_signed else b.zext(x, t.compute)
+
+
+def emit(b: ir.IRBuilder, name: str, params: dict, args: list[ir.Value], in_dtypes: list, out_dtype) -> ir.Value:
+    """Code for one elementwise primitive application."""
+    d = info(in_dtypes[-1]) if in_dtypes else info(out_dtype)
+    out = info(out_dtype)
+    value = _emit(b, name, params, args, d, in_dtypes, out_dtype)
+    if out.name == "f16" and name not in ("convert", "select", "max", "min", "neg", "abs"):
+        value = round_to_half(b, value)
+    return value
+
+
+def _emit(b, name, params, args, d: DTypeInfo, in_dtypes, out_dtype):
+    x = args[0] if args else None
+    y = args[1] if len(args) > 1 else None
+    if name == "convert":
+        return convert(b, x, in_dtypes[0], params["new_dtype"])
+    if name == "select":
+        return b.select(args[0], args[1], args[2])
+    if name in _COMPARISONS:
+        return _compare(b, d, _COMPARISONS[name], x, y)
+    if d.kind == "b":
+        if name in ("add", "max"):
+            return b.or_(x, y)
+        if name in ("mul", "min"):
+            return b.and_(x, y)
+        raise UnsupportedPrimitive(f"{name} on bool")
+    if d.is_float:
+        return _emit_float(b, name, x, y)
+    return _emit_int(b, name, d, x, y)
+
+
+def _emit_float(b, name, x, y):
+    if name == "add":
+        return b.fadd(x, y)
+    if name == "sub":
+        return b.fsub(x, y)
+    if name == "mul":
+        return b.fmul(x, y)
+    if name == "div":
+        return b.fdiv(x, y)
+    if name == "neg":
+        return b.fneg(x)
+    if name == "abs":
+        return call_unary(b, "fabs", x)
+    if name in ("max", "min"):
+        return _float_max(b, x, y, name == "max")
+    if name in ("exp", "log", "tanh", "sqrt"):
+        return mathlib.call(b, name, x)
+    if name == "pow":
+        return mathlib.call(b, "pow", x, y)
+    raise UnsupportedPrimitive(f"no kernel code for float {name}")
+
+
+def _emit_int(b, name, d: DTypeInfo, x, y):
+    if name == "add":
+        return b.add(x, y)
+    if name == "sub":
+        return b.sub(x, y)
+    if name == "mul":
+        return b.mul(x, y)
+    if name == "div":
+        return _int_div(b, d, x, y)
+    if name == "pow":
+        return _int_pow(b, d, x, y)
+    if name == "neg":
+        return b.sub(ir.Constant(x.type, 0), x)
+    if name == "abs":
+        if not d.is_signed:
+            return x
+        return b.select(b.icmp_signed("<", x, ir.Constant(x.type, 0)), b.sub(ir.Constant(x.type, 0), x), x)
+    if name in ("max", "min"):
+        return _int_minmax(b, d, x, y, name == "max")
+    raise UnsupportedPrimitive(f"no kernel code for integer {name}")
+
+
+def literal(value: np.ndarray, dtype) -> ir.Constant:
+    """A compute-typed constant for a scalar literal."""
+    d = info(dtype)
+    v = np.asarray(value).item()
+    if d.is_float:
+        return ir.Constant(d.compute, float(v))
+    if d.kind == "b":
+        return ir.Constant(I1, int(bool(v)))
+    return int_const(d.compute, int(v))

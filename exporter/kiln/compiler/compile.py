@@ -1,0 +1,115 @@
+"""The compiler's entry point: dispatch steps of one or more plans -> one linked kernel image."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..core.ir import Graph, Literal
+from .codegen import elementwise, matmul, reduce
+from .codegen.kernel import define_kernel
+from .codegen.pipeline import emit_assembly, emit_object, new_module, optimize
+from .codegen.types import byte_size
+from .fusion import DispatchStep, Plan, region_kind
+from .link import link_object
+from .specs import BindingSpec, KernelImageSpec, KernelSpec
+from .target import Target
+
+_WORK_PER_GROUP = 1 << 16
+_MAX_WORKGROUPS = 64
+_COSTS = {"exp": 16, "log": 16, "tanh": 20, "pow": 40, "div": 4, "sqrt": 4}
+
+
+@dataclass
+class CompiledKernels:
+    """One kernel image for all dispatches, the kernels in it, and where each step goes."""
+
+    image: KernelImageSpec
+    kernels: list[KernelSpec]
+    workgroups: list[int]
+    _by_step: dict[int, tuple[int, int]] = field(default_factory=dict, repr=False)
+    _steps: list = field(default_factory=list, repr=False)
+    _optimized: object = field(default=None, repr=False)
+    _target: Target | None = field(default=None, repr=False)
+
+    def dispatch_info(self, step: DispatchStep) -> tuple[int, int]:
+        """(kernel index, workgroup count) of a dispatch step given to compile_plan."""
+        return self._by_step[id(step)]
+
+    def kernel_index(self, step: DispatchStep) -> int:
+        return self._by_step[id(step)][0]
+
+    def workgroup_count(self, step: DispatchStep) -> int:
+        return self._by_step[id(step)][1]
+
+    def assembly(self) -> str:
+        """The optimized kernels as target assembly text (for inspection and tests)."""
+        return emit_assembly(self._optimized, self._target)
+
+
+def structural_key(region: Graph) -> str:
+    """Text that is equal for regions that compute the same thing (names aside)."""
+    names: dict[int, int] = {}
+
+    def name(atom) -> str:
+        if isinstance(atom, Literal):
+            return f"lit({atom.value.item()!r}:{atom.aval.dtype})"
+        return f"%{names.setdefault(atom.id, len(names))}"
+
+    parts = ["in(" + ",".join(f"{name(v)}:{v.aval.str_short()}" for v in region.invars) + ")"]
+    for eqn in region.eqns:
+        ins = ",".join(name(a) for a in eqn.invars)
+        outs = ",".join(f"{name(v)}:{v.aval.str_short()}" for v in eqn.outvars)
+        params = ",".join(f"{k}={eqn.params[k]!r}" for k in sorted(eqn.params))
+        parts.append(f"{outs}={eqn.primitive.name}[{params}]({ins})")
+    parts.append("out(" + ",".join(name(v) for v in region.outvars) + ")")
+    return ";".join(parts)
+
+
+def _emitter_for(region: Graph):
+    kind = region_kind(region)
+    if kind == "dot_general":
+        return matmul.emit_matmul_kernel(region), matmul.parallel_items(region), matmul.work(region)
+    if kind.startswith("reduce_"):
+        return reduce.emit_reduce_kernel(region), reduce.parallel_items(region), reduce.work(region)
+    cost = sum(_COSTS.get(e.primitive.name, 1) for e in region.eqns)
+    size = max(region.outvars[0].aval.size, 0)
+    return elementwise.emit_elementwise_kernel(region), elementwise.parallel_items(region), size * (1 + cost // 4)
+
+
+def choose_workgroups(work: int, parallel_items: int) -> int:
+    """Chunks of at least ~64K elements of work, at most 64 groups, never more than the items."""
+    return max(1, min(_MAX_WORKGROUPS, work // _WORK_PER_GROUP, parallel_items))
+
+
+def compile_plan(plans: Plan | list[Plan], target: Target | None = None) -> CompiledKernels:
+    """Compiles every DispatchStep of `plans` into one kernel image; identical regions share a kernel."""
+    target = target or Target.host()
+    plans = [plans] if isinstance(plans, Plan) else list(plans)
+    module = new_module("kiln_kernels", target)
+    kernels: list[KernelSpec] = []
+    workgroups: list[int] = []
+    by_key: dict[str, int] = {}
+    by_step: dict[int, tuple[int, int]] = {}
+    steps = []
+    for plan in plans:
+        for step in plan.steps:
+            if not isinstance(step, DispatchStep):
+                continue
+            steps.append(step)
+            key = structural_key(step.region)
+            index = by_key.get(key)
+            if index is None:
+                index = by_key[key] = len(kernels)
+                region = step.region
+                name = f"kiln_{region_kind(region)}_{index}"
+                emit_body, items, work = _emitter_for(region)
+                bindings = [BindingSpec(byte_size(v.aval), False) for v in region.invars]
+                bindings += [BindingSpec(byte_size(v.aval), True) for v in region.outvars]
+                define_kernel(module, name, [b.byte_size for b in bindings], [b.writable for b in bindings], emit_body)
+                kernels.append(KernelSpec(name, 0, 0, bindings, 0))
+                workgroups.append(choose_workgroups(work, items))
+            by_step[id(step)] = (index, workgroups[index])
+    optimized = optimize(module, target)
+    linked = link_object(emit_object(optimized, target), target)
+    for k in kernels:
+        k.entry_offset = linked.entries[k.name]
+    return CompiledKernels(linked.to_spec(), kernels, workgroups, by_step, steps, optimized, target)

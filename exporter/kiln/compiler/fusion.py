@@ -1,0 +1,320 @@
+"""Partitioning a graph into host steps and dispatch regions (fused kernels).
+
+Rules:
+- Elementwise equations fuse with the layout ops (broadcast_in_dim, transpose,
+  reshape) and iotas that feed them, as long as those layout ops are strided
+  views of materialized values: index arithmetic, no intermediate buffers.
+- A layout op applied to a computed value cuts: the value is materialized.
+- Each reduction is a kernel of its own, with its operand's elementwise
+  producers fused in; dot_general is a kernel of its own whose operands are
+  strided views of materialized values.
+- Cheap elementwise producers are recomputed in every kernel that needs them;
+  an expensive one (transcendentals, division) needed by several kernels is
+  materialized once instead.
+- Consecutive elementwise kernels of one shape merge into one multi-output kernel.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..core.ir import Equation, Graph, Literal, Var, print_graph
+from .layout import LAYOUT_PRIMITIVES, apply_layout, input_view, iota_view
+
+_EXPENSIVE = {"exp": 20, "log": 20, "tanh": 25, "pow": 45, "div": 4, "sqrt": 4}
+_DUPLICATION_LIMIT = 8
+_MAX_MERGED_OUTPUTS = 8
+
+
+@dataclass
+class HostStep:
+    """An equation the VM runs itself (global loads/stores, control flow)."""
+
+    eqn: Equation
+
+
+@dataclass
+class DispatchStep:
+    """A kernel launch: region's invars stand for `inputs`, its outvars for `outputs`."""
+
+    name: str
+    region: Graph
+    inputs: list[Var]
+    outputs: list[Var]
+
+    @property
+    def kind(self) -> str:
+        return region_kind(self.region)
+
+
+@dataclass
+class Plan:
+    steps: list = field(default_factory=list)
+
+    @property
+    def dispatches(self) -> list[DispatchStep]:
+        return [s for s in self.steps if isinstance(s, DispatchStep)]
+
+    def __str__(self):
+        lines = []
+        for step in self.steps:
+            if isinstance(step, DispatchStep):
+                ins = ", ".join(f"%{v.id}" for v in step.inputs)
+                outs = ", ".join(f"%{v.id}" for v in step.outputs)
+                lines.append(f"dispatch {step.name} ({ins}) -> ({outs})")
+                lines.append(print_graph(step.region, step.name, indent=4))
+            else:
+                outs = ", ".join(f"%{v.id}" for v in step.eqn.outvars)
+                ins = ", ".join(f"%{a.id}" if isinstance(a, Var) else repr(a) for a in step.eqn.invars)
+                lines.append(f"host {outs} = {step.eqn.primitive.name} {ins}")
+        return "\n".join(lines)
+
+
+class FusionError(Exception):
+    """A graph the partitioner cannot place (unknown in-kernel primitive)."""
+
+
+def region_kind(region: Graph) -> str:
+    """'dot_general', 'reduce_<op>' or 'elementwise' for a dispatch region."""
+    for eqn in region.eqns:
+        if eqn.primitive.name == "dot_general":
+            return "dot_general"
+        if getattr(eqn.primitive, "reduction", None):
+            return eqn.primitive.name
+    return "elementwise"
+
+
+def _classify(eqn: Equation) -> str:
+    prim = eqn.primitive
+    if not getattr(prim, "in_kernel", True):
+        return "host"
+    if prim.name in LAYOUT_PRIMITIVES:
+        return "layout"
+    if prim.name == "iota":
+        return "iota"
+    if getattr(prim, "elementwise", False):
+        return "elementwise"
+    if getattr(prim, "reduction", None):
+        return "reduction"
+    if prim.name == "dot_general":
+        return "dot"
+    where = f" (at {eqn.source_info})" if eqn.source_info else ""
+    raise FusionError(f"primitive {prim.name} has no kernel code generation{where}")
+
+
+class _Partitioner:
+    def __init__(self, graph: Graph):
+        self.graph = graph
+        self.producer: dict[int, Equation] = {}
+        self.kind: dict[int, str] = {}
+        for eqn in graph.eqns:
+            self.kind[id(eqn)] = _classify(eqn)
+            for v in eqn.outvars:
+                self.producer[v.id] = eqn
+        self.materialized: set[int] = {v.id for v in graph.invars} | {v.id for v in graph.constvars}
+        for eqn in graph.eqns:
+            if self.kind[id(eqn)] in ("host", "reduction", "dot"):
+                self.materialized.update(v.id for v in eqn.outvars)
+        self.roots: list[int] = []
+        self._views: dict[int, object] = {}
+
+    def add_root(self, var: Var) -> None:
+        if var.id not in self.materialized:
+            self.materialized.add(var.id)
+            self.roots.append(var.id)
+            self._views.clear()
+
+    def view(self, var: Var):
+        """The strided view of var over a materialized value (None if it is computed)."""
+        if var.id in self._views:
+            return self._views[var.id]
+        if var.id in self.materialized:
+            result = input_view(var.id, var.aval)
+        else:
+            eqn = self.producer[var.id]
+            kind = self.kind[id(eqn)]
+            if kind == "iota":
+                result = iota_view(eqn.params["shape"], eqn.params["dimension"], eqn.params["dtype"])
+            elif kind == "layout":
+                inner = self.view(eqn.invars[0]) if isinstance(eqn.invars[0], Var) else None
+                result = None if inner is None else apply_layout(inner, eqn.primitive.name, eqn.params, var.aval.shape)
+            else:
+                result = None
+        self._views[var.id] = result
+        return result
+
+    def require_view(self, atom) -> None:
+        """Materializes what is needed for atom to be a strided view of materialized values."""
+        if not isinstance(atom, Var) or self.view(atom) is not None:
+            return
+        eqn = self.producer[atom.id]
+        if self.kind[id(eqn)] != "layout":
+            self.add_root(atom)
+            return
+        operand = eqn.invars[0]
+        self.require_view(operand)
+        if self.view(atom) is None:
+            self.add_root(operand)
+
+    def find_required_roots(self) -> None:
+        for eqn in self.graph.eqns:
+            kind = self.kind[id(eqn)]
+            if kind in ("host", "dot"):
+                for a in eqn.invars:
+                    self.require_view(a) if kind == "dot" else self._require_buffer(a)
+            elif kind in ("elementwise", "reduction"):
+                for a in eqn.invars:
+                    if isinstance(a, Var) and self.view(a) is None and self.kind.get(id(self.producer.get(a.id))) == "layout":
+                        self.require_view(a)
+        for a in self.graph.outvars:
+            self._require_buffer(a)
+
+    def _require_buffer(self, atom) -> None:
+        if not isinstance(atom, Var) or atom.id in self.materialized:
+            return
+        eqn = self.producer[atom.id]
+        if self.kind[id(eqn)] == "layout":
+            self.require_view(atom)
+        self.add_root(atom)
+
+    def tree(self, start: list) -> list[Equation]:
+        """Equations (in graph order) a kernel computing `start` contains."""
+        chosen: dict[int, Equation] = {}
+        stack = [a for a in start if isinstance(a, Var)]
+        while stack:
+            var = stack.pop()
+            eqn = self.producer.get(var.id)
+            if eqn is None or id(eqn) in chosen:
+                continue
+            if var.id in self.materialized and not any(var is s for s in start):
+                continue
+            chosen[id(eqn)] = eqn
+            stack.extend(a for a in eqn.invars if isinstance(a, Var))
+        return [e for e in self.graph.eqns if id(e) in chosen]
+
+    def kernel_trees(self) -> list[list[Equation]]:
+        trees = [self.tree([self._var(r)]) for r in self.roots]
+        for eqn in self.graph.eqns:
+            if self.kind[id(eqn)] == "reduction":
+                trees.append(self.tree(eqn.outvars))
+        return trees
+
+    def _var(self, var_id: int) -> Var:
+        eqn = self.producer[var_id]
+        return next(v for v in eqn.outvars if v.id == var_id)
+
+    def avoid_expensive_duplicates(self) -> None:
+        while True:
+            users: dict[int, int] = {}
+            for tree in self.kernel_trees():
+                for eqn in tree:
+                    users[id(eqn)] = users.get(id(eqn), 0) + 1
+            candidates = [
+                eqn for eqn in self.graph.eqns
+                if self.kind[id(eqn)] == "elementwise" and users.get(id(eqn), 0) > 1
+                and eqn.outvars[0].id not in self.materialized
+                and self._cost(self.tree(eqn.outvars)) >= _DUPLICATION_LIMIT
+            ]
+            if not candidates:
+                return
+            self.add_root(candidates[-1].outvars[0])
+
+    def _cost(self, eqns) -> int:
+        return sum(_EXPENSIVE.get(e.primitive.name, 1) for e in eqns if self.kind[id(e)] == "elementwise")
+
+    def steps(self) -> list:
+        root_set = set(self.roots)
+        steps: list = []
+        count = 0
+        for eqn in self.graph.eqns:
+            kind = self.kind[id(eqn)]
+            if kind == "host":
+                steps.append(HostStep(eqn))
+                continue
+            outputs = [v for v in eqn.outvars if v.id in root_set or kind in ("reduction", "dot")]
+            if not outputs:
+                continue
+            eqns = self.tree(outputs)
+            label = {"reduction": eqn.primitive.name, "dot": "dot_general"}.get(kind, "fused")
+            steps.append(_Pending(label, eqns, outputs))
+        steps = _merge_elementwise(steps, {id(e): i for i, e in enumerate(self.graph.eqns)})
+        result = []
+        for s in steps:
+            if isinstance(s, _Pending):
+                result.append(_build_dispatch(f"{s.label}_{count}", s.eqns, s.outputs))
+                count += 1
+            else:
+                result.append(s)
+        return result
+
+
+@dataclass
+class _Pending:
+    label: str
+    eqns: list[Equation]
+    outputs: list[Var]
+
+    def inputs(self) -> list[Var]:
+        return _region_inputs(self.eqns)
+
+
+def _region_inputs(eqns: list[Equation]) -> list[Var]:
+    defined = {v.id for e in eqns for v in e.outvars}
+    seen, inputs = set(), []
+    for e in eqns:
+        for a in e.invars:
+            if isinstance(a, Var) and a.id not in defined and a.id not in seen:
+                seen.add(a.id)
+                inputs.append(a)
+    return inputs
+
+
+def _merge_elementwise(steps: list, position: dict[int, int]) -> list:
+    merged: list = []
+    for s in steps:
+        prev = merged[-1] if merged else None
+        if (
+            isinstance(s, _Pending) and isinstance(prev, _Pending)
+            and s.label == prev.label == "fused"
+            and s.outputs[0].aval.shape == prev.outputs[0].aval.shape
+            and len(prev.outputs) + len(s.outputs) <= _MAX_MERGED_OUTPUTS
+            and not {v.id for v in prev.outputs} & {v.id for v in s.inputs()}
+        ):
+            eqns = {id(e): e for e in prev.eqns + s.eqns}
+            ordered = sorted(eqns.values(), key=lambda e: position[id(e)])
+            merged[-1] = _Pending("fused", ordered, prev.outputs + s.outputs)
+        else:
+            merged.append(s)
+    return merged
+
+
+def _build_dispatch(name: str, eqns: list[Equation], outputs: list[Var]) -> DispatchStep:
+    inputs = _region_inputs(eqns)
+    rename: dict[int, Var] = {}
+    invars = []
+    for v in inputs:
+        fresh = Var(v.aval, v.hint)
+        rename[v.id] = fresh
+        invars.append(fresh)
+
+    def read(atom):
+        return atom if isinstance(atom, Literal) else rename[atom.id]
+
+    new_eqns = []
+    for e in eqns:
+        ins = [read(a) for a in e.invars]
+        outs = []
+        for v in e.outvars:
+            fresh = Var(v.aval, v.hint)
+            rename[v.id] = fresh
+            outs.append(fresh)
+        new_eqns.append(Equation(e.primitive, ins, outs, dict(e.params), e.source_info))
+    region = Graph(invars, [], [], new_eqns, [rename[v.id] for v in outputs])
+    return DispatchStep(name, region, inputs, list(outputs))
+
+
+def partition(graph: Graph) -> Plan:
+    """Splits `graph` into an ordered list of HostStep and DispatchStep."""
+    p = _Partitioner(graph)
+    p.find_required_roots()
+    p.avoid_expensive_duplicates()
+    return Plan(p.steps())

@@ -1,0 +1,235 @@
+"""Links an ELF64 relocatable object into a kernel image: [text | padding | rodata].
+
+Every PC-relative relocation is resolved here; absolute 64-bit ones become
+(offset, addend) pairs the loader applies as image_base + addend. GOT-relative
+references get a small GOT in rodata. Any undefined symbol is an error: a
+kernel image imports nothing.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+SHT_SYMTAB, SHT_STRTAB, SHT_RELA, SHT_NOBITS, SHT_REL = 2, 3, 4, 8, 9
+SHF_WRITE, SHF_ALLOC, SHF_EXECINSTR = 1, 2, 4
+SHN_UNDEF, SHN_ABS, SHN_COMMON = 0, 0xFFF1, 0xFFF2
+STB_GLOBAL, STT_FUNC = 1, 2
+EM_X86_64, EM_AARCH64 = 62, 183
+_DROPPED_SECTIONS = (".eh_frame", ".note", ".comment", ".llvm_addrsig", ".debug")
+
+
+class LinkError(Exception):
+    """An object that cannot become a kernel image (undefined symbol, unsupported relocation, ...)."""
+
+
+@dataclass
+class LinkedImage:
+    """The image bytes and layout, and the text offset of every exported function."""
+
+    target_triple: str
+    cpu_features: str
+    code: bytes
+    text_size: int
+    segment_align: int
+    relocs: list[tuple[int, int]]
+    entries: dict[str, int] = field(default_factory=dict)
+
+    def to_spec(self):
+        """As kiln.vm.module_spec.KernelImageSpec."""
+        from .specs import KernelImageSpec
+
+        return KernelImageSpec(self.target_triple, self.cpu_features, self.code, self.text_size, self.segment_align, list(self.relocs))
+
+
+@dataclass
+class _Section:
+    index: int
+    name: str
+    type: int
+    flags: int
+    offset: int
+    size: int
+    link: int
+    info: int
+    align: int
+    entsize: int
+
+
+@dataclass
+class _Symbol:
+    name: str
+    info: int
+    shndx: int
+    value: int
+
+
+def _align(n: int, a: int) -> int:
+    return (n + a - 1) // a * a if a > 1 else n
+
+
+class _Elf:
+    def __init__(self, data: bytes):
+        if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+            raise LinkError("not a little-endian ELF64 object")
+        header = struct.unpack_from("<16sHHIQQQIHHHHHH", data, 0)
+        self.machine = header[2]
+        shoff, shentsize, shnum, shstrndx = header[6], header[11], header[12], header[13]
+        raw = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+        names = raw[shstrndx]
+        self.data = data
+        self.sections = [
+            _Section(i, self._cstr(names[4] + r[0]), r[1], r[2], r[4], r[5], r[6], r[7], max(r[8], 1), r[9])
+            for i, r in enumerate(raw)
+        ]
+        self.symbols: list[_Symbol] = []
+        for s in self.sections:
+            if s.type == SHT_SYMTAB:
+                strtab = self.sections[s.link]
+                for k in range(s.size // 24):
+                    st_name, st_info, _, st_shndx, st_value, _ = struct.unpack_from("<IBBHQQ", data, s.offset + 24 * k)
+                    self.symbols.append(_Symbol(self._cstr(strtab.offset + st_name), st_info, st_shndx, st_value))
+
+    def _cstr(self, at: int) -> str:
+        end = self.data.index(b"\0", at)
+        return self.data[at:end].decode()
+
+    def relocations(self, section: _Section):
+        for k in range(section.size // 24):
+            offset, info, addend = struct.unpack_from("<QQq", self.data, section.offset + 24 * k)
+            yield offset, info & 0xFFFFFFFF, info >> 32, addend
+
+
+def _kept(section: _Section) -> bool:
+    return bool(section.flags & SHF_ALLOC) and not section.name.startswith(_DROPPED_SECTIONS)
+
+
+def link_object(obj: bytes, target) -> LinkedImage:
+    """Links `obj` (from llvmlite's emit_object for `target`) into a kernel image."""
+    elf = _Elf(obj)
+    arch = {EM_X86_64: "x86_64", EM_AARCH64: "aarch64"}.get(elf.machine)
+    if arch is None or arch != target.arch:
+        raise LinkError(f"object machine {elf.machine} does not match target {target.triple}")
+    segment_align = target.segment_align
+    kept = [s for s in elf.sections if _kept(s)]
+    for s in kept:
+        if s.flags & SHF_WRITE and s.size:
+            raise LinkError(f"section {s.name} is writable data; kernels may not have mutable global state")
+    base: dict[int, int] = {}
+    cursor = 0
+    for s in kept:
+        if s.flags & SHF_EXECINSTR:
+            cursor = _align(cursor, s.align)
+            base[s.index] = cursor
+            cursor += s.size
+    text_size = _align(max(cursor, 1), segment_align)
+    cursor = text_size
+    for s in kept:
+        if not s.flags & SHF_EXECINSTR:
+            cursor = _align(cursor, s.align)
+            base[s.index] = cursor
+            cursor += s.size
+    got_start = _align(cursor, 8)
+    image = bytearray(b"\xcc" * text_size if arch == "x86_64" else bytes(text_size))
+    image.extend(bytes(got_start - text_size))
+    for s in kept:
+        if s.type != SHT_NOBITS:
+            image[base[s.index]: base[s.index] + s.size] = elf.data[s.offset: s.offset + s.size]
+
+    def symbol_address(sym_index: int) -> int:
+        sym = elf.symbols[sym_index]
+        if sym.shndx == SHN_UNDEF:
+            raise LinkError(
+                f"undefined symbol {sym.name!r}: a kernel image imports nothing "
+                "(a libm or libc call was emitted; generate the function in IR instead)"
+            )
+        if sym.shndx in (SHN_ABS, SHN_COMMON) or sym.shndx not in base:
+            raise LinkError(f"symbol {sym.name!r} is not in a loadable section")
+        return base[sym.shndx] + sym.value
+
+    got: dict[int, int] = {}
+    runtime_relocs: list[tuple[int, int]] = []
+
+    def got_entry(address: int) -> int:
+        if address not in got:
+            got[address] = got_start + 8 * len(got)
+            runtime_relocs.append((got[address], address))
+        return got[address]
+
+    patcher = _RELOCATORS[arch]
+    for rs in elf.sections:
+        if rs.type == SHT_REL:
+            raise LinkError("REL relocations are not supported (expected RELA)")
+        if rs.type != SHT_RELA or rs.info not in base:
+            continue
+        for offset, rtype, sym_index, addend in elf.relocations(rs):
+            place = base[rs.info] + offset
+            patcher(image, rtype, place, symbol_address(sym_index), addend, got_entry, runtime_relocs, elf.symbols[sym_index].name)
+    if got:
+        image.extend(bytes(8 * len(got)))
+    entries = {
+        sym.name: base[sym.shndx] + sym.value
+        for sym in elf.symbols
+        if sym.info >> 4 == STB_GLOBAL and sym.info & 0xF == STT_FUNC and sym.shndx in base
+    }
+    return LinkedImage(target.triple, target.features, bytes(image), text_size, segment_align, sorted(runtime_relocs), entries)
+
+
+def _put(image: bytearray, fmt: str, place: int, value: int, name: str, rtype: int) -> None:
+    try:
+        struct.pack_into(fmt, image, place, value)
+    except struct.error:
+        raise LinkError(f"relocation type {rtype} against {name!r} is out of range ({value})") from None
+
+
+def _relocate_x86_64(image, rtype, place, s, a, got_entry, runtime_relocs, name):
+    if rtype in (2, 4):  # PC32, PLT32
+        _put(image, "<i", place, s + a - place, name, rtype)
+    elif rtype == 24:  # PC64
+        _put(image, "<q", place, s + a - place, name, rtype)
+    elif rtype in (9, 41, 42):  # GOTPCREL, GOTPCRELX, REX_GOTPCRELX
+        _put(image, "<i", place, got_entry(s) + a - place, name, rtype)
+    elif rtype == 1:  # 64
+        runtime_relocs.append((place, s + a))
+    else:
+        raise LinkError(f"unsupported x86_64 relocation type {rtype} against {name!r}")
+
+
+def _page(x: int) -> int:
+    return x & ~0xFFF
+
+
+def _patch_insn(image, place, mask, bits):
+    insn = struct.unpack_from("<I", image, place)[0]
+    struct.pack_into("<I", image, place, (insn & ~mask) | (bits & mask))
+
+
+def _relocate_aarch64(image, rtype, place, s, a, got_entry, runtime_relocs, name):
+    if rtype == 257:  # ABS64
+        runtime_relocs.append((place, s + a))
+    elif rtype == 261:  # PREL32
+        _put(image, "<i", place, s + a - place, name, rtype)
+    elif rtype == 260:  # PREL64
+        _put(image, "<q", place, s + a - place, name, rtype)
+    elif rtype in (282, 283):  # JUMP26, CALL26
+        delta = s + a - place
+        if delta % 4 or not -(1 << 27) <= delta < (1 << 27):
+            raise LinkError(f"branch to {name!r} out of range")
+        _patch_insn(image, place, 0x03FFFFFF, delta >> 2)
+    elif rtype in (275, 311):  # ADR_PREL_PG_HI21, ADR_GOT_PAGE
+        target = s + a if rtype == 275 else got_entry(s) + a
+        delta = (_page(target) - _page(place)) >> 12
+        if not -(1 << 20) <= delta < (1 << 20):
+            raise LinkError(f"page offset to {name!r} out of range")
+        immlo, immhi = delta & 3, (delta >> 2) & 0x7FFFF
+        _patch_insn(image, place, (3 << 29) | (0x7FFFF << 5), (immlo << 29) | (immhi << 5))
+    elif rtype == 277:  # ADD_ABS_LO12_NC
+        _patch_insn(image, place, 0xFFF << 10, ((s + a) & 0xFFF) << 10)
+    elif rtype in (278, 284, 285, 286, 299, 312):  # LDST{8,16,32,64,128}_ABS_LO12_NC, LD64_GOT_LO12_NC
+        shift = {278: 0, 284: 1, 285: 2, 286: 3, 299: 4, 312: 3}[rtype]
+        target = got_entry(s) + a if rtype == 312 else s + a
+        _patch_insn(image, place, 0xFFF << 10, ((target & 0xFFF) >> shift) << 10)
+    else:
+        raise LinkError(f"unsupported aarch64 relocation type {rtype} against {name!r}")
+
+
+_RELOCATORS = {"x86_64": _relocate_x86_64, "aarch64": _relocate_aarch64}
