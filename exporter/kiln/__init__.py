@@ -16,3 +16,7 @@ __all__ = [
     "KilnError", "TracingError", "ConcretizationError", "CompileError",
     "register_pytree_node", "tree_flatten", "tree_leaves", "tree_map", "tree_unflatten",
 ]
+
+from .transforms.api import grad, hessian, jacfwd, jacrev, jvp, stop_gradient, value_and_grad, vjp, vmap  # noqa: E402
+
+__all__ += ["grad", "value_and_grad", "jvp", "vjp", "jacfwd", "jacrev", "hessian", "vmap", "stop_gradient"]

@@ -25,6 +25,9 @@ class Primitive:
         self.in_kernel = True
         # Kept by dead-code elimination even when no output is used (stores).
         self.has_side_effects = False
+        # For call-like primitives (kernel_call): fn(*args, **params) -> outputs,
+        # which transformations use to trace through the callee instead.
+        self.inline_rule: Callable | None = None
         # Optional params -> text for the IR printer, for params too noisy to show raw.
         self.format_params = None
 

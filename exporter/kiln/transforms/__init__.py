@@ -1,0 +1,1 @@
+"""Function transformations: jvp, vjp/grad, vmap."""

@@ -1,0 +1,317 @@
+"""The user-facing transformations: grad, value_and_grad, jvp, vjp, jacfwd, jacrev, hessian, vmap."""
+from __future__ import annotations
+
+import functools
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ..core.pytree import tree_flatten, tree_unflatten, treedef_flatten_up_to
+from ..lax import prims
+from . import batching_rules, jvp_rules, transpose_rules
+from .batching import BatchingError, check_axis_sizes, vmap_flat
+from .jvp import DifferentiationError, Zero, instantiate, jvp_flat, tangent_aval
+from .linearize import vjp_flat
+
+jvp_rules.register()
+transpose_rules.register()
+batching_rules.register()
+prims.stop_gradient.jvp_rule = lambda p, t: (prims.stop_gradient.bind(p[0]), Zero(tangent_aval(_aval(p[0]))))
+prims.stop_gradient.batching_rule = lambda v, d, axis_size: (prims.stop_gradient.bind(v[0]), d[0])
+
+
+def _aval(x):
+    from ..numpy._base import aval
+
+    return aval(x)
+
+
+def _operand(x):
+    from ..numpy._base import asarray
+
+    return asarray(x)
+
+
+def _name(fn) -> str:
+    return getattr(fn, "__name__", type(fn).__name__)
+
+
+def _argnums(argnums) -> tuple[int, ...]:
+    return (argnums,) if isinstance(argnums, int) else tuple(argnums)
+
+
+def _select_args(fn, args, nums, where):
+    """Leaves of the arguments at nums, and fn as a function of those leaves."""
+    for i in nums:
+        if i >= len(args):
+            raise TypeError(f"{where} of {_name(fn)}: argnums {i} but only {len(args)} positional arguments given")
+    chosen = tuple(args[i] for i in nums)
+    leaves, tree = tree_flatten(chosen)
+    leaves = [_operand(x) for x in leaves]
+
+    def call(*xs):
+        full = list(args)
+        for i, v in zip(nums, tree_unflatten(tree, xs)):
+            full[i] = v
+        return fn(*full)
+
+    return leaves, tree, call
+
+
+def stop_gradient(x):
+    """x with derivatives stopped: every transformation treats it as a constant."""
+    leaves, treedef = tree_flatten(x)
+    return tree_unflatten(treedef, [prims.stop_gradient.bind(_operand(v)) for v in leaves])
+
+
+def value_and_grad(fn: Callable, argnums=0, has_aux: bool = False) -> Callable:
+    """(fn(*args), gradient of fn with respect to the arguments at argnums); fn returns a float scalar."""
+    nums = _argnums(argnums)
+
+    @functools.wraps(fn)
+    def wrapped(*args):
+        leaves, tree, call = _select_args(fn, args, nums, "grad")
+        for k, leaf in enumerate(leaves):
+            if _aval(leaf).dtype.kind != "f":
+                raise DifferentiationError(
+                    f"grad of {_name(fn)}: input leaf {k} of argnums {argnums} has dtype {_aval(leaf).dtype}; "
+                    "gradients are only defined for floating-point inputs"
+                )
+        aux_tree = []
+
+        def flat_fn(*xs):
+            out = call(*xs)
+            aux_leaves = []
+            if has_aux:
+                if not (isinstance(out, (tuple, list)) and len(out) == 2):
+                    raise TypeError(f"grad of {_name(fn)} with has_aux=True: fn must return (value, aux)")
+                out, aux = out
+                aux_leaves, aux_def = tree_flatten(aux)
+                aux_tree.append(aux_def)
+            out = _operand(out)
+            a = _aval(out)
+            if a.shape != ():
+                raise DifferentiationError(
+                    f"grad of {_name(fn)}: fn must return a scalar, it returned shape {a.shape}; "
+                    "use jacrev or vjp for non-scalar outputs"
+                )
+            if a.dtype.kind != "f":
+                raise DifferentiationError(f"grad of {_name(fn)}: fn returned dtype {a.dtype}; it must be floating-point")
+            return ([out], aux_leaves) if has_aux else [out]
+
+        (value,), aux, vjp_fn = vjp_flat(flat_fn, leaves, has_aux=has_aux)
+        grads = tree_unflatten(tree, vjp_fn([np.ones((), _aval(value).dtype)]))
+        g = grads[0] if isinstance(argnums, int) else grads
+        if has_aux:
+            return (value, tree_unflatten(aux_tree[-1], aux)), g
+        return value, g
+
+    return wrapped
+
+
+def grad(fn: Callable, argnums=0, has_aux: bool = False) -> Callable:
+    """The gradient of a scalar-valued fn with respect to the arguments at argnums."""
+    value_and_grad_fn = value_and_grad(fn, argnums, has_aux)
+
+    @functools.wraps(fn)
+    def wrapped(*args):
+        value, g = value_and_grad_fn(*args)
+        return (g, value[1]) if has_aux else g
+
+    return wrapped
+
+
+def _flat_output(fn, in_tree, out_tree: list):
+    def flat_fn(*xs):
+        leaves, treedef = tree_flatten(fn(*tree_unflatten(in_tree, xs)))
+        out_tree.append(treedef)
+        return [_operand(x) for x in leaves]
+
+    return flat_fn
+
+
+def jvp(fn: Callable, primals: Sequence, tangents: Sequence):
+    """(fn(*primals), the derivative of fn at primals along tangents)."""
+    p_leaves, p_tree = tree_flatten(tuple(primals))
+    try:
+        t_leaves = treedef_flatten_up_to(p_tree, tuple(tangents))
+    except ValueError as e:
+        raise ValueError(f"jvp of {_name(fn)}: tangents do not match primals: {e}") from None
+    p_leaves = [_operand(p) for p in p_leaves]
+    t_leaves = [_operand(t) for t in t_leaves]
+    for k, (p, t) in enumerate(zip(p_leaves, t_leaves)):
+        if _aval(p).shape != _aval(t).shape:
+            raise ValueError(f"jvp of {_name(fn)}: tangent leaf {k} has shape {_aval(t).shape}, its primal {_aval(p).shape}")
+    out_tree: list = []
+    po, to = jvp_flat(_flat_output(fn, p_tree, out_tree), p_leaves, t_leaves)
+    to = [instantiate(t, tangent_aval(_aval(p))) for t, p in zip(to, po)]
+    return tree_unflatten(out_tree[-1], po), tree_unflatten(out_tree[-1], to)
+
+
+def vjp(fn: Callable, *primals, has_aux: bool = False):
+    """(fn(*primals), vjp_fn[, aux]); vjp_fn(cotangent like the output) gives a tuple like primals."""
+    p_leaves, p_tree = tree_flatten(tuple(primals))
+    p_leaves = [_operand(p) for p in p_leaves]
+    out_tree: list = []
+    aux_tree: list = []
+
+    def flat_fn(*xs):
+        out = fn(*tree_unflatten(p_tree, xs))
+        if has_aux:
+            out, aux = out
+            aux_leaves, aux_def = tree_flatten(aux)
+            aux_tree.append(aux_def)
+        leaves, treedef = tree_flatten(out)
+        out_tree.append(treedef)
+        leaves = [_operand(x) for x in leaves]
+        return (leaves, aux_leaves) if has_aux else leaves
+
+    outs, aux, flat_vjp = vjp_flat(flat_fn, p_leaves, has_aux=has_aux)
+    treedef = out_tree[-1]
+
+    def vjp_fn(cotangent):
+        cts = [_operand(c) for c in treedef_flatten_up_to(treedef, cotangent)]
+        grads = flat_vjp(cts)
+        return tree_unflatten(p_tree, [np.zeros(_aval(p).shape, _aval(p).dtype) if g is None else g
+                                       for g, p in zip(grads, p_leaves)])
+
+    primal_out = tree_unflatten(treedef, outs)
+    if has_aux:
+        return primal_out, vjp_fn, tree_unflatten(aux_tree[-1], aux)
+    return primal_out, vjp_fn
+
+
+def _axes_per_leaf(axes, args, where) -> list:
+    """in_axes (int, None, or a tuple with one entry per argument, itself a tree) per argument leaf."""
+    if axes is None or isinstance(axes, int):
+        return [axes] * len(tree_flatten(tuple(args))[0])
+    if isinstance(axes, list):
+        axes = tuple(axes)
+    if not isinstance(axes, tuple) or len(axes) != len(args):
+        raise BatchingError(f"{where}: in_axes must be an int, None, or a tuple with one entry per argument "
+                            f"({len(args)} arguments)")
+    dims = []
+    for arg, ax in zip(args, axes):
+        n = len(tree_flatten(arg)[0])
+        if ax is None or isinstance(ax, int):
+            dims += [ax] * n
+        else:
+            dims += treedef_flatten_up_to(tree_flatten(arg)[1], ax)
+    return dims
+
+
+def vmap(fn: Callable, in_axes=0, out_axes=0) -> Callable:
+    """fn mapped over an axis of its arguments; in_axes/out_axes are ints, None, or trees of them."""
+
+    @functools.wraps(fn)
+    def wrapped(*args):
+        where = f"vmap of {_name(fn)}"
+        leaves, treedef = tree_flatten(tuple(args))
+        leaves = [_operand(x) for x in leaves]
+        dims = _axes_per_leaf(in_axes, args, where)
+        dims = [None if d is None else d % max(_aval(x).ndim, 1) for d, x in zip(dims, leaves)]
+        for d, x in zip(dims, leaves):
+            if d is not None and _aval(x).ndim == 0:
+                raise BatchingError(f"{where}: cannot map over axis {d} of a 0-d argument")
+        size = check_axis_sizes(_name(fn), leaves, dims)
+        out_tree: list = []
+        flat_fn = _flat_output(fn, treedef, out_tree)
+        out_dims = _OutAxes(out_axes, out_tree)
+        outs = vmap_flat(flat_fn, leaves, dims, out_dims, size)
+        return tree_unflatten(out_tree[-1], outs)
+
+    return wrapped
+
+
+class _OutAxes:
+    """out_axes per output leaf, resolved once the output tree is known."""
+
+    def __init__(self, out_axes, out_tree: list):
+        self.out_axes = out_axes
+        self.out_tree = out_tree
+        self._leaves = None
+
+    def __getitem__(self, i):
+        if self.out_axes is None or isinstance(self.out_axes, int):
+            return self.out_axes
+        if self._leaves is None:
+            self._leaves = treedef_flatten_up_to(self.out_tree[-1], self.out_axes)
+        return self._leaves[i]
+
+
+def _move_first_to_last(x):
+    from ..numpy import transpose
+
+    nd = _aval(x).ndim
+    return transpose(x, tuple(range(1, nd)) + (0,)) if nd > 1 else x
+
+
+def jacfwd(fn: Callable, argnums=0) -> Callable:
+    """The Jacobian by forward mode: vmap of jvp over each input leaf's standard basis."""
+    nums = _argnums(argnums)
+
+    def wrapped(*args):
+        from ..numpy import reshape
+
+        leaves, in_tree, call = _select_args(fn, args, nums, "jacfwd")
+        out_tree: list = []
+        flat_fn = _flat_output(lambda *xs: call(*xs), in_tree, out_tree)
+        per_input = []
+        for k, x in enumerate(leaves):
+            shape = _aval(x).shape
+            n = int(np.prod(shape, dtype=np.int64))
+            basis = np.eye(n, dtype=_aval(x).dtype).reshape((n,) + shape)
+
+            def push(t, k=k):
+                tangents = [t if j == k else np.zeros(_aval(y).shape, _aval(y).dtype) for j, y in enumerate(leaves)]
+                return jvp_flat(flat_fn, leaves, tangents)[1]
+
+            cols = vmap_flat(lambda t: push(t), [basis], [0], _OutAxes(0, []), n)
+            per_input.append([reshape(_move_first_to_last(c), _aval(c).shape[1:] + shape) for c in cols])
+        return _assemble(out_tree[-1], in_tree, per_input, argnums)
+
+    return wrapped
+
+
+def jacrev(fn: Callable, argnums=0) -> Callable:
+    """The Jacobian by reverse mode: vmap of vjp over each output leaf's standard basis."""
+    nums = _argnums(argnums)
+
+    def wrapped(*args):
+        from ..numpy import reshape
+
+        leaves, in_tree, call = _select_args(fn, args, nums, "jacrev")
+        out_tree: list = []
+        outs, _, flat_vjp = vjp_flat(_flat_output(lambda *xs: call(*xs), in_tree, out_tree), leaves)
+        per_output = []
+        for k, y in enumerate(outs):
+            shape = _aval(y).shape
+            m = int(np.prod(shape, dtype=np.int64))
+            basis = np.eye(m, dtype=_aval(y).dtype).reshape((m,) + shape)
+
+            def pull(c, k=k):
+                cts = [c if j == k else np.zeros(_aval(o).shape, _aval(o).dtype) for j, o in enumerate(outs)]
+                return [g if g is not None else np.zeros(_aval(x).shape, _aval(x).dtype)
+                        for g, x in zip(flat_vjp(cts), leaves)]
+
+            rows = vmap_flat(pull, [basis], [0], _OutAxes(0, []), m)
+            per_output.append([reshape(r, shape + _aval(x).shape) for r, x in zip(rows, leaves)])
+        per_input = [[per_output[o][i] for o in range(len(outs))] for i in range(len(leaves))]
+        return _assemble(out_tree[-1], in_tree, per_input, argnums)
+
+    return wrapped
+
+
+def _assemble(out_tree, in_tree, per_input, argnums):
+    """Jacobian blocks (per input leaf, per output leaf) as a tree of the output of trees of the input."""
+    n_out = len(per_input[0]) if per_input else 0
+    blocks = []
+    for o in range(n_out):
+        selected = tree_unflatten(in_tree, [per_input[i][o] for i in range(len(per_input))])
+        blocks.append(selected[0] if isinstance(argnums, int) else selected)
+    return tree_unflatten(out_tree, blocks)
+
+
+def hessian(fn: Callable, argnums=0) -> Callable:
+    """The Hessian of a scalar fn: jacfwd of jacrev."""
+    return jacfwd(jacrev(fn, argnums), argnums)

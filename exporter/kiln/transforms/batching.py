@@ -1,0 +1,114 @@
+"""vmap: a trace whose values carry a batch axis.
+
+Each primitive's `batching_rule(values, batch_dims, **params) -> (outputs,
+out_batch_dims)` maps the primitive over the batch axis; batch_dims entries
+are an axis index or None (not batched).
+"""
+from __future__ import annotations
+
+from ..core.aval import ShapedArray, aval_of
+from ..core.errors import KilnError
+from ..core.trace import Trace, Tracer, new_trace
+from ..lax import prims
+
+
+class BatchingError(KilnError):
+    """vmap over inconsistent axis sizes, or a primitive without a batching rule."""
+
+
+class BatchTracer(Tracer):
+    __slots__ = ("_trace", "value", "batch_dim")
+
+    def __init__(self, trace, value, batch_dim):
+        self._trace = trace
+        self.value = value
+        self.batch_dim = batch_dim
+
+    @property
+    def aval(self):
+        a = _aval(self.value)
+        if self.batch_dim is None:
+            return a
+        shape = a.shape[: self.batch_dim] + a.shape[self.batch_dim + 1:]
+        return ShapedArray(shape, a.dtype, a.weak_type)
+
+
+def _aval(x) -> ShapedArray:
+    return x.aval if isinstance(x, Tracer) else aval_of(x)
+
+
+class BatchTrace(Trace):
+    def __init__(self, level, axis_size: int):
+        super().__init__(level)
+        self.axis_size = axis_size
+
+    def pure(self, value):
+        return BatchTracer(self, value, None)
+
+    def lift(self, tracer):
+        return BatchTracer(self, tracer, None)
+
+    def process_primitive(self, prim, tracers, params):
+        if prim.inline_rule is not None:
+            return prim.inline_rule(*tracers, **params)
+        values = [t.value for t in tracers]
+        dims = [t.batch_dim for t in tracers]
+        if all(d is None for d in dims):
+            outs = prim.bind(*values, **params)
+            outs = outs if prim.multiple_results else [outs]
+            return [BatchTracer(self, o, None) for o in outs]
+        if prim.batching_rule is None:
+            raise BatchingError(f"primitive {prim.name} has no batching (vmap) rule")
+        outs, out_dims = prim.batching_rule(values, dims, axis_size=self.axis_size, **params)
+        if not prim.multiple_results:
+            outs, out_dims = [outs], [out_dims]
+        return [BatchTracer(self, o, d) for o, d in zip(outs, out_dims)]
+
+
+def move_batch_axis(x, dim, to: int, axis_size: int):
+    """x with its batch axis at position `to` (broadcasting it in when x is unbatched)."""
+    a = _aval(x)
+    if dim is None:
+        shape = a.shape[:to] + (axis_size,) + a.shape[to:]
+        dims = tuple(i if i < to else i + 1 for i in range(a.ndim))
+        return prims.broadcast_in_dim.bind(x, shape=shape, broadcast_dimensions=dims)
+    if dim == to:
+        return x
+    perm = [i for i in range(a.ndim) if i != dim]
+    perm.insert(to, dim)
+    return prims.transpose.bind(x, permutation=tuple(perm))
+
+
+def vmap_flat(fn, args: list, in_dims: list, out_dims: list | None, axis_size: int):
+    """Maps fn: list -> list over axis_size; returns outputs with batch axes at out_dims."""
+    with new_trace(lambda level: BatchTrace(level, axis_size)) as trace:
+        ins = [BatchTracer(trace, a, d) for a, d in zip(args, in_dims)]
+        outs = [trace.full_raise(o) for o in fn(*ins)]
+        results = []
+        for i, o in enumerate(outs):
+            target = 0 if out_dims is None else out_dims[i]
+            if target is None:
+                if o.batch_dim is not None:
+                    raise BatchingError(f"vmap: output {i} is batched but out_axes gives None for it")
+                results.append(o.value)
+            else:
+                results.append(move_batch_axis(o.value, o.batch_dim, target % (o.aval.ndim + 1), axis_size))
+        return results
+
+
+def check_axis_sizes(fn_name: str, args: list, in_dims: list) -> int:
+    sizes = {}
+    for i, (a, d) in enumerate(zip(args, in_dims)):
+        if d is None:
+            continue
+        shape = _aval(a).shape
+        if not -len(shape) <= d < len(shape):
+            raise BatchingError(f"vmap of {fn_name}: in_axes {d} is out of range for argument leaf {i} of shape {shape}")
+        sizes[i] = shape[d]
+    if not sizes:
+        raise BatchingError(f"vmap of {fn_name}: no argument is mapped (every in_axes is None)")
+    if len(set(sizes.values())) > 1:
+        detail = ", ".join(f"leaf {i} has size {s}" for i, s in sizes.items())
+        raise BatchingError(f"vmap of {fn_name}: mapped axes have different sizes: {detail}")
+    return next(iter(sizes.values()))
+
