@@ -1,8 +1,12 @@
-"""Inlining kernel calls so that fusion sees one flat graph per procedure."""
+"""Inlining kernel calls so that fusion sees one flat graph per procedure.
+
+stop_gradient, an identity once transformations are done, is dropped here too.
+"""
 from __future__ import annotations
 
 from ..core.ir import Equation, Graph, Literal, Var
 from ..core.kernel_call import kernel_call
+from ..lax.prims import stop_gradient
 
 
 def inline_kernel_calls(graph: Graph) -> Graph:
@@ -33,6 +37,9 @@ def inline_kernel_calls(graph: Graph) -> Graph:
                 emit(sub, sub_local)
                 for v, a in zip(eqn.outvars, sub.outvars):
                     local[v.id] = read(a, sub_local)
+                continue
+            if eqn.primitive is stop_gradient:
+                local[eqn.outvars[0].id] = ins[0]
                 continue
             outs = [Var(v.aval) for v in eqn.outvars]
             for old, new in zip(eqn.outvars, outs):
