@@ -1,0 +1,271 @@
+"""Modules written by kiln.vm.writer, loaded and run by the C runtime (through
+runtime-c/tests/kiln_vm_driver.c, built with ASan+UBSan)."""
+
+import struct
+import subprocess
+
+import numpy as np
+import pytest
+
+from kiln.vm.isa import Instr, Label
+from kiln.vm.module_spec import BindingSpec, GlobalSpec, KernelSpec, TensorType
+from kiln.vm.writer import serialize
+from vm_native import Driver, build_driver, build_kernel, host_triple
+from vm_specs import F4, I64, axpy_spec, fn
+
+
+@pytest.fixture(scope="session")
+def driver(tmp_path_factory):
+    build = tmp_path_factory.mktemp("vm_native")
+    return Driver(build_driver(build), tmp_path_factory.mktemp("vm_modules"))
+
+
+@pytest.fixture(scope="session")
+def kernel(tmp_path_factory):
+    return build_kernel(tmp_path_factory.mktemp("vm_kernel"))
+
+
+@pytest.fixture
+def spec(kernel):
+    return axpy_spec(kernel, host_triple())
+
+
+def values(line: str) -> list[float]:
+    return [float(v) for v in line.split("=", 1)[1].split(",")]
+
+
+# ---- running ----------------------------------------------------------------
+
+def test_dispatch_runs_the_kernel(driver, spec):
+    x = np.array([10, 20, 30, 40], np.float32)
+    out = driver.run(serialize(spec), "--call=predict", "--arg=4xf32=10,20,30,40")
+    np.testing.assert_allclose(values(out[0]), x + 2 * np.array([1, 2, 3, 4], np.float32))
+    assert out[0].startswith("result 0 4xf32=")
+
+
+def test_internal_call_and_mutable_global(driver, spec):
+    out = driver.run(serialize(spec), "--call=step", "--call=step", "--get=counter",
+                     "--set=counter=i64=10", "--call=step", "--get=counter", "--get=w")
+    assert out == ["result 0 i64=1", "result 0 i64=2", "global i64=2", "result 0 i64=11",
+                   "global i64=11", "global 4xf32=1,2,3,4"]
+
+
+@pytest.mark.parametrize("n", [0, 1, 10, 1000])
+def test_loop_with_branches(driver, spec, n):
+    out = driver.run(serialize(spec), "--call=triangle", f"--arg=i64={n}")
+    assert out == [f"result 0 i64={n * (n + 1) // 2}"]
+
+
+def test_scalar_conversions(driver, spec):
+    f32, f16, i8, b = (TensorType(d, ()) for d in ("f32", "f16", "i8", "bool"))
+    spec.functions.append(fn("conv", [("x", f32)], [("h", f16), ("b", i8), ("t", b)], [
+        Instr("i.load", 0, 0),
+        Instr("i.store", 1, 0, f16),
+        Instr("i.const", 1, 300),
+        Instr("i.store", 2, 1, i8),
+        Instr("i.store", 3, 1, b),
+        Instr("ret", [1, 2, 3]),
+    ]))
+    out = driver.run(serialize(spec), "--call=conv", "--arg=f32=-3.7")
+    assert out == ["result 0 f16=0xc200", "result 1 i8=44", "result 2 bool=1"]
+
+
+def test_constant_used_in_place_and_mov(driver, spec):
+    spec.functions.append(fn("two", [], [("c", I64)], [
+        Instr("const", 0, 0), Instr("mov", 1, 0), Instr("ret", [1])]))
+    assert driver.run(serialize(spec), "--call=two") == ["result 0 i64=2"]
+
+
+# ---- errors at call time ---------------------------------------------------------
+
+def test_argument_type_is_checked(driver, spec):
+    line = driver.error("run", serialize(spec), "--call=predict", "--arg=5xf32=1,2,3,4,5")
+    assert line == "error INVALID_ARGUMENT: predict: argument 0 'x' expects 4xf32, got 5xf32"
+    line = driver.error("run", serialize(spec), "--call=predict", "--arg=4xi32=1,2,3,4")
+    assert "expects 4xf32, got 4xi32" in line
+
+
+def test_argument_count_and_names_are_checked(driver, spec):
+    line = driver.error("run", serialize(spec), "--call=predict")
+    assert line == "error INVALID_ARGUMENT: predict: expects 1 arguments, got 0"
+    line = driver.error("run", serialize(spec), "--call=bump", "--arg=i64=1")
+    assert "NOT_FOUND" in line and "no exported function 'bump'" in line
+    line = driver.error("run", serialize(spec), "--get=nope")
+    assert line == "error NOT_FOUND: get_global: module 'axpy' has no global 'nope'"
+    line = driver.error("run", serialize(spec), "--set=counter=i32=1")
+    assert line == "error INVALID_ARGUMENT: set_global 'counter': expects i64, got i32"
+
+
+@pytest.mark.parametrize("code, message", [
+    ([Instr("mov", 1, 5), Instr("ret", [1])],
+     "register r5 read before assignment in function 'bad'"),
+    ([Instr("i.store", 1, 3, I64), Instr("ret", [1])],
+     "register i3 read before assignment in function 'bad'"),
+    ([Instr("i.const", 0, 1), Instr("i.store", 1, 0, TensorType("i32", ())),
+      Instr("global.store", 1, 1), Instr("ret", [1])],
+     "global.store: global 1 'counter' expects i64, got i32"),
+    ([Instr("i.const", 0, 1), Instr("i.store", 1, 0, TensorType("i32", ())), Instr("ret", [1])],
+     "'bad' result 0 'out' expects i64, got i32"),
+    ([Instr("call", 4, [], [1]), Instr("ret", [1])], "call depth limit (64) exceeded"),
+    ([Instr("alloc", 1, TensorType("f32", (2,))), Instr("i.const", 0, 2),
+      Instr("dispatch", 0, 1, [1, 1, 1], [0, 0]), Instr("ret", [1])],
+     "dispatch of kernel 'axpy': binding 0 (r1) is 8 bytes, the kernel needs at least 16"),
+    ([Instr("global.load", 1, 0), Instr("i.const", 0, 2),
+      Instr("dispatch", 0, 1, [1, 1, 1], [0, 0]), Instr("ret", [1])],
+     "binding 2 (r1) is written by the kernel but holds a read-only buffer"),
+    ([Instr("alloc", 1, F4), Instr("i.const", 0, -1),
+      Instr("dispatch", 0, 2, [1, 1, 1], [0, 0]), Instr("ret", [1])], "'axpy'"),
+])
+def test_runtime_errors_name_the_problem(driver, spec, code, message):
+    out_type = F4 if any(i.op == "dispatch" for i in code) else I64
+    spec.functions.append(fn("bad", [], [("out", out_type)], code))
+    line = driver.error("run", serialize(spec), "--call=bad")
+    assert message in line
+    assert "in function 'bad' at word" in line
+
+
+# ---- loading ---------------------------------------------------------------------
+
+def test_load_lists_reflection_and_disassembly(driver, spec):
+    out = driver.load(serialize(spec))
+    assert "function predict\n  arg x: 4xf32\n  result y: 4xf32\n" in out
+    assert "  global w: 4xf32\n  global counter: i64 mutable\n" in out
+    assert "dispatch kernel(axpy), 3, [r0, r1, r2], [i0, i1]" in out
+    assert "call func(bump), [r0], [r1]" in out
+    assert out.endswith("ok\n")
+
+
+def test_unknown_major_version_is_rejected_before_verification(driver, spec):
+    data = bytearray(serialize(spec, version=(7, 0)))
+    data[len(data) // 2:] = b"\xff" * (len(data) - len(data) // 2)
+    line = driver.error("load", bytes(data))
+    assert line.startswith("error UNIMPLEMENTED: ")
+    assert line.endswith("module format version 7.0 is not supported (this runtime reads 1.x)")
+
+
+def test_newer_minor_version_loads(driver, spec):
+    driver.load(serialize(spec, version=(1, 9)))
+
+
+@pytest.mark.parametrize("data, message", [
+    (b"", "empty file"),
+    (b"\x08\0\0\0NOPE\0\0\0\0", "file identifier is 'NOPE', expected 'KILN'"),
+    (b"\x08\0\0\0KI", "too short"),
+    (b"\x08\0\0\0KILN", "root offset outside the file"),
+    (b"\xf0\0\0\0KILN\0\0\0\0", "corrupt module header"),
+])
+def test_not_a_module(driver, data, message):
+    line = driver.error("load", data)
+    assert message in line and "DATA_LOSS" in line
+
+
+def test_missing_file(driver):
+    proc = subprocess.run([str(driver.exe), "load", "/nonexistent/m.vmfb"],
+                                        capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert "error NOT_FOUND: cannot open module '/nonexistent/m.vmfb'" in proc.stdout
+
+
+def test_foreign_target_is_rejected(driver, spec):
+    spec.kernel_images[0].target_triple = "riscv64-unknown-linux-gnu"
+    line = driver.error("load", serialize(spec))
+    assert line.startswith("error UNIMPLEMENTED: ")
+    assert "kernel image 0 (target 'riscv64-unknown-linux-gnu', features '') cannot run" in line
+
+
+# ---- the verifier ----------------------------------------------------------------
+
+def bad(spec, code, ref=8, i64=8, args=()):
+    spec.functions.append(fn("bad", list(args), [], code, ref=ref, i64=i64, exported=False))
+    return serialize(spec, check=False)
+
+
+@pytest.mark.parametrize("code, message", [
+    ([Instr("mov", 8, 0), Instr("ret", [])], "mov operand 'dst' names ref register r8, but only 8"),
+    ([Instr("i.add", 0, 0, 9), Instr("ret", [])], "i.add operand 'b' names int register i9"),
+    ([Instr("alloc", 0, 99), Instr("ret", [])], "alloc operand 't' names type 99"),
+    ([Instr("const", 0, 1), Instr("ret", [])], "const operand 'c' names constant 1, but only 1"),
+    ([Instr("global.load", 0, 2), Instr("ret", [])], "names global 2, but only 2"),
+    ([Instr("dispatch", 3, 1, [], []), Instr("ret", [])], "names kernel 3, but only 1"),
+    ([Instr("call", 40, [], []), Instr("ret", [])], "names function 40, but only 5"),
+    ([Instr("ret", [0, 1, 2, 3, 4, 5, 6, 7, 8])], "names ref register r8"),
+    ([Instr("br", 100)], "br target 100 is not the start of an instruction"),
+    ([Instr("i.const", 0, 5), Instr("br.if", 0, 1, 0)], "br.if target 1 is not the start"),
+    ([Instr("i.const", 0, 5)], "does not end in a terminator"),
+    ([], "empty code"),
+    ([Instr("call", 2, [], []), Instr("ret", [])],
+     "call of 'bump' passes 0 arguments and takes 0 results, the callee has 1 and 1"),
+    ([Instr("ret", [0])], "ret of 1 values, the function has 0 results"),
+    ([Instr("dispatch", 0, 1, [0], []), Instr("ret", [])],
+     "passes 1 bindings and 0 push constants, the kernel takes 3 and 2"),
+    ([Instr("dispatch", 0, 0, [0, 0, 0], [0, 0]), Instr("ret", [])], "with 0 workgroups"),
+    ([Instr("i.store", 0, 0, F4), Instr("ret", [])], "i.store type 0 has rank 1"),
+])
+def test_verifier_rejects(driver, spec, code, message):
+    line = driver.error("load", bad(spec, code))
+    assert line.startswith("error DATA_LOSS: ") and "function 'bad': " in line
+    assert message in line
+
+
+def patch_words(data: bytes, old: list[int], new: list[int]) -> bytes:
+    raw_old = struct.pack(f"<{len(old)}I", *old)
+    assert data.count(raw_old) == 1
+    return data.replace(raw_old, struct.pack(f"<{len(new)}I", *new))
+
+
+MARK = 0x5EED1234
+
+
+def test_verifier_rejects_unknown_opcode(driver, spec):
+    data = bad(spec, [Instr("i.const", 0, MARK), Instr("ret", [])])
+    data = patch_words(data, [11, 0, MARK, 0], [99, 0, MARK, 0])
+    assert "word 0: unknown opcode 99" in driver.error("load", data)
+
+
+def test_verifier_rejects_a_list_past_the_end(driver, spec):
+    data = bad(spec, [Instr("i.const", 0, MARK), Instr("ret", [])])
+    data = patch_words(data, [11, 0, MARK, 0, 7, 0], [11, 0, MARK, 0, 7, 1000])
+    assert "ret operand 'values' runs past the end of the code" in driver.error("load", data)
+
+
+def test_verifier_rejects_more_args_than_registers(driver, spec):
+    line = driver.error("load", bad(spec, [Instr("ret", [])], ref=0, args=[("x", F4)]))
+    assert "1 arguments but only 0 ref registers" in line
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda s: setattr(s.globals[0], "initial", np.zeros(3, np.float32)),
+     "global 0 'w': initial data is 12 bytes, its type needs 16"),
+    (lambda s: s.kernels.append(KernelSpec("k2", 5, 0, [], 0)),
+     "kernel 1 'k2': image index 5 out of range (1 images)"),
+    (lambda s: s.kernels.append(KernelSpec("k3", 0, 1 << 20, [], 0)),
+     "kernel 1 'k3': entry offset 1048576 is outside the text of image 0"),
+    (lambda s: setattr(s.kernel_images[0], "segment_align", 48), "not a power of two"),
+    (lambda s: setattr(s.kernel_images[0], "relocs", [(1 << 30, 0)]), "relocation 0"),
+])
+def test_loader_rejects_bad_tables(driver, spec, mutate, message):
+    mutate(spec)
+    line = driver.error("load", serialize(spec, check=False))
+    assert "DATA_LOSS" in line and message in line
+
+
+def test_unused_global_types_survive(driver, spec):
+    spec.globals.append(GlobalSpec("big", TensorType("f64", (3, 2)), True,
+                                   np.arange(6, dtype=np.float64).reshape(3, 2)))
+    out = driver.run(serialize(spec), "--get=big")
+    assert out == ["global 3x2xf64=0,1,2,3,4,5"]
+
+
+def test_binding_spec_and_label_types(spec):
+    assert isinstance(spec.kernels[0].bindings[0], BindingSpec)
+    assert any(isinstance(x, Label) for x in spec.functions[3].code)
+
+
+# ---- corruption -----------------------------------------------------------------
+
+def test_corrupt_modules_fail_cleanly(driver, spec):
+    """Every truncation and thousands of byte-flipped copies: load or error, never crash."""
+    proc = driver.raw("fuzz", serialize(spec))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["truncate", "flip", "scramble"]
