@@ -7,16 +7,18 @@ from typing import Callable
 from .core.kernel_call import kernel_call
 from .core.pytree import tree_flatten, tree_unflatten, treedef_to_json
 from .core.signature import Signature, as_runtime_array, signature_of, split_static
-from .core.trace import Tracer, trace_to_graph
+from .core.trace import Tracer, trace_to_graph_with_captures
 
 
 class TracedFunction:
     """A function traced at one signature: its graph and output tree structure."""
 
-    def __init__(self, graph, out_treedef, signature: Signature):
+    def __init__(self, graph, out_treedef, signature: Signature, captured: list):
         self.graph = graph
         self.out_treedef = out_treedef
         self.signature = signature
+        # Values of enclosing transformations the function closed over (extra trailing inputs).
+        self.captured = captured
 
 
 class Jitted:
@@ -51,17 +53,18 @@ class Jitted:
             return flat
 
         self.trace_count += 1
-        graph = trace_to_graph(flat_fn, signature.avals)
-        traced = TracedFunction(graph, out_tree[0], signature)
-        self._traces[signature] = traced
+        graph, captured = trace_to_graph_with_captures(flat_fn, signature.avals)
+        traced = TracedFunction(graph, out_tree[0], signature, captured)
+        if not captured:
+            self._traces[signature] = traced
         return traced
 
     def __call__(self, *args):
         dynamic, statics = split_static(args, self.static_argnums)
         signature, leaves = signature_of(dynamic, statics, self.name)
         traced = self._trace(signature)
-        if any(isinstance(x, Tracer) for x in leaves):
-            outs = kernel_call.bind(*leaves, graph=traced.graph, name=self.name)
+        if traced.captured or any(isinstance(x, Tracer) for x in leaves):
+            outs = kernel_call.bind(*leaves, *traced.captured, graph=traced.graph, name=self.name)
             return tree_unflatten(traced.out_treedef, outs)
         executable = self._executables.get(signature)
         if executable is None:

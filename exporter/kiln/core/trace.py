@@ -192,6 +192,8 @@ class GraphTrace(Trace):
         self.constvars: list[Var] = []
         self.consts: list[np.ndarray] = []
         self._const_ids: dict[int, Var] = {}
+        self.captured: list[tuple[Var, Tracer]] = []
+        self._captured_ids: dict[int, GraphTracer] = {}
 
     def new_input(self, aval: ShapedArray) -> GraphTracer:
         return GraphTracer(self, Var(aval))
@@ -210,10 +212,13 @@ class GraphTrace(Trace):
         return GraphTracer(self, var)
 
     def lift(self, tracer):
-        raise UnexpectedTracerError(
-            "a value from an enclosing transformation was used inside a traced function; "
-            "pass it as an argument instead"
-        )
+        """A value of an enclosing transformation used here becomes an extra input (closure conversion)."""
+        lifted = self._captured_ids.get(id(tracer))
+        if lifted is None:
+            var = Var(tracer.aval)
+            self.captured.append((var, tracer))
+            lifted = self._captured_ids[id(tracer)] = GraphTracer(self, var)
+        return lifted
 
     def process_primitive(self, prim, tracers, params):
         in_atoms = [t.atom for t in tracers]
@@ -223,13 +228,28 @@ class GraphTrace(Trace):
         return [GraphTracer(self, v) for v in outvars]
 
     def finish(self, inputs: list[GraphTracer], outputs: list) -> Graph:
+        """The graph; values captured from enclosing traces are extra inputs after the declared ones."""
         out_atoms = [self.full_raise(o).atom for o in outputs]
-        return Graph([t.atom for t in inputs], self.constvars, self.consts, self.eqns, out_atoms)
+        invars = [t.atom for t in inputs] + [v for v, _ in self.captured]
+        return Graph(invars, self.constvars, self.consts, self.eqns, out_atoms)
 
 
-def trace_to_graph(fn: Callable, in_avals: Sequence[ShapedArray]) -> Graph:
-    """Traces fn(*tracers) -> list of outputs into a closed graph."""
+def trace_to_graph_with_captures(fn: Callable, in_avals: Sequence[ShapedArray]) -> tuple[Graph, list]:
+    """Traces fn(*tracers) -> list of outputs; returns the graph and the enclosing-trace values it
+    captured, which the graph takes as extra trailing inputs."""
     with new_trace(GraphTrace) as trace:
         inputs = [trace.new_input(a) for a in in_avals]
         outputs = fn(*inputs)
-        return trace.finish(inputs, list(outputs))
+        graph = trace.finish(inputs, list(outputs))
+        return graph, [t for _, t in trace.captured]
+
+
+def trace_to_graph(fn: Callable, in_avals: Sequence[ShapedArray]) -> Graph:
+    """Traces fn(*tracers) -> list of outputs into a closed graph (no captured values allowed)."""
+    graph, captured = trace_to_graph_with_captures(fn, in_avals)
+    if captured:
+        raise UnexpectedTracerError(
+            "a value from an enclosing transformation was used inside a function traced on its own; "
+            "pass it as an argument instead"
+        )
+    return graph

@@ -14,7 +14,7 @@ from typing import Callable
 import numpy as np
 
 from ..core.ir import Literal, Var
-from ..core.trace import trace_to_graph
+from ..core.trace import trace_to_graph_with_captures
 from .jvp import DifferentiationError, Zero, instantiate, is_differentiable, jvp_flat, tangent_aval
 from .transpose_rules import UndefinedPrimal
 
@@ -55,11 +55,13 @@ def vjp_flat(fn: Callable, primals: list, has_aux: bool = False):
         t_real = [instantiate(t, tangent_aval(_aval(p))) for t, p in zip(t_out[:n_diff], p_out[:n_diff])]
         return p_out + t_real
 
-    graph = trace_to_graph(jvp_graph_fn, in_avals + tangent_avals)
-    tangent_inputs = graph.invars[n:]
+    graph, captured = trace_to_graph_with_captures(jvp_graph_fn, in_avals + tangent_avals)
+    n_declared = n + len(tangent_avals)
+    tangent_inputs = graph.invars[n:n_declared]
     linear: set[int] = {v.id for v in tangent_inputs}
     env: dict[int, object] = {v.id: c for v, c in zip(graph.constvars, graph.consts)}
     env.update({v.id: p for v, p in zip(graph.invars[:n], primals)})
+    env.update({v.id: c for v, c in zip(graph.invars[n_declared:], captured)})
     linear_eqns = []
 
     def read(atom):

@@ -17,7 +17,7 @@ def new_module(name: str, target: Target) -> ir.Module:
 def optimize(module: ir.Module, target: Target):
     """Parses, verifies and runs LLVM's O3 pipeline for the target CPU; returns the binding module."""
     machine = target.target_machine()
-    parsed = llvm.parse_assembly(str(module))
+    parsed = llvm.parse_assembly(_without_builtins(str(module)))
     parsed.triple = target.triple
     parsed.data_layout = str(machine.target_data)
     parsed.verify()
@@ -29,6 +29,15 @@ def optimize(module: ir.Module, target: Target):
     builder = llvm.create_pass_builder(machine, options)
     builder.getModulePassManager().run(parsed, builder)
     return parsed
+
+
+def _without_builtins(text: str) -> str:
+    """Marks every definition "no-builtins" so no pass turns loops into memset/memcpy calls."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("define "):
+            lines[i] = line + ' "no-builtins"'
+    return "\n".join(lines) + "\n"
 
 
 def emit_object(parsed, target: Target) -> bytes:
