@@ -37,9 +37,23 @@ class CMakeRuntime(Extension):
 
 class BuildRuntime(build_ext):
     def get_ext_filename(self, fullname):
-        if fullname == "kiln.vm._native.libkiln_runtime":
-            return os.path.join("kiln", "vm", "_native", "libkiln_runtime.so")
+        parts = fullname.split(".")
+        if parts[-1] == "libkiln_runtime":
+            return os.path.join(*parts[:-1], "libkiln_runtime.so")
         return super().get_ext_filename(fullname)
+
+    def copy_extensions_to_source(self):
+        """In-place (editable) builds: kiln-run goes beside the library in the source tree too."""
+        build_py = self.get_finalized_command("build_py")
+        for ext in self.extensions:
+            if isinstance(ext, CMakeRuntime):
+                Path(self._get_inplace_equivalent(build_py, ext)[0]).parent.mkdir(parents=True, exist_ok=True)
+        super().copy_extensions_to_source()
+        build_py = self.get_finalized_command("build_py")
+        for ext in self.extensions:
+            if isinstance(ext, CMakeRuntime):
+                inplace_lib, built_lib = self._get_inplace_equivalent(build_py, ext)
+                shutil.copy2(Path(built_lib).parent / "kiln-run", Path(inplace_lib).parent / "kiln-run")
 
     def build_extension(self, ext):
         if not isinstance(ext, CMakeRuntime):
