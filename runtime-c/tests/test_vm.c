@@ -1,0 +1,282 @@
+/* Loader, verifier and VM tests on the modules of vm_test_modules.h (no
+ * kernels, so they run on any host). Returns non-zero on the first failure. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kiln/runtime.h"
+#include "vm_test_modules.h"
+
+static int failures = 0;
+
+#define CHECK(cond)                                                    \
+  do {                                                                 \
+    if (!(cond)) {                                                     \
+      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+      failures++;                                                      \
+    }                                                                  \
+  } while (0)
+
+#define OK(expr)                                                       \
+  do {                                                                 \
+    kiln_status_t s_ = (expr);                                         \
+    if (s_) {                                                          \
+      fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #expr, \
+              kiln_status_message(s_));                                \
+      kiln_status_free(s_);                                            \
+      failures++;                                                      \
+    }                                                                  \
+  } while (0)
+
+/* Checks that `s` failed with `code` and a message containing `text`. */
+static void expect_error(kiln_status_t s, kiln_status_code_t code, const char* text,
+                         int line) {
+  if (!s) {
+    fprintf(stderr, "line %d: expected %s error containing \"%s\", got OK\n", line,
+            kiln_status_code_name(code), text);
+    failures++;
+    return;
+  }
+  if (kiln_status_code(s) != code || !strstr(kiln_status_message(s), text)) {
+    fprintf(stderr, "line %d: expected %s containing \"%s\", got %s: %s\n", line,
+            kiln_status_code_name(code), text, kiln_status_code_name(kiln_status_code(s)),
+            kiln_status_message(s));
+    failures++;
+  }
+  kiln_status_free(s);
+}
+#define EXPECT_ERROR(expr, code, text) expect_error((expr), (code), (text), __LINE__)
+
+static kiln_buffer_view_t* scalar_i64(int64_t v) {
+  kiln_buffer_view_t* view = NULL;
+  OK(kiln_buffer_view_create(KILN_DTYPE_I64, 0, NULL, &v, sizeof v, &view));
+  return view;
+}
+
+static int64_t read_i64(const kiln_buffer_view_t* view) {
+  int64_t v;
+  memcpy(&v, kiln_buffer_view_data(view), sizeof v);
+  return v;
+}
+
+/* Calls a function of one or zero i64 arguments returning one i64. */
+static int64_t call_i64(kiln_context_t* c, kiln_module_t* m, const char* name, int has_arg,
+                        int64_t arg) {
+  kiln_function_t f;
+  kiln_buffer_view_t* in = has_arg ? scalar_i64(arg) : NULL;
+  kiln_buffer_view_t* out = NULL;
+  int64_t v = -999;
+  OK(kiln_module_lookup_function(m, name, &f));
+  OK(kiln_context_invoke(c, f, &in, has_arg ? 1 : 0, &out, 1));
+  if (out) v = read_i64(out);
+  kiln_buffer_view_release(in);
+  kiln_buffer_view_release(out);
+  return v;
+}
+
+static void test_reflection(kiln_module_t* m) {
+  kiln_function_t f;
+  kiln_value_info_t info;
+  CHECK(strcmp(kiln_module_name(m), "vmtest") == 0);
+  CHECK(kiln_module_function_count(m) == 5); /* bump is internal */
+  OK(kiln_module_function_at(m, 0, &f));
+  CHECK(strcmp(kiln_function_name(f), "triangle") == 0);
+  CHECK(kiln_function_arg_count(f) == 1 && kiln_function_result_count(f) == 1);
+  OK(kiln_function_arg_info(f, 0, &info));
+  CHECK(strcmp(info.name, "n") == 0 && info.dtype == KILN_DTYPE_I64 && info.rank == 0);
+  CHECK(strcmp(kiln_function_arg_tree(f), "[\"x\"]") == 0);
+  CHECK(strcmp(kiln_function_result_tree(f), "\"y\"") == 0);
+  EXPECT_ERROR(kiln_function_arg_info(f, 1, &info), KILN_NOT_FOUND,
+               "function 'triangle' has 1 arguments, asked for index 1");
+  EXPECT_ERROR(kiln_module_function_at(m, 5, &f), KILN_NOT_FOUND, "5 exported functions");
+  EXPECT_ERROR(kiln_module_lookup_function(m, "bump", &f), KILN_NOT_FOUND,
+               "no exported function 'bump' (it exports: triangle, step, weights, unset, "
+               "recurse)");
+  CHECK(kiln_module_global_count(m) == 2);
+  OK(kiln_module_global_info(m, 0, &info));
+  CHECK(strcmp(info.name, "w") == 0 && info.rank == 1 && info.shape[0] == 4 &&
+        !info.is_mutable);
+  OK(kiln_module_global_info(m, 1, &info));
+  CHECK(strcmp(info.name, "counter") == 0 && info.is_mutable);
+}
+
+static void test_invoke(kiln_module_t* m) {
+  kiln_context_t *c = NULL, *c2 = NULL;
+  kiln_function_t f;
+  kiln_buffer_view_t* out[2] = {NULL, NULL};
+  kiln_buffer_view_t* g = NULL;
+  kiln_buffer_view_t* bad = NULL;
+  int64_t shape4[1] = {4};
+  OK(kiln_context_create(m, &c));
+  OK(kiln_context_create(m, &c2));
+  if (!c || !c2) return;
+  CHECK(call_i64(c, m, "triangle", 1, 10) == 55);
+  CHECK(call_i64(c, m, "triangle", 1, 0) == 0);
+  CHECK(call_i64(c, m, "step", 0, 0) == 1);
+  CHECK(call_i64(c, m, "step", 0, 0) == 2);
+  CHECK(call_i64(c2, m, "step", 0, 0) == 1); /* contexts do not share globals */
+  OK(kiln_context_get_global(c, "counter", &g));
+  if (g) CHECK(read_i64(g) == 2);
+  kiln_buffer_view_release(g);
+  g = scalar_i64(100);
+  OK(kiln_context_set_global(c, "counter", g));
+  kiln_buffer_view_release(g);
+  CHECK(call_i64(c, m, "step", 0, 0) == 101);
+
+  OK(kiln_module_lookup_function(m, "weights", &f));
+  OK(kiln_context_invoke(c, f, NULL, 0, out, 2));
+  if (out[0] && out[1]) {
+    const float* w = kiln_buffer_view_data(out[0]);
+    CHECK(w[0] == 1.5f && w[3] == 4.0f);
+    CHECK(((uintptr_t)w % 64) == 0);
+    CHECK(read_i64(out[1]) == 42);
+  }
+  kiln_buffer_view_release(out[0]);
+  kiln_buffer_view_release(out[1]);
+
+  /* Argument and result checks name the function, argument and types. */
+  OK(kiln_buffer_view_create(KILN_DTYPE_F32, 1, shape4, NULL, 0, &bad));
+  OK(kiln_module_lookup_function(m, "triangle", &f));
+  EXPECT_ERROR(kiln_context_invoke(c, f, &bad, 1, out, 1), KILN_INVALID_ARGUMENT,
+               "triangle: argument 0 'n' expects i64, got 4xf32");
+  EXPECT_ERROR(kiln_context_invoke(c, f, &bad, 0, out, 1), KILN_INVALID_ARGUMENT,
+               "triangle: expects 1 arguments, got 0");
+  EXPECT_ERROR(kiln_context_invoke(c, f, &bad, 1, out, 0), KILN_INVALID_ARGUMENT,
+               "triangle: returns 1 results, result capacity is 0");
+  EXPECT_ERROR(kiln_context_set_global(c, "counter", bad), KILN_INVALID_ARGUMENT,
+               "set_global 'counter': expects i64, got 4xf32");
+  EXPECT_ERROR(kiln_context_get_global(c, "nope", &g), KILN_NOT_FOUND,
+               "module 'vmtest' has no global 'nope'");
+  kiln_buffer_view_release(bad);
+
+  OK(kiln_module_lookup_function(m, "unset", &f));
+  EXPECT_ERROR(kiln_context_invoke(c, f, NULL, 0, out, 1), KILN_FAILED_PRECONDITION,
+               "register r3 read before assignment in function 'unset'");
+  OK(kiln_module_lookup_function(m, "recurse", &f));
+  EXPECT_ERROR(kiln_context_invoke(c, f, NULL, 0, out, 1), KILN_FAILED_PRECONDITION,
+               "call depth limit (64) exceeded calling 'recurse'");
+  kiln_context_release(c);
+  kiln_context_release(c2);
+}
+
+typedef struct worker {
+  kiln_module_t* module;
+  int64_t result;
+} worker_t;
+
+static void* run_worker(void* arg) {
+  worker_t* w = arg;
+  kiln_context_t* c = NULL;
+  int i;
+  OK(kiln_context_create(w->module, &c));
+  if (!c) return NULL;
+  for (i = 0; i < 200; ++i) w->result = call_i64(c, w->module, "step", 0, 0);
+  kiln_context_release(c);
+  return NULL;
+}
+
+static void test_concurrent_contexts(kiln_module_t* m) {
+  pthread_t threads[4];
+  worker_t workers[4];
+  int i;
+  for (i = 0; i < 4; ++i) {
+    workers[i].module = m;
+    workers[i].result = 0;
+    CHECK(pthread_create(&threads[i], NULL, run_worker, &workers[i]) == 0);
+  }
+  for (i = 0; i < 4; ++i) {
+    pthread_join(threads[i], NULL);
+    CHECK(workers[i].result == 200);
+  }
+}
+
+static void test_bad_modules(kiln_instance_t* inst) {
+  size_t i;
+  kiln_module_t* m = NULL;
+  for (i = 0; i < sizeof kiln_vm_bad_modules / sizeof kiln_vm_bad_modules[0]; ++i) {
+    const kiln_vm_bad_module_t* b = &kiln_vm_bad_modules[i];
+    kiln_status_code_t code =
+        strcmp(b->name, "version") == 0 ? KILN_UNIMPLEMENTED : KILN_DATA_LOSS;
+    EXPECT_ERROR(kiln_module_load_memory(inst, b->data, b->size, &m), code, b->expect);
+    CHECK(m == NULL);
+  }
+  EXPECT_ERROR(kiln_module_load_memory(inst, "", 0, &m), KILN_DATA_LOSS, "too short");
+  EXPECT_ERROR(kiln_module_load_file(inst, "/nonexistent/x.vmfb", &m), KILN_NOT_FOUND,
+               "cannot open module '/nonexistent/x.vmfb'");
+}
+
+/* Every truncation and every single-byte corruption loads or fails cleanly. */
+static void test_corruption(kiln_instance_t* inst) {
+  static const unsigned char masks[] = {0x01, 0x80, 0xff};
+  unsigned char copy[sizeof kiln_vm_test_good];
+  size_t n, k;
+  for (n = 0; n <= sizeof kiln_vm_test_good * 4; ++n) {
+    kiln_module_t* m = NULL;
+    kiln_context_t* c = NULL;
+    kiln_status_t s;
+    size_t size = sizeof copy;
+    memcpy(copy, kiln_vm_test_good, sizeof copy);
+    if (n < sizeof copy) {
+      size = n;
+    } else {
+      k = n - sizeof copy;
+      if (k / 3 >= sizeof copy) break;
+      copy[k / 3] ^= masks[k % 3];
+    }
+    s = kiln_module_load_memory(inst, copy, size, &m);
+    if (s) {
+      CHECK(kiln_status_message(s)[0] != 0);
+      kiln_status_free(s);
+      continue;
+    }
+    s = kiln_context_create(m, &c);
+    kiln_status_free(s);
+    kiln_context_release(c);
+    kiln_module_release(m);
+  }
+}
+
+static void test_load_file(kiln_instance_t* inst) {
+  char path[] = "/tmp/kiln_test_vm_XXXXXX";
+  int fd = mkstemp(path);
+  kiln_module_t* m = NULL;
+  kiln_context_t* c = NULL;
+  CHECK(fd >= 0);
+  if (fd < 0) return;
+  CHECK(write(fd, kiln_vm_test_good, sizeof kiln_vm_test_good) ==
+        (ssize_t)sizeof kiln_vm_test_good);
+  close(fd);
+  OK(kiln_module_load_file(inst, path, &m));
+  unlink(path);
+  if (!m) return;
+  OK(kiln_context_create(m, &c));
+  kiln_module_release(m); /* the context keeps the module alive */
+  if (c) CHECK(call_i64(c, m, "triangle", 1, 4) == 10);
+  kiln_context_release(c);
+}
+
+int main(void) {
+  kiln_instance_options_t opts;
+  kiln_instance_t* inst = NULL;
+  kiln_module_t* m = NULL;
+  kiln_instance_options_initialize(&opts);
+  opts.worker_count = 1;
+  OK(kiln_instance_create(&opts, &inst));
+  if (!inst) return 1;
+  OK(kiln_module_load_memory(inst, kiln_vm_test_good, sizeof kiln_vm_test_good, &m));
+  if (m) {
+    test_reflection(m);
+    test_invoke(m);
+    test_concurrent_contexts(m);
+    kiln_module_release(m);
+  }
+  test_bad_modules(inst);
+  test_corruption(inst);
+  test_load_file(inst);
+  kiln_instance_release(inst);
+  if (failures) fprintf(stderr, "%d failures\n", failures);
+  else printf("test_vm: all passed\n");
+  return failures != 0;
+}
