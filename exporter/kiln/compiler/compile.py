@@ -84,6 +84,7 @@ def compile_plan(plans: Plan | list[Plan], target: Target | None = None) -> Comp
     """Compiles every DispatchStep of `plans` into one kernel image; identical regions share a kernel."""
     target = target or Target.host()
     plans = [plans] if isinstance(plans, Plan) else list(plans)
+    matmul.configure(target)
     module = new_module("kiln_kernels", target)
     kernels: list[KernelSpec] = []
     workgroups: list[int] = []

@@ -1,1 +1,396 @@
-"""Matmul kernels (placeholder replaced below)."""
+"""dot_general kernels.
+
+Fast path (f32/f64 whose batch, free and contracting dim groups each collapse
+to one strided dim): C[b] = A[b] @ B[b] with B packed into NR-wide panels on
+the stack (KC x NC blocks) and a register-blocked MR x NR microkernel of
+explicit vector FMAs (llvm.fmuladd), GotoBLAS loop order. Workgroups split
+(batch, row chunk, column chunk) tiles.
+
+General path (integers, bool, f16, or groups that do not collapse): one
+accumulator per output element, contracting index delinearized.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from llvmlite import ir
+
+from ..layout import collapse_dims, region_views
+from . import scalar_ops
+from .intrinsics import fmuladd
+from .loops import const64, delinearize, dot_offsets, for_range, workgroup_slice
+from .types import F32, F64, I1, I64, PTR, info
+
+KC = 256
+NC_STRIPS = 8
+ROW_CHUNK_TILES = 8
+
+
+@dataclass
+class Operand:
+    view: object
+    batch: list[int]
+    free: list[int]
+    contract: list[int]
+
+
+@dataclass
+class DotPlan:
+    lhs: Operand
+    rhs: Operand
+    dtype: np.dtype
+    batch_shape: tuple[int, ...]
+    m_shape: tuple[int, ...]
+    n_shape: tuple[int, ...]
+    k_shape: tuple[int, ...]
+    fast: tuple | None  # (B, M, N, K, strides...) when every group is one strided dim
+
+    @property
+    def sizes(self):
+        prod = lambda s: int(np.prod(s, dtype=np.int64))  # noqa: E731
+        return prod(self.batch_shape), prod(self.m_shape), prod(self.n_shape), prod(self.k_shape)
+
+
+def _group(view, dims) -> tuple[int, int] | None:
+    """(size, stride) of dims of a view taken together, or None if they are not one strided dim."""
+    shape, strides = collapse_dims([view.shape[d] for d in dims], [[view.strides[d] for d in dims]])
+    if len(shape) != 1:
+        return None
+    return shape[0], strides[0][0]
+
+
+def _plan(region) -> DotPlan:
+    eqn = region.eqns[-1]
+    views = region_views(region)
+    (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
+    lv, rv = views[eqn.invars[0].id], views[eqn.invars[1].id]
+    lfree = [i for i in range(len(lv.shape)) if i not in lc and i not in lb]
+    rfree = [i for i in range(len(rv.shape)) if i not in rc and i not in rb]
+    lhs = Operand(lv, list(lb), lfree, list(lc))
+    rhs = Operand(rv, list(rb), rfree, list(rc))
+    dtype = np.dtype(eqn.outvars[0].aval.dtype)
+    plan = DotPlan(lhs, rhs, dtype, tuple(lv.shape[d] for d in lb), tuple(lv.shape[d] for d in lfree),
+                   tuple(rv.shape[d] for d in rfree), tuple(lv.shape[d] for d in lc), None)
+    if dtype in (np.float32, np.float64):
+        groups = [_group(lv, lb), _group(lv, lfree), _group(lv, lc), _group(rv, rb), _group(rv, rc), _group(rv, rfree)]
+        if all(g is not None for g in groups):
+            (_, sab), (_, sam), (_, sak), (_, sbb), (_, sbk), (_, sbn) = groups
+            plan.fast = (sab, sam, sak, sbb, sbk, sbn)
+    return plan
+
+
+def _target_shape(target_vector_bytes: int, registers: int, dtype):
+    vw = max(target_vector_bytes // np.dtype(dtype).itemsize, 1)
+    mr = 6 if registers <= 16 else 12
+    return vw, mr
+
+
+class _Tiling:
+    def __init__(self, plan: DotPlan, vector_bytes: int, registers: int):
+        batch, m, n, k = plan.sizes
+        self.vw, self.mr = _target_shape(vector_bytes, registers, plan.dtype)
+        self.nr = 2 * self.vw
+        self.nc = self.nr * NC_STRIPS
+        self.row_chunk = self.mr * ROW_CHUNK_TILES
+        self.m_chunks = max(-(-m // self.row_chunk), 1)
+        self.n_chunks = max(-(-n // self.nc), 1)
+        self.items = batch * self.m_chunks * self.n_chunks if m and n else 0
+
+
+_TARGET = {"vector_bytes": 32, "registers": 16}
+
+
+def configure(target) -> None:
+    """Sets the vector width and register count the matmul tiling is built for."""
+    _TARGET["vector_bytes"] = target.vector_bytes
+    _TARGET["registers"] = target.vector_registers
+
+
+def parallel_items(region) -> int:
+    plan = _plan(region)
+    batch, m, n, _ = plan.sizes
+    if plan.fast is None:
+        return batch * m * n
+    return _Tiling(plan, _TARGET["vector_bytes"], _TARGET["registers"]).items
+
+
+def work(region) -> int:
+    batch, m, n, k = _plan(region).sizes
+    return batch * m * n * max(k, 1) // 16
+
+
+def emit_matmul_kernel(region):
+    plan = _plan(region)
+    if plan.fast is None:
+        return _emit_general(region, plan)
+    return _emit_fast(region, plan, _Tiling(plan, _TARGET["vector_bytes"], _TARGET["registers"]))
+
+
+def _emit_general(region, plan: DotPlan):
+    d = info(plan.dtype)
+    acc_type = F64 if d.name == "f32" else d.compute
+    out_shape = plan.batch_shape + plan.m_shape + plan.n_shape
+    total = int(np.prod(out_shape, dtype=np.int64))
+    kprod = int(np.prod(plan.k_shape, dtype=np.int64))
+    nb, nm = len(plan.batch_shape), len(plan.m_shape)
+    lv, rv = plan.lhs.view, plan.rhs.view
+
+    def body(b: ir.IRBuilder, pointers, workgroup_id, workgroup_count):
+        if total == 0:
+            return
+        lhs_ptr, rhs_ptr, out_ptr = pointers[lv.source], pointers[rv.source], pointers[len(region.invars)]
+        lo, hi = workgroup_slice(b, total, workgroup_id, workgroup_count)
+        acc = b.alloca(acc_type)
+
+        def element(o):
+            index = delinearize(b, o, out_shape) if out_shape else []
+            bidx, midx, nidx = index[:nb], index[nb:nb + nm], index[nb + nm:]
+            lbase = dot_offsets(b, bidx, [lv.strides[i] for i in plan.lhs.batch], const64(lv.offset))
+            lbase = dot_offsets(b, midx, [lv.strides[i] for i in plan.lhs.free], lbase)
+            rbase = dot_offsets(b, bidx, [rv.strides[i] for i in plan.rhs.batch], const64(rv.offset))
+            rbase = dot_offsets(b, nidx, [rv.strides[i] for i in plan.rhs.free], rbase)
+            zero = ir.Constant(acc_type, 0.0) if d.is_float else ir.Constant(acc_type, 0)
+            b.store(zero, acc)
+
+            def step(kl):
+                kidx = delinearize(b, kl, plan.k_shape) if plan.k_shape else []
+                x = scalar_ops.load(b, lhs_ptr, dot_offsets(b, kidx, [lv.strides[i] for i in plan.lhs.contract], lbase), plan.dtype)
+                y = scalar_ops.load(b, rhs_ptr, dot_offsets(b, kidx, [rv.strides[i] for i in plan.rhs.contract], rbase), plan.dtype)
+                if d.kind == "b":
+                    b.store(b.or_(b.load(acc), b.and_(x, y)), acc)
+                elif d.is_float:
+                    if acc_type != x.type:
+                        x, y = b.fpext(x, acc_type), b.fpext(y, acc_type)
+                    prod = b.fmul(x, y)
+                    total_ = b.fadd(b.load(acc), prod)
+                    total_.flags.extend(["reassoc", "contract"])
+                    prod.flags.extend(["reassoc", "contract"])
+                    b.store(total_, acc)
+                else:
+                    b.store(b.add(b.load(acc), b.mul(x, y)), acc)
+
+            for_range(b, 0, kprod, step, name="k")
+            value = b.load(acc)
+            if value.type != d.compute:
+                value = b.fptrunc(value, d.compute)
+            scalar_ops.store(b, out_ptr, o, value, plan.dtype)
+
+        for_range(b, lo, hi, element, name="o")
+
+    return body
+
+
+def _emit_fast(region, plan: DotPlan, t: _Tiling):
+    batch, m, n, k = plan.sizes
+    sab, sam, sak, sbb, sbk, sbn = plan.fast
+    lv, rv = plan.lhs.view, plan.rhs.view
+    ty = F32 if plan.dtype == np.float32 else F64
+    vec = ir.VectorType(ty, t.vw)
+    panel_len = KC * t.nc
+
+    def body(b: ir.IRBuilder, pointers, workgroup_id, workgroup_count):
+        if t.items == 0:
+            return
+        out_ptr = pointers[len(region.invars)]
+        a_ptr = b.gep(pointers[lv.source], [const64(lv.offset)], source_etype=ty)
+        b_ptr = b.gep(pointers[rv.source], [const64(rv.offset)], source_etype=ty)
+        if k == 0:
+            lo, hi = workgroup_slice(b, batch * m * n, workgroup_id, workgroup_count)
+            for_range(b, lo, hi, lambda i: b.store(ir.Constant(ty, 0.0), b.gep(out_ptr, [i], source_etype=ty)), name="z")
+            return
+        module = b.module
+        kernels = {mr: _microkernel(module, ty, t, mr) for mr in range(1, t.mr + 1)}
+        pack = _packer(module, ty, t)
+        panel = b.alloca(ty, size=const64(panel_len), name="panel")
+        panel.align = 64
+        lo, hi = workgroup_slice(b, t.items, workgroup_id, workgroup_count)
+
+        def item(it):
+            mi = b.urem(it, const64(t.m_chunks))
+            rest = b.udiv(it, const64(t.m_chunks))
+            ni = b.urem(rest, const64(t.n_chunks))
+            bi = b.udiv(rest, const64(t.n_chunks))
+            m0 = b.mul(mi, const64(t.row_chunk))
+            m_end = _min(b, b.add(m0, const64(t.row_chunk)), const64(m))
+            n0 = b.mul(ni, const64(t.nc))
+            n_count = _min(b, b.sub(const64(n), n0), const64(t.nc))
+            a_batch = b.gep(a_ptr, [b.mul(bi, const64(sab))], source_etype=ty)
+            b_batch = b.gep(b_ptr, [b.mul(bi, const64(sbb))], source_etype=ty)
+            c_batch = b.gep(out_ptr, [b.mul(bi, const64(m * n))], source_etype=ty)
+
+            def k_block(kb):
+                k0 = b.mul(kb, const64(KC))
+                kc = _min(b, b.sub(const64(k), k0), const64(KC))
+                b_block = b.gep(b_batch, [b.add(b.mul(k0, const64(sbk)), b.mul(n0, const64(sbn)))], source_etype=ty)
+                b.call(pack, [b_block, const64(sbk), const64(sbn), kc, n_count, panel])
+                load_c = b.icmp_unsigned("!=", kb, const64(0))
+
+                def m_tile(mt):
+                    row = b.add(m0, b.mul(mt, const64(t.mr)))
+                    rows = _min(b, b.sub(m_end, row), const64(t.mr))
+                    a_tile = b.gep(a_batch, [b.add(b.mul(row, const64(sam)), b.mul(k0, const64(sak)))], source_etype=ty)
+
+                    def strip(s):
+                        col = b.mul(s, const64(t.nr))
+                        cols = _min(b, b.sub(n_count, col), const64(t.nr))
+                        c_tile = b.gep(c_batch, [b.add(b.mul(row, const64(n)), b.add(n0, col))], source_etype=ty)
+                        b_strip = b.gep(panel, [b.mul(s, const64(KC * t.nr))], source_etype=ty)
+                        args = [a_tile, const64(sam), const64(sak), b_strip, c_tile, const64(n), kc, load_c, cols]
+                        _dispatch_rows(b, rows, kernels, args, t.mr)
+
+                    strips = b.udiv(b.add(n_count, const64(t.nr - 1)), const64(t.nr))
+                    for_range(b, 0, strips, strip, name="s")
+
+                tiles = b.udiv(b.add(b.sub(m_end, m0), const64(t.mr - 1)), const64(t.mr))
+                for_range(b, 0, tiles, m_tile, name="mt")
+
+            for_range(b, 0, -(-k // KC), k_block, name="kb")
+
+        for_range(b, lo, hi, item, name="it")
+
+    return body
+
+
+def _min(b, x, y):
+    return b.select(b.icmp_signed("<", x, y), x, y)
+
+
+def _dispatch_rows(b: ir.IRBuilder, rows, kernels, args, mr: int) -> None:
+    """Calls the microkernel for `rows` (1..mr) rows: full tiles first, tails by a switch."""
+    done = b.function.append_basic_block("rows.done")
+    default = b.function.append_basic_block("rows.full")
+    switch = b.switch(rows, default)
+    with b.goto_block(default):
+        b.call(kernels[mr], args)
+        b.branch(done)
+    for r in range(1, mr):
+        block = b.function.append_basic_block(f"rows.{r}")
+        switch.add_case(ir.Constant(I64, r), block)
+        with b.goto_block(block):
+            b.call(kernels[r], args)
+            b.branch(done)
+    b.position_at_end(done)
+
+
+def _packer(module: ir.Module, ty, t: _Tiling) -> ir.Function:
+    """pack(B, sbk, sbn, kc, n_count, panel): NR-wide strips, k-major, zero-padded columns."""
+    name = f"kiln.pack.{'f32' if ty == F32 else 'f64'}.{t.nr}"
+    fn = module.globals.get(name)
+    if fn is not None:
+        return fn
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I64, I64, I64, I64, PTR]), name=name)
+    fn.linkage = "internal"
+    fn.attributes.add("nounwind")
+    for a in (fn.args[0], fn.args[5]):
+        a.add_attribute("noalias")
+    src, sbk, sbn, kc, n_count, panel = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+
+    def strip(s):
+        col0 = b.mul(s, const64(t.nr))
+        dst_strip = b.gep(panel, [b.mul(s, const64(KC * t.nr))], source_etype=ty)
+
+        def row(kk):
+            src_row = b.gep(src, [b.add(b.mul(kk, sbk), b.mul(col0, sbn))], source_etype=ty)
+            dst_row = b.gep(dst_strip, [b.mul(kk, const64(t.nr))], source_etype=ty)
+
+            def copy(j):
+                v = b.load(b.gep(src_row, [b.mul(j, sbn)], source_etype=ty), typ=ty)
+                b.store(v, b.gep(dst_row, [j], source_etype=ty))
+
+            def zero(j):
+                b.store(ir.Constant(ty, 0.0), b.gep(dst_row, [j], source_etype=ty))
+
+            valid = _min(b, b.sub(n_count, col0), const64(t.nr))
+            for_range(b, 0, valid, copy, name="j")
+            for_range(b, valid, t.nr, zero, name="jz")
+
+        for_range(b, 0, kc, row, name="kk")
+
+    strips = b.udiv(b.add(n_count, const64(t.nr - 1)), const64(t.nr))
+    for_range(b, 0, strips, strip, name="s")
+    b.ret_void()
+    return fn
+
+
+def _microkernel(module: ir.Module, ty, t: _Tiling, mr: int) -> ir.Function:
+    """C[0:mr, 0:cols] (+)= A[0:mr, 0:kc] @ panel strip, accumulators in vector registers."""
+    tag = "f32" if ty == F32 else "f64"
+    name = f"kiln.micro.{tag}.{mr}x{t.nr}"
+    fn = module.globals.get(name)
+    if fn is not None:
+        return fn
+    vec = ir.VectorType(ty, t.vw)
+    halves = t.nr // t.vw
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I64, I64, PTR, PTR, I64, I64, I1, I64]), name=name)
+    fn.linkage = "internal"
+    fn.attributes.add("nounwind")
+    a_ptr, sam, sak, strip, c_ptr, ldc, kc, load_c, cols = fn.args
+    for a in (a_ptr, strip, c_ptr):
+        a.add_attribute("noalias")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    accs = [[b.alloca(vec, name=f"acc{i}_{j}") for j in range(halves)] for i in range(mr)]
+    tile = b.alloca(ty, size=const64(mr * t.nr), name="tile")
+    full = b.icmp_unsigned("==", cols, const64(t.nr))
+    zero = ir.Constant(vec, None)
+    align = ty_align(ty)
+    for row in accs:
+        for acc in row:
+            b.store(zero, acc)
+
+    def c_elem(i, c):
+        return b.gep(c_ptr, [b.add(b.mul(const64(i), ldc), c)], source_etype=ty)
+
+    def tile_elem(i, c):
+        return b.gep(tile, [b.add(const64(i * t.nr), c)], source_etype=ty)
+
+    with b.if_then(load_c):
+        with b.if_else(full) as (then, otherwise):
+            with then:
+                for i in range(mr):
+                    for j in range(halves):
+                        ptr = c_elem(i, const64(j * t.vw))
+                        b.store(b.load(ptr, typ=vec, align=align), accs[i][j])
+            with otherwise:
+                for i in range(mr):
+                    for_range(b, 0, cols, lambda c, i=i: b.store(b.load(c_elem(i, c), typ=ty), tile_elem(i, c)), name="lc")
+                    for j in range(halves):
+                        merged = ir.Constant(vec, None)
+                        for lane in range(t.vw):
+                            col = j * t.vw + lane
+                            inside = b.icmp_signed("<", const64(col), cols)
+                            v = b.select(inside, b.load(tile_elem(i, const64(col)), typ=ty), ir.Constant(ty, 0.0))
+                            merged = b.insert_element(merged, v, ir.Constant(I64, lane))
+                        b.store(merged, accs[i][j])
+
+    def k_step(kk):
+        row = b.gep(strip, [b.mul(kk, const64(t.nr))], source_etype=ty)
+        bvecs = [b.load(b.gep(row, [const64(j * t.vw)], source_etype=ty), typ=vec, align=align) for j in range(halves)]
+        for i in range(mr):
+            a = b.load(b.gep(a_ptr, [b.add(b.mul(const64(i), sam), b.mul(kk, sak))], source_etype=ty), typ=ty)
+            splat = b.shuffle_vector(b.insert_element(ir.Constant(vec, None), a, ir.Constant(I64, 0)),
+                                     ir.Constant(vec, None), ir.Constant(ir.VectorType(ir.IntType(32), t.vw), [0] * t.vw))
+            for j in range(halves):
+                b.store(fmuladd(b, splat, bvecs[j], b.load(accs[i][j])), accs[i][j])
+
+    for_range(b, 0, kc, k_step, name="k")
+
+    with b.if_else(full) as (then, otherwise):
+        with then:
+            for i in range(mr):
+                for j in range(halves):
+                    b.store(b.load(accs[i][j]), c_elem(i, const64(j * t.vw)), align=align)
+        with otherwise:
+            for i in range(mr):
+                for j in range(halves):
+                    value = b.load(accs[i][j])
+                    for lane in range(t.vw):
+                        b.store(b.extract_element(value, ir.Constant(I64, lane)), tile_elem(i, const64(j * t.vw + lane)))
+                for_range(b, 0, cols, lambda c, i=i: b.store(b.load(tile_elem(i, c), typ=ty), c_elem(i, c)), name="sc")
+    b.ret_void()
+    return fn
+
+
+def ty_align(ty) -> int:
+    return 4 if ty == F32 else 8

@@ -19,7 +19,7 @@ from . import scalar_ops
 from .intrinsics import call_binary
 from .loops import const64, delinearize, dot_offsets, for_range, workgroup_slice
 from .region_eval import evaluate, leaves_used, load_view, needed_equations
-from .types import F32, F64, I1, info, int_const
+from .types import F64, I1, info, int_const
 
 TILE = 256
 
@@ -182,10 +182,10 @@ def emit_reduce_kernel(region):
 
         inner = p.kept_shape[-1]
         tiles = -(-inner // TILE)
-        accs = b.alloca(ir.ArrayType(comb.acc_type, TILE), name="accs")
+        accs = b.alloca(comb.acc_type, size=const64(TILE), name="accs")
 
         def acc_ptr(c):
-            return b.gep(accs, [const64(0), c], inbounds=True)
+            return b.gep(accs, [c], inbounds=True, source_etype=comb.acc_type)
 
         def item(t_linear):
             o = b.udiv(t_linear, const64(tiles))
