@@ -1,0 +1,522 @@
+/* kiln-run: run a function of a .vmfb module from the command line.
+ *
+ *   kiln-run --module=m.vmfb --list
+ *   kiln-run --module=m.vmfb --function=predict --input=8x3xf32=1 \
+ *            [--input=@x.npy ...] [--output=@y.npy ...] [--workers=N]
+ *            [--benchmark=N] [--globals-in=state.npz] [--globals-out=state.npz]
+ *
+ * Values: SHAPExDTYPE=v1,v2,... (dims joined by 'x'; "f32=3.5" is a 0-d
+ * scalar; one value broadcasts to the whole shape; no '=' gives zeros) or
+ * @path.npy. Results are printed (type header, then numpy-like values) unless
+ * one --output per result names a .npy file for each.
+ *
+ * Every error is one line on stderr, "kiln-run: error: ...", and a non-zero
+ * exit status (1 for a failure, 2 for a usage error). */
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "buffer_internal.h"
+#include "kiln/runtime.h"
+#include "kiln_io.h"
+#include "status_internal.h"
+
+#define EXIT_RUNTIME 1
+#define EXIT_USAGE 2
+
+static const char* kUsage =
+    "usage: kiln-run --module=PATH.vmfb [--list] [--function=NAME]\n"
+    "                [--input=VALUE]... [--output=@PATH.npy]...\n"
+    "                [--workers=N] [--benchmark=N]\n"
+    "                [--globals-in=PATH.npz] [--globals-out=PATH.npz]\n"
+    "\n"
+    "  --module=PATH        the .vmfb module to load\n"
+    "  --list               print the module's functions (with signatures) and globals\n"
+    "  --function=NAME      the exported function to call\n"
+    "  --input=VALUE        one per argument, in order: SHAPExDTYPE=v1,v2,...\n"
+    "                       (2x3xf32=1,2,3,4,5,6; f32=3.5 for a scalar; a single\n"
+    "                       value broadcasts; no '=' gives zeros) or @path.npy\n"
+    "  --output=@PATH.npy   one per result: write it to a .npy file instead of\n"
+    "                       printing it\n"
+    "  --workers=N          worker threads (0, the default: one per core; 1: none)\n"
+    "  --benchmark=N        call the function N times; print mean and min per call\n"
+    "  --globals-in=PATH    set globals from a .npz (numpy.savez) before calling\n"
+    "  --globals-out=PATH   save every global to a .npz after calling\n"
+    "\n"
+    "dtypes: f32 f64 f16 bf16 i8 i16 i32 i64 u8 bool\n";
+
+static void error_line(const char* format, ...) __attribute__((format(printf, 1, 2)));
+static void error_line(const char* format, ...) {
+  fputs("kiln-run: error: ", stderr);
+  va_list args;
+  va_start(args, format);
+  vfprintf(stderr, format, args);
+  va_end(args);
+  fputc('\n', stderr);
+}
+
+/* Prints a status as the one error line (newlines flattened) and frees it. */
+static int fail_status(kiln_status_t status) {
+  const char* message = kiln_status_message(status);
+  fputs("kiln-run: error: ", stderr);
+  for (const char* p = message; *p; ++p) fputc(*p == '\n' ? ' ' : *p, stderr);
+  fputc('\n', stderr);
+  kiln_status_free(status);
+  return EXIT_RUNTIME;
+}
+
+typedef struct {
+  const char* module_path;
+  const char* function;
+  const char** inputs;
+  size_t input_count;
+  const char** outputs;
+  size_t output_count;
+  long workers;
+  long benchmark;
+  const char* globals_in;
+  const char* globals_out;
+  int list;
+} options_t;
+
+static int parse_count(const char* flag, const char* text, long min, long max,
+                       long* out) {
+  char* end = NULL;
+  errno = 0;
+  long v = strtol(text, &end, 10);
+  if (!*text || *end || errno == ERANGE || v < min || v > max) {
+    error_line("%s expects an integer in %ld..%ld, got '%s'", flag, min, max, text);
+    return 0;
+  }
+  *out = v;
+  return 1;
+}
+
+/* Returns 0 on success, EXIT_USAGE (message printed) on a bad command line,
+ * -1 after printing --help. */
+static int parse_options(int argc, char** argv, options_t* o) {
+  memset(o, 0, sizeof(*o));
+  o->workers = 0;
+  o->benchmark = 0;
+  o->inputs = calloc((size_t)argc, sizeof(char*));
+  o->outputs = calloc((size_t)argc, sizeof(char*));
+  if (!o->inputs || !o->outputs) {
+    error_line("out of memory");
+    return EXIT_RUNTIME;
+  }
+  static const char* const flags[] = {"--module",     "--function",    "--input",
+                                      "--output",     "--workers",     "--benchmark",
+                                      "--globals-in", "--globals-out", NULL};
+  for (int i = 1; i < argc; ++i) {
+    const char* arg = argv[i];
+    if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
+      fputs(kUsage, stdout);
+      return -1;
+    }
+    if (!strcmp(arg, "--list")) {
+      o->list = 1;
+      continue;
+    }
+    const char* flag = NULL;
+    const char* value = NULL;
+    for (int f = 0; flags[f]; ++f) {
+      size_t n = strlen(flags[f]);
+      if (!strncmp(arg, flags[f], n) && (arg[n] == '=' || arg[n] == '\0')) {
+        flag = flags[f];
+        if (arg[n] == '=') {
+          value = arg + n + 1;
+        } else if (i + 1 < argc) {
+          value = argv[++i];
+        } else {
+          error_line("%s needs a value (%s=VALUE); see kiln-run --help", flag, flag);
+          return EXIT_USAGE;
+        }
+        break;
+      }
+    }
+    if (!flag) {
+      error_line("unknown argument '%s'; see kiln-run --help", arg);
+      return EXIT_USAGE;
+    }
+    if (!strcmp(flag, "--module")) {
+      o->module_path = value;
+    } else if (!strcmp(flag, "--function")) {
+      o->function = value;
+    } else if (!strcmp(flag, "--input")) {
+      o->inputs[o->input_count++] = value;
+    } else if (!strcmp(flag, "--output")) {
+      o->outputs[o->output_count++] = value[0] == '@' ? value + 1 : value;
+      if (!*o->outputs[o->output_count - 1]) {
+        error_line("--output expects @PATH.npy, got '%s'", value);
+        return EXIT_USAGE;
+      }
+    } else if (!strcmp(flag, "--workers")) {
+      if (!parse_count(flag, value, 0, 1024, &o->workers)) return EXIT_USAGE;
+    } else if (!strcmp(flag, "--benchmark")) {
+      if (!parse_count(flag, value, 1, LONG_MAX, &o->benchmark)) return EXIT_USAGE;
+    } else if (!strcmp(flag, "--globals-in")) {
+      o->globals_in = value;
+    } else if (!strcmp(flag, "--globals-out")) {
+      o->globals_out = value;
+    }
+  }
+  if (!o->module_path) {
+    error_line("no module: give --module=PATH.vmfb; see kiln-run --help");
+    return EXIT_USAGE;
+  }
+  if (!o->function && !o->list && !o->globals_in && !o->globals_out) {
+    error_line("nothing to do: give --function=NAME or --list; see kiln-run --help");
+    return EXIT_USAGE;
+  }
+  if (!o->function && (o->input_count || o->output_count || o->benchmark)) {
+    error_line("--input, --output and --benchmark need --function=NAME");
+    return EXIT_USAGE;
+  }
+  return 0;
+}
+
+static void format_info(const kiln_value_info_t* info, char* buf, size_t size) {
+  kiln_format_type(info->dtype, info->rank, info->shape, buf, size);
+}
+
+/* "predict(x: 8x3xf32) -> (8x4xf32)" */
+static kiln_status_t format_signature(kiln_function_t fn, char* buf, size_t size) {
+  size_t used = 0;
+  buf[0] = '\0';
+#define APPEND(...)                                                     \
+  do {                                                                  \
+    if (used < size) {                                                  \
+      int n_ = snprintf(buf + used, size - used, __VA_ARGS__);          \
+      if (n_ > 0) used += (size_t)n_ < size - used ? (size_t)n_ : size - used - 1; \
+    }                                                                   \
+  } while (0)
+  APPEND("%s(", kiln_function_name(fn));
+  char type[512];
+  for (size_t i = 0; i < kiln_function_arg_count(fn); ++i) {
+    kiln_value_info_t info;
+    kiln_status_t s = kiln_function_arg_info(fn, i, &info);
+    if (s) return s;
+    format_info(&info, type, sizeof(type));
+    if (info.name && *info.name) {
+      APPEND("%s%s: %s", i ? ", " : "", info.name, type);
+    } else {
+      APPEND("%sarg%zu: %s", i ? ", " : "", i, type);
+    }
+  }
+  APPEND(") -> (");
+  for (size_t i = 0; i < kiln_function_result_count(fn); ++i) {
+    kiln_value_info_t info;
+    kiln_status_t s = kiln_function_result_info(fn, i, &info);
+    if (s) return s;
+    format_info(&info, type, sizeof(type));
+    APPEND("%s%s", i ? ", " : "", type);
+  }
+  APPEND(")");
+#undef APPEND
+  return NULL;
+}
+
+static kiln_status_t list_module(const kiln_module_t* module) {
+  printf("module %s\n", kiln_module_name(module));
+  size_t count = kiln_module_function_count(module);
+  printf("functions (%zu):\n", count);
+  char text[8192];
+  for (size_t i = 0; i < count; ++i) {
+    kiln_function_t fn;
+    kiln_status_t s = kiln_module_function_at(module, i, &fn);
+    if (!s) s = format_signature(fn, text, sizeof(text));
+    if (s) return s;
+    printf("  %s\n", text);
+  }
+  size_t globals = kiln_module_global_count(module);
+  printf("globals (%zu):\n", globals);
+  for (size_t i = 0; i < globals; ++i) {
+    kiln_value_info_t info;
+    kiln_status_t s = kiln_module_global_info(module, i, &info);
+    if (s) return s;
+    format_info(&info, text, sizeof(text));
+    printf("  %s: %s (%s)\n", info.name, text, info.is_mutable ? "mutable" : "immutable");
+  }
+  return NULL;
+}
+
+/* "predict, update" (truncated to the buffer). */
+static void function_names(const kiln_module_t* module, char* buf, size_t size) {
+  size_t used = 0;
+  buf[0] = '\0';
+  for (size_t i = 0; i < kiln_module_function_count(module) && used + 1 < size; ++i) {
+    kiln_function_t fn;
+    kiln_status_t s = kiln_module_function_at(module, i, &fn);
+    if (s) {
+      kiln_status_free(s);
+      continue;
+    }
+    int n = snprintf(buf + used, size - used, "%s%s", used ? ", " : "",
+                     kiln_function_name(fn));
+    if (n < 0) break;
+    used += (size_t)n;
+  }
+  if (!buf[0]) snprintf(buf, size, "none");
+}
+
+static int find_global(const kiln_module_t* module, const char* name,
+                       kiln_value_info_t* out) {
+  for (size_t i = 0; i < kiln_module_global_count(module); ++i) {
+    kiln_value_info_t info;
+    kiln_status_t s = kiln_module_global_info(module, i, &info);
+    if (s) {
+      kiln_status_free(s);
+      continue;
+    }
+    if (info.name && !strcmp(info.name, name)) {
+      *out = info;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+static kiln_status_t load_globals(kiln_context_t* context, const kiln_module_t* module,
+                                  const char* path) {
+  kiln_npz_t npz;
+  kiln_status_t s = kiln_npz_read_file(path, &npz);
+  if (s) return kiln_status_annotate(s, "--globals-in");
+  for (size_t i = 0; i < npz.count && !s; ++i) {
+    kiln_value_info_t info;
+    const char* name = npz.entries[i].name;
+    if (!find_global(module, name, &info)) {
+      s = kiln_make_status(KILN_NOT_FOUND,
+                           "--globals-in '%s': module '%s' has no global '%s'", path,
+                           kiln_module_name(module), name);
+      break;
+    }
+    const kiln_buffer_view_t* value = npz.entries[i].value;
+    if (!kiln_buffer_view_has_type(value, info.dtype, info.rank, info.shape)) {
+      char expected[512], got[512];
+      format_info(&info, expected, sizeof(expected));
+      kiln_format_type(kiln_buffer_view_dtype(value), kiln_buffer_view_rank(value),
+                       kiln_buffer_view_shape(value), got, sizeof(got));
+      s = kiln_make_status(KILN_INVALID_ARGUMENT,
+                           "--globals-in '%s': global '%s': expected %s, got %s", path,
+                           name, expected, got);
+      break;
+    }
+    s = kiln_context_set_global(context, name, value);
+    if (s) s = kiln_status_annotate(s, "--globals-in '%s'", path);
+  }
+  kiln_npz_free(&npz);
+  return s;
+}
+
+static kiln_status_t save_globals(kiln_context_t* context, const kiln_module_t* module,
+                                  const char* path) {
+  size_t count = kiln_module_global_count(module);
+  const char** names = calloc(count ? count : 1, sizeof(char*));
+  kiln_buffer_view_t** values = calloc(count ? count : 1, sizeof(kiln_buffer_view_t*));
+  kiln_status_t s = NULL;
+  if (!names || !values) s = kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory");
+  for (size_t i = 0; i < count && !s; ++i) {
+    kiln_value_info_t info;
+    s = kiln_module_global_info(module, i, &info);
+    if (s) break;
+    names[i] = info.name;
+    s = kiln_context_get_global(context, info.name, &values[i]);
+  }
+  if (!s) {
+    s = kiln_npz_write_file(path, count, names,
+                            (const kiln_buffer_view_t* const*)values);
+  }
+  if (s) s = kiln_status_annotate(s, "--globals-out");
+  if (values) {
+    for (size_t i = 0; i < count; ++i) kiln_buffer_view_release(values[i]);
+  }
+  free(values);
+  free(names);
+  return s;
+}
+
+static double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void print_time(const char* label, double seconds) {
+  if (seconds < 1e-3) printf("%s %.3f us", label, seconds * 1e6);
+  else if (seconds < 1.0) printf("%s %.3f ms", label, seconds * 1e3);
+  else printf("%s %.3f s", label, seconds);
+}
+
+typedef struct {
+  kiln_instance_t* instance;
+  kiln_module_t* module;
+  kiln_context_t* context;
+  kiln_buffer_view_t** args;
+  size_t arg_count;
+  kiln_buffer_view_t** results;
+  size_t result_count;
+} state_t;
+
+static void release_results(state_t* st) {
+  for (size_t i = 0; i < st->result_count; ++i) {
+    kiln_buffer_view_release(st->results[i]);
+    st->results[i] = NULL;
+  }
+}
+
+static int run_function(state_t* st, const options_t* o) {
+  kiln_function_t fn;
+  kiln_status_t s = kiln_module_lookup_function(st->module, o->function, &fn);
+  if (s) {
+    kiln_status_free(s);
+    char names[1024];
+    function_names(st->module, names, sizeof(names));
+    error_line("module '%s' has no function '%s' (functions: %s)",
+               kiln_module_name(st->module), o->function, names);
+    return EXIT_RUNTIME;
+  }
+  char signature[8192];
+  s = format_signature(fn, signature, sizeof(signature));
+  if (s) return fail_status(s);
+
+  size_t want = kiln_function_arg_count(fn);
+  if (o->input_count != want) {
+    error_line("function '%s' expects %zu input%s, got %zu --input (signature: %s)",
+               o->function, want, want == 1 ? "" : "s", o->input_count, signature);
+    return EXIT_RUNTIME;
+  }
+  size_t results = kiln_function_result_count(fn);
+  if (o->output_count && o->output_count != results) {
+    error_line("function '%s' has %zu result%s, got %zu --output (give one per "
+               "result, or none to print them; signature: %s)",
+               o->function, results, results == 1 ? "" : "s", o->output_count,
+               signature);
+    return EXIT_RUNTIME;
+  }
+
+  st->args = calloc(want ? want : 1, sizeof(kiln_buffer_view_t*));
+  st->results = calloc(results ? results : 1, sizeof(kiln_buffer_view_t*));
+  if (!st->args || !st->results) {
+    error_line("out of memory");
+    return EXIT_RUNTIME;
+  }
+  st->result_count = results;
+  for (size_t i = 0; i < want; ++i) {
+    kiln_value_info_t info;
+    s = kiln_function_arg_info(fn, i, &info);
+    if (s) return fail_status(s);
+    const char* arg_name = info.name && *info.name ? info.name : "";
+    s = kiln_io_parse_value(o->inputs[i], &st->args[i]);
+    if (s) {
+      return fail_status(kiln_status_annotate(s, "function '%s' argument %zu '%s' (--input %zu)",
+                                              o->function, i, arg_name, i + 1));
+    }
+    st->arg_count = i + 1;
+    const kiln_buffer_view_t* v = st->args[i];
+    if (!kiln_buffer_view_has_type(v, info.dtype, info.rank, info.shape)) {
+      char expected[512], got[512];
+      format_info(&info, expected, sizeof(expected));
+      kiln_format_type(kiln_buffer_view_dtype(v), kiln_buffer_view_rank(v),
+                       kiln_buffer_view_shape(v), got, sizeof(got));
+      error_line("function '%s' argument %zu '%s': expected %s, got %s (--input %zu)",
+                 o->function, i, arg_name, expected, got, i + 1);
+      return EXIT_RUNTIME;
+    }
+  }
+
+  long calls = o->benchmark > 0 ? o->benchmark : 1;
+  double total = 0, best = 0;
+  for (long call = 0; call < calls; ++call) {
+    release_results(st);
+    double start = now_seconds();
+    s = kiln_context_invoke(st->context, fn, st->args, st->arg_count, st->results,
+                            st->result_count);
+    double elapsed = now_seconds() - start;
+    if (s) return fail_status(s);
+    total += elapsed;
+    if (call == 0 || elapsed < best) best = elapsed;
+  }
+  if (o->benchmark > 0) {
+    printf("benchmark: %s: %ld call%s,", o->function, calls, calls == 1 ? "" : "s");
+    print_time(" mean", total / (double)calls);
+    print_time(", min", best);
+    printf(" per call\n");
+  }
+
+  for (size_t i = 0; i < results; ++i) {
+    const kiln_buffer_view_t* r = st->results[i];
+    if (o->output_count) {
+      s = kiln_npy_write_file(o->outputs[i], r);
+      if (s) return fail_status(kiln_status_annotate(s, "--output %zu", i + 1));
+      continue;
+    }
+    if (o->benchmark > 0) continue; /* benchmark mode prints timings only */
+    char type[512];
+    kiln_format_type(kiln_buffer_view_dtype(r), kiln_buffer_view_rank(r),
+                     kiln_buffer_view_shape(r), type, sizeof(type));
+    printf("result[%zu]: %s\n", i, type);
+    kiln_io_print_values(stdout, r);
+  }
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  options_t o;
+  int rc = parse_options(argc, argv, &o);
+  state_t st;
+  memset(&st, 0, sizeof(st));
+  if (rc != 0) goto done;
+
+  kiln_instance_options_t instance_options;
+  kiln_instance_options_initialize(&instance_options);
+  instance_options.worker_count = (uint32_t)o.workers;
+  kiln_status_t s = kiln_instance_create(&instance_options, &st.instance);
+  if (!s) s = kiln_module_load_file(st.instance, o.module_path, &st.module);
+  if (s) {
+    rc = fail_status(s);
+    goto done;
+  }
+  if (o.list) {
+    s = list_module(st.module);
+    if (s) {
+      rc = fail_status(s);
+      goto done;
+    }
+  }
+  if (o.function || o.globals_in || o.globals_out) {
+    s = kiln_context_create(st.module, &st.context);
+    if (!s && o.globals_in) s = load_globals(st.context, st.module, o.globals_in);
+    if (s) {
+      rc = fail_status(s);
+      goto done;
+    }
+  }
+  if (o.function) {
+    rc = run_function(&st, &o);
+    if (rc) goto done;
+  }
+  if (o.globals_out) {
+    s = save_globals(st.context, st.module, o.globals_out);
+    if (s) rc = fail_status(s);
+  }
+
+done:
+  if (st.results) release_results(&st);
+  free(st.results);
+  for (size_t i = 0; i < st.arg_count; ++i) kiln_buffer_view_release(st.args[i]);
+  free(st.args);
+  kiln_context_release(st.context);
+  kiln_module_release(st.module);
+  kiln_instance_release(st.instance);
+  free(o.inputs);
+  free(o.outputs);
+  if (fflush(stdout) != 0 && rc == 0) {
+    fprintf(stderr, "kiln-run: error: cannot write to standard output\n");
+    rc = EXIT_RUNTIME;
+  }
+  return rc < 0 ? 0 : rc;
+}
