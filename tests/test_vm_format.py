@@ -173,3 +173,25 @@ def test_scalar_function_round_trip():
     data = serialize(spec)
     assert serialize(read_module(data)) == data
     assert I64.byte_size == 8
+
+
+def test_dump_needs_no_numpy_dtype_for_data():
+    from kiln.vm._generated import module_fb as gen
+    import flatbuffers
+    b = flatbuffers.Builder(256)
+    t = gen.build_TensorType(b, dtype=gen.DType.BF16, shape=[2])
+    c = gen.build_Constant(b, type=0, data=b"\x80\x3f\x00\x40")
+    root = gen.build_Module(b, version_major=1, name="bf", types=[t], constants=[c])
+    b.Finish(root, file_identifier=gen.FILE_IDENTIFIER)
+    text = dump_text(bytes(b.Output()))
+    assert "const#0: 2xbf16 (4 bytes)" in text
+
+
+def test_reader_rejects_huge_vector_lengths_quickly():
+    data = bytearray(serialize(sample_spec()))
+    root = fb.get_root_Module(bytes(data))
+    tab = root._tab
+    vec = tab.Vector(tab.Offset(4 + 2 * 4)) - 4   # functions vector length word
+    data[vec:vec + 4] = (0xFFFFFFF0).to_bytes(4, "little")
+    with pytest.raises(ModuleFormatError, match="corrupt module"):
+        read_module(bytes(data))

@@ -30,10 +30,13 @@ def _numpy_dtype(name: str) -> numpy.dtype:
                         "f16": "<f2"}[name])
 
 
-def _array(data: bytes, t: TensorType, what: str) -> numpy.ndarray:
-    if len(data) != t.byte_size:
+def _check_size(data: bytes | None, t: TensorType, what: str) -> None:
+    if data is not None and len(data) != t.byte_size:
         raise ModuleFormatError(f"{what}: {len(data)} bytes of data for type {t} "
                                 f"({t.byte_size} bytes)")
+
+
+def _array(data: bytes, t: TensorType) -> numpy.ndarray:
     return numpy.frombuffer(data, _numpy_dtype(t.dtype)).reshape(t.shape).copy()
 
 
@@ -71,13 +74,13 @@ class ModuleFile:
         kernels = [KernelSpec(k.name(), k.image(), k.entry_offset(),
                               [BindingSpec(x.byte_size(), x.writable()) for x in k.bindings()],
                               k.push_constant_count()) for k in root.kernels()]
-        globals_ = []
-        for g in root.globals():
-            t = ty(g.type())
-            initial = None if g.zero_init() else _array(g.data(), t, f"global {g.name()!r}")
-            globals_.append(GlobalSpec(g.name(), t, g.mutable(), initial))
-        constants = [ConstantSpec(_array(c.data(), ty(c.type()), f"constant {i}"))
-                     for i, c in enumerate(root.constants())]
+        self.globals = [(g.name(), ty(g.type()), g.mutable(), None if g.zero_init() else g.data())
+                        for g in root.globals()]
+        self.constants = [(ty(c.type()), c.data()) for c in root.constants()]
+        for name, t, _, data in self.globals:
+            _check_size(data, t, f"global {name!r}")
+        for i, (t, data) in enumerate(self.constants):
+            _check_size(data, t, f"constant {i}")
         self.code_words = []
         functions = []
         for f in root.functions():
@@ -89,7 +92,19 @@ class ModuleFile:
                 [ValueInfo(v.name(), ty(v.type())) for v in f.results()],
                 f.arg_tree(), f.result_tree(), f.ref_register_count(),
                 f.i64_register_count(), with_labels(decode(words, self.types))))
-        self.spec = ModuleSpec(root.name(), functions, globals_, constants, images, kernels)
+        self.name = root.name()
+        self.functions = functions
+        self.kernel_images = images
+        self.kernels = kernels
+
+    @property
+    def spec(self) -> ModuleSpec:
+        """The ModuleSpec, with global and constant data as numpy arrays."""
+        globals_ = [GlobalSpec(name, t, mutable, None if data is None else _array(data, t))
+                    for name, t, mutable, data in self.globals]
+        constants = [ConstantSpec(_array(data, t)) for t, data in self.constants]
+        return ModuleSpec(self.name, self.functions, globals_, constants, self.kernel_images,
+                          self.kernels)
 
     def _type(self, index: int) -> TensorType:
         if not 0 <= index < len(self.types):
@@ -97,10 +112,9 @@ class ModuleFile:
         return self.types[index]
 
     def names(self) -> Names:
-        s = self.spec
-        return Names(types=self.types, globals=[g.name for g in s.globals],
-                     kernels=[k.name for k in s.kernels],
-                     functions=[f.name for f in s.functions])
+        return Names(types=self.types, globals=[g[0] for g in self.globals],
+                     kernels=[k.name for k in self.kernels],
+                     functions=[f.name for f in self.functions])
 
 
 def read_module(data: bytes) -> ModuleSpec:
@@ -115,35 +129,33 @@ def _sig(values: list[ValueInfo]) -> str:
 def dump_text(data: bytes) -> str:
     """Human-readable text of a module: signatures, globals, kernels, disassembly."""
     m = ModuleFile(data)
-    s = m.spec
     names = m.names()
-    out = [f"module {s.name!r} (format {m.version[0]}.{m.version[1]}, {len(data)} bytes)"]
+    out = [f"module {m.name!r} (format {m.version[0]}.{m.version[1]}, {len(data)} bytes)"]
     out.append(f"types: {len(m.types)}")
     for i, t in enumerate(m.types):
         out.append(f"  type#{i} {t}")
-    out.append(f"globals: {len(s.globals)}")
-    for i, g in enumerate(s.globals):
-        init = "zeros" if g.initial is None else f"{g.type.byte_size} bytes of initial data"
-        out.append(f"  global#{i} {g.name}: {g.type} {'mutable' if g.mutable else 'immutable'}"
-                   f", {init}")
-    out.append(f"constants: {len(s.constants)}")
-    for i, c in enumerate(s.constants):
-        out.append(f"  const#{i}: {TensorType.of(c.data)} ({c.data.nbytes} bytes)")
-    out.append(f"kernel images: {len(s.kernel_images)}")
-    for i, img in enumerate(s.kernel_images):
+    out.append(f"globals: {len(m.globals)}")
+    for i, (name, t, mutable, init) in enumerate(m.globals):
+        init = "zeros" if init is None else f"{t.byte_size} bytes of initial data"
+        out.append(f"  global#{i} {name}: {t} {'mutable' if mutable else 'immutable'}, {init}")
+    out.append(f"constants: {len(m.constants)}")
+    for i, (t, data) in enumerate(m.constants):
+        out.append(f"  const#{i}: {t} ({len(data)} bytes)")
+    out.append(f"kernel images: {len(m.kernel_images)}")
+    for i, img in enumerate(m.kernel_images):
         out.append(f"  image#{i} {img.target_triple} features={img.cpu_features or '-'}: "
                    f"{len(img.code)} bytes (text {img.text_size}, align "
                    f"{img.segment_align}), {len(img.relocs)} relocations")
-    out.append(f"kernels: {len(s.kernels)}")
-    for i, k in enumerate(s.kernels):
+    out.append(f"kernels: {len(m.kernels)}")
+    for i, k in enumerate(m.kernels):
         binds = ", ".join(f"{b.byte_size}B {'rw' if b.writable else 'ro'}" for b in k.bindings)
-        target = (s.kernel_images[k.image].target_triple
-                  if k.image < len(s.kernel_images) else "?")
+        target = (m.kernel_images[k.image].target_triple
+                  if k.image < len(m.kernel_images) else "?")
         out.append(f"  kernel#{i} {k.name}: image#{k.image} ({target}) entry "
                    f"0x{k.entry_offset:x}, bindings [{binds}], "
                    f"{k.push_constant_count} push constants")
-    out.append(f"functions: {len(s.functions)}")
-    for i, (f, words) in enumerate(zip(s.functions, m.code_words)):
+    out.append(f"functions: {len(m.functions)}")
+    for i, (f, words) in enumerate(zip(m.functions, m.code_words)):
         kind = "export" if f.exported else "internal"
         out.append(f"  {kind} func#{i} {f.name}({_sig(f.args)}) -> ({_sig(f.results)})")
         out.append(f"    registers: {f.ref_registers} ref, {f.i64_registers} i64")

@@ -269,7 +269,7 @@ def gen_python_fb(s: Schema) -> str:
     """Builders (over flatbuffers.Builder) and readers (over flatbuffers.table)."""
     w = [f'"""{HEADER.format("module.fbs")}"""', "",
          "import struct as _struct", "",
-         "import flatbuffers", "from flatbuffers import number_types as _N",
+         "from flatbuffers import number_types as _N",
          "from flatbuffers.table import Table as _Table", "",
          f"FILE_IDENTIFIER = {s.file_identifier.encode()!r}",
          f"FILE_EXTENSION = {s.file_extension!r}",
@@ -411,16 +411,19 @@ def _py_reader(s: Schema, t: Table) -> list[str]:
         elif kind == "table":
             w += ["        if not o:", "            return []",
                   "        n = self._tab.VectorLen(o)", "        v = self._tab.Vector(o)",
+                  *_py_bounds(4),
                   f"        return [{f.type}(self._tab.Bytes, self._tab.Indirect(v + 4 * k)) "
                   "for k in range(n)]"]
         elif kind == "string":
             w += ["        if not o:", "            return []",
                   "        n = self._tab.VectorLen(o)", "        v = self._tab.Vector(o)",
+                  *_py_bounds(4),
                   "        return [self._tab.String(v + 4 * k).decode() for k in range(n)]"]
         elif kind == "struct":
             st = s.structs[f.type]
             w += ["        if not o:", "            return []",
                   "        n = self._tab.VectorLen(o)", "        v = self._tab.Vector(o)",
+                  *_py_bounds(st.size),
                   f"        return [tuple({st.name.upper()}_FORMAT.unpack_from("
                   f"self._tab.Bytes, v + {st.size} * k)) for k in range(n)]"]
         else:
@@ -428,16 +431,20 @@ def _py_reader(s: Schema, t: Table) -> list[str]:
             empty = "b''" if ch == "B" else "[]"
             w += ["        if not o:", f"            return {empty}",
                   "        n = self._tab.VectorLen(o)", "        v = self._tab.Vector(o)"]
+            w += _py_bounds(size)
             if ch == "B":
                 w.append("        return bytes(self._tab.Bytes[v:v + n])")
             else:
-                w.append(f"        if v + {size} * n > len(self._tab.Bytes):")
-                w.append("            raise IndexError('vector runs past the end of the buffer')")
                 w.append(f"        return list(_struct.unpack_from('<%d{ch}' % n, "
                          "self._tab.Bytes, v))")
         w.append("")
     w += [""]
     return w
+
+
+def _py_bounds(elem_size: int) -> list[str]:
+    return [f"        if v + {elem_size} * n > len(self._tab.Bytes):",
+            "            raise IndexError('vector runs past the end of the buffer')"]
 
 
 def gen_python_ops(ops: list[dict]) -> str:

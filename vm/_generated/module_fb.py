@@ -2,7 +2,6 @@
 
 import struct as _struct
 
-import flatbuffers
 from flatbuffers import number_types as _N
 from flatbuffers.table import Table as _Table
 
@@ -247,6 +246,8 @@ class Function:
             return []
         n = self._tab.VectorLen(o)
         v = self._tab.Vector(o)
+        if v + 4 * n > len(self._tab.Bytes):
+            raise IndexError('vector runs past the end of the buffer')
         return [Value(self._tab.Bytes, self._tab.Indirect(v + 4 * k)) for k in range(n)]
 
     def results(self):
@@ -255,6 +256,8 @@ class Function:
             return []
         n = self._tab.VectorLen(o)
         v = self._tab.Vector(o)
+        if v + 4 * n > len(self._tab.Bytes):
+            raise IndexError('vector runs past the end of the buffer')
         return [Value(self._tab.Bytes, self._tab.Indirect(v + 4 * k)) for k in range(n)]
 
     def arg_tree(self):
@@ -309,6 +312,8 @@ class Global:
             return b''
         n = self._tab.VectorLen(o)
         v = self._tab.Vector(o)
+        if v + 1 * n > len(self._tab.Bytes):
+            raise IndexError('vector runs past the end of the buffer')
         return bytes(self._tab.Bytes[v:v + n])
 
     def zero_init(self):
@@ -333,6 +338,8 @@ class Constant:
             return b''
         n = self._tab.VectorLen(o)
         v = self._tab.Vector(o)
+        if v + 1 * n > len(self._tab.Bytes):
+            raise IndexError('vector runs past the end of the buffer')
         return bytes(self._tab.Bytes[v:v + n])
 
 
@@ -357,6 +364,8 @@ class KernelImage:
             return b''
         n = self._tab.VectorLen(o)
         v = self._tab.Vector(o)
+        if v + 1 * n > len(self._tab.Bytes):
+            raise IndexError('vector runs past the end of the buffer')
         return bytes(self._tab.Bytes[v:v + n])
 
     def text_size(self):
@@ -373,6 +382,8 @@ class KernelImage:
             return []
         n = self._tab.VectorLen(o)
         v = self._tab.Vector(o)
+        if v + 16 * n > len(self._tab.Bytes):
+            raise IndexError('vector runs past the end of the buffer')
         return [tuple(RELOC_FORMAT.unpack_from(self._tab.Bytes, v + 16 * k)) for k in range(n)]
 
 
@@ -417,6 +428,8 @@ class Kernel:
             return []
         n = self._tab.VectorLen(o)
         v = self._tab.Vector(o)
+        if v + 4 * n > len(self._tab.Bytes):
+            raise IndexError('vector runs past the end of the buffer')
         return [Binding(self._tab.Bytes, self._tab.Indirect(v + 4 * k)) for k in range(n)]
 
     def push_constant_count(self):
@@ -449,6 +462,8 @@ class Module:
             return []
         n = self._tab.VectorLen(o)
         v = self._tab.Vector(o)
+        if v + 4 * n > len(self._tab.Bytes):
+            raise IndexError('vector runs past the end of the buffer')
         return [TensorType(self._tab.Bytes, self._tab.Indirect(v + 4 * k)) for k in range(n)]
 
     def functions(self):
@@ -457,6 +472,8 @@ class Module:
             return []
         n = self._tab.VectorLen(o)
         v = self._tab.Vector(o)
+        if v + 4 * n > len(self._tab.Bytes):
+            raise IndexError('vector runs past the end of the buffer')
         return [Function(self._tab.Bytes, self._tab.Indirect(v + 4 * k)) for k in range(n)]
 
     def globals(self):
@@ -465,6 +482,8 @@ class Module:
             return []
         n = self._tab.VectorLen(o)
         v = self._tab.Vector(o)
+        if v + 4 * n > len(self._tab.Bytes):
+            raise IndexError('vector runs past the end of the buffer')
         return [Global(self._tab.Bytes, self._tab.Indirect(v + 4 * k)) for k in range(n)]
 
     def constants(self):
@@ -473,6 +492,8 @@ class Module:
             return []
         n = self._tab.VectorLen(o)
         v = self._tab.Vector(o)
+        if v + 4 * n > len(self._tab.Bytes):
+            raise IndexError('vector runs past the end of the buffer')
         return [Constant(self._tab.Bytes, self._tab.Indirect(v + 4 * k)) for k in range(n)]
 
     def kernel_images(self):
@@ -481,6 +502,8 @@ class Module:
             return []
         n = self._tab.VectorLen(o)
         v = self._tab.Vector(o)
+        if v + 4 * n > len(self._tab.Bytes):
+            raise IndexError('vector runs past the end of the buffer')
         return [KernelImage(self._tab.Bytes, self._tab.Indirect(v + 4 * k)) for k in range(n)]
 
     def kernels(self):
@@ -489,6 +512,8 @@ class Module:
             return []
         n = self._tab.VectorLen(o)
         v = self._tab.Vector(o)
+        if v + 4 * n > len(self._tab.Bytes):
+            raise IndexError('vector runs past the end of the buffer')
         return [Kernel(self._tab.Bytes, self._tab.Indirect(v + 4 * k)) for k in range(n)]
 
 
