@@ -113,6 +113,9 @@ def test_argument_count_and_names_are_checked(driver, spec):
     ([Instr("global.load", 1, 0), Instr("i.const", 0, 2),
       Instr("dispatch", 0, 1, [1, 1, 1], [0, 0]), Instr("ret", [1])],
      "binding 2 (r1) is written by the kernel but holds a read-only buffer"),
+    ([Instr("alloc", 1, F4), Instr("global.store", 0, 1), Instr("i.const", 0, 2),
+      Instr("dispatch", 0, 1, [1, 1, 1], [0, 0]), Instr("ret", [1])],
+     "binding 2 (r1) is written by the kernel but holds a read-only buffer"),
     ([Instr("alloc", 1, F4), Instr("i.const", 0, -1),
       Instr("dispatch", 0, 2, [1, 1, 1], [0, 0]), Instr("ret", [1])], "'axpy'"),
 ])

@@ -320,6 +320,7 @@ static kiln_status_t step(kiln_context_t* c, kiln_frame_t* fr, const kiln_bc_ins
       kiln_buffer_view_retain(ref.view);
       kiln_buffer_view_release(c->globals[op[0].value]);
       c->globals[op[0].value] = ref.view;
+      fr->r[op[1].value].writable = 0; /* now the global's value: no writes in place */
       return NULL;
     }
     case KILN_OP_DISPATCH: return do_dispatch(c, fr, op);
