@@ -651,8 +651,8 @@ static inline int kiln_fb__verify_vector(kiln_fb_verifier_t* v, uint64_t pos,
 }
 
 static inline int kiln_fb__verify_string(kiln_fb_verifier_t* v, uint64_t pos) {
-  uint32_t len;
-  uint64_t data;
+  uint32_t len = 0;
+  uint64_t data = 0;
   if (!kiln_fb__verify_vector(v, pos, 1, 1, &len, &data)) return 0;
   if (v->size - data <= len || v->buf[data + len] != 0)
     return kiln_fb__fail(v, "string of %u bytes at offset %llu is not NUL-terminated",
@@ -730,7 +730,7 @@ def gen_c_fb(s: Schema) -> str:
 
 def _c_verify_table(s: Schema, t: Table) -> list[str]:
     w = [f"static inline int kiln_fb_verify_{t.name}(kiln_fb_verifier_t* v, uint64_t pos) {{",
-         "  kiln_fb__table_t t;", "  uint64_t at = 0, target = 0, data = 0;",
+         "  kiln_fb__table_t t = {0, 0, 0, 0};", "  uint64_t at = 0, target = 0, data = 0;",
          "  uint32_t len = 0, k;", "  int present = 0;",
          "  (void)target; (void)data; (void)len; (void)k;",
          "  if (!kiln_fb__verify_table(v, pos, &t)) return 0;"]
@@ -756,7 +756,7 @@ def _c_verify_table(s: Schema, t: Table) -> list[str]:
                          f"{vector_align(s, f)}, &len, &data)) return 0;")
                 if kind in ("table", "string"):
                     w.append("    for (k = 0; k < len; ++k) {")
-                    w.append("      uint64_t elem;")
+                    w.append("      uint64_t elem = 0;")
                     w.append("      kiln_fb__index(v, k);")
                     w.append("      if (!kiln_fb__follow(v, data + 4u * (uint64_t)k, &elem))"
                              " return 0;")

@@ -71,7 +71,7 @@ static int alloc_array(void** out, size_t n, size_t elem) {
 /* Reads the identifier and the version, checking only what that needs. */
 static kiln_status_t check_header(kiln_module_t* m) {
   kiln_fb_verifier_t v;
-  kiln_fb__table_t t;
+  kiln_fb__table_t t = {0, 0, 0, 0};
   uint64_t at = 0;
   int present = 0;
   uint32_t root;

@@ -204,7 +204,7 @@ static kiln_status_t do_dispatch(kiln_context_t* c, kiln_frame_t* fr,
     goto done;
   }
   for (j = 0; j < op[2].value && !s; ++j) {
-    kiln_ref_t ref;
+    kiln_ref_t ref = {NULL, 0};
     size_t size;
     if ((s = get_ref(fr, op[2].list[j], &ref))) break;
     size = kiln_buffer_view_byte_size(ref.view);
@@ -283,7 +283,7 @@ static kiln_status_t step(kiln_context_t* c, kiln_frame_t* fr, const kiln_bc_ins
   const kiln_module_t* m = fr->module;
   const kiln_bc_operand_t* op = in->operands;
   kiln_buffer_view_t* v = NULL;
-  kiln_ref_t ref;
+  kiln_ref_t ref = {NULL, 0};
   int64_t a = 0, b = 0;
   kiln_status_t s = NULL;
   *pc = in->next_pc;

@@ -186,8 +186,8 @@ static inline int kiln_fb__verify_vector(kiln_fb_verifier_t* v, uint64_t pos,
 }
 
 static inline int kiln_fb__verify_string(kiln_fb_verifier_t* v, uint64_t pos) {
-  uint32_t len;
-  uint64_t data;
+  uint32_t len = 0;
+  uint64_t data = 0;
   if (!kiln_fb__verify_vector(v, pos, 1, 1, &len, &data)) return 0;
   if (v->size - data <= len || v->buf[data + len] != 0)
     return kiln_fb__fail(v, "string of %u bytes at offset %llu is not NUL-terminated",
@@ -262,7 +262,7 @@ static inline int kiln_fb_verify_Kernel(kiln_fb_verifier_t* v, uint64_t pos);
 static inline int kiln_fb_verify_Module(kiln_fb_verifier_t* v, uint64_t pos);
 
 static inline int kiln_fb_verify_TensorType(kiln_fb_verifier_t* v, uint64_t pos) {
-  kiln_fb__table_t t;
+  kiln_fb__table_t t = {0, 0, 0, 0};
   uint64_t at = 0, target = 0, data = 0;
   uint32_t len = 0, k;
   int present = 0;
@@ -283,7 +283,7 @@ static inline int kiln_fb_verify_TensorType(kiln_fb_verifier_t* v, uint64_t pos)
 }
 
 static inline int kiln_fb_verify_Value(kiln_fb_verifier_t* v, uint64_t pos) {
-  kiln_fb__table_t t;
+  kiln_fb__table_t t = {0, 0, 0, 0};
   uint64_t at = 0, target = 0, data = 0;
   uint32_t len = 0, k;
   int present = 0;
@@ -304,7 +304,7 @@ static inline int kiln_fb_verify_Value(kiln_fb_verifier_t* v, uint64_t pos) {
 }
 
 static inline int kiln_fb_verify_Function(kiln_fb_verifier_t* v, uint64_t pos) {
-  kiln_fb__table_t t;
+  kiln_fb__table_t t = {0, 0, 0, 0};
   uint64_t at = 0, target = 0, data = 0;
   uint32_t len = 0, k;
   int present = 0;
@@ -326,7 +326,7 @@ static inline int kiln_fb_verify_Function(kiln_fb_verifier_t* v, uint64_t pos) {
     if (!kiln_fb__follow(v, at, &target)) return 0;
     if (!kiln_fb__verify_vector(v, target, 4, 4, &len, &data)) return 0;
     for (k = 0; k < len; ++k) {
-      uint64_t elem;
+      uint64_t elem = 0;
       kiln_fb__index(v, k);
       if (!kiln_fb__follow(v, data + 4u * (uint64_t)k, &elem)) return 0;
       if (!kiln_fb_verify_Value(v, elem)) return 0;
@@ -339,7 +339,7 @@ static inline int kiln_fb_verify_Function(kiln_fb_verifier_t* v, uint64_t pos) {
     if (!kiln_fb__follow(v, at, &target)) return 0;
     if (!kiln_fb__verify_vector(v, target, 4, 4, &len, &data)) return 0;
     for (k = 0; k < len; ++k) {
-      uint64_t elem;
+      uint64_t elem = 0;
       kiln_fb__index(v, k);
       if (!kiln_fb__follow(v, data + 4u * (uint64_t)k, &elem)) return 0;
       if (!kiln_fb_verify_Value(v, elem)) return 0;
@@ -378,7 +378,7 @@ static inline int kiln_fb_verify_Function(kiln_fb_verifier_t* v, uint64_t pos) {
 }
 
 static inline int kiln_fb_verify_Global(kiln_fb_verifier_t* v, uint64_t pos) {
-  kiln_fb__table_t t;
+  kiln_fb__table_t t = {0, 0, 0, 0};
   uint64_t at = 0, target = 0, data = 0;
   uint32_t len = 0, k;
   int present = 0;
@@ -412,7 +412,7 @@ static inline int kiln_fb_verify_Global(kiln_fb_verifier_t* v, uint64_t pos) {
 }
 
 static inline int kiln_fb_verify_Constant(kiln_fb_verifier_t* v, uint64_t pos) {
-  kiln_fb__table_t t;
+  kiln_fb__table_t t = {0, 0, 0, 0};
   uint64_t at = 0, target = 0, data = 0;
   uint32_t len = 0, k;
   int present = 0;
@@ -433,7 +433,7 @@ static inline int kiln_fb_verify_Constant(kiln_fb_verifier_t* v, uint64_t pos) {
 }
 
 static inline int kiln_fb_verify_KernelImage(kiln_fb_verifier_t* v, uint64_t pos) {
-  kiln_fb__table_t t;
+  kiln_fb__table_t t = {0, 0, 0, 0};
   uint64_t at = 0, target = 0, data = 0;
   uint32_t len = 0, k;
   int present = 0;
@@ -478,7 +478,7 @@ static inline int kiln_fb_verify_KernelImage(kiln_fb_verifier_t* v, uint64_t pos
 }
 
 static inline int kiln_fb_verify_Binding(kiln_fb_verifier_t* v, uint64_t pos) {
-  kiln_fb__table_t t;
+  kiln_fb__table_t t = {0, 0, 0, 0};
   uint64_t at = 0, target = 0, data = 0;
   uint32_t len = 0, k;
   int present = 0;
@@ -495,7 +495,7 @@ static inline int kiln_fb_verify_Binding(kiln_fb_verifier_t* v, uint64_t pos) {
 }
 
 static inline int kiln_fb_verify_Kernel(kiln_fb_verifier_t* v, uint64_t pos) {
-  kiln_fb__table_t t;
+  kiln_fb__table_t t = {0, 0, 0, 0};
   uint64_t at = 0, target = 0, data = 0;
   uint32_t len = 0, k;
   int present = 0;
@@ -520,7 +520,7 @@ static inline int kiln_fb_verify_Kernel(kiln_fb_verifier_t* v, uint64_t pos) {
     if (!kiln_fb__follow(v, at, &target)) return 0;
     if (!kiln_fb__verify_vector(v, target, 4, 4, &len, &data)) return 0;
     for (k = 0; k < len; ++k) {
-      uint64_t elem;
+      uint64_t elem = 0;
       kiln_fb__index(v, k);
       if (!kiln_fb__follow(v, data + 4u * (uint64_t)k, &elem)) return 0;
       if (!kiln_fb_verify_Binding(v, elem)) return 0;
@@ -535,7 +535,7 @@ static inline int kiln_fb_verify_Kernel(kiln_fb_verifier_t* v, uint64_t pos) {
 }
 
 static inline int kiln_fb_verify_Module(kiln_fb_verifier_t* v, uint64_t pos) {
-  kiln_fb__table_t t;
+  kiln_fb__table_t t = {0, 0, 0, 0};
   uint64_t at = 0, target = 0, data = 0;
   uint32_t len = 0, k;
   int present = 0;
@@ -560,7 +560,7 @@ static inline int kiln_fb_verify_Module(kiln_fb_verifier_t* v, uint64_t pos) {
     if (!kiln_fb__follow(v, at, &target)) return 0;
     if (!kiln_fb__verify_vector(v, target, 4, 4, &len, &data)) return 0;
     for (k = 0; k < len; ++k) {
-      uint64_t elem;
+      uint64_t elem = 0;
       kiln_fb__index(v, k);
       if (!kiln_fb__follow(v, data + 4u * (uint64_t)k, &elem)) return 0;
       if (!kiln_fb_verify_TensorType(v, elem)) return 0;
@@ -573,7 +573,7 @@ static inline int kiln_fb_verify_Module(kiln_fb_verifier_t* v, uint64_t pos) {
     if (!kiln_fb__follow(v, at, &target)) return 0;
     if (!kiln_fb__verify_vector(v, target, 4, 4, &len, &data)) return 0;
     for (k = 0; k < len; ++k) {
-      uint64_t elem;
+      uint64_t elem = 0;
       kiln_fb__index(v, k);
       if (!kiln_fb__follow(v, data + 4u * (uint64_t)k, &elem)) return 0;
       if (!kiln_fb_verify_Function(v, elem)) return 0;
@@ -586,7 +586,7 @@ static inline int kiln_fb_verify_Module(kiln_fb_verifier_t* v, uint64_t pos) {
     if (!kiln_fb__follow(v, at, &target)) return 0;
     if (!kiln_fb__verify_vector(v, target, 4, 4, &len, &data)) return 0;
     for (k = 0; k < len; ++k) {
-      uint64_t elem;
+      uint64_t elem = 0;
       kiln_fb__index(v, k);
       if (!kiln_fb__follow(v, data + 4u * (uint64_t)k, &elem)) return 0;
       if (!kiln_fb_verify_Global(v, elem)) return 0;
@@ -599,7 +599,7 @@ static inline int kiln_fb_verify_Module(kiln_fb_verifier_t* v, uint64_t pos) {
     if (!kiln_fb__follow(v, at, &target)) return 0;
     if (!kiln_fb__verify_vector(v, target, 4, 4, &len, &data)) return 0;
     for (k = 0; k < len; ++k) {
-      uint64_t elem;
+      uint64_t elem = 0;
       kiln_fb__index(v, k);
       if (!kiln_fb__follow(v, data + 4u * (uint64_t)k, &elem)) return 0;
       if (!kiln_fb_verify_Constant(v, elem)) return 0;
@@ -612,7 +612,7 @@ static inline int kiln_fb_verify_Module(kiln_fb_verifier_t* v, uint64_t pos) {
     if (!kiln_fb__follow(v, at, &target)) return 0;
     if (!kiln_fb__verify_vector(v, target, 4, 4, &len, &data)) return 0;
     for (k = 0; k < len; ++k) {
-      uint64_t elem;
+      uint64_t elem = 0;
       kiln_fb__index(v, k);
       if (!kiln_fb__follow(v, data + 4u * (uint64_t)k, &elem)) return 0;
       if (!kiln_fb_verify_KernelImage(v, elem)) return 0;
@@ -625,7 +625,7 @@ static inline int kiln_fb_verify_Module(kiln_fb_verifier_t* v, uint64_t pos) {
     if (!kiln_fb__follow(v, at, &target)) return 0;
     if (!kiln_fb__verify_vector(v, target, 4, 4, &len, &data)) return 0;
     for (k = 0; k < len; ++k) {
-      uint64_t elem;
+      uint64_t elem = 0;
       kiln_fb__index(v, k);
       if (!kiln_fb__follow(v, data + 4u * (uint64_t)k, &elem)) return 0;
       if (!kiln_fb_verify_Kernel(v, elem)) return 0;
