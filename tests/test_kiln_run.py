@@ -1,0 +1,273 @@
+"""kiln-run (and the embedding example) on modules written by kiln.vm.writer:
+running, printing, .npy/.npz I/O against numpy, benchmark mode, and every
+error path (one line on stderr naming the problem, non-zero exit). When the
+Makefile provides $KILN_SANITIZE_BUILD these run the ASan+UBSan binaries, so
+a leak or an invalid access on any path fails the test too."""
+import os
+import re
+import subprocess
+import sys
+import zipfile
+
+import numpy as np
+import pytest
+
+from kiln.vm.runtime import numpy_dtype
+from kiln.vm.writer import serialize
+from runtime_tools import ALL_DTYPES, identity_spec, native_build_dir, run
+from vm_native import build_kernel, host_triple
+from vm_specs import axpy_spec
+
+
+@pytest.fixture(scope="module")
+def build():
+    return native_build_dir()
+
+
+@pytest.fixture(scope="module")
+def kiln_run(build):
+    return build / "kiln-run"
+
+
+@pytest.fixture(scope="module")
+def modules(tmp_path_factory):
+    d = tmp_path_factory.mktemp("modules")
+    kernel = build_kernel(tmp_path_factory.mktemp("kernel"))
+    (d / "axpy.vmfb").write_bytes(serialize(axpy_spec(kernel, host_triple())))
+    (d / "ident.vmfb").write_bytes(serialize(identity_spec()))
+    return d
+
+
+def parse_printed(stdout: str) -> list[tuple[str, str]]:
+    """[(type, values text)] from kiln-run's printed results."""
+    blocks = re.split(r"^result\[\d+\]: (\S+)\n", stdout, flags=re.M)[1:]
+    return [(blocks[i], blocks[i + 1]) for i in range(0, len(blocks), 2)]
+
+
+def numbers(text: str) -> list[float]:
+    return [float(v) for v in re.findall(r"-?(?:\d+\.?\d*(?:e[-+]?\d+)?|inf|nan)", text)]
+
+
+def test_list(kiln_run, modules):
+    out = run(kiln_run, f"--module={modules / 'axpy.vmfb'}", "--list").stdout
+    assert out == ("module axpy\n"
+                   "functions (3):\n"
+                   "  predict(x: 4xf32) -> (4xf32)\n"
+                   "  step() -> (i64)\n"
+                   "  triangle(n: i64) -> (i64)\n"
+                   "globals (2):\n"
+                   "  w: 4xf32 (immutable)\n"
+                   "  counter: i64 (mutable)\n")
+    out = run(kiln_run, f"--module={modules / 'ident.vmfb'}", "--list").stdout
+    assert "  pair(a: 4xf32, b: i32) -> (i32, 4xf32)\n" in out
+    assert "  frozen: f32 (immutable)\n" in out
+
+
+def test_run_prints_results(kiln_run, modules):
+    m = f"--module={modules / 'axpy.vmfb'}"
+    out = run(kiln_run, m, "--function=predict", "--input=4xf32=10,20.5,-30,0.125").stdout
+    assert out == "result[0]: 4xf32\n[  12.  24.5  -24. 8.125]\n"
+    x = np.array([10, 20.5, -30, 0.125], np.float32)
+    ((typ, text),) = parse_printed(out)
+    assert typ == "4xf32"
+    np.testing.assert_array_equal(numbers(text), x + [2, 4, 6, 8])
+    # a single value broadcasts; scalars are 0-d
+    out = run(kiln_run, m, "--function=predict", "--input=4xf32=1").stdout
+    assert out.endswith("[3. 5. 7. 9.]\n")
+    out = run(kiln_run, m, "--function=triangle", "--input=i64=100").stdout
+    assert out == "result[0]: i64\n5050\n"
+    # "--flag value" works like "--flag=value"; --workers=1 is single-threaded
+    out = run(kiln_run, "--module", str(modules / "axpy.vmfb"), "--function", "triangle",
+              "--input", "i64=4", "--workers=1").stdout
+    assert out == "result[0]: i64\n10\n"
+
+
+def test_several_results_and_2d_printing(kiln_run, modules):
+    m = f"--module={modules / 'ident.vmfb'}"
+    out = run(kiln_run, m, "--function=pair", "--input=4xf32=1,2,3,4", "--input=i32=-3").stdout
+    assert out == "result[0]: i32\n-3\nresult[1]: 4xf32\n[1. 2. 3. 4.]\n"
+    out = run(kiln_run, m, "--function=ident_i32", "--input=2x3xi32=1,-2,3,40,5,6").stdout
+    assert out == "result[0]: 2x3xi32\n[[ 1 -2  3]\n [40  5  6]]\n"
+    out = run(kiln_run, m, "--function=ident_bool", "--input=2x3xbool=1,0,true,false,1,1").stdout
+    assert out == "result[0]: 2x3xbool\n[[ True False  True]\n [False  True  True]]\n"
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+def test_npy_in_and_out_for_every_dtype(kiln_run, modules, tmp_path, dtype):
+    rng = np.random.default_rng(7)
+    if dtype == "bool":
+        x = rng.random((2, 3)) < 0.5
+    elif dtype == "bf16":
+        x = (rng.standard_normal((2, 3)).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    elif np.issubdtype(numpy_dtype(dtype), np.floating):
+        x = rng.standard_normal((2, 3)).astype(numpy_dtype(dtype))
+    else:
+        info = np.iinfo(numpy_dtype(dtype))
+        x = rng.integers(info.min, info.max, (2, 3), endpoint=True).astype(numpy_dtype(dtype))
+    np.save(tmp_path / "x.npy", x)
+    run(kiln_run, f"--module={modules / 'ident.vmfb'}", f"--function=ident_{dtype}",
+        f"--input=@{tmp_path / 'x.npy'}", f"--output=@{tmp_path / 'y.npy'}")
+    y = np.load(tmp_path / "y.npy")
+    assert y.dtype == x.dtype and y.shape == x.shape
+    np.testing.assert_array_equal(y, x)
+
+
+def test_npy_fortran_order_and_big_endian_inputs(kiln_run, modules, tmp_path):
+    x = np.asfortranarray(np.arange(6, dtype=np.float32).reshape(2, 3))
+    np.save(tmp_path / "f.npy", x)
+    np.save(tmp_path / "b.npy", np.arange(6, dtype=">i4").reshape(2, 3))
+    m = f"--module={modules / 'ident.vmfb'}"
+    run(kiln_run, m, "--function=ident_f32", f"--input=@{tmp_path / 'f.npy'}",
+        f"--output={tmp_path / 'fy.npy'}")
+    np.testing.assert_array_equal(np.load(tmp_path / "fy.npy"), x)
+    run(kiln_run, m, "--function=ident_i32", f"--input=@{tmp_path / 'b.npy'}",
+        f"--output=@{tmp_path / 'by.npy'}")
+    np.testing.assert_array_equal(np.load(tmp_path / "by.npy"), np.arange(6).reshape(2, 3))
+
+
+def test_globals_npz_round_trip(kiln_run, modules, tmp_path):
+    m = f"--module={modules / 'axpy.vmfb'}"
+    out = tmp_path / "state.npz"
+    assert run(kiln_run, m, "--function=step", f"--globals-out={out}").stdout.endswith("\n1\n")
+    state = np.load(out)
+    assert sorted(state.files) == ["counter", "w"]
+    assert state["counter"].dtype == np.int64 and int(state["counter"]) == 1
+    np.testing.assert_array_equal(state["w"], [1, 2, 3, 4])
+    # state written by kiln-run feeds the next run; numpy.savez state too
+    assert run(kiln_run, m, "--function=step", f"--globals-in={out}",
+               f"--globals-out={out}").stdout.endswith("\n2\n")
+    np.savez(tmp_path / "np.npz", counter=np.int64(41), w=np.array([0, 0, 0, 1], np.float32))
+    printed = run(kiln_run, m, "--function=predict", "--input=4xf32=0",
+                  f"--globals-in={tmp_path / 'np.npz'}").stdout
+    assert printed.endswith("[0. 0. 0. 2.]\n")
+    assert run(kiln_run, m, "--function=step",
+               f"--globals-in={tmp_path / 'np.npz'}").stdout.endswith("\n42\n")
+    # globals alone (no function): dump the initial state
+    run(kiln_run, m, f"--globals-out={tmp_path / 'init.npz'}")
+    assert int(np.load(tmp_path / "init.npz")["counter"]) == 0
+    # a subset of globals is fine
+    np.savez(tmp_path / "part.npz", counter=np.int64(9))
+    assert run(kiln_run, m, "--function=step",
+               f"--globals-in={tmp_path / 'part.npz'}").stdout.endswith("\n10\n")
+    # our .npz is a plain stored zip that zipfile accepts
+    with zipfile.ZipFile(out) as z:
+        assert z.testzip() is None
+        assert {i.compress_type for i in z.infolist()} == {zipfile.ZIP_STORED}
+
+
+def test_every_dtype_through_globals(kiln_run, modules, tmp_path):
+    m = f"--module={modules / 'ident.vmfb'}"
+    run(kiln_run, m, f"--globals-out={tmp_path / 'a.npz'}")
+    state = dict(np.load(tmp_path / "a.npz"))
+    assert set(state) == {*(f"g_{d}" for d in ALL_DTYPES), "frozen"}
+    state = {k: (v + 1 if v.dtype != np.bool_ else ~v) for k, v in state.items()}
+    np.savez(tmp_path / "b.npz", **state)
+    run(kiln_run, m, f"--globals-in={tmp_path / 'b.npz'}", f"--globals-out={tmp_path / 'c.npz'}")
+    back = np.load(tmp_path / "c.npz")
+    for k, v in state.items():
+        np.testing.assert_array_equal(back[k], v, err_msg=k)
+
+
+def test_benchmark(kiln_run, modules):
+    out = run(kiln_run, f"--module={modules / 'axpy.vmfb'}", "--function=predict",
+              "--input=4xf32=1", "--benchmark=50").stdout
+    assert re.fullmatch(r"benchmark: predict: 50 calls, mean [\d.]+ (us|ms|s), "
+                        r"min [\d.]+ (us|ms|s) per call\n", out), out
+
+
+def test_help(kiln_run):
+    out = run(kiln_run, "--help").stdout
+    assert "--module=PATH" in out and "--globals-in" in out and "--benchmark" in out
+
+
+ERRORS = [
+    (["--function=nope"], ["no function 'nope'", "predict, step, triangle"]),
+    (["--function=predict"], ["'predict' expects 1 input, got 0", "predict(x: 4xf32)"]),
+    (["--function=predict", "--input=4xf32=1", "--input=f32=1"], ["expects 1 input, got 2"]),
+    (["--function=predict", "--input=3xf32=1"],
+     ["'predict' argument 0 'x'", "expected 4xf32, got 3xf32"]),
+    (["--function=predict", "--input=4xf64=1"], ["argument 0 'x'", "expected 4xf32, got 4xf64"]),
+    (["--function=predict", "--input=4xf32=1,2"],
+     ["argument 0 'x'", "expected 4 (or 1 to broadcast), got 2"]),
+    (["--function=predict", "--input=4xf32=1,x,3,4"], ["value 1 'x' is not a number"]),
+    (["--function=predict", "--input=4xq32=1"], ["unknown dtype 'q32'"]),
+    (["--function=predict", "--input=@missing.npy"], ["missing.npy", "No such file"]),
+    (["--function=step", "--output=@a.npy", "--output=@b.npy"],
+     ["'step' has 1 result, got 2 --output"]),
+    (["--function=step", "--globals-in=bad_name.npz"], ["no global 'nope'"]),
+    (["--function=step", "--globals-in=bad_type.npz"], ["global 'counter'", "expected i64, got i32"]),
+    (["--function=step", "--globals-in=compressed.npz"], ["'counter.npy' is compressed"]),
+    (["--function=step", "--globals-in=missing.npz"], ["missing.npz"]),
+    (["--function=step", "--output=@no/such/dir/y.npy"], ["--output 1", "no/such/dir/y.npy"]),
+    (["--bogus"], ["unknown argument '--bogus'"]),
+    (["--workers=x", "--list"], ["--workers expects an integer", "got 'x'"]),
+    (["--benchmark=0", "--function=step"], ["--benchmark expects an integer"]),
+    (["--input=f32=1", "--list"], ["need --function"]),
+    (["stray"], ["unknown argument 'stray'"]),
+    (["--function"], ["--function needs a value"]),
+]
+
+
+@pytest.mark.parametrize("args, fragments", ERRORS, ids=[" ".join(a) for a, _ in ERRORS])
+def test_errors_are_one_line(kiln_run, modules, tmp_path, args, fragments):
+    np.savez(tmp_path / "bad_name.npz", nope=np.int64(1))
+    np.savez(tmp_path / "bad_type.npz", counter=np.int32(1))
+    np.savez_compressed(tmp_path / "compressed.npz", counter=np.int64(1))
+    proc = run(kiln_run, f"--module={modules / 'axpy.vmfb'}", *args, check=False, cwd=tmp_path)
+    assert proc.returncode != 0
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kiln-run: error: "), proc.stderr
+    for fragment in fragments:
+        assert fragment in lines[0]
+    assert proc.stdout == ""
+
+
+@pytest.mark.parametrize("setup, fragment", [
+    (lambda d, m: None, "missing.vmfb"),
+    (lambda d, m: (d / "missing.vmfb").write_bytes(b"garbage!" * 4), "not a kiln module"),
+    (lambda d, m: (d / "missing.vmfb").write_bytes((m / "axpy.vmfb").read_bytes()[:300]), ""),
+])
+def test_bad_module_files(kiln_run, modules, tmp_path, setup, fragment):
+    setup(tmp_path, modules)
+    proc = run(kiln_run, f"--module={tmp_path / 'missing.vmfb'}", "--list", check=False)
+    assert proc.returncode != 0
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kiln-run: error: ") and fragment in lines[0]
+
+
+def test_usage_errors(kiln_run):
+    proc = run(kiln_run, check=False)
+    assert proc.returncode == 2 and proc.stderr.startswith("kiln-run: error: no module")
+    proc = run(kiln_run, "--module=x.vmfb", check=False)
+    assert proc.returncode == 2 and "nothing to do" in proc.stderr
+
+
+def test_console_entry_execs_native(kiln_run, modules):
+    env = dict(os.environ, KILN_RUN=str(kiln_run))
+    proc = subprocess.run(
+        [sys.executable, "-c", "import sys; from kiln.vm._native import kiln_run_main; "
+         "sys.argv[0] = 'kiln-run'; kiln_run_main()", f"--module={modules / 'axpy.vmfb'}",
+         "--function=triangle", "--input=i64=3"],
+        capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "result[0]: i64\n6\n"
+    env["KILN_RUN"] = "/nonexistent/kiln-run"
+    proc = subprocess.run([sys.executable, "-c", "from kiln.vm._native import kiln_run_main; "
+                           "kiln_run_main()"], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 1 and proc.stderr.startswith("kiln-run: error: KILN_RUN=")
+
+
+def test_embedding_example(build, modules):
+    exe = build / "kiln-embed-example"
+    out = run(exe, str(modules / "axpy.vmfb"), "predict").stdout
+    assert out == "result 0 y: f32[4]\n[3. 5. 7. 9.]\n"  # ones + 2 * w
+    out = run(exe, str(modules / "axpy.vmfb"), "predict", "4xf32=1,2,3,4").stdout
+    assert out.endswith("[ 3.  6.  9. 12.]\n")
+    out = run(exe, str(modules / "ident.vmfb"), "pair").stdout
+    assert out == "result 0 b: i32[]\n1\nresult 1 a: f32[4]\n[1. 1. 1. 1.]\n"
+    proc = run(exe, str(modules / "axpy.vmfb"), "nope", check=False)
+    assert proc.returncode == 1 and "no exported function 'nope'" in proc.stderr
+    proc = run(exe, str(modules / "axpy.vmfb"), "predict", "3xf32=1", check=False)
+    assert proc.returncode == 1 and "expects 4xf32, got 3xf32" in proc.stderr
+    proc = run(exe, check=False)
+    assert proc.returncode == 2 and "usage" in proc.stderr

@@ -1,0 +1,249 @@
+"""kiln.vm.runtime (ctypes binding of libkiln_runtime) on modules written by
+kiln.vm.writer: numbers against numpy, every dtype, globals, errors, threads."""
+import json
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kiln.vm.runtime import (INVALID_ARGUMENT, NOT_FOUND, DATA_LOSS, Context, Instance,
+                             KilnRuntimeError, Module, numpy_dtype)
+from kiln.vm.writer import serialize
+from runtime_tools import ALL_DTYPES, ensure_runtime_library, identity_spec
+from vm_native import build_kernel, host_triple
+from vm_specs import axpy_spec
+
+
+@pytest.fixture(scope="module")
+def instance():
+    ensure_runtime_library()
+    return Instance(worker_count=2)
+
+
+@pytest.fixture(scope="module")
+def axpy_bytes(tmp_path_factory):
+    kernel = build_kernel(tmp_path_factory.mktemp("kernel"))
+    return serialize(axpy_spec(kernel, host_triple()))
+
+
+@pytest.fixture(scope="module")
+def ident(instance):
+    return Module.from_bytes(instance, serialize(identity_spec()))
+
+
+def sample(dtype: str, shape=(2, 3), seed=0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    if dtype == "bool":
+        return rng.random(shape) < 0.5
+    if dtype == "bf16":
+        # raw bfloat16 bits of some ordinary floats (or ml_dtypes' bfloat16)
+        f = rng.standard_normal(shape).astype(np.float32)
+        bits = (f.view(np.uint32) >> 16).astype(np.uint16)
+        return bits.view(numpy_dtype("bf16"))
+    np_dtype = numpy_dtype(dtype)
+    if np.issubdtype(np_dtype, np.floating):
+        return rng.standard_normal(shape).astype(np_dtype)
+    info = np.iinfo(np_dtype)
+    return rng.integers(info.min, info.max, size=shape, endpoint=True).astype(np_dtype)
+
+
+def test_instance_worker_count():
+    ensure_runtime_library()
+    assert Instance(worker_count=3).worker_count == 3
+    assert Instance().worker_count >= 1
+    with pytest.raises(ValueError):
+        Instance(worker_count=-1)
+    with pytest.raises(KilnRuntimeError, match="worker_count 5000") as e:
+        Instance(worker_count=5000)
+    assert e.value.code == INVALID_ARGUMENT and e.value.code_name == "INVALID_ARGUMENT"
+
+
+def test_dispatch_against_numpy(instance, axpy_bytes, tmp_path):
+    path = tmp_path / "axpy.vmfb"
+    path.write_bytes(axpy_bytes)
+    for module in (Module.from_bytes(instance, axpy_bytes), Module.from_file(instance, path),
+                   Module.from_file(instance, str(path))):
+        ctx = Context(module)
+        x = np.array([10.5, -20, 30, 0.25], np.float32)
+        (y,) = ctx.invoke("predict", [x])
+        np.testing.assert_array_equal(y, x + 2 * np.array([1, 2, 3, 4], np.float32))
+        assert y.dtype == np.float32 and y.shape == (4,)
+        # a non-contiguous input is copied into a dense one
+        (y2,) = ctx.invoke("predict", [np.arange(8, dtype=np.float32)[::2]])
+        np.testing.assert_array_equal(y2, np.arange(8, dtype=np.float32)[::2] + [2, 4, 6, 8])
+
+
+def test_reflection(instance, axpy_bytes, ident):
+    module = Module.from_bytes(instance, axpy_bytes)
+    assert module.name == "axpy"
+    names = [f.name for f in module.functions]
+    assert names == ["predict", "step", "triangle"]
+    predict = module.function("predict")
+    assert predict.signature == "predict(x: 4xf32) -> (4xf32)"
+    assert [(a.name, a.kiln_dtype, a.dtype, a.shape) for a in predict.args] == \
+        [("x", "f32", np.dtype(np.float32), (4,))]
+    assert predict.results[0].name == "y"
+    assert json.loads(predict.arg_tree) == [] and json.loads(predict.result_tree) == []
+    assert [(g.name, g.type_str, g.mutable) for g in module.globals] == \
+        [("w", "4xf32", False), ("counter", "i64", True)]
+    pair = ident.function("pair")
+    assert pair.signature == "pair(a: 4xf32, b: i32) -> (i32, 4xf32)"
+    assert json.loads(ident.function("ident_f32").arg_tree) == ["x"]
+    assert json.loads(ident.function("ident_f32").result_tree) == "y"
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+def test_every_dtype_round_trips(ident, dtype):
+    ctx = Context(ident)
+    x = sample(dtype)
+    (y,) = ctx.invoke(f"ident_{dtype}", [x])
+    assert y.dtype == numpy_dtype(dtype) and y.shape == (2, 3)
+    np.testing.assert_array_equal(y.view(np.uint8), x.view(np.uint8))
+
+
+def test_bf16_accepts_raw_uint16_bits(ident):
+    bits = np.array([[0x3F80, 0x4000, 0xBF80], [0, 0x7F80, 0x3E80]], np.uint16)
+    (y,) = Context(ident).invoke("ident_bf16", [bits])
+    np.testing.assert_array_equal(y.view(np.uint16), bits)
+
+
+def test_several_results_and_scalars(ident):
+    a = np.array([1, 2, 3, 4], np.float32)
+    b, a2 = Context(ident).invoke("pair", [a, np.int32(-7)])
+    assert b.shape == () and b.dtype == np.int32 and int(b) == -7
+    np.testing.assert_array_equal(a2, a)
+    # Python scalars and lists take the declared dtype
+    b, a2 = Context(ident).invoke("pair", [[5, 6, 7, 8], 3])
+    assert int(b) == 3 and a2.dtype == np.float32 and a2.tolist() == [5, 6, 7, 8]
+
+
+def test_globals_state_and_contexts(instance, axpy_bytes, ident):
+    module = Module.from_bytes(instance, axpy_bytes)
+    a, b = Context(module), Context(module)
+    assert [int(a.invoke("step")[0]) for _ in range(3)] == [1, 2, 3]
+    assert int(b.invoke("step")[0]) == 1  # contexts do not share state
+    assert int(a.get_global("counter")) == 3
+    a.set_global("counter", np.int64(41))
+    assert int(a.invoke("step")[0]) == 42
+    a.set_global("counter", 100)  # a Python int takes the global's dtype
+    assert int(a.get_global("counter")) == 100
+    np.testing.assert_array_equal(a.get_global("w"), [1, 2, 3, 4])
+    a.set_global("w", np.array([0, 0, 0, 1], np.float32))  # immutable: restorable
+    np.testing.assert_array_equal(a.invoke("predict", [np.zeros(4, np.float32)])[0], [0, 0, 0, 2])
+    np.testing.assert_array_equal(b.get_global("w"), [1, 2, 3, 4])
+
+    ctx = Context(ident)
+    values = [sample(d, seed=i + 1) for i, d in enumerate(ALL_DTYPES)]
+    assert ctx.invoke("store_all", values) == []
+    for d, v, got in zip(ALL_DTYPES, values, ctx.invoke("load_all")):
+        np.testing.assert_array_equal(got.view(np.uint8), v.view(np.uint8), err_msg=d)
+        np.testing.assert_array_equal(ctx.get_global(f"g_{d}").view(np.uint8), v.view(np.uint8))
+    assert set(ctx.globals()) == {*(f"g_{d}" for d in ALL_DTYPES), "frozen"}
+    assert float(ctx.get_global("frozen")) == 2.5
+
+
+@pytest.mark.parametrize("call, code, pattern", [
+    (lambda c: c.invoke("nope", []), NOT_FOUND, r"'axpy'.*no exported function 'nope'.*predict"),
+    (lambda c: c.invoke("predict", [np.zeros(3, np.float32)]), INVALID_ARGUMENT,
+     r"predict.*argument 0 'x'.*4xf32.*got 3xf32"),
+    (lambda c: c.invoke("predict", [np.zeros(4, np.float64)]), INVALID_ARGUMENT,
+     r"predict.*argument 0 'x'.*4xf32.*got 4xf64"),
+    (lambda c: c.invoke("predict", []), INVALID_ARGUMENT, r"predict.*expects 1 argument.*got 0"),
+    (lambda c: c.invoke("predict", [np.zeros(4, np.float32)] * 2), INVALID_ARGUMENT,
+     r"predict.*expects 1 argument.*got 2"),
+    (lambda c: c.invoke("predict", [np.zeros(4, np.complex64)]), INVALID_ARGUMENT,
+     r"predict: argument 0 'x' expects 4xf32, got numpy dtype complex64"),
+    (lambda c: c.invoke("predict", [np.zeros(4, np.uint16)]), INVALID_ARGUMENT,
+     r"expects 4xf32, got numpy dtype uint16"),
+    (lambda c: c.set_global("w", np.zeros(3, np.float32)), INVALID_ARGUMENT,
+     r"'w'.*4xf32.*got 3xf32"),
+    (lambda c: c.set_global("nope", np.zeros(3, np.float32)), NOT_FOUND, r"no global 'nope'"),
+    (lambda c: c.get_global("nope"), NOT_FOUND, r"no global 'nope'"),
+])
+def test_errors_name_the_problem(instance, axpy_bytes, call, code, pattern):
+    ctx = Context(Module.from_bytes(instance, axpy_bytes))
+    with pytest.raises(KilnRuntimeError, match=pattern) as e:
+        call(ctx)
+    assert e.value.code == code
+    # the context is still usable afterwards
+    assert ctx.invoke("predict", [np.ones(4, np.float32)])[0].tolist() == [3, 5, 7, 9]
+
+
+def test_bad_modules(instance, axpy_bytes, tmp_path):
+    with pytest.raises(KilnRuntimeError) as e:
+        Module.from_bytes(instance, b"definitely not a module")
+    assert e.value.code == DATA_LOSS
+    with pytest.raises(KilnRuntimeError, match="truncated|too short|outside|past") as e:
+        Module.from_bytes(instance, axpy_bytes[: len(axpy_bytes) // 2])
+    with pytest.raises(KilnRuntimeError, match="missing.vmfb") as e:
+        Module.from_file(instance, tmp_path / "missing.vmfb")
+    assert e.value.code == NOT_FOUND
+
+
+def test_closed_objects(instance, axpy_bytes):
+    module = Module.from_bytes(instance, axpy_bytes)
+    ctx = Context(module)
+    ctx.close()
+    ctx.close()
+    with pytest.raises(ValueError, match="Context is closed"):
+        ctx.invoke("step")
+    with Context(module) as c2:
+        assert int(c2.invoke("step")[0]) == 1
+    module.close()  # the context keeps what it needs alive in C; Python refuses further use
+    with pytest.raises(ValueError, match="Module is closed"):
+        Context(module)
+
+
+def test_concurrent_contexts(instance, axpy_bytes):
+    module = Module.from_bytes(instance, axpy_bytes)
+    errors = []
+
+    def worker(seed):
+        try:
+            ctx = Context(module)
+            rng = np.random.default_rng(seed)
+            for i in range(200):
+                x = rng.standard_normal(4).astype(np.float32)
+                (y,) = ctx.invoke("predict", [x])
+                np.testing.assert_array_equal(y, x + np.array([2, 4, 6, 8], np.float32))
+                assert int(ctx.invoke("step")[0]) == i + 1
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+    # one context shared by threads: calls are serialized by the binding
+    shared = Context(module)
+    threads = [threading.Thread(target=lambda: [shared.invoke("step") for _ in range(100)])
+               for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert int(shared.get_global("counter")) == 400
+
+
+def test_library_lookup_prefers_the_environment(monkeypatch, tmp_path):
+    from kiln.vm import _native
+
+    monkeypatch.setenv("KILN_RUNTIME_LIB", str(tmp_path / "nope.so"))
+    with pytest.raises(_native.NativeArtifactNotFound, match="KILN_RUNTIME_LIB=.*nope.so"):
+        _native.runtime_library_path()
+    fake = tmp_path / "libkiln_runtime.so"
+    fake.write_bytes(b"")
+    monkeypatch.setenv("KILN_RUNTIME_LIB", str(fake))
+    assert _native.runtime_library_path() == str(fake)
+    monkeypatch.setenv("KILN_RUN", str(fake))
+    assert _native.kiln_run_path() == str(fake)
+    monkeypatch.delenv("KILN_RUN")
+    monkeypatch.delenv("KILN_RUNTIME_LIB")
+    monkeypatch.setattr(_native, "_NATIVE_DIR", tmp_path / "no_native")
+    monkeypatch.setattr(_native, "DEV_BUILD_DIR", tmp_path / "no_build")
+    with pytest.raises(_native.NativeArtifactNotFound, match="kiln-run was not found"):
+        _native.kiln_run_path()
