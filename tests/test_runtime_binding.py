@@ -247,3 +247,40 @@ def test_library_lookup_prefers_the_environment(monkeypatch, tmp_path):
     monkeypatch.setattr(_native, "DEV_BUILD_DIR", tmp_path / "no_build")
     with pytest.raises(_native.NativeArtifactNotFound, match="kiln-run was not found"):
         _native.kiln_run_path()
+
+
+def _host_features() -> str:
+    import llvmlite.binding as llvm
+
+    return llvm.get_host_cpu_features().flatten()
+
+
+def test_kernel_images_for_this_host_load(instance, tmp_path):
+    """A kernel image that requires exactly what LLVM reports for this host
+    loads and runs; a feature the host lacks, an unknown feature and another
+    architecture are refused with a message naming them."""
+    kernel = build_kernel(tmp_path)
+    features = _host_features()
+    spec = axpy_spec(kernel, host_triple())
+    spec.kernel_images[0].cpu_features = features
+    ctx = Context(Module.from_bytes(instance, serialize(spec)))
+    assert ctx.invoke("predict", [np.ones(4, np.float32)])[0].tolist() == [3, 5, 7, 9]
+
+    missing = [f[1:] for f in features.split(",") if f.startswith("-")]
+    for name in missing:
+        spec.kernel_images[0].cpu_features = f"+sse2,+{name}"
+        try:
+            Module.from_bytes(instance, serialize(spec))
+        except KilnRuntimeError as e:
+            assert f"'+{name}'" in e.message, e.message
+            assert "lacks" in e.message or "unknown" in e.message
+        else:
+            raise AssertionError(f"+{name} (absent on this host per LLVM) was accepted")
+    spec.kernel_images[0].cpu_features = "+sse2,+not-a-cpu-feature"
+    with pytest.raises(KilnRuntimeError, match=r"unknown CPU feature '\+not-a-cpu-feature'"):
+        Module.from_bytes(instance, serialize(spec))
+    other = "aarch64" if host_triple().startswith("x86_64") else "x86_64"
+    spec.kernel_images[0].cpu_features = ""
+    spec.kernel_images[0].target_triple = f"{other}-unknown-linux-gnu"
+    with pytest.raises(KilnRuntimeError, match=f"architecture '{other}'"):
+        Module.from_bytes(instance, serialize(spec))

@@ -189,7 +189,10 @@ typedef struct {
   uint32_t e1_ecx, e1_edx;
   uint32_t e8_ebx;
   uint32_t l14_ebx;
-  int avx_save, avx512_save, amx_save;
+  uint32_t l19_ebx;
+  uint32_t l1e1_eax;
+  uint32_t l24_ebx;
+  int avx_save, avx512_save, amx_save, apx_save;
 } kiln_x86_cpu_t;
 
 static void kiln_x86_read(kiln_x86_cpu_t* c) {
@@ -221,6 +224,18 @@ static void kiln_x86_read(kiln_x86_cpu_t* c) {
     __cpuid_count(0x14, 0, a, b, cx, d);
     c->l14_ebx = b;
   }
+  if (max_leaf >= 0x19) {
+    __cpuid_count(0x19, 0, a, b, cx, d);
+    c->l19_ebx = b;
+  }
+  if (max_leaf >= 0x1e) {
+    __cpuid_count(0x1e, 1, a, b, cx, d);
+    c->l1e1_eax = a;
+  }
+  if (max_leaf >= 0x24) {
+    __cpuid_count(0x24, 0, a, b, cx, d);
+    c->l24_ebx = b;
+  }
   unsigned max_ext = __get_cpuid_max(0x80000000u, NULL);
   if (max_ext >= 0x80000001u) {
     __cpuid_count(0x80000001u, 0, a, b, cx, d);
@@ -239,6 +254,7 @@ static void kiln_x86_read(kiln_x86_cpu_t* c) {
     c->avx_save = ((c->l1_ecx >> 28) & 1) && (xcr0_lo & 0x6) == 0x6;
     c->avx512_save = c->avx_save && (xcr0_lo & 0xe0) == 0xe0;
     c->amx_save = (xcr0_lo & 0x60000) == 0x60000;
+    c->apx_save = (xcr0_lo & 0x80000) == 0x80000;
   }
 }
 
@@ -248,6 +264,9 @@ static void kiln_x86_read(kiln_x86_cpu_t* c) {
  * Returns -1 for a name this table does not know. */
 static int kiln_x86_has(const kiln_x86_cpu_t* c, const char* f) {
   const int avx = c->avx_save, avx512 = c->avx512_save, amx = c->amx_save;
+  const int apx = BIT(c->l7s1_edx, 21) && c->apx_save;
+  const int avx10 = BIT(c->l7s1_edx, 19) && avx512;
+  const unsigned avx10_version = avx10 ? (c->l24_ebx & 0xffu) : 0;
   static const char* always[] = {"64bit", "x87", "cx8", "cmov", "mmx", "fxsr",
                                  "sse", "sse2", "nopl"};
   for (size_t i = 0; i < sizeof(always) / sizeof(always[0]); ++i) {
@@ -361,6 +380,27 @@ static int kiln_x86_has(const kiln_x86_cpu_t* c, const char* f) {
       {"xsavec", BIT(c->ld1_eax, 1) && avx},
       {"xsaves", BIT(c->ld1_eax, 3) && avx},
       {"ptwrite", BIT(c->l14_ebx, 4)},
+      {"widekl", BIT(c->l19_ebx, 2)},
+      {"movrs", BIT(c->l7s1_eax, 31)},
+      {"amx-fp8", BIT(c->l1e1_eax, 4) && amx},
+      {"amx-tf32", BIT(c->l1e1_eax, 6) && amx},
+      {"amx-avx512", BIT(c->l1e1_eax, 7) && amx && avx512},
+      {"amx-movrs", BIT(c->l1e1_eax, 8) && amx},
+      /* AVX10 (converged AVX-512) and APX (extended GPRs). */
+      {"avx10.1", avx10_version >= 1},
+      {"avx10.1-256", avx10_version >= 1},
+      {"avx10.1-512", avx10_version >= 1},
+      {"avx10.2", avx10_version >= 2},
+      {"avx10.2-256", avx10_version >= 2},
+      {"avx10.2-512", avx10_version >= 2},
+      {"egpr", apx},
+      {"push2pop2", apx},
+      {"ppx", apx},
+      {"ndd", apx},
+      {"ccmp", apx},
+      {"nf", apx},
+      {"cf", apx},
+      {"zu", apx},
   };
   for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); ++i) {
     if (strcmp(f, table[i].name) == 0) return table[i].value ? 1 : 0;
