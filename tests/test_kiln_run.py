@@ -192,6 +192,10 @@ ERRORS = [
     (["--function=predict", "--input=4xf32=1,x,3,4"], ["value 1 'x' is not a number"]),
     (["--function=predict", "--input=4xq32=1"], ["unknown dtype 'q32'"]),
     (["--function=predict", "--input=@missing.npy"], ["missing.npy", "No such file"]),
+    (["--function=predict", "--input=@x3.npy"], ["argument 0 'x'", "expected 4xf32, got 3xf32"]),
+    (["--function=predict", "--input=@broken.npy"], ["broken.npy", "not a valid .npy"]),
+    (["--function=predict", "--input=1000000000x1000000000xf32=1"],
+     ["expected 4xf32, got 1000000000x1000000000xf32"]),
     (["--function=step", "--output=@a.npy", "--output=@b.npy"],
      ["'step' has 1 result, got 2 --output"]),
     (["--function=step", "--globals-in=bad_name.npz"], ["no global 'nope'"]),
@@ -213,6 +217,8 @@ def test_errors_are_one_line(kiln_run, modules, tmp_path, args, fragments):
     np.savez(tmp_path / "bad_name.npz", nope=np.int64(1))
     np.savez(tmp_path / "bad_type.npz", counter=np.int32(1))
     np.savez_compressed(tmp_path / "compressed.npz", counter=np.int64(1))
+    np.save(tmp_path / "x3.npy", np.zeros(3, np.float32))
+    (tmp_path / "broken.npy").write_bytes(b"\x93NUMPY\x01\x00\x10\x00{'descr': '<f4',")
     proc = run(kiln_run, f"--module={modules / 'axpy.vmfb'}", *args, check=False, cwd=tmp_path)
     assert proc.returncode != 0
     lines = proc.stderr.splitlines()

@@ -179,6 +179,15 @@ static int parse_options(int argc, char** argv, options_t* o) {
   return 0;
 }
 
+static int type_matches(const kiln_value_info_t* info, kiln_dtype_t dtype,
+                                          size_t rank, const int64_t* shape) {
+  if (info->dtype != dtype || info->rank != rank) return 0;
+  for (size_t d = 0; d < rank; ++d) {
+    if (info->shape[d] != shape[d]) return 0;
+  }
+  return 1;
+}
+
 static void format_info(const kiln_value_info_t* info, char* buf, size_t size) {
   kiln_format_type(info->dtype, info->rank, info->shape, buf, size);
 }
@@ -410,7 +419,29 @@ static int run_function(state_t* st, const options_t* o) {
     s = kiln_function_arg_info(fn, i, &info);
     if (s) return fail_status(s);
     const char* arg_name = info.name && *info.name ? info.name : "";
-    s = kiln_io_parse_value(o->inputs[i], &st->args[i]);
+    /* Check an inline value's type before allocating anything for it. */
+    const char* text = o->inputs[i];
+    if (text[0] != '@') {
+      size_t type_len = strcspn(text, "=");
+      char type_text[512];
+      kiln_dtype_t dtype;
+      size_t rank = 0;
+      int64_t shape[KILN_MAX_RANK];
+      if (type_len < sizeof(type_text)) {
+        memcpy(type_text, text, type_len);
+        type_text[type_len] = '\0';
+        kiln_status_t ts = kiln_io_parse_type(type_text, &dtype, &rank, shape);
+        if (!ts && !type_matches(&info, dtype, rank, shape)) {
+          char expected[512];
+          format_info(&info, expected, sizeof(expected));
+          error_line("function '%s' argument %zu '%s': expected %s, got %s (--input %zu)",
+                     o->function, i, arg_name, expected, type_text, i + 1);
+          return EXIT_RUNTIME;
+        }
+        kiln_status_free(ts); /* a malformed type is reported by the parse below */
+      }
+    }
+    s = kiln_io_parse_value(text, &st->args[i]);
     if (s) {
       return fail_status(kiln_status_annotate(s, "function '%s' argument %zu '%s' (--input %zu)",
                                               o->function, i, arg_name, i + 1));
