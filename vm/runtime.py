@@ -91,19 +91,20 @@ def numpy_dtype(kiln_dtype: str) -> np.dtype:
     return _NUMPY_OF[kiln_dtype]
 
 
+_KILN_OF_NUMPY = {dtype: name for name, dtype in _NUMPY_OF.items() if name != "bf16"}
+if _BF16 is not None:
+    _KILN_OF_NUMPY[_BF16] = "bf16"
+
+
 def kiln_dtype(dtype, *, expected: str | None = None) -> str | None:
     """The kiln dtype name of a numpy dtype, or None when kiln has none.
 
     uint16 counts as bf16 (raw bits) only where bf16 is expected."""
     dtype = np.dtype(dtype)
-    if _BF16 is not None and dtype == _BF16:
+    name = _KILN_OF_NUMPY.get(dtype)
+    if name is None and expected == "bf16" and dtype == np.uint16:
         return "bf16"
-    if dtype == np.uint16 and expected == "bf16":
-        return "bf16"
-    for name, np_dtype in _NUMPY_OF.items():
-        if name != "bf16" and dtype == np_dtype:
-            return name
-    return None
+    return name
 
 
 # ---- the C library ------------------------------------------------------------
@@ -319,6 +320,7 @@ class Module(_Handle):
         self._ptr = ptr
         self._functions = None
         self._globals = None
+        self._by_name: dict[str, tuple[_Function, FunctionInfo]] = {}
 
     @classmethod
     def from_bytes(cls, instance: Instance, data) -> "Module":
@@ -376,12 +378,18 @@ class Module(_Handle):
 
     def function(self, name: str) -> FunctionInfo:
         """The exported function `name` (KilnRuntimeError NOT_FOUND otherwise)."""
-        return self._function_info(self._lookup(name))
+        return self._resolve(name)[1]
 
-    def _lookup(self, name: str) -> _Function:
-        fn = _Function()
-        _check(_lib().kiln_module_lookup_function(self._handle, name.encode(), ctypes.byref(fn)))
-        return fn
+    def _resolve(self, name: str) -> tuple[_Function, FunctionInfo]:
+        """The C function handle and its description (cached: modules are immutable)."""
+        found = self._by_name.get(name)
+        if found is None:
+            fn = _Function()
+            _check(_lib().kiln_module_lookup_function(self._handle, name.encode(),
+                                                      ctypes.byref(fn)))
+            found = (fn, self._function_info(fn))
+            self._by_name[name] = found
+        return found
 
     @property
     def globals(self) -> list[GlobalInfo]:
@@ -400,6 +408,9 @@ class Module(_Handle):
         return f"<kiln Module {self.name!r}: {len(self.functions)} functions>" if self._ptr else "<closed Module>"
 
 
+_SHAPE_TYPES = [ctypes.c_int64 * max(n, 1) for n in range(17)]
+
+
 def _to_view(value, expected: ValueInfo | GlobalInfo | None, what: str):
     """A new C buffer view holding a copy of `value` (a numpy array or array-like)."""
     if not isinstance(value, np.ndarray):
@@ -407,36 +418,55 @@ def _to_view(value, expected: ValueInfo | GlobalInfo | None, what: str):
             value = np.asarray(value)
         else:
             value = np.asarray(value, dtype=expected.dtype if expected is not None else None)
-    kdtype = kiln_dtype(value.dtype, expected=expected.kiln_dtype if expected else None)
+    dtype = value.dtype
+    kdtype = _KILN_OF_NUMPY.get(dtype)
     if kdtype is None:
-        want = f"expects {expected.type_str}, " if expected is not None else ""
-        raise KilnRuntimeError(
-            INVALID_ARGUMENT, f"{what} {want}got numpy dtype {value.dtype} (kiln supports "
-                              f"float32 float64 float16 bfloat16 int8 int16 int32 int64 uint8 bool)")
+        if not dtype.isnative:
+            value = value.astype(dtype.newbyteorder("="))
+        kdtype = kiln_dtype(value.dtype, expected=expected.kiln_dtype if expected else None)
+        if kdtype is None:
+            want = f"expects {expected.type_str}, " if expected is not None else ""
+            raise KilnRuntimeError(
+                INVALID_ARGUMENT, f"{what} {want}got numpy dtype {value.dtype} (kiln supports "
+                f"float32 float64 float16 bfloat16 int8 int16 int32 int64 uint8 bool)")
     # (np.ascontiguousarray would turn a 0-d array into a 1-d one)
     array = value if value.flags.c_contiguous else np.ascontiguousarray(value)
-    shape = (ctypes.c_int64 * max(array.ndim, 1))(*array.shape)
+    ndim = array.ndim
+    if ndim > 16:
+        raise KilnRuntimeError(INVALID_ARGUMENT, f"{what} has rank {ndim}: expected at most 16")
+    shape = _SHAPE_TYPES[ndim](*array.shape)
+    nbytes = array.nbytes
     out = ctypes.c_void_p()
-    _check(_lib().kiln_buffer_view_create(_DTYPE_CODE[kdtype], array.ndim, shape,
-                                          array.ctypes.data if array.nbytes else None,
-                                          array.nbytes, ctypes.byref(out)))
+    _check(_lib().kiln_buffer_view_create(_DTYPE_CODE[kdtype], ndim, shape,
+                                          array.ctypes.data if nbytes else None,
+                                          nbytes, ctypes.byref(out)))
     return out.value
 
 
-def _from_view(view) -> np.ndarray:
-    """A numpy copy of a C buffer view (the view is not released)."""
+def _from_view(view, expected: ValueInfo | None = None) -> np.ndarray:
+    """A numpy copy of a C buffer view (the view is not released).
+
+    `expected`, the declared type of a result, saves querying dtype and shape."""
     lib = _lib()
-    code = lib.kiln_buffer_view_dtype(view)
-    rank = lib.kiln_buffer_view_rank(view)
-    shape_ptr = lib.kiln_buffer_view_shape(view)
-    shape = tuple(int(shape_ptr[i]) for i in range(rank))
-    array = np.empty(shape, dtype=_NUMPY_OF[KILN_DTYPES[code]])
     nbytes = lib.kiln_buffer_view_byte_size(view)
-    if nbytes != array.nbytes:
-        raise KilnRuntimeError(INTERNAL, f"buffer of {nbytes} bytes for shape {shape}, "
-                                         f"dtype {KILN_DTYPES[code]}")
+    array = None
+    if expected is not None and expected.dtype is not None:
+        array = np.empty(expected.shape, dtype=expected.dtype)
+        if array.nbytes != nbytes or \
+                lib.kiln_buffer_view_dtype(view) != _DTYPE_CODE[expected.kiln_dtype]:
+            array = None
+    if array is None:
+        code = lib.kiln_buffer_view_dtype(view)
+        rank = lib.kiln_buffer_view_rank(view)
+        shape_ptr = lib.kiln_buffer_view_shape(view)
+        shape = tuple(int(shape_ptr[i]) for i in range(rank))
+        array = np.empty(shape, dtype=_NUMPY_OF[KILN_DTYPES[code]])
+        if nbytes != array.nbytes:
+            raise KilnRuntimeError(INTERNAL, f"buffer of {nbytes} bytes for shape {shape}, "
+                                             f"dtype {KILN_DTYPES[code]}")
     if nbytes:
-        ctypes.memmove(array.ctypes.data, lib.kiln_buffer_view_data(view), nbytes)
+        ctypes.memmove(array.ctypes.data, lib.kiln_buffer_view_data(view),
+                       nbytes)
     return array
 
 
@@ -460,8 +490,7 @@ class Context(_Handle):
     def invoke(self, name: str, args: Sequence = ()) -> list[np.ndarray]:
         """Calls exported function `name` with numpy arrays; returns its results (copies)."""
         lib = _lib()
-        fn = self._module._lookup(name)
-        info = self._module._function_info(fn)
+        fn, info = self._module._resolve(name)
         args = list(args)
         views = (ctypes.c_void_p * max(len(args), 1))()
         results = (ctypes.c_void_p * max(len(info.results), 1))()
@@ -476,7 +505,8 @@ class Context(_Handle):
                 _check(lib.kiln_context_invoke(self._handle, fn, views, len(args), results,
                                                len(info.results)))
             try:
-                return [_from_view(results[i]) for i in range(len(info.results))]
+                return [_from_view(results[i], info.results[i])
+                        for i in range(len(info.results))]
             finally:
                 for i in range(len(info.results)):
                     lib.kiln_buffer_view_release(results[i])
