@@ -24,7 +24,7 @@ def optimize(module: ir.Module, target: Target):
     options = llvm.create_pipeline_tuning_options(speed_level=3)
     options.loop_vectorization = True
     options.slp_vectorization = True
-    options.loop_unrolling = True
+    options.loop_unrolling = False
     options.loop_interleaving = True
     builder = llvm.create_pass_builder(machine, options)
     builder.getModulePassManager().run(parsed, builder)

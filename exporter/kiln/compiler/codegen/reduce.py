@@ -19,7 +19,7 @@ from . import scalar_ops
 from .intrinsics import call_binary
 from .loops import const64, delinearize, dot_offsets, for_range, workgroup_slice
 from .region_eval import evaluate, leaves_used, load_view, needed_equations
-from .types import F64, I1, info, int_const
+from .types import F64, I8, info, int_const
 
 TILE = 256
 
@@ -89,6 +89,8 @@ class _Combiner:
         self.d = info(dtype)
         if op == "sum" and self.d.is_float:
             self.acc_type = F64
+        elif self.d.kind == "b":
+            self.acc_type = I8
         else:
             self.acc_type = self.d.compute
 
@@ -100,7 +102,7 @@ class _Combiner:
         if d.is_float:
             return ir.Constant(self.acc_type, -np.inf if is_max else np.inf)
         if d.kind == "b":
-            return ir.Constant(I1, 0 if is_max else 1)
+            return ir.Constant(I8, 0 if is_max else 1)
         if d.is_signed:
             bound = -(1 << (d.bits - 1)) if is_max else (1 << (d.bits - 1)) - 1
         else:
@@ -109,9 +111,9 @@ class _Combiner:
 
     def combine(self, b: ir.IRBuilder, acc, value, reassociate: bool):
         d = self.d
+        if d.kind == "b":
+            return call_binary(b, "umin" if self.op == "min" else "umax", acc, b.zext(value, I8))
         if self.op == "sum":
-            if d.kind == "b":
-                return b.or_(acc, value)
             if d.is_float:
                 if value.type != self.acc_type:
                     value = b.fpext(value, self.acc_type)
@@ -123,12 +125,12 @@ class _Combiner:
         is_max = self.op == "max"
         if d.is_float:
             return call_binary(b, "maximum" if is_max else "minimum", acc, value)
-        if d.kind == "b":
-            return b.or_(acc, value) if is_max else b.and_(acc, value)
         name = ("smax" if is_max else "smin") if d.is_signed else ("umax" if is_max else "umin")
         return call_binary(b, name, acc, value)
 
     def finalize(self, b: ir.IRBuilder, acc):
+        if self.d.kind == "b":
+            return b.icmp_unsigned("!=", acc, ir.Constant(I8, 0))
         if acc.type != self.d.compute:
             return b.fptrunc(acc, self.d.compute)
         return acc

@@ -1,0 +1,122 @@
+"""Graph-to-graph cleanups before fusion: folding, simplification, CSE and DCE.
+
+All passes keep the graph's inputs and output count; outputs may become
+inputs, constants or literals when an equation simplifies away.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core.ir import Equation, Graph, Literal, Var, subgraphs_of
+
+
+def _is_literal_value(atom, value) -> bool:
+    return isinstance(atom, Literal) and atom.value.shape == () and atom.value.item() == value
+
+
+def _same_type(a, out: Var) -> bool:
+    return a.aval.shape == out.aval.shape and a.aval.dtype == out.aval.dtype
+
+
+def _is_pure(eqn: Equation) -> bool:
+    return getattr(eqn.primitive, "in_kernel", True) and not list(subgraphs_of(eqn))
+
+
+def _simplify(eqn: Equation, ins: list):
+    """An atom equal to the equation's single output, or None."""
+    name = eqn.primitive.name
+    out = eqn.outvars[0]
+    is_int = out.aval.dtype.kind in "iu"
+    if name == "mul":
+        for a, b in ((ins[0], ins[1]), (ins[1], ins[0])):
+            if _is_literal_value(b, 1) and out.aval.dtype != np.bool_ and _same_type(a, out):
+                return a
+    if name == "add" and is_int:
+        for a, b in ((ins[0], ins[1]), (ins[1], ins[0])):
+            if _is_literal_value(b, 0) and _same_type(a, out):
+                return a
+    if name == "sub" and is_int and _is_literal_value(ins[1], 0) and _same_type(ins[0], out):
+        return ins[0]
+    if name == "div" and _is_literal_value(ins[1], 1) and _same_type(ins[0], out):
+        return ins[0]
+    if name == "convert" and ins[0].aval.dtype == out.aval.dtype:
+        return ins[0]
+    if name == "reshape" and ins[0].aval.shape == out.aval.shape:
+        return ins[0]
+    if name == "transpose" and tuple(eqn.params["permutation"]) == tuple(range(out.aval.ndim)):
+        return ins[0]
+    if name == "broadcast_in_dim" and ins[0].aval.shape == out.aval.shape:
+        return ins[0]
+    if name == "select" and isinstance(ins[1], Var) and ins[1] is ins[2]:
+        return ins[1]
+    return None
+
+
+def _fold(eqn: Equation, ins: list):
+    """A Literal for a scalar equation over literals, or None."""
+    if not _is_pure(eqn) or eqn.primitive.multiple_results or eqn.primitive.impl is None:
+        return None
+    if not ins or not all(isinstance(a, Literal) for a in ins) or eqn.outvars[0].aval.shape != ():
+        return None
+    value = np.asarray(eqn.primitive.impl(*[a.value for a in ins], **eqn.params))
+    out = eqn.outvars[0].aval
+    return Literal(value.astype(out.dtype), out)
+
+
+def _cse_key(eqn: Equation, ins: list):
+    if not _is_pure(eqn):
+        return None
+    operands = tuple(("v", a.id) if isinstance(a, Var) else ("l", repr(a.value.item()), str(a.aval.dtype)) for a in ins)
+    params = tuple((k, repr(eqn.params[k])) for k in sorted(eqn.params))
+    return eqn.primitive.name, operands, params
+
+
+def simplify_and_cse(graph: Graph) -> Graph:
+    """Constant folding of scalar ops, trivial simplifications and common subexpression elimination."""
+    env: dict[int, object] = {}
+    seen: dict[tuple, list[Var]] = {}
+    eqns = []
+
+    def read(atom):
+        return env.get(atom.id, atom) if isinstance(atom, Var) else atom
+
+    for eqn in graph.eqns:
+        ins = [read(a) for a in eqn.invars]
+        if len(eqn.outvars) == 1:
+            replacement = _fold(eqn, ins) or _simplify(eqn, ins)
+            if replacement is not None:
+                env[eqn.outvars[0].id] = replacement
+                continue
+        key = _cse_key(eqn, ins)
+        if key is not None and key in seen:
+            for old, new in zip(eqn.outvars, seen[key]):
+                env[old.id] = new
+            continue
+        if key is not None:
+            seen[key] = eqn.outvars
+        eqns.append(Equation(eqn.primitive, ins, eqn.outvars, eqn.params, eqn.source_info))
+    outvars = [read(a) for a in graph.outvars]
+    return Graph(graph.invars, graph.constvars, graph.consts, eqns, outvars, set(graph.effects))
+
+
+def dead_code_elimination(graph: Graph) -> Graph:
+    """Drops pure equations whose outputs are unused, and unused constants."""
+    live = {a.id for a in graph.outvars if isinstance(a, Var)}
+    kept = []
+    for eqn in reversed(graph.eqns):
+        if _is_pure(eqn) and not any(v.id in live for v in eqn.outvars):
+            continue
+        kept.append(eqn)
+        live.update(a.id for a in eqn.invars if isinstance(a, Var))
+    consts = [(v, c) for v, c in zip(graph.constvars, graph.consts) if v.id in live]
+    return Graph(graph.invars, [v for v, _ in consts], [c for _, c in consts], kept[::-1], list(graph.outvars), set(graph.effects))
+
+
+def optimize(graph: Graph) -> Graph:
+    """The pass pipeline fusion expects: simplify/fold/CSE to a fixed point, then DCE."""
+    for _ in range(4):
+        before = len(graph.eqns)
+        graph = simplify_and_cse(graph)
+        if len(graph.eqns) == before:
+            break
+    return dead_code_elimination(graph)

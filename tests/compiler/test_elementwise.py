@@ -1,0 +1,148 @@
+"""Fused elementwise kernels against the prims' numpy implementations."""
+import numpy as np
+import pytest
+
+from conftest import Batch, Case, assert_matches, random_array
+from kiln.lax import prims
+
+RNG = np.random.default_rng(1)
+ALL = ["f32", "f64", "i32", "i64", "i8", "u8", "i16", "bool", "f16"]
+DT = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64, "i8": np.int8, "u8": np.uint8,
+      "i16": np.int16, "bool": np.bool_, "f16": np.float16}
+BINARY = ["add", "sub", "mul", "div", "pow", "max", "min", "eq", "ne", "lt", "le", "gt", "ge"]
+UNARY = ["neg", "abs", "exp", "log", "tanh", "sqrt"]
+
+
+def _accepts(op, dt):
+    if DT[dt] == np.bool_ and op in ("sub", "div", "pow", "neg", "abs"):
+        return False
+    if op in ("exp", "log", "tanh", "sqrt") and np.dtype(DT[dt]).kind != "f":
+        return False
+    return True
+
+
+def _operand(dt, shape, positive=False):
+    a = random_array(RNG, shape, DT[dt])
+    if positive and np.dtype(DT[dt]).kind == "f":
+        a = np.abs(a)
+    if np.dtype(DT[dt]).kind == "f" and a.size > 8:
+        a.reshape(-1)[:4] = np.array([np.nan, np.inf, -np.inf, 0.0], DT[dt])
+    return a
+
+
+CASES = {}
+for dt in ALL:
+    for op in BINARY:
+        if _accepts(op, dt):
+            x, y = _operand(dt, (37, 5)), _operand(dt, (37, 5))
+            if op == "pow" and np.dtype(DT[dt]).kind in "iu":
+                y = np.clip(y, -1, 6).astype(DT[dt])
+            if op == "div" and np.dtype(DT[dt]).kind in "iu":
+                y.reshape(-1)[:3] = [0, 1, 2]
+                if np.dtype(DT[dt]).kind == "i":
+                    x.reshape(-1)[:2] = np.iinfo(DT[dt]).min
+                    y.reshape(-1)[:2] = [-1, 0]
+            CASES[f"{op}-{dt}"] = Case(lambda a, b, op=op: [getattr(prims, op).bind(a, b)], [x, y])
+    for op in UNARY:
+        if _accepts(op, dt):
+            CASES[f"{op}-{dt}"] = Case(lambda a, op=op: [getattr(prims, op).bind(a)], [_operand(dt, (1001,), op in ("log", "sqrt"))])
+for src in ALL:
+    for dst in ALL:
+        x = _operand(src, (67,))
+        if np.dtype(DT[src]).kind == "f" and np.dtype(DT[dst]).kind in "iu":
+            info = np.iinfo(DT[dst])
+            x = np.clip(np.nan_to_num(x, posinf=1e4, neginf=-1e4), info.min, min(info.max, 2**24)).astype(DT[src])
+        CASES[f"convert-{src}-{dst}"] = Case(lambda a, dst=dst: [prims.convert.bind(a, new_dtype=np.dtype(DT[dst]))], [x])
+
+f32 = np.float32
+CASES["select"] = Case(lambda p, a, b: [prims.select.bind(p, a, b)], [RNG.random(100) < 0.5, _operand("f32", (100,)), _operand("f32", (100,))])
+CASES["chain-multi-workgroup"] = Case(
+    lambda a, b: [prims.add.bind(prims.mul.bind(prims.exp.bind(a), b), a), prims.sub.bind(a, b)],
+    [_operand("f32", (300_001,)), _operand("f32", (300_001,))],
+)
+CASES["broadcast-row-col"] = Case(
+    lambda a, r, c: [prims.add.bind(prims.mul.bind(a, prims.broadcast_in_dim.bind(r, shape=(33, 17), broadcast_dimensions=(1,))),
+                                    prims.broadcast_in_dim.bind(c, shape=(33, 17), broadcast_dimensions=(0,)))],
+    [_operand("f32", (33, 17)), _operand("f32", (17,)), _operand("f32", (33,))],
+)
+CASES["broadcast-scalar-and-size1"] = Case(
+    lambda a, s, t: [prims.mul.bind(prims.add.bind(a, prims.broadcast_in_dim.bind(s, shape=(5, 6, 7), broadcast_dimensions=())),
+                                    prims.broadcast_in_dim.bind(t, shape=(5, 6, 7), broadcast_dimensions=(0, 1, 2)))],
+    [_operand("f64", (5, 6, 7)), np.float64(2.5), _operand("f64", (1, 6, 1))],
+)
+CASES["transpose-add"] = Case(
+    lambda a, b: [prims.add.bind(prims.transpose.bind(a, permutation=(2, 0, 1)), b)],
+    [_operand("f32", (7, 9, 11)), _operand("f32", (11, 7, 9))],
+)
+CASES["transpose-copy"] = Case(lambda a: [prims.transpose.bind(a, permutation=(1, 0))], [_operand("i16", (129, 65))])
+CASES["reshape-then-add"] = Case(
+    lambda a, b: [prims.add.bind(prims.reshape.bind(a, new_shape=(6, 35)), b)], [_operand("i32", (2, 3, 5, 7)), _operand("i32", (6, 35))]
+)
+CASES["transpose-then-reshape"] = Case(
+    lambda a, b: [prims.mul.bind(prims.reshape.bind(prims.transpose.bind(a, permutation=(1, 0)), new_shape=(24,)), b)],
+    [_operand("f32", (4, 6)), _operand("f32", (24,))],
+)
+CASES["layout-of-computed"] = Case(
+    lambda a: [prims.transpose.bind(prims.exp.bind(a), permutation=(1, 0))], [_operand("f32", (13, 3))]
+)
+CASES["iota-float-broadcast"] = Case(
+    lambda a: [prims.add.bind(a, prims.iota.bind(shape=(4, 9), dimension=1, dtype=np.dtype(f32)))], [_operand("f32", (4, 9))]
+)
+CASES["iota-int-transposed"] = Case(
+    lambda a: [prims.mul.bind(a, prims.transpose.bind(prims.iota.bind(shape=(9, 4), dimension=0, dtype=np.dtype(np.int64)), permutation=(1, 0)))],
+    [_operand("i64", (4, 9))],
+)
+CASES["iota-reshaped"] = Case(
+    lambda a: [prims.add.bind(a, prims.reshape.bind(prims.iota.bind(shape=(3, 4), dimension=1, dtype=np.dtype(np.int32)), new_shape=(12,)))],
+    [_operand("i32", (12,))],
+)
+CASES["literal-only"] = Case(lambda a: [a, prims.add.bind(prims.mul.bind(a, 0.0), 3.0)], [_operand("f32", ())])
+CASES["size-zero"] = Case(lambda a, b: [prims.add.bind(a, b)], [np.zeros((0, 5), f32), np.zeros((0, 5), f32)])
+CASES["size-one"] = Case(lambda a, b: [prims.mul.bind(a, b)], [np.ones((1, 1), f32), np.full((1, 1), 3, f32)])
+for n in (1, 3, 7, 8, 9, 15, 17, 31, 33, 100):
+    CASES[f"tail-{n}"] = Case(lambda a, b: [prims.add.bind(prims.mul.bind(a, b), b)], [_operand("f32", (n,)), _operand("f32", (n,))])
+
+
+@pytest.fixture(scope="module")
+def batch():
+    return Batch(CASES)
+
+
+def _tolerance(name):
+    if name.startswith("chain"):
+        return dict(rtol=2e-6, atol=1e-5)
+    if name.startswith(("exp", "log", "tanh", "pow", "chain", "layout-of")):
+        return dict(rtol=1e-3 if "f16" in name else 2e-6 if "f32" in name or "chain" in name else 1e-14)
+    if "f16" in name and name.startswith("convert-f") and name.split("-")[2] == "f16":
+        return dict(rtol=1e-3)
+    return {}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_against_numpy(batch, name):
+    got, want = batch.run(name)
+    for g, w in zip(got, want):
+        assert_matches(g, w, **_tolerance(name))
+
+
+def test_elementwise_chain_is_one_dispatch():
+    assert len(CASES["chain-multi-workgroup"].plan.steps) == 1
+    assert len(CASES["broadcast-row-col"].plan.steps) == 1
+    assert len(CASES["transpose-add"].plan.steps) == 1
+
+
+def test_large_work_splits_into_workgroups(batch):
+    index, groups = batch.compiled.dispatch_info(CASES["chain-multi-workgroup"].plan.steps[0])
+    assert 2 <= groups <= 64
+    _, small = batch.compiled.dispatch_info(CASES["tail-7"].plan.steps[0])
+    assert small == 1
+
+
+def test_f32_elementwise_is_vectorized(batch):
+    from kiln.compiler.target import Target
+
+    asm = batch.compiled.assembly()
+    if Target.host().has_feature("avx"):
+        assert any(op in asm for op in ("vmulps\t", "vaddps\t")) and "%ymm" in asm
+    else:
+        assert "mulps\t" in asm or "addps\t" in asm
