@@ -9,11 +9,11 @@ walks the linear equations backwards through their transpose rules.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Iterable
 
 import numpy as np
 
-from ..core.ir import Literal, Var
+from ..core.ir import Equation, Graph, Literal, Var
 from ..core.trace import trace_to_graph_with_captures
 from .jvp import DifferentiationError, Zero, instantiate, is_differentiable, jvp_flat, tangent_aval
 from .transpose_rules import UndefinedPrimal
@@ -23,6 +23,63 @@ def _aval(x):
     from ..numpy._base import aval
 
     return aval(x)
+
+
+def split_linear(eqns: Iterable[Equation], linear_inputs: set[int]) -> tuple[set[int], list, list]:
+    """(ids of linear values, non-linear equations, linear equations): linear = depends on a linear input."""
+    linear = set(linear_inputs)
+    primal, tangent = [], []
+    for eqn in eqns:
+        if any(isinstance(a, Var) and a.id in linear for a in eqn.invars):
+            linear.update(v.id for v in eqn.outvars)
+            tangent.append(eqn)
+        else:
+            primal.append(eqn)
+    return linear, primal, tangent
+
+
+def backward_pass(linear_eqns: list, linear: set[int], read: Callable, output_cts: list) -> dict[int, object]:
+    """Transposes linear equations; output_cts pairs output atoms with cotangents. Returns cts by value id."""
+    from ..lax import prims
+
+    cts: dict[int, object] = {}
+
+    def accumulate(var, ct):
+        if ct is None:
+            return
+        prev = cts.get(var.id)
+        cts[var.id] = ct if prev is None else prims.add.bind(prev, ct)
+
+    for atom, ct in output_cts:
+        if isinstance(atom, Var) and atom.id in linear:
+            accumulate(atom, ct)
+    for eqn in reversed(linear_eqns):
+        outs_ct = [cts.pop(v.id, None) for v in eqn.outvars]
+        if all(c is None for c in outs_ct):
+            continue
+        outs_ct = [instantiate(Zero(v.aval) if c is None else c, v.aval) for c, v in zip(outs_ct, eqn.outvars)]
+        rule = eqn.primitive.transpose_rule
+        if rule is None:
+            raise DifferentiationError(f"primitive {eqn.primitive.name} has no transpose rule (reverse mode)")
+        args = [UndefinedPrimal(a.aval) if isinstance(a, Var) and a.id in linear else read(a) for a in eqn.invars]
+        ct_arg = outs_ct if eqn.primitive.multiple_results else outs_ct[0]
+        for a, c in zip(eqn.invars, rule(ct_arg, *args, **eqn.params)):
+            if isinstance(a, Var) and a.id in linear:
+                accumulate(a, c)
+    return cts
+
+
+def evaluate_equations(eqns: Iterable[Equation], env: dict[int, object]) -> None:
+    """Binds each equation's primitive on values from env, storing its outputs there."""
+    for eqn in eqns:
+        args = [a.value if isinstance(a, Literal) else env[a.id] for a in eqn.invars]
+        outs = eqn.primitive.bind(*args, **eqn.params)
+        for v, o in zip(eqn.outvars, outs if eqn.primitive.multiple_results else [outs]):
+            env[v.id] = o
+
+
+def zeros_for(aval):
+    return np.zeros(aval.shape, aval.dtype)
 
 
 def vjp_flat(fn: Callable, primals: list, has_aux: bool = False):
@@ -36,7 +93,6 @@ def vjp_flat(fn: Callable, primals: list, has_aux: bool = False):
     diff = [is_differentiable(a) for a in in_avals]
     tangent_avals = [tangent_aval(a) for a, d in zip(in_avals, diff) if d]
     n = len(primals)
-
     counts = {}
 
     def with_aux_last(*xs):
@@ -58,23 +114,14 @@ def vjp_flat(fn: Callable, primals: list, has_aux: bool = False):
     graph, captured = trace_to_graph_with_captures(jvp_graph_fn, in_avals + tangent_avals)
     n_declared = n + len(tangent_avals)
     tangent_inputs = graph.invars[n:n_declared]
-    linear: set[int] = {v.id for v in tangent_inputs}
+    linear, primal_eqns, linear_eqns = split_linear(graph.eqns, {v.id for v in tangent_inputs})
     env: dict[int, object] = {v.id: c for v, c in zip(graph.constvars, graph.consts)}
     env.update({v.id: p for v, p in zip(graph.invars[:n], primals)})
     env.update({v.id: c for v, c in zip(graph.invars[n_declared:], captured)})
-    linear_eqns = []
+    evaluate_equations(primal_eqns, env)
 
     def read(atom):
         return atom.value if isinstance(atom, Literal) else env[atom.id]
-
-    for eqn in graph.eqns:
-        if any(isinstance(a, Var) and a.id in linear for a in eqn.invars):
-            linear.update(v.id for v in eqn.outvars)
-            linear_eqns.append(eqn)
-            continue
-        outs = eqn.primitive.bind(*[read(a) for a in eqn.invars], **eqn.params)
-        for v, o in zip(eqn.outvars, outs if eqn.primitive.multiple_results else [outs]):
-            env[v.id] = o
 
     n_out, n_aux = counts["out"], counts["aux"]
     primal_outs = [read(a) for a in graph.outvars[:n_out]]
@@ -82,44 +129,35 @@ def vjp_flat(fn: Callable, primals: list, has_aux: bool = False):
     tangent_outs = graph.outvars[n_out + n_aux:]
 
     def vjp_fn(cotangents: list) -> list:
-        cts: dict[int, object] = {}
-
-        def accumulate(var, ct):
-            if ct is None:
-                return
-            prev = cts.get(var.id)
-            if prev is None:
-                cts[var.id] = ct
-            else:
-                from ..lax import prims
-
-                cts[var.id] = prims.add.bind(prev, ct)
-
-        for atom, ct in zip(tangent_outs, cotangents):
-            if isinstance(atom, Var) and atom.id in linear:
-                accumulate(atom, ct)
-        for eqn in reversed(linear_eqns):
-            outs_ct = [cts.pop(v.id, None) for v in eqn.outvars]
-            if all(c is None for c in outs_ct):
-                continue
-            outs_ct = [instantiate(Zero(v.aval) if c is None else c, v.aval) for c, v in zip(outs_ct, eqn.outvars)]
-            rule = eqn.primitive.transpose_rule
-            if rule is None:
-                raise DifferentiationError(f"primitive {eqn.primitive.name} has no transpose rule (reverse mode)")
-            args = [UndefinedPrimal(a.aval) if isinstance(a, Var) and a.id in linear else read(a) for a in eqn.invars]
-            ct_arg = outs_ct if eqn.primitive.multiple_results else outs_ct[0]
-            for a, c in zip(eqn.invars, rule(ct_arg, *args, **eqn.params)):
-                if isinstance(a, Var) and a.id in linear:
-                    accumulate(a, c)
+        cts = backward_pass(linear_eqns, linear, read, list(zip(tangent_outs, cotangents)))
         grads = iter(tangent_inputs)
         result = []
-        for a, d in zip(in_avals, diff):
+        for d in diff:
             if not d:
                 result.append(None)
                 continue
             v = next(grads)
             ct = cts.get(v.id)
-            result.append(np.zeros(v.aval.shape, v.aval.dtype) if ct is None else ct)
+            result.append(zeros_for(v.aval) if ct is None else ct)
         return result
 
     return primal_outs, aux_outs, vjp_fn
+
+
+def transpose_graph(graph: Graph, linear_mask: list[bool]) -> Callable:
+    """For a graph linear in the inputs marked True: fn(non-linear inputs, output cts) -> cts of linear inputs."""
+    linear_inputs = [v for v, m in zip(graph.invars, linear_mask) if m]
+    linear, primal_eqns, linear_eqns = split_linear(graph.eqns, {v.id for v in linear_inputs})
+
+    def transposed(nonlinear_values: list, output_cts: list) -> list:
+        env: dict[int, object] = {v.id: c for v, c in zip(graph.constvars, graph.consts)}
+        env.update({v.id: x for v, x in zip([v for v, m in zip(graph.invars, linear_mask) if not m], nonlinear_values)})
+        evaluate_equations(primal_eqns, env)
+
+        def read(atom):
+            return atom.value if isinstance(atom, Literal) else env[atom.id]
+
+        cts = backward_pass(linear_eqns, linear, read, list(zip(graph.outvars, output_cts)))
+        return [cts.get(v.id, None) if cts.get(v.id) is not None else zeros_for(v.aval) for v in linear_inputs]
+
+    return transposed
