@@ -5,14 +5,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kiln.vm.isa import Instr
-
-from ..core.errors import CompileError
-from ..core.ir import Graph, verify_graph
-from ..program.prims import global_load, global_store
+from ..core.ir import Equation, Graph, subgraphs_of, verify_graph
 from ..vm_types import tensor_type
 from .inline import inline_kernel_calls
-from .procedure import ConstantPool, lower_procedure
+from .procedure import ConstantPool, LoweringContext, lower_procedure
 
 
 @dataclass
@@ -46,70 +42,70 @@ class CompileResult:
     plans: dict[str, object] = field(default_factory=dict)
 
 
+def prepare_graph(graph: Graph) -> Graph:
+    """Inlines kernel calls and optimizes a graph and, recursively, the graphs its control flow holds."""
+    from .passes import optimize
+
+    graph = optimize(inline_kernel_calls(graph))
+    eqns = []
+    for eqn in graph.eqns:
+        if any(True for _ in subgraphs_of(eqn)):
+            params = {k: _prepare_param(v) for k, v in eqn.params.items()}
+            eqn = Equation(eqn.primitive, eqn.invars, eqn.outvars, params, eqn.source_info)
+        eqns.append(eqn)
+    return Graph(graph.invars, graph.constvars, graph.consts, eqns, graph.outvars, graph.effects)
+
+
+def _prepare_param(value):
+    if isinstance(value, Graph):
+        return prepare_graph(value)
+    if isinstance(value, tuple) and any(isinstance(v, Graph) for v in value):
+        return tuple(prepare_graph(v) if isinstance(v, Graph) else v for v in value)
+    return value
+
+
+def _all_graphs(graph: Graph):
+    yield graph
+    for eqn in graph.eqns:
+        for sub in subgraphs_of(eqn):
+            yield from _all_graphs(sub)
+
+
 def compile_module(name: str, procedures: list[ProcedureSource], globals_: list[GlobalSource], target=None) -> CompileResult:
     from kiln.vm.module_spec import GlobalSpec, ModuleSpec
     from kiln.vm.writer import serialize
 
     from .compile import compile_plan
     from .fusion import partition
-    from .passes import optimize
     from .target import Target
 
     target = target or Target.host()
-    optimized, plans = {}, {}
+    optimized: dict[str, Graph] = {}
+    plans: dict[int, object] = {}
     for proc in procedures:
-        graph = optimize(inline_kernel_calls(proc.graph))
+        graph = prepare_graph(proc.graph)
         verify_graph(graph)
         optimized[proc.name] = graph
-        plans[proc.name] = partition(graph)
+        for g in _all_graphs(graph):
+            plans[id(g)] = partition(g)
     kernels = compile_plan(list(plans.values()), target)
-
-    constants = ConstantPool()
-
-    def host_lowering(step, emit):
-        eqn = step.eqn
-        if eqn.primitive is global_load:
-            emit.code.append(Instr("global.load", emit.define(eqn.outvars[0]), eqn.params["slot"]))
-        elif eqn.primitive is global_store:
-            emit.code.append(Instr("global.store", eqn.params["slot"], emit.use(eqn.invars[0])))
-        else:
-            where = f" (at {eqn.source_info})" if eqn.source_info else ""
-            raise CompileError(f"primitive {eqn.primitive.name} cannot run outside a kernel{where}")
-
-    def dispatch_lowering(step, emit):
-        kernel_index, workgroups = kernels.dispatch_info(step)
-        bindings = [emit.use(v) for v in step.inputs]
-        for v in step.outputs:
-            reg = emit.define(v)
-            emit.code.append(Instr("alloc", reg, tensor_type(v.aval)))
-            bindings.append(reg)
-        emit.code.append(Instr("dispatch", kernel_index, workgroups, bindings, []))
-
+    ctx = LoweringContext(plan_for=lambda g: plans[id(g)], dispatch_info=kernels.dispatch_info, constants=ConstantPool())
     functions = [
-        lower_procedure(
-            name=proc.name,
-            exported=proc.exported,
-            graph=optimized[proc.name],
-            steps=plans[proc.name].steps,
-            arg_names=proc.arg_names,
-            result_names=proc.result_names,
-            arg_tree=proc.arg_tree,
-            result_tree=proc.result_tree,
-            constants=constants,
-            host_lowering=host_lowering,
-            dispatch_lowering=dispatch_lowering,
-        )
+        lower_procedure(ctx, name=proc.name, exported=proc.exported, graph=optimized[proc.name],
+                        arg_names=proc.arg_names, result_names=proc.result_names,
+                        arg_tree=proc.arg_tree, result_tree=proc.result_tree)
         for proc in procedures
     ]
     spec = ModuleSpec(
         name=name,
         functions=functions,
         globals=[GlobalSpec(g.name, tensor_type(g.aval), g.mutable, g.initial) for g in globals_],
-        constants=constants.constants,
+        constants=ctx.constants.constants,
         kernel_images=[kernels.image] if kernels.kernels else [],
         kernels=kernels.kernels,
     )
-    return CompileResult(spec, serialize(spec), optimized, plans)
+    by_name = {proc.name: plans[id(optimized[proc.name])] for proc in procedures}
+    return CompileResult(spec, serialize(spec), optimized, by_name)
 
 
 def build_module(name: str, procedures: list[ProcedureSource], globals_: list[GlobalSource], target=None) -> bytes:

@@ -1,4 +1,5 @@
-"""Lowering a partitioned procedure to VM bytecode: registers, allocations, dispatches, globals."""
+"""Lowering partitioned procedures to VM bytecode: registers, allocations, dispatches,
+globals, and structured control flow (cond, while, scan) as branches and loops."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -6,11 +7,14 @@ from typing import Callable
 
 import numpy as np
 
-from ..core.ir import Graph, Literal, Var
-from ..vm_types import tensor_type
-
-from kiln.vm.isa import Instr
+from kiln.vm.isa import Instr, Label
 from kiln.vm.module_spec import ConstantSpec, FunctionSpec, ValueInfo
+
+from ..core.errors import CompileError
+from ..core.ir import Graph, Literal, Var
+from ..lax.control_flow import cond_p, scan_p, while_p
+from ..program.prims import global_load, global_store
+from ..vm_types import tensor_type
 
 
 @dataclass
@@ -30,107 +34,242 @@ class ConstantPool:
         return index
 
 
-class _Registers:
-    """Ref registers with reuse after a value's last use, so dead buffers are released early."""
+@dataclass
+class LoweringContext:
+    """What lowering needs from the rest of the compiler."""
 
-    def __init__(self, reserved: int):
-        self.count = reserved
-        self.free: list[int] = []
+    plan_for: Callable[[Graph], object]  # the partition of a (prepared) graph
+    dispatch_info: Callable[[object], tuple[int, int]]  # DispatchStep -> (kernel index, workgroups)
+    constants: ConstantPool
+
+
+class _Frame:
+    """Registers of one function: ref registers are reused after their value's last use."""
+
+    def __init__(self, n_args: int):
+        self.code: list = []
+        self.ref_count = n_args
+        self.i64_count = 0
+        self._free: list[int] = []
 
     def take(self) -> int:
-        if self.free:
-            return self.free.pop()
-        self.count += 1
-        return self.count - 1
+        if self._free:
+            return self._free.pop()
+        self.ref_count += 1
+        return self.ref_count - 1
 
     def give_back(self, reg: int) -> None:
-        self.free.append(reg)
-        self.free.sort(reverse=True)
+        self._free.append(reg)
+        self._free.sort(reverse=True)
+
+    def take_i64(self) -> int:
+        self.i64_count += 1
+        return self.i64_count - 1
+
+    def emit(self, op: str, *operands) -> None:
+        self.code.append(Instr(op, *operands))
 
 
-def lower_procedure(
-    *,
-    name: str,
-    exported: bool,
-    graph: Graph,
-    steps: list,
-    arg_names: list[str],
-    result_names: list[str],
-    arg_tree: str,
-    result_tree: str,
-    constants: ConstantPool,
-    host_lowering: Callable,
-    dispatch_lowering: Callable,
-) -> FunctionSpec:
-    """Bytecode for one procedure.
+class _GraphLowering:
+    """Lowers one graph's steps into a frame, given the registers holding its inputs."""
 
-    `steps` are the partition's steps in order; host_lowering(step, emit) and
-    dispatch_lowering(step, emit) append instructions through `emit`, an
-    object with `use(atom) -> reg`, `define(var) -> reg` and `code`.
-    """
-    emitter = _Emitter(graph, steps, constants)
-    for step in steps:
-        if getattr(step, "region", None) is not None:
-            dispatch_lowering(step, emitter)
-        else:
-            host_lowering(step, emitter)
-        emitter.after_step()
-    results = [emitter.use(a) for a in graph.outvars]
-    emitter.code.append(Instr("ret", results))
-    return FunctionSpec(
-        name=name,
-        exported=exported,
-        args=[ValueInfo(n, tensor_type(v.aval)) for n, v in zip(arg_names, graph.invars)],
-        results=[ValueInfo(n, tensor_type(a.aval)) for n, a in zip(result_names, graph.outvars)],
-        arg_tree=arg_tree,
-        result_tree=result_tree,
-        ref_registers=max(emitter.registers.count, 1),
-        i64_registers=0,
-        code=emitter.code,
-    )
-
-
-class _Emitter:
-    """Tracks which register holds each value and frees registers after last use."""
-
-    def __init__(self, graph: Graph, steps: list, constants: ConstantPool):
-        self.code: list = []
-        self.constants = constants
-        self.registers = _Registers(len(graph.invars))
-        self.reg_of: dict[int, int] = {v.id: i for i, v in enumerate(graph.invars)}
+    def __init__(self, ctx: LoweringContext, frame: _Frame, graph: Graph, input_regs: list[int]):
+        self.ctx = ctx
+        self.frame = frame
+        self.graph = graph
+        self.plan = ctx.plan_for(graph)
+        self.reg_of: dict[int, int] = {v.id: r for v, r in zip(graph.invars, input_regs)}
+        self.borrowed = set(input_regs)
         self.const_value = {v.id: c for v, c in zip(graph.constvars, graph.consts)}
-        self.step_index = 0
-        self.last_use = _last_uses(graph, steps)
+        self.last_use = _last_uses(graph, self.plan.steps)
         self._dying: list[int] = []
 
-    def use(self, atom) -> int:
+    def run(self) -> list[int]:
+        """Emits every step; returns the registers holding the graph's outputs."""
+        for index, step in enumerate(self.plan.steps):
+            if getattr(step, "region", None) is not None:
+                self._dispatch(step)
+            else:
+                self._host(step.eqn)
+            self._release_after(index)
+        return [self.use(a, keep=True) for a in self.graph.outvars]
+
+    # -- values ---------------------------------------------------------------------
+
+    def use(self, atom, keep: bool = False) -> int:
         """The register holding atom, materializing constants on first use."""
         if isinstance(atom, Literal):
-            reg = self.registers.take()
-            self.code.append(Instr("const", reg, self.constants.add(np.asarray(atom.value, atom.aval.dtype))))
-            self._dying.append(reg)
+            reg = self.frame.take()
+            self.frame.emit("const", reg, self.ctx.constants.add(np.asarray(atom.value, atom.aval.dtype)))
+            if not keep:
+                self._dying.append(reg)
             return reg
         reg = self.reg_of.get(atom.id)
         if reg is None:
             value = self.const_value.get(atom.id)
             if value is None:
-                raise AssertionError(f"value %{atom.id} is used before any step defines it")
-            reg = self.reg_of[atom.id] = self.registers.take()
-            self.code.append(Instr("const", reg, self.constants.add(np.asarray(value))))
+                raise CompileError(f"internal: value %{atom.id} is used before any step defines it")
+            reg = self.reg_of[atom.id] = self.frame.take()
+            self.frame.emit("const", reg, self.ctx.constants.add(np.asarray(value)))
         return reg
 
     def define(self, var: Var) -> int:
-        reg = self.reg_of[var.id] = self.registers.take()
+        reg = self.reg_of[var.id] = self.frame.take()
         return reg
 
-    def after_step(self) -> None:
-        for var_id, last in self.last_use.items():
-            if last == self.step_index and var_id in self.reg_of:
-                self.registers.give_back(self.reg_of.pop(var_id))
+    def bind(self, var: Var, reg: int) -> None:
+        self.reg_of[var.id] = reg
+
+    def _release_after(self, index: int) -> None:
+        for var_id, last in list(self.last_use.items()):
+            if last == index and var_id in self.reg_of:
+                reg = self.reg_of.pop(var_id)
+                if reg not in self.borrowed:
+                    self.frame.give_back(reg)
         for reg in self._dying:
-            self.registers.give_back(reg)
+            self.frame.give_back(reg)
         self._dying = []
-        self.step_index += 1
+
+    # -- steps ----------------------------------------------------------------------
+
+    def _dispatch(self, step) -> None:
+        kernel_index, workgroups = self.ctx.dispatch_info(step)
+        bindings = [self.use(v) for v in step.inputs]
+        for v in step.outputs:
+            reg = self.define(v)
+            self.frame.emit("alloc", reg, tensor_type(v.aval))
+            bindings.append(reg)
+        self.frame.emit("dispatch", kernel_index, workgroups, bindings, [])
+
+    def _host(self, eqn) -> None:
+        prim = eqn.primitive
+        if prim is global_load:
+            self.frame.emit("global.load", self.define(eqn.outvars[0]), eqn.params["slot"])
+        elif prim is global_store:
+            self.frame.emit("global.store", eqn.params["slot"], self.use(eqn.invars[0]))
+        elif prim is cond_p:
+            self._cond(eqn)
+        elif prim is while_p:
+            self._while(eqn)
+        elif prim is scan_p:
+            self._scan(eqn)
+        else:
+            where = f" (at {eqn.source_info})" if eqn.source_info else ""
+            raise CompileError(f"primitive {prim.name} cannot run outside a kernel{where}")
+
+    def _inline(self, graph: Graph, input_regs: list[int]) -> list[int]:
+        return _GraphLowering(self.ctx, self.frame, graph, input_regs).run()
+
+    def _copy_into(self, targets: list[int], sources: list[int]) -> None:
+        """Parallel move: targets[k] = sources[k], safe when the two lists overlap."""
+        temps = []
+        for s in sources:
+            t = self.frame.take()
+            self.frame.emit("mov", t, s)
+            temps.append(t)
+        for t, target in zip(temps, targets):
+            self.frame.emit("mov", target, t)
+            self.frame.give_back(t)
+
+    def _fresh_copies(self, regs: list[int]) -> list[int]:
+        out = []
+        for r in regs:
+            c = self.frame.take()
+            self.frame.emit("mov", c, r)
+            out.append(c)
+        return out
+
+    def _cond(self, eqn) -> None:
+        index_reg = self.use(eqn.invars[0])
+        operands = [self.use(a) for a in eqn.invars[1:]]
+        branches = eqn.params["branches"]
+        results = [self.define(v) for v in eqn.outvars]
+        index = self.frame.take_i64()
+        self.frame.emit("i.load", index, index_reg)
+        end = Label("cond.end")
+        labels = [Label(f"cond.branch{k}") for k in range(len(branches))]
+        k_reg, test = self.frame.take_i64(), self.frame.take_i64()
+        for k in range(len(branches) - 1):
+            after = Label()
+            self.frame.emit("i.const", k_reg, k)
+            self.frame.emit("i.eq", test, index, k_reg)
+            self.frame.emit("br.if", test, labels[k], after)
+            self.frame.code.append(after)
+        self.frame.emit("br", labels[-1])
+        for label, branch in zip(labels, branches):
+            self.frame.code.append(label)
+            outs = self._inline(branch, operands)
+            self._copy_into(results, outs)
+            self.frame.emit("br", end)
+        self.frame.code.append(end)
+
+    def _while(self, eqn) -> None:
+        n_carry = eqn.params["n_carry"]
+        cond_graph, body_graph = eqn.params["cond_graph"], eqn.params["body_graph"]
+        operands = [self.use(a) for a in eqn.invars]
+        carry = self._fresh_copies(operands[:n_carry])
+        n_cond = len(cond_graph.invars) - n_carry
+        cond_consts = operands[n_carry:n_carry + n_cond]
+        body_consts = operands[n_carry + n_cond:]
+        head, body, end = Label("while.cond"), Label("while.body"), Label("while.end")
+        pred = self.frame.take_i64()
+        self.frame.code.append(head)
+        (pred_reg,) = self._inline(cond_graph, carry + cond_consts)
+        self.frame.emit("i.load", pred, pred_reg)
+        self.frame.emit("br.if", pred, body, end)
+        self.frame.code.append(body)
+        outs = self._inline(body_graph, carry + body_consts)
+        self._copy_into(carry, outs)
+        self.frame.emit("br", head)
+        self.frame.code.append(end)
+        for v, reg in zip(eqn.outvars, carry):
+            self.bind(v, reg)
+
+    def _scan(self, eqn) -> None:
+        p = eqn.params
+        body, length, n_carry, n_xs = p["body"], p["length"], p["n_carry"], p["n_xs"]
+        operands = [self.use(a) for a in eqn.invars]
+        carry = self._fresh_copies(operands[:n_carry])
+        xs = operands[n_carry:n_carry + n_xs]
+        consts = operands[n_carry + n_xs:]
+        ys = []
+        for v in eqn.outvars[n_carry:]:
+            reg = self.define(v)
+            self.frame.emit("alloc", reg, tensor_type(v.aval))
+            ys.append(reg)
+        i, bound, step, test = (self.frame.take_i64() for _ in range(4))
+        if p["reverse"]:
+            self.frame.emit("i.const", i, length - 1)
+            self.frame.emit("i.const", bound, -1)
+            self.frame.emit("i.const", step, -1)
+        else:
+            self.frame.emit("i.const", i, 0)
+            self.frame.emit("i.const", bound, length)
+            self.frame.emit("i.const", step, 1)
+        head, loop, end = Label("scan.head"), Label("scan.body"), Label("scan.end")
+        self.frame.code.append(head)
+        if p["reverse"]:
+            self.frame.emit("i.lt", test, bound, i)
+        else:
+            self.frame.emit("i.lt", test, i, bound)
+        self.frame.emit("br.if", test, loop, end)
+        self.frame.code.append(loop)
+        rows = []
+        for x in xs:
+            r = self.frame.take()
+            self.frame.emit("buffer.row", r, x, i)
+            rows.append(r)
+        outs = self._inline(body, carry + rows + consts)
+        for y, out in zip(ys, outs[n_carry:]):
+            self.frame.emit("buffer.set_row", y, i, out)
+        self._copy_into(carry, outs[:n_carry])
+        for r in rows:
+            self.frame.give_back(r)
+        self.frame.emit("i.add", i, i, step)
+        self.frame.emit("br", head)
+        self.frame.code.append(end)
+        for v, reg in zip(eqn.outvars[:n_carry], carry):
+            self.bind(v, reg)
 
 
 def _step_inputs(step) -> list:
@@ -148,7 +287,26 @@ def _last_uses(graph: Graph, steps: list) -> dict[int, int]:
                 last[a.id] = i
     for a in graph.outvars:
         if isinstance(a, Var):
-            last.pop(a.id, None)
             last[a.id] = len(steps) + 1
     return last
+
+
+def lower_procedure(ctx: LoweringContext, *, name: str, exported: bool, graph: Graph, arg_names: list[str],
+                    result_names: list[str], arg_tree: str, result_tree: str) -> FunctionSpec:
+    """The bytecode function for one traced procedure."""
+    frame = _Frame(len(graph.invars))
+    results = _GraphLowering(ctx, frame, graph, list(range(len(graph.invars)))).run()
+    frame.emit("ret", results)
+    return FunctionSpec(
+        name=name,
+        exported=exported,
+        args=[ValueInfo(n, tensor_type(v.aval)) for n, v in zip(arg_names, graph.invars)],
+        results=[ValueInfo(n, tensor_type(a.aval)) for n, a in zip(result_names, graph.outvars)],
+        arg_tree=arg_tree,
+        result_tree=result_tree,
+        ref_registers=max(frame.ref_count, 1),
+        i64_registers=frame.i64_count,
+        code=frame.code,
+    )
+
 
