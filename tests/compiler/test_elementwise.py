@@ -112,7 +112,7 @@ def _tolerance(name):
     if name.startswith("chain"):
         return dict(rtol=2e-6, atol=1e-5)
     if name.startswith(("exp", "log", "tanh", "pow", "chain", "layout-of")):
-        return dict(rtol=1e-3 if "f16" in name else 2e-6 if "f32" in name or "chain" in name else 1e-14)
+        return dict(rtol=1e-3 if "f16" in name else 1e-14 if "f64" in name else 2e-6)
     if "f16" in name and name.startswith("convert-f") and name.split("-")[2] == "f16":
         return dict(rtol=1e-3)
     return {}

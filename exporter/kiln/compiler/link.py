@@ -112,7 +112,7 @@ def link_object(obj: bytes, target) -> LinkedImage:
     segment_align = target.segment_align
     kept = [s for s in elf.sections if _kept(s)]
     for s in kept:
-        if s.flags & SHF_WRITE and s.size:
+        if s.flags & SHF_WRITE and s.size and not s.name.startswith(".data.rel.ro"):
             raise LinkError(f"section {s.name} is writable data; kernels may not have mutable global state")
     base: dict[int, int] = {}
     cursor = 0
