@@ -167,6 +167,19 @@ def _while_impl(*operands, cond_graph, body_graph, n_carry):
     return carry
 
 
+def _is_python_scalar(x) -> bool:
+    return isinstance(x, (bool, int, float)) and not isinstance(x, np.generic)
+
+
+def _promote_weak_carry(leaves: list, weak: list[bool], out_avals_for) -> list:
+    """Initial carries given as Python scalars take the dtype the body gives them, as in JAX."""
+    if not any(weak):
+        return leaves
+    out_avals = out_avals_for([_aval(x) for x in leaves])
+    return [np.asarray(x, o.dtype) if w and o.shape == () and o.dtype != _aval(x).dtype else x
+            for x, w, o in zip(leaves, weak, out_avals)]
+
+
 def _check_carry(where: str, fn, init_tree, init_avals, out_tree, out_avals):
     if out_tree != init_tree:
         raise ControlFlowError(f"{where}: {_name(fn)} must return a carry with the structure of the initial value "
@@ -181,7 +194,9 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val):
     """Repeats val = body_fun(val) while cond_fun(val); the carry keeps its shapes and dtypes."""
     leaves, tree = tree_flatten(init_val)
     args_tree = tree_flatten((init_val,))[1]
+    weak = [_is_python_scalar(x) for x in leaves]
     leaves = [_leaf(x) for x in leaves]
+    leaves = _promote_weak_carry(leaves, weak, lambda avals: trace_function(body_fun, args_tree, avals)[0].out_avals)
     avals = [_aval(x) for x in leaves]
     cond_graph, cond_tree, cond_caps = trace_function(cond_fun, args_tree, avals)
     outs = cond_graph.out_avals
@@ -251,6 +266,7 @@ def _scan_impl(*operands, body, length, reverse, n_carry, n_xs):
 def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = False):
     """(carry, ys): carry, y = f(carry, x) for each x in xs along the leading axis; ys stacked."""
     carry_leaves, carry_tree = tree_flatten(init)
+    weak = [_is_python_scalar(x) for x in carry_leaves]
     carry_leaves = [_leaf(x) for x in carry_leaves]
     x_leaves, x_tree = tree_flatten(xs)
     x_leaves = [_leaf(x) for x in x_leaves]
@@ -263,7 +279,6 @@ def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = 
         detail = sorted(lengths) if lengths else "none (no xs and no length)"
         raise ControlFlowError(f"scan of {_name(f)}: cannot tell the length: leading axes / length give {detail}")
     n = lengths.pop()
-    carry_avals = [_aval(c) for c in carry_leaves]
     x_avals = [ShapedArray(_aval(x).shape[1:], _aval(x).dtype) for x in x_leaves]
     n_carry = len(carry_leaves)
     pair_tree = tree_flatten((init, xs))[1]
@@ -273,6 +288,10 @@ def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = 
         if not (isinstance(out, (tuple, list)) and len(out) == 2):
             raise ControlFlowError(f"scan: {_name(f)} must return a pair (carry, y)")
         return out
+
+    carry_leaves = _promote_weak_carry(
+        carry_leaves, weak, lambda avals: trace_function(body_fn, pair_tree, avals + x_avals)[0].out_avals[:n_carry])
+    carry_avals = [_aval(c) for c in carry_leaves]
 
     graph, out_tree, captured = trace_function(body_fn, pair_tree, carry_avals + x_avals)
     out_carry_tree, y_tree = out_tree.children

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..core.pytree import tree_flatten, tree_unflatten, treedef_flatten_up_to
 from ..lax import prims
-from . import batching_rules, jvp_rules, transpose_rules
+from . import batching_rules, control_flow_rules, jvp_rules, transpose_rules
 from .batching import BatchingError, check_axis_sizes, vmap_flat
 from .jvp import DifferentiationError, Zero, instantiate, jvp_flat, tangent_aval
 from .linearize import vjp_flat
@@ -16,6 +16,7 @@ from .linearize import vjp_flat
 jvp_rules.register()
 transpose_rules.register()
 batching_rules.register()
+control_flow_rules.register()
 prims.stop_gradient.jvp_rule = lambda p, t: (prims.stop_gradient.bind(p[0]), Zero(tangent_aval(_aval(p[0]))))
 prims.stop_gradient.batching_rule = lambda v, d, axis_size: (prims.stop_gradient.bind(v[0]), d[0])
 

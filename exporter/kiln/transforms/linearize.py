@@ -69,6 +69,16 @@ def backward_pass(linear_eqns: list, linear: set[int], read: Callable, output_ct
     return cts
 
 
+def check_transposable(linear_eqns: list) -> None:
+    """Fails early, with the primitive's own reason, when reverse mode cannot go through an equation."""
+    for eqn in linear_eqns:
+        reason = getattr(eqn.primitive, "no_transpose_reason", None)
+        if reason:
+            raise DifferentiationError(reason)
+        if eqn.primitive.transpose_rule is None:
+            raise DifferentiationError(f"primitive {eqn.primitive.name} has no transpose rule (reverse mode)")
+
+
 def evaluate_equations(eqns: Iterable[Equation], env: dict[int, object]) -> None:
     """Binds each equation's primitive on values from env, storing its outputs there."""
     for eqn in eqns:
@@ -115,6 +125,7 @@ def vjp_flat(fn: Callable, primals: list, has_aux: bool = False):
     n_declared = n + len(tangent_avals)
     tangent_inputs = graph.invars[n:n_declared]
     linear, primal_eqns, linear_eqns = split_linear(graph.eqns, {v.id for v in tangent_inputs})
+    check_transposable(linear_eqns)
     env: dict[int, object] = {v.id: c for v, c in zip(graph.constvars, graph.consts)}
     env.update({v.id: p for v, p in zip(graph.invars[:n], primals)})
     env.update({v.id: c for v, c in zip(graph.invars[n_declared:], captured)})
