@@ -10,7 +10,10 @@ import numpy as np
 from ..core.ir import Equation, Graph, Literal, Var, subgraphs_of
 
 
-def _is_literal_value(atom, value) -> bool:
+def _is_literal_value(atom, value, splats: dict) -> bool:
+    """atom is the scalar `value`, or a broadcast of it."""
+    if isinstance(atom, Var):
+        atom = splats.get(atom.id)
     return isinstance(atom, Literal) and atom.value.shape == () and atom.value.item() == value
 
 
@@ -22,22 +25,22 @@ def _is_pure(eqn: Equation) -> bool:
     return getattr(eqn.primitive, "in_kernel", True) and not list(subgraphs_of(eqn))
 
 
-def _simplify(eqn: Equation, ins: list):
+def _simplify(eqn: Equation, ins: list, splats: dict):
     """An atom equal to the equation's single output, or None."""
     name = eqn.primitive.name
     out = eqn.outvars[0]
     is_int = out.aval.dtype.kind in "iu"
     if name == "mul":
         for a, b in ((ins[0], ins[1]), (ins[1], ins[0])):
-            if _is_literal_value(b, 1) and out.aval.dtype != np.bool_ and _same_type(a, out):
+            if _is_literal_value(b, 1, splats) and out.aval.dtype != np.bool_ and _same_type(a, out):
                 return a
     if name == "add" and is_int:
         for a, b in ((ins[0], ins[1]), (ins[1], ins[0])):
-            if _is_literal_value(b, 0) and _same_type(a, out):
+            if _is_literal_value(b, 0, splats) and _same_type(a, out):
                 return a
-    if name == "sub" and is_int and _is_literal_value(ins[1], 0) and _same_type(ins[0], out):
+    if name == "sub" and is_int and _is_literal_value(ins[1], 0, splats) and _same_type(ins[0], out):
         return ins[0]
-    if name == "div" and _is_literal_value(ins[1], 1) and _same_type(ins[0], out):
+    if name == "div" and _is_literal_value(ins[1], 1, splats) and _same_type(ins[0], out):
         return ins[0]
     if name == "convert" and ins[0].aval.dtype == out.aval.dtype:
         return ins[0]
@@ -74,6 +77,7 @@ def _cse_key(eqn: Equation, ins: list):
 def simplify_and_cse(graph: Graph) -> Graph:
     """Constant folding of scalar ops, trivial simplifications and common subexpression elimination."""
     env: dict[int, object] = {}
+    splats: dict[int, Literal] = {}
     seen: dict[tuple, list[Var]] = {}
     eqns = []
 
@@ -83,7 +87,7 @@ def simplify_and_cse(graph: Graph) -> Graph:
     for eqn in graph.eqns:
         ins = [read(a) for a in eqn.invars]
         if len(eqn.outvars) == 1:
-            replacement = _fold(eqn, ins) or _simplify(eqn, ins)
+            replacement = _fold(eqn, ins) or _simplify(eqn, ins, splats)
             if replacement is not None:
                 env[eqn.outvars[0].id] = replacement
                 continue
@@ -94,6 +98,8 @@ def simplify_and_cse(graph: Graph) -> Graph:
             continue
         if key is not None:
             seen[key] = eqn.outvars
+        if eqn.primitive.name == "broadcast_in_dim" and isinstance(ins[0], Literal):
+            splats[eqn.outvars[0].id] = ins[0]
         eqns.append(Equation(eqn.primitive, ins, eqn.outvars, eqn.params, eqn.source_info))
     outvars = [read(a) for a in graph.outvars]
     return Graph(graph.invars, graph.constvars, graph.consts, eqns, outvars, set(graph.effects))
