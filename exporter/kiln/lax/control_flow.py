@@ -29,7 +29,7 @@ def _leaf(x):
     """A control-flow operand: tracers stay, Python scalars take their weak dtype, others become arrays."""
     if isinstance(x, Tracer):
         return x
-    if isinstance(x, (bool, int, float)):
+    if _is_python_scalar(x):
         return np.asarray(x, dtypes.python_scalar_dtype(x))
     arr = np.asarray(x)
     dtypes.canonical(arr.dtype)

@@ -15,6 +15,8 @@ def install() -> None:
         "__sub__": ew.subtract, "__rsub__": flip(ew.subtract),
         "__mul__": ew.multiply, "__rmul__": flip(ew.multiply),
         "__truediv__": ew.true_divide, "__rtruediv__": flip(ew.true_divide),
+        "__floordiv__": ew.floor_divide, "__rfloordiv__": flip(ew.floor_divide),
+        "__mod__": ew.remainder, "__rmod__": flip(ew.remainder),
         "__pow__": ew.power, "__rpow__": flip(ew.power),
         "__matmul__": linalg.matmul, "__rmatmul__": flip(linalg.matmul),
         "__lt__": ew.less, "__le__": ew.less_equal, "__gt__": ew.greater, "__ge__": ew.greater_equal,

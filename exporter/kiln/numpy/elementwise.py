@@ -103,3 +103,31 @@ def where(condition, x, y):
 
 def astype(x, dtype):
     return convert(x, dtype)
+
+
+def floor_divide(x1, x2):
+    """numpy.floor_divide for integers: the quotient rounded toward minus infinity (0 when dividing by 0)."""
+    a, b = promote(x1, x2)
+    if not dtypes.is_int(aval(a).dtype):
+        raise TypeError(f"floor_divide: only integer operands are supported so far, got {aval(a).dtype}")
+    a, b = broadcast_all(a, b, where="floor_divide")
+    q = prims.div.bind(a, b)
+    zero = np.zeros((), aval(a).dtype)
+    exact = prims.eq.bind(prims.mul.bind(q, b), a)
+    signs_differ = prims.ne.bind(prims.lt.bind(a, _full(a, zero)), prims.lt.bind(b, _full(b, zero)))
+    adjust = prims.select.bind(exact, _full(q, zero), prims.select.bind(signs_differ, _full(q, np.ones((), aval(a).dtype)), _full(q, zero)))
+    return prims.sub.bind(q, adjust)
+
+
+def remainder(x1, x2):
+    """numpy.remainder for integers: the result has the sign of the divisor."""
+    a, b = promote(x1, x2)
+    a, b = broadcast_all(a, b, where="remainder")
+    return prims.sub.bind(a, prims.mul.bind(floor_divide(a, b), b))
+
+
+mod = remainder
+
+
+def _full(like, value):
+    return prims.broadcast_in_dim.bind(np.asarray(value, aval(like).dtype), shape=aval(like).shape, broadcast_dimensions=())
