@@ -33,9 +33,10 @@ typedef struct kiln_job {
   atomic_int failed;           /* 0 until a workgroup fails */
   int32_t failed_code;         /* written by the thread that set `failed` */
   uint32_t failed_workgroup;
-  /* Guarded by the pool mutex. */
+  /* Written with the pool mutex held; workers_running is also read without
+   * it while the dispatching thread spins. */
   int queued;
-  int workers_running;
+  atomic_int workers_running;
   pthread_cond_t idle; /* signalled when workers_running drops to 0 */
 } kiln_job_t;
 
@@ -48,7 +49,22 @@ struct kiln_pool {
   kiln_job_t* head;
   kiln_job_t* tail;
   int shutdown;
+  /* Mirrors for spinning without the mutex. */
+  atomic_uint queued_jobs;
+  atomic_int stopping;
 };
+
+/* Threads spin this many rounds (a few microseconds to tens of microseconds)
+ * before sleeping: back-to-back dispatches then find the workers awake. */
+#define KILN_SPIN_ROUNDS 2000
+
+static inline void kiln_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __asm__ __volatile__("pause");
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
 
 /* Runs workgroups of `job` until its ids run out or it fails. */
 static void kiln_job_run(kiln_job_t* job) {
@@ -81,6 +97,7 @@ static void kiln_queue_push(kiln_pool_t* pool, kiln_job_t* job) {
   if (pool->tail) pool->tail->next = job; else pool->head = job;
   pool->tail = job;
   job->queued = 1;
+  atomic_fetch_add_explicit(&pool->queued_jobs, 1, memory_order_release);
 }
 
 static void kiln_queue_remove(kiln_pool_t* pool, kiln_job_t* job) {
@@ -89,12 +106,25 @@ static void kiln_queue_remove(kiln_pool_t* pool, kiln_job_t* job) {
   if (job->next) job->next->prev = job->prev; else pool->tail = job->prev;
   job->prev = job->next = NULL;
   job->queued = 0;
+  atomic_fetch_sub_explicit(&pool->queued_jobs, 1, memory_order_relaxed);
 }
 
 static void* kiln_worker_main(void* arg) {
   kiln_pool_t* pool = arg;
   pthread_mutex_lock(&pool->mutex);
   for (;;) {
+    if (!pool->shutdown && !pool->head) {
+      /* Spin a little before sleeping. */
+      pthread_mutex_unlock(&pool->mutex);
+      for (int i = 0; i < KILN_SPIN_ROUNDS; ++i) {
+        if (atomic_load_explicit(&pool->queued_jobs, memory_order_acquire) ||
+            atomic_load_explicit(&pool->stopping, memory_order_relaxed)) {
+          break;
+        }
+        kiln_cpu_relax();
+      }
+      pthread_mutex_lock(&pool->mutex);
+    }
     while (!pool->shutdown && !pool->head) {
       pthread_cond_wait(&pool->work, &pool->mutex);
     }
@@ -104,14 +134,18 @@ static void* kiln_worker_main(void* arg) {
       kiln_queue_remove(pool, job);
       continue;
     }
-    job->workers_running++;
+    atomic_fetch_add_explicit(&job->workers_running, 1, memory_order_relaxed);
     pthread_mutex_unlock(&pool->mutex);
 
     kiln_job_run(job);
 
     pthread_mutex_lock(&pool->mutex);
     kiln_queue_remove(pool, job); /* its ids ran out (or it failed) */
-    if (--job->workers_running == 0) pthread_cond_signal(&job->idle);
+    /* The last touch of `job`, under the mutex: the dispatching thread takes
+     * the mutex before its job (on its stack) goes away. */
+    if (atomic_fetch_sub_explicit(&job->workers_running, 1, memory_order_release) == 1) {
+      pthread_cond_signal(&job->idle);
+    }
   }
   pthread_mutex_unlock(&pool->mutex);
   return NULL;
@@ -137,6 +171,8 @@ kiln_status_t kiln_pool_create(uint32_t worker_count, kiln_pool_t** out) {
   kiln_pool_t* pool = calloc(1, sizeof(*pool));
   if (!pool) return kiln_make_status(KILN_OUT_OF_MEMORY, "cannot allocate a thread pool");
   pool->worker_count = worker_count;
+  atomic_init(&pool->queued_jobs, 0);
+  atomic_init(&pool->stopping, 0);
   if (pthread_mutex_init(&pool->mutex, NULL) != 0) {
     free(pool);
     return kiln_make_status(KILN_INTERNAL, "pthread_mutex_init failed");
@@ -173,6 +209,7 @@ void kiln_pool_free(kiln_pool_t* pool) {
   if (!pool) return;
   pthread_mutex_lock(&pool->mutex);
   pool->shutdown = 1;
+  atomic_store(&pool->stopping, 1);
   pthread_cond_broadcast(&pool->work);
   pthread_mutex_unlock(&pool->mutex);
   for (uint32_t i = 0; i < pool->thread_count; ++i) {
@@ -216,6 +253,7 @@ kiln_status_t kiln_pool_dispatch(kiln_pool_t* pool, const char* kernel_name,
   job.workgroup_count = workgroup_count;
   atomic_init(&job.next_id, 0);
   atomic_init(&job.failed, 0);
+  atomic_init(&job.workers_running, 0);
 
   if (pool->thread_count == 0 || workgroup_count == 1) {
     kiln_job_run(&job);
@@ -240,9 +278,17 @@ kiln_status_t kiln_pool_dispatch(kiln_pool_t* pool, const char* kernel_name,
 
   kiln_job_run(&job);
 
+  /* Helpers still running our workgroups usually finish within microseconds. */
+  for (int i = 0; i < KILN_SPIN_ROUNDS &&
+                  atomic_load_explicit(&job.workers_running, memory_order_acquire) > 0;
+       ++i) {
+    kiln_cpu_relax();
+  }
   pthread_mutex_lock(&pool->mutex);
   kiln_queue_remove(pool, &job);
-  while (job.workers_running > 0) pthread_cond_wait(&job.idle, &pool->mutex);
+  while (atomic_load_explicit(&job.workers_running, memory_order_acquire) > 0) {
+    pthread_cond_wait(&job.idle, &pool->mutex);
+  }
   pthread_mutex_unlock(&pool->mutex);
   pthread_cond_destroy(&job.idle);
   return kiln_job_status(&job, kernel_name);
