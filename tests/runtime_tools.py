@@ -61,6 +61,9 @@ def identity_spec() -> ModuleSpec:
              "i32": np.int32, "i64": np.int64, "u8": np.uint8, "bool": np.bool_}[d])
         globals_.append(GlobalSpec(f"g_{d}", t, True, initial))
     globals_.append(GlobalSpec("frozen", TensorType("f32", ()), False, np.array(2.5, np.float32)))
+    empty = TensorType("f32", (0, 3))
+    functions.append(FunctionSpec("ident_empty", True, [ValueInfo("x", empty)],
+                                  [ValueInfo("y", empty)], "[]", "[]", 1, 0, [Instr("ret", [0])]))
     f4, i32 = TensorType("f32", (4,)), TensorType("i32", ())
     functions.append(FunctionSpec("pair", True, [ValueInfo("a", f4), ValueInfo("b", i32)],
                                   [ValueInfo("b", i32), ValueInfo("a", f4)], "[]", "[]", 2, 0,

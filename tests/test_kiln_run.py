@@ -112,6 +112,16 @@ def test_npy_in_and_out_for_every_dtype(kiln_run, modules, tmp_path, dtype):
     np.testing.assert_array_equal(y, x)
 
 
+def test_empty_arrays(kiln_run, modules, tmp_path):
+    m = f"--module={modules / 'ident.vmfb'}"
+    assert run(kiln_run, m, "--function=ident_empty", "--input=0x3xf32").stdout == \
+        "result[0]: 0x3xf32\n[]\n"
+    np.save(tmp_path / "e.npy", np.zeros((0, 3), np.float32))
+    run(kiln_run, m, "--function=ident_empty", f"--input=@{tmp_path / 'e.npy'}",
+        f"--output=@{tmp_path / 'o.npy'}")
+    assert np.load(tmp_path / "o.npy").shape == (0, 3)
+
+
 def test_npy_fortran_order_and_big_endian_inputs(kiln_run, modules, tmp_path):
     x = np.asfortranarray(np.arange(6, dtype=np.float32).reshape(2, 3))
     np.save(tmp_path / "f.npy", x)

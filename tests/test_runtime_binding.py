@@ -102,6 +102,11 @@ def test_every_dtype_round_trips(ident, dtype):
     np.testing.assert_array_equal(y.view(np.uint8), x.view(np.uint8))
 
 
+def test_empty_arrays(ident):
+    (y,) = Context(ident).invoke("ident_empty", [np.zeros((0, 3), np.float32)])
+    assert y.shape == (0, 3) and y.dtype == np.float32
+
+
 def test_bf16_accepts_raw_uint16_bits(ident):
     bits = np.array([[0x3F80, 0x4000, 0xBF80], [0, 0x7F80, 0x3E80]], np.uint16)
     (y,) = Context(ident).invoke("ident_bf16", [bits])
