@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..core.ir import Equation, Graph, Literal, Var, print_graph
-from .layout import LAYOUT_PRIMITIVES, apply_layout, input_view, iota_view
+from .layout import LAYOUT_PRIMITIVES, apply_layout, input_view, iota_view, splat_view
 
 _EXPENSIVE = {"exp": 20, "log": 20, "tanh": 25, "pow": 45, "div": 4, "sqrt": 4}
 _DUPLICATION_LIMIT = 8
@@ -135,7 +135,8 @@ class _Partitioner:
             if kind == "iota":
                 result = iota_view(eqn.params["shape"], eqn.params["dimension"], eqn.params["dtype"])
             elif kind == "layout":
-                inner = self.view(eqn.invars[0]) if isinstance(eqn.invars[0], Var) else None
+                operand = eqn.invars[0]
+                inner = self.view(operand) if isinstance(operand, Var) else splat_view(operand)
                 result = None if inner is None else apply_layout(inner, eqn.primitive.name, eqn.params, var.aval.shape)
             else:
                 result = None
@@ -153,14 +154,20 @@ class _Partitioner:
         operand = eqn.invars[0]
         self.require_view(operand)
         if self.view(atom) is None:
-            self.add_root(operand)
+            self.add_root(operand if isinstance(operand, Var) else atom)
 
     def find_required_roots(self) -> None:
         for eqn in self.graph.eqns:
             kind = self.kind[id(eqn)]
-            if kind in ("host", "dot"):
+            if kind == "host":
                 for a in eqn.invars:
-                    self.require_view(a) if kind == "dot" else self._require_buffer(a)
+                    self._require_buffer(a)
+            elif kind == "dot":
+                for a in eqn.invars:
+                    self.require_view(a)
+                    view = self.view(a) if isinstance(a, Var) else None
+                    if view is not None and not view.is_buffer:
+                        self.add_root(a)
             elif kind in ("elementwise", "reduction"):
                 for a in eqn.invars:
                     if isinstance(a, Var) and self.view(a) is None and self.kind.get(id(self.producer.get(a.id))) == "layout":

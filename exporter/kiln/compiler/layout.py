@@ -12,16 +12,22 @@ from dataclasses import dataclass
 import numpy as np
 
 IOTA = -1
+SPLAT = -2
 LAYOUT_PRIMITIVES = ("broadcast_in_dim", "transpose", "reshape")
 
 
 @dataclass(frozen=True)
 class View:
-    source: int  # index of a region input, or IOTA
+    source: int  # index of a region input, IOTA, or SPLAT (a broadcast scalar literal)
     dtype: np.dtype
     shape: tuple[int, ...]
     strides: tuple[int, ...]
     offset: int = 0
+    literal: object = None  # the Literal of a SPLAT
+
+    @property
+    def is_buffer(self) -> bool:
+        return self.source >= 0
 
 
 def contiguous_strides(shape) -> tuple[int, ...]:
@@ -39,6 +45,10 @@ def input_view(index: int, aval) -> View:
 def iota_view(shape, dimension: int, dtype) -> View:
     strides = tuple(1 if i == dimension and d != 1 else 0 for i, d in enumerate(shape))
     return View(IOTA, np.dtype(dtype), tuple(shape), strides)
+
+
+def splat_view(literal) -> View:
+    return View(SPLAT, literal.aval.dtype, (), (), 0, literal)
 
 
 def reshape_strides(old_shape, old_strides, new_shape) -> tuple[int, ...] | None:
@@ -79,15 +89,15 @@ def apply_layout(view: View, primitive: str, params: dict, out_shape) -> View | 
         for src, dst in enumerate(params["broadcast_dimensions"]):
             if view.shape[src] == out_shape[dst] and out_shape[dst] != 1:
                 strides[dst] = view.strides[src]
-        return View(view.source, view.dtype, out_shape, tuple(strides), view.offset)
+        return View(view.source, view.dtype, out_shape, tuple(strides), view.offset, view.literal)
     if primitive == "transpose":
         strides = tuple(view.strides[p] for p in params["permutation"])
-        return View(view.source, view.dtype, out_shape, strides, view.offset)
+        return View(view.source, view.dtype, out_shape, strides, view.offset, view.literal)
     if primitive == "reshape":
         strides = reshape_strides(view.shape, view.strides, out_shape)
         if strides is None:
             return None
-        return View(view.source, view.dtype, out_shape, strides, view.offset)
+        return View(view.source, view.dtype, out_shape, strides, view.offset, view.literal)
     raise ValueError(f"{primitive} is not a layout primitive")
 
 
@@ -101,8 +111,10 @@ def region_views(region) -> dict[int, View]:
         out = eqn.outvars[0]
         if name == "iota":
             views[out.id] = iota_view(eqn.params["shape"], eqn.params["dimension"], eqn.params["dtype"])
-        elif name in LAYOUT_PRIMITIVES and _is_var(eqn.invars[0]) and eqn.invars[0].id in views:
-            view = apply_layout(views[eqn.invars[0].id], name, eqn.params, out.aval.shape)
+        elif name in LAYOUT_PRIMITIVES:
+            operand = eqn.invars[0]
+            inner = views.get(operand.id) if _is_var(operand) else splat_view(operand)
+            view = None if inner is None else apply_layout(inner, name, eqn.params, out.aval.shape)
             if view is not None:
                 views[out.id] = view
     return views

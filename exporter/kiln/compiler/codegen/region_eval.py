@@ -42,6 +42,8 @@ def leaves_used(eqns, targets, views: dict[int, View]) -> list:
 
 def load_view(b: ir.IRBuilder, view: View, offset: ir.Value, pointers: list[ir.Value]) -> ir.Value:
     """The value of a View at element offset `offset` (iota: the offset is the value)."""
+    if view.literal is not None:
+        return scalar_ops.literal(view.literal.value, view.dtype)
     if view.source < 0:
         return scalar_ops.convert(b, offset, "int64", view.dtype)
     return scalar_ops.load(b, pointers[view.source], offset, view.dtype)
