@@ -406,6 +406,80 @@ static void test_npz(const char* dir) {
               "/nonexistent/state.npz");
 }
 
+/* Damaged files never crash the decoders (the sanitizer build checks every
+ * access): flip every byte of valid files, truncate them everywhere, and
+ * parse random value strings. */
+static uint32_t rng_state = 12345;
+static uint32_t rng(void) {
+  rng_state = rng_state * 1664525u + 1013904223u;
+  return rng_state >> 8;
+}
+
+static void fuzz_buffer(const uint8_t* valid, size_t size, int npz) {
+  uint8_t* copy = malloc(size);
+  int outcomes[2] = {0, 0};
+  for (size_t cut = 0; cut <= size; ++cut) { /* every truncation */
+    memcpy(copy, valid, size);
+    kiln_buffer_view_t* v = NULL;
+    kiln_npz_t z;
+    kiln_status_t s = npz ? kiln_npz_decode(copy, cut, "fuzz", &z)
+                          : kiln_npy_decode(copy, cut, "fuzz", &v);
+    outcomes[s == NULL]++;
+    if (!s && npz) kiln_npz_free(&z);
+    kiln_buffer_view_release(v);
+    kiln_status_free(s);
+  }
+  for (size_t i = 0; i < size; ++i) { /* every byte, three ways */
+    static const uint8_t values[3] = {0x00, 0xff, 0x80};
+    for (int k = 0; k < 3; ++k) {
+      memcpy(copy, valid, size);
+      copy[i] = (uint8_t)(valid[i] ^ values[k] ^ (uint8_t)rng());
+      kiln_buffer_view_t* v = NULL;
+      kiln_npz_t z;
+      kiln_status_t s = npz ? kiln_npz_decode(copy, size, "fuzz", &z)
+                            : kiln_npy_decode(copy, size, "fuzz", &v);
+      outcomes[s == NULL]++;
+      if (!s && npz) kiln_npz_free(&z);
+      kiln_buffer_view_release(v);
+      kiln_status_free(s);
+    }
+  }
+  CHECK(outcomes[0] > 0 && outcomes[1] > 0); /* both rejected and accepted cases */
+  free(copy);
+}
+
+static void test_fuzz(void) {
+  fuzz_buffer(np_f8_big_endian, sizeof(np_f8_big_endian), 0);
+  fuzz_buffer(np_i4_fortran, sizeof(np_i4_fortran), 0);
+  fuzz_buffer(np_savez, sizeof(np_savez), 1);
+  static const char alphabet[] = "0123456789x=,.-+ef@ abinxX\t";
+  char text[48];
+  for (int i = 0; i < 50000; ++i) {
+    size_t len = rng() % (sizeof(text) - 1);
+    for (size_t k = 0; k < len; ++k) text[k] = alphabet[rng() % (sizeof(alphabet) - 1)];
+    text[len] = '\0';
+    if (text[0] == '@') text[0] = '2'; /* no file access */
+    /* Skip types whose allocation would be huge (a sanitizer aborts on those). */
+    char type[48];
+    size_t type_len = strcspn(text, "=");
+    memcpy(type, text, type_len);
+    type[type_len] = '\0';
+    kiln_dtype_t dtype;
+    size_t rank = 0;
+    int64_t shape[KILN_MAX_RANK];
+    kiln_status_t ts = kiln_io_parse_type(type, &dtype, &rank, shape);
+    size_t bytes = 0;
+    int huge = !ts && (kiln_compute_byte_size(dtype, rank, shape, &bytes) != 0 ||
+                       bytes > (1u << 20));
+    kiln_status_free(ts);
+    if (huge) continue;
+    kiln_buffer_view_t* v = NULL;
+    kiln_status_t s = kiln_io_parse_value(text, &v);
+    kiln_status_free(s);
+    kiln_buffer_view_release(v);
+  }
+}
+
 int main(int argc, char** argv) {
   const char* dir = argc > 1 ? argv[1] : "io_test_tmp";
   mkdir(dir, 0777);
@@ -414,5 +488,6 @@ int main(int argc, char** argv) {
   test_print();
   test_npy(dir);
   test_npz(dir);
+  test_fuzz();
   TEST_MAIN_END();
 }
