@@ -96,6 +96,11 @@ CASES["iota-reshaped"] = Case(
     lambda a: [prims.add.bind(a, prims.reshape.bind(prims.iota.bind(shape=(3, 4), dimension=1, dtype=np.dtype(np.int32)), new_shape=(12,)))],
     [_operand("i32", (12,))],
 )
+CASES["splat-literals"] = Case(
+    lambda a: [prims.add.bind(a, prims.broadcast_in_dim.bind(2.5, shape=(3, 5), broadcast_dimensions=())),
+               prims.broadcast_in_dim.bind(np.int8(-3), shape=(4, 2), broadcast_dimensions=())],
+    [_operand("f32", (3, 5))],
+)
 CASES["literal-only"] = Case(lambda a: [a, prims.add.bind(prims.mul.bind(a, 0.0), 3.0)], [_operand("f32", ())])
 CASES["size-zero"] = Case(lambda a, b: [prims.add.bind(a, b)], [np.zeros((0, 5), f32), np.zeros((0, 5), f32)])
 CASES["size-one"] = Case(lambda a, b: [prims.mul.bind(a, b)], [np.ones((1, 1), f32), np.full((1, 1), 3, f32)])
