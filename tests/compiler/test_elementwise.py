@@ -51,7 +51,8 @@ for src in ALL:
         x = _operand(src, (67,))
         if np.dtype(DT[src]).kind == "f" and np.dtype(DT[dst]).kind in "iu":
             info = np.iinfo(DT[dst])
-            x = np.clip(np.nan_to_num(x, posinf=1e4, neginf=-1e4), info.min, min(info.max, 2**24)).astype(DT[src])
+            wide = np.nan_to_num(x.astype(np.float64), posinf=1e4, neginf=-1e4)
+            x = np.clip(wide, info.min, min(info.max, 2**24, np.finfo(DT[src]).max)).astype(DT[src])
         CASES[f"convert-{src}-{dst}"] = Case(lambda a, dst=dst: [prims.convert.bind(a, new_dtype=np.dtype(DT[dst]))], [x])
 
 f32 = np.float32
