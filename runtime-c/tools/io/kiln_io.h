@@ -66,7 +66,8 @@ kiln_status_t kiln_npy_write_file(const char* path, const kiln_buffer_view_t* vi
 
 /* .npz: a zip of NAME.npy entries (numpy.savez). Reads stored entries
  * (compressed ones give an error naming the entry), zip64 included; writes
- * stored entries with CRC-32 (deterministic bytes). Names are given and
+ * stored entries with CRC-32 and fixed timestamps (deterministic bytes),
+ * switching to zip64 records when sizes or counts need them. Names are given and
  * returned without the ".npy" suffix. */
 typedef struct kiln_npz_entry {
   char* name;
@@ -85,6 +86,11 @@ void kiln_npz_free(kiln_npz_t* npz);
 kiln_status_t kiln_npz_encode(size_t count, const char* const* names,
                               const kiln_buffer_view_t* const* values,
                               uint8_t** out, size_t* out_size);
+/* The same with zip64 records even where plain zip would do (for tests;
+ * kiln_npz_encode switches to zip64 by itself beyond 4 GiB or 65535 arrays). */
+kiln_status_t kiln_npz_encode_zip64(size_t count, const char* const* names,
+                                    const kiln_buffer_view_t* const* values,
+                                    int force_zip64, uint8_t** out, size_t* out_size);
 kiln_status_t kiln_npz_write_file(const char* path, size_t count,
                                   const char* const* names,
                                   const kiln_buffer_view_t* const* values);

@@ -227,44 +227,64 @@ kiln_status_t kiln_npz_read_file(const char* path, kiln_npz_t* out) {
 }
 
 #define KILN_ZIP_DOS_DATE 0x0021u /* 1980-01-01 */
+#define KILN_ZIP32_MAX 0xffffffffu
+
+static void wr64(uint8_t* p, uint64_t v) {
+  wr32(p, (uint32_t)v);
+  wr32(p + 4, (uint32_t)(v >> 32));
+}
 
 kiln_status_t kiln_npz_encode(size_t count, const char* const* names,
                               const kiln_buffer_view_t* const* values,
                               uint8_t** out, size_t* out_size) {
+  return kiln_npz_encode_zip64(count, names, values, 0, out, out_size);
+}
+
+kiln_status_t kiln_npz_encode_zip64(size_t count, const char* const* names,
+                                    const kiln_buffer_view_t* const* values,
+                                    int force_zip64, uint8_t** out, size_t* out_size) {
   *out = NULL;
   *out_size = 0;
-  if (count > 0xffff) {
-    return kiln_make_status(KILN_INVALID_ARGUMENT,
-                            "too many arrays for a .npz: expected at most 65535, "
-                            "got %zu",
-                            count);
-  }
   uint8_t** encoded = calloc(count ? count : 1, sizeof(uint8_t*));
   size_t* sizes = calloc(count ? count : 1, sizeof(size_t));
+  uint64_t* offsets = calloc(count ? count : 1, sizeof(uint64_t));
   uint8_t* buf = NULL;
   kiln_status_t status = NULL;
-  if (!encoded || !sizes) {
+  if (!encoded || !sizes || !offsets) {
     status = kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory");
     goto done;
   }
-  uint64_t total = 22;
-  for (size_t i = 0; i < count && !status; ++i) {
+  /* Encode every array, then decide on zip64: it is needed once a size or
+   * an offset no longer fits 32 bits, or for more than 65535 entries. */
+  uint64_t data_total = 0;
+  for (size_t i = 0; i < count; ++i) {
     size_t name_len = strlen(names[i]) + 4;
     if (name_len > 0xffff) {
       status = kiln_make_status(KILN_INVALID_ARGUMENT,
                                 "array name '%.40s...' is too long for a zip entry",
                                 names[i]);
-      break;
+      goto done;
     }
     status = kiln_npy_encode(values[i], &encoded[i], &sizes[i]);
-    if (status) break;
-    total += 30 + 46 + 2 * (uint64_t)name_len + sizes[i];
+    if (status) goto done;
+    data_total += 30 + 20 + name_len + (uint64_t)sizes[i];
   }
-  if (status) goto done;
-  if (total >= 0xffffffffu || total > SIZE_MAX) {
-    status = kiln_make_status(KILN_INVALID_ARGUMENT,
-                              "arrays too large for a .npz without zip64: "
-                              "expected under 4 GiB, got %llu bytes",
+  int zip64 = force_zip64 || count > 0xffff || data_total >= KILN_ZIP32_MAX;
+  uint64_t local_extra = zip64 ? 20 : 0;   /* id, size, usize, csize */
+  uint64_t central_extra = zip64 ? 28 : 0; /* id, size, usize, csize, offset */
+  uint64_t total = 0;
+  for (size_t i = 0; i < count; ++i) {
+    uint64_t name_len = strlen(names[i]) + 4;
+    offsets[i] = total;
+    total += 30 + local_extra + name_len + sizes[i];
+  }
+  uint64_t cd_offset = total;
+  for (size_t i = 0; i < count; ++i) total += 46 + central_extra + strlen(names[i]) + 4;
+  uint64_t cd_size = total - cd_offset;
+  uint64_t eocd64_offset = total;
+  total += (zip64 ? 56 + 20 : 0) + 22;
+  if (total > SIZE_MAX) {
+    status = kiln_make_status(KILN_OUT_OF_MEMORY, "a .npz of %llu bytes is too large here",
                               (unsigned long long)total);
     goto done;
   }
@@ -275,77 +295,100 @@ kiln_status_t kiln_npz_encode(size_t count, const char* const* names,
                               (unsigned long long)total);
     goto done;
   }
-  size_t pos = 0;
-  size_t* local_offsets = calloc(count ? count : 1, sizeof(size_t));
-  uint32_t* crcs = calloc(count ? count : 1, sizeof(uint32_t));
-  if (!local_offsets || !crcs) {
-    free(local_offsets);
-    free(crcs);
+  uint8_t* p = buf;
+  uint32_t* crcs = (uint32_t*)calloc(count ? count : 1, sizeof(uint32_t));
+  if (!crcs) {
     status = kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory");
     goto done;
   }
   for (size_t i = 0; i < count; ++i) {
     size_t name_len = strlen(names[i]) + 4;
     crcs[i] = kiln_crc32(0, encoded[i], sizes[i]);
-    local_offsets[i] = pos;
-    uint8_t* h = buf + pos;
-    wr32(h, 0x04034b50u);
-    wr16(h + 4, 20);           /* version needed: 2.0 */
-    wr16(h + 6, 0);            /* flags */
-    wr16(h + 8, 0);            /* stored */
-    wr16(h + 10, 0);           /* time */
-    wr16(h + 12, KILN_ZIP_DOS_DATE);
-    wr32(h + 14, crcs[i]);
-    wr32(h + 18, (uint32_t)sizes[i]);
-    wr32(h + 22, (uint32_t)sizes[i]);
-    wr16(h + 26, (uint32_t)name_len);
-    wr16(h + 28, 0);
-    memcpy(h + 30, names[i], name_len - 4);
-    memcpy(h + 30 + name_len - 4, ".npy", 4);
-    pos += 30 + name_len;
-    memcpy(buf + pos, encoded[i], sizes[i]);
-    pos += sizes[i];
+    wr32(p, 0x04034b50u);
+    wr16(p + 4, zip64 ? 45 : 20);          /* version needed */
+    wr16(p + 6, 0);                        /* flags */
+    wr16(p + 8, 0);                        /* stored */
+    wr16(p + 10, 0);                       /* time */
+    wr16(p + 12, KILN_ZIP_DOS_DATE);
+    wr32(p + 14, crcs[i]);
+    wr32(p + 18, zip64 ? KILN_ZIP32_MAX : (uint32_t)sizes[i]);
+    wr32(p + 22, zip64 ? KILN_ZIP32_MAX : (uint32_t)sizes[i]);
+    wr16(p + 26, (uint32_t)name_len);
+    wr16(p + 28, (uint32_t)local_extra);
+    memcpy(p + 30, names[i], name_len - 4);
+    memcpy(p + 30 + name_len - 4, ".npy", 4);
+    p += 30 + name_len;
+    if (zip64) {
+      wr16(p, 0x0001);
+      wr16(p + 2, 16);
+      wr64(p + 4, sizes[i]);
+      wr64(p + 12, sizes[i]);
+      p += 20;
+    }
+    if (sizes[i]) memcpy(p, encoded[i], sizes[i]);
+    p += sizes[i];
   }
-  size_t cd_offset = pos;
   for (size_t i = 0; i < count; ++i) {
     size_t name_len = strlen(names[i]) + 4;
-    uint8_t* h = buf + pos;
-    wr32(h, 0x02014b50u);
-    wr16(h + 4, 20);           /* made by: 2.0, MS-DOS attributes */
-    wr16(h + 6, 20);
-    wr16(h + 8, 0);
-    wr16(h + 10, 0);
-    wr16(h + 12, 0);
-    wr16(h + 14, KILN_ZIP_DOS_DATE);
-    wr32(h + 16, crcs[i]);
-    wr32(h + 20, (uint32_t)sizes[i]);
-    wr32(h + 24, (uint32_t)sizes[i]);
-    wr16(h + 28, (uint32_t)name_len);
-    wr16(h + 30, 0);           /* extra */
-    wr16(h + 32, 0);           /* comment */
-    wr16(h + 34, 0);           /* disk */
-    wr16(h + 36, 0);           /* internal attributes */
-    wr32(h + 38, 0);           /* external attributes */
-    wr32(h + 42, (uint32_t)local_offsets[i]);
-    memcpy(h + 46, names[i], name_len - 4);
-    memcpy(h + 46 + name_len - 4, ".npy", 4);
-    pos += 46 + name_len;
+    wr32(p, 0x02014b50u);
+    wr16(p + 4, zip64 ? 45 : 20);          /* made by (MS-DOS attributes) */
+    wr16(p + 6, zip64 ? 45 : 20);          /* version needed */
+    wr16(p + 8, 0);
+    wr16(p + 10, 0);
+    wr16(p + 12, 0);
+    wr16(p + 14, KILN_ZIP_DOS_DATE);
+    wr32(p + 16, crcs[i]);
+    wr32(p + 20, zip64 ? KILN_ZIP32_MAX : (uint32_t)sizes[i]);
+    wr32(p + 24, zip64 ? KILN_ZIP32_MAX : (uint32_t)sizes[i]);
+    wr16(p + 28, (uint32_t)name_len);
+    wr16(p + 30, (uint32_t)central_extra);
+    wr16(p + 32, 0);                       /* comment */
+    wr16(p + 34, 0);                       /* disk */
+    wr16(p + 36, 0);                       /* internal attributes */
+    wr32(p + 38, 0);                       /* external attributes */
+    wr32(p + 42, zip64 ? KILN_ZIP32_MAX : (uint32_t)offsets[i]);
+    memcpy(p + 46, names[i], name_len - 4);
+    memcpy(p + 46 + name_len - 4, ".npy", 4);
+    p += 46 + name_len;
+    if (zip64) {
+      wr16(p, 0x0001);
+      wr16(p + 2, 24);
+      wr64(p + 4, sizes[i]);
+      wr64(p + 12, sizes[i]);
+      wr64(p + 20, offsets[i]);
+      p += 28;
+    }
   }
-  size_t cd_size = pos - cd_offset;
-  uint8_t* e = buf + pos;
-  wr32(e, 0x06054b50u);
-  wr16(e + 4, 0);
-  wr16(e + 6, 0);
-  wr16(e + 8, (uint32_t)count);
-  wr16(e + 10, (uint32_t)count);
-  wr32(e + 12, (uint32_t)cd_size);
-  wr32(e + 16, (uint32_t)cd_offset);
-  wr16(e + 20, 0);
-  pos += 22;
-  free(local_offsets);
   free(crcs);
+  if (zip64) {
+    wr32(p, 0x06064b50u);                  /* zip64 end of central directory */
+    wr64(p + 4, 44);
+    wr16(p + 12, 45);
+    wr16(p + 14, 45);
+    wr32(p + 16, 0);
+    wr32(p + 20, 0);
+    wr64(p + 24, count);
+    wr64(p + 32, count);
+    wr64(p + 40, cd_size);
+    wr64(p + 48, cd_offset);
+    p += 56;
+    wr32(p, 0x07064b50u);                  /* its locator */
+    wr32(p + 4, 0);
+    wr64(p + 8, eocd64_offset);
+    wr32(p + 16, 1);
+    p += 20;
+  }
+  wr32(p, 0x06054b50u);
+  wr16(p + 4, 0);
+  wr16(p + 6, 0);
+  wr16(p + 8, zip64 ? 0xffff : (uint32_t)count);
+  wr16(p + 10, zip64 ? 0xffff : (uint32_t)count);
+  wr32(p + 12, zip64 ? KILN_ZIP32_MAX : (uint32_t)cd_size);
+  wr32(p + 16, zip64 ? KILN_ZIP32_MAX : (uint32_t)cd_offset);
+  wr16(p + 20, 0);
+  p += 22;
   *out = buf;
-  *out_size = pos;
+  *out_size = (size_t)(p - buf);
   buf = NULL;
 
 done:
@@ -354,6 +397,7 @@ done:
   }
   free(encoded);
   free(sizes);
+  free(offsets);
   free(buf);
   return status;
 }
