@@ -420,23 +420,52 @@ static int kiln_aarch64_has(const char* f) {
 #if defined(__linux__)
   unsigned long hw = getauxval(AT_HWCAP);
   unsigned long hw2 = getauxval(AT_HWCAP2);
-  /* Bit numbers of asm/hwcap.h (stable kernel ABI). */
-  const struct { const char* name; int word; int bit; } table[] = {
-      {"aes", 1, 3},       {"sha2", 1, 6},     {"crc", 1, 7},
-      {"lse", 1, 8},       {"fullfp16", 1, 10}, {"rdm", 1, 12},
-      {"jsconv", 1, 13},   {"fcma", 1, 14},    {"rcpc", 1, 15},
-      {"sha3", 1, 17},     {"sm4", 1, 19},     {"dotprod", 1, 20},
-      {"sve", 1, 22},      {"fp16fml", 1, 23}, {"dit", 1, 24},
-      {"flagm", 1, 27},    {"ssbs", 1, 28},    {"sb", 1, 29},
-      {"pauth", 1, 30},    {"sve2", 2, 1},     {"sve2-aes", 2, 2},
-      {"sve2-bitperm", 2, 4}, {"sve2-sha3", 2, 5}, {"sve2-sm4", 2, 3},
-      {"frint3264", 2, 8}, {"i8mm", 2, 13},    {"bf16", 2, 14},
-      {"rand", 2, 16},     {"bti", 2, 17},     {"mte", 2, 18},
+  /* Bits of asm/hwcap.h (a stable kernel ABI); a feature needs all of its
+   * bits in AT_HWCAP and AT_HWCAP2. */
+#define H(n) (1ul << (n))
+  const struct { const char* name; unsigned long hw; unsigned long hw2; } table[] = {
+      {"aes", H(3) | H(4), 0},             /* AES + PMULL */
+      {"sha2", H(6), 0},
+      {"crypto", H(3) | H(4) | H(5) | H(6), 0},
+      {"crc", H(7), 0},
+      {"lse", H(8), 0},
+      {"fullfp16", H(9) | H(10), 0},
+      {"rdm", H(12), 0},
+      {"jsconv", H(13), 0},
+      {"fcma", H(14), 0},
+      {"rcpc", H(15), 0},
+      {"ccpp", H(16), 0},                  /* DC CVAP */
+      {"sha3", H(17) | H(21), 0},          /* SHA3 + SHA512 */
+      {"sm4", H(18) | H(19), 0},           /* SM3 + SM4 */
+      {"dotprod", H(20), 0},
+      {"sve", H(22), 0},
+      {"fp16fml", H(23), 0},
+      {"dit", H(24), 0},
+      {"rcpc-immo", H(26), 0},
+      {"flagm", H(27), 0},
+      {"ssbs", H(28), 0},
+      {"sb", H(29), 0},
+      {"pauth", H(30) | H(31), 0},
+      {"v8.1a", H(7) | H(8) | H(12), 0},   /* CRC, LSE, RDM */
+      {"v8.2a", H(7) | H(8) | H(12) | H(16), 0},
+      {"ccdp", 0, H(0)},
+      {"sve2", 0, H(1)},
+      {"sve2-aes", 0, H(2) | H(3)},
+      {"sve2-bitperm", 0, H(4)},
+      {"sve2-sha3", 0, H(5)},
+      {"sve2-sm4", 0, H(6)},
+      {"flagm2", 0, H(7)},
+      {"frint3264", 0, H(8)},
+      {"i8mm", 0, H(13)},
+      {"bf16", 0, H(14)},
+      {"rand", 0, H(16)},
+      {"bti", 0, H(17)},
+      {"mte", 0, H(18)},
   };
+#undef H
   for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); ++i) {
     if (strcmp(f, table[i].name) == 0) {
-      unsigned long word = table[i].word == 1 ? hw : hw2;
-      return (int)((word >> table[i].bit) & 1ul);
+      return (hw & table[i].hw) == table[i].hw && (hw2 & table[i].hw2) == table[i].hw2;
     }
   }
 #endif

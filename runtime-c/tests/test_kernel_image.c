@@ -5,6 +5,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/wait.h>
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#endif
 #include <unistd.h>
 
 #include "instance_internal.h"
@@ -251,6 +254,15 @@ int main(int argc, char** argv) {
   CHECK(kiln_host_supports(host, "+avx512f", reason, sizeof(reason)) ==
         (__builtin_cpu_supports("avx512f") ? 1 : 0));
   if (!__builtin_cpu_supports("avx512f")) CHECK(strstr(reason, "lacks") != NULL);
+#endif
+
+#if defined(__aarch64__) && defined(__linux__)
+  /* Features the kernel reports are accepted, others refused. */
+  unsigned long hw = getauxval(AT_HWCAP);
+  CHECK(kiln_host_supports(host, "+sve", reason, sizeof(reason)) == ((hw >> 22) & 1));
+  CHECK(kiln_host_supports(host, "+lse,+crc", reason, sizeof(reason)) ==
+        (((hw >> 8) & 1) && ((hw >> 7) & 1)));
+  CHECK(kiln_host_supports(host, "+dotprod", reason, sizeof(reason)) == ((hw >> 20) & 1));
 #endif
 
   free(code);
