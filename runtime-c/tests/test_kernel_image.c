@@ -259,10 +259,10 @@ int main(int argc, char** argv) {
 #if defined(__aarch64__) && defined(__linux__)
   /* Features the kernel reports are accepted, others refused. */
   unsigned long hw = getauxval(AT_HWCAP);
-  CHECK(kiln_host_supports(host, "+sve", reason, sizeof(reason)) == ((hw >> 22) & 1));
+  CHECK(kiln_host_supports(host, "+sve", reason, sizeof(reason)) == (int)((hw >> 22) & 1));
   CHECK(kiln_host_supports(host, "+lse,+crc", reason, sizeof(reason)) ==
         (((hw >> 8) & 1) && ((hw >> 7) & 1)));
-  CHECK(kiln_host_supports(host, "+dotprod", reason, sizeof(reason)) == ((hw >> 20) & 1));
+  CHECK(kiln_host_supports(host, "+dotprod", reason, sizeof(reason)) == (int)((hw >> 20) & 1));
 #endif
 
   free(code);
