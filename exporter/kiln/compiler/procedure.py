@@ -25,7 +25,7 @@ class ConstantPool:
     _index: dict[tuple, int] = field(default_factory=dict)
 
     def add(self, array: np.ndarray) -> int:
-        arr = np.ascontiguousarray(array)
+        arr = np.array(array, order="C")  # not ascontiguousarray: it turns 0-d arrays into 1-d ones
         key = (arr.dtype.str, arr.shape, arr.tobytes())
         index = self._index.get(key)
         if index is None:

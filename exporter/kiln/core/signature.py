@@ -39,7 +39,8 @@ def as_runtime_array(x, aval: ShapedArray) -> np.ndarray:
     """
     if isinstance(x, (bool, int, float)):
         return np.asarray(x, dtype=aval.dtype)
-    return np.ascontiguousarray(x)
+    arr = np.asarray(x)
+    return arr if arr.flags.c_contiguous else np.array(arr, order="C")
 
 
 def split_static(args: tuple, static_argnums: tuple[int, ...]):

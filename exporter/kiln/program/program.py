@@ -194,7 +194,10 @@ class _BoundFunction:
         self.__name__ = fn.name
 
     def __call__(self, *args, **kwargs):
-        bound = self.fn.signature.bind(*args, **kwargs)
+        try:
+            bound = self.fn.signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"{self.fn.name}: {e}") from None
         values = [bound.arguments[p] for p in self.fn.arg_names]
         leaves = self.fn.flatten_arguments(values)
         outs = self.program._kiln_context.invoke(self.fn.name, leaves)

@@ -158,7 +158,8 @@ def trace_public_function(cls, name: str, fn) -> PublicFunction:
         arg_tree=treedef_to_json(in_treedef),
         result_tree=treedef_to_json(out_tree[0]),
     )
-    return PublicFunction(name, signature, arg_names, in_treedef, list(in_leaves), out_tree[0], source)
+    call_signature = signature.replace(parameters=[p.replace(default=inspect.Parameter.empty) for p in params])
+    return PublicFunction(name, call_signature, arg_names, in_treedef, list(in_leaves), out_tree[0], source)
 
 
 def _leaf_names(arg_names: list[str], declared: list) -> list[str]:
