@@ -8,7 +8,7 @@ import kiln.numpy as knp
 from kiln import Program, TracingError
 from kiln.vm.runtime import KilnRuntimeError
 
-from conftest import run_kiln_run
+from kiln_tools import run_kiln_run
 
 Params = namedtuple("Params", "w b")
 
