@@ -66,7 +66,7 @@ def test_list(kiln_run, modules):
 def test_run_prints_results(kiln_run, modules):
     m = f"--module={modules / 'axpy.vmfb'}"
     out = run(kiln_run, m, "--function=predict", "--input=4xf32=10,20.5,-30,0.125").stdout
-    assert out == "result[0]: 4xf32\n[  12.  24.5  -24. 8.125]\n"
+    assert out == "result[0]: 4xf32\n[ 12.     24.5   -24.      8.125]\n"  # as numpy prints it
     x = np.array([10, 20.5, -30, 0.125], np.float32)
     ((typ, text),) = parse_printed(out)
     assert typ == "4xf32"

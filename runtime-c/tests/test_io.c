@@ -176,14 +176,16 @@ static void test_parse(void) {
 
 static void test_print(void) {
   CHECK_PRINT("2x3xf32=1,2,3,4,5,6", "[[1. 2. 3.]\n [4. 5. 6.]]\n");
-  CHECK_PRINT("3xf32=0.1,-2.5,100", "[ 0.1 -2.5 100.]\n");
+  CHECK_PRINT("3xf32=0.1,-2.5,100", "[  0.1  -2.5 100. ]\n"); /* as numpy */
+  CHECK_PRINT("4xf32=12,24.5,-24,8.125", "[ 12.     24.5   -24.      8.125]\n");
+  CHECK_PRINT("2xf64=nan,1.5", "[nan 1.5]\n");
   CHECK_PRINT("f32=3.5", "3.5\n");
   CHECK_PRINT("f64=0.1", "0.1\n");
   CHECK_PRINT("3xi32=1,-20,300", "[  1 -20 300]\n");
   CHECK_PRINT("2xbool=1,0", "[ True False]\n");
   CHECK_PRINT("2x2x2xi8=1,2,3,4,5,6,7,8", "[[[1 2]\n  [3 4]]\n\n [[5 6]\n  [7 8]]]\n");
   CHECK_PRINT("0x4xf32", "[]\n");
-  CHECK_PRINT("2xf16=0.1,65504", "[   0.1 65504.]\n");
+  CHECK_PRINT("2xf16=0.1,65504", "[    0.1 65504. ]\n");
   CHECK_PRINT("3xf32=nan,inf,-inf", "[ nan  inf -inf]\n");
   CHECK_PRINT("bf16=3.140625", "3.14\n");
   kiln_buffer_view_t* v = parse("2000xi32=5");

@@ -121,8 +121,9 @@ typedef struct {
   const int64_t* shape;
   size_t rank;
   int summarize;
-  int width; /* pass 2: column width */
-  int measure; /* pass 1: only compute the width */
+  int width;      /* widest element */
+  int left, right; /* widest parts before / after the '.' of positional floats */
+  int measure;    /* pass 1: only compute the widths */
 } kiln_printer_t;
 
 /* Visits the printed elements of dimension `dim` starting at flat `offset`. */
@@ -158,10 +159,25 @@ static void kiln_print_dim(kiln_printer_t* pr, size_t dim, size_t offset) {
       char buf[64];
       kiln_io_format_element(pr->view, offset + i, buf, sizeof(buf));
       int len = (int)strlen(buf);
+      /* Floats in positional form line up on their '.' as numpy does. */
+      const char* dot = strchr(buf, '.');
+      int positional = dot && !strpbrk(buf, "en");
+      int left = positional ? (int)(dot - buf) : len;
+      int right = positional ? len - left - 1 : 0;
       if (pr->measure) {
         if (len > pr->width) pr->width = len;
+        if (positional) {
+          if (left > pr->left) pr->left = left;
+          if (right > pr->right) pr->right = right;
+        }
       } else {
-        fprintf(pr->out, "%*s", pr->width, buf);
+        int aligned = pr->left + 1 + pr->right;
+        int column = pr->width > aligned ? pr->width : aligned;
+        if (positional && pr->left + 1 + pr->right >= pr->width) {
+          fprintf(pr->out, "%*s%s%*s", pr->left - left, "", buf, pr->right - right, "");
+        } else {
+          fprintf(pr->out, "%*s", column, buf);
+        }
       }
     } else {
       kiln_print_dim(pr, dim + 1, offset + i * stride);
@@ -186,7 +202,7 @@ void kiln_io_print_values(FILE* out, const kiln_buffer_view_t* view) {
   }
   kiln_printer_t pr = {out, view, shape, rank,
                        kiln_buffer_view_element_count(view) > KILN_SUMMARY_THRESHOLD,
-                       0, 1};
+                       0, 0, 0, 1};
   kiln_print_dim(&pr, 0, 0);
   pr.measure = 0;
   kiln_print_dim(&pr, 0, 0);
