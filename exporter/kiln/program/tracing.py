@@ -64,6 +64,8 @@ class _ProgramSelf:
 
 
 _loaded_slot: dict[int, tuple[int, object]] = {}
+# The value each global slot was last loaded as, until a store to it: reads share one load.
+_live_loads: dict[int, object] = {}
 
 
 def _load_tree(table, attr: str):
@@ -71,8 +73,10 @@ def _load_tree(table, attr: str):
     leaves = []
     for i in tree.slots:
         slot = table.slots[i]
-        t = global_load.bind(slot=i, name=slot.name, aval=slot.aval)
-        _loaded_slot[id(t)] = (i, t)
+        t = _live_loads.get(i)
+        if t is None:
+            t = _live_loads[i] = global_load.bind(slot=i, name=slot.name, aval=slot.aval)
+            _loaded_slot[id(t)] = (i, t)
         leaves.append(t)
     return tree_unflatten(tree.treedef, leaves)
 
@@ -93,6 +97,7 @@ def _store_leaves(table, slots, treedef, value, where: str):
         if aval.dtype != slot.aval.dtype and (aval.weak_type or not isinstance(v, Tracer)) and aval.shape == slot.aval.shape:
             v = knp.astype(v, slot.aval.dtype)
         global_store.bind(v, slot=i, name=slot.name, aval=slot.aval)
+        _live_loads.pop(i, None)
 
 
 def store_through(target, value) -> None:
@@ -148,6 +153,7 @@ def trace_public_function(cls, name: str, fn) -> PublicFunction:
     finally:
         _current_table.pop()
         _loaded_slot.clear()
+        _live_loads.clear()
     arg_leaf_names = _leaf_names(arg_names, declared)
     result_names = [f"result{i}" for i in range(len(graph.outvars))]
     source = ProcedureSource(
