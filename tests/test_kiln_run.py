@@ -347,3 +347,50 @@ def test_compiled_kernels_across_worker_counts(kiln_run, compiled_module, tmp_pa
     module = Module.from_file(Instance(worker_count=3), path)
     (y,) = Context(module).invoke("predict", [x])
     np.testing.assert_array_equal(y, outputs[0])
+
+
+PRINT_CASES = [
+    np.arange(30, dtype=np.float32),
+    np.arange(100, dtype=np.int32).reshape(4, 25),
+    np.linspace(-1, 1, 40).astype(np.float32),
+    np.arange(2000, dtype=np.int32),
+    np.arange(3000, dtype=np.float32).reshape(30, 100),
+    np.arange(2400, dtype=np.int64).reshape(4, 20, 30),
+    (np.arange(24) % 3 == 0).reshape(2, 3, 4),
+    np.arange(1200, dtype=np.float64).reshape(10, 10, 12) / 7,
+    np.array([0.1, 65504], np.float16),
+    np.array([np.nan, 1.5, -np.inf], np.float32),
+    np.array([np.nan, 1e-6, 3]),
+    np.zeros((2, 3), np.float32),
+    np.array([1e100, 1.0, -1e-5]),
+    np.array([-0.0, 0.5], np.float32),
+    np.array([3.14159265358979, -2.5e-3, 100.0]),
+    np.random.default_rng(0).standard_normal((5, 7)).astype(np.float32),
+    np.random.default_rng(1).standard_normal((3, 40)),
+    np.array([0.1 + 0.2, 1 / 3]),
+    np.array([123456789.0, 1.0], np.float32),
+    np.array([255, 0], np.uint8),
+    np.array([-128, 127], np.int8),
+]
+
+
+@pytest.mark.parametrize("case", range(len(PRINT_CASES)))
+def test_printing_matches_numpy(kiln_run, tmp_path, case):
+    """kiln-run prints arrays exactly as numpy's str() does (line wrapping,
+    summarization, positional vs scientific notation, alignment)."""
+    from kiln.vm.isa import Instr
+    from kiln.vm.module_spec import (FunctionSpec, ModuleSpec, TensorType, ValueInfo,
+                                     dtype_of)
+
+    a = PRINT_CASES[case]
+    t = TensorType(dtype_of(a), a.shape)
+    spec = ModuleSpec("p", functions=[FunctionSpec("f", True, [ValueInfo("x", t)],
+                                                   [ValueInfo("y", t)], "[]", "[]", 1, 0,
+                                                   [Instr("ret", [0])])])
+    (tmp_path / "p.vmfb").write_bytes(serialize(spec))
+    np.save(tmp_path / "a.npy", a)
+    out = run(kiln_run, f"--module={tmp_path / 'p.vmfb'}", "--function=f",
+              f"--input=@{tmp_path / 'a.npy'}").stdout
+    header, values = out.split("\n", 1)
+    assert header == f"result[0]: {t}"
+    assert values == str(a) + "\n"

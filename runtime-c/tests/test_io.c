@@ -185,7 +185,14 @@ static void test_print(void) {
   CHECK_PRINT("2xbool=1,0", "[ True False]\n");
   CHECK_PRINT("2x2x2xi8=1,2,3,4,5,6,7,8", "[[[1 2]\n  [3 4]]\n\n [[5 6]\n  [7 8]]]\n");
   CHECK_PRINT("0x4xf32", "[]\n");
-  CHECK_PRINT("2xf16=0.1,65504", "[    0.1 65504. ]\n");
+  /* The expected strings are numpy's str() of the same arrays. */
+  CHECK_PRINT("2xf16=0.1,65504", "[1.00e-01 6.55e+04]\n");
+  CHECK_PRINT("3xf32=1e-5,1,2.5", "[1.0e-05 1.0e+00 2.5e+00]\n");
+  CHECK_PRINT("3xf64=1e100,1,-1e-5", "[ 1.e+100  1.e+000 -1.e-005]\n");
+  CHECK_PRINT("30xf32=0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,"
+              "26,27,28,29",
+              "[ 0.  1.  2.  3.  4.  5.  6.  7.  8.  9. 10. 11. 12. 13. 14. 15. 16. 17.\n"
+              " 18. 19. 20. 21. 22. 23. 24. 25. 26. 27. 28. 29.]\n");
   CHECK_PRINT("3xf32=nan,inf,-inf", "[ nan  inf -inf]\n");
   CHECK_PRINT("bf16=3.140625", "3.14\n");
   kiln_buffer_view_t* v = parse("2000xi32=5");

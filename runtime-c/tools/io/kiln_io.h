@@ -42,9 +42,10 @@ kiln_status_t kiln_io_parse_value(const char* text, kiln_buffer_view_t** out);
 void kiln_io_format_element(const kiln_buffer_view_t* view, size_t i,
                             char* buf, size_t buf_size);
 
-/* Prints the values in numpy's layout ("[[1. 2.]\n [3. 4.]]"; a 0-d view
- * prints its scalar; more than 1000 elements are summarized with "...").
- * Ends with a newline. */
+/* Prints the values as numpy's str() does ("[[1. 2.]\n [3. 4.]]": 75-column
+ * lines, "..." past 1000 elements, positional or scientific notation chosen
+ * for the whole array, precision 8); a 0-d view prints its scalar's shortest
+ * form. Ends with a newline. */
 void kiln_io_print_values(FILE* out, const kiln_buffer_view_t* view);
 
 /* ---- files ------------------------------------------------------------- */

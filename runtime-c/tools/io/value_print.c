@@ -114,17 +114,215 @@ void kiln_io_format_element(const kiln_buffer_view_t* view, size_t i, char* buf,
 
 #define KILN_SUMMARY_THRESHOLD 1000
 #define KILN_EDGE_ITEMS 3
+#define KILN_LINE_WIDTH 75 /* numpy's default linewidth */
+#define KILN_PRECISION 8   /* numpy's default precision (fraction digits) */
+
+/* ---- floats inside arrays, as numpy's FloatingFormat ('maxprec') -------- */
+
+static int kiln_is_float(kiln_dtype_t d) {
+  return d == KILN_DTYPE_F32 || d == KILN_DTYPE_F64 || d == KILN_DTYPE_F16 ||
+         d == KILN_DTYPE_BF16;
+}
+
+static double kiln_element_double(const kiln_buffer_view_t* view, size_t i) {
+  const char* data = kiln_buffer_view_data(view);
+  switch (kiln_buffer_view_dtype(view)) {
+    case KILN_DTYPE_F32: { float v; memcpy(&v, data + 4 * i, 4); return v; }
+    case KILN_DTYPE_F64: { double v; memcpy(&v, data + 8 * i, 8); return v; }
+    case KILN_DTYPE_F16: { uint16_t v; memcpy(&v, data + 2 * i, 2); return kiln_f16_to_f32(v); }
+    case KILN_DTYPE_BF16: { uint16_t v; memcpy(&v, data + 2 * i, 2); return kiln_bf16_to_f32(v); }
+    default: return 0;
+  }
+}
+
+static int kiln_same_value(double a, double b, kiln_dtype_t d) {
+  switch (d) {
+    case KILN_DTYPE_F64: return a == b;
+    case KILN_DTYPE_F32: return (float)a == (float)b;
+    case KILN_DTYPE_F16: return kiln_f32_to_f16((float)a) == kiln_f32_to_f16((float)b);
+    default: return kiln_f32_to_bf16((float)a) == kiln_f32_to_bf16((float)b);
+  }
+}
+
+/* Fewest significant digits that read back as the same value. */
+static int kiln_unique_digits(double v, kiln_dtype_t d) {
+  char buf[64];
+  for (int p = 1; p < 17; ++p) {
+    snprintf(buf, sizeof(buf), "%.*e", p - 1, v);
+    if (kiln_same_value(strtod(buf, NULL), v, d)) return p;
+  }
+  return 17;
+}
+
+static int kiln_decimal_exponent(double v) {
+  char buf[64];
+  snprintf(buf, sizeof(buf), "%.16e", v);
+  const char* e = strchr(buf, 'e');
+  return e ? atoi(e + 1) : 0;
+}
+
+/* Positional: unique digits, at most KILN_PRECISION after the point,
+ * trailing zeros trimmed down to the point ("1.", "0.25"). */
+static void kiln_format_positional(double v, kiln_dtype_t d, char* buf, size_t size) {
+  int digits = v == 0 ? 1 : kiln_unique_digits(v, d);
+  int fraction = v == 0 ? 0 : digits - 1 - kiln_decimal_exponent(v);
+  if (fraction < 0) fraction = 0;
+  if (fraction > KILN_PRECISION) fraction = KILN_PRECISION;
+  snprintf(buf, size, "%.*f", fraction, v);
+  if (strchr(buf, '.')) {
+    size_t n = strlen(buf);
+    while (n > 0 && buf[n - 1] == '0') buf[--n] = '\0';
+  } else {
+    size_t n = strlen(buf);
+    if (n + 1 < size) { buf[n] = '.'; buf[n + 1] = '\0'; }
+  }
+}
+
+/* Scientific with `fraction` mantissa digits and at least `exp_digits`
+ * exponent digits ("1.5e-05", "1.e+100"). */
+static void kiln_format_scientific(double v, int fraction, int exp_digits, char* buf,
+                                   size_t size) {
+  char tmp[64];
+  snprintf(tmp, sizeof(tmp), "%.*e", fraction, v);
+  char* e = strchr(tmp, 'e');
+  if (!e) {
+    snprintf(buf, size, "%s", tmp);
+    return;
+  }
+  *e = '\0';
+  char sign = e[1];
+  int exponent = abs(atoi(e + 1));
+  snprintf(buf, size, "%s%se%c%0*d", tmp, fraction == 0 ? "." : "", sign, exp_digits, exponent);
+}
+
+typedef struct {
+  int exp_format;  /* scientific for the whole array */
+  int fraction;    /* scientific: mantissa digits after the point */
+  int exp_digits;  /* scientific: exponent digits */
+  int pad_left;    /* widest part before the point (sign included) */
+  int pad_right;   /* widest part after the point (positional) */
+  double min_abs, max_abs;
+  int any_nonzero;
+} kiln_float_format_t;
+
+/* ---- the array printer -------------------------------------------------- */
 
 typedef struct {
   FILE* out;
   const kiln_buffer_view_t* view;
+  kiln_dtype_t dtype;
   const int64_t* shape;
   size_t rank;
   int summarize;
-  int width;      /* widest element */
-  int left, right; /* widest parts before / after the '.' of positional floats */
-  int measure;    /* pass 1: only compute the widths */
+  int pass;        /* 0: float range, 1: widths, 2: output */
+  kiln_float_format_t ff;
+  int width;       /* widest non-float element (or nan/inf) */
+  char* line;      /* the current output line, flushed (right-trimmed) at '\n' */
+  size_t line_len, line_cap;
 } kiln_printer_t;
+
+static void kiln_flush_line(kiln_printer_t* pr, int newline) {
+  size_t n = pr->line_len;
+  if (newline) {
+    while (n > 0 && pr->line[n - 1] == ' ') n--; /* as numpy: no trailing blanks */
+  }
+  if (n) fwrite(pr->line, 1, n, pr->out);
+  if (newline) fputc('\n', pr->out);
+  pr->line_len = 0;
+}
+
+static void kiln_emit(kiln_printer_t* pr, const char* text) {
+  for (const char* p = text; *p; ++p) {
+    if (*p == '\n') {
+      kiln_flush_line(pr, 1);
+      continue;
+    }
+    if (pr->line_len + 1 >= pr->line_cap) {
+      size_t cap = pr->line_cap ? pr->line_cap * 2 : 256;
+      char* bigger = realloc(pr->line, cap);
+      if (!bigger) { /* out of memory: write through */
+        kiln_flush_line(pr, 0);
+        fputc(*p, pr->out);
+        continue;
+      }
+      pr->line = bigger;
+      pr->line_cap = cap;
+    }
+    pr->line[pr->line_len++] = *p;
+  }
+}
+
+static void kiln_emit_repeat(kiln_printer_t* pr, char c, size_t n) {
+  char one[2] = {c, '\0'};
+  for (size_t i = 0; i < n; ++i) kiln_emit(pr, one);
+}
+
+/* Visits element `index`: measures it (passes 0 and 1) or formats it into
+ * `cell`, padded to the common width (pass 2). */
+static void kiln_visit_element(kiln_printer_t* pr, size_t index, char* cell, size_t size) {
+  char buf[96];
+  if (!kiln_is_float(pr->dtype)) {
+    kiln_io_format_element(pr->view, index, buf, sizeof(buf));
+    int len = (int)strlen(buf);
+    if (pr->pass == 1 && len > pr->width) pr->width = len;
+    if (pr->pass == 2) snprintf(cell, size, "%*s", pr->width, buf);
+    return;
+  }
+  kiln_float_format_t* ff = &pr->ff;
+  double v = kiln_element_double(pr->view, index);
+  if (!isfinite(v)) {
+    snprintf(buf, sizeof(buf), "%s", isnan(v) ? "nan" : v < 0 ? "-inf" : "inf");
+    int len = (int)strlen(buf);
+    if (pr->pass == 1 && len > pr->width) pr->width = len;
+    if (pr->pass == 2) {
+      int total = ff->exp_format
+                      ? ff->pad_left + 1 + ff->fraction + 2 + ff->exp_digits
+                      : ff->pad_left + 1 + ff->pad_right;
+      if (!ff->any_nonzero && !ff->pad_left) total = 0; /* only nan/inf */
+      snprintf(cell, size, "%*s", total > pr->width ? total : pr->width, buf);
+    }
+    return;
+  }
+  if (pr->pass == 0) {
+    double a = fabs(v);
+    if (a != 0) {
+      if (!ff->any_nonzero || a < ff->min_abs) ff->min_abs = a;
+      if (!ff->any_nonzero || a > ff->max_abs) ff->max_abs = a;
+      ff->any_nonzero = 1;
+    }
+    return;
+  }
+  if (ff->exp_format) {
+    if (pr->pass == 1) {
+      int fraction = (v == 0 ? 1 : kiln_unique_digits(v, pr->dtype)) - 1;
+      if (fraction > KILN_PRECISION) fraction = KILN_PRECISION;
+      if (fraction > ff->fraction) ff->fraction = fraction;
+      int e = abs(kiln_decimal_exponent(v));
+      int exp_digits = e >= 100 ? 3 : 2;
+      if (exp_digits > ff->exp_digits) ff->exp_digits = exp_digits;
+      int left = v < 0 ? 2 : 1;
+      if (left > ff->pad_left) ff->pad_left = left;
+      return;
+    }
+    kiln_format_scientific(v, ff->fraction, ff->exp_digits, buf, sizeof(buf));
+    int total = ff->pad_left + 1 + ff->fraction + 2 + ff->exp_digits;
+    snprintf(cell, size, "%*s", total > pr->width ? total : pr->width, buf);
+    return;
+  }
+  kiln_format_positional(v, pr->dtype, buf, sizeof(buf));
+  const char* dot = strchr(buf, '.');
+  int left = dot ? (int)(dot - buf) : (int)strlen(buf);
+  int right = dot ? (int)strlen(dot + 1) : 0;
+  if (pr->pass == 1) {
+    if (left > ff->pad_left) ff->pad_left = left;
+    if (right > ff->pad_right) ff->pad_right = right;
+    return;
+  }
+  int total = ff->pad_left + 1 + ff->pad_right;
+  int extra = pr->width > total ? pr->width - total : 0; /* room for nan/inf */
+  snprintf(cell, size, "%*s%*s%s%*s", extra, "", ff->pad_left - left, "", buf,
+           ff->pad_right - right, "");
+}
 
 /* Visits the printed elements of dimension `dim` starting at flat `offset`. */
 static void kiln_print_dim(kiln_printer_t* pr, size_t dim, size_t offset) {
@@ -132,58 +330,54 @@ static void kiln_print_dim(kiln_printer_t* pr, size_t dim, size_t offset) {
   for (size_t d = dim + 1; d < pr->rank; ++d) stride *= (size_t)pr->shape[d];
   size_t n = (size_t)pr->shape[dim];
   int cut = pr->summarize && n > 2 * KILN_EDGE_ITEMS;
-  if (!pr->measure) fputc('[', pr->out);
+  int innermost = dim + 1 == pr->rank;
+  int out = pr->pass == 2;
+  /* numpy wraps a row when it would pass the line width, less one column
+   * per closing bracket, and indents the continuation under the row. */
+  int limit = KILN_LINE_WIDTH - (int)pr->rank;
+  if (out) kiln_emit(pr, "[");
   for (size_t i = 0; i < n; ++i) {
     if (cut && i == KILN_EDGE_ITEMS) {
-      if (!pr->measure) {
-        if (dim + 1 == pr->rank) {
-          fputs(" ...", pr->out);
+      if (out) {
+        if (innermost) {
+          if ((int)pr->line_len + 4 > limit) {
+            kiln_emit(pr, "\n");
+            kiln_emit_repeat(pr, ' ', pr->rank);
+            kiln_emit(pr, "...");
+          } else {
+            kiln_emit(pr, " ...");
+          }
         } else {
-          fputc('\n', pr->out);
-          for (size_t d = 0; d <= dim; ++d) fputc(' ', pr->out);
-          fputs("...", pr->out);
+          kiln_emit_repeat(pr, '\n', pr->rank - dim - 1);
+          kiln_emit_repeat(pr, ' ', dim + 1);
+          kiln_emit(pr, "...");
         }
       }
       i = n - KILN_EDGE_ITEMS;
     }
-    if (i > 0 && !pr->measure) {
-      if (dim + 1 == pr->rank) {
-        fputc(' ', pr->out);
-      } else {
-        /* One newline per remaining dimension, then align under '['. */
-        for (size_t d = dim + 1; d < pr->rank; ++d) fputc('\n', pr->out);
-        for (size_t d = 0; d <= dim; ++d) fputc(' ', pr->out);
-      }
-    }
-    if (dim + 1 == pr->rank) {
-      char buf[64];
-      kiln_io_format_element(pr->view, offset + i, buf, sizeof(buf));
-      int len = (int)strlen(buf);
-      /* Floats in positional form line up on their '.' as numpy does. */
-      const char* dot = strchr(buf, '.');
-      int positional = dot && !strpbrk(buf, "en");
-      int left = positional ? (int)(dot - buf) : len;
-      int right = positional ? len - left - 1 : 0;
-      if (pr->measure) {
-        if (len > pr->width) pr->width = len;
-        if (positional) {
-          if (left > pr->left) pr->left = left;
-          if (right > pr->right) pr->right = right;
-        }
-      } else {
-        int aligned = pr->left + 1 + pr->right;
-        int column = pr->width > aligned ? pr->width : aligned;
-        if (positional && pr->left + 1 + pr->right >= pr->width) {
-          fprintf(pr->out, "%*s%s%*s", pr->left - left, "", buf, pr->right - right, "");
+    if (innermost) {
+      char cell[192];
+      kiln_visit_element(pr, offset + i, cell, sizeof(cell));
+      if (!out) continue;
+      if (i > 0) {
+        if ((int)pr->line_len + 1 + (int)strlen(cell) > limit) {
+          kiln_emit(pr, "\n");
+          kiln_emit_repeat(pr, ' ', pr->rank);
         } else {
-          fprintf(pr->out, "%*s", column, buf);
+          kiln_emit(pr, " ");
         }
       }
+      kiln_emit(pr, cell);
     } else {
+      if (i > 0 && out) {
+        /* One newline per remaining dimension, then align under '['. */
+        kiln_emit_repeat(pr, '\n', pr->rank - dim - 1);
+        kiln_emit_repeat(pr, ' ', dim + 1);
+      }
       kiln_print_dim(pr, dim + 1, offset + i * stride);
     }
   }
-  if (!pr->measure) fputc(']', pr->out);
+  if (out) kiln_emit(pr, "]");
 }
 
 void kiln_io_print_values(FILE* out, const kiln_buffer_view_t* view) {
@@ -200,11 +394,27 @@ void kiln_io_print_values(FILE* out, const kiln_buffer_view_t* view) {
     fputs("[]\n", out);
     return;
   }
-  kiln_printer_t pr = {out, view, shape, rank,
-                       kiln_buffer_view_element_count(view) > KILN_SUMMARY_THRESHOLD,
-                       0, 0, 0, 1};
+  kiln_printer_t pr;
+  memset(&pr, 0, sizeof(pr));
+  pr.out = out;
+  pr.view = view;
+  pr.dtype = kiln_buffer_view_dtype(view);
+  pr.shape = shape;
+  pr.rank = rank;
+  pr.summarize = kiln_buffer_view_element_count(view) > KILN_SUMMARY_THRESHOLD;
+  /* Pass 0: the range of the printed floats decides positional or
+   * scientific notation for the whole array, as numpy decides it. */
+  if (kiln_is_float(pr.dtype)) {
+    kiln_print_dim(&pr, 0, 0);
+    if (pr.ff.any_nonzero) {
+      pr.ff.exp_format = pr.ff.max_abs >= 1e8 || pr.ff.min_abs < 1e-4 ||
+                         pr.ff.max_abs / pr.ff.min_abs > 1e3;
+    }
+  }
+  pr.pass = 1;
   kiln_print_dim(&pr, 0, 0);
-  pr.measure = 0;
+  pr.pass = 2;
   kiln_print_dim(&pr, 0, 0);
-  fputc('\n', out);
+  kiln_flush_line(&pr, 1);
+  free(pr.line);
 }
