@@ -41,12 +41,13 @@ static void kiln_format_float(double v, int max_precision, int kind, char* buf,
       snprintf(buf, buf_size, "%.*f", decimals > 0 ? decimals : 0, v);
     }
   }
-  /* numpy writes whole floats as "1." */
+  /* numpy writes a whole float scalar as "1.0" */
   if (!strpbrk(buf, ".eEn")) {
     size_t len = strlen(buf);
-    if (len + 1 < buf_size) {
+    if (len + 2 < buf_size) {
       buf[len] = '.';
-      buf[len + 1] = '\0';
+      buf[len + 1] = '0';
+      buf[len + 2] = '\0';
     }
   }
 }
