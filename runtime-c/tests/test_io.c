@@ -108,6 +108,12 @@ static void test_parse(void) {
     CHECK(b[0] == 1 && b[1] == 0 && b[2] == 1 && b[3] == 0);
     kiln_buffer_view_release(v);
   }
+  v = parse("2x2xi32=[[1, 2], [3, 4]]");
+  if (v) {
+    const int32_t* x = kiln_buffer_view_data(v);
+    CHECK(x[0] == 1 && x[1] == 2 && x[2] == 3 && x[3] == 4);
+    kiln_buffer_view_release(v);
+  }
   v = parse("3xf64=nan,-inf,1e300");
   if (v) {
     const double* d = kiln_buffer_view_data(v);

@@ -32,7 +32,8 @@ uint16_t kiln_f32_to_bf16(float f); /* round to nearest even */
 kiln_status_t kiln_io_parse_type(const char* text, kiln_dtype_t* dtype,
                                  size_t* rank, int64_t shape[KILN_MAX_RANK]);
 
-/* Parses "TYPE=v1,v2,..." (values separated by commas and/or spaces; exactly
+/* Parses "TYPE=v1,v2,..." (values separated by commas, blanks and/or
+ * brackets, so "2x2xf32=[[1, 2], [3, 4]]" works too; exactly
  * one value per element, or a single value broadcast to every element),
  * "TYPE" alone (zeros), or "@path.npy". */
 kiln_status_t kiln_io_parse_value(const char* text, kiln_buffer_view_t** out);

@@ -142,8 +142,10 @@ static kiln_status_t kiln_parse_element(const char* token, kiln_dtype_t dtype,
   }
 }
 
+/* Commas, blanks and brackets separate values ("[[1, 2], [3, 4]]" works). */
 static int kiln_is_separator(char c) {
-  return c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r';
+  return c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '[' ||
+         c == ']';
 }
 
 kiln_status_t kiln_io_parse_value(const char* text, kiln_buffer_view_t** out) {
