@@ -19,4 +19,7 @@ __all__ = [
 
 from .transforms.api import grad, hessian, jacfwd, jacrev, jvp, stop_gradient, value_and_grad, vjp, vmap  # noqa: E402
 
-__all__ += ["grad", "value_and_grad", "jvp", "vjp", "jacfwd", "jacrev", "hessian", "vmap", "stop_gradient"]
+from .transforms.custom import custom_jvp, custom_vjp  # noqa: E402
+
+__all__ += ["grad", "value_and_grad", "jvp", "vjp", "jacfwd", "jacrev", "hessian", "vmap", "stop_gradient",
+            "custom_jvp", "custom_vjp"]

@@ -1,16 +1,15 @@
-"""Inlining kernel calls so that fusion sees one flat graph per procedure.
+"""Inlining calls (kernels, custom-derivative functions) so that fusion sees one flat graph per procedure.
 
 stop_gradient, an identity once transformations are done, is dropped here too.
 """
 from __future__ import annotations
 
 from ..core.ir import Equation, Graph, Literal, Var
-from ..core.kernel_call import kernel_call
 from ..lax.prims import stop_gradient
 
 
-def inline_kernel_calls(graph: Graph) -> Graph:
-    """A copy of graph with every kernel_call replaced by the kernel's equations."""
+def inline_calls(graph: Graph) -> Graph:
+    """A copy of graph with every call-like equation replaced by the callee's equations."""
     eqns: list[Equation] = []
     constvars = list(graph.constvars)
     consts = list(graph.consts)
@@ -24,8 +23,8 @@ def inline_kernel_calls(graph: Graph) -> Graph:
     def emit(g: Graph, local: dict):
         for eqn in g.eqns:
             ins = [read(a, local) for a in eqn.invars]
-            if eqn.primitive is kernel_call:
-                sub = eqn.params["graph"]
+            if eqn.primitive.call_graph_param is not None:
+                sub = eqn.params[eqn.primitive.call_graph_param]
                 sub_local: dict[int, object] = {}
                 for v, c in zip(sub.constvars, sub.consts):
                     fresh = Var(v.aval)

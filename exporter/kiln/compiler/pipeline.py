@@ -7,7 +7,7 @@ import numpy as np
 
 from ..core.ir import Equation, Graph, subgraphs_of, verify_graph
 from ..vm_types import tensor_type
-from .inline import inline_kernel_calls
+from .inline import inline_calls
 from .procedure import ConstantPool, LoweringContext, lower_procedure
 
 
@@ -46,7 +46,7 @@ def prepare_graph(graph: Graph) -> Graph:
     """Inlines kernel calls and optimizes a graph and, recursively, the graphs its control flow holds."""
     from .passes import optimize
 
-    graph = optimize(inline_kernel_calls(graph))
+    graph = optimize(inline_calls(graph))
     eqns = []
     for eqn in graph.eqns:
         if any(True for _ in subgraphs_of(eqn)):

@@ -21,3 +21,4 @@ def _impl(*args, graph, name):
 
 
 kernel_call.inline_rule = lambda *args, graph, name: eval_graph(graph, args)
+kernel_call.call_graph_param = "graph"

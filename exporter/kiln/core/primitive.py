@@ -28,6 +28,9 @@ class Primitive:
         # For call-like primitives (kernel_call): fn(*args, **params) -> outputs,
         # which transformations use to trace through the callee instead.
         self.inline_rule: Callable | None = None
+        # For call-like primitives: the name of the param holding the callee's graph,
+        # which the compiler inlines before fusion.
+        self.call_graph_param: str | None = None
         # Optional params -> text for the IR printer, for params too noisy to show raw.
         self.format_params = None
 

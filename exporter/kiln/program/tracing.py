@@ -66,6 +66,9 @@ class _ProgramSelf:
 _loaded_slot: dict[int, tuple[int, object]] = {}
 # The value each global slot was last loaded as, until a store to it: reads share one load.
 _live_loads: dict[int, object] = {}
+# The graph trace of the public function being traced: globals are loaded and stored there,
+# so a kernel, branch or loop body that reads a global gets the value as a captured input.
+_function_trace: list = []
 
 
 def _load_tree(table, attr: str):
@@ -75,7 +78,8 @@ def _load_tree(table, attr: str):
         slot = table.slots[i]
         t = _live_loads.get(i)
         if t is None:
-            t = _live_loads[i] = global_load.bind(slot=i, name=slot.name, aval=slot.aval)
+            (t,) = _function_trace[-1].process_primitive(global_load, [], dict(slot=i, name=slot.name, aval=slot.aval))
+            _live_loads[i] = t
             _loaded_slot[id(t)] = (i, t)
         leaves.append(t)
     return tree_unflatten(tree.treedef, leaves)
@@ -83,7 +87,13 @@ def _load_tree(table, attr: str):
 
 def _store_leaves(table, slots, treedef, value, where: str):
     import kiln.numpy as knp
+    from ..core.trace import current_graph_trace
 
+    if current_graph_trace() is not _function_trace[-1]:
+        raise TracingError(
+            f"{where}: globals can only be stored at the top level of a public function, not inside a kernel, "
+            "a branch or a loop body; return the new value (or carry it through the loop) and store it after"
+        )
     try:
         leaves = treedef_flatten_up_to(treedef, value)
     except ValueError as e:
@@ -141,6 +151,9 @@ def trace_public_function(cls, name: str, fn) -> PublicFunction:
     out_tree = []
 
     def flat_fn(*leaves):
+        from ..core.trace import current_graph_trace
+
+        _function_trace.append(current_graph_trace())
         args = tree_unflatten(in_treedef, leaves)
         result = fn(_ProgramSelf(cls), *args)
         flat, treedef = tree_flatten(result)
@@ -154,6 +167,7 @@ def trace_public_function(cls, name: str, fn) -> PublicFunction:
         _current_table.pop()
         _loaded_slot.clear()
         _live_loads.clear()
+        del _function_trace[:]
     arg_leaf_names = _leaf_names(arg_names, declared)
     result_names = [f"result{i}" for i in range(len(graph.outvars))]
     source = ProcedureSource(

@@ -49,7 +49,7 @@ class BatchTrace(Trace):
         return BatchTracer(self, tracer, None)
 
     def process_primitive(self, prim, tracers, params):
-        if prim.inline_rule is not None:
+        if prim.batching_rule is None and prim.inline_rule is not None:
             return prim.inline_rule(*tracers, **params)
         values = [t.value for t in tracers]
         dims = [t.batch_dim for t in tracers]

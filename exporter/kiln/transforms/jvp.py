@@ -79,7 +79,7 @@ class JVPTrace(Trace):
     def process_primitive(self, prim, tracers, params):
         primals = [t.primal for t in tracers]
         tangents = [t.tangent for t in tracers]
-        if prim.inline_rule is not None:
+        if prim.jvp_rule is None and prim.inline_rule is not None:
             return prim.inline_rule(*tracers, **params)
         if all(isinstance(t, Zero) for t in tangents):
             outs = prim.bind(*primals, **params)

@@ -1,0 +1,267 @@
+"""custom_jvp and custom_vjp: functions whose derivatives the user defines.
+
+A call stages a primitive holding the function's traced graph and the
+user's rule. Without differentiation the graph is used as is (the compiler
+inlines it). Under jvp, custom_jvp_call applies the user's JVP rule. Under
+reverse mode, custom_vjp_call runs the user's forward function and stages
+`custom_lin`, a primitive linear in the tangents whose transpose is the
+user's backward function.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Callable
+
+import numpy as np
+
+from ..core.aval import ShapedArray
+from ..core.evaluate import eval_graph
+from ..core.primitive import Primitive, register
+from ..core.pytree import tree_flatten, tree_unflatten, treedef_flatten_up_to
+from ..core.trace import trace_to_graph, trace_to_graph_with_captures
+from .batching import move_batch_axis, vmap_flat
+from .jvp import DifferentiationError, Zero, instantiate, tangent_aval
+
+
+def _aval(x) -> ShapedArray:
+    from ..numpy._base import aval
+
+    return aval(x).strip_weak()
+
+
+def _operand(x):
+    from ..numpy._base import asarray
+
+    return asarray(x)
+
+
+def _trace_fun(fun, in_tree, leaves):
+    out_tree = []
+
+    def flat(*xs):
+        out_leaves, treedef = tree_flatten(fun(*tree_unflatten(in_tree, xs)))
+        out_tree.append(treedef)
+        return [_operand(o) for o in out_leaves]
+
+    graph, captured = trace_to_graph_with_captures(flat, [_aval(x) for x in leaves])
+    if captured:
+        raise DifferentiationError(
+            f"custom derivative function {getattr(fun, '__name__', fun)} closes over a value of an enclosing "
+            "transformation; pass it as an argument instead"
+        )
+    return graph, out_tree[0]
+
+
+def _batched_graph(graph, dims, axis_size):
+    moved_dims = [None if d is None else 0 for d in dims]
+    avals = []
+    for a, d in zip(graph.in_avals, dims):
+        avals.append(a if d is None else ShapedArray((axis_size,) + a.shape, a.dtype))
+    return trace_to_graph(lambda *xs: vmap_flat(lambda *a: eval_graph(graph, a), list(xs), moved_dims, None, axis_size),
+                          avals), moved_dims
+
+
+def _move_to_front(values, dims, axis_size):
+    return [v if d is None else move_batch_axis(v, d, 0, axis_size) for v, d in zip(values, dims)]
+
+
+# ---- custom_jvp -----------------------------------------------------------------------
+
+custom_jvp_call = register(Primitive("custom_jvp_call", multiple_results=True))
+custom_jvp_call.call_graph_param = "fun_graph"
+custom_jvp_call.format_params = lambda params: f"[{params['name']}]"
+custom_jvp_call.def_abstract_eval(lambda *avals, fun_graph, jvp_flat, name: fun_graph.out_avals)
+custom_jvp_call.def_impl(lambda *args, fun_graph, jvp_flat, name: eval_graph(fun_graph, args))
+custom_jvp_call.inline_rule = lambda *args, fun_graph, jvp_flat, name: eval_graph(fun_graph, args)
+
+
+def _custom_jvp_rule(primals, tangents, *, fun_graph, jvp_flat, name):
+    tangents = [instantiate(t, tangent_aval(_aval(p))) for t, p in zip(tangents, primals)]
+    outs, t_outs = jvp_flat(list(primals), tangents)
+    return list(outs), list(t_outs)
+
+
+def _custom_jvp_batch(values, dims, *, axis_size, fun_graph, jvp_flat, name):
+    graph, moved_dims = _batched_graph(fun_graph, dims, axis_size)
+    n = len(values)
+
+    def batched_jvp(primals, tangents):
+        def flat(*a):
+            outs, t_outs = jvp_flat(list(a[:n]), list(a[n:]))
+            return list(outs) + list(t_outs)
+
+        both = vmap_flat(flat, list(primals) + list(tangents), moved_dims + moved_dims, None, axis_size)
+        half = len(both) // 2
+        return both[:half], both[half:]
+
+    outs = custom_jvp_call.bind(*_move_to_front(values, dims, axis_size), fun_graph=graph, jvp_flat=batched_jvp,
+                                name=name)
+    return outs, [0] * len(outs)
+
+
+custom_jvp_call.jvp_rule = _custom_jvp_rule
+custom_jvp_call.batching_rule = _custom_jvp_batch
+
+
+class custom_jvp:
+    """A function with a user-defined JVP rule: `f.defjvp(lambda primals, tangents: (out, tangent_out))`."""
+
+    def __init__(self, fun: Callable):
+        self.fun = fun
+        self.jvp = None
+        functools.update_wrapper(self, fun)
+
+    def defjvp(self, jvp: Callable) -> Callable:
+        self.jvp = jvp
+        return jvp
+
+    def __call__(self, *args):
+        name = getattr(self.fun, "__name__", "custom_jvp")
+        if self.jvp is None:
+            raise DifferentiationError(f"custom_jvp function {name} has no JVP rule: call {name}.defjvp(rule) first")
+        leaves, in_tree = tree_flatten(args)
+        leaves = [_operand(x) for x in leaves]
+        graph, out_tree = _trace_fun(self.fun, in_tree, leaves)
+        rule = self.jvp
+
+        def jvp_flat(primals, tangents):
+            out, t_out = rule(tree_unflatten(in_tree, primals), tree_unflatten(in_tree, tangents))
+            outs = [_operand(o) for o in treedef_flatten_up_to(out_tree, out)]
+            t_outs = [_operand(t) for t in treedef_flatten_up_to(out_tree, t_out)]
+            for k, (o, t) in enumerate(zip(outs, t_outs)):
+                if _aval(o).shape != _aval(t).shape:
+                    raise DifferentiationError(f"custom_jvp rule of {name}: tangent output {k} has shape "
+                                               f"{_aval(t).shape}, the primal output has {_aval(o).shape}")
+            return outs, t_outs
+
+        outs = custom_jvp_call.bind(*leaves, fun_graph=graph, jvp_flat=jvp_flat, name=name)
+        return tree_unflatten(out_tree, outs)
+
+
+# ---- custom_vjp -----------------------------------------------------------------------
+
+custom_vjp_call = register(Primitive("custom_vjp_call", multiple_results=True))
+custom_vjp_call.call_graph_param = "fun_graph"
+custom_vjp_call.format_params = lambda params: f"[{params['name']}]"
+custom_vjp_call.def_abstract_eval(lambda *avals, fun_graph, fwd_flat, bwd_flat, name: fun_graph.out_avals)
+custom_vjp_call.def_impl(lambda *args, fun_graph, fwd_flat, bwd_flat, name: eval_graph(fun_graph, args))
+custom_vjp_call.inline_rule = lambda *args, fun_graph, fwd_flat, bwd_flat, name: eval_graph(fun_graph, args)
+
+custom_lin = register(Primitive("custom_lin", multiple_results=True))
+
+
+@custom_lin.def_abstract_eval
+def _custom_lin_abstract(*avals, n_res, bwd_flat, out_avals, name):
+    return list(out_avals)
+
+
+def _forward_mode_unsupported(*args, name, **params):
+    raise DifferentiationError(
+        f"forward-mode differentiation (jvp, jacfwd) of custom_vjp function {name} is not supported; "
+        "use reverse mode (grad, vjp, jacrev), or define it with custom_jvp"
+    )
+
+
+custom_lin.def_impl(_forward_mode_unsupported)
+custom_lin.batching_rule = lambda values, dims, axis_size, **params: _forward_mode_unsupported(**params)
+
+
+def _custom_lin_transpose(cts, *args, n_res, bwd_flat, out_avals, name):
+    residuals = list(args[:n_res])
+    cts = [instantiate(Zero(a) if c is None else c, a) for c, a in zip(cts, out_avals)]
+    grads = bwd_flat(residuals, cts)
+    return [None] * n_res + list(grads)
+
+
+custom_lin.transpose_rule = _custom_lin_transpose
+
+
+def _custom_vjp_jvp(primals, tangents, *, fun_graph, fwd_flat, bwd_flat, name):
+    outs, residuals = fwd_flat(list(primals))
+    tangents = [instantiate(t, tangent_aval(_aval(p))) for t, p in zip(tangents, primals)]
+    out_avals = tuple(tangent_aval(_aval(o)) for o in outs)
+    t_outs = custom_lin.bind(*residuals, *tangents, n_res=len(residuals), bwd_flat=bwd_flat, out_avals=out_avals,
+                             name=name)
+    return list(outs), list(t_outs)
+
+
+def _custom_vjp_batch(values, dims, *, axis_size, fun_graph, fwd_flat, bwd_flat, name):
+    graph, moved_dims = _batched_graph(fun_graph, dims, axis_size)
+
+    def batched_fwd(primals):
+        n_out = []
+
+        def flat(*a):
+            outs, res = fwd_flat(list(a))
+            n_out.append(len(outs))
+            return list(outs) + list(res)
+
+        both = vmap_flat(flat, list(primals), moved_dims, None, axis_size)
+        return both[:n_out[0]], both[n_out[0]:]
+
+    def batched_bwd(residuals, cts):
+        n_res = len(residuals)
+        return vmap_flat(lambda *a: bwd_flat(list(a[:n_res]), list(a[n_res:])), list(residuals) + list(cts),
+                         [0] * (n_res + len(cts)), None, axis_size)
+
+    outs = custom_vjp_call.bind(*_move_to_front(values, dims, axis_size), fun_graph=graph, fwd_flat=batched_fwd,
+                                bwd_flat=batched_bwd, name=name)
+    return outs, [0] * len(outs)
+
+
+custom_vjp_call.jvp_rule = _custom_vjp_jvp
+custom_vjp_call.batching_rule = _custom_vjp_batch
+
+
+class custom_vjp:
+    """A function with user-defined reverse mode: `f.defvjp(fwd, bwd)`.
+
+    fwd(*args) -> (output, residuals); bwd(residuals, output_cotangent) -> a tuple
+    with one cotangent per argument.
+    """
+
+    def __init__(self, fun: Callable):
+        self.fun = fun
+        self.fwd = self.bwd = None
+        functools.update_wrapper(self, fun)
+
+    def defvjp(self, fwd: Callable, bwd: Callable) -> None:
+        self.fwd, self.bwd = fwd, bwd
+
+    def __call__(self, *args):
+        name = getattr(self.fun, "__name__", "custom_vjp")
+        if self.fwd is None:
+            raise DifferentiationError(f"custom_vjp function {name} has no rules: call {name}.defvjp(fwd, bwd) first")
+        leaves, in_tree = tree_flatten(args)
+        leaves = [_operand(x) for x in leaves]
+        graph, out_tree = _trace_fun(self.fun, in_tree, leaves)
+        fwd, bwd = self.fwd, self.bwd
+        res_tree = []
+        in_avals = [_aval(x) for x in leaves]
+
+        def fwd_flat(primals):
+            out, res = fwd(*tree_unflatten(in_tree, primals))
+            res_leaves, treedef = tree_flatten(res)
+            res_tree.append(treedef)
+            return [_operand(o) for o in treedef_flatten_up_to(out_tree, out)], [_operand(r) for r in res_leaves]
+
+        def bwd_flat(residuals, cts):
+            grads = bwd(tree_unflatten(res_tree[-1], residuals), tree_unflatten(out_tree, cts))
+            if not isinstance(grads, tuple) or len(grads) != len(args):
+                raise DifferentiationError(f"custom_vjp bwd of {name} must return a tuple with one cotangent per "
+                                           f"argument ({len(args)}), got {type(grads).__name__}")
+            flat = treedef_flatten_up_to(in_tree, grads)
+            out = []
+            for k, (g, a) in enumerate(zip(flat, in_avals)):
+                if g is None:
+                    out.append(np.zeros(a.shape, a.dtype))
+                    continue
+                g = _operand(g)
+                if _aval(g).shape != a.shape:
+                    raise DifferentiationError(f"custom_vjp bwd of {name}: cotangent {k} has shape {_aval(g).shape}, "
+                                               f"the argument has {a.shape}")
+                out.append(g)
+            return out
+
+        outs = custom_vjp_call.bind(*leaves, fun_graph=graph, fwd_flat=fwd_flat, bwd_flat=bwd_flat, name=name)
+        return tree_unflatten(out_tree, outs)
