@@ -163,3 +163,32 @@ def test_kiln_run_reports_bad_input(tmp_path):
     assert unknown.returncode != 0 and "nope" in unknown.stderr
     too_few = run_kiln_run(f"--module={path}", "--function=predict", check=False)
     assert too_few.returncode != 0 and "predict" in too_few.stderr
+
+
+def test_store_inside_a_loop_body_is_a_tracing_error():
+    from kiln import lax
+
+    class LoopStore(Program):
+        _x = np.float32(0)
+
+        def bump(self):
+            def body(i, c):
+                self._x = c
+                return c + 1.0
+            return lax.fori_loop(0, 3, body, np.float32(0))
+
+    with pytest.raises(TracingError, match="only be stored at the top level"):
+        LoopStore()
+
+
+def test_globals_read_inside_loop_bodies_and_kernels():
+    from kiln import lax
+
+    class LoopRead(Program):
+        _scale = np.float32(2)
+
+        def run(self, x=Program.like(np.zeros((3,), np.float32))):
+            return lax.fori_loop(0, 3, lambda i, c: c * self._scale, x)
+
+    m = LoopRead()
+    np.testing.assert_allclose(m.run(np.ones(3, np.float32)), np.full(3, 8.0))
