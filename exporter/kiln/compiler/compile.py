@@ -1,6 +1,7 @@
 """The compiler's entry point: dispatch steps of one or more plans -> one linked kernel image."""
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 
 from ..core.ir import Graph, Literal
@@ -66,6 +67,10 @@ def structural_key(region: Graph) -> str:
 
 def _emitter_for(region: Graph):
     kind = region_kind(region)
+    custom = next((e.primitive.kernel_codegen for e in region.eqns if getattr(e.primitive, "kernel_codegen", None)), None)
+    if custom is not None:  # primitives that name their own code generation module (conv, pooling)
+        gen = importlib.import_module(custom)
+        return gen.emit_kernel(region), gen.parallel_items(region), gen.work(region)
     if kind == "dot_general":
         return matmul.emit_matmul_kernel(region), matmul.parallel_items(region), matmul.work(region)
     if kind.startswith("reduce_"):

@@ -78,6 +78,8 @@ def region_kind(region: Graph) -> str:
     for eqn in region.eqns:
         if eqn.primitive.name == "dot_general":
             return "dot_general"
+        if getattr(eqn.primitive, "kernel_codegen", None):
+            return eqn.primitive.name
         if getattr(eqn.primitive, "reduction", None):
             return eqn.primitive.name
     return "elementwise"
@@ -97,6 +99,8 @@ def _classify(eqn: Equation) -> str:
         return "reduction"
     if prim.name == "dot_general":
         return "dot"
+    if getattr(prim, "kernel_codegen", None):
+        return "dot"  # a kernel of its own over strided views, like dot_general (conv, pooling)
     where = f" (at {eqn.source_info})" if eqn.source_info else ""
     raise FusionError(f"primitive {prim.name} has no kernel code generation{where}")
 
@@ -241,7 +245,7 @@ class _Partitioner:
             if not outputs:
                 continue
             eqns = self.tree(outputs)
-            label = {"reduction": eqn.primitive.name, "dot": "dot_general"}.get(kind, "fused")
+            label = {"reduction": eqn.primitive.name, "dot": eqn.primitive.name}.get(kind, "fused")
             steps.append(_Pending(label, eqns, outputs))
         steps = _merge_elementwise(steps, {id(e): i for i, e in enumerate(self.graph.eqns)})
         result = []

@@ -1,9 +1,20 @@
 """kiln.lax: the primitive-level array API (strict shapes and dtypes)."""
 from . import prims
+from .api import (  # noqa: F401
+    abs, add, broadcast_in_dim, broadcasted_iota, convert_element_type, div, dot_general, eq, exp, ge, gt, iota, le,
+    log, lt, max, min, mul, ne, neg, pow, reduce_max, reduce_min, reduce_sum, reshape, select, sqrt, sub, tanh, transpose,
+)
 from .prims import ShapeError
 
-__all__ = ["prims", "ShapeError"]
+__all__ = ["prims", "ShapeError", "abs", "add", "broadcast_in_dim", "broadcasted_iota", "convert_element_type", "div",
+           "dot_general", "eq", "exp", "ge", "gt", "iota", "le", "log", "lt", "max", "min", "mul", "ne", "neg", "pow",
+           "reduce_max", "reduce_min", "reduce_sum", "reshape", "select", "sqrt", "sub", "tanh", "transpose"]
 
 from .control_flow import ControlFlowError, cond, fori_loop, map, scan, switch, while_loop  # noqa: E402
 
 __all__ += ["cond", "switch", "while_loop", "fori_loop", "scan", "map", "ControlFlowError"]
+from .conv import conv, conv_dimension_numbers, conv_general_dilated, conv_with_general_padding, padtype_to_pads  # noqa: E402
+from .pooling import reduce_window  # noqa: E402
+
+__all__ += ["conv", "conv_general_dilated", "conv_with_general_padding", "conv_dimension_numbers", "padtype_to_pads",
+            "reduce_window"]

@@ -1,0 +1,468 @@
+"""Convolution: `kiln.lax.conv_general_dilated` with JAX's semantics.
+
+One registration per primitive (eager numpy reference, abstract evaluation,
+JVP, transpose and batching rules, kernel code generation):
+
+- `conv_general_dilated[window_strides, padding, lhs_dilation, rhs_dilation,
+  dimension_numbers, feature_group_count, batch_group_count]`: bilinear in
+  (lhs, rhs). Its transposes are convolutions again (as in JAX's
+  _conv_general_dilated_transpose_lhs/rhs), so every derivative order works.
+- `conv_reverse[dimensions]`: reverses axes (the transpose w.r.t. lhs
+  convolves with the spatially reversed kernel). Linear, its own transpose.
+
+dimension_numbers are held normalized as three tuples of ints
+(lhs_spec, rhs_spec, out_spec): lhs_spec = (batch dim, feature dim, spatial
+dims...), rhs_spec = (out-feature dim, in-feature dim, spatial dims...),
+out_spec = (batch dim, feature dim, spatial dims...).
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from ..core import dtypes
+from ..core.aval import ShapedArray
+from ..core.primitive import Primitive, register
+from . import prims
+from .prims import ShapeError
+
+__all__ = ["conv_general_dilated", "conv", "conv_with_general_padding", "conv_dimension_numbers", "padtype_to_pads"]
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def dilate_dim(d: int, dilation: int) -> int:
+    return 0 if d == 0 else 1 + dilation * (d - 1)
+
+
+def padtype_to_pads(in_shape, window_shape, window_strides, padding) -> tuple[tuple[int, int], ...]:
+    """Explicit (lo, hi) pairs for 'SAME', 'SAME_LOWER', 'VALID' or a sequence of pairs."""
+    if isinstance(padding, str):
+        mode = padding.upper()
+        if mode == "VALID":
+            return tuple((0, 0) for _ in in_shape)
+        if mode in ("SAME", "SAME_LOWER"):
+            pads = []
+            for d, w, s in zip(in_shape, window_shape, window_strides):
+                out = -(-d // s)
+                total = max(0, (out - 1) * s + w - d)
+                lo = total // 2 if mode == "SAME" else total - total // 2
+                pads.append((lo, total - lo))
+            return tuple(pads)
+        raise ValueError(f"padding must be 'SAME', 'SAME_LOWER', 'VALID' or a sequence of (low, high) pairs; got {padding!r}")
+    pads = tuple(tuple(int(v) for v in p) for p in padding)
+    if len(pads) != len(in_shape) or any(len(p) != 2 for p in pads):
+        raise ValueError(f"padding needs one (low, high) pair for each of the {len(in_shape)} spatial dimensions; got {padding!r}")
+    return pads
+
+
+def conv_dimension_numbers(lhs_ndim: int, rhs_ndim: int, dimension_numbers):
+    """Normalizes None, ('NHWC','HWIO','NHWC')-style strings or int tuples to (lhs_spec, rhs_spec, out_spec)."""
+    if lhs_ndim != rhs_ndim or lhs_ndim < 2:
+        raise ShapeError(f"conv_general_dilated: lhs and rhs must have the same rank >= 2; got ranks {lhs_ndim} and {rhs_ndim}")
+    if dimension_numbers is None:
+        canonical = tuple(range(lhs_ndim))
+        return canonical, canonical, canonical
+    if len(dimension_numbers) != 3:
+        raise ValueError(f"dimension_numbers must be (lhs_spec, rhs_spec, out_spec); got {dimension_numbers!r}")
+    lhs, rhs, out = dimension_numbers
+    if all(isinstance(s, str) for s in dimension_numbers):
+        for spec, chars in ((lhs, "NC"), (rhs, "OI"), (out, "NC")):
+            if len(spec) != lhs_ndim or any(c not in spec for c in chars) or len(set(spec)) != len(spec):
+                raise ValueError(f"dimension_numbers {dimension_numbers!r}: {spec!r} does not describe a rank {lhs_ndim} array")
+        spatial_rhs = [c for c in rhs if c not in "OI"]
+        if sorted(c for c in lhs if c not in "NC") != sorted(spatial_rhs) or sorted(c for c in out if c not in "NC") != sorted(spatial_rhs):
+            raise ValueError(f"dimension_numbers {dimension_numbers!r}: spatial dimension names differ")
+
+        def perm(spec, a, b):
+            spatial = sorted((i for i, c in enumerate(spec) if c not in (a, b)), key=lambda i: rhs.index(spec[i]))
+            return (spec.index(a), spec.index(b)) + tuple(spatial)
+
+        return perm(lhs, "N", "C"), perm(rhs, "O", "I"), perm(out, "N", "C")
+    specs = tuple(tuple(int(i) for i in s) for s in dimension_numbers)
+    for s in specs:
+        if sorted(s) != list(range(lhs_ndim)):
+            raise ValueError(f"dimension_numbers {dimension_numbers!r}: each spec must be a permutation of range({lhs_ndim})")
+    return specs
+
+
+def _conv_out_spatial(lhs_sp, rhs_sp, window_strides, padding, lhs_dilation, rhs_dilation):
+    out = []
+    for d, k, s, (lo, hi), ld, rd in zip(lhs_sp, rhs_sp, window_strides, padding, lhs_dilation, rhs_dilation):
+        padded = dilate_dim(d, ld) + lo + hi
+        out.append(max(0, (padded - dilate_dim(k, rd)) // s + 1))
+    return tuple(out)
+
+
+# ----------------------------------------------------------------------------- the primitive
+
+conv_general_dilated_p = register(Primitive("conv_general_dilated"))
+conv_general_dilated_p.kernel_codegen = "kiln.compiler.codegen.conv"
+
+
+@conv_general_dilated_p.def_abstract_eval
+def _conv_abstract(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation, dimension_numbers,
+                   feature_group_count, batch_group_count):
+    if lhs.dtype != rhs.dtype:
+        raise ShapeError(f"conv_general_dilated: operand dtypes differ: {lhs} and {rhs}")
+    if dtypes.is_bool(lhs.dtype):
+        raise ShapeError("conv_general_dilated does not accept bool operands; convert them to a number type first")
+    lhs_spec, rhs_spec, out_spec = dimension_numbers
+    nsp = lhs.ndim - 2
+    for name, v in (("window_strides", window_strides), ("lhs_dilation", lhs_dilation), ("rhs_dilation", rhs_dilation)):
+        if len(v) != nsp or any(int(x) < 1 for x in v):
+            raise ShapeError(f"conv_general_dilated: {name} must be {nsp} positive ints; got {v}")
+    if len(padding) != nsp:
+        raise ShapeError(f"conv_general_dilated: padding needs {nsp} (low, high) pairs; got {padding}")
+    n, c = lhs.shape[lhs_spec[0]], lhs.shape[lhs_spec[1]]
+    o, i = rhs.shape[rhs_spec[0]], rhs.shape[rhs_spec[1]]
+    g, b = feature_group_count, batch_group_count
+    if g < 1 or b < 1 or (g > 1 and b > 1):
+        raise ShapeError(f"conv_general_dilated: feature_group_count ({g}) and batch_group_count ({b}) must be >= 1, and one of them 1")
+    if c != i * g:
+        raise ShapeError(f"conv_general_dilated: lhs has {c} input features, but rhs expects {i} x feature_group_count {g}")
+    if o % (g * b):
+        raise ShapeError(f"conv_general_dilated: rhs output features {o} are not divisible by the group count {g * b}")
+    if n % b:
+        raise ShapeError(f"conv_general_dilated: lhs batch {n} is not divisible by batch_group_count {b}")
+    lhs_sp = [lhs.shape[d] for d in lhs_spec[2:]]
+    rhs_sp = [rhs.shape[d] for d in rhs_spec[2:]]
+    out_sp = _conv_out_spatial(lhs_sp, rhs_sp, window_strides, padding, lhs_dilation, rhs_dilation)
+    canonical = (n // b, o) + out_sp
+    shape = [0] * lhs.ndim
+    for axis, d in enumerate(out_spec):
+        shape[d] = canonical[axis]
+    return ShapedArray(tuple(shape), lhs.dtype, lhs.weak_type and rhs.weak_type)
+
+
+def _dilate_and_pad(x, dilation, padding, fill):
+    """x (N, C, spatial...) with zeros (fill) between elements and (lo, hi) padding (negative crops)."""
+    nsp = x.ndim - 2
+    shape = x.shape[:2] + tuple(dilate_dim(d, r) for d, r in zip(x.shape[2:], dilation))
+    dilated = np.full(shape, fill, x.dtype)
+    dilated[(slice(None), slice(None)) + tuple(slice(None, None, r) for r in dilation)] = x
+    widths = [(0, 0), (0, 0)] + [(max(lo, 0), max(hi, 0)) for lo, hi in padding]
+    padded = np.pad(dilated, widths, constant_values=fill)
+    crop = (slice(None), slice(None)) + tuple(
+        slice(-min(lo, 0), padded.shape[2 + k] + min(hi, 0)) for k, (lo, hi) in enumerate(padding)
+    )
+    del nsp
+    return padded[crop]
+
+
+def conv_reference(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation, dimension_numbers,
+                   feature_group_count, batch_group_count):
+    """The numpy reference: dilate and pad lhs, then one einsum per kernel position and group."""
+    lhs, rhs = np.asarray(lhs), np.asarray(rhs)
+    dtype = lhs.dtype
+    acc = np.float64 if dtype.kind == "f" else np.int64
+    lhs_spec, rhs_spec, out_spec = dimension_numbers
+    x = np.transpose(lhs, lhs_spec).astype(acc)
+    w = np.transpose(rhs, rhs_spec).astype(acc)
+    g, b = feature_group_count, batch_group_count
+    n, c = x.shape[:2]
+    o, i = w.shape[:2]
+    nout = n // b
+    xp = _dilate_and_pad(x, lhs_dilation, padding, 0)
+    out_sp = _conv_out_spatial(x.shape[2:], w.shape[2:], window_strides, padding, lhs_dilation, rhs_dilation)
+    out = np.zeros((nout, o) + out_sp, acc)
+    groups = g * b
+    block = o // groups if groups else 0
+    if out.size and i:
+        for kpos in itertools.product(*[range(k) for k in w.shape[2:]]):
+            window = tuple(
+                slice(kp * rd, kp * rd + s * (od - 1) + 1, s)
+                for kp, rd, s, od in zip(kpos, rhs_dilation, window_strides, out_sp)
+            )
+            xs = xp[(slice(None), slice(None)) + window]
+            for grp in range(groups):
+                if g > 1:
+                    part = xs[:, grp * i:(grp + 1) * i]
+                elif b > 1:
+                    part = xs[grp * nout:(grp + 1) * nout]
+                else:
+                    part = xs
+                wk = w[(slice(grp * block, (grp + 1) * block), slice(None)) + kpos]
+                out[:, grp * block:(grp + 1) * block] += np.einsum("nc...,oc->no...", part, wk)
+    with np.errstate(all="ignore"):
+        return np.transpose(out, tuple(int(a) for a in np.argsort(out_spec))).astype(dtype)
+
+
+conv_general_dilated_p.def_impl(conv_reference)
+
+
+def _format_conv_params(params) -> str:
+    keys = ("window_strides", "padding", "lhs_dilation", "rhs_dilation", "dimension_numbers",
+            "feature_group_count", "batch_group_count")
+    return "[" + ", ".join(f"{k}={params[k]!r}" for k in keys) + "]"
+
+
+conv_general_dilated_p.format_params = _format_conv_params
+
+
+conv_reverse_p = register(Primitive("conv_reverse"))
+conv_reverse_p.kernel_codegen = "kiln.compiler.codegen.conv"
+
+
+@conv_reverse_p.def_abstract_eval
+def _reverse_abstract(x, *, dimensions):
+    if any(d < 0 or d >= x.ndim for d in dimensions):
+        raise ShapeError(f"conv_reverse: dimensions {dimensions} out of range for {x}")
+    return x
+
+
+@conv_reverse_p.def_impl
+def _reverse_impl(x, *, dimensions):
+    return np.flip(np.asarray(x), tuple(dimensions)).copy()
+
+
+def reverse(x, dimensions):
+    dimensions = tuple(int(d) for d in dimensions)
+    return conv_reverse_p.bind(x, dimensions=dimensions) if dimensions else x
+
+
+# ----------------------------------------------------------------------------- public API
+
+
+def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None, rhs_dilation=None,
+                         dimension_numbers=None, feature_group_count: int = 1, batch_group_count: int = 1):
+    """JAX's lax.conv_general_dilated: a general N-d convolution.
+
+    lhs, rhs: arrays of the same dtype and rank (2 + spatial dims).
+    window_strides: one int per spatial dim. padding: 'SAME', 'SAME_LOWER',
+    'VALID' or (low, high) pairs (negative values crop). lhs_dilation
+    (transposed convolution) and rhs_dilation (atrous), default 1s.
+    dimension_numbers: None (NCHW/OIHW/NCHW), strings such as
+    ('NHWC', 'HWIO', 'NHWC'), or (lhs_spec, rhs_spec, out_spec) int tuples.
+    feature_group_count: grouped convolution (= input channels for depthwise).
+    """
+    from ..numpy._base import asarray, aval, promote
+
+    lhs, rhs = promote(asarray(lhs), asarray(rhs))
+    la, ra = aval(lhs), aval(rhs)
+    dn = conv_dimension_numbers(la.ndim, ra.ndim, dimension_numbers)
+    nsp = la.ndim - 2
+
+    def ints(v, name):
+        if v is None:
+            return (1,) * nsp
+        v = tuple(int(x) for x in v)
+        if len(v) != nsp:
+            raise ValueError(f"conv_general_dilated: {name} needs {nsp} values (one per spatial dimension); got {v}")
+        return v
+
+    window_strides = ints(window_strides, "window_strides")
+    lhs_dilation = ints(lhs_dilation, "lhs_dilation")
+    rhs_dilation = ints(rhs_dilation, "rhs_dilation")
+    lhs_sp = [la.shape[d] for d in dn[0][2:]]
+    rhs_sp = [dilate_dim(ra.shape[d], r) for d, r in zip(dn[1][2:], rhs_dilation)]
+    pads = padtype_to_pads(lhs_sp, rhs_sp, window_strides, padding)
+    return conv_general_dilated_p.bind(
+        lhs, rhs, window_strides=window_strides, padding=pads, lhs_dilation=lhs_dilation,
+        rhs_dilation=rhs_dilation, dimension_numbers=dn, feature_group_count=int(feature_group_count),
+        batch_group_count=int(batch_group_count),
+    )
+
+
+def conv(lhs, rhs, window_strides, padding):
+    """lax.conv: NCHW/OIHW convolution without dilation."""
+    return conv_general_dilated(lhs, rhs, window_strides, padding)
+
+
+def conv_with_general_padding(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation):
+    return conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation)
+
+
+# ----------------------------------------------------------------------------- rules
+
+
+def _shape(x):
+    from ..numpy._base import aval
+
+    return aval(x).shape
+
+
+def _reshape_axis_into(src, dst, x):
+    """Moves axis src next to dst (dst numbered after removing src) and merges it in, major."""
+    shape = _shape(x)
+    perm = [i for i in range(len(shape)) if i != src]
+    perm.insert(dst, src)
+    new_shape = [shape[i] for i in range(len(shape)) if i != src]
+    new_shape[dst] *= shape[src]
+    if perm != list(range(len(shape))):
+        x = prims.transpose.bind(x, permutation=tuple(perm))
+    return prims.reshape.bind(x, new_shape=tuple(new_shape))
+
+
+def _reshape_axis_out_of(src, size1, x):
+    shape = list(_shape(x))
+    size2, ragged = divmod(shape[src], size1)
+    assert not ragged
+    shape[src:src + 1] = [size1, size2]
+    return prims.reshape.bind(x, new_shape=tuple(shape))
+
+
+def _spec_transpose(spec):
+    return (spec[1], spec[0]) + tuple(spec[2:])
+
+
+def _vjp_lhs_padding(in_shape, window_dimensions, window_strides, out_shape, padding, lhs_dilation, rhs_dilation):
+    pads = []
+    for d, k, s, od, (lo, _), ld, rd in zip(in_shape, window_dimensions, window_strides, out_shape, padding,
+                                            lhs_dilation, rhs_dilation):
+        lhs_d, rhs_d, out_d = dilate_dim(d, ld), dilate_dim(k, rd), dilate_dim(od, s)
+        before = rhs_d - lo - 1
+        after = lhs_d + rhs_d - 1 - out_d - before
+        pads.append((before, after))
+    return tuple(pads)
+
+
+def _vjp_rhs_padding(in_shape, window_dimensions, window_strides, out_shape, padding, lhs_dilation, rhs_dilation):
+    pads = []
+    for d, k, s, od, (lo, _), ld, rd in zip(in_shape, window_dimensions, window_strides, out_shape, padding,
+                                            lhs_dilation, rhs_dilation):
+        lhs_d, rhs_d, out_d = dilate_dim(d, ld), dilate_dim(k, rd), dilate_dim(od, s)
+        pads.append((lo, (out_d - lhs_d) + (rhs_d - lo - 1)))
+    return tuple(pads)
+
+
+def _transpose_lhs(ct, rhs, lhs_aval, *, window_strides, padding, lhs_dilation, rhs_dilation, dimension_numbers,
+                   feature_group_count, batch_group_count):
+    lhs_spec, rhs_spec, out_spec = dimension_numbers
+    t_rhs_spec = _spec_transpose(rhs_spec)
+    g = feature_group_count
+    if feature_group_count > 1:
+        rhs = _reshape_axis_out_of(rhs_spec[0], feature_group_count, rhs)
+        rhs = _reshape_axis_into(rhs_spec[0], rhs_spec[1], rhs)
+    elif batch_group_count > 1:
+        rhs = _reshape_axis_out_of(rhs_spec[0], batch_group_count, rhs)
+        rhs = _reshape_axis_into(rhs_spec[0], rhs_spec[1], rhs)
+        g = batch_group_count
+    trans_dn = (out_spec, t_rhs_spec, lhs_spec)
+    rshape = _shape(rhs)
+    pads = _vjp_lhs_padding([lhs_aval.shape[d] for d in lhs_spec[2:]], [rshape[d] for d in rhs_spec[2:]],
+                            window_strides, [_shape(ct)[d] for d in out_spec[2:]], padding, lhs_dilation, rhs_dilation)
+    revd = reverse(rhs, rhs_spec[2:])
+    out = conv_general_dilated_p.bind(
+        ct, revd, window_strides=tuple(lhs_dilation), padding=pads, lhs_dilation=tuple(window_strides),
+        rhs_dilation=tuple(rhs_dilation), dimension_numbers=trans_dn, feature_group_count=g, batch_group_count=1,
+    )
+    if batch_group_count > 1:
+        out = _reshape_axis_out_of(lhs_spec[1], batch_group_count, out)
+        out = _reshape_axis_into(lhs_spec[1], lhs_spec[0], out)
+    return out
+
+
+def _transpose_rhs(ct, lhs, rhs_aval, *, window_strides, padding, lhs_dilation, rhs_dilation, dimension_numbers,
+                   feature_group_count, batch_group_count):
+    from ..numpy.creation import zeros
+
+    if int(np.prod(_shape(ct), dtype=np.int64)) == 0:
+        return zeros(rhs_aval.shape, rhs_aval.dtype)
+    lhs_spec, rhs_spec, out_spec = dimension_numbers
+    lhs_t, rhs_t, out_t = map(_spec_transpose, dimension_numbers)
+    g, b = feature_group_count, batch_group_count
+    if b > 1:
+        g, b = b, 1
+    elif g > 1:
+        g, b = 1, g
+    trans_dn = (lhs_t, out_t, rhs_t)
+    lshape = _shape(lhs)
+    pads = _vjp_rhs_padding([lshape[d] for d in lhs_spec[2:]], [rhs_aval.shape[d] for d in rhs_spec[2:]],
+                            window_strides, [_shape(ct)[d] for d in out_spec[2:]], padding, lhs_dilation, rhs_dilation)
+    return conv_general_dilated_p.bind(
+        lhs, ct, window_strides=tuple(rhs_dilation), padding=pads, lhs_dilation=tuple(lhs_dilation),
+        rhs_dilation=tuple(window_strides), dimension_numbers=trans_dn, feature_group_count=g, batch_group_count=b,
+    )
+
+
+def _conv_transpose_rule(ct, lhs, rhs, **params):
+    from ..transforms.transpose_rules import is_linear
+
+    if is_linear(lhs) and is_linear(rhs):
+        raise AssertionError("conv_general_dilated of two linear values is not linear")
+    ct_lhs = _transpose_lhs(ct, rhs, lhs.aval, **params) if is_linear(lhs) else None
+    ct_rhs = _transpose_rhs(ct, lhs, rhs.aval, **params) if is_linear(rhs) else None
+    return [ct_lhs, ct_rhs]
+
+
+def _conv_jvp_rule(primals, tangents, **params):
+    from ..transforms.jvp import Zero, add_tangents, tangent_aval
+
+    (x, w), (tx, tw) = primals, tangents
+    out = conv_general_dilated_p.bind(x, w, **params)
+    from ..numpy._base import aval
+
+    t = Zero(tangent_aval(aval(out)))
+    if not isinstance(tx, Zero):
+        t = add_tangents(t, conv_general_dilated_p.bind(tx, w, **params))
+    if not isinstance(tw, Zero):
+        t = add_tangents(t, conv_general_dilated_p.bind(x, tw, **params))
+    return out, t
+
+
+def _conv_batching_rule(values, dims, *, axis_size, **params):
+    lhs, rhs = values
+    lhs_bdim, rhs_bdim = dims
+    lhs_spec, rhs_spec, out_spec = params["dimension_numbers"]
+    g, b = params["feature_group_count"], params["batch_group_count"]
+    # Specs stay those of the unbatched operands: the batch axis is merged into an existing dim.
+    if lhs_bdim is not None and rhs_bdim is not None:
+        if b > 1:
+            new_lhs = _reshape_axis_into(lhs_bdim, lhs_spec[0], lhs)
+            b *= axis_size
+        else:
+            new_lhs = _reshape_axis_into(lhs_bdim, lhs_spec[1], lhs)
+            g *= axis_size
+        new_rhs = _reshape_axis_into(rhs_bdim, rhs_spec[0], rhs)
+        out = conv_general_dilated_p.bind(new_lhs, new_rhs, **{**params, "feature_group_count": g, "batch_group_count": b})
+        return _reshape_axis_out_of(out_spec[1], axis_size, out), out_spec[1]
+    if lhs_bdim is not None:
+        if b == 1:
+            new_lhs = _reshape_axis_into(lhs_bdim, lhs_spec[0], lhs)
+        else:
+            new_lhs = _reshape_axis_out_of(lhs_spec[0] + int(lhs_bdim <= lhs_spec[0]), b, lhs)
+            new_lhs = _reshape_axis_into(lhs_bdim + int(lhs_spec[0] < lhs_bdim), lhs_spec[0] + 1, new_lhs)
+            new_lhs = _reshape_axis_into(lhs_spec[0], lhs_spec[0], new_lhs)
+        out = conv_general_dilated_p.bind(new_lhs, rhs, **params)
+        return _reshape_axis_out_of(out_spec[0], axis_size, out), out_spec[0]
+    if g == 1 and b == 1:
+        new_rhs = _reshape_axis_into(rhs_bdim, rhs_spec[0], rhs)
+        out = conv_general_dilated_p.bind(lhs, new_rhs, **params)
+        return _reshape_axis_out_of(out_spec[1], axis_size, out), out_spec[1]
+    groups = g if g > 1 else b
+    new_rhs = _reshape_axis_out_of(rhs_spec[0] + int(rhs_bdim <= rhs_spec[0]), groups, rhs)
+    new_rhs = _reshape_axis_into(rhs_bdim + int(rhs_spec[0] < rhs_bdim), rhs_spec[0] + 1, new_rhs)
+    new_rhs = _reshape_axis_into(rhs_spec[0], rhs_spec[0], new_rhs)
+    out = conv_general_dilated_p.bind(lhs, new_rhs, **params)
+    out = _reshape_axis_out_of(out_spec[1], groups, out)
+    out = _reshape_axis_out_of(out_spec[1] + 1, axis_size, out)
+    out = _reshape_axis_into(out_spec[1], out_spec[1] + 1, out)
+    return out, out_spec[1]
+
+
+conv_general_dilated_p.jvp_rule = _conv_jvp_rule
+conv_general_dilated_p.transpose_rule = _conv_transpose_rule
+conv_general_dilated_p.batching_rule = _conv_batching_rule
+
+
+def _reverse_jvp(primals, tangents, *, dimensions):
+    from ..transforms.jvp import Zero
+
+    (x,), (t,) = primals, tangents
+    out = conv_reverse_p.bind(x, dimensions=dimensions)
+    return out, t if isinstance(t, Zero) else conv_reverse_p.bind(t, dimensions=dimensions)
+
+
+def _reverse_batching(values, dims, *, axis_size, dimensions):
+    from ..transforms.batching import move_batch_axis
+
+    x = move_batch_axis(values[0], dims[0], 0, axis_size)
+    return conv_reverse_p.bind(x, dimensions=tuple(d + 1 for d in dimensions)), 0
+
+
+conv_reverse_p.jvp_rule = _reverse_jvp
+conv_reverse_p.transpose_rule = lambda ct, x, *, dimensions: [conv_reverse_p.bind(ct, dimensions=dimensions)]
+conv_reverse_p.batching_rule = _reverse_batching
