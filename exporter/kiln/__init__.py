@@ -23,3 +23,5 @@ from .transforms.custom import custom_jvp, custom_vjp  # noqa: E402
 
 __all__ += ["grad", "value_and_grad", "jvp", "vjp", "jacfwd", "jacrev", "hessian", "vmap", "stop_gradient",
             "custom_jvp", "custom_vjp"]
+
+from . import nn  # noqa: E402  (kiln.nn: activations, softmax, pooling helpers)
