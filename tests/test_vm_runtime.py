@@ -7,8 +7,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from kiln.vm.isa import Instr, Label
-from kiln.vm.module_spec import BindingSpec, GlobalSpec, KernelSpec, TensorType
+from kiln.vm.isa import Instr, Label, instr_words
+from kiln.vm.module_spec import BindingSpec, ConstantSpec, GlobalSpec, KernelSpec, TensorType
 from kiln.vm.writer import serialize
 from vm_native import Driver, build_driver, build_kernel, host_triple
 from vm_specs import F4, I64, axpy_spec, fn
@@ -74,6 +74,184 @@ def test_constant_used_in_place_and_mov(driver, spec):
     spec.functions.append(fn("two", [], [("c", I64)], [
         Instr("const", 0, 0), Instr("mov", 1, 0), Instr("ret", [1])]))
     assert driver.run(serialize(spec), "--call=two") == ["result 0 i64=2"]
+
+
+# ---- rows: buffer.row and buffer.set_row (the loop kiln.lax.scan lowers to) --------
+
+def scan_fn(n: int, c: int):
+    """scan(xs, zs) -> (ys, copy): for i in 0..n-1, ys[i] = xs[i] + 2 * zs[i] by the
+    test kernel on row views, and copy[i] = xs[i] by set_row straight from a row."""
+    rows, row = TensorType("f32", (n, c)), TensorType("f32", (c,))
+    head, body, done = Label("head"), Label("body"), Label("done")
+    return fn("scan", [("xs", rows), ("zs", rows)], [("ys", rows), ("copy", rows)], [
+        Instr("alloc", 2, rows),
+        Instr("alloc", 6, rows),
+        Instr("i.const", 0, 0),
+        Instr("i.const", 1, n),
+        Instr("i.const", 2, 1),
+        Instr("i.const", 4, c),
+        Instr("i.const", 5, 2),
+        head,
+        Instr("i.lt", 3, 0, 1),
+        Instr("br.if", 3, body, done),
+        body,
+        Instr("buffer.row", 3, 0, 0),
+        Instr("buffer.row", 4, 1, 0),
+        Instr("alloc", 5, row),
+        Instr("dispatch", 0, 1, [3, 4, 5], [4, 5]),
+        Instr("buffer.set_row", 2, 0, 5),
+        Instr("buffer.set_row", 6, 0, 3),
+        Instr("i.add", 0, 0, 2),
+        Instr("br", head),
+        done,
+        Instr("ret", [2, 6]),
+    ])
+
+
+def arg(a: np.ndarray) -> str:
+    dims = "".join(f"{d}x" for d in a.shape)
+    return f"--arg={dims}f32=" + ",".join(repr(float(v)) for v in a.ravel())
+
+
+def result(line: str, shape) -> np.ndarray:
+    text = line.split("=", 1)[1]
+    return np.array([float(v) for v in text.split(",")] if text else [],
+                    np.float32).reshape(shape)
+
+
+# 4 floats a row: rows 1..3 of every 4 start off a 64-byte boundary and are copied;
+# 16 floats: every row is a view; 6 floats: both; one row; no rows at all.
+@pytest.mark.parametrize("n, c", [(5, 4), (3, 16), (9, 6), (1, 4), (0, 4)])
+def test_scan_loop_of_rows_matches_numpy(driver, spec, n, c):
+    spec.functions.append(scan_fn(n, c))
+    rng = np.random.default_rng(n * 100 + c)
+    xs = rng.standard_normal((n, c)).astype(np.float32)
+    zs = rng.standard_normal((n, c)).astype(np.float32)
+    out = driver.run(serialize(spec), "--call=scan", arg(xs), arg(zs))
+    assert [line.split("=")[0] for line in out] == [f"result 0 {n}x{c}xf32",
+                                                   f"result 1 {n}x{c}xf32"]
+    np.testing.assert_array_equal(result(out[0], (n, c)), xs + np.float32(2) * zs)
+    np.testing.assert_array_equal(result(out[1], (n, c)), xs)
+
+
+def test_scan_through_the_python_binding(spec):
+    from kiln.vm.runtime import Context, Instance, Module
+    from runtime_tools import ensure_runtime_library
+    ensure_runtime_library()
+    spec.functions.append(scan_fn(7, 6))
+    xs = np.arange(42, dtype=np.float32).reshape(7, 6)
+    zs = np.linspace(-1, 1, 42, dtype=np.float32).reshape(7, 6)
+    with Instance(worker_count=2) as inst, Module.from_bytes(inst, serialize(spec)) as m, \
+            Context(m) as ctx:
+        ys, copy = ctx.invoke("scan", [xs, zs])
+    np.testing.assert_array_equal(ys, xs + np.float32(2) * zs)
+    np.testing.assert_array_equal(copy, xs)
+
+
+def test_rows_of_rows_constants_and_globals(driver, spec):
+    """Rows of a rank-3 argument (a row of a row), of a constant used in place and of
+    a global's value; returned rows outlive the frame that made them."""
+    spec.constants.append(ConstantSpec(np.arange(12, dtype=np.float32).reshape(3, 4)))
+    spec.functions.append(fn("rows", [("x", TensorType("f32", (2, 4, 16)))], [
+        ("a", TensorType("f32", (4, 16))), ("b", TensorType("f32", (16,))), ("c", F4),
+        ("d", TensorType("f32", ()))], [
+        Instr("i.const", 0, 1),
+        Instr("i.const", 1, 2),
+        Instr("buffer.row", 1, 0, 0),
+        Instr("buffer.row", 2, 1, 1),
+        Instr("const", 3, 1),
+        Instr("buffer.row", 3, 3, 1),
+        Instr("global.load", 4, 0),
+        Instr("buffer.row", 4, 4, 1),
+        Instr("ret", [1, 2, 3, 4]),
+    ]))
+    x = np.arange(128, dtype=np.float32).reshape(2, 4, 16) / 4
+    out = driver.run(serialize(spec), "--call=rows", arg(x))
+    np.testing.assert_array_equal(result(out[0], (4, 16)), x[1])
+    np.testing.assert_array_equal(result(out[1], (16,)), x[1, 2])
+    np.testing.assert_array_equal(result(out[2], (4,)), np.arange(12).reshape(3, 4)[2])
+    assert out[3] == "result 3 f32=3"   # w[2], w = [1, 2, 3, 4]
+
+
+def test_disassembly_shows_row_ops(driver, spec):
+    spec.functions.append(scan_fn(2, 4))
+    out = driver.load(serialize(spec))
+    assert "buffer.row r3, r0, i0" in out
+    assert "buffer.set_row r2, i0, r5" in out
+
+
+X54 = TensorType("f32", (5, 4))
+
+
+@pytest.mark.parametrize("code, message", [
+    # buffer.row: index out of range either side
+    ([Instr("i.const", 0, 5), Instr("buffer.row", 1, 0, 0)],
+     "buffer.row: index i0 = 5 is out of range for src r0 of type 5x4xf32: "
+     "expected 0 <= index < 5"),
+    ([Instr("i.const", 2, -1), Instr("buffer.row", 1, 0, 2)],
+     "buffer.row: index i2 = -1 is out of range for src r0 of type 5x4xf32"),
+    # buffer.row: a 0-d src (a row of a row of a 2-d buffer)
+    ([Instr("i.const", 0, 0), Instr("buffer.row", 1, 0, 0), Instr("buffer.row", 1, 1, 0),
+      Instr("buffer.row", 2, 1, 0)],
+     "buffer.row: src r1 is a 0-d buffer (f32), expected rank >= 1"),
+    ([Instr("i.const", 0, 0), Instr("buffer.row", 1, 4, 0)],
+     "register r4 read before assignment in function 'bad'"),
+    ([Instr("buffer.row", 1, 0, 3)], "register i3 read before assignment in function 'bad'"),
+    # buffer.set_row: index, rank, shape and dtype of src
+    ([Instr("alloc", 1, X54), Instr("alloc", 2, F4), Instr("i.const", 0, 7),
+      Instr("buffer.set_row", 1, 0, 2)],
+     "buffer.set_row: index i0 = 7 is out of range for dst r1 of type 5x4xf32: "
+     "expected 0 <= index < 5"),
+    ([Instr("alloc", 1, X54), Instr("alloc", 2, F4), Instr("i.const", 0, -3),
+      Instr("buffer.set_row", 1, 0, 2)],
+     "buffer.set_row: index i0 = -3 is out of range"),
+    ([Instr("i.const", 0, 0), Instr("i.store", 1, 0, I64), Instr("buffer.set_row", 1, 0, 1)],
+     "buffer.set_row: dst r1 is a 0-d buffer (i64), expected rank >= 1"),
+    ([Instr("alloc", 1, X54), Instr("alloc", 2, TensorType("f32", (3,))),
+      Instr("i.const", 0, 0), Instr("buffer.set_row", 1, 0, 2)],
+     "buffer.set_row: src r2 is 3xf32, expected 4xf32 (a row of dst r1, 5x4xf32)"),
+    ([Instr("alloc", 1, X54), Instr("alloc", 2, TensorType("f64", (4,))),
+      Instr("i.const", 0, 0), Instr("buffer.set_row", 1, 0, 2)],
+     "buffer.set_row: src r2 is 4xf64, expected 4xf32 (a row of dst r1, 5x4xf32)"),
+    ([Instr("alloc", 1, X54), Instr("i.const", 0, 0), Instr("buffer.set_row", 1, 0, 0)],
+     "buffer.set_row: src r0 is 5x4xf32, expected 4xf32"),
+    # buffer.set_row: read-only dst (an argument, a row view, a constant, a global)
+    ([Instr("alloc", 2, F4), Instr("i.const", 0, 1), Instr("buffer.set_row", 0, 0, 2)],
+     "buffer.set_row: dst r0 holds a read-only buffer (a constant, a global's value, an "
+     "argument or a row view), expected one this invocation allocated"),
+    ([Instr("alloc", 1, X54), Instr("i.const", 0, 1), Instr("buffer.row", 2, 1, 0),
+      Instr("i.store", 3, 0, TensorType("f32", ())), Instr("buffer.set_row", 2, 0, 3)],
+     "buffer.set_row: dst r2 holds a read-only buffer (a constant, a global's value"),
+    ([Instr("global.load", 1, 0), Instr("i.const", 0, 1),
+      Instr("i.store", 3, 0, TensorType("f32", ())), Instr("buffer.set_row", 1, 0, 3)],
+     "buffer.set_row: dst r1 holds a read-only buffer"),
+    # frozen: a buffer that buffer.row took a row of, through the same or another register
+    ([Instr("alloc", 1, X54), Instr("i.const", 0, 1), Instr("buffer.row", 2, 1, 0),
+      Instr("buffer.set_row", 1, 0, 2)],
+     "buffer.set_row: dst r1 holds a read-only buffer (frozen: it was stored into a global "
+     "or buffer.row took a row of it)"),
+    ([Instr("alloc", 1, X54), Instr("mov", 3, 1), Instr("i.const", 0, 1),
+      Instr("buffer.row", 2, 1, 0), Instr("buffer.set_row", 3, 0, 2)],
+     "buffer.set_row: dst r3 holds a read-only buffer (frozen"),
+    ([Instr("alloc", 1, TensorType("f32", (2, 4))), Instr("mov", 3, 1), Instr("i.const", 0, 0),
+      Instr("buffer.row", 3, 3, 0), Instr("i.const", 1, 4), Instr("i.const", 2, 2),
+      Instr("buffer.row", 4, 0, 0), Instr("dispatch", 0, 1, [4, 4, 1], [1, 2])],
+     "binding 2 (r1) is written by the kernel but holds a read-only buffer (frozen"),
+    # frozen: stored into a global, then written through an alias
+    ([Instr("alloc", 1, F4), Instr("mov", 3, 1), Instr("global.store", 0, 1),
+      Instr("i.const", 0, 4), Instr("i.const", 1, 2),
+      Instr("dispatch", 0, 1, [3, 3, 3], [0, 1])],
+     "binding 2 (r3) is written by the kernel but holds a read-only buffer (frozen: it was "
+     "stored into a global"),
+])
+def test_row_errors_name_the_problem(driver, spec, code, message):
+    spec.functions.append(fn("bad", [("xs", X54)], [], code + [Instr("ret", [])]))
+    failing = code[-1]
+    word = sum(instr_words(i) for i in code[:-1])
+    line = driver.error("run", serialize(spec), "--call=bad", arg(np.zeros((5, 4), np.float32)))
+    assert line.startswith("error FAILED_PRECONDITION: ")
+    assert f"in function 'bad' at word {word} ({failing.op}): " in line
+    assert message in line
 
 
 # ---- errors at call time ---------------------------------------------------------
@@ -203,6 +381,16 @@ def bad(spec, code, ref=8, i64=8, args=()):
      "passes 1 bindings and 0 push constants, the kernel takes 3 and 2"),
     ([Instr("dispatch", 0, 0, [0, 0, 0], [0, 0]), Instr("ret", [])], "with 0 workgroups"),
     ([Instr("i.store", 0, 0, F4), Instr("ret", [])], "i.store type 0 has rank 1"),
+    ([Instr("buffer.row", 0, 8, 0), Instr("ret", [])],
+     "word 0: buffer.row operand 'src' names ref register r8, but only 8 exist"),
+    ([Instr("buffer.row", 0, 1, 8), Instr("ret", [])],
+     "buffer.row operand 'index' names int register i8, but only 8 exist"),
+    ([Instr("buffer.set_row", 9, 0, 0), Instr("ret", [])],
+     "buffer.set_row operand 'dst' names ref register r9"),
+    ([Instr("buffer.set_row", 0, 12, 0), Instr("ret", [])],
+     "buffer.set_row operand 'index' names int register i12"),
+    ([Instr("buffer.set_row", 0, 0, 8), Instr("ret", [])],
+     "buffer.set_row operand 'src' names ref register r8"),
 ])
 def test_verifier_rejects(driver, spec, code, message):
     line = driver.error("load", bad(spec, code))
@@ -266,8 +454,11 @@ def test_binding_spec_and_label_types(spec):
 
 # ---- corruption -----------------------------------------------------------------
 
-def test_corrupt_modules_fail_cleanly(driver, spec):
+@pytest.mark.parametrize("with_rows", [False, True])
+def test_corrupt_modules_fail_cleanly(driver, spec, with_rows):
     """Every truncation and thousands of byte-flipped copies: load or error, never crash."""
+    if with_rows:
+        spec.functions.append(scan_fn(3, 4))
     proc = driver.raw("fuzz", serialize(spec))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()

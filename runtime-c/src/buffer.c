@@ -13,8 +13,6 @@
 #include "buffer_internal.h"
 #include "status_internal.h"
 
-#define KILN_BUFFER_ALIGN 64
-
 struct kiln_buffer_view {
   atomic_size_t refcount;
   kiln_dtype_t dtype;
@@ -24,6 +22,9 @@ struct kiln_buffer_view {
   size_t byte_size;
   void* data;
   int owned;
+  /* Set by the VM (kiln_buffer_view_freeze, see buffer_internal.h): nothing
+   * writes into the buffer in place from then on. */
+  int frozen;
   void (*keepalive_release)(void*);
   void* keepalive;
 };
@@ -184,6 +185,7 @@ kiln_status_t kiln_buffer_view_allocate(kiln_dtype_t dtype, size_t rank,
   kiln_fill_header(view, dtype, rank, shape, byte_size);
   view->data = (char*)view + KILN_HEADER_SIZE;
   view->owned = 1;
+  view->frozen = 0;
   view->keepalive_release = NULL;
   view->keepalive = NULL;
   /* Zero the tail padding only; the elements are left uninitialized. */
@@ -255,6 +257,7 @@ kiln_status_t kiln_buffer_view_wrap(kiln_dtype_t dtype, size_t rank,
   kiln_fill_header(view, dtype, rank, shape, byte_size);
   view->data = data;
   view->owned = 0;
+  view->frozen = 0;
   view->keepalive_release = keepalive_release;
   view->keepalive = keepalive;
   *out = view;
@@ -298,6 +301,9 @@ void* kiln_buffer_view_mutable_data(kiln_buffer_view_t* view) {
   /* Wrapped views (module constants used in place) are read-only. */
   return view->owned ? view->data : NULL;
 }
+
+void kiln_buffer_view_freeze(kiln_buffer_view_t* view) { view->frozen = 1; }
+int kiln_buffer_view_is_frozen(const kiln_buffer_view_t* view) { return view->frozen; }
 
 int kiln_buffer_view_has_type(const kiln_buffer_view_t* view, kiln_dtype_t dtype,
                               size_t rank, const int64_t* shape) {

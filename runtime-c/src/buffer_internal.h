@@ -4,18 +4,32 @@
 
 #include "kiln/runtime.h"
 
+/* Alignment of every view's data: owned allocations, module bytes used in
+ * place, and the row views of buffer.row (kernel_abi.h relies on it). */
+#define KILN_BUFFER_ALIGN 64
+
 /* Allocates an uninitialized (not zeroed) 64-byte aligned view. */
 kiln_status_t kiln_buffer_view_allocate(kiln_dtype_t dtype, size_t rank,
                                         const int64_t* shape,
                                         kiln_buffer_view_t** out);
 
-/* Wraps memory the view does not own (a module's read-only constant, used in
- * place). `keepalive_release(keepalive)` runs when the last reference goes. */
+/* Wraps memory the view does not own (a module's read-only constant used in
+ * place, or a row of another view). `data` must be 64-byte aligned.
+ * `keepalive_release(keepalive)` runs when the last reference goes. */
 kiln_status_t kiln_buffer_view_wrap(kiln_dtype_t dtype, size_t rank,
                                     const int64_t* shape, void* data,
                                     size_t byte_size,
                                     void (*keepalive_release)(void*),
                                     void* keepalive, kiln_buffer_view_t** out);
+
+/* The VM's write barrier. A buffer the running invocation made is writable in
+ * place (by kernels, buffer.set_row) until the VM freezes it: when it is
+ * stored into a global, or when buffer.row takes a row of it (so that a row
+ * view never changes under its reader, whether it shares the memory or is a
+ * copy). Freezing is permanent. The VM calls these only for buffers that the
+ * running invocation made, so only its thread touches the flag. */
+void kiln_buffer_view_freeze(kiln_buffer_view_t* view);
+int kiln_buffer_view_is_frozen(const kiln_buffer_view_t* view);
 
 /* Product of dims times dtype size, with overflow checks; 0 on success. */
 int kiln_compute_byte_size(kiln_dtype_t dtype, size_t rank,

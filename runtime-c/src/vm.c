@@ -1,8 +1,9 @@
 /* The bytecode interpreter. Code has been verified when the module loaded, so
  * opcodes, operand indices, list lengths and branch targets are trusted here;
  * what remains to check at run time is values: unassigned registers, types
- * stored into globals or passed between functions, and buffer sizes bound to
- * kernels. */
+ * stored into globals or passed between functions, buffer sizes bound to
+ * kernels, writability, and the shapes and indices of buffer.row and
+ * buffer.set_row. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,8 +20,10 @@
 #error "kiln modules are little-endian; this runtime supports little-endian hosts only"
 #endif
 
-/* A ref register: a view and whether kernels may write into it (only buffers
- * this invocation allocated; constants, globals and arguments are read-only). */
+/* A ref register: a view and whether kernels and buffer.set_row may write into
+ * it: only buffers this invocation allocated (alloc, i.store), and only until
+ * they are frozen (see ref_writable). Constants, globals' values, arguments and
+ * row views are read-only. */
 typedef struct kiln_ref {
   kiln_buffer_view_t* view;
   uint8_t writable;
@@ -159,6 +162,23 @@ static void set_ref(kiln_frame_t* fr, uint32_t reg, kiln_buffer_view_t* view,
   fr->r[reg].writable = writable;
 }
 
+/* Writable in place: made by this invocation and not frozen since (stored
+ * into a global, or a row of it taken by buffer.row). Freezing marks the
+ * buffer, so every register holding it, in any frame, sees it. */
+static int ref_writable(kiln_ref_t ref) {
+  return ref.writable && !kiln_buffer_view_is_frozen(ref.view);
+}
+
+/* Why ref_writable(ref) is false, for error messages. */
+static const char* read_only_reason(kiln_ref_t ref) {
+  return ref.writable ? "frozen: it was stored into a global or buffer.row took a row of it"
+                      : "a constant, a global's value, an argument or a row view";
+}
+
+static void freeze(kiln_ref_t ref) {
+  if (ref.writable) kiln_buffer_view_freeze(ref.view);
+}
+
 static void set_i(kiln_frame_t* fr, uint32_t reg, int64_t v) {
   fr->i[reg] = v;
   fr->i_set[reg] = 1;
@@ -213,10 +233,10 @@ static kiln_status_t do_dispatch(kiln_context_t* c, kiln_frame_t* fr,
                         "needs at least %llu", k->name, (unsigned)j,
                         (unsigned)op[2].list[j], size,
                         (unsigned long long)k->binding_sizes[j]);
-    else if (k->binding_writable[j] && !ref.writable)
+    else if (k->binding_writable[j] && !ref_writable(ref))
       s = RUNTIME_ERROR("dispatch of kernel '%s': binding %u (r%u) is written by the kernel "
-                        "but holds a read-only buffer (a constant, global or argument)",
-                        k->name, (unsigned)j, (unsigned)op[2].list[j]);
+                        "but holds a read-only buffer (%s)", k->name, (unsigned)j,
+                        (unsigned)op[2].list[j], read_only_reason(ref));
     else
       bindings[j] = (void*)(uintptr_t)kiln_buffer_view_data(ref.view);
   }
@@ -278,6 +298,122 @@ static kiln_status_t do_ret(kiln_frame_t* fr, const kiln_bc_operand_t* op,
   return NULL;
 }
 
+/* ---- rows -------------------------------------------------------------------- */
+
+static void release_view(void* view) { kiln_buffer_view_release(view); }
+
+/* Checks that `view` (register r`reg`, the op's operand `what`) has a leading
+ * axis and that `index` (register i`ireg`) is inside it. */
+static kiln_status_t check_row(const char* op, const char* what, uint32_t reg,
+                               const kiln_buffer_view_t* view, uint32_t ireg,
+                               int64_t index) {
+  char type[128];
+  int64_t rows;
+  if (kiln_buffer_view_rank(view) == 0) {
+    kiln_format_view_type(view, type, sizeof type);
+    return RUNTIME_ERROR("%s: %s r%u is a 0-d buffer (%s), expected rank >= 1", op, what,
+                         (unsigned)reg, type);
+  }
+  rows = kiln_buffer_view_shape(view)[0];
+  if (index < 0 || index >= rows) {
+    kiln_format_view_type(view, type, sizeof type);
+    return RUNTIME_ERROR("%s: index i%u = %lld is out of range for %s r%u of type %s: "
+                         "expected 0 <= index < %lld", op, (unsigned)ireg, (long long)index,
+                         what, (unsigned)reg, type, (long long)rows);
+  }
+  return NULL;
+}
+
+/* Bytes of one row of `view` (rank >= 1, at least one row). */
+static size_t row_bytes(const kiln_buffer_view_t* view) {
+  return kiln_buffer_view_byte_size(view) / (size_t)kiln_buffer_view_shape(view)[0];
+}
+
+/* buffer.row dst, src, index. The row is a view into src's memory when it
+ * starts on a KILN_BUFFER_ALIGN boundary (kernels are compiled to assume
+ * 64-byte aligned bindings, kernel_abi.h), else a copy into a new aligned
+ * buffer. Either way dst is read-only, and src is frozen so that the row
+ * cannot change under its reader: the two cases cannot be told apart. */
+static kiln_status_t do_row(kiln_frame_t* fr, const kiln_bc_operand_t* op) {
+  kiln_ref_t src = {NULL, 0};
+  kiln_buffer_view_t* v = NULL;
+  const int64_t* shape;
+  const char* base;
+  size_t rank, bytes, offset;
+  int64_t index = 0;
+  kiln_dtype_t dtype;
+  kiln_status_t s;
+  if ((s = get_ref(fr, op[1].value, &src)) || (s = get_i(fr, op[2].value, &index))) return s;
+  if ((s = check_row("buffer.row", "src", op[1].value, src.view, op[2].value, index)))
+    return s;
+  dtype = kiln_buffer_view_dtype(src.view);
+  rank = kiln_buffer_view_rank(src.view);
+  shape = kiln_buffer_view_shape(src.view);
+  bytes = row_bytes(src.view);
+  offset = (size_t)index * bytes; /* <= byte_size - bytes: no overflow */
+  base = kiln_buffer_view_data(src.view);
+  if (((uintptr_t)base + offset) % KILN_BUFFER_ALIGN == 0) {
+    /* offset is 0 whenever base may be NULL (an empty constant). */
+    void* data = (void*)(uintptr_t)(offset ? base + offset : base);
+    kiln_buffer_view_retain(src.view);
+    s = kiln_buffer_view_wrap(dtype, rank - 1, shape + 1, data, bytes, release_view,
+                              src.view, &v);
+    if (s) {
+      kiln_buffer_view_release(src.view);
+      return s;
+    }
+  } else {
+    /* offset != 0, so bytes != 0 and base is not NULL. */
+    if ((s = kiln_buffer_view_allocate(dtype, rank - 1, shape + 1, &v))) return s;
+    memcpy(kiln_buffer_view_mutable_data(v), base + offset, bytes);
+  }
+  freeze(src); /* before set_ref: dst may be src's register */
+  set_ref(fr, op[0].value, v, 0);
+  return NULL;
+}
+
+/* buffer.set_row dst, index, src: copies src into row `index` of dst. */
+static kiln_status_t do_set_row(kiln_frame_t* fr, const kiln_bc_operand_t* op) {
+  kiln_ref_t dst = {NULL, 0}, src = {NULL, 0};
+  const int64_t* shape;
+  size_t rank, bytes;
+  int64_t index = 0;
+  char* out;
+  kiln_status_t s;
+  if ((s = get_ref(fr, op[0].value, &dst)) || (s = get_i(fr, op[1].value, &index)) ||
+      (s = get_ref(fr, op[2].value, &src)))
+    return s;
+  if ((s = check_row("buffer.set_row", "dst", op[0].value, dst.view, op[1].value, index)))
+    return s;
+  if (!ref_writable(dst))
+    return RUNTIME_ERROR("buffer.set_row: dst r%u holds a read-only buffer (%s), expected "
+                         "one this invocation allocated", (unsigned)op[0].value,
+                         read_only_reason(dst));
+  rank = kiln_buffer_view_rank(dst.view);
+  shape = kiln_buffer_view_shape(dst.view);
+  if (!kiln_buffer_view_has_type(src.view, kiln_buffer_view_dtype(dst.view), rank - 1,
+                                 shape + 1)) {
+    char want[128], got[128], whole[128];
+    kiln_format_type(kiln_buffer_view_dtype(dst.view), rank - 1, shape + 1, want,
+                     sizeof want);
+    kiln_format_view_type(src.view, got, sizeof got);
+    kiln_format_view_type(dst.view, whole, sizeof whole);
+    return RUNTIME_ERROR("buffer.set_row: src r%u is %s, expected %s (a row of dst r%u, "
+                         "%s)", (unsigned)op[2].value, got, want, (unsigned)op[0].value,
+                         whole);
+  }
+  out = kiln_buffer_view_mutable_data(dst.view);
+  if (!out)
+    return kiln_make_status(KILN_INTERNAL, "buffer.set_row: dst r%u is writable but does "
+                            "not own its memory", (unsigned)op[0].value);
+  bytes = row_bytes(dst.view);
+  /* src is never a view of dst (that would have frozen dst); memmove anyway. */
+  if (bytes) memmove(out + (size_t)index * bytes, kiln_buffer_view_data(src.view), bytes);
+  return NULL;
+}
+
+/* ---- one instruction ----------------------------------------------------------- */
+
 static kiln_status_t step(kiln_context_t* c, kiln_frame_t* fr, const kiln_bc_instr_t* in,
                           kiln_ref_t* results, int depth, uint32_t* pc, int* done) {
   const kiln_module_t* m = fr->module;
@@ -320,7 +456,8 @@ static kiln_status_t step(kiln_context_t* c, kiln_frame_t* fr, const kiln_bc_ins
       kiln_buffer_view_retain(ref.view);
       kiln_buffer_view_release(c->globals[op[0].value]);
       c->globals[op[0].value] = ref.view;
-      fr->r[op[1].value].writable = 0; /* now the global's value: no writes in place */
+      freeze(ref); /* now the global's value: no writes in place, through any register */
+      fr->r[op[1].value].writable = 0;
       return NULL;
     }
     case KILN_OP_DISPATCH: return do_dispatch(c, fr, op);
@@ -376,6 +513,8 @@ static kiln_status_t step(kiln_context_t* c, kiln_frame_t* fr, const kiln_bc_ins
       set_ref(fr, op[0].value, v, 1);
       return NULL;
     }
+    case KILN_OP_BUFFER_ROW: return do_row(fr, op);
+    case KILN_OP_BUFFER_SET_ROW: return do_set_row(fr, op);
     case KILN_OP_INVALID:
       break;
   }

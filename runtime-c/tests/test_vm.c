@@ -161,6 +161,160 @@ static void test_invoke(kiln_module_t* m) {
   kiln_context_release(c2);
 }
 
+/* ---- buffer.row and buffer.set_row (module vmrows) ---------------------------- */
+
+/* An f32 buffer holding start, start + 1, ... */
+static kiln_buffer_view_t* f32_iota(size_t rank, const int64_t* shape, float start) {
+  kiln_buffer_view_t* view = NULL;
+  size_t i, n;
+  float* data;
+  OK(kiln_buffer_view_create(KILN_DTYPE_F32, rank, shape, NULL, 0, &view));
+  if (!view) return NULL;
+  n = kiln_buffer_view_element_count(view);
+  data = kiln_buffer_view_mutable_data(view);
+  for (i = 0; i < n; ++i) data[i] = start + (float)i;
+  return view;
+}
+
+static kiln_status_t call(kiln_context_t* c, kiln_module_t* m, const char* name,
+                          kiln_buffer_view_t** args, size_t n, kiln_buffer_view_t** out) {
+  kiln_function_t f;
+  kiln_status_t s = kiln_module_lookup_function(m, name, &f);
+  return s ? s : kiln_context_invoke(c, f, args, n, out, 1);
+}
+
+/* Calls row16/row4 on (x, i); returns the row (NULL on error, status in *err). */
+static kiln_buffer_view_t* row_of(kiln_context_t* c, kiln_module_t* m, const char* name,
+                                  kiln_buffer_view_t* x, int64_t i, kiln_status_t* err) {
+  kiln_buffer_view_t* args[2] = {x, scalar_i64(i)};
+  kiln_buffer_view_t* out = NULL;
+  *err = call(c, m, name, args, 2, &out);
+  kiln_buffer_view_release(args[1]);
+  return out;
+}
+
+/* The row's elements are x's row i (row_len floats). */
+static int same_row(const kiln_buffer_view_t* row, const kiln_buffer_view_t* x, int64_t i,
+                    size_t row_len) {
+  return kiln_buffer_view_element_count(row) == row_len &&
+         memcmp(kiln_buffer_view_data(row),
+                (const float*)kiln_buffer_view_data(x) + (size_t)i * row_len,
+                row_len * sizeof(float)) == 0;
+}
+
+static void test_rows(kiln_instance_t* inst) {
+  kiln_module_t* m = NULL;
+  kiln_context_t* c = NULL;
+  kiln_buffer_view_t *x16, *x4, *r, *out = NULL;
+  kiln_status_t s;
+  const int64_t s16[2] = {6, 16}, s4[2] = {5, 4}, s3[1] = {3}, s4v[1] = {4};
+  int64_t i;
+  OK(kiln_module_load_memory(inst, kiln_vm_test_rows, sizeof kiln_vm_test_rows, &m));
+  if (m) OK(kiln_context_create(m, &c));
+  if (!c) {
+    kiln_module_release(m);
+    return;
+  }
+  x16 = f32_iota(2, s16, 0.0f);
+  x4 = f32_iota(2, s4, 100.0f);
+
+  /* 64-byte rows: every row is a view into x's memory. */
+  for (i = 0; i < 6; ++i) {
+    r = row_of(c, m, "row16", x16, i, &s);
+    OK(s);
+    if (!r) continue;
+    CHECK(kiln_buffer_view_rank(r) == 1 && kiln_buffer_view_shape(r)[0] == 16);
+    CHECK(kiln_buffer_view_data(r) == (const char*)kiln_buffer_view_data(x16) + 64 * i);
+    CHECK(same_row(r, x16, i, 16));
+    CHECK(kiln_buffer_view_mutable_data(r) == NULL); /* a view is read-only */
+    kiln_buffer_view_release(r);
+  }
+  /* 16-byte rows: views where the row starts on a 64-byte boundary, else copies;
+   * every row is 64-byte aligned either way. */
+  for (i = 0; i < 5; ++i) {
+    r = row_of(c, m, "row4", x4, i, &s);
+    OK(s);
+    if (!r) continue;
+    CHECK(((uintptr_t)kiln_buffer_view_data(r) % 64) == 0);
+    CHECK((kiln_buffer_view_data(r) ==
+           (const char*)kiln_buffer_view_data(x4) + 16 * i) == (i % 4 == 0));
+    CHECK(same_row(r, x4, i, 4));
+    kiln_buffer_view_release(r);
+  }
+  /* A row keeps its buffer alive after everyone else lets go of it. */
+  r = row_of(c, m, "row16", x16, 5, &s);
+  OK(s);
+  kiln_buffer_view_release(x16);
+  if (r) CHECK(((const float*)kiln_buffer_view_data(r))[15] == 95.0f);
+  kiln_buffer_view_release(r);
+
+  EXPECT_ERROR((row_of(c, m, "row4", x4, 5, &s), s), KILN_FAILED_PRECONDITION,
+               "in function 'row4' at word 3 (buffer.row): buffer.row: index i0 = 5 is out "
+               "of range for src r0 of type 5x4xf32: expected 0 <= index < 5");
+  EXPECT_ERROR((row_of(c, m, "row4", x4, -1, &s), s), KILN_FAILED_PRECONDITION,
+               "buffer.row: index i0 = -1 is out of range");
+  EXPECT_ERROR((row_of(c, m, "row4", x4, INT64_MIN, &s), s), KILN_FAILED_PRECONDITION,
+               "index i0 = -9223372036854775808 is out of range");
+
+  /* A loop over rows: ys[4 - i] = xs[i]. */
+  OK(call(c, m, "reverse", &x4, 1, &out));
+  if (out) {
+    for (i = 0; i < 5; ++i)
+      CHECK(memcmp((const float*)kiln_buffer_view_data(out) + 4 * (4 - i),
+                   (const float*)kiln_buffer_view_data(x4) + 4 * i, 16) == 0);
+  }
+  kiln_buffer_view_release(out);
+  out = NULL;
+
+  {
+    kiln_buffer_view_t* v = f32_iota(1, s4v, 7.0f);
+    kiln_buffer_view_t* args[2] = {scalar_i64(1), v};
+    OK(call(c, m, "put", args, 2, &out));
+    if (out) {
+      const float* d = kiln_buffer_view_data(out);
+      CHECK(d[0] == 7.0f && d[3] == 10.0f && d[4] == 7.0f && d[7] == 10.0f);
+    }
+    kiln_buffer_view_release(out);
+    out = NULL;
+    kiln_buffer_view_release(args[0]);
+    args[0] = scalar_i64(2);
+    EXPECT_ERROR(call(c, m, "put", args, 2, &out), KILN_FAILED_PRECONDITION,
+                 "in function 'put' at word 22 (buffer.set_row): buffer.set_row: index i0 "
+                 "= 2 is out of range for dst r2 of type 2x4xf32: expected 0 <= index < 2");
+    kiln_buffer_view_release(args[0]);
+    args[0] = x4;
+    EXPECT_ERROR(call(c, m, "put_arg", args, 2, &out), KILN_FAILED_PRECONDITION,
+                 "buffer.set_row: dst r0 holds a read-only buffer (a constant, a global's "
+                 "value, an argument or a row view), expected one this invocation allocated");
+    EXPECT_ERROR(call(c, m, "put_frozen", &v, 1, &out), KILN_FAILED_PRECONDITION,
+                 "buffer.set_row: dst r1 holds a read-only buffer (frozen: it was stored "
+                 "into a global or buffer.row took a row of it)");
+    kiln_buffer_view_release(v);
+  }
+  {
+    kiln_buffer_view_t* v = f32_iota(1, s3, 0.0f);
+    kiln_buffer_view_t* w = NULL;
+    EXPECT_ERROR(call(c, m, "put_wide", &v, 1, &out), KILN_FAILED_PRECONDITION,
+                 "buffer.set_row: src r0 is 3xf32, expected 4xf32 (a row of dst r1, 2x4xf32)");
+    OK(kiln_buffer_view_create(KILN_DTYPE_F64, 1, s4v, NULL, 0, &w));
+    EXPECT_ERROR(call(c, m, "put_f64", &w, 1, &out), KILN_FAILED_PRECONDITION,
+                 "buffer.set_row: src r0 is 4xf64, expected 4xf32");
+    kiln_buffer_view_release(v);
+    kiln_buffer_view_release(w);
+  }
+  {
+    kiln_buffer_view_t* k = scalar_i64(3);
+    EXPECT_ERROR(call(c, m, "row_scalar", &k, 1, &out), KILN_FAILED_PRECONDITION,
+                 "in function 'row_scalar' at word 4 (buffer.row): buffer.row: src r0 is a "
+                 "0-d buffer (i64), expected rank >= 1");
+    kiln_buffer_view_release(k);
+  }
+  CHECK(out == NULL);
+  kiln_buffer_view_release(x4);
+  kiln_context_release(c);
+  kiln_module_release(m);
+}
+
 typedef struct worker {
   kiln_module_t* module;
   int64_t result;
@@ -208,21 +362,24 @@ static void test_bad_modules(kiln_instance_t* inst) {
 }
 
 /* Every truncation and every single-byte corruption loads or fails cleanly. */
-static void test_corruption(kiln_instance_t* inst) {
+static void test_corruption(kiln_instance_t* inst, const unsigned char* data,
+                            size_t data_size) {
   static const unsigned char masks[] = {0x01, 0x80, 0xff};
-  unsigned char copy[sizeof kiln_vm_test_good];
+  unsigned char* copy = malloc(data_size);
   size_t n, k;
-  for (n = 0; n <= sizeof kiln_vm_test_good * 4; ++n) {
+  CHECK(copy != NULL);
+  if (!copy) return;
+  for (n = 0; n <= data_size * 4; ++n) {
     kiln_module_t* m = NULL;
     kiln_context_t* c = NULL;
     kiln_status_t s;
-    size_t size = sizeof copy;
-    memcpy(copy, kiln_vm_test_good, sizeof copy);
-    if (n < sizeof copy) {
+    size_t size = data_size;
+    memcpy(copy, data, data_size);
+    if (n < data_size) {
       size = n;
     } else {
-      k = n - sizeof copy;
-      if (k / 3 >= sizeof copy) break;
+      k = n - data_size;
+      if (k / 3 >= data_size) break;
       copy[k / 3] ^= masks[k % 3];
     }
     s = kiln_module_load_memory(inst, copy, size, &m);
@@ -236,6 +393,7 @@ static void test_corruption(kiln_instance_t* inst) {
     kiln_context_release(c);
     kiln_module_release(m);
   }
+  free(copy);
 }
 
 static void test_load_file(kiln_instance_t* inst) {
@@ -272,8 +430,10 @@ int main(void) {
     test_concurrent_contexts(m);
     kiln_module_release(m);
   }
+  test_rows(inst);
   test_bad_modules(inst);
-  test_corruption(inst);
+  test_corruption(inst, kiln_vm_test_good, sizeof kiln_vm_test_good);
+  test_corruption(inst, kiln_vm_test_rows, sizeof kiln_vm_test_rows);
   test_load_file(inst);
   kiln_instance_release(inst);
   if (failures) fprintf(stderr, "%d failures\n", failures);

@@ -18,7 +18,20 @@ extern "C" {
 typedef struct kiln_dispatch_args {
   /* Base pointers of the bound buffers, in the kernel's binding order.
    * Every pointer is 64-byte aligned and its buffer is at least as large as
-   * the byte size the module declares for that binding. */
+   * the byte size the module declares for that binding.
+   *
+   * The 64-byte alignment is a hard guarantee, not just element alignment:
+   * the compiler declares every binding parameter `align 64` to LLVM
+   * (kiln.compiler.codegen.kernel), so generated code may use aligned vector
+   * accesses and fold address arithmetic on that assumption. The runtime keeps
+   * it for every buffer a dispatch can see: owned buffers are allocated
+   * 64-byte aligned, module bytes used in place are laid out 64-byte aligned,
+   * and the VM's `buffer.row` shares src's memory only when the row starts on
+   * a 64-byte boundary ((row bytes * index) % 64 == 0) and otherwise copies
+   * the row into a fresh 64-byte aligned buffer. Reading on to the next 64-byte
+   * boundary past a buffer's end stays in readable memory, but only owned
+   * buffers have zeros there (past a row view come the next row's elements,
+   * past a constant other module bytes): kernels must not use those values. */
   void* const* bindings;
   /* Scalar operands (loop indices, dynamic offsets), push_constant_count of them. */
   const int64_t* push_constants;

@@ -43,9 +43,11 @@ typedef enum kiln_opcode {
   KILN_OP_I_EQ = 18,
   KILN_OP_I_NE = 19,
   KILN_OP_I_STORE = 20,
+  KILN_OP_BUFFER_ROW = 21,
+  KILN_OP_BUFFER_SET_ROW = 22,
 } kiln_opcode_t;
 
-#define KILN_OP_COUNT 21
+#define KILN_OP_COUNT 23
 #define KILN_OP_MAX_OPERANDS 4
 
 typedef struct kiln_op_info {
@@ -80,6 +82,8 @@ static inline const kiln_op_info_t* kiln_op_info(uint32_t opcode) {
       [18] = {"i.eq", 3, 0, {KILN_OPERAND_I, KILN_OPERAND_I, KILN_OPERAND_I}, {"dst", "a", "b"}, "dst = 1 if a == b else 0"},
       [19] = {"i.ne", 3, 0, {KILN_OPERAND_I, KILN_OPERAND_I, KILN_OPERAND_I}, {"dst", "a", "b"}, "dst = 1 if a != b else 0"},
       [20] = {"i.store", 3, 0, {KILN_OPERAND_R, KILN_OPERAND_I, KILN_OPERAND_TYPE}, {"dst", "src", "t"}, "dst = a new 0-d buffer of type t holding src converted to its dtype"},
+      [21] = {"buffer.row", 3, 0, {KILN_OPERAND_R, KILN_OPERAND_R, KILN_OPERAND_I}, {"dst", "src", "index"}, "dst = a read-only view of row index of src along its leading axis (shape src.shape[1:]); a 64-byte aligned copy when the row does not start on a 64-byte boundary; src becomes read-only"},
+      [22] = {"buffer.set_row", 3, 0, {KILN_OPERAND_R, KILN_OPERAND_I, KILN_OPERAND_R}, {"dst", "index", "src"}, "row index of dst along its leading axis = src, in place (dst writable; src of dst's dtype and shape dst.shape[1:])"},
   };
   if (opcode >= KILN_OP_COUNT || table[opcode].name == NULL) return NULL;
   return &table[opcode];
