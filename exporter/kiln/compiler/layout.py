@@ -13,7 +13,7 @@ import numpy as np
 
 IOTA = -1
 SPLAT = -2
-LAYOUT_PRIMITIVES = ("broadcast_in_dim", "transpose", "reshape")
+LAYOUT_PRIMITIVES = ("broadcast_in_dim", "transpose", "reshape", "slice", "rev")
 
 
 @dataclass(frozen=True)
@@ -98,6 +98,17 @@ def apply_layout(view: View, primitive: str, params: dict, out_shape) -> View | 
         if strides is None:
             return None
         return View(view.source, view.dtype, out_shape, strides, view.offset, view.literal)
+    if primitive == "slice":
+        offset = view.offset + sum(s * st for s, st in zip(params["start_indices"], view.strides))
+        strides = tuple(st * step if d != 1 else 0 for st, step, d in zip(view.strides, params["strides"], out_shape))
+        return View(view.source, view.dtype, out_shape, strides, offset, view.literal)
+    if primitive == "rev":
+        offset, strides = view.offset, list(view.strides)
+        for d in params["dimensions"]:
+            if out_shape[d] > 1:
+                offset += (out_shape[d] - 1) * strides[d]
+                strides[d] = -strides[d]
+        return View(view.source, view.dtype, out_shape, tuple(strides), offset, view.literal)
     raise ValueError(f"{primitive} is not a layout primitive")
 
 

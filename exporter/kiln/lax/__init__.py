@@ -5,6 +5,7 @@ from .api import (  # noqa: F401
     log, lt, max, min, mul, ne, neg, pow, reduce_max, reduce_min, reduce_sum, reshape, select, sqrt, sub, tanh, transpose,
 )
 from .prims import ShapeError
+from . import structural_prims  # noqa: E402,F401  (slice, pad, gather, sort, cumsum, ...)
 
 __all__ = ["prims", "ShapeError", "abs", "add", "broadcast_in_dim", "broadcasted_iota", "convert_element_type", "div",
            "dot_general", "eq", "exp", "ge", "gt", "iota", "le", "log", "lt", "max", "min", "mul", "ne", "neg", "pow",

@@ -98,6 +98,8 @@ class _Combiner:
         d = self.d
         if self.op == "sum":
             return ir.Constant(self.acc_type, 0.0) if d.is_float else ir.Constant(self.acc_type, 0)
+        if self.op == "prod":
+            return ir.Constant(self.acc_type, 1.0) if d.is_float else ir.Constant(self.acc_type, 1)
         is_max = self.op == "max"
         if d.is_float:
             return ir.Constant(self.acc_type, -np.inf if is_max else np.inf)
@@ -112,7 +114,14 @@ class _Combiner:
     def combine(self, b: ir.IRBuilder, acc, value, reassociate: bool):
         d = self.d
         if d.kind == "b":
-            return call_binary(b, "umin" if self.op == "min" else "umax", acc, b.zext(value, I8))
+            return call_binary(b, "umin" if self.op in ("min", "prod") else "umax", acc, b.zext(value, I8))
+        if self.op == "prod":
+            if d.is_float:
+                result = b.fmul(acc, value)
+                if reassociate:
+                    result.flags.extend(["reassoc", "contract"])
+                return result
+            return b.mul(acc, value)
         if self.op == "sum":
             if d.is_float:
                 if value.type != self.acc_type:
