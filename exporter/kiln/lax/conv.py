@@ -259,11 +259,11 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None, r
     lhs_sp = [la.shape[d] for d in dn[0][2:]]
     rhs_sp = [dilate_dim(ra.shape[d], r) for d, r in zip(dn[1][2:], rhs_dilation)]
     pads = padtype_to_pads(lhs_sp, rhs_sp, window_strides, padding)
-    return conv_general_dilated_p.bind(
-        lhs, rhs, window_strides=window_strides, padding=pads, lhs_dilation=lhs_dilation,
-        rhs_dilation=rhs_dilation, dimension_numbers=dn, feature_group_count=int(feature_group_count),
-        batch_group_count=int(batch_group_count),
-    )
+    params = dict(window_strides=window_strides, padding=pads, lhs_dilation=lhs_dilation, rhs_dilation=rhs_dilation,
+                  dimension_numbers=dn, feature_group_count=int(feature_group_count),
+                  batch_group_count=int(batch_group_count))
+    conv_general_dilated_p.abstract_eval(la, ra, **params)  # checks shapes eagerly too
+    return conv_general_dilated_p.bind(lhs, rhs, **params)
 
 
 def conv(lhs, rhs, window_strides, padding):

@@ -163,8 +163,10 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
     if n == 0:
         out = x
     else:
-        out = reduce_window_p.bind(x, op=op, window_dimensions=window_dimensions, window_strides=window_strides,
-                                   padding=pads, base_dilation=base_dilation, window_dilation=window_dilation)
+        params = dict(op=op, window_dimensions=window_dimensions, window_strides=window_strides, padding=pads,
+                      base_dilation=base_dilation, window_dilation=window_dilation)
+        reduce_window_p.abstract_eval(a, **params)  # checks shapes eagerly too
+        out = reduce_window_p.bind(x, **params)
     if op != "add" and init.astype(a.dtype) != identity:
         from ..numpy.elementwise import maximum, minimum
 
