@@ -81,7 +81,6 @@ packages = find_packages()
 setup(
     packages=sorted(packages),
     package_dir=packages,
-    package_data={"kiln.vm": ["_native/*"]},
     ext_modules=[CMakeRuntime()],
     cmdclass={"build_ext": BuildRuntime},
 )
