@@ -102,6 +102,9 @@ def gelu(x, approximate: bool = True):
     x = _float(x)
     if approximate:
         return 0.5 * x * (1 + knp.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * (x * x * x))))
+    erf = getattr(knp, "erf", None)
+    if erf is not None:
+        return 0.5 * x * (1 + erf(_INV_SQRT2 * x))
     return 0.5 * x * _erfc(-_INV_SQRT2 * x)
 
 

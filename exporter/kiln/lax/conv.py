@@ -7,8 +7,8 @@ JVP, transpose and batching rules, kernel code generation):
   dimension_numbers, feature_group_count, batch_group_count]`: bilinear in
   (lhs, rhs). Its transposes are convolutions again (as in JAX's
   _conv_general_dilated_transpose_lhs/rhs), so every derivative order works.
-- `conv_reverse[dimensions]`: reverses axes (the transpose w.r.t. lhs
-  convolves with the spatially reversed kernel). Linear, its own transpose.
+The transpose w.r.t. lhs convolves with the spatially reversed kernel
+(kiln.lax's `rev`, a strided view inside the convolution kernel).
 
 dimension_numbers are held normalized as three tuples of ints
 (lhs_spec, rhs_spec, out_spec): lhs_spec = (batch dim, feature dim, spatial
@@ -202,25 +202,12 @@ def _format_conv_params(params) -> str:
 conv_general_dilated_p.format_params = _format_conv_params
 
 
-conv_reverse_p = register(Primitive("conv_reverse"))
-conv_reverse_p.kernel_codegen = "kiln.compiler.codegen.conv"
-
-
-@conv_reverse_p.def_abstract_eval
-def _reverse_abstract(x, *, dimensions):
-    if any(d < 0 or d >= x.ndim for d in dimensions):
-        raise ShapeError(f"conv_reverse: dimensions {dimensions} out of range for {x}")
-    return x
-
-
-@conv_reverse_p.def_impl
-def _reverse_impl(x, *, dimensions):
-    return np.flip(np.asarray(x), tuple(dimensions)).copy()
-
-
 def reverse(x, dimensions):
+    """x reversed along `dimensions` (kiln.lax's rev: a strided view inside kernels)."""
+    from .structural_prims import rev
+
     dimensions = tuple(int(d) for d in dimensions)
-    return conv_reverse_p.bind(x, dimensions=dimensions) if dimensions else x
+    return rev(x, dimensions) if dimensions else x
 
 
 # ----------------------------------------------------------------------------- public API
@@ -446,23 +433,3 @@ def _conv_batching_rule(values, dims, *, axis_size, **params):
 conv_general_dilated_p.jvp_rule = _conv_jvp_rule
 conv_general_dilated_p.transpose_rule = _conv_transpose_rule
 conv_general_dilated_p.batching_rule = _conv_batching_rule
-
-
-def _reverse_jvp(primals, tangents, *, dimensions):
-    from ..transforms.jvp import Zero
-
-    (x,), (t,) = primals, tangents
-    out = conv_reverse_p.bind(x, dimensions=dimensions)
-    return out, t if isinstance(t, Zero) else conv_reverse_p.bind(t, dimensions=dimensions)
-
-
-def _reverse_batching(values, dims, *, axis_size, dimensions):
-    from ..transforms.batching import move_batch_axis
-
-    x = move_batch_axis(values[0], dims[0], 0, axis_size)
-    return conv_reverse_p.bind(x, dimensions=tuple(d + 1 for d in dimensions)), 0
-
-
-conv_reverse_p.jvp_rule = _reverse_jvp
-conv_reverse_p.transpose_rule = lambda ct, x, *, dimensions: [conv_reverse_p.bind(ct, dimensions=dimensions)]
-conv_reverse_p.batching_rule = _reverse_batching

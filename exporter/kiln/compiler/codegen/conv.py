@@ -1,4 +1,4 @@
-"""Convolution kernels (conv_general_dilated) and the axis-reversal kernel (conv_reverse).
+"""Convolution kernels (conv_general_dilated).
 
 Direct convolution over strided views of the operands (any dimension
 numbers; transposes and reshapes that feed the convolution are address
@@ -93,51 +93,19 @@ def _conv_plan(region) -> ConvPlan:
 
 
 def parallel_items(region) -> int:
-    eqn = _main_eqn(region)
-    if eqn.primitive.name == "conv_reverse":
-        return int(eqn.outvars[0].aval.size)
     plan = _conv_plan(region)
     return plan.items if plan.block else 0
 
 
 def work(region) -> int:
     eqn = _main_eqn(region)
-    if eqn.primitive.name == "conv_reverse":
-        return int(eqn.outvars[0].aval.size)
     plan = _conv_plan(region)
     macs = int(eqn.outvars[0].aval.size) * plan.in_per_group * int(np.prod(plan.kernel_spatial, dtype=np.int64))
     return max(macs // 4, 1)
 
 
 def emit_kernel(region):
-    eqn = _main_eqn(region)
-    if eqn.primitive.name == "conv_reverse":
-        return _emit_reverse(region, eqn)
     return _emit_conv(region, _conv_plan(region))
-
-
-def _emit_reverse(region, eqn):
-    view = region_views(region)[eqn.invars[0].id]
-    shape = tuple(eqn.outvars[0].aval.shape)
-    total = int(np.prod(shape, dtype=np.int64))
-    dtype = eqn.outvars[0].aval.dtype
-    dims = set(eqn.params["dimensions"])
-    n_in = len(region.invars)
-
-    def body(b: ir.IRBuilder, pointers, workgroup_id, workgroup_count):
-        if total == 0:
-            return
-        lo, hi = workgroup_slice(b, total, workgroup_id, workgroup_count)
-
-        def element(o):
-            index = delinearize(b, o, shape) if shape else []
-            src = [b.sub(const64(shape[d] - 1), i) if d in dims else i for d, i in enumerate(index)]
-            value = scalar_ops.load(b, pointers[view.source], dot_offsets(b, src, view.strides, const64(view.offset)), dtype)
-            scalar_ops.store(b, pointers[n_in], o, value, dtype)
-
-        for_range(b, lo, hi, element, name="o")
-
-    return body
 
 
 def _emit_conv(region, p: ConvPlan):
