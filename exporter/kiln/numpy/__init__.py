@@ -2,13 +2,22 @@
 from numpy import bool_, float16, float32, float64, int8, int16, int32, int64, uint8, dtype, pi, e, inf, nan, newaxis
 
 from . import _methods
-from .creation import array, asarray, full, full_like, ones, ones_like, zeros, zeros_like
+from .creation import (
+    arange, array, asarray, empty, empty_like, eye, full, full_like, identity, linspace, ones, ones_like, zeros,
+    zeros_like,
+)
 from .elementwise import (
     abs, absolute, add, astype, divide, equal, exp, floor_divide, mod, remainder, greater, greater_equal, less, less_equal, log,
     maximum, minimum, multiply, negative, not_equal, power, sqrt, subtract, tanh, true_divide, where,
 )
-from .linalg import dot, matmul
-from .reductions import amax, amin, max, mean, min, sum
-from .shape import broadcast_to, expand_dims, reshape, squeeze, stack, transpose
+from .linalg import diag, diagonal, dot, einsum, inner, matmul, outer, tensordot, trace, vdot
+from .reductions import (
+    all, amax, amin, any, argmax, argmin, cumprod, cumsum, max, mean, min, prod, std, sum, var,
+)
+from .shape import (
+    array_split, atleast_1d, atleast_2d, broadcast_to, concatenate, expand_dims, flip, fliplr, flipud, hstack,
+    moveaxis, pad, ravel, repeat, reshape, roll, split, squeeze, stack, swapaxes, tile, transpose, tril, triu, vstack,
+)
+from .indexing import IndexingError, argsort, sort, take, take_along_axis
 
 _methods.install()

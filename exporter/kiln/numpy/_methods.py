@@ -37,4 +37,35 @@ def install() -> None:
     Tracer.min = lambda self, axis=None, keepdims=False: red.min(self, axis, keepdims)
     Tracer.dot = lambda self, other: linalg.dot(self, other)
     Tracer.squeeze = lambda self, axis=None: sh.squeeze(self, axis)
+    from . import indexing as ix
+
+    Tracer.__getitem__ = lambda self, key: ix.getitem(self, key)
+    Tracer.__setitem__ = ix.setitem_error
+    Tracer.at = property(lambda self: ix._IndexUpdateHelper(self))
+    Tracer.prod = lambda self, axis=None, dtype=None, keepdims=False: red.prod(self, axis, dtype, keepdims)
+    Tracer.var = lambda self, axis=None, dtype=None, ddof=0, keepdims=False: red.var(self, axis, dtype, ddof, keepdims)
+    Tracer.std = lambda self, axis=None, dtype=None, ddof=0, keepdims=False: red.std(self, axis, dtype, ddof, keepdims)
+    Tracer.argmax = lambda self, axis=None, keepdims=False: red.argmax(self, axis, keepdims)
+    Tracer.argmin = lambda self, axis=None, keepdims=False: red.argmin(self, axis, keepdims)
+    Tracer.all = lambda self, axis=None, keepdims=False: red.all(self, axis, keepdims)
+    Tracer.any = lambda self, axis=None, keepdims=False: red.any(self, axis, keepdims)
+    Tracer.cumsum = lambda self, axis=None, dtype=None: red.cumsum(self, axis, dtype)
+    Tracer.cumprod = lambda self, axis=None, dtype=None: red.cumprod(self, axis, dtype)
+    Tracer.flatten = lambda self, order="C": sh.ravel(self, order)
+    Tracer.ravel = lambda self, order="C": sh.ravel(self, order)
+    Tracer.swapaxes = lambda self, axis1, axis2: sh.swapaxes(self, axis1, axis2)
+    Tracer.repeat = lambda self, repeats, axis=None: sh.repeat(self, repeats, axis)
+    Tracer.take = lambda self, indices, axis=None, mode=None: ix.take(self, indices, axis, mode)
+    Tracer.sort = lambda self, axis=-1: ix.sort(self, axis)
+    Tracer.argsort = lambda self, axis=-1: ix.argsort(self, axis)
+    Tracer.trace = lambda self, offset=0, axis1=0, axis2=1, dtype=None: linalg.trace(self, offset, axis1, axis2, dtype)
+    Tracer.diagonal = lambda self, offset=0, axis1=0, axis2=1: linalg.diagonal(self, offset, axis1, axis2)
+    # clip comes from the math functions (kiln.numpy.clip), looked up when called
+    Tracer.clip = lambda self, min=None, max=None: _knp().clip(self, min, max)
     del creation
+
+
+def _knp():
+    import kiln.numpy
+
+    return kiln.numpy

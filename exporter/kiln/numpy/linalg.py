@@ -1,6 +1,8 @@
 """Products: matmul (with batch dimensions), dot."""
 from __future__ import annotations
 
+import numpy as np
+
 from ..lax import prims
 from ._base import asarray, aval, broadcast_shapes, broadcast_to, promote
 from .shape import reshape
@@ -41,3 +43,207 @@ def dot(a, b):
     if sx[-1] != sy[cy]:
         raise ValueError(f"dot: shapes {sx} and {sy} not aligned: {sx[-1]} (dim {len(sx) - 1}) != {sy[cy]} (dim {cy})")
     return prims.dot_general.bind(x, y, dimension_numbers=(((len(sx) - 1,), (cy,)), ((), ())))
+
+
+def _contract(x, y, x_axes, y_axes):
+    return prims.dot_general.bind(x, y, dimension_numbers=((tuple(x_axes), tuple(y_axes)), ((), ())))
+
+
+def vdot(a, b):
+    """numpy.vdot: the dot product of the flattened arrays."""
+    x, y = promote(asarray(a), asarray(b))
+    x, y = reshape(x, (-1,)), reshape(y, (-1,))
+    if aval(x).shape != aval(y).shape:
+        raise ValueError(f"vdot: vectors have different lengths {aval(x).shape[0]} and {aval(y).shape[0]}")
+    return _contract(x, y, (0,), (0,))
+
+
+def inner(a, b):
+    """numpy.inner: contraction over the last axes."""
+    x, y = promote(asarray(a), asarray(b))
+    sx, sy = aval(x).shape, aval(y).shape
+    if not sx or not sy:
+        from .elementwise import multiply
+
+        return multiply(x, y)
+    if sx[-1] != sy[-1]:
+        raise ValueError(f"inner: shapes {sx} and {sy} not aligned: last dimensions differ ({sx[-1]} != {sy[-1]})")
+    return _contract(x, y, (len(sx) - 1,), (len(sy) - 1,))
+
+
+def outer(a, b):
+    from .elementwise import multiply
+
+    x, y = reshape(asarray(a), (-1,)), reshape(asarray(b), (-1,))
+    return multiply(reshape(x, (-1, 1)), reshape(y, (1, -1)))
+
+
+def tensordot(a, b, axes=2):
+    """numpy.tensordot: axes is an int (last axes of a with first axes of b) or a pair of axis lists."""
+    x, y = promote(asarray(a), asarray(b))
+    sx, sy = aval(x).shape, aval(y).shape
+    if isinstance(axes, (int,)) or (hasattr(axes, "__index__") and not isinstance(axes, (tuple, list))):
+        n = int(axes)
+        if n < 0 or n > len(sx) or n > len(sy):
+            raise ValueError(f"tensordot: axes={n} is out of range for shapes {sx} and {sy}")
+        xa, ya = list(range(len(sx) - n, len(sx))), list(range(n))
+    else:
+        xa, ya = axes
+        xa = [xa] if isinstance(xa, int) else list(xa)
+        ya = [ya] if isinstance(ya, int) else list(ya)
+        if len(xa) != len(ya):
+            raise ValueError("tensordot: shape-mismatch for sum (different numbers of axes)")
+        xa = [int(i) % len(sx) for i in xa]
+        ya = [int(i) % len(sy) for i in ya]
+    for i, j in zip(xa, ya):
+        if sx[i] != sy[j]:
+            raise ValueError(f"tensordot: shape-mismatch for sum: axis {i} of {sx} vs axis {j} of {sy}")
+    return _contract(x, y, xa, ya)
+
+
+def diagonal(a, offset=0, axis1=0, axis2=1):
+    """numpy.diagonal: the diagonal as the last axis (a gather with static indices)."""
+    from ..lax import structural_prims as sp
+    from .shape import moveaxis
+
+    x = asarray(a)
+    nd = aval(x).ndim
+    if nd < 2:
+        raise ValueError("diagonal: requires an array of at least two dimensions")
+    i1, i2 = int(axis1) % nd, int(axis2) % nd
+    if i1 == i2:
+        raise ValueError("diagonal: axis1 and axis2 cannot be the same")
+    x = moveaxis(x, (i1, i2), (0, 1))
+    n, m = aval(x).shape[:2]
+    k = int(offset)
+    length = max(0, min(n + min(k, 0), m - max(k, 0)))
+    rows = np.arange(length, dtype=np.int32) + max(-k, 0)
+    cols = np.arange(length, dtype=np.int32) + max(k, 0)
+    if length == 0:
+        from .creation import zeros
+
+        return zeros(aval(x).shape[2:] + (0,), aval(x).dtype)
+    out = sp.gather(x, np.stack([rows, cols], axis=-1), (0, 1), "clip")
+    return moveaxis(out, 0, -1)
+
+
+def trace(a, offset=0, axis1=0, axis2=1, dtype=None):
+    from .reductions import sum
+
+    return sum(diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype)
+
+
+def diag(v, k=0):
+    """numpy.diag: a 1-d array's diagonal matrix, or a 2-d array's k-th diagonal."""
+    from ..lax import structural_prims as sp
+    from .elementwise import where
+
+    x = asarray(v)
+    shape = aval(x).shape
+    if len(shape) == 2:
+        return diagonal(x, k)
+    if len(shape) != 1:
+        raise ValueError("diag: input must be 1- or 2-d")
+    k = int(k)
+    n = shape[0] + abs(k)
+    padded = sp.pad(x, 0, [(0, abs(k), 0)])
+    i = prims.iota.bind(shape=(n, n), dimension=0, dtype=np.dtype(np.int32))
+    j = prims.iota.bind(shape=(n, n), dimension=1, dtype=np.dtype(np.int32))
+    on = prims.eq.bind(prims.sub.bind(j, i), prims.broadcast_in_dim.bind(np.int32(k), shape=(n, n), broadcast_dimensions=()))
+    spread = prims.broadcast_in_dim.bind(padded, shape=(n, n), broadcast_dimensions=(0,) if k >= 0 else (1,))
+    return where(on, spread, np.zeros((), aval(x).dtype))
+
+
+def einsum(subscripts, *operands, optimize=None):
+    """numpy.einsum for explicit or implicit outputs, ellipses, and repeated (diagonal) labels.
+
+    Operands are contracted pairwise left to right with dot_general; labels no
+    later operand or the output needs are summed out first.
+    """
+    from .reductions import sum
+    from .shape import transpose
+
+    if not isinstance(subscripts, str):
+        raise TypeError("einsum: only the string form of subscripts is supported (e.g. 'ij,jk->ik')")
+    xs = promote(*[asarray(o) for o in operands])
+    spec = subscripts.replace(" ", "")
+    if "->" in spec:
+        lhs, out = spec.split("->")
+        explicit = True
+    else:
+        lhs, out, explicit = spec, "", False
+    terms = lhs.split(",")
+    if len(terms) != len(xs):
+        raise ValueError(f"einsum: {len(terms)} operand subscripts for {len(xs)} operands")
+    free = iter("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    ell_labels = None
+    labels = []
+    for t, x in zip(terms, xs):
+        nd = aval(x).ndim
+        if "..." in t:
+            before, after = t.split("...")
+            count = nd - len(before) - len(after)
+            if ell_labels is None:
+                ell_labels = []
+            while len(ell_labels) < count:
+                ell_labels.insert(0, next(free))
+            t = before + "".join(ell_labels[len(ell_labels) - count:]) + after
+        if len(t) != nd:
+            raise ValueError(f"einsum: subscripts {t!r} do not match an operand of {nd} dimensions")
+        labels.append(t)
+    if explicit:
+        if "..." in out:
+            before, after = out.split("...")
+            out = before + "".join(ell_labels or []) + after
+    else:
+        counts = {}
+        for t in labels:
+            for c in t:
+                counts[c] = counts.get(c, 0) + 1
+        out = "".join(ell_labels or []) + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in (ell_labels or [])))
+    sizes = {}
+    for t, x in zip(labels, xs):
+        for c, d in zip(t, aval(x).shape):
+            if sizes.setdefault(c, d) != d:
+                raise ValueError(f"einsum: label {c!r} has sizes {sizes[c]} and {d}; broadcasting inside einsum is not supported")
+    # repeated labels within one operand: take the diagonal
+    ops = []
+    for t, x in zip(labels, xs):
+        while len(set(t)) != len(t):
+            c = next(ch for ch in t if t.count(ch) > 1)
+            i = t.index(c)
+            j = t.index(c, i + 1)
+            x = diagonal(x, 0, i, j)
+            t = "".join(ch for k, ch in enumerate(t) if k not in (i, j)) + c
+        ops.append((t, x))
+
+    def needed_after(k):
+        need = set(out)
+        for t, _ in ops[k + 1:]:
+            need |= set(t)
+        return need
+
+    def sum_out(t, x, need):
+        drop = [i for i, c in enumerate(t) if c not in need]
+        if drop:
+            x = sum(x, axis=tuple(drop))
+            t = "".join(c for i, c in enumerate(t) if i not in drop)
+        return t, x
+
+    t0, acc = sum_out(*ops[0], needed_after(0) | (set(ops[1][0]) if len(ops) > 1 else set()))
+    for k in range(1, len(ops)):
+        need = needed_after(k)
+        t1, x1 = sum_out(*ops[k], need | set(t0))
+        t0, acc = sum_out(t0, acc, need | set(t1))
+        shared = [c for c in t0 if c in t1]
+        batch = [c for c in shared if c in need]
+        contract = [c for c in shared if c not in need]
+        dims = (([t0.index(c) for c in contract], [t1.index(c) for c in contract]),
+                ([t0.index(c) for c in batch], [t1.index(c) for c in batch]))
+        dims = tuple(tuple(tuple(a) for a in pair) for pair in dims)
+        acc = prims.dot_general.bind(acc, x1, dimension_numbers=dims)
+        t0 = "".join(batch) + "".join(c for c in t0 if c not in shared) + "".join(c for c in t1 if c not in shared)
+    t0, acc = sum_out(t0, acc, set(out))
+    if sorted(t0) != sorted(out):
+        raise ValueError(f"einsum: output subscripts {out!r} name labels not in the inputs")
+    return transpose(acc, [t0.index(c) for c in out])

@@ -1,0 +1,398 @@
+"""Indexing of kiln arrays: x[...] (basic and advanced), x.at[...] functional updates, take,
+take_along_axis, sort and argsort.
+
+Out-of-range indices (JAX's rules): a concrete index (Python int, numpy array)
+out of range raises IndexError as in numpy. A traced index is only known when
+the program runs, so it cannot raise: negative values wrap once (as in numpy),
+and reads clamp the result into range (x[i] reads the nearest valid element),
+while `x.at[i].set/add/...` drops updates whose index is out of range.
+
+A boolean mask index needs a concrete (numpy) mask, since the result's shape
+depends on how many elements are True; for a traced mask use
+`knp.where(mask, x, fill)`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core import dtypes
+from ..core.trace import Tracer
+from ..lax import prims
+from ..lax import structural_prims as sp
+from ._base import asarray, aval, convert, normalize_axes
+from .shape import reshape, transpose
+
+
+class IndexingError(IndexError, TypeError):
+    """An index kiln cannot apply (traced boolean masks, bad types)."""
+
+
+def _is_int_scalar(k) -> bool:
+    if isinstance(k, (bool, np.bool_)):
+        return False
+    if isinstance(k, (int, np.integer)):
+        return True
+    if isinstance(k, Tracer):
+        return k.aval.shape == () and dtypes.is_int(k.aval.dtype)
+    return isinstance(k, np.ndarray) and k.shape == () and k.dtype.kind in "iu"
+
+
+def _is_array_index(k) -> bool:
+    return isinstance(k, (list, tuple, np.ndarray, Tracer)) and not _is_int_scalar(k)
+
+
+def _normalize_key(key, ndim):
+    """A list of entries covering every dim: slices, ints, None, and index arrays (bool masks expanded)."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    entries = []
+    for k in key:
+        if isinstance(k, Tracer) and k.aval.dtype == np.bool_:
+            raise IndexingError(
+                f"indexing with a traced boolean mask ({k.aval}) is not supported: the result's shape would depend "
+                "on the mask's values. Use knp.where(mask, x, fill) to keep the shape, or a concrete numpy mask")
+        if isinstance(k, (bool, np.bool_)):
+            raise IndexingError("indexing with a Python bool is not supported; use None to add an axis")
+        if isinstance(k, (list, tuple)) or (isinstance(k, np.ndarray) and k.ndim > 0):
+            arr = np.asarray(k)
+            if arr.dtype == np.bool_:
+                entries.extend(("array", np.asarray(i, np.int64), "mask") for i in np.nonzero(arr))
+                entries.append(("maskdims", arr.ndim))
+                continue
+            if arr.size and arr.dtype.kind not in "iu":
+                raise IndexingError(f"arrays used as indices must be of integer (or boolean) type, got {arr.dtype}")
+            entries.append(("array", arr.astype(np.int64) if arr.dtype.kind not in "iu" else arr, None))
+        elif isinstance(k, Tracer):
+            if not dtypes.is_int(k.aval.dtype):
+                raise IndexingError(f"arrays used as indices must be of integer (or boolean) type, got {k.aval}")
+            entries.append(("int", k) if k.aval.shape == () else ("array", k, None))
+        elif k is None:
+            entries.append(("none",))
+        elif k is Ellipsis:
+            entries.append(("ellipsis",))
+        elif isinstance(k, slice):
+            for part in (k.start, k.stop, k.step):
+                if isinstance(part, Tracer):
+                    raise IndexingError("slice bounds must be concrete; for a traced start use "
+                                        "kiln.lax.structural_prims.dynamic_slice (or take with an iota)")
+            entries.append(("slice", k))
+        elif _is_int_scalar(k):
+            entries.append(("int", int(k)))
+        else:
+            raise IndexingError(f"unsupported index {k!r} of type {type(k).__name__}; use ints, slices, None, "
+                                "Ellipsis, integer arrays or concrete boolean masks")
+    # mask entries consume as many dims as the mask has; a ("maskdims", n) marker follows them
+    consumed = 0
+    fixed = []
+    i = 0
+    while i < len(entries):
+        e = entries[i]
+        if e[0] == "maskdims":
+            i += 1
+            continue
+        if e[0] == "array" and e[2] == "mask":
+            j = i
+            while entries[j][0] != "maskdims":
+                j += 1
+            group = entries[i:j]
+            consumed += entries[j][1]
+            fixed.extend(group)
+            i = j + 1
+            continue
+        if e[0] in ("slice", "int", "array"):
+            consumed += 1
+        fixed.append(e)
+        i += 1
+    if sum(1 for e in fixed if e[0] == "ellipsis") > 1:
+        raise IndexingError("an index can only have a single ellipsis ('...')")
+    if consumed > ndim:
+        raise IndexingError(f"too many indices for array: array is {ndim}-dimensional, but {consumed} were indexed")
+    out = []
+    for e in fixed:
+        if e[0] == "ellipsis":
+            out.extend([("slice", slice(None))] * (ndim - consumed))
+            consumed = ndim
+        else:
+            out.append(e)
+    out.extend([("slice", slice(None))] * (ndim - consumed))
+    return out
+
+
+def _wrap_traced(i, n):
+    """Negative traced indices wrap once (numpy), as int32/int64."""
+    a = aval(i)
+    if not dtypes.is_int(a.dtype):
+        raise IndexingError(f"indices must be integers, got {a}")
+    dt = np.dtype(np.int64) if a.dtype == np.int64 or a.dtype == np.uint64 else np.dtype(np.int32)
+    i = convert(i, dt) if a.dtype != dt else i
+    zero = prims.broadcast_in_dim.bind(np.zeros((), dt), shape=a.shape, broadcast_dimensions=())
+    size = prims.broadcast_in_dim.bind(np.asarray(n, dt), shape=a.shape, broadcast_dimensions=())
+    return prims.select.bind(prims.lt.bind(i, zero), prims.add.bind(i, size), i)
+
+
+def _check_concrete(idx, n, dim):
+    idx = np.asarray(idx)
+    if idx.size and (idx.min() < -n or idx.max() >= n):
+        bad = idx.min() if idx.min() < -n else idx.max()
+        raise IndexError(f"index {bad} is out of bounds for axis {dim} with size {n}")
+    return np.where(idx < 0, idx + n, idx)
+
+
+def getitem(x, key, mode="clip"):
+    """x[key] with numpy semantics; mode is how traced out-of-range indices read ('clip' or 'fill' with 0)."""
+    x = asarray(x)
+    shape = aval(x).shape
+    entries = _normalize_key(key, len(shape))
+    has_array = any(e[0] == "array" for e in entries)
+    # 1. static slices (negative steps via rev) and static ints: one slice op
+    lo, hi, st, rev_dims = [], [], [], []
+    tokens = []  # output layout: ('dim', d) kept dims, ('new',) for None, ('adv',) for advanced entries
+    drop = []  # dims removed by basic integer indexing
+    dyn = {}  # dim -> traced basic int
+    adv = []  # (dim, index) for advanced entries
+    d = 0
+    for e in entries:
+        kind = e[0]
+        if kind == "none":
+            tokens.append(("new",))
+            continue
+        n = shape[d]
+        if kind == "slice":
+            start, stop, step = e[1].indices(n)
+            if step > 0:
+                lo.append(start), hi.append(max(start, stop)), st.append(step)
+            else:
+                count = len(range(start, stop, step))
+                if count == 0:
+                    lo.append(0), hi.append(0), st.append(1)
+                else:
+                    last = start + (count - 1) * step
+                    lo.append(last), hi.append(start + 1), st.append(-step)
+                    rev_dims.append(d)
+            tokens.append(("dim", d))
+        elif kind == "int" and not has_array:
+            lo.append(0), hi.append(n), st.append(1)
+            if isinstance(e[1], Tracer):
+                dyn[d] = e[1]
+            else:
+                (i,) = _check_concrete([e[1]], n, d)
+                lo[-1], hi[-1] = int(i), int(i) + 1
+            drop.append(d)
+        else:
+            lo.append(0), hi.append(n), st.append(1)
+            adv.append((d, e[1]))
+            tokens.append(("adv",))
+        d += 1
+    if tuple(lo) != (0,) * len(shape) or tuple(hi) != shape or any(s != 1 for s in st):
+        x = sp.slice(x, lo, hi, st)
+    if rev_dims:
+        x = sp.rev(x, rev_dims)
+    cur = aval(x).shape
+    if dyn:
+        starts = [(_wrap_traced(dyn[i], cur[i]) if i in dyn else np.int32(0)) for i in range(len(cur))]
+        starts = [convert(s, np.int32) if isinstance(s, Tracer) and aval(s).dtype != np.int32 else s for s in starts]
+        sizes = [1 if i in dyn else n for i, n in enumerate(cur)]
+        x = sp.dynamic_slice(x, starts, sizes)
+    if drop:
+        x = reshape(x, tuple(n for i, n in enumerate(aval(x).shape) if i not in drop))
+    if not adv:
+        final = []
+        kept = iter(aval(x).shape)
+        for t in tokens:
+            final.append(1 if t[0] == "new" else next(kept))
+        return reshape(x, tuple(final))
+    return _advanced(x, shape, tokens, adv, mode)
+
+
+def _advanced(x, shape, tokens, adv, mode):
+    """Gather for the advanced (integer array) entries; tokens give where every output dim goes."""
+    from .elementwise import _full  # noqa: F401
+    from ._base import broadcast_shapes, broadcast_to
+
+    idx = []
+    for dim, i in adv:
+        n = shape[dim]
+        if isinstance(i, Tracer):
+            idx.append(_wrap_traced(i, n))
+        else:
+            idx.append(_check_concrete(i, n, dim).astype(np.int64 if n > 2**31 - 1 else np.int32))
+    bshape = broadcast_shapes(*[aval(i).shape for i in idx], where="indexing")
+    dt = np.dtype(np.int64) if any(aval(i).dtype == np.int64 for i in idx) else np.dtype(np.int32)
+    cols = [reshape(broadcast_to(convert(i, dt), bshape), bshape + (1,)) for i in idx]
+    indices = cols[0] if len(cols) == 1 else sp.concatenate(cols, len(bshape))
+    axes = tuple(dim for dim, _ in adv)
+    out = sp.gather(x, indices, axes, mode)
+    nb = len(bshape)
+    # out: bshape + kept dims in order. Place the broadcast block where numpy puts it.
+    adv_pos = [k for k, t in enumerate(tokens) if t[0] == "adv"]
+    adjacent = adv_pos == list(range(adv_pos[0], adv_pos[0] + len(adv_pos)))
+    layout = []  # the final order as ('b', j) / ('k', j) / ('new',)
+    kept_count = 0
+    placed = False
+    if not adjacent:
+        layout.extend(("b", j) for j in range(nb))
+        placed = True
+    for t in tokens:
+        if t[0] == "adv":
+            if not placed:
+                layout.extend(("b", j) for j in range(nb))
+                placed = True
+        elif t[0] == "dim":
+            layout.append(("k", kept_count))
+            kept_count += 1
+        else:
+            layout.append(("new",))
+    perm = [j if kind == "b" else nb + j for kind, j in (e for e in layout if e[0] != "new")]
+    out = transpose(out, perm)
+    dims = iter(aval(out).shape)
+    return reshape(out, tuple(1 if e[0] == "new" else next(dims) for e in layout))
+
+
+def setitem_error(self, key, value):
+    raise TypeError("kiln arrays are immutable: x[idx] = v is not supported; use x = x.at[idx].set(v)")
+
+
+class _IndexUpdateHelper:
+    __slots__ = ("array",)
+
+    def __init__(self, array):
+        self.array = array
+
+    def __getitem__(self, key):
+        return _IndexUpdateRef(self.array, key)
+
+    def __repr__(self):
+        return f"_IndexUpdateHelper({self.array!r})"
+
+
+class _IndexUpdateRef:
+    """x.at[key]: set / add / multiply / min / max / get, each returning a new array."""
+
+    __slots__ = ("array", "key")
+
+    def __init__(self, array, key):
+        self.array = array
+        self.key = key
+
+    def get(self, mode=None):
+        return getitem(self.array, self.key, "fill" if mode == "fill" else "clip")
+
+    def set(self, values):
+        return _scatter(self.array, self.key, values, "set")
+
+    def add(self, values):
+        return _scatter(self.array, self.key, values, "add")
+
+    def multiply(self, values):
+        return _scatter(self.array, self.key, values, "mul")
+
+    mul = multiply
+
+    def min(self, values):
+        return _scatter(self.array, self.key, values, "min")
+
+    def max(self, values):
+        return _scatter(self.array, self.key, values, "max")
+
+
+def _scatter(x, key, values, update):
+    """Scatter over the flattened array at the flat positions that x[key] reads (out-of-range traced
+    indices give position -1, which the scatter drops)."""
+    from ._base import broadcast_to
+
+    x = asarray(x)
+    xa = aval(x)
+    dt = np.dtype(np.int64) if xa.size >= 2**31 - 1 else np.dtype(np.int32)
+    flat_ids = prims.iota.bind(shape=(xa.size,), dimension=0, dtype=dt)
+    one = prims.broadcast_in_dim.bind(np.ones((), dt), shape=(xa.size,), broadcast_dimensions=())
+    ids = reshape(prims.add.bind(flat_ids, one), xa.shape)
+    pos = getitem(ids, key, mode="fill")
+    pa = aval(pos)
+    pos = prims.sub.bind(pos, prims.broadcast_in_dim.bind(np.ones((), dt), shape=pa.shape, broadcast_dimensions=()))
+    v = asarray(values)
+    if aval(v).dtype != xa.dtype:
+        v = convert(v, xa.dtype)
+    v = broadcast_to(v, pa.shape)
+    flat = reshape(x, (xa.size,))
+    out = sp.scatter(flat, reshape(pos, (pa.size, 1)), reshape(v, (pa.size,)), (0,), update, "drop")
+    return reshape(out, xa.shape)
+
+
+def take(a, indices, axis=None, mode=None):
+    """numpy.take; mode None/'clip' clamp traced indices (concrete ones out of range raise unless
+    mode='clip'), mode='wrap' wraps them."""
+    x = asarray(a)
+    if axis is None:
+        x, axis = reshape(x, (-1,)), 0
+    nd = aval(x).ndim
+    (ax,) = normalize_axes(axis, nd, "take")
+    n = aval(x).shape[ax]
+    if mode not in (None, "raise", "clip", "wrap", "fill"):
+        raise ValueError(f"take: mode must be 'raise', 'clip', 'wrap' or 'fill', got {mode!r}")
+    idx = indices if isinstance(indices, Tracer) else np.asarray(indices)
+    if mode == "wrap":
+        from .elementwise import remainder
+
+        idx = remainder(idx, n) if isinstance(idx, Tracer) else np.mod(idx, n)
+    elif mode == "clip" and not isinstance(idx, Tracer):
+        idx = np.clip(idx, 0, max(n - 1, 0))
+    key = (slice(None),) * ax + (idx,)
+    return getitem(x, key, "fill" if mode == "fill" else "clip")
+
+
+def take_along_axis(arr, indices, axis):
+    """numpy.take_along_axis (index and array broadcast over the other axes)."""
+    from ._base import broadcast_to
+
+    x = asarray(arr)
+    if axis is None:
+        x, axis = reshape(x, (-1,)), 0
+    nd = aval(x).ndim
+    (ax,) = normalize_axes(axis, nd, "take_along_axis")
+    idx = indices if isinstance(indices, Tracer) else np.asarray(indices)
+    ia = aval(idx)
+    if ia.ndim != nd:
+        raise ValueError(f"take_along_axis: `indices` and `arr` must have the same number of dimensions ({ia.ndim} vs {nd})")
+    if not dtypes.is_int(ia.dtype):
+        raise IndexingError(f"take_along_axis: indices must be integers, got {ia.dtype}")
+    n = aval(x).shape[ax]
+    if isinstance(idx, Tracer):
+        idx = _wrap_traced(idx, n)
+    else:
+        idx = _check_concrete(idx, n, ax).astype(np.int32)
+    shape = tuple(max(a, b) if i != ax else None for i, (a, b) in enumerate(zip(aval(x).shape, aval(idx).shape)))
+    xs = tuple(aval(x).shape[ax] if i == ax else d for i, d in enumerate(shape))
+    iss = tuple(aval(idx).shape[ax] if i == ax else d for i, d in enumerate(shape))
+    x = broadcast_to(x, xs)
+    idx = broadcast_to(idx, iss)
+    if aval(idx).size == 0:
+        from .creation import zeros
+
+        return zeros(iss, aval(x).dtype)
+    return sp.take_along(x, idx, ax)
+
+
+def _sort_parts(a, axis):
+    x = asarray(a)
+    if axis is None:
+        x, axis = reshape(x, (-1,)), 0
+    nd = aval(x).ndim
+    if nd == 0:
+        raise ValueError("sort: axis out of bounds for a 0-d array (use axis=None)")
+    (ax,) = normalize_axes(axis, nd, "sort")
+    iota = prims.iota.bind(shape=aval(x).shape, dimension=ax, dtype=np.dtype(np.int64))
+    return sp.sort([x, iota], ax, 2)
+
+
+def sort(a, axis=-1, kind=None, order=None, stable=None):
+    """numpy.sort (stable; NaN sort last)."""
+    if order is not None:
+        raise ValueError("sort: `order` (structured arrays) is not supported")
+    return _sort_parts(a, axis)[0]
+
+
+def argsort(a, axis=-1, kind=None, order=None, stable=None):
+    """numpy.argsort (stable; int64 indices)."""
+    if order is not None:
+        raise ValueError("argsort: `order` (structured arrays) is not supported")
+    return _sort_parts(a, axis)[1]
