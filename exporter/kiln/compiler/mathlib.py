@@ -21,7 +21,7 @@ from typing import Callable
 from llvmlite import ir
 
 from .codegen.intrinsics import call_binary, call_unary
-from .codegen.types import F32, F64, I32, I64, int_const
+from .codegen.types import F32, F64, I1, I32, I64, int_const
 
 
 class _Math:
@@ -230,6 +230,580 @@ _IMPLS: dict[str, tuple[int, Callable]] = {
     "sqrt": (1, _sqrt),
     "pow": (2, _pow),
 }
+
+
+# 2/pi in 24-bit chunks: 2/pi = sum(c_j * 2**(-24*(j+1))).
+_TWO_OVER_PI_24 = [10680707, 7228996, 1387004, 2578385, 16069853, 12639074, 9804092, 4427841, 16666979, 11263675, 12935607, 2387514, 4345298, 14681673, 3074569, 13734428, 16653803, 1880361, 10960616, 8533493, 3062596, 8710556, 7349940, 6258241, 3772886, 3769171, 3798172, 8675211, 12450088, 3874808, 9961438, 366607, 15675153, 9132554, 7151469, 3571407, 2607881, 12013382, 4155038, 6285869, 7677882, 13102053, 15825725, 473591, 9065106, 15363067, 6271263, 9264392, 5636912, 4652155]
+
+# erfc(x)*exp(x*x) on [lo, hi) as a polynomial in (x - center) (Chebyshev interpolation, degree 22).
+_ERFCX_PIECES = [
+    (1.0, 2.0, 1.5, [
+        0.3215854164543175, -0.16362291773256007, 0.0761510398554774, -0.03293090529956264,
+        0.013377340953066719, -0.005145957547985026, 0.001886134877029727, -0.0006619300664115511,
+        0.00022330994435309904, -7.265892219602478e-05, 2.2864312211836933e-05, -6.974991613473901e-06,
+        2.066970798241859e-06, -5.960823796318859e-07, 1.6754960762492952e-07, -4.5967674741400005e-08,
+        1.2324739302855718e-08, -3.2332508239131285e-09, 8.306365252118776e-10, -2.0850645581989275e-10,
+        5.1528943054333397e-11, -1.3589015941169778e-11, 3.230668242250349e-12,
+    ]),
+    (2.0, 3.5, 2.75, [
+        0.1936620962790687, -0.06323763756063484, 0.019758592987322864, -0.005934337896997976,
+        0.0017195818852892143, -0.000482195084981055, 0.0001311818005304378, -3.469860957781248e-05,
+        8.940156047861537e-06, -2.2473734325121738e-06, 5.519758217089632e-07, -1.326254403317518e-07,
+        3.1209310016225536e-08, -7.199975880024481e-09, 1.6299113943096823e-09, -3.6236005680834034e-10,
+        7.917629218379661e-11, -1.7019804351111807e-11, 3.5993861456072552e-12, -7.433034461222809e-13,
+        1.5258190931576908e-13, -3.533079671122862e-14, 7.023979973210966e-15,
+    ]),
+    (3.5, 6.0, 4.75, [
+        0.11630270721024731, -0.02350344859816315, 0.00466132636897234, -0.0009080988970296905,
+        0.000173928304040655, -3.277578113463199e-05, 6.081114550384831e-06, -1.1115677200846998e-06,
+        2.0029196999274442e-07, -3.559574725797621e-08, 6.242434113591605e-09, -1.0807609245924076e-09,
+        1.848032643692948e-10, -3.122241271217265e-11, 5.213862435713925e-12, -8.608309029346642e-13,
+        1.4058164751006972e-13, -2.2745817836350906e-14, 3.636844192893255e-15, -5.615208262625507e-16,
+        8.809478187496013e-17, -1.73037535739829e-17, 2.6509339629864135e-18,
+    ]),
+]
+
+
+# ---------------------------------------------------------------------------
+# Functions added with the elementwise math surface. f32 versions run the f64
+# algorithm and round once (`_widened`), which keeps them within 1 ulp; f64
+# versions follow fdlibm's algorithms, written branch-free with selects.
+# ---------------------------------------------------------------------------
+
+def _widened(fn):
+    """fn over f64; f32 operands are extended, computed in f64 and rounded once."""
+
+    def impl(m: _Math, *args):
+        if m.ty == F32:
+            wide = _Math(m.b, F64)
+            return m.b.fptrunc(fn(wide, *[m.b.fpext(a, F64) for a in args]), F32)
+        return fn(m, *args)
+
+    impl.__name__ = fn.__name__
+    return impl
+
+
+def _ge(m, a, b):
+    return m.b.fcmp_ordered(">=", a, b)
+
+
+def _le(m, a, b):
+    return m.b.fcmp_ordered("<=", a, b)
+
+
+def _clamp(m, x, lo, hi):
+    x = m.sel(m.gt(x, m.c(hi)), m.c(hi), x)
+    x = m.sel(m.lt(x, m.c(lo)), m.c(lo), x)
+    return m.sel(m.isnan(x), m.c(0.0), x)
+
+
+_INV_FACT = [1.0 / math.factorial(k) for k in range(20)]
+
+
+def _exp_poly(m, r):
+    """exp(r) for |r| <= ln2/2 in f64 (Taylor to degree 13)."""
+    return m.horner(r, [1.0 / math.factorial(k) for k in range(13, -1, -1)])
+
+
+def _scale_pow2(m, y, n_i):
+    """y * 2**n for n in [-2100, 2100] (two factors keep each power of two in range)."""
+    n1 = m.b.ashr(n_i, m.ic(1))
+    return m.mul(m.mul(y, m.pow2i(n1)), m.pow2i(m.b.sub(n_i, n1)))
+
+
+def _exp2(m, x):
+    xs = _clamp(m, x, -1100.0, 1100.0)
+    n_f, n_i = m.round_to_int(xs)
+    r = m.mul(m.sub(xs, n_f), m.c(math.log(2.0)))
+    res = _scale_pow2(m, _exp_poly(m, r), n_i)
+    res = m.sel(m.gt(x, m.c(1024.0)), m.c(math.inf), res)
+    res = m.sel(m.lt(x, m.c(-1080.0)), m.c(0.0), res)
+    return m.sel(m.isnan(x), x, res)
+
+
+_LN2_HI, _LN2_LO = 6.93147180369123816490e-01, 1.90821492927058770002e-10
+
+
+def _expm1(m, x):
+    xs = _clamp(m, x, -40.0, 40.0)
+    n_f, n_i = m.round_to_int(m.mul(xs, m.c(1.0 / math.log(2.0))))
+    r = m.sub(m.sub(xs, m.mul(n_f, m.c(_LN2_HI))), m.mul(n_f, m.c(_LN2_LO)))
+    p = m.add(r, m.mul(m.mul(r, r), m.horner(r, _INV_FACT[14:1:-1])))
+    scale = m.pow2i(n_i)
+    res = m.add(m.mul(scale, p), m.sub(scale, m.c(1.0)))
+    res = m.sel(m.gt(x, m.c(40.0)), _exp(m, x), res)
+    res = m.sel(m.lt(x, m.c(-40.0)), m.c(-1.0), res)
+    res = m.sel(m.eq(x, m.c(0.0)), x, res)
+    return m.sel(m.isnan(x), x, res)
+
+
+def _log1p(m, x):
+    u = m.add(m.c(1.0), x)
+    d = m.sub(u, m.c(1.0))
+    res = m.mul(_log(m, u), m.div(x, d))
+    res = m.sel(m.eq(d, m.c(0.0)), x, res)
+    res = m.sel(m.eq(x, m.c(math.inf)), x, res)
+    res = m.sel(m.eq(x, m.c(-1.0)), m.c(-math.inf), res)
+    res = m.sel(m.lt(x, m.c(-1.0)), m.c(math.nan), res)
+    return m.sel(m.isnan(x), x, res)
+
+
+def _log_parts(m, x):
+    """(log(1+f), e) with log(x) = e*ln2 + log(1+f), for finite x > 0 (f64, fdlibm's kernel)."""
+    f, ef = _split_exponent(m, x)
+    hfsq = m.mul(m.mul(f, f), m.c(0.5))
+    s = m.div(f, m.add(f, m.c(2.0)))
+    z = m.mul(s, s)
+    w = m.mul(z, z)
+    t1 = m.mul(w, m.horner(w, [1.531383769920937332e-01, 2.222219843214978396e-01, 3.999999999940941908e-01]))
+    t2 = m.mul(z, m.horner(w, [1.479819860511658591e-01, 1.818357216161805012e-01, 2.857142874366239149e-01,
+                               6.666666666666735130e-01]))
+    l1p = m.sub(f, m.sub(hfsq, m.mul(s, m.add(hfsq, m.add(t2, t1)))))
+    return l1p, ef
+
+
+def _log_specials(m, x, r):
+    r = m.sel(m.eq(x, m.c(math.inf)), x, r)
+    r = m.sel(m.eq(x, m.c(0.0)), m.c(-math.inf), r)
+    r = m.sel(m.lt(x, m.c(0.0)), m.c(math.nan), r)
+    return m.sel(m.isnan(x), x, r)
+
+
+def _log2(m, x):
+    l1p, ef = _log_parts(m, x)
+    r = m.add(m.add(m.mul(l1p, m.c(1.67517131648865118353e-10)), m.mul(l1p, m.c(1.44269504072144627571e+00))), ef)
+    return _log_specials(m, x, r)
+
+
+def _log10(m, x):
+    l1p, ef = _log_parts(m, x)
+    lo = m.add(m.mul(ef, m.c(3.69423907715893078616e-13)), m.mul(l1p, m.c(4.34294481903251816668e-01)))
+    return _log_specials(m, x, m.add(m.mul(ef, m.c(3.01029995663611771306e-01)), lo))
+
+
+# --- trigonometric functions -------------------------------------------------
+
+_PIO2_HI, _PIO2_LO = 1.57079632679489655800e+00, 6.12323399573676603587e-17
+
+
+def _two_over_pi_table(module) -> ir.GlobalVariable:
+    name = "kiln.math.two_over_pi_24"
+    table = module.globals.get(name)
+    if table is None:
+        ty = ir.ArrayType(I32, len(_TWO_OVER_PI_24))
+        table = ir.GlobalVariable(module, ty, name=name)
+        table.initializer = ir.Constant(ty, _TWO_OVER_PI_24)
+        table.global_constant = True
+        table.linkage = "internal"
+    return table
+
+
+def _round_at(m, v, quantum):
+    """v rounded to a multiple of `quantum` (a power of two), for |v| < 2**51 * quantum."""
+    magic = m.c(1.5 * 2.0**52 * quantum)
+    return m.sub(m.add(v, magic), magic)
+
+
+def _floor_small(m, v):
+    r = _round_at(m, v, 1.0)
+    return m.sel(m.gt(r, v), m.sub(r, m.c(1.0)), r)
+
+
+def _reduce_pio2(m, x, narrow: bool):
+    """(n mod 4 as i64, r) with x = n*pi/2 + r, |r| <= pi/4, for finite x (f64 arithmetic).
+
+    Payne-Hanek reduction without branches: |x| = mant * 2**e with an integer
+    mantissa (split in 26 + 27 bits, or 24 bits when `narrow`: an f32 input),
+    multiplied by the 24-bit chunks of 2/pi that matter for this exponent
+    (read from a table). Each product is exact; its value mod 4 is split into
+    parts at 2**-46 and 2**-94 whose sums are exact, so that the fraction
+    keeps full precision even when x is very close to a multiple of pi/2.
+    """
+    b = m.b
+    table = _two_over_pi_table(b.module)
+    bits = m.bits(m.abs(x))
+    e = b.sub(b.lshr(bits, m.ic(52)), m.ic(1075))  # |x| = mant * 2**e, mant a 53-bit integer
+    mant = b.or_(b.and_(bits, m.ic((1 << 52) - 1)), m.ic(1 << 52))
+    if narrow:
+        parts = [(b.lshr(mant, m.ic(29)), 29)]
+    else:
+        parts = [(b.lshr(mant, m.ic(27)), 27), (b.and_(mant, m.ic((1 << 27) - 1)), 0)]
+    top_shift = parts[0][1]
+    # the first chunk whose products with the top part do not vanish mod 4 (floor division)
+    first = b.sub(b.sdiv(b.add(e, m.ic(top_shift - 2 + 24 * 100)), m.ic(24)), m.ic(101))
+    first = b.select(b.icmp_signed("<", first, m.ic(0)), m.ic(0), first)
+    count = 5 if narrow else 8
+    first = b.select(b.icmp_signed(">", first, m.ic(len(_TWO_OVER_PI_24) - count)), m.ic(len(_TWO_OVER_PI_24) - count), first)
+    hi = mid = tail = m.c(0.0)
+    for j in range(count):
+        index = b.add(first, m.ic(j))
+        ptr = b.gep(table, [ir.Constant(I32, 0), index], inbounds=True)
+        chunk = b.sitofp(b.load(ptr, typ=I32), F64)
+        for part, shift in parts:
+            # term = part * chunk * 2**(e + shift - 24*(index+1))
+            k = b.sub(b.add(e, m.ic(shift)), b.mul(b.add(index, m.ic(1)), m.ic(24)))
+            vanishes = b.icmp_signed(">=", k, m.ic(2))  # a multiple of 4
+            k_safe = b.select(b.icmp_signed("<", k, m.ic(-1000)), m.ic(-1000), b.select(vanishes, m.ic(0), k))
+            v = m.mul(m.mul(b.sitofp(part, F64), chunk), m.pow2i(k_safe))
+            v = m.sub(v, m.mul(_floor_small(m, m.mul(v, m.c(0.25))), m.c(4.0)))
+            v = m.sel(vanishes, m.c(0.0), v)
+            v_hi = _round_at(m, v, 2.0**-46)
+            rest = m.sub(v, v_hi)
+            v_mid = _round_at(m, rest, 2.0**-94)
+            hi = m.add(hi, v_hi)
+            mid = m.add(mid, v_mid)
+            tail = m.add(tail, m.sub(rest, v_mid))
+    n = _round_at(m, hi, 1.0)
+    frac = m.add(m.sub(hi, n), mid)
+    r = m.add(m.mul(frac, m.c(_PIO2_HI)), m.add(m.mul(tail, m.c(_PIO2_HI)), m.mul(frac, m.c(_PIO2_LO))))
+    n_i = b.fptosi(n, I64)
+    negative = m.lt(x, m.c(0.0))
+    r = m.sel(negative, b.fneg(r), r)
+    n_i = b.select(negative, b.sub(ir.Constant(I64, 0), n_i), n_i)
+    small = m.lt(m.abs(x), m.c(math.pi / 4))
+    return b.select(small, ir.Constant(I64, 0), b.and_(n_i, ir.Constant(I64, 3))), m.sel(small, x, r)
+
+
+def _kernel_sin(m, x):
+    z = m.mul(x, x)
+    p = m.horner(z, [1.58969099521155010221e-10, -2.50507602534068634195e-08, 2.75573137070700676789e-06,
+                     -1.98412698298579493134e-04, 8.33333333332248946124e-03, -1.66666666666666324348e-01])
+    return m.add(x, m.mul(m.mul(z, x), p))
+
+
+def _kernel_cos(m, x):
+    z = m.mul(x, x)
+    r = m.mul(z, m.horner(z, [-1.13596475577881948265e-11, 2.08757232129817482790e-09, -2.75573143513906633035e-07,
+                              2.48015872894767294178e-05, -1.38888888888741095749e-03, 4.16666666666666019037e-02]))
+    hz = m.mul(z, m.c(0.5))
+    w = m.sub(m.c(1.0), hz)
+    return m.add(w, m.add(m.sub(m.sub(m.c(1.0), w), hz), m.mul(z, r)))
+
+
+def _trig(kind: str):
+    def fn(m: _Math, x):
+        narrow = m.ty == F32
+        w = _Math(m.b, F64) if narrow else m
+        xd = m.b.fpext(x, F64) if narrow else x
+        b = w.b
+        finite = w.lt(w.abs(xd), w.c(math.inf))
+        xs = w.sel(finite, xd, w.c(0.0))
+        q, r = _reduce_pio2(w, xs, narrow)
+        s, c = _kernel_sin(w, r), _kernel_cos(w, r)
+        odd = b.trunc(q, I1)
+        swap_sign = b.icmp_unsigned(">=", q, ir.Constant(I64, 2))
+        if kind == "sin":
+            res = w.sel(odd, c, s)
+            res = w.sel(swap_sign, b.fneg(res), res)
+        elif kind == "cos":
+            res = w.sel(odd, s, c)
+            flip = b.xor(swap_sign, odd)
+            res = w.sel(flip, b.fneg(res), res)
+        else:
+            res = w.sel(odd, b.fneg(w.div(c, s)), w.div(s, c))
+        res = w.sel(finite, res, w.c(math.nan))
+        res = w.sel(w.isnan(xd), xd, res)
+        return m.b.fptrunc(res, F32) if narrow else res
+
+    fn.__name__ = f"_{kind}"
+    return fn
+
+
+# --- inverse trigonometric functions (fdlibm) -----------------------------------
+
+_PIO4_HI = 7.85398163397448278999e-01
+
+
+def _asin_r(m, z):
+    p = m.mul(z, m.horner(z, [3.47933107596021167570e-05, 7.91534994289814532176e-04, -4.00555345006794114027e-02,
+                              2.01212532134862925881e-01, -3.25565818622400915405e-01, 1.66666666666666657415e-01]))
+    q = m.horner(z, [7.70381505559019352791e-02, -6.88283971605453293030e-01, 2.02094576023350569471e+00,
+                     -2.40339491173441421878e+00, 1.0])
+    return m.div(p, q)
+
+
+def _high_word(m, s):
+    """s with its low 32 bits cleared."""
+    return m.from_bits(m.b.and_(m.bits(s), m.ic(-(1 << 32))))
+
+
+def _asin(m, x):
+    ax = m.abs(x)
+    small = m.add(x, m.mul(x, _asin_r(m, m.mul(x, x))))
+    z = m.mul(m.sub(m.c(1.0), ax), m.c(0.5))
+    s = call_unary(m.b, "sqrt", z)
+    r = _asin_r(m, z)
+    near_one = m.sub(m.c(_PIO2_HI), m.sub(m.mul(m.c(2.0), m.add(s, m.mul(s, r))), m.c(_PIO2_LO)))
+    w = _high_word(m, s)
+    c = m.div(m.sub(z, m.mul(w, w)), m.add(s, w))
+    p = m.sub(m.mul(m.mul(m.c(2.0), s), r), m.sub(m.c(_PIO2_LO), m.mul(m.c(2.0), c)))
+    q = m.sub(m.c(_PIO4_HI), m.mul(m.c(2.0), w))
+    middle = m.sub(m.c(_PIO4_HI), m.sub(p, q))
+    big = m.sel(_ge(m, ax, m.c(0.975)), near_one, middle)
+    res = m.sel(m.lt(ax, m.c(0.5)), small, m.copysign(big, x))
+    res = m.sel(m.gt(ax, m.c(1.0)), m.c(math.nan), res)
+    return m.sel(m.isnan(x), x, res)
+
+
+def _acos(m, x):
+    ax = m.abs(x)
+    small = m.sub(m.c(_PIO2_HI), m.sub(x, m.sub(m.c(_PIO2_LO), m.mul(x, _asin_r(m, m.mul(x, x))))))
+    z = m.mul(m.sub(m.c(1.0), ax), m.c(0.5))
+    s = call_unary(m.b, "sqrt", z)
+    r = _asin_r(m, z)
+    w = m.sub(m.mul(r, s), m.c(_PIO2_LO))
+    negative = m.sub(m.c(math.pi), m.mul(m.c(2.0), m.add(s, w)))
+    df = _high_word(m, s)
+    c = m.div(m.sub(z, m.mul(df, df)), m.add(s, df))
+    positive = m.mul(m.c(2.0), m.add(df, m.add(m.mul(r, s), c)))
+    res = m.sel(m.lt(ax, m.c(0.5)), small, m.sel(m.lt(x, m.c(0.0)), negative, positive))
+    res = m.sel(m.gt(ax, m.c(1.0)), m.c(math.nan), res)
+    return m.sel(m.isnan(x), x, res)
+
+
+_ATAN_HI = [4.63647609000806093515e-01, 7.85398163397448278999e-01, 9.82793723247329054082e-01, 1.57079632679489655800e+00]
+_ATAN_LO = [2.26987774529616870924e-17, 3.06161699786838301793e-17, 1.39033110312309984516e-17, 6.12323399573676603587e-17]
+_AT = [3.33333333333329318027e-01, -1.99999999998764832476e-01, 1.42857142725034663711e-01, -1.11111104054623557880e-01,
+       9.09088713343650656196e-02, -7.69187620504482999495e-02, 6.66107313738753120669e-02, -5.83357013379057348645e-02,
+       4.97687799461593236017e-02, -3.65315727442169155270e-02, 1.62858201153657823623e-02]
+
+
+def _atan(m, x):
+    """fdlibm's atan: reduction to |t| < 7/16 around atan(0.5), atan(1), atan(1.5), atan(inf)."""
+    ax = m.abs(x)
+    one = m.c(1.0)
+    t0 = m.div(m.sub(m.mul(m.c(2.0), ax), one), m.add(m.c(2.0), ax))
+    t1 = m.div(m.sub(ax, one), m.add(ax, one))
+    t2 = m.div(m.sub(ax, m.c(1.5)), m.add(one, m.mul(m.c(1.5), ax)))
+    t3 = m.div(m.c(-1.0), m.sel(m.eq(ax, m.c(0.0)), one, ax))
+    bands = [m.lt(ax, m.c(11.0 / 16)), m.lt(ax, m.c(19.0 / 16)), m.lt(ax, m.c(39.0 / 16))]
+    t = m.sel(bands[0], t0, m.sel(bands[1], t1, m.sel(bands[2], t2, t3)))
+    hi = m.sel(bands[0], m.c(_ATAN_HI[0]), m.sel(bands[1], m.c(_ATAN_HI[1]), m.sel(bands[2], m.c(_ATAN_HI[2]), m.c(_ATAN_HI[3]))))
+    lo = m.sel(bands[0], m.c(_ATAN_LO[0]), m.sel(bands[1], m.c(_ATAN_LO[1]), m.sel(bands[2], m.c(_ATAN_LO[2]), m.c(_ATAN_LO[3]))))
+    z = m.mul(t, t)
+    w = m.mul(z, z)
+    s1 = m.mul(z, m.horner(w, _AT[10::-2]))
+    s2 = m.mul(w, m.horner(w, _AT[9::-2]))
+    poly = m.mul(t, m.add(s1, s2))
+    reduced = m.sub(hi, m.sub(m.sub(poly, lo), t))
+    direct = m.sub(ax, m.mul(ax, m.add(s1, s2)))
+    res = m.sel(m.lt(ax, m.c(7.0 / 16)), direct, reduced)
+    res = m.sel(m.gt(ax, m.c(2.0**66)), m.c(_PIO2_HI), res)
+    res = m.copysign(res, x)
+    return m.sel(m.isnan(x), x, res)
+
+
+def _atan2(m, y, x):
+    b = m.b
+    ax, ay = m.abs(x), m.abs(y)
+    ratio = m.div(ay, ax)
+    a = _atan(m, ratio)
+    a = m.sel(m.gt(ratio, m.c(2.0**66)), m.c(_PIO2_HI), a)
+    both_inf = b.and_(m.eq(ax, m.c(math.inf)), m.eq(ay, m.c(math.inf)))
+    a = m.sel(both_inf, m.c(math.pi / 4), a)
+    a = m.sel(b.and_(m.eq(ax, m.c(0.0)), m.eq(ay, m.c(0.0))), m.c(0.0), a)
+    x_negative = b.icmp_signed("<", m.bits(x), m.ic(0))  # -0.0 counts as negative, as in C's atan2
+    a = m.sel(x_negative, m.sub(m.c(math.pi), m.sub(a, m.c(1.2246467991473532e-16))), a)
+    res = m.copysign(a, y)
+    return m.sel(b.or_(m.isnan(x), m.isnan(y)), m.add(x, y), res)
+
+
+# --- hyperbolic functions --------------------------------------------------------
+
+def _sinh(m, x):
+    ax = m.abs(x)
+    em = _expm1(m, ax)
+    small = m.mul(m.c(0.5), m.add(em, m.div(em, m.add(em, m.c(1.0)))))
+    half = _exp(m, m.mul(ax, m.c(0.5)))
+    large = m.mul(m.mul(half, m.c(0.5)), half)
+    res = m.sel(m.lt(ax, m.c(22.0)), small, large)
+    return m.sel(m.isnan(x), x, m.copysign(res, x))
+
+
+def _cosh(m, x):
+    ax = m.abs(x)
+    e = _exp(m, ax)
+    mid = m.add(m.mul(m.c(0.5), e), m.div(m.c(0.5), e))
+    em = _expm1(m, ax)
+    small = m.add(m.c(1.0), m.div(m.mul(em, em), m.mul(m.c(2.0), m.add(m.c(1.0), em))))
+    half = _exp(m, m.mul(ax, m.c(0.5)))
+    large = m.mul(m.mul(half, m.c(0.5)), half)
+    res = m.sel(m.lt(ax, m.c(0.5 * math.log(2.0))), small, m.sel(m.lt(ax, m.c(22.0)), mid, large))
+    return m.sel(m.isnan(x), x, res)
+
+
+def _asinh(m, x):
+    ax = m.abs(x)
+    one = m.c(1.0)
+    x2 = m.mul(ax, ax)
+    root = call_unary(m.b, "sqrt", m.add(x2, one))
+    big = m.add(_log(m, ax), m.c(math.log(2.0)))
+    medium = _log(m, m.add(m.mul(m.c(2.0), ax), m.div(one, m.add(root, ax))))
+    small = _log1p(m, m.add(ax, m.div(x2, m.add(one, root))))
+    res = m.sel(m.gt(ax, m.c(2.0**28)), big, m.sel(m.gt(ax, m.c(2.0)), medium, small))
+    res = m.sel(m.lt(ax, m.c(2.0**-28)), ax, res)
+    return m.sel(m.isnan(x), x, m.copysign(res, x))
+
+
+def _acosh(m, x):
+    one = m.c(1.0)
+    big = m.add(_log(m, x), m.c(math.log(2.0)))
+    root = call_unary(m.b, "sqrt", m.sub(m.mul(x, x), one))
+    medium = _log(m, m.sub(m.mul(m.c(2.0), x), m.div(one, m.add(x, root))))
+    t = m.sub(x, one)
+    small = _log1p(m, m.add(t, call_unary(m.b, "sqrt", m.add(m.mul(m.c(2.0), t), m.mul(t, t)))))
+    res = m.sel(m.gt(x, m.c(2.0**28)), big, m.sel(m.gt(x, m.c(2.0)), medium, small))
+    res = m.sel(m.lt(x, one), m.c(math.nan), res)
+    return m.sel(m.isnan(x), x, res)
+
+
+def _atanh(m, x):
+    ax = m.abs(x)
+    one = m.c(1.0)
+    two_x = m.mul(m.c(2.0), ax)
+    small = m.mul(m.c(0.5), _log1p(m, m.add(two_x, m.div(m.mul(two_x, ax), m.sub(one, ax)))))
+    large = m.mul(m.c(0.5), _log1p(m, m.div(two_x, m.sub(one, ax))))
+    res = m.sel(m.lt(ax, m.c(0.5)), small, large)
+    res = m.sel(m.eq(ax, one), m.c(math.inf), res)
+    res = m.sel(m.gt(ax, one), m.c(math.nan), m.copysign(res, x))
+    return m.sel(m.isnan(x), x, res)
+
+
+# --- erf ------------------------------------------------------------------------
+
+def _erf(m, x):
+    ax = m.abs(x)
+    z = m.mul(x, x)
+    # |x| < 1: 2/sqrt(pi) * sum (-1)^k x^(2k+1) / (k! (2k+1))
+    series = [(-1) ** k / (math.factorial(k) * (2 * k + 1)) * 2.0 / math.sqrt(math.pi) for k in range(22)]
+    small = m.mul(x, m.horner(z, series[::-1]))
+    e = _exp(m, m.b.fneg(m.mul(ax, ax)))
+    res = small
+    for lo, hi, center, coeffs in _ERFCX_PIECES:
+        erfc = m.mul(e, m.horner(m.sub(ax, m.c(center)), coeffs[::-1]))
+        piece = m.copysign(m.sub(m.c(1.0), erfc), x)
+        res = m.sel(_ge(m, ax, m.c(lo)), piece, res)
+    res = m.sel(_ge(m, ax, m.c(6.0)), m.copysign(m.c(1.0), x), res)
+    return m.sel(m.isnan(x), x, res)
+
+
+# --- rounding, remainder, rsqrt --------------------------------------------------
+
+def _rint(m, x):
+    """Round half to even (numpy.rint, numpy.round), by adding and removing 2**mantissa."""
+    big = m.c(2.0**m.mant_bits)
+    ax = m.abs(x)
+    r = m.copysign(m.sub(m.add(ax, big), big), x)
+    return m.sel(m.lt(ax, big), r, x)
+
+
+def _floor(m, x):
+    r = _rint(m, x)
+    return m.copysign(m.sel(m.gt(r, x), m.sub(r, m.c(1.0)), r), x)
+
+
+def _ceil(m, x):
+    r = _rint(m, x)
+    return m.copysign(m.sel(m.lt(r, x), m.add(r, m.c(1.0)), r), x)
+
+
+def _trunc(m, x):
+    r = _rint(m, x)
+    return m.copysign(m.sel(m.gt(m.abs(r), m.abs(x)), m.sub(m.abs(r), m.c(1.0)), m.abs(r)), x)
+
+
+def _rsqrt(m, x):
+    return m.div(m.c(1.0), call_unary(m.b, "sqrt", x))
+
+
+def _exponent(m, x):
+    """floor(log2(x)) as an integer for finite x > 0 (subnormals included)."""
+    b = m.b
+    small = m.lt(x, m.c(2.0 ** (1 - m.bias)))
+    xs = m.sel(small, m.mul(x, m.c(2.0**64)), x)
+    e = b.sub(b.lshr(m.bits(xs), m.ic(m.mant_bits)), m.ic(m.bias))
+    return b.sub(e, b.select(small, m.ic(64), m.ic(0)))
+
+
+def _two_product_error(m, a, b_, p):
+    """a*b - p exactly (Dekker), for p = fl(a*b) without overflow; splits by masking bits."""
+    mask = m.ic(-(1 << 27))
+    ah = m.from_bits(m.b.and_(m.bits(a), mask))
+    al = m.sub(a, ah)
+    bh = m.from_bits(m.b.and_(m.bits(b_), mask))
+    bl = m.sub(b_, bh)
+    return m.add(m.add(m.add(m.sub(m.mul(ah, bh), p), m.mul(ah, bl)), m.mul(al, bh)), m.mul(al, bl))
+
+
+def _fmod(m, x, y):
+    """C fmod: x - trunc(x/y)*y, exact. Reduces |x| by |y| * 2**s in rounds of at most
+    `step` quotient bits, each exact: f64 uses Dekker's exact product, f32 runs in f64."""
+    b = m.b
+    narrow = m.ty == F32
+    w = _Math(b, F64) if narrow else m
+    ax = w.abs(b.fpext(x, F64) if narrow else x)
+    ay = w.abs(b.fpext(y, F64) if narrow else y)
+    finite = b.and_(w.lt(ax, w.c(math.inf)), b.and_(w.gt(ay, w.c(0.0)), b.not_(w.isnan(ay))))
+    ax_s = w.sel(finite, ax, w.c(0.0))
+    ay_s = w.sel(finite, ay, w.c(1.0))
+    step = 28 if narrow else 50
+    span = (128 + 149) if narrow else (1024 + 1074)
+    rounds = (span + step - 1) // step + 1
+    diff = b.sub(_exponent(w, w.sel(w.gt(ax_s, w.c(0.0)), ax_s, w.c(1.0))), _exponent(w, ay_s))
+    r = ax_s
+    for i in range(rounds, -1, -1):
+        s = b.sub(diff, w.ic(step * i))
+        s = b.select(b.icmp_signed("<", s, w.ic(0)), w.ic(0), s)
+        s1 = b.select(b.icmp_signed(">", s, w.ic(1000)), w.ic(1000), s)
+        s2 = b.sub(s, s1)
+        s2b = b.select(b.icmp_signed(">", s2, w.ic(1000)), w.ic(1000), s2)
+        yk = w.mul(w.mul(w.mul(ay_s, w.pow2i(s1)), w.pow2i(s2b)), w.pow2i(b.sub(s2, s2b)))
+        q = _trunc(w, w.div(r, yk))
+        p = w.mul(q, yk)
+        if narrow:
+            r = w.sub(r, p)  # q*yk is exact: 24-bit yk times q < 2**29
+        else:
+            big = w.gt(r, w.c(2.0**900))
+            scale = w.sel(big, w.c(2.0**-200), w.c(1.0))
+            ys, rs = w.mul(yk, scale), w.mul(r, scale)
+            ps = w.mul(q, ys)
+            err = _two_product_error(w, q, ys, ps)
+            r = w.mul(w.sub(w.sub(rs, ps), err), w.sel(big, w.c(2.0**200), w.c(1.0)))
+        r = w.sel(w.lt(r, w.c(0.0)), w.add(r, yk), r)
+        r = w.sel(_ge(w, r, yk), w.sub(r, yk), r)
+    res = b.fptrunc(r, F32) if narrow else r
+    res = m.copysign(res, x)
+    res = m.sel(finite, res, m.c(math.nan))
+    # |x| finite, y = ±inf: x itself
+    return m.sel(b.and_(m.lt(m.abs(x), m.c(math.inf)), m.eq(m.abs(y), m.c(math.inf))), x, res)
+
+
+_IMPLS.update({
+    "exp2": (1, _widened(_exp2)),
+    "expm1": (1, _widened(_expm1)),
+    "log1p": (1, _widened(_log1p)),
+    "log2": (1, _widened(_log2)),
+    "log10": (1, _widened(_log10)),
+    "sin": (1, _trig("sin")),
+    "cos": (1, _trig("cos")),
+    "tan": (1, _trig("tan")),
+    "asin": (1, _widened(_asin)),
+    "acos": (1, _widened(_acos)),
+    "atan": (1, _widened(_atan)),
+    "atan2": (2, _widened(_atan2)),
+    "sinh": (1, _widened(_sinh)),
+    "cosh": (1, _widened(_cosh)),
+    "asinh": (1, _widened(_asinh)),
+    "acosh": (1, _widened(_acosh)),
+    "atanh": (1, _widened(_atanh)),
+    "erf": (1, _widened(_erf)),
+    "rsqrt": (1, _widened(_rsqrt)),
+    "floor": (1, _floor),
+    "ceil": (1, _ceil),
+    "trunc": (1, _trunc),
+    "round": (1, _rint),
+    "fmod": (2, _fmod),
+})
 
 
 def supported() -> list[str]:

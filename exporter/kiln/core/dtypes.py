@@ -1,7 +1,12 @@
 """The dtypes kiln supports, their short names, and numpy/JAX type promotion."""
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
+
+# bfloat16 is a storage type (computed in float32) whose numpy dtype comes from
+# ml_dtypes; numpy reports its kind as 'V', so kiln asks is_float instead.
+BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 
 # Short names shared with the module format and the command line ("f32", ...).
 _SHORT_NAMES = {
@@ -14,6 +19,7 @@ _SHORT_NAMES = {
     np.dtype(np.uint8): "u8",
     np.dtype(np.bool_): "bool",
     np.dtype(np.float16): "f16",
+    BFLOAT16: "bf16",
 }
 _FROM_SHORT = {v: k for k, v in _SHORT_NAMES.items()}
 
@@ -45,7 +51,8 @@ def from_short_name(name: str) -> np.dtype:
 
 
 def is_float(dtype) -> bool:
-    return np.dtype(dtype).kind == "f"
+    d = np.dtype(dtype)
+    return d.kind == "f" or d == BFLOAT16
 
 
 def is_int(dtype) -> bool:
@@ -57,7 +64,19 @@ def is_bool(dtype) -> bool:
 
 
 def _category(dtype) -> int:
-    return {"b": 0, "u": 1, "i": 1, "f": 2}[np.dtype(dtype).kind]
+    return 2 if is_float(dtype) else {"b": 0, "u": 1, "i": 1}[np.dtype(dtype).kind]
+
+
+def _np_result_type(*ds) -> np.dtype:
+    """np.result_type, with bfloat16 promoted as in JAX: ints and bools give bfloat16,
+    float16 gives float32, wider floats win."""
+    if BFLOAT16 not in ds:
+        return np.result_type(*ds)
+    floats = [d for d in ds if is_float(d) and d != BFLOAT16]
+    if not floats:
+        return BFLOAT16
+    wide = np.result_type(*floats)
+    return np.dtype(np.float32) if wide == np.float16 else wide
 
 
 def result_type(*operands) -> tuple[np.dtype, bool]:
@@ -70,7 +89,7 @@ def result_type(*operands) -> tuple[np.dtype, bool]:
     strong = [canonical(d) for d, weak in operands if not weak]
     weak = [canonical(d) for d, w in operands if w]
     if strong:
-        result = np.result_type(*strong)
+        result = _np_result_type(*strong)
         top = max(weak, key=_category, default=None)
         if top is not None and _category(top) > _category(result):
             result = np.dtype(np.float32) if is_float(top) else np.dtype(np.int32)

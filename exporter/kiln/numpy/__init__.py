@@ -10,6 +10,12 @@ from .elementwise import (
     abs, absolute, add, astype, divide, equal, exp, floor_divide, mod, remainder, greater, greater_equal, less, less_equal, log,
     maximum, minimum, multiply, negative, not_equal, power, sqrt, subtract, tanh, true_divide, where,
 )
+from .math import (  # noqa: E402  (float floor_divide/remainder replace the integer-only ones)
+    arccos, arccosh, arcsin, arcsinh, arctan, arctan2, arctanh, around, bitwise_and, bitwise_not, bitwise_or, bitwise_xor,
+    ceil, clip, cos, cosh, erf, exp2, expm1, float_power, floor, floor_divide, fmax, fmin, fmod, invert, isfinite, isinf,
+    isnan, left_shift, log10, log1p, log2, logical_and, logical_not, logical_or, logical_xor, mod, nan_to_num,
+    reciprocal, remainder, right_shift, rint, round, round_, rsqrt, sign, sin, sinh, square, tan, trunc,
+)
 from .linalg import diag, diagonal, dot, einsum, inner, matmul, outer, tensordot, trace, vdot
 from .reductions import (
     all, amax, amin, any, argmax, argmin, cumprod, cumsum, max, mean, min, prod, std, sum, var,

@@ -23,6 +23,19 @@ def install() -> None:
         "__eq__": ew.equal, "__ne__": ew.not_equal,
         "__neg__": ew.negative, "__pos__": lambda self: self, "__abs__": ew.absolute,
     }
+    from . import math as m
+
+    ops.update({
+        "__floordiv__": m.floor_divide, "__rfloordiv__": flip(m.floor_divide),
+        "__mod__": m.remainder, "__rmod__": flip(m.remainder),
+        "__pow__": m.power_operator, "__rpow__": flip(ew.power),
+        "__and__": m.bitwise_and, "__rand__": flip(m.bitwise_and),
+        "__or__": m.bitwise_or, "__ror__": flip(m.bitwise_or),
+        "__xor__": m.bitwise_xor, "__rxor__": flip(m.bitwise_xor),
+        "__lshift__": m.left_shift, "__rlshift__": flip(m.left_shift),
+        "__rshift__": m.right_shift, "__rrshift__": flip(m.right_shift),
+        "__invert__": m.invert,
+    })
     for name, fn in ops.items():
         setattr(Tracer, name, fn)
 

@@ -11,7 +11,30 @@ from llvmlite import ir
 from .. import mathlib
 from .half import float_to_half, half_to_float, round_to_half
 from .intrinsics import call_binary, call_unary, fp_to_int_saturating
-from .types import F32, F64, I1, DTypeInfo, info, int_const
+from .types import F32, F64, I1, I16, I32, DTypeInfo, info, int_const
+
+# Storage-only float types: loaded into float, computed in float, rounded when stored.
+_NARROW = ("f16", "bf16")
+
+
+def bf16_to_float(b: ir.IRBuilder, raw: ir.Value) -> ir.Value:
+    return b.bitcast(b.shl(b.zext(raw, I32), ir.Constant(I32, 16)), F32)
+
+
+def float_to_bf16(b: ir.IRBuilder, f: ir.Value) -> ir.Value:
+    """Round to nearest even (as ml_dtypes does); NaN stays a quiet NaN of the same sign."""
+    x = b.bitcast(f, I32)
+    odd = b.and_(b.lshr(x, ir.Constant(I32, 16)), ir.Constant(I32, 1))
+    rounded = b.lshr(b.add(b.add(x, ir.Constant(I32, 0x7FFF)), odd), ir.Constant(I32, 16))
+    quiet = b.or_(b.lshr(x, ir.Constant(I32, 16)), ir.Constant(I32, 0x40))
+    is_nan = b.fcmp_unordered("uno", f, f)
+    return b.trunc(b.select(is_nan, quiet, rounded), I16)
+
+
+def round_to_narrow(b: ir.IRBuilder, value: ir.Value, name: str) -> ir.Value:
+    if name == "f16":
+        return round_to_half(b, value)
+    return bf16_to_float(b, float_to_bf16(b, value))
 
 
 class UnsupportedPrimitive(NotImplementedError):
@@ -25,6 +48,8 @@ def load(b: ir.IRBuilder, base: ir.Value, offset: ir.Value, dtype) -> ir.Value:
         return b.icmp_unsigned("!=", raw, ir.Constant(d.storage, 0))
     if d.name == "f16":
         return half_to_float(b, raw)
+    if d.name == "bf16":
+        return bf16_to_float(b, raw)
     return raw
 
 
@@ -34,6 +59,8 @@ def store(b: ir.IRBuilder, base: ir.Value, offset: ir.Value, value: ir.Value, dt
         value = b.zext(value, d.storage)
     elif d.name == "f16":
         value = float_to_half(b, value)
+    elif d.name == "bf16":
+        value = float_to_bf16(b, value)
     b.store(value, b.gep(base, [offset], inbounds=True, source_etype=d.storage))
 
 
@@ -97,9 +124,9 @@ def convert(b: ir.IRBuilder, x: ir.Value, src, dst) -> ir.Value:
         return b.icmp_unsigned("!=", x, ir.Constant(x.type, 0))
     if t.is_float:
         if s.is_float:
-            if t.name == "f16":
+            if t.name in _NARROW:
                 narrowed = b.fptrunc(x, F32) if x.type == F64 else x
-                return round_to_half(b, narrowed)
+                return round_to_narrow(b, narrowed, t.name)
             if x.type == t.compute:
                 return x
             return b.fpext(x, t.compute) if t.compute == F64 else b.fptrunc(x, t.compute)
@@ -120,9 +147,13 @@ def emit(b: ir.IRBuilder, name: str, params: dict, args: list[ir.Value], in_dtyp
     d = info(in_dtypes[-1]) if in_dtypes else info(out_dtype)
     out = info(out_dtype)
     value = _emit(b, name, params, args, d, in_dtypes, out_dtype)
-    if out.name == "f16" and name not in ("convert", "select", "max", "min", "neg", "abs"):
-        value = round_to_half(b, value)
+    if out.name in _NARROW and name not in _EXACT_IN_NARROW:
+        value = round_to_narrow(b, value, out.name)
     return value
+
+
+# Results that are already values of the operands' narrow type (no rounding needed).
+_EXACT_IN_NARROW = ("convert", "select", "max", "min", "neg", "abs", "floor", "ceil", "trunc", "round", "sign", "clamp")
 
 
 def _emit(b, name, params, args, d: DTypeInfo, in_dtypes, out_dtype):
@@ -134,6 +165,12 @@ def _emit(b, name, params, args, d: DTypeInfo, in_dtypes, out_dtype):
         return b.select(args[0], args[1], args[2])
     if name in _COMPARISONS:
         return _compare(b, d, _COMPARISONS[name], x, y)
+    if name in _BITWISE:
+        return _bitwise(b, name, d, x, y)
+    if name == "integer_pow":
+        return _integer_pow(b, d, x, params["y"])
+    if name == "sign":
+        return _sign(b, d, x)
     if d.kind == "b":
         if name in ("add", "max"):
             return b.or_(x, y)
@@ -160,10 +197,12 @@ def _emit_float(b, name, x, y):
         return call_unary(b, "fabs", x)
     if name in ("max", "min"):
         return _float_max(b, x, y, name == "max")
-    if name in ("exp", "log", "tanh", "sqrt"):
-        return mathlib.call(b, name, x)
-    if name == "pow":
-        return mathlib.call(b, "pow", x, y)
+    if name in ("exp", "log", "tanh", "sqrt") or name in _MATH_UNARY:
+        return mathlib.call(b, _MATH_UNARY.get(name, name), x)
+    if name in ("pow", "atan2"):
+        return mathlib.call(b, name, x, y)
+    if name == "rem":
+        return mathlib.call(b, "fmod", x, y)
     raise UnsupportedPrimitive(f"no kernel code for float {name}")
 
 
@@ -186,7 +225,72 @@ def _emit_int(b, name, d: DTypeInfo, x, y):
         return b.select(b.icmp_signed("<", x, ir.Constant(x.type, 0)), b.sub(ir.Constant(x.type, 0), x), x)
     if name in ("max", "min"):
         return _int_minmax(b, d, x, y, name == "max")
+    if name in ("floor", "ceil", "trunc", "round"):
+        return x
     raise UnsupportedPrimitive(f"no kernel code for integer {name}")
+
+
+# Float primitives computed by mathlib (primitive name -> mathlib name).
+_MATH_UNARY = {name: name for name in ("exp2", "expm1", "log1p", "log2", "log10", "sin", "cos", "tan", "sinh", "cosh",
+                                       "asinh", "acosh", "atanh", "erf", "rsqrt", "floor", "ceil", "trunc", "round")}
+_MATH_UNARY.update({"asin": "asin", "acos": "acos", "atan": "atan"})
+
+_BITWISE = ("and", "or", "xor", "not", "shift_left", "shift_right")
+
+
+def _bitwise(b, name, d: DTypeInfo, x, y):
+    """Bitwise ops on integers and bools. Shifts follow numpy: a count outside [0, bits)
+    gives 0 (left, or right of a non-negative value) or -1 (right of a negative value)."""
+    if name == "and":
+        return b.and_(x, y)
+    if name == "or":
+        return b.or_(x, y)
+    if name == "xor":
+        return b.xor(x, y)
+    if name == "not":
+        return b.xor(x, ir.Constant(x.type, -1) if d.kind != "b" else ir.Constant(I1, 1))
+    zero = ir.Constant(x.type, 0)
+    in_range = b.icmp_unsigned("<", y, ir.Constant(y.type, d.bits))
+    safe = b.select(in_range, y, zero)
+    if name == "shift_left":
+        return b.select(in_range, b.shl(x, safe), zero)
+    if d.is_signed:
+        fill = b.select(b.icmp_signed("<", x, zero), ir.Constant(x.type, -1), zero)
+        return b.select(in_range, b.ashr(x, safe), fill)
+    return b.select(in_range, b.lshr(x, safe), zero)
+
+
+def _integer_pow(b, d: DTypeInfo, x, n: int):
+    """x**n by repeated squaring for a static integer n (floats: 1/x**-n for n < 0)."""
+    mul = b.fmul if d.is_float else b.mul
+    one = ir.Constant(x.type, 1.0 if d.is_float else 1)
+    result, base, k = None, x, abs(n)
+    while k:
+        if k & 1:
+            result = base if result is None else mul(result, base)
+        k >>= 1
+        if k:
+            base = mul(base, base)
+    if result is None:
+        result = one
+    if n < 0:
+        result = b.fdiv(one, result)
+    return result
+
+
+def _sign(b, d: DTypeInfo, x):
+    if d.kind == "b":
+        return x
+    zero = ir.Constant(x.type, 0.0 if d.is_float else 0)
+    one = ir.Constant(x.type, 1.0 if d.is_float else 1)
+    if d.is_float:
+        pos = b.select(b.fcmp_ordered(">", x, zero), one, zero)
+        out = b.select(b.fcmp_ordered("<", x, zero), ir.Constant(x.type, -1.0), pos)
+        return b.select(b.fcmp_unordered("uno", x, x), x, out)
+    pos = b.select(b.icmp_signed(">", x, zero) if d.is_signed else b.icmp_unsigned(">", x, zero), one, zero)
+    if not d.is_signed:
+        return pos
+    return b.select(b.icmp_signed("<", x, zero), ir.Constant(x.type, -1), pos)
 
 
 def literal(value: np.ndarray, dtype) -> ir.Constant:

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
+from ...core import dtypes
+
 F32 = ir.FloatType()
 F64 = ir.DoubleType()
 I1 = ir.IntType(1)
@@ -43,6 +45,7 @@ _INFOS = {
     np.dtype(np.float32): DTypeInfo("f32", F32, F32, "f", 4),
     np.dtype(np.float64): DTypeInfo("f64", F64, F64, "f", 8),
     np.dtype(np.float16): DTypeInfo("f16", I16, F32, "f", 2),
+    dtypes.BFLOAT16: DTypeInfo("bf16", I16, F32, "f", 2),
     np.dtype(np.int8): DTypeInfo("i8", I8, I8, "i", 1),
     np.dtype(np.int16): DTypeInfo("i16", I16, I16, "i", 2),
     np.dtype(np.int32): DTypeInfo("i32", I32, I32, "i", 4),
