@@ -155,9 +155,9 @@ def test_globals_npz_round_trip(kiln_run, modules, tmp_path):
     # globals alone (no function): dump the initial state
     run(kiln_run, m, f"--globals-out={tmp_path / 'init.npz'}")
     assert int(np.load(tmp_path / "init.npz")["counter"]) == 0
-    # a subset of globals is fine
+    # a subset of globals only with --globals-partial (the others keep their values)
     np.savez(tmp_path / "part.npz", counter=np.int64(9))
-    assert run(kiln_run, m, "--function=step",
+    assert run(kiln_run, m, "--function=step", "--globals-partial",
                f"--globals-in={tmp_path / 'part.npz'}").stdout.endswith("\n10\n")
     # our .npz is a plain stored zip that zipfile accepts
     with zipfile.ZipFile(out) as z:
@@ -212,6 +212,10 @@ ERRORS = [
     (["--function=step", "--globals-in=bad_type.npz"], ["global 'counter'", "expected i64, got i32"]),
     (["--function=step", "--globals-in=compressed.npz"], ["'counter.npy' is compressed"]),
     (["--function=step", "--globals-in=missing.npz"], ["missing.npz"]),
+    (["--function=step", "--globals-in=part.npz"],
+     ["--globals-in", "part.npz' lacks 1 of the 2 globals of module 'axpy': 'w'",
+      "--globals-partial"]),
+    (["--function=step", "--globals-partial"], ["--globals-partial needs --globals-in"]),
     (["--function=step", "--output=@no/such/dir/y.npy"], ["--output 1", "no/such/dir/y.npy"]),
     (["--bogus"], ["unknown argument '--bogus'"]),
     (["--workers=x", "--list"], ["--workers expects an integer", "got 'x'"]),
@@ -226,6 +230,7 @@ ERRORS = [
 def test_errors_are_one_line(kiln_run, modules, tmp_path, args, fragments):
     np.savez(tmp_path / "bad_name.npz", nope=np.int64(1))
     np.savez(tmp_path / "bad_type.npz", counter=np.int32(1))
+    np.savez(tmp_path / "part.npz", counter=np.int64(1))
     np.savez_compressed(tmp_path / "compressed.npz", counter=np.int64(1))
     np.save(tmp_path / "x3.npy", np.zeros(3, np.float32))
     (tmp_path / "broken.npy").write_bytes(b"\x93NUMPY\x01\x00\x10\x00{'descr': '<f4',")
@@ -336,7 +341,8 @@ def test_compiled_kernels_across_worker_counts(kiln_run, compiled_module, tmp_pa
     # state through .npz: a new bias from numpy changes the results accordingly
     np.savez(tmp_path / "state.npz", _b=np.zeros(32, np.float32))
     run(kiln_run, f"--module={path}", "--function=predict", f"--input=@{tmp_path / 'x.npy'}",
-        f"--output=@{tmp_path / 'z.npy'}", f"--globals-in={tmp_path / 'state.npz'}")
+        f"--output=@{tmp_path / 'z.npy'}", f"--globals-in={tmp_path / 'state.npz'}",
+        "--globals-partial")
     np.testing.assert_allclose(np.load(tmp_path / "z.npy"), np.tanh(x @ w), rtol=1e-5, atol=1e-5)
     # the embedding example runs it too (ones as input)
     printed = run(build / "kiln-embed-example", str(path), "predict").stdout

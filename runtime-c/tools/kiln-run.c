@@ -4,11 +4,16 @@
  *   kiln-run --module=m.vmfb --function=predict --input=8x3xf32=1 \
  *            [--input=@x.npy ...] [--output=@y.npy ...] [--workers=N]
  *            [--benchmark=N] [--globals-in=state.npz] [--globals-out=state.npz]
+ *            [--globals-partial]
  *
  * Values: SHAPExDTYPE=v1,v2,... (dims joined by 'x'; "f32=3.5" is a 0-d
  * scalar; one value broadcasts to the whole shape; no '=' gives zeros) or
  * @path.npy. Results are printed (type header, then numpy-like values) unless
  * one --output per result names a .npy file for each.
+ *
+ * --globals-in must hold every global of the module (so that resuming from a
+ * checkpoint never silently mixes saved and initial state); with
+ * --globals-partial it may hold a subset and the others keep their values.
  *
  * Every error is one line on stderr, "kiln-run: error: ...", and a non-zero
  * exit status (1 for a failure, 2 for a usage error). */
@@ -33,6 +38,7 @@ static const char* kUsage =
     "                [--input=VALUE]... [--output=@PATH.npy]...\n"
     "                [--workers=N] [--benchmark=N]\n"
     "                [--globals-in=PATH.npz] [--globals-out=PATH.npz]\n"
+    "                [--globals-partial]\n"
     "\n"
     "  --module=PATH        the .vmfb module to load\n"
     "  --list               print the module's functions (with signatures) and globals\n"
@@ -44,8 +50,11 @@ static const char* kUsage =
     "                       printing it\n"
     "  --workers=N          worker threads (0, the default: one per core; 1: none)\n"
     "  --benchmark=N        call the function N times; print mean and min per call\n"
-    "  --globals-in=PATH    set globals from a .npz (numpy.savez) before calling\n"
+    "  --globals-in=PATH    set globals from a .npz (numpy.savez) before calling;\n"
+    "                       it must hold every global of the module\n"
     "  --globals-out=PATH   save every global to a .npz after calling\n"
+    "  --globals-partial    let --globals-in hold a subset of the globals (the\n"
+    "                       others keep their initial values)\n"
     "\n"
     "dtypes: f32 f64 f16 bf16 i8 i16 i32 i64 u8 bool\n";
 
@@ -81,6 +90,7 @@ typedef struct {
   const char* globals_in;
   const char* globals_out;
   int list;
+  int globals_partial;
 } options_t;
 
 static int parse_count(const char* flag, const char* text, long min, long max,
@@ -119,6 +129,10 @@ static int parse_options(int argc, char** argv, options_t* o) {
     }
     if (!strcmp(arg, "--list")) {
       o->list = 1;
+      continue;
+    }
+    if (!strcmp(arg, "--globals-partial")) {
+      o->globals_partial = 1;
       continue;
     }
     const char* flag = NULL;
@@ -170,6 +184,10 @@ static int parse_options(int argc, char** argv, options_t* o) {
   }
   if (!o->function && !o->list && !o->globals_in && !o->globals_out) {
     error_line("nothing to do: give --function=NAME or --list; see kiln-run --help");
+    return EXIT_USAGE;
+  }
+  if (o->globals_partial && !o->globals_in) {
+    error_line("--globals-partial needs --globals-in=PATH.npz");
     return EXIT_USAGE;
   }
   if (!o->function && (o->input_count || o->output_count || o->benchmark)) {
@@ -289,11 +307,43 @@ static int find_global(const kiln_module_t* module, const char* name,
   return 0;
 }
 
+/* NULL when every global of the module has an entry in the archive, else a
+ * NOT_FOUND status naming the missing globals. */
+static kiln_status_t check_all_globals_present(const kiln_module_t* module,
+                                               const kiln_npz_t* npz, const char* path) {
+  char missing[1024];
+  size_t used = 0, count = 0, total = kiln_module_global_count(module);
+  missing[0] = '\0';
+  for (size_t i = 0; i < total; ++i) {
+    kiln_value_info_t info;
+    kiln_status_t s = kiln_module_global_info(module, i, &info);
+    if (s) return s;
+    int found = 0;
+    for (size_t e = 0; e < npz->count && !found; ++e) {
+      found = !strcmp(npz->entries[e].name, info.name);
+    }
+    if (found) continue;
+    if (count++ < 8 && used < sizeof(missing)) {
+      int n = snprintf(missing + used, sizeof(missing) - used, "%s'%s'", used ? ", " : "",
+                       info.name);
+      if (n > 0) used += (size_t)n;
+    }
+  }
+  if (!count) return NULL;
+  return kiln_make_status(KILN_NOT_FOUND,
+                          "--globals-in '%s' lacks %zu of the %zu globals of module "
+                          "'%s': %s%s (give every global, or add --globals-partial to "
+                          "keep the others' values)",
+                          path, count, total, kiln_module_name(module), missing,
+                          count > 8 ? ", ..." : "");
+}
+
 static kiln_status_t load_globals(kiln_context_t* context, const kiln_module_t* module,
-                                  const char* path) {
+                                  const char* path, int partial) {
   kiln_npz_t npz;
   kiln_status_t s = kiln_npz_read_file(path, &npz);
   if (s) return kiln_status_annotate(s, "--globals-in");
+  /* Check every entry (names, types) and completeness before setting any. */
   for (size_t i = 0; i < npz.count && !s; ++i) {
     kiln_value_info_t info;
     const char* name = npz.entries[i].name;
@@ -314,7 +364,10 @@ static kiln_status_t load_globals(kiln_context_t* context, const kiln_module_t* 
                            name, expected, got);
       break;
     }
-    s = kiln_context_set_global(context, name, value);
+  }
+  if (!s && !partial) s = check_all_globals_present(module, &npz, path);
+  for (size_t i = 0; i < npz.count && !s; ++i) {
+    s = kiln_context_set_global(context, npz.entries[i].name, npz.entries[i].value);
     if (s) s = kiln_status_annotate(s, "--globals-in '%s'", path);
   }
   kiln_npz_free(&npz);
@@ -520,7 +573,8 @@ int main(int argc, char** argv) {
   }
   if (o.function || o.globals_in || o.globals_out) {
     s = kiln_context_create(st.module, &st.context);
-    if (!s && o.globals_in) s = load_globals(st.context, st.module, o.globals_in);
+    if (!s && o.globals_in) s = load_globals(st.context, st.module, o.globals_in,
+                                                 o.globals_partial);
     if (s) {
       rc = fail_status(s);
       goto done;
