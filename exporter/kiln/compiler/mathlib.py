@@ -199,10 +199,18 @@ def _is_odd_integer(m: _Math, y):
 
 
 def _pow_core(m: _Math, x, y):
-    """x**y by exp(y*log|x|) with C99 special cases, in m's float type."""
+    """x**y with C99 special cases (f64: fdlibm's algorithm; f32 operands arrive widened to f64)."""
     b = m.b
     ax = m.abs(x)
-    r = _exp(m, m.mul(y, _log(m, ax)))
+    if m.ty == F64:
+        r = _pow_positive_f64(m, ax, y)
+        finite_y = m.lt(m.abs(y), m.c(math.inf))
+        regular = b.and_(b.and_(m.gt(ax, m.c(0.0)), m.lt(ax, m.c(math.inf))), finite_y)
+        grows = b.icmp_unsigned("==", m.gt(ax, m.c(1.0)), m.gt(y, m.c(0.0)))
+        r = m.sel(regular, r, m.sel(grows, m.c(math.inf), m.c(0.0)))
+        r = m.sel(m.isnan(x), x, r)
+    else:
+        r = _exp(m, m.mul(y, _log(m, ax)))
     odd = _is_odd_integer(m, y)
     negative_base = b.icmp_signed("<", m.bits(x), m.ic(0))
     r = m.sel(b.and_(negative_base, odd), b.fneg(r), r)
@@ -213,6 +221,90 @@ def _pow_core(m: _Math, x, y):
     r = m.sel(m.isnan(y), y, r)
     r = m.sel(m.eq(x, m.c(1.0)), m.c(1.0), r)
     return m.sel(m.eq(y, m.c(0.0)), m.c(1.0), r)
+
+
+def _with_high_word(m: _Math, v, high):
+    """v with its upper 32 encoding bits replaced by `high` (an i64 holding 32 bits)."""
+    b = m.b
+    return m.from_bits(b.or_(b.shl(high, m.ic(32)), b.and_(m.bits(v), m.ic(0xFFFFFFFF))))
+
+
+def _pow_positive_f64(m: _Math, ax, y):
+    """ax**y for finite ax > 0 and finite y, within 1 ulp: fdlibm's e_pow.c without branches.
+
+    log2(ax) is computed as t1 + t2 with about 64 bits, y is split so that y*log2(ax) is
+    the exact-enough pair p_h + p_l, and 2**(p_h + p_l) is evaluated with a correction
+    term, so the error does not grow with |y * log(ax)| as exp(y*log(ax)) does.
+    """
+    b = m.b
+    # --- log2(ax) = n + t1 + t2
+    tiny = m.lt(ax, m.c(2.0**-1022))
+    ax = m.sel(tiny, m.mul(ax, m.c(2.0**53)), ax)
+    ix = b.lshr(m.bits(ax), m.ic(32))
+    n = b.sub(b.ashr(ix, m.ic(20)), m.ic(0x3FF))
+    n = b.sub(n, b.select(tiny, m.ic(53), m.ic(0)))
+    j = b.and_(ix, m.ic(0xFFFFF))
+    ix = b.or_(j, m.ic(0x3FF00000))
+    upper = b.icmp_signed(">=", j, m.ic(0xBB67A))  # mantissa >= sqrt(3): take the next binade
+    k1 = b.and_(b.icmp_signed(">", j, m.ic(0x3988E)), b.not_(upper))  # sqrt(3/2) <= mantissa < sqrt(3)
+    n = b.add(n, b.zext(upper, m.ity))
+    ix = b.sub(ix, b.select(upper, m.ic(0x00100000), m.ic(0)))
+    ax = _with_high_word(m, ax, ix)
+    bp = m.sel(k1, m.c(1.5), m.c(1.0))
+    dp_h = m.sel(k1, m.c(5.84962487220764160156e-01), m.c(0.0))
+    dp_l = m.sel(k1, m.c(1.35003920212974897128e-08), m.c(0.0))
+    u = m.sub(ax, bp)
+    v = m.div(m.c(1.0), m.add(ax, bp))
+    ss = m.mul(u, v)
+    s_h = _high_word(m, ss)
+    t_h_high = b.add(b.add(b.or_(b.ashr(ix, m.ic(1)), m.ic(0x20000000)), m.ic(0x00080000)),
+                     b.select(k1, m.ic(1 << 18), m.ic(0)))
+    t_h = m.from_bits(b.shl(t_h_high, m.ic(32)))
+    t_l = m.sub(ax, m.sub(t_h, bp))
+    s_l = m.mul(v, m.sub(m.sub(u, m.mul(s_h, t_h)), m.mul(s_h, t_l)))
+    s2 = m.mul(ss, ss)
+    r = m.mul(m.mul(s2, s2), m.horner(s2, [2.06975017800338417784e-01, 2.30660745775561754067e-01,
+                                           2.72728123808534006489e-01, 3.33333329818377432918e-01,
+                                           4.28571428578550184252e-01, 5.99999999999994648725e-01]))
+    r = m.add(r, m.mul(s_l, m.add(s_h, ss)))
+    s2 = m.mul(s_h, s_h)
+    t_h = _high_word(m, m.add(m.add(m.c(3.0), s2), r))
+    t_l = m.sub(r, m.sub(m.sub(t_h, m.c(3.0)), s2))
+    u = m.mul(s_h, t_h)
+    v = m.add(m.mul(s_l, t_h), m.mul(t_l, ss))
+    p_h = _high_word(m, m.add(u, v))
+    p_l = m.sub(v, m.sub(p_h, u))
+    z_h = m.mul(m.c(9.61796700954437255859e-01), p_h)  # cp_h + cp_l = 2/(3 ln 2)
+    z_l = m.add(m.add(m.mul(m.c(-7.02846165095275826516e-09), p_h), m.mul(p_l, m.c(9.61796693925975554329e-01))), dp_l)
+    t = b.sitofp(n, F64)
+    t1 = _high_word(m, m.add(m.add(m.add(z_h, z_l), dp_h), t))
+    t2 = m.sub(z_l, m.sub(m.sub(m.sub(t1, t), dp_h), z_h))
+    # --- y * log2(ax) = p_h + p_l
+    y1 = _high_word(m, y)
+    p_l = m.add(m.mul(m.sub(y, y1), t1), m.mul(y, t2))
+    p_h = m.mul(y1, t1)
+    z = m.add(p_l, p_h)
+    overflow = b.or_(m.gt(z, m.c(1024.0)),
+                     b.and_(_ge(m, z, m.c(1024.0)), m.gt(m.add(p_l, m.c(8.0085662595372944372e-17)), m.sub(z, p_h))))
+    underflow = b.or_(m.lt(z, m.c(-1075.0)), b.and_(_le(m, z, m.c(-1075.0)), _le(m, p_l, m.sub(z, p_h))))
+    # --- 2**(p_h + p_l) = 2**n * 2**(remainder)
+    zc = _clamp(m, z, -1100.0, 1100.0)
+    n_f, n_i = m.round_to_int(zc)
+    p_h = m.sub(m.sel(m.eq(zc, z), p_h, m.c(0.0)), n_f)
+    t = _high_word(m, m.add(p_l, p_h))
+    u = m.mul(t, m.c(6.93147182464599609375e-01))
+    v = m.add(m.mul(m.sub(p_l, m.sub(t, p_h)), m.c(6.93147180559945286227e-01)),
+              m.mul(t, m.c(-1.90465429995776804525e-09)))
+    zz = m.add(u, v)
+    w = m.sub(v, m.sub(zz, u))
+    t = m.mul(zz, zz)
+    t1 = m.sub(zz, m.mul(t, m.horner(t, [4.13813679705723846039e-08, -1.65339022054652515390e-06,
+                                        6.61375632143793436117e-05, -2.77777777770155933842e-03,
+                                        1.66666666666666019037e-01])))
+    r = m.sub(m.div(m.mul(zz, t1), m.sub(t1, m.c(2.0))), m.add(w, m.mul(zz, w)))
+    result = _scale_pow2(m, m.sub(m.c(1.0), m.sub(r, zz)), n_i)
+    result = m.sel(overflow, m.c(math.inf), result)
+    return m.sel(underflow, m.c(0.0), result)
 
 
 def _pow(m: _Math, x, y):
@@ -428,11 +520,11 @@ def _reduce_pio2(m, x, narrow: bool):
         parts = [(b.lshr(mant, m.ic(29)), 29)]
     else:
         parts = [(b.lshr(mant, m.ic(27)), 27), (b.and_(mant, m.ic((1 << 27) - 1)), 0)]
-    top_shift = parts[0][1]
+    top_shift = parts[-1][1]  # the lowest part is the first whose products stop vanishing
     # the first chunk whose products with the top part do not vanish mod 4 (floor division)
     first = b.sub(b.sdiv(b.add(e, m.ic(top_shift - 2 + 24 * 100)), m.ic(24)), m.ic(101))
     first = b.select(b.icmp_signed("<", first, m.ic(0)), m.ic(0), first)
-    count = 5 if narrow else 8
+    count = 5 if narrow else 10
     first = b.select(b.icmp_signed(">", first, m.ic(len(_TWO_OVER_PI_24) - count)), m.ic(len(_TWO_OVER_PI_24) - count), first)
     hi = mid = tail = m.c(0.0)
     for j in range(count):
@@ -501,6 +593,8 @@ def _trig(kind: str):
             res = w.sel(flip, b.fneg(res), res)
         else:
             res = w.sel(odd, b.fneg(w.div(c, s)), w.div(s, c))
+        if kind != "cos":
+            res = w.sel(w.lt(w.abs(xd), w.c(2.0**-27)), xd, res)  # x itself (keeps -0.0)
         res = w.sel(finite, res, w.c(math.nan))
         res = w.sel(w.isnan(xd), xd, res)
         return m.b.fptrunc(res, F32) if narrow else res
@@ -557,6 +651,7 @@ def _acos(m, x):
     c = m.div(m.sub(z, m.mul(df, df)), m.add(s, df))
     positive = m.mul(m.c(2.0), m.add(df, m.add(m.mul(r, s), c)))
     res = m.sel(m.lt(ax, m.c(0.5)), small, m.sel(m.lt(x, m.c(0.0)), negative, positive))
+    res = m.sel(m.eq(x, m.c(1.0)), m.c(0.0), res)
     res = m.sel(m.gt(ax, m.c(1.0)), m.c(math.nan), res)
     return m.sel(m.isnan(x), x, res)
 
@@ -577,7 +672,8 @@ def _atan(m, x):
     t2 = m.div(m.sub(ax, m.c(1.5)), m.add(one, m.mul(m.c(1.5), ax)))
     t3 = m.div(m.c(-1.0), m.sel(m.eq(ax, m.c(0.0)), one, ax))
     bands = [m.lt(ax, m.c(11.0 / 16)), m.lt(ax, m.c(19.0 / 16)), m.lt(ax, m.c(39.0 / 16))]
-    t = m.sel(bands[0], t0, m.sel(bands[1], t1, m.sel(bands[2], t2, t3)))
+    tiny_band = m.lt(ax, m.c(7.0 / 16))
+    t = m.sel(tiny_band, ax, m.sel(bands[0], t0, m.sel(bands[1], t1, m.sel(bands[2], t2, t3))))
     hi = m.sel(bands[0], m.c(_ATAN_HI[0]), m.sel(bands[1], m.c(_ATAN_HI[1]), m.sel(bands[2], m.c(_ATAN_HI[2]), m.c(_ATAN_HI[3]))))
     lo = m.sel(bands[0], m.c(_ATAN_LO[0]), m.sel(bands[1], m.c(_ATAN_LO[1]), m.sel(bands[2], m.c(_ATAN_LO[2]), m.c(_ATAN_LO[3]))))
     z = m.mul(t, t)
@@ -587,7 +683,8 @@ def _atan(m, x):
     poly = m.mul(t, m.add(s1, s2))
     reduced = m.sub(hi, m.sub(m.sub(poly, lo), t))
     direct = m.sub(ax, m.mul(ax, m.add(s1, s2)))
-    res = m.sel(m.lt(ax, m.c(7.0 / 16)), direct, reduced)
+    res = m.sel(tiny_band, direct, reduced)
+    res = m.sel(m.lt(ax, m.c(2.0**-27)), ax, res)
     res = m.sel(m.gt(ax, m.c(2.0**66)), m.c(_PIO2_HI), res)
     res = m.copysign(res, x)
     return m.sel(m.isnan(x), x, res)
@@ -751,7 +848,7 @@ def _fmod(m, x, y):
     rounds = (span + step - 1) // step + 1
     diff = b.sub(_exponent(w, w.sel(w.gt(ax_s, w.c(0.0)), ax_s, w.c(1.0))), _exponent(w, ay_s))
     r = ax_s
-    for i in range(rounds, -1, -1):
+    for i in range(1, rounds + 1):
         s = b.sub(diff, w.ic(step * i))
         s = b.select(b.icmp_signed("<", s, w.ic(0)), w.ic(0), s)
         s1 = b.select(b.icmp_signed(">", s, w.ic(1000)), w.ic(1000), s)

@@ -455,8 +455,11 @@ def _scatter_jvp(primals, tangents, *, axes, update, mode):
 
 
 def _scatter_t(ct, x, idx, u, *, axes, update, mode):
+    if update == "mul" and _undefined(x) and not _undefined(u):
+        # out = x * (the product of the updates landing on each element): linear in x
+        return [scatter_p.bind(ct, idx, u, axes=axes, update="mul", mode=mode), None, None]
     if update not in ("set", "add"):
-        raise AssertionError(f"scatter {update} is not linear")
+        raise AssertionError(f"scatter {update} is not linear in its updates")
     ct_x = ct_u = None
     if _undefined(x):
         if update == "add":

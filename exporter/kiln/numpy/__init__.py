@@ -24,6 +24,6 @@ from .shape import (
     array_split, atleast_1d, atleast_2d, broadcast_to, concatenate, expand_dims, flip, fliplr, flipud, hstack,
     moveaxis, pad, ravel, repeat, reshape, roll, split, squeeze, stack, swapaxes, tile, transpose, tril, triu, vstack,
 )
-from .indexing import IndexingError, argsort, sort, take, take_along_axis
+from .indexing import IndexingError, argsort, at, sort, take, take_along_axis
 
 _methods.install()

@@ -69,8 +69,8 @@ def install() -> None:
     Tracer.swapaxes = lambda self, axis1, axis2: sh.swapaxes(self, axis1, axis2)
     Tracer.repeat = lambda self, repeats, axis=None: sh.repeat(self, repeats, axis)
     Tracer.take = lambda self, indices, axis=None, mode=None: ix.take(self, indices, axis, mode)
-    Tracer.sort = lambda self, axis=-1: ix.sort(self, axis)
-    Tracer.argsort = lambda self, axis=-1: ix.argsort(self, axis)
+    Tracer.sort = lambda self, axis=-1, kind=None, order=None: ix.sort(self, axis, kind, order)
+    Tracer.argsort = lambda self, axis=-1, kind=None, order=None: ix.argsort(self, axis, kind, order)
     Tracer.trace = lambda self, offset=0, axis1=0, axis2=1, dtype=None: linalg.trace(self, offset, axis1, axis2, dtype)
     Tracer.diagonal = lambda self, offset=0, axis1=0, axis2=1: linalg.diagonal(self, offset, axis1, axis2)
     # clip comes from the math functions (kiln.numpy.clip), looked up when called

@@ -144,6 +144,8 @@ def getitem(x, key, mode="clip"):
     shape = aval(x).shape
     entries = _normalize_key(key, len(shape))
     has_array = any(e[0] == "array" for e in entries)
+    if mode == "fill" and any(e[0] == "int" and isinstance(e[1], Tracer) for e in entries):
+        has_array = True  # traced ints read through the gather, which knows out-of-range
     # 1. static slices (negative steps via rev) and static ints: one slice op
     lo, hi, st, rev_dims = [], [], [], []
     tokens = []  # output layout: ('dim', d) kept dims, ('new',) for None, ('adv',) for advanced entries
@@ -396,3 +398,8 @@ def argsort(a, axis=-1, kind=None, order=None, stable=None):
     if order is not None:
         raise ValueError("argsort: `order` (structured arrays) is not supported")
     return _sort_parts(a, axis)[1]
+
+
+def at(x):
+    """x.at for any array: numpy arrays have no `.at`, so eager code writes knp.at(x)[idx].set(v)."""
+    return _IndexUpdateHelper(asarray(x))
