@@ -1,6 +1,8 @@
 """kiln.lax.conv_general_dilated and reduce_window against element-by-element numpy loops:
 eagerly, under kiln.jit (C runtime), gradients against central finite differences
-(float64), vmap against Python loops, and an exported Program run by kiln-run."""
+(float64), vmap against Python loops, and a small CNN: its gradient against finite differences of a
+numpy version, and as an exported Program run by kiln-run."""
+import functools
 import itertools
 
 import numpy as np
@@ -286,37 +288,99 @@ def test_nn_pool_and_conv_helpers():
                                rtol=1e-5, atol=1e-5)
 
 
-def test_cnn_program_through_kiln_run(tmp_path):
-    """A small CNN (conv, relu, max pool, dense) and its parameter gradient, exported and run by kiln-run."""
-    rng = np.random.default_rng(3)
-    w1 = (rng.standard_normal((3, 3, 2, 4)) * 0.5).astype(np.float32)
-    w2 = (rng.standard_normal((16, 3)) * 0.5).astype(np.float32)
-    x0 = rng.standard_normal((2, 4, 4, 2)).astype(np.float32)
+# ----------------------------------------------------------------------------- a small CNN, composed
 
-    def forward(x, w1, w2):
-        h = nn.relu(lax.conv_general_dilated(x, w1, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")))
-        h = nn.max_pool(h, (2, 2), (2, 2))
-        return knp.reshape(h, (h.shape[0], -1)) @ w2
+CNN_RNG = np.random.default_rng(3)
+CNN_W1 = (CNN_RNG.standard_normal((3, 3, 2, 4)) * 0.5).astype(np.float32)
+CNN_W2 = (CNN_RNG.standard_normal((16, 3)) * 0.5).astype(np.float32)
+CNN_X = CNN_RNG.standard_normal((2, 4, 4, 2)).astype(np.float32)
+
+
+def cnn_forward(x, w1, w2):
+    """conv (3x3, SAME, NHWC), relu, 2x2 max pool, flatten, dense."""
+    h = nn.relu(lax.conv_general_dilated(x, w1, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")))
+    h = nn.max_pool(h, (2, 2), (2, 2))
+    return knp.reshape(h, (h.shape[0], -1)) @ w2
+
+
+def cnn_loss(x, w1, w2):
+    return knp.sum(nn.log_softmax(cnn_forward(x, w1, w2)))
+
+
+def numpy_cnn_forward(x, w1, w2):
+    """The same network in plain numpy (float64), vectorized so finite differences stay cheap."""
+    n, hh, ww, _ = x.shape
+    kh, kw = w1.shape[:2]
+    xp = np.pad(x, ((0, 0), (kh // 2, kh // 2), (kw // 2, kw // 2), (0, 0)))
+    conv = sum(np.einsum("nhwc,co->nhwo", xp[:, i:i + hh, j:j + ww], w1[i, j]) for i in range(kh) for j in range(kw))
+    h = np.maximum(conv, 0)
+    h = h.reshape(n, hh // 2, 2, ww // 2, 2, -1).max(axis=(2, 4))
+    return h.reshape(n, -1) @ w2
+
+
+def numpy_cnn_loss(x, w1, w2):
+    z = numpy_cnn_forward(x, w1, w2)
+    m = z.max(axis=-1, keepdims=True)
+    return float(np.sum(z - m - np.log(np.sum(np.exp(z - m), axis=-1, keepdims=True))))
+
+
+@functools.lru_cache(maxsize=None)
+def cnn_fd_grads():
+    """Central finite differences (float64) of numpy_cnn_loss with respect to x, w1 and w2."""
+    args = [a.astype(np.float64) for a in (CNN_X, CNN_W1, CNN_W2)]
+    grads = []
+    for k in range(3):
+        def f(v, k=k):
+            return numpy_cnn_loss(*args[:k], v, *args[k + 1:])
+        grads.append(numerical_grad(f, args[k]))
+    return grads
+
+
+def test_numpy_cnn_reference_matches_loops():
+    x, w1, w2 = (a.astype(np.float64) for a in (CNN_X, CNN_W1, CNN_W2))
+    conv = naive_conv(x, w1, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    pooled = naive_pool(np.maximum(conv, 0), "max", (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+    np.testing.assert_allclose(numpy_cnn_forward(x, w1, w2), pooled.reshape(2, -1) @ w2, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("mode", ["eager", "jit"])
+def test_cnn_gradient_against_finite_differences(mode):
+    """The composed network's loss and its gradient with respect to the input and both weights, float64."""
+    args = [a.astype(np.float64) for a in (CNN_X, CNN_W1, CNN_W2)]
+    value_and_grad = kiln.value_and_grad(cnn_loss, argnums=(0, 1, 2))
+    if mode == "jit":
+        value_and_grad = kiln.jit(value_and_grad)
+    value, grads = value_and_grad(*args)
+    np.testing.assert_allclose(value, numpy_cnn_loss(*args), rtol=1e-12)
+    for name, got, want in zip(("x", "w1", "w2"), grads, cnn_fd_grads()):
+        assert got.dtype == np.float64, name
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-8, err_msg=f"d loss / d {name}")
+
+
+def test_cnn_program_through_kiln_run(tmp_path):
+    """The CNN and its parameter gradients, exported (float32) and run by kiln-run, against numpy and the
+    float64 finite differences of the numpy network."""
 
     class CNN(Program, export_name="cnn"):
-        _w1 = w1
-        _w2 = w2
+        _w1 = CNN_W1
+        _w2 = CNN_W2
 
-        def predict(self, x=Program.like(x0)):
-            return forward(x, self._w1, self._w2)
+        def predict(self, x=Program.like(CNN_X)):
+            return cnn_forward(x, self._w1, self._w2)
 
-        def grad_w1(self, x=Program.like(x0)):
-            return kiln.grad(lambda w: knp.sum(nn.log_softmax(forward(x, w, self._w2))))(self._w1)
+        def grads(self, x=Program.like(CNN_X)):
+            return kiln.grad(lambda w1, w2: cnn_loss(x, w1, w2), argnums=(0, 1))(self._w1, self._w2)
 
     m = CNN()
     path = tmp_path / "cnn.vmfb"
     Program.get_compiled_artifact(m).save(path)
-    np.save(tmp_path / "x.npy", x0)
-    want = forward(x0, w1, w2)
-    np.testing.assert_allclose(m.predict(x0), want, rtol=1e-5, atol=1e-5)
+    np.save(tmp_path / "x.npy", CNN_X)
+    want = numpy_cnn_forward(*(a.astype(np.float64) for a in (CNN_X, CNN_W1, CNN_W2)))
+    np.testing.assert_allclose(m.predict(CNN_X), want, rtol=1e-5, atol=1e-5)
     run_kiln_run(f"--module={path}", "--function=predict", f"--input=@{tmp_path / 'x.npy'}", f"--output=@{tmp_path / 'y.npy'}")
     np.testing.assert_allclose(np.load(tmp_path / "y.npy"), want, rtol=1e-5, atol=1e-5)
-    gwant = kiln.grad(lambda w: knp.sum(nn.log_softmax(forward(x0.astype(np.float64), w, w2.astype(np.float64)))))(
-        w1.astype(np.float64))
-    run_kiln_run(f"--module={path}", "--function=grad_w1", f"--input=@{tmp_path / 'x.npy'}", f"--output=@{tmp_path / 'g.npy'}")
-    np.testing.assert_allclose(np.load(tmp_path / "g.npy"), gwant, rtol=1e-4, atol=1e-5)
+    run_kiln_run(f"--module={path}", "--function=grads", f"--input=@{tmp_path / 'x.npy'}",
+                 f"--output=@{tmp_path / 'g1.npy'}", f"--output=@{tmp_path / 'g2.npy'}")
+    _, g_w1, g_w2 = cnn_fd_grads()
+    np.testing.assert_allclose(np.load(tmp_path / "g1.npy"), g_w1, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(np.load(tmp_path / "g2.npy"), g_w2, rtol=1e-4, atol=1e-5)
