@@ -4,6 +4,8 @@ import pytest
 
 import kiln
 import kiln.numpy as knp
+from kiln import Program, lax
+from kiln.core.kernel_call import kernel_call
 from kiln.transforms.batching import BatchingError
 from kiln.transforms.jvp import DifferentiationError
 
@@ -19,6 +21,19 @@ def numerical_grad(f, x, eps=1e-6):
         down.flat[i] -= eps
         g.flat[i] = (float(f(up)) - float(f(down))) / (2 * eps)
     return g
+
+
+def numerical_jacobian(f, x, eps=1e-6):
+    """d f(x) / d x by central differences: shape f(x).shape + x.shape."""
+    x = np.asarray(x, np.float64)
+    cols = []
+    for i in range(x.size):
+        up, down = x.copy(), x.copy()
+        up.flat[i] += eps
+        down.flat[i] -= eps
+        cols.append((np.asarray(f(up), np.float64) - np.asarray(f(down), np.float64)) / (2 * eps))
+    out_shape = np.shape(cols[0])
+    return np.moveaxis(np.array(cols), 0, -1).reshape(out_shape + x.shape)
 
 
 def check_grad(f, *args, argnum=0, mode="eager", rtol=1e-6, atol=1e-8):
@@ -180,3 +195,219 @@ def test_vmap_mismatched_axis_sizes():
         def add_two(a, b):
             return a + b
         kiln.vmap(add_two)(np.ones((3, 2)), np.ones((4, 2)))
+
+
+def test_vmap_rejects_out_of_range_axes():
+    def pair(a, b):
+        return a + b
+
+    x = np.ones((2, 3))
+    with pytest.raises(BatchingError, match=r"vmap of pair: in_axes 2 is out of range for argument 0 of shape "
+                                            r"\(2, 3\) \(ndim 2; valid axes are -2\.\.1\)"):
+        kiln.vmap(pair, in_axes=2)(x, x)
+    with pytest.raises(BatchingError, match=r"vmap of pair: in_axes -3 is out of range for argument 1 of shape "
+                                            r"\(2, 3\) \(ndim 2"):
+        kiln.vmap(pair, in_axes=(0, -3))(x, x)
+    with pytest.raises(BatchingError, match=r"vmap of pair: in_axes 1 is out of range for argument 0, leaf 1 of "
+                                            r"shape \(3,\) \(ndim 1"):
+        kiln.vmap(pair, in_axes=({"a": 0, "b": 1}, None))({"a": x, "b": np.ones(3)}, 1.0)
+    with pytest.raises(BatchingError, match=r"vmap of pair: in_axes 0 is out of range for argument 1, a 0-d value "
+                                            r"\(ndim 0\)"):
+        kiln.vmap(pair)(np.ones(3), np.float64(2.0))
+    with pytest.raises(BatchingError, match=r"vmap of pair: out_axes 3 is out of range for output leaf 0 of shape "
+                                            r"\(3,\) \(ndim 2 with the mapped axis; valid axes are -2\.\.1\)"):
+        kiln.vmap(pair, out_axes=3)(x, x)
+    with pytest.raises(BatchingError, match=r"vmap of pair: out_axes -3 is out of range for output leaf 0"):
+        kiln.vmap(pair, out_axes=-3)(x, x)
+    with pytest.raises(BatchingError, match=r"vmap of pair: output leaf 0 is batched but out_axes gives None"):
+        kiln.vmap(pair, out_axes=None)(x, x)
+    with pytest.raises(BatchingError, match=r"vmap of pair: in_axes for argument 0 must be an int or None, got 1\.0"):
+        kiln.vmap(pair, in_axes=(1.0, 0))(x, x)
+    # In range, negative axes count from the end.
+    got = kiln.vmap(pair, in_axes=(-1, None), out_axes=-1)(np.arange(6.0).reshape(2, 3), np.arange(2.0))
+    np.testing.assert_array_equal(got, np.arange(6.0).reshape(2, 3) + np.arange(2.0)[:, None])
+
+
+def test_vmap_axes_as_trees_and_out_axes_none():
+    p = {"a": ANY((4, 3)), "b": ANY((3, 4))}
+    c = ANY((3,))
+
+    def f(p, c):
+        return {"x": p["a"] * p["b"] + c, "y": knp.sum(p["a"]) * c, "k": c * 2.0}
+
+    out = kiln.vmap(f, in_axes=({"a": 0, "b": 1}, None), out_axes={"x": 1, "y": 0, "k": None})(p, c)
+    rows = [f({"a": p["a"][i], "b": p["b"][:, i]}, c) for i in range(4)]
+    np.testing.assert_allclose(out["x"], np.stack([r["x"] for r in rows], axis=1), rtol=1e-12)
+    np.testing.assert_allclose(out["y"], np.stack([r["y"] for r in rows]), rtol=1e-12)
+    np.testing.assert_allclose(out["k"], c * 2.0)
+    jitted = kiln.jit(kiln.vmap(f, in_axes=({"a": 0, "b": 1}, None), out_axes={"x": 1, "y": 0, "k": None}))(p, c)
+    for key in out:
+        np.testing.assert_allclose(jitted[key], out[key], rtol=1e-12)
+    unbatched = kiln.vmap(lambda x, c: c * 3.0, in_axes=(0, None), out_axes=None)(p["a"], c)
+    np.testing.assert_allclose(unbatched, c * 3.0)
+
+
+def test_hessian_under_jit():
+    f = lambda x: knp.sum(knp.sin(x) * x[::-1]) + knp.prod(x)  # noqa: E731
+    x = ANY((3,))
+    got = kiln.jit(kiln.hessian(f))(x)
+    np.testing.assert_allclose(got, numerical_jacobian(kiln.grad(f), x), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(got, kiln.hessian(f)(x), rtol=1e-12)
+
+
+@pytest.mark.parametrize("jac", [kiln.jacfwd, kiln.jacrev], ids=["jacfwd", "jacrev"])
+def test_jacobians_with_argnums_tuple_and_tree_output(jac):
+    def f(a, b):
+        return {"p": a * b[:2], "s": knp.sum(knp.sin(a)) * b}
+
+    a, b = ANY((2,)), ANY((3,))
+    J = jac(f, argnums=(0, 1))(a, b)
+    assert set(J) == {"p", "s"} and all(isinstance(J[k], tuple) and len(J[k]) == 2 for k in J)
+    for key in ("p", "s"):
+        np.testing.assert_allclose(J[key][0], numerical_jacobian(lambda v: f(v, b)[key], a), rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(J[key][1], numerical_jacobian(lambda v: f(a, v)[key], b), rtol=1e-6, atol=1e-8)
+    single = jac(f, argnums=1)(a, b)
+    np.testing.assert_allclose(single["s"], J["s"][1], rtol=1e-12)
+
+
+def test_every_derivative_rejects_integer_inputs():
+    def f(x):
+        return x * 2
+
+    def g(a, b):
+        return a * b
+
+    ints = np.arange(3, dtype=np.int32)
+    msg = "{} of {}: {} has dtype {}; derivatives are only defined for floating-point inputs \\(for integer or bool " \
+          "arguments, {}\\)"
+    argnums, close = "leave them out of argnums", "close over them"
+    with pytest.raises(DifferentiationError, match=msg.format("grad", "f", "input leaf 0 of argnums 0", "int32", argnums)):
+        kiln.grad(f)(ints)
+    with pytest.raises(DifferentiationError, match=msg.format("jvp", "g", "primal leaf 1", "int32", close)):
+        kiln.jvp(g, (np.ones(3), ints), (np.ones(3), ints))
+    with pytest.raises(DifferentiationError, match=msg.format("vjp", "f", "primal leaf 0", "bool", close)):
+        kiln.vjp(f, np.array([True, False]))
+    with pytest.raises(DifferentiationError,
+                       match=msg.format("jacfwd", "g", r"input leaf 1 of argnums \(0, 1\)", "int32", argnums)):
+        kiln.jacfwd(g, argnums=(0, 1))(np.ones(3), ints)
+    with pytest.raises(DifferentiationError, match=msg.format("jacrev", "f", "input leaf 0 of argnums 0", "int32", argnums)):
+        kiln.jacrev(f)(ints)
+    # Integer arguments outside argnums, or closed over, are fine.
+    np.testing.assert_allclose(kiln.jacrev(g, argnums=0)(np.ones(3), ints), np.diag([0.0, 1, 2]))
+    _, t = kiln.jvp(lambda a: g(a, ints), (np.ones(3),), (np.ones(3),))
+    np.testing.assert_allclose(t, [0.0, 1, 2])
+
+
+# ---- transforms through kernels and nested jit (kernel_call's inline rule) ----------------
+
+W = RNG.standard_normal((3, 2))
+XS = RNG.standard_normal((4, 3))
+
+
+def _loss(w, x):
+    return knp.sum(knp.tanh(x @ w) ** 2)
+
+
+def _loss_np(w, x):
+    return np.sum(np.tanh(x @ w) ** 2)
+
+
+def _grad_w_fd(x):
+    return numerical_grad(lambda v: _loss_np(v, x), W)
+
+
+@pytest.fixture
+def inline_calls(monkeypatch):
+    """Names of the kernels that transformations traced through (kernel_call's inline rule)."""
+    calls = []
+    rule = kernel_call.inline_rule
+
+    def spy(*args, **params):
+        calls.append(params["name"])
+        return rule(*args, **params)
+
+    monkeypatch.setattr(kernel_call, "inline_rule", spy)
+    return calls
+
+
+def test_jit_of_a_transform_of_a_jitted_function():
+    """jit(grad(jit f)), jit(vmap(jit f)): the outer jit compiles the transform, not the inner function."""
+    h = kiln.jit(lambda w: knp.sum(knp.sin(w) * w))
+    w = ANY((2, 3))
+    np.testing.assert_allclose(kiln.jit(kiln.grad(h))(w), np.cos(w) * w + np.sin(w), rtol=1e-12)
+    rows = kiln.jit(kiln.vmap(kiln.jit(lambda v: knp.sum(knp.sin(v)))))(w)
+    np.testing.assert_allclose(rows, np.sin(w).sum(axis=1), rtol=1e-12)
+    np.testing.assert_allclose(kiln.jit(kiln.hessian(h))(w[0]), numerical_jacobian(kiln.grad(h), w[0]), rtol=1e-6,
+                               atol=1e-8)
+    g = kiln.grad(h)
+    assert g.__name__ == h.__name__ and not hasattr(g, "_traces")
+
+
+def test_transforms_of_nested_jit(inline_calls):
+    jf = kiln.jit(_loss)
+    np.testing.assert_allclose(kiln.grad(jf)(W, XS), _grad_w_fd(XS), rtol=1e-6, atol=1e-8)
+    per_row = kiln.vmap(jf, in_axes=(None, 0))(W, XS[:, None, :])
+    np.testing.assert_allclose(per_row, [_loss_np(W, x[None]) for x in XS], rtol=1e-12)
+    t = ANY(W.shape)
+    _, tangent = kiln.jvp(lambda w: jf(w, XS), (W,), (t,))
+    np.testing.assert_allclose(tangent, np.sum(_grad_w_fd(XS) * t), rtol=1e-6)
+    outer = kiln.jit(lambda w, x: kiln.grad(jf)(w, x))
+    np.testing.assert_allclose(outer(W, XS), _grad_w_fd(XS), rtol=1e-6, atol=1e-8)
+    assert inline_calls.count("_loss") >= 4
+
+
+def test_transforms_through_program_kernels(inline_calls):
+    """grad/vmap of a kernel, kernels of transforms, transforms inside kernels, a kernel in a scan and its grad."""
+
+    class Kernels(Program, export_name="kernels"):
+        _w = W
+
+        @Program.kernel
+        def _loss(w, x):
+            return _loss(w, x)
+
+        _grad_loss = Program.kernel(kiln.grad(_loss))
+        _rows = Program.kernel(kiln.vmap(_loss, in_axes=(None, 0)))
+
+        @Program.kernel
+        def _grad_inside(w, x):
+            return kiln.grad(lambda v: _loss(v, x))(w)
+
+        @Program.kernel
+        def _vmap_inside(w, xs):
+            return kiln.vmap(lambda x: knp.tanh(x @ w))(xs)
+
+        def grad_of_kernel(self, x=Program.like(XS)):
+            return kiln.grad(self._loss)(self._w, x)
+
+        def vmap_of_kernel(self, x=Program.like(XS)):
+            return kiln.vmap(self._loss, in_axes=(None, 0))(self._w, knp.expand_dims(x, 1))
+
+        def kernels_of_transforms(self, x=Program.like(XS)):
+            return self._grad_loss(self._w, x), self._rows(self._w, knp.expand_dims(x, 1))
+
+        def transforms_inside_kernels(self, x=Program.like(XS)):
+            return self._grad_inside(self._w, x), self._vmap_inside(self._w, x)
+
+        def kernel_in_scan(self, x=Program.like(XS)):
+            def total(w):
+                step = lambda c, xi: (c + self._loss(w, knp.expand_dims(xi, 0)), None)  # noqa: E731
+                return lax.scan(step, np.float64(0), x)[0]
+
+            return total(self._w), kiln.grad(total)(self._w)
+
+    m = Kernels()
+    fd = _grad_w_fd(XS)
+    rows = [_loss_np(W, x[None]) for x in XS]
+    np.testing.assert_allclose(m.grad_of_kernel(XS), fd, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(m.vmap_of_kernel(XS), rows, rtol=1e-12)
+    g, r = m.kernels_of_transforms(XS)
+    np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(r, rows, rtol=1e-12)
+    g, v = m.transforms_inside_kernels(XS)
+    np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(v, np.tanh(XS @ W), rtol=1e-12)
+    total, g = m.kernel_in_scan(XS)
+    np.testing.assert_allclose(total, _loss_np(W, XS), rtol=1e-12)
+    np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8)
+    assert {"loss"} <= set(inline_calls)

@@ -25,13 +25,15 @@ class Jitted:
     """A function compiled once per abstract signature (shapes, dtypes, tree, static args)."""
 
     def __init__(self, fn: Callable, static_argnums=(), name: str | None = None):
+        # Name and docstring only (updated=()): copying fn's __dict__ would, when fn is itself
+        # a Jitted or a transform of one, replace this object's fn and caches with fn's.
+        functools.update_wrapper(self, fn, updated=())
         self.fn = fn
         self.static_argnums = tuple(static_argnums) if isinstance(static_argnums, (tuple, list)) else (static_argnums,)
         self.name = name or getattr(fn, "__name__", "fn")
         self._traces: dict[Signature, TracedFunction] = {}
         self._executables: dict[Signature, object] = {}
         self.trace_count = 0
-        functools.update_wrapper(self, fn)
 
     def trace(self, *args) -> TracedFunction:
         dynamic, statics = split_static(args, self.static_argnums)

@@ -10,7 +10,7 @@ from ..core.pytree import tree_flatten, tree_unflatten, treedef_flatten_up_to
 from ..lax import prims
 from . import batching_rules, control_flow_rules, jvp_rules, transpose_rules
 from .batching import BatchingError, check_axis_sizes, vmap_flat
-from .jvp import DifferentiationError, Zero, instantiate, jvp_flat, tangent_aval
+from .jvp import DifferentiationError, Zero, instantiate, is_differentiable, jvp_flat, tangent_aval
 from .linearize import vjp_flat
 
 jvp_rules.register()
@@ -31,6 +31,11 @@ def _operand(x):
     from ..numpy._base import asarray
 
     return asarray(x)
+
+
+def _wraps(fn):
+    """functools.wraps without copying fn's __dict__ (a Jitted's __dict__ holds its function and caches)."""
+    return functools.wraps(fn, updated=())
 
 
 def _name(fn) -> str:
@@ -59,6 +64,18 @@ def _select_args(fn, args, nums, where):
     return leaves, tree, call
 
 
+def _check_float_inputs(where: str, fn, leaves, what: str) -> None:
+    """A DifferentiationError naming fn and the leaf when a leaf to differentiate is not floating-point."""
+    for k, leaf in enumerate(leaves):
+        dtype = _aval(leaf).dtype
+        if not is_differentiable(_aval(leaf)):
+            hint = "close over them" if where in ("jvp", "vjp") else "leave them out of argnums"
+            raise DifferentiationError(
+                f"{where} of {_name(fn)}: {what.format(k=k)} has dtype {dtype}; derivatives are only defined for "
+                f"floating-point inputs (for integer or bool arguments, {hint})"
+            )
+
+
 def stop_gradient(x):
     """x with derivatives stopped: every transformation treats it as a constant."""
     leaves, treedef = tree_flatten(x)
@@ -69,15 +86,10 @@ def value_and_grad(fn: Callable, argnums=0, has_aux: bool = False) -> Callable:
     """(fn(*args), gradient of fn with respect to the arguments at argnums); fn returns a float scalar."""
     nums = _argnums(argnums)
 
-    @functools.wraps(fn)
+    @_wraps(fn)
     def wrapped(*args):
         leaves, tree, call = _select_args(fn, args, nums, "grad")
-        for k, leaf in enumerate(leaves):
-            if _aval(leaf).dtype.kind != "f":
-                raise DifferentiationError(
-                    f"grad of {_name(fn)}: input leaf {k} of argnums {argnums} has dtype {_aval(leaf).dtype}; "
-                    "gradients are only defined for floating-point inputs"
-                )
+        _check_float_inputs("grad", fn, leaves, f"input leaf {{k}} of argnums {argnums}")
         aux_tree = []
 
         def flat_fn(*xs):
@@ -114,7 +126,7 @@ def grad(fn: Callable, argnums=0, has_aux: bool = False) -> Callable:
     """The gradient of a scalar-valued fn with respect to the arguments at argnums."""
     value_and_grad_fn = value_and_grad(fn, argnums, has_aux)
 
-    @functools.wraps(fn)
+    @_wraps(fn)
     def wrapped(*args):
         value, g = value_and_grad_fn(*args)
         return (g, value[1]) if has_aux else g
@@ -140,6 +152,7 @@ def jvp(fn: Callable, primals: Sequence, tangents: Sequence):
         raise ValueError(f"jvp of {_name(fn)}: tangents do not match primals: {e}") from None
     p_leaves = [_operand(p) for p in p_leaves]
     t_leaves = [_operand(t) for t in t_leaves]
+    _check_float_inputs("jvp", fn, p_leaves, "primal leaf {k}")
     for k, (p, t) in enumerate(zip(p_leaves, t_leaves)):
         if _aval(p).shape != _aval(t).shape:
             raise ValueError(f"jvp of {_name(fn)}: tangent leaf {k} has shape {_aval(t).shape}, its primal {_aval(p).shape}")
@@ -153,6 +166,7 @@ def vjp(fn: Callable, *primals, has_aux: bool = False):
     """(fn(*primals), vjp_fn[, aux]); vjp_fn(cotangent like the output) gives a tuple like primals."""
     p_leaves, p_tree = tree_flatten(tuple(primals))
     p_leaves = [_operand(p) for p in p_leaves]
+    _check_float_inputs("vjp", fn, p_leaves, "primal leaf {k}")
     out_tree: list = []
     aux_tree: list = []
 
@@ -201,24 +215,46 @@ def _axes_per_leaf(axes, args, where) -> list:
     return dims
 
 
+def _leaf_names(args) -> list[str]:
+    """'argument i' (or 'argument i, leaf j' when it is a tree) for every leaf of args."""
+    names = []
+    for i, arg in enumerate(args):
+        leaves, treedef = tree_flatten(arg)
+        single = treedef.kind == "leaf"
+        names += [f"argument {i}" if single else f"argument {i}, leaf {j}" for j in range(len(leaves))]
+    return names
+
+
+def _check_axis(where: str, what: str, axis, ndim: int, owner: str, shape) -> int:
+    """axis normalized into [0, ndim); a BatchingError naming the owner when it is not an int in range."""
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        raise BatchingError(f"{where}: {what} for {owner} must be an int or None, got {axis!r}")
+    if ndim == 0:
+        raise BatchingError(f"{where}: {what} {axis} is out of range for {owner}, a 0-d value (ndim 0) that has no "
+                            "axis to map over; give None for it")
+    if not -ndim <= axis < ndim:
+        raise BatchingError(f"{where}: {what} {axis} is out of range for {owner} of shape {tuple(shape)} "
+                            f"(ndim {ndim}; valid axes are {-ndim}..{ndim - 1})")
+    return int(axis) % ndim
+
+
 def vmap(fn: Callable, in_axes=0, out_axes=0) -> Callable:
     """fn mapped over an axis of its arguments; in_axes/out_axes are ints, None, or trees of them."""
 
-    @functools.wraps(fn)
+    @_wraps(fn)
     def wrapped(*args):
         where = f"vmap of {_name(fn)}"
         leaves, treedef = tree_flatten(tuple(args))
         leaves = [_operand(x) for x in leaves]
         dims = _axes_per_leaf(in_axes, args, where)
-        dims = [None if d is None else d % max(_aval(x).ndim, 1) for d, x in zip(dims, leaves)]
-        for d, x in zip(dims, leaves):
-            if d is not None and _aval(x).ndim == 0:
-                raise BatchingError(f"{where}: cannot map over axis {d} of a 0-d argument")
+        names = _leaf_names(args)
+        dims = [None if d is None else _check_axis(where, "in_axes", d, _aval(x).ndim, name, _aval(x).shape)
+                for d, x, name in zip(dims, leaves, names)]
         size = check_axis_sizes(_name(fn), leaves, dims)
         out_tree: list = []
         flat_fn = _flat_output(fn, treedef, out_tree)
-        out_dims = _OutAxes(out_axes, out_tree)
-        outs = vmap_flat(flat_fn, leaves, dims, out_dims, size)
+        out_dims = _OutAxes(out_axes, out_tree, where)
+        outs = vmap_flat(flat_fn, leaves, dims, out_dims, size, where=where)
         return tree_unflatten(out_tree[-1], outs)
 
     return wrapped
@@ -227,16 +263,21 @@ def vmap(fn: Callable, in_axes=0, out_axes=0) -> Callable:
 class _OutAxes:
     """out_axes per output leaf, resolved once the output tree is known."""
 
-    def __init__(self, out_axes, out_tree: list):
+    def __init__(self, out_axes, out_tree: list, where: str = "vmap"):
         self.out_axes = out_axes
         self.out_tree = out_tree
+        self.where = where
         self._leaves = None
 
     def __getitem__(self, i):
         if self.out_axes is None or isinstance(self.out_axes, int):
             return self.out_axes
         if self._leaves is None:
-            self._leaves = treedef_flatten_up_to(self.out_tree[-1], self.out_axes)
+            try:
+                self._leaves = treedef_flatten_up_to(self.out_tree[-1], self.out_axes)
+            except ValueError as e:
+                raise BatchingError(f"{self.where}: out_axes {self.out_axes!r} does not match the output's "
+                                    f"structure: {e}") from None
         return self._leaves[i]
 
 
@@ -251,10 +292,12 @@ def jacfwd(fn: Callable, argnums=0) -> Callable:
     """The Jacobian by forward mode: vmap of jvp over each input leaf's standard basis."""
     nums = _argnums(argnums)
 
+    @_wraps(fn)
     def wrapped(*args):
         from ..numpy import reshape
 
         leaves, in_tree, call = _select_args(fn, args, nums, "jacfwd")
+        _check_float_inputs("jacfwd", fn, leaves, f"input leaf {{k}} of argnums {argnums}")
         out_tree: list = []
         flat_fn = _flat_output(lambda *xs: call(*xs), in_tree, out_tree)
         per_input = []
@@ -278,10 +321,12 @@ def jacrev(fn: Callable, argnums=0) -> Callable:
     """The Jacobian by reverse mode: vmap of vjp over each output leaf's standard basis."""
     nums = _argnums(argnums)
 
+    @_wraps(fn)
     def wrapped(*args):
         from ..numpy import reshape
 
         leaves, in_tree, call = _select_args(fn, args, nums, "jacrev")
+        _check_float_inputs("jacrev", fn, leaves, f"input leaf {{k}} of argnums {argnums}")
         out_tree: list = []
         outs, _, flat_vjp = vjp_flat(_flat_output(lambda *xs: call(*xs), in_tree, out_tree), leaves)
         per_output = []

@@ -79,8 +79,12 @@ def move_batch_axis(x, dim, to: int, axis_size: int):
     return prims.transpose.bind(x, permutation=tuple(perm))
 
 
-def vmap_flat(fn, args: list, in_dims: list, out_dims: list | None, axis_size: int):
-    """Maps fn: list -> list over axis_size; returns outputs with batch axes at out_dims."""
+def vmap_flat(fn, args: list, in_dims: list, out_dims: list | None, axis_size: int, where: str = "vmap"):
+    """Maps fn: list -> list over axis_size; returns outputs with batch axes at out_dims.
+
+    out_dims entries may be negative (counted from the end of the batched output); one
+    outside the batched output's rank is a BatchingError that starts with `where`.
+    """
     with new_trace(lambda level: BatchTrace(level, axis_size)) as trace:
         ins = [BatchTracer(trace, a, d) for a, d in zip(args, in_dims)]
         outs = [trace.full_raise(o) for o in fn(*ins)]
@@ -89,10 +93,15 @@ def vmap_flat(fn, args: list, in_dims: list, out_dims: list | None, axis_size: i
             target = 0 if out_dims is None else out_dims[i]
             if target is None:
                 if o.batch_dim is not None:
-                    raise BatchingError(f"vmap: output {i} is batched but out_axes gives None for it")
+                    raise BatchingError(f"{where}: output leaf {i} is batched but out_axes gives None for it")
                 results.append(o.value)
-            else:
-                results.append(move_batch_axis(o.value, o.batch_dim, target % (o.aval.ndim + 1), axis_size))
+                continue
+            ndim = o.aval.ndim + 1
+            if isinstance(target, bool) or not isinstance(target, int) or not -ndim <= target < ndim:
+                raise BatchingError(f"{where}: out_axes {target!r} is out of range for output leaf {i} of shape "
+                                    f"{o.aval.shape} (ndim {ndim} with the mapped axis; valid axes are "
+                                    f"{-ndim}..{ndim - 1})")
+            results.append(move_batch_axis(o.value, o.batch_dim, target % ndim, axis_size))
         return results
 
 

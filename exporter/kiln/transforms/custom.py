@@ -107,9 +107,9 @@ class custom_jvp:
     """A function with a user-defined JVP rule: `f.defjvp(lambda primals, tangents: (out, tangent_out))`."""
 
     def __init__(self, fun: Callable):
+        functools.update_wrapper(self, fun, updated=())  # not fun's __dict__ (a Jitted's holds its fn)
         self.fun = fun
         self.jvp = None
-        functools.update_wrapper(self, fun)
 
     def defjvp(self, jvp: Callable) -> Callable:
         self.jvp = jvp
@@ -221,9 +221,9 @@ class custom_vjp:
     """
 
     def __init__(self, fun: Callable):
+        functools.update_wrapper(self, fun, updated=())  # not fun's __dict__ (a Jitted's holds its fn)
         self.fun = fun
         self.fwd = self.bwd = None
-        functools.update_wrapper(self, fun)
 
     def defvjp(self, fwd: Callable, bwd: Callable) -> None:
         self.fwd, self.bwd = fwd, bwd
