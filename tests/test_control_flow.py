@@ -157,8 +157,12 @@ def test_vmap_of_control_flow_matches_a_python_loop(mode):
 
 
 def test_errors_name_the_function_and_what_differs():
-    with pytest.raises(ControlFlowError, match=r"branch outputs differ.*f32\[\].*f32\[3\]"):
+    with pytest.raises(ControlFlowError, match=r"cond: branch outputs differ: branch 0 \(false_fun <lambda>\) returns "
+                                              r"\(f32\[\]\).*branch 1 \(true_fun <lambda>\) returns \(f32\[3\]\)"):
         lax.cond(True, lambda x: x, lambda x: x.sum(), np.ones(3, np.float32))
+    with pytest.raises(ControlFlowError, match=r"switch: branch outputs differ: branch 0 \(<lambda>\) returns "
+                                              r"\(f32\[3\]\).*branch 2 \(<lambda>\) returns \(f32\[\]\)"):
+        lax.switch(1, [lambda x: x, lambda x: x + 1, lambda x: x.sum()], np.ones(3, np.float32))
 
     def grow(c):
         return c.reshape(1, 3)
@@ -175,3 +179,91 @@ def test_errors_name_the_function_and_what_differs():
         lax.while_loop(lambda c: c, lambda c: c, np.ones(2))
     with pytest.raises(DifferentiationError, match="while_loop is not supported"):
         kiln.grad(lambda x: lax.while_loop(lambda c: c < 3, lambda c: c * x, x))(np.float64(1.5))
+
+
+def test_changed_carry_structure_with_python_scalar_init():
+    """Python-scalar initial carries are promoted after the structure check, so the error is the ControlFlowError."""
+    def drop_one(c):
+        return (c[0] + 1,)
+
+    with pytest.raises(ControlFlowError, match=r"while_loop: drop_one must return a carry with the structure of the "
+                                              r"initial value .*it returned"):
+        lax.while_loop(lambda c: c[0] < 10, drop_one, (0, 1.0))
+
+    def nest(c, x):
+        return (c, c), x
+
+    with pytest.raises(ControlFlowError, match=r"scan: nest must return a carry with the structure of the initial value"):
+        lax.scan(nest, 0.0, np.ones(3))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_grad_through_switch(mode):
+    branches = [lambda v: knp.sin(v) * v, lambda v: knp.exp(v) / (1.0 + v * v), lambda v: v ** 3]
+    f = lambda x, i: knp.sum(lax.switch(i, branches, x) * np.array([0.5, -1.0, 2.0]))  # noqa: E731
+    x = np.array([0.3, -1.2, 0.8])
+    for i in (0, 1, 2):
+        got = run(kiln.grad(f), x, np.int32(i), mode=mode)
+        np.testing.assert_allclose(got, numerical_grad(lambda v: f(v, np.int32(i)), x), rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_switch_with_a_batched_index(mode):
+    branches = [lambda v: v * 2.0, lambda v: knp.sin(v), lambda v: -v]
+    f = kiln.vmap(lambda i, x: lax.switch(i, branches, x))
+    idx = np.array([2, 0, 1, 7, -1], np.int32)
+    xs = np.linspace(-1.0, 1.0, 10).reshape(5, 2)
+    expected = np.stack([[x * 2.0, np.sin(x), -x][min(max(i, 0), 2)] for i, x in zip(idx, xs)])
+    np.testing.assert_allclose(run(f, idx, xs, mode=mode), expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_grad_of_reverse_and_length_only_scans(mode):
+    def reverse(xs):
+        carry, ys = lax.scan(lambda c, x: (c * knp.sin(x) + x, c * x), np.float64(1.0), xs, reverse=True)
+        return carry + knp.sum(ys * np.arange(1.0, 5.0))
+
+    def python_reverse(xs):
+        c, total = 1.0, 0.0
+        for i in range(len(xs) - 1, -1, -1):
+            total += c * xs[i] * (i + 1)
+            c = c * np.sin(xs[i]) + xs[i]
+        return c + total
+
+    xs = np.array([0.4, -0.7, 1.1, 0.2])
+    np.testing.assert_allclose(reverse(xs), python_reverse(xs), rtol=1e-12)
+    np.testing.assert_allclose(run(kiln.grad(reverse), xs, mode=mode), numerical_grad(python_reverse, xs), rtol=1e-6,
+                               atol=1e-9)
+
+    def length_only(w):
+        carry, ys = lax.scan(lambda c, _: (knp.tanh(c * w[0] + w[1]), c), np.float64(0.5), None, length=4)
+        return carry + knp.sum(ys ** 2)
+
+    def python_length_only(w):
+        c, total = 0.5, 0.0
+        for _ in range(4):
+            total += c * c
+            c = np.tanh(c * w[0] + w[1])
+        return c + total
+
+    w = np.array([0.9, -0.3])
+    np.testing.assert_allclose(length_only(w), python_length_only(w), rtol=1e-12)
+    np.testing.assert_allclose(run(kiln.grad(length_only), w, mode=mode), numerical_grad(python_length_only, w),
+                               rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_vmap_of_fori_loop_with_batched_bounds(mode):
+    f = kiln.vmap(lambda lo, hi, x: lax.fori_loop(lo, hi, lambda i, c: c * 1.5 + knp.astype(i, np.float64), x))
+    los, his = np.array([0, 2, 5, 1], np.int32), np.array([3, 2, 9, 6], np.int32)
+    xs = np.array([1.0, -2.0, 0.5, 0.25])
+
+    def python(lo, hi, x):
+        for i in range(lo, hi):
+            x = x * 1.5 + i
+        return x
+
+    expected = [python(lo, hi, x) for lo, hi, x in zip(los, his, xs)]
+    np.testing.assert_allclose(run(f, los, his, xs, mode=mode), expected, rtol=1e-12)
+    only_hi = kiln.vmap(lambda hi: lax.fori_loop(0, hi, lambda i, c: c + i, np.int32(0)))
+    np.testing.assert_array_equal(run(only_hi, his, mode=mode), [sum(range(h)) for h in his])

@@ -109,8 +109,13 @@ def _cond_impl(index, *operands, branches):
 
 def switch(index, branches: Sequence[Callable], *operands):
     """Applies branches[index](*operands); index is clamped into range, as in JAX."""
+    return _switch("switch", index, branches, operands, [""] * len(branches))
+
+
+def _switch(where: str, index, branches: Sequence[Callable], operands, roles: list[str]):
+    """switch/cond; roles name the branches in errors ('true_fun ' for cond's branch 1)."""
     if not branches:
-        raise ControlFlowError("switch: needs at least one branch")
+        raise ControlFlowError(f"{where}: needs at least one branch")
     leaves, tree = tree_flatten(operands)
     leaves = [_leaf(x) for x in leaves]
     avals = [_aval(x) for x in leaves]
@@ -119,13 +124,14 @@ def switch(index, branches: Sequence[Callable], *operands):
     for i, (g, t, _) in enumerate(traced[1:], start=1):
         if t != first_tree or _strip(g.out_avals) != _strip(first_graph.out_avals):
             raise ControlFlowError(
-                f"cond/switch: branch outputs differ: {_name(branches[0])} returns {_describe(first_graph.out_avals)} "
-                f"with structure {first_tree}, {_name(branches[i])} returns {_describe(g.out_avals)} with structure {t}"
+                f"{where}: branch outputs differ: branch 0 ({roles[0]}{_name(branches[0])}) returns "
+                f"{_describe(first_graph.out_avals)} with structure {first_tree}, branch {i} ({roles[i]}"
+                f"{_name(branches[i])}) returns {_describe(g.out_avals)} with structure {t}"
             )
     graphs, captured = join_captures([(g, c) for g, _, c in traced])
     idx = _leaf(index)
     if _aval(idx).shape != ():
-        raise ControlFlowError(f"switch: the index must be a scalar, got shape {_aval(idx).shape}")
+        raise ControlFlowError(f"{where}: the index must be a scalar, got shape {_aval(idx).shape}")
     if _aval(idx).dtype != np.int32:
         idx = prims.convert.bind(idx, new_dtype=np.dtype(np.int32))
     if len(branches) > 1:
@@ -142,7 +148,7 @@ def cond(pred, true_fun: Callable, false_fun: Callable, *operands):
     if _aval(p).dtype != np.bool_:
         p = prims.ne.bind(p, np.zeros((), _aval(p).dtype))
     index = prims.convert.bind(p, new_dtype=np.dtype(np.int32))
-    return switch(index, [false_fun, true_fun], *operands)
+    return _switch("cond", index, [false_fun, true_fun], operands, ["false_fun ", "true_fun "])
 
 
 # ---- while_loop / fori_loop ----------------------------------------------------------
@@ -171,19 +177,28 @@ def _is_python_scalar(x) -> bool:
     return isinstance(x, (bool, int, float)) and not isinstance(x, np.generic)
 
 
-def _promote_weak_carry(leaves: list, weak: list[bool], out_avals_for) -> list:
-    """Initial carries given as Python scalars take the dtype the body gives them, as in JAX."""
+def _check_structure(where: str, fn, init_tree, out_tree):
+    if out_tree != init_tree:
+        raise ControlFlowError(f"{where}: {_name(fn)} must return a carry with the structure of the initial value "
+                               f"{init_tree}, it returned {out_tree}")
+
+
+def _promote_weak_carry(where: str, fn, leaves: list, weak: list[bool], init_tree, trace_carry) -> list:
+    """Initial carries given as Python scalars take the dtype the body gives them, as in JAX.
+
+    trace_carry(avals) -> (carry treedef, carry avals) of the body; the structure is checked
+    first, so that a body returning another structure gets the ControlFlowError.
+    """
     if not any(weak):
         return leaves
-    out_avals = out_avals_for([_aval(x) for x in leaves])
+    out_tree, out_avals = trace_carry([_aval(x) for x in leaves])
+    _check_structure(where, fn, init_tree, out_tree)
     return [np.asarray(x, o.dtype) if w and o.shape == () and o.dtype != _aval(x).dtype else x
             for x, w, o in zip(leaves, weak, out_avals)]
 
 
 def _check_carry(where: str, fn, init_tree, init_avals, out_tree, out_avals):
-    if out_tree != init_tree:
-        raise ControlFlowError(f"{where}: {_name(fn)} must return a carry with the structure of the initial value "
-                               f"{init_tree}, it returned {out_tree}")
+    _check_structure(where, fn, init_tree, out_tree)
     for k, (a, b) in enumerate(zip(init_avals, out_avals)):
         if a.strip_weak() != b.strip_weak():
             raise ControlFlowError(f"{where}: {_name(fn)} changes carry leaf {k} from {a.strip_weak()} to "
@@ -196,7 +211,11 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val):
     args_tree = tree_flatten((init_val,))[1]
     weak = [_is_python_scalar(x) for x in leaves]
     leaves = [_leaf(x) for x in leaves]
-    leaves = _promote_weak_carry(leaves, weak, lambda avals: trace_function(body_fun, args_tree, avals)[0].out_avals)
+    def body_carry(avals):
+        graph, out_tree, _ = trace_function(body_fun, args_tree, avals)
+        return out_tree, graph.out_avals
+
+    leaves = _promote_weak_carry("while_loop", body_fun, leaves, weak, tree, body_carry)
     avals = [_aval(x) for x in leaves]
     cond_graph, cond_tree, cond_caps = trace_function(cond_fun, args_tree, avals)
     outs = cond_graph.out_avals
@@ -289,8 +308,11 @@ def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = 
             raise ControlFlowError(f"scan: {_name(f)} must return a pair (carry, y)")
         return out
 
-    carry_leaves = _promote_weak_carry(
-        carry_leaves, weak, lambda avals: trace_function(body_fn, pair_tree, avals + x_avals)[0].out_avals[:n_carry])
+    def body_carry(avals):
+        graph, out_tree, _ = trace_function(body_fn, pair_tree, avals + x_avals)
+        return out_tree.children[0], graph.out_avals[:n_carry]
+
+    carry_leaves = _promote_weak_carry("scan", f, carry_leaves, weak, carry_tree, body_carry)
     carry_avals = [_aval(c) for c in carry_leaves]
 
     graph, out_tree, captured = trace_function(body_fn, pair_tree, carry_avals + x_avals)
