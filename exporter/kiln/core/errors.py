@@ -1,7 +1,9 @@
-"""User-facing errors raised while tracing, with the user's source line."""
+"""User-facing errors raised while tracing, and the user's source line attached to every one."""
 from __future__ import annotations
 
-from .source_info import user_frame_info
+import re
+
+from .source_info import SourceInfo, is_user_frame, traceback_user_frame_info, user_frame_info
 
 
 class KilnError(Exception):
@@ -13,12 +15,17 @@ class TracingError(KilnError):
 
     def __init__(self, message: str, source=None):
         self.source = source if source is not None else user_frame_info()
+        self.kiln_source = self.source
         where = f"\n  at {self.source}" if self.source else ""
         super().__init__(message + where)
 
 
-class ConcretizationError(TracingError):
+class ConcretizationError(TracingError, TypeError):
     """A traced value was used where Python needs a concrete one (if, while, int(), ...)."""
+
+
+class NumpyOnTracerError(TracingError, TypeError):
+    """A numpy function (not kiln.numpy) was applied to a traced value."""
 
 
 class UnexpectedTracerError(TracingError):
@@ -27,3 +34,46 @@ class UnexpectedTracerError(TracingError):
 
 class CompileError(KilnError):
     """A traced program that kiln cannot compile (an unsupported op in a place, a bad target)."""
+
+
+# Python's own messages name the tracer's class ("'GraphTracer' object has no attribute ...").
+_TRACER_OBJECT = re.compile(r"'(?:\w*Tracer)' object")
+_TRACER_NAME = re.compile(r"'(?:\w*Tracer)'")
+# ... and a call's inner function ("_unary_float.<locals>.fn() got an unexpected keyword argument").
+_LOCAL_FUNCTION = re.compile(r"^[\w.]*<locals>\.\w+\(\)")
+
+
+def _clean(message: str, exc: BaseException) -> str:
+    message = _TRACER_NAME.sub("'traced array'", _TRACER_OBJECT.sub("a traced array", message))
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if isinstance(exc, TypeError) and tb is not None and is_user_frame(tb.tb_frame):
+        # Raised by the call itself in the user's line: the callee's inner name means nothing to them.
+        message = _LOCAL_FUNCTION.sub("the function called here", message)
+    return message
+
+
+def attach_source(exc: BaseException) -> None:
+    """Appends the user's source line to an exception escaping a trace (once, innermost trace first).
+
+    The line is the innermost user frame of the exception's traceback, else the user's frame
+    that started the trace. The exception keeps its type; its message gains "at FILE:LINE in FN".
+    """
+    if getattr(exc, "kiln_source", None) is not None or isinstance(exc, (StopIteration, GeneratorExit)):
+        return
+    info: SourceInfo | None = traceback_user_frame_info(exc.__traceback__) or user_frame_info()
+    if info is None:
+        return
+    try:
+        exc.kiln_source = info
+    except AttributeError:  # an exception type without a __dict__
+        return
+    if isinstance(exc, TracingError):
+        exc.source = info
+    where = f"\n  at {info}"
+    args = exc.args
+    if len(args) == 1 and isinstance(args[0], str) and str(exc) == args[0]:
+        exc.args = (_clean(args[0], exc) + where,)
+    else:
+        exc.add_note(f"at {info}")

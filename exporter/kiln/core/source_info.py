@@ -1,11 +1,9 @@
-"""Where in the user's code something happened: the first frame outside kiln."""
+"""Where in the user's code something happened: the innermost frame outside kiln."""
 from __future__ import annotations
 
-import os
+import linecache
 import sys
 from dataclasses import dataclass
-
-_KILN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @dataclass(frozen=True)
@@ -20,20 +18,52 @@ class SourceInfo:
         return f"{text}: {self.line}" if self.line else text
 
 
-def _is_internal(filename: str) -> bool:
-    path = os.path.abspath(filename)
-    return path.startswith(_KILN_DIR + os.sep) or "/contextlib.py" in path or "/functools.py" in path
+# Frames of these top-level packages are never "the user's line": the standard library and
+# numpy sit between kiln and the user (contextlib, functools, numpy's dispatch).
+_LIBRARIES = frozenset(sys.stdlib_module_names) | {"numpy"}
+
+
+def _module_of(frame) -> str:
+    return frame.f_globals.get("__name__") or ""
+
+
+def _is_kiln(frame) -> bool:
+    name = _module_of(frame)
+    return name == "kiln" or name.startswith("kiln.")
+
+
+def is_user_frame(frame) -> bool:
+    return not _is_kiln(frame) and _module_of(frame).partition(".")[0] not in _LIBRARIES
+
+
+def _is_entry_point(frame) -> bool:
+    """The `kiln` command: frames above it are click's and the script's, never the user's."""
+    return _module_of(frame).startswith("kiln.cli")
+
+
+def _info(frame, lineno: int) -> SourceInfo:
+    filename = frame.f_code.co_filename
+    line = linecache.getline(filename, lineno).strip()
+    return SourceInfo(filename, lineno, frame.f_code.co_name, line)
 
 
 def user_frame_info() -> SourceInfo | None:
-    """The innermost frame that is not kiln's own code, or None."""
+    """The innermost frame on the current stack that is the user's code, or None."""
     frame = sys._getframe(1)
-    while frame is not None and _is_internal(frame.f_code.co_filename):
+    while frame is not None:
+        if _is_entry_point(frame):
+            return None
+        if is_user_frame(frame):
+            return _info(frame, frame.f_lineno)
         frame = frame.f_back
-    if frame is None:
-        return None
-    import linecache
+    return None
 
-    filename = frame.f_code.co_filename
-    line = linecache.getline(filename, frame.f_lineno).strip()
-    return SourceInfo(filename, frame.f_lineno, frame.f_code.co_name, line)
+
+def traceback_user_frame_info(tb) -> SourceInfo | None:
+    """The innermost frame of traceback `tb` that is the user's code, or None."""
+    found = None
+    while tb is not None:
+        if is_user_frame(tb.tb_frame) and not _is_entry_point(tb.tb_frame):
+            found = _info(tb.tb_frame, tb.tb_lineno)
+        tb = tb.tb_next
+    return found

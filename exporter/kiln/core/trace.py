@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .aval import ShapedArray, aval_of
-from .errors import ConcretizationError, UnexpectedTracerError
+from .errors import ConcretizationError, NumpyOnTracerError, UnexpectedTracerError, attach_source
 from .ir import Equation, Graph, Literal, Var
 from .primitive import Primitive
 from .source_info import user_frame_info
@@ -95,11 +95,17 @@ def find_top_trace(args: Sequence[Any]) -> Trace:
 
 @contextlib.contextmanager
 def new_trace(make: Callable[[int], Trace]):
-    """Pushes a trace made by make(level) for the duration of the block."""
+    """Pushes a trace made by make(level) for the duration of the block.
+
+    Every exception escaping the block gets the user's source line (kiln.core.errors.attach_source).
+    """
     trace = make(len(_stack))
     _stack.append(trace)
     try:
         yield trace
+    except Exception as e:
+        attach_source(e)
+        raise
     finally:
         trace.active = False
         _stack.pop()
@@ -154,8 +160,53 @@ class Tracer:
         return int(self.concrete_value())
 
     def __array__(self, dtype=None, copy=None):
-        value = self.concrete_value()
+        try:
+            value = self.concrete_value()
+        except ConcretizationError:
+            raise NumpyOnTracerError(
+                f"a traced array ({self.aval}) was converted to a numpy array (numpy.asarray, numpy.array or "
+                "a numpy function); its value is only known when the compiled program runs. "
+                "Use kiln.numpy functions on traced arrays (kiln.numpy.asarray, kiln.numpy.sin, ...)"
+            ) from None
         return np.asarray(value, dtype=dtype)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        """numpy's operators on (ndarray, tracer) come here: run the tracer's operator; other ufuncs are errors."""
+        ops = _UFUNC_OPERATORS.get(ufunc.__name__)
+        if ops is not None and method == "__call__" and not kwargs and len(inputs) == 2:
+            a, b = inputs
+            return getattr(a, ops[0])(b) if isinstance(a, Tracer) else getattr(b, ops[1])(a)
+        if method == "__call__":
+            raise NumpyOnTracerError(_numpy_on_tracer_message(f"numpy.{ufunc.__name__}", ufunc.__name__, self))
+        raise NumpyOnTracerError(_numpy_on_tracer_message(f"numpy.{ufunc.__name__}.{method}", None, self))
+
+    def __array_function__(self, func, types, args, kwargs):
+        """numpy.shape/ndim/size work on tracers; any other numpy function is an error naming kiln.numpy's."""
+        if func.__name__ in ("shape", "ndim", "size") and func.__module__ == "numpy":
+            return func._implementation(*args, **kwargs)
+        module = func.__module__ or "numpy"
+        kiln_name = func.__name__ if module == "numpy" else None
+        raise NumpyOnTracerError(_numpy_on_tracer_message(f"{module}.{func.__name__}", kiln_name, self))
+
+    def _concrete(self, method: str):
+        try:
+            return np.asarray(self.concrete_value())
+        except ConcretizationError:
+            raise ConcretizationError(
+                f"x.{method}() needs the value of a traced array ({self.aval}), which is only known when the "
+                f"compiled program runs; return the array from the traced function and call .{method}() on the result"
+            ) from None
+
+    def item(self, *args):
+        return self._concrete("item").item(*args)
+
+    def tolist(self):
+        return self._concrete("tolist").tolist()
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise AttributeError(f"kiln arrays have no attribute {name!r}", name=name, obj=self)
 
     def __iter__(self):
         if not self.shape:
@@ -164,6 +215,33 @@ class Tracer:
 
     def __hash__(self):
         raise TypeError("traced arrays are not hashable")
+
+
+# numpy ufuncs that Python operators turn into when an ndarray is on the left of a tracer:
+# ufunc name -> (the tracer's operator when it is on the left, when it is on the right).
+_UFUNC_OPERATORS = {
+    "add": ("__add__", "__radd__"), "subtract": ("__sub__", "__rsub__"),
+    "multiply": ("__mul__", "__rmul__"), "divide": ("__truediv__", "__rtruediv__"),
+    "true_divide": ("__truediv__", "__rtruediv__"), "floor_divide": ("__floordiv__", "__rfloordiv__"),
+    "remainder": ("__mod__", "__rmod__"), "power": ("__pow__", "__rpow__"), "matmul": ("__matmul__", "__rmatmul__"),
+    "bitwise_and": ("__and__", "__rand__"), "bitwise_or": ("__or__", "__ror__"),
+    "bitwise_xor": ("__xor__", "__rxor__"), "left_shift": ("__lshift__", "__rlshift__"),
+    "right_shift": ("__rshift__", "__rrshift__"),
+    "less": ("__lt__", "__gt__"), "less_equal": ("__le__", "__ge__"), "greater": ("__gt__", "__lt__"),
+    "greater_equal": ("__ge__", "__le__"), "equal": ("__eq__", "__eq__"), "not_equal": ("__ne__", "__ne__"),
+}
+
+
+def _numpy_on_tracer_message(what: str, kiln_name: str | None, tracer: Tracer) -> str:
+    """The error for numpy function `what` applied to a tracer; kiln_name: kiln.numpy's counterpart, if any."""
+    from .. import numpy as knp
+
+    if kiln_name is not None and hasattr(knp, kiln_name):
+        hint = f"use kiln.numpy.{kiln_name}"
+    else:
+        hint = "kiln.numpy has no equivalent; write it with kiln.numpy functions"
+    return (f"{what} was applied to a traced array ({tracer.aval}); numpy cannot compute on values that are only "
+            f"known when the compiled program runs: {hint}")
 
 
 class GraphTracer(Tracer):
