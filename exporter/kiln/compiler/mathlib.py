@@ -784,6 +784,62 @@ def _erf(m, x):
     return m.sel(m.isnan(x), x, res)
 
 
+# --- erfc -----------------------------------------------------------------------
+
+# erfc(x)*exp(x*x) on [0.5, 1) as a polynomial in (x - 0.75) (Chebyshev interpolation, degree 18).
+_ERFCX_HALF = (0.5, 1.0, 0.75, [
+    0.5069376502931449, -0.3679726916557954, 0.2309581315512983, -0.1298360619948811, 0.06679054252756873,
+    -0.03189726203968182, 0.014289198665935787, -0.00605153229720817, 0.0024376373607572304, -0.0009385120615031827,
+    0.00034675066293774186, -0.00012335437420404118, 4.237247992925646e-05, -1.408849138567237e-05,
+    4.543740821765102e-06, -1.423686828628303e-06, 4.343469484174286e-07, -1.324052006431111e-07,
+    3.8393609740220065e-08,
+])
+# x*erfc(x)*exp(x*x) for x >= 6 as a polynomial in (u - 1/72), u = 1/x**2 in (0, 1/36] (Chebyshev, degree 11).
+_ERFCX_TAIL_CENTER = 1.0 / 72.0
+_ERFCX_TAIL = [
+    0.5603505205560211, -0.27091619086158103, 0.3829492501570547, -0.8800565750205942, 2.7643699908538766,
+    -10.908398293485666, 51.443889462740714, -280.5529411430269, 1727.7199994054793, -11817.455887201642,
+    92396.71864023099, -755374.7157046796,
+]
+
+
+def _erfc_core(m, x, exact_square: bool):
+    """erfc over f64. |x| < 0.5: 1 - erf(x) by the series; 0.5 <= |x| < 6: exp(-x*x) times a piece of erfcx;
+    |x| >= 6: exp(-x*x) * g(1/x**2) / x. exp(-x*x) is exp(-h*h) * exp(-l*(x+h)) with h = x's top 26 bits
+    (h*h exact) and l = x - h when exact_square, so that the rounding of x*x (up to 28**2 * 2**-53) does not reach the
+    result; f32 results do not need that. Negative x: 2 - erfc(-x)."""
+    ax = m.abs(x)
+    z = m.mul(ax, ax)
+    series = [(-1) ** k / (math.factorial(k) * (2 * k + 1)) * 2.0 / math.sqrt(math.pi) for k in range(22)]
+    small = m.sub(m.c(1.0), m.mul(ax, m.horner(z, series[::-1])))
+    if exact_square:
+        high = m.from_bits(m.b.and_(m.bits(ax), m.ic(-(1 << 27))))
+        low = m.sub(ax, high)
+        e_big = _exp(m, m.b.fneg(m.mul(high, high)))
+        lo = m.b.fneg(m.mul(low, m.add(ax, high)))  # |lo| < 2**-25 * 28**2: exp(lo) - 1 by its series
+        expm1_lo = m.mul(lo, m.add(m.c(1.0), m.mul(lo, m.add(m.c(0.5), m.mul(lo, m.c(1.0 / 6.0))))))
+    else:
+        e_big, expm1_lo = _exp(m, m.b.fneg(z)), None
+    u = m.div(m.c(1.0), z)
+    tail = m.div(m.horner(m.sub(u, m.c(_ERFCX_TAIL_CENTER)), _ERFCX_TAIL[::-1]), ax)
+    scaled = tail
+    for lo, hi, center, coeffs in reversed([_ERFCX_HALF] + _ERFCX_PIECES):
+        piece = m.horner(m.sub(ax, m.c(center)), coeffs[::-1])
+        scaled = m.sel(m.lt(ax, m.c(hi)), piece, scaled)
+    res = m.mul(e_big, scaled if expm1_lo is None else m.add(scaled, m.mul(scaled, expm1_lo)))
+    res = m.sel(m.lt(ax, m.c(0.5)), small, res)
+    res = m.sel(_ge(m, ax, m.c(28.0)), m.c(0.0), res)  # erfc(28) < 1e-341: zero in f64 (and beyond: inf, huge)
+    res = m.sel(m.lt(x, m.c(0.0)), m.sub(m.c(2.0), res), res)
+    return m.sel(m.isnan(x), x, res)
+
+
+def _erfc(m, x):
+    if m.ty == F32:
+        wide = _Math(m.b, F64)
+        return m.b.fptrunc(_erfc_core(wide, m.b.fpext(x, F64), exact_square=False), F32)
+    return _erfc_core(m, x, exact_square=True)
+
+
 # --- rounding, remainder, rsqrt --------------------------------------------------
 
 def _rint(m, x):
@@ -894,6 +950,7 @@ _IMPLS.update({
     "acosh": (1, _widened(_acosh)),
     "atanh": (1, _widened(_atanh)),
     "erf": (1, _widened(_erf)),
+    "erfc": (1, _erfc),
     "rsqrt": (1, _widened(_rsqrt)),
     "floor": (1, _floor),
     "ceil": (1, _ceil),

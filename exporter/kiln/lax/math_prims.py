@@ -17,7 +17,7 @@ import numpy as np
 from ..core import dtypes
 from .prims import ShapeError, _elementwise
 
-__all__ = ["rsqrt", "erf", "integer_pow", "clamp", "atan2", "rem"]
+__all__ = ["rsqrt", "erf", "erfc", "integer_pow", "clamp", "atan2", "rem"]
 
 
 def _float_only(d):
@@ -54,6 +54,12 @@ def _erf_numpy(x):
     return flat.reshape(x.shape)
 
 
+def _erfc_numpy(x):
+    x = np.asarray(x)
+    flat = np.array([math.erfc(float(v)) if not np.isnan(v) else np.nan for v in x.ravel()], dtype=np.float64)
+    return flat.reshape(x.shape)
+
+
 def _shift_left(x, n):
     x, n = np.asarray(x), np.asarray(n)
     bits = x.dtype.itemsize * 8
@@ -78,7 +84,7 @@ _UNARY_FLOAT = {
     "exp2": np.exp2, "expm1": np.expm1, "log1p": np.log1p, "log2": np.log2, "log10": np.log10,
     "sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan,
     "sinh": np.sinh, "cosh": np.cosh, "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh,
-    "erf": _erf_numpy, "rsqrt": lambda x: 1 / np.sqrt(x),
+    "erf": _erf_numpy, "erfc": _erfc_numpy, "rsqrt": lambda x: 1 / np.sqrt(x),
     "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "round": np.rint,
 }
 P = {name: _elementwise(name, _widen(fn), 1, accepts=_float_only) for name, fn in _UNARY_FLOAT.items()}
@@ -146,6 +152,11 @@ def rsqrt(x):
 def erf(x):
     """The error function, for floats."""
     return P["erf"].bind(x)
+
+
+def erfc(x):
+    """The complementary error function 1 - erf(x), for floats, accurate in the right tail (erfc(10) = 2.1e-45)."""
+    return P["erfc"].bind(x)
 
 
 def atan2(y, x):
@@ -245,6 +256,7 @@ def _register_rules() -> None:
     unary(P["acosh"], lambda x, out: P["rsqrt"].bind(mul(sub(x, one(x)), add(x, one(x)))))
     unary(P["atanh"], lambda x, out: div(one(x), sub(one(x), sq(x))))
     unary(P["erf"], lambda x, out: mul(full_like(x, 2.0 / math.sqrt(math.pi)), prims.exp.bind(prims.neg.bind(sq(x)))))
+    unary(P["erfc"], lambda x, out: mul(full_like(x, -2.0 / math.sqrt(math.pi)), prims.exp.bind(prims.neg.bind(sq(x)))))
     unary(P["rsqrt"], lambda x, out: mul(full_like(x, -0.5), div(out, x)))
 
     def integer_pow_derivative(x, out, *, y):

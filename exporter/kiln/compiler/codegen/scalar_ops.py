@@ -232,7 +232,7 @@ def _emit_int(b, name, d: DTypeInfo, x, y):
 
 # Float primitives computed by mathlib (primitive name -> mathlib name).
 _MATH_UNARY = {name: name for name in ("exp2", "expm1", "log1p", "log2", "log10", "sin", "cos", "tan", "sinh", "cosh",
-                                       "asinh", "acosh", "atanh", "erf", "rsqrt", "floor", "ceil", "trunc", "round")}
+                                       "asinh", "acosh", "atanh", "erf", "erfc", "rsqrt", "floor", "ceil", "trunc", "round")}
 _MATH_UNARY.update({"asin": "asin", "acos": "acos", "atan": "atan"})
 
 _BITWISE = ("and", "or", "xor", "not", "shift_left", "shift_right")
