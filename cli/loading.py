@@ -28,6 +28,8 @@ def load_program_class(target: str):
         finally:
             sys.path.pop(0)
     else:
+        if os.getcwd() not in sys.path:  # as `python -m` does: packages in the current directory import
+            sys.path.insert(0, os.getcwd())
         try:
             module = importlib.import_module(where)
         except ModuleNotFoundError as e:

@@ -1,7 +1,7 @@
 """kiln export / run / dump: the command-line face of the exporter and the runtime."""
 from __future__ import annotations
 
-import os
+import subprocess
 import sys
 import traceback
 
@@ -10,8 +10,31 @@ import click
 from .loading import load_program_class
 
 
+def _error(message: str) -> None:
+    """Prints `kiln: error: MESSAGE` as one line."""
+    one_line = " ".join(line.strip() for line in message.strip().splitlines() if line.strip())
+    click.echo(f"kiln: error: {one_line}", err=True)
+
+
 class _Group(click.Group):
-    """Prints one clear error line (the traceback only with --verbose) and exits non-zero."""
+    """Every error is one line `kiln: error: ...` and a non-zero exit (the traceback only with --verbose)."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        args = list(sys.argv[1:] if args is None else args)
+        verbose = "--verbose" in args
+        try:
+            code = super().main(args, prog_name or "kiln", complete_var, standalone_mode=False, **extra)
+        except click.ClickException as e:  # usage errors: a missing file, option or class
+            if verbose:
+                traceback.print_exc()
+            _error(e.format_message())
+            code = e.exit_code
+        except click.Abort:
+            _error("aborted")
+            code = 1
+        if not standalone_mode:
+            return code
+        sys.exit(code if isinstance(code, int) else 0)
 
     def invoke(self, ctx):
         try:
@@ -21,10 +44,8 @@ class _Group(click.Group):
         except Exception as e:  # every failure becomes one line, not a traceback
             if ctx.obj and ctx.obj.get("verbose"):
                 traceback.print_exc()
-            message = str(e).strip().splitlines()
-            first = message[0] if message else type(e).__name__
-            rest = "".join(f"\n  {line.strip()}" for line in message[1:3])
-            click.echo(f"kiln: error: {type(e).__name__}: {first}{rest}", err=True)
+            notes = "".join(f" {note}" for note in getattr(e, "__notes__", ()))
+            _error(f"{type(e).__name__}: {str(e) or type(e).__name__}{notes}")
             ctx.exit(1)
 
 
@@ -67,7 +88,11 @@ def run(module, function, inputs, outputs, workers):
     if workers is not None:
         argv.append(f"--workers={workers}")
     sys.stdout.flush()
-    os.execv(argv[0], argv)
+    proc = subprocess.run(argv, stderr=subprocess.PIPE, text=True, errors="replace")
+    for line in proc.stderr.splitlines():  # kiln-run's errors are kiln's
+        click.echo(line.replace("kiln-run: error: ", "kiln: error: ", 1), err=True)
+    if proc.returncode:
+        sys.exit(proc.returncode)
 
 
 @main.command()

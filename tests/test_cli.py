@@ -1,5 +1,7 @@
 """The kiln command: export (file and module forms), run, dump, and its error handling."""
 import os
+import subprocess
+import sys
 
 import numpy as np
 
@@ -27,7 +29,15 @@ def test_export_run_and_dump(tmp_path, linear_example):
         assert expected in dump, expected
 
 
-def test_export_by_module_path(tmp_path):
+def _installed_kiln(*args, cwd):
+    """Runs the installed `kiln` script (not `python -m`) in `cwd`, without PYTHONPATH."""
+    script = os.path.join(os.path.dirname(sys.executable), "kiln")
+    assert os.access(script, os.X_OK), f"{script} is not installed"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run([script, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_export_by_module_path_from_the_current_directory(tmp_path):
     pkg = tmp_path / "mypkg"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
@@ -37,18 +47,22 @@ def test_export_by_module_path(tmp_path):
         "    def double(self, x=Program.like(np.zeros((3,), np.float32))):\n"
         "        return x * 2\n"
     )
-    out = tmp_path / "d.vmfb"
-    env_path = os.environ.get("PYTHONPATH", "")
-    os.environ["PYTHONPATH"] = f"{tmp_path}{os.pathsep}{env_path}"
-    try:
-        run_kiln_cli("export", "mypkg.prog:Doubler", "-o", str(out))
-    finally:
-        os.environ["PYTHONPATH"] = env_path
-    text = run_kiln_cli("run", str(out), "-f", "double", "--input=3xf32=1,2,3").stdout
-    assert "2" in text and "6" in text
+    proc = _installed_kiln("export", "mypkg.prog:Doubler", "-o", "d.vmfb", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "d.vmfb").stat().st_size > 0
+    text = _installed_kiln("run", "d.vmfb", "-f", "double", "--input=3xf32=1,2,3", cwd=tmp_path).stdout
+    assert "3xf32" in text and "[2. 4. 6.]" in text
 
 
-def test_errors_are_one_line_and_exit_nonzero(tmp_path):
+def _assert_one_line_error(proc, *fragments, exit_code=None):
+    assert proc.returncode != 0 if exit_code is None else proc.returncode == exit_code, proc
+    assert proc.stderr.startswith("kiln: error: ") and proc.stderr.count("\n") == 1, proc.stderr
+    assert "Traceback" not in proc.stderr and "Usage:" not in proc.stderr
+    for fragment in fragments:
+        assert fragment in proc.stderr, (fragment, proc.stderr)
+
+
+def test_tracing_errors_are_one_line_with_the_users_line_and_exit_nonzero(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text(
         "import numpy as np\nfrom kiln import Program\n"
@@ -57,31 +71,56 @@ def test_errors_are_one_line_and_exit_nonzero(tmp_path):
         "        if x.sum() > 0:\n"
         "            return x\n"
         "        return -x\n"
+        "class BadShapes(Program):\n"
+        "    def f(self, x=Program.like(np.zeros((2, 3), np.float32))):\n"
+        "        return x @ x\n"
     )
-    proc = run_kiln_cli("export", f"{bad}:Bad", "-o", str(tmp_path / "o.vmfb"), check=False)
-    assert proc.returncode != 0
-    assert proc.stderr.startswith("kiln: error: ConcretizationError")
-    assert "bad.py:5" in proc.stderr and "Traceback" not in proc.stderr
-    verbose = run_kiln_cli("--verbose", "export", f"{bad}:Bad", "-o", str(tmp_path / "o.vmfb"), check=False)
+    out = str(tmp_path / "o.vmfb")
+    proc = run_kiln_cli("export", f"{bad}:Bad", "-o", out, check=False)
+    _assert_one_line_error(proc, "kiln: error: ConcretizationError", f"{bad}:5 in f: if x.sum() > 0:", exit_code=1)
+    proc = run_kiln_cli("export", f"{bad}:BadShapes", "-o", out, check=False)
+    _assert_one_line_error(proc, "ValueError: matmul: mismatch in core dimension", f"{bad}:10 in f: return x @ x")
+    verbose = run_kiln_cli("--verbose", "export", f"{bad}:Bad", "-o", out, check=False)
     assert verbose.returncode != 0 and "Traceback" in verbose.stderr
+    assert verbose.stderr.strip().splitlines()[-1].startswith("kiln: error: ConcretizationError")
+    assert not os.path.exists(out)
 
-    missing = run_kiln_cli("export", f"{tmp_path}/nope.py:X", "-o", str(tmp_path / "o.vmfb"), check=False)
-    assert missing.returncode != 0 and "no such file" in missing.stderr
-    not_program = run_kiln_cli("export", f"{EXAMPLE}:Params", "-o", str(tmp_path / "o.vmfb"), check=False)
-    assert not_program.returncode != 0 and "not a kiln Program" in not_program.stderr
-    no_class = run_kiln_cli("export", f"{EXAMPLE}:Nope", "-o", str(tmp_path / "o.vmfb"), check=False)
-    assert no_class.returncode != 0 and "Nope" in no_class.stderr
 
+def test_usage_errors_are_one_line_and_exit_nonzero(tmp_path):
+    out = str(tmp_path / "o.vmfb")
+    _assert_one_line_error(run_kiln_cli("export", f"{tmp_path}/nope.py:X", "-o", out, check=False),
+                           "no such file", "nope.py", exit_code=2)
+    _assert_one_line_error(run_kiln_cli("export", f"{EXAMPLE}:Nope", "-o", out, check=False),
+                           "has no attribute 'Nope'", exit_code=2)
+    _assert_one_line_error(run_kiln_cli("export", f"{EXAMPLE}:Params", "-o", out, check=False),
+                           "linear.py:Params is not a kiln Program subclass", exit_code=2)
+    _assert_one_line_error(run_kiln_cli("export", "no_such_package.mod:X", "-o", out, check=False),
+                           "cannot import no_such_package.mod", exit_code=2)
+    _assert_one_line_error(run_kiln_cli("export", EXAMPLE, "-o", out, check=False),
+                           "expected FILE.py:ClassName or package.module:ClassName", exit_code=2)
+    _assert_one_line_error(run_kiln_cli("export", f"{EXAMPLE}:Linear", check=False),
+                           "Missing option '-o' / '--output'", exit_code=2)
+    _assert_one_line_error(run_kiln_cli("run", str(tmp_path / "missing.vmfb"), "-f", "predict", check=False),
+                           "missing.vmfb", "does not exist", exit_code=2)
+    _assert_one_line_error(run_kiln_cli("dump", str(tmp_path / "missing.vmfb"), check=False),
+                           "missing.vmfb", "does not exist", exit_code=2)
+    _assert_one_line_error(run_kiln_cli("bogus", check=False), "No such command 'bogus'", exit_code=2)
+    run_kiln_cli("export", f"{EXAMPLE}:Linear", "-o", out)
+    _assert_one_line_error(run_kiln_cli("run", out, check=False), "Missing option '--function' / '-f'", exit_code=2)
+    verbose = run_kiln_cli("--verbose", "run", out, check=False)
+    assert verbose.returncode == 2 and "Traceback" in verbose.stderr and "Missing option" in verbose.stderr
+
+
+def test_bad_modules_are_one_line_errors(tmp_path):
     garbage = tmp_path / "garbage.vmfb"
     garbage.write_bytes(b"\x00" * 64)
-    dumped = run_kiln_cli("dump", str(garbage), check=False)
-    assert dumped.returncode != 0 and "kiln: error" in dumped.stderr and "Traceback" not in dumped.stderr
-    ran = run_kiln_cli("run", str(garbage), "-f", "x", check=False)
-    assert ran.returncode != 0 and "error" in ran.stderr
+    _assert_one_line_error(run_kiln_cli("dump", str(garbage), check=False), "not a kiln module")
+    _assert_one_line_error(run_kiln_cli("run", str(garbage), "-f", "x", check=False),
+                           "garbage.vmfb: not a kiln module")
 
 
 def test_kiln_run_unknown_function_through_the_cli(tmp_path):
     out = tmp_path / "linear.vmfb"
     run_kiln_cli("export", f"{EXAMPLE}:Linear", "-o", str(out))
     proc = run_kiln_cli("run", str(out), "-f", "nope", check=False)
-    assert proc.returncode != 0 and "nope" in proc.stderr
+    _assert_one_line_error(proc, "module 'linear' has no function 'nope'")
