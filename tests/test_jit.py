@@ -69,3 +69,23 @@ def test_bad_argument_type_is_reported():
     f = kiln.jit(lambda x: x)
     with pytest.raises(TypeError, match="expected an array"):
         f("hello")
+
+
+def test_wrong_argument_count_and_keywords_are_reported():
+    def scale(x, s=2.0):
+        return x * s
+
+    f = kiln.jit(scale)
+    x = np.ones(3, np.float32)
+    np.testing.assert_allclose(f(x, s=3.0), 3 * x)  # keywords bind like Python's
+    with pytest.raises(TypeError, match=r"^scale takes 1 to 2 arguments \(x, s=2.0\), got 3$"):
+        f(x, 1.0, 2.0)
+    with pytest.raises(TypeError, match=r"^scale takes 1 to 2 arguments \(x, s=2.0\), got 0$"):
+        f()
+    with pytest.raises(TypeError, match=r"^scale got an unexpected keyword argument 'y'; it takes 1 to 2 arguments"):
+        f(x, y=1.0)
+    with pytest.raises(TypeError, match=r"^scale got multiple values for argument 'x'"):
+        f(x, x=x)
+    g = kiln.jit(lambda x, *, k: x * k)
+    with pytest.raises(TypeError, match=r"keyword-only argument 'k' is not supported by kiln.jit"):
+        g(x, k=1.0)

@@ -114,8 +114,22 @@ def test_wrong_argument_shape_dtype_and_count_from_python():
         m.predict(np.zeros((2, 4), np.float32))
     with pytest.raises(KilnRuntimeError, match=r"predict.*'x'.*f32.*i32"):
         m.predict(np.zeros((2, 3), np.int32).view(np.int32))
-    with pytest.raises(TypeError):
+    x = np.zeros((2, 3), np.float32)
+    with pytest.raises(TypeError, match=r"^predict takes 1 argument \(x: 2x3xf32\), got 2$"):
+        m.predict(x, x)
+    with pytest.raises(TypeError, match=r"^predict takes 1 argument \(x: 2x3xf32\), got 0$"):
         m.predict()
+    with pytest.raises(TypeError, match=r"^predict got an unexpected keyword argument 'y'; "
+                                        r"it takes 1 argument \(x: 2x3xf32\)$"):
+        m.predict(y=x)
+    with pytest.raises(TypeError, match=r"^predict got multiple values for argument 'x'"):
+        m.predict(x, x=x)
+    with pytest.raises(TypeError, match=r"^state takes no arguments, got 1$"):
+        m.state(x)
+    with pytest.raises(TypeError, match=r"^update takes 1 argument \(new_params: Params\(w=3x4xf32, b=4xf32\)\), "
+                                        r"got 2$"):
+        m.update(x, x)
+    np.testing.assert_array_equal(m.predict(x=x), m.predict(x))  # by keyword is fine
 
 
 def test_store_to_immutable_global_is_a_tracing_error():

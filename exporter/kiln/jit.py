@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 from typing import Callable
 
+from .core.calls import positional_arguments
 from .core.kernel_call import kernel_call
 from .core.pytree import tree_flatten, tree_unflatten, treedef_to_json
 from .core.signature import Signature, as_runtime_array, signature_of, split_static
@@ -61,7 +62,8 @@ class Jitted:
             self._traces[signature] = traced
         return traced
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
+        args = positional_arguments(self.name, self.fn, args, kwargs)
         dynamic, statics = split_static(args, self.static_argnums)
         signature, leaves = signature_of(dynamic, statics, self.name)
         traced = self._trace(signature)

@@ -14,6 +14,7 @@ import re
 import numpy as np
 
 from ..core.aval import ShapedArray, aval_of
+from ..core.calls import bind_call
 from ..core.pytree import tree_map, tree_unflatten, treedef_flatten_up_to
 from ..core.signature import as_runtime_array
 from ..jit import Jitted
@@ -194,10 +195,7 @@ class _BoundFunction:
         self.__name__ = fn.name
 
     def __call__(self, *args, **kwargs):
-        try:
-            bound = self.fn.signature.bind(*args, **kwargs)
-        except TypeError as e:
-            raise TypeError(f"{self.fn.name}: {e}") from None
+        bound = bind_call(self.fn.name, self.fn.signature, args, kwargs, self.fn.argument_types())
         values = [bound.arguments[p] for p in self.fn.arg_names]
         leaves = self.fn.flatten_arguments(values)
         outs = self.program._kiln_context.invoke(self.fn.name, leaves)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.aval import ShapedArray
+from ..core.calls import describe_tree
 from ..core.errors import TracingError
 from ..core.ir import Graph
 from ..core.pytree import TreeDef, tree_flatten, tree_unflatten, treedef_flatten_up_to, treedef_to_json
@@ -26,6 +27,11 @@ class PublicFunction:
     in_avals: list[ShapedArray]
     out_treedef: TreeDef
     source: object  # kiln.compiler.pipeline.ProcedureSource
+
+    def argument_types(self) -> dict[str, str]:
+        """Argument name -> text of its declared type (4x3xf32, Params(w=3x4xf32, b=4xf32))."""
+        declared = tree_unflatten(self.in_treedef, self.in_avals)
+        return {name: describe_tree(tree) for name, tree in zip(self.arg_names, declared)}
 
     def flatten_arguments(self, values: list) -> list[np.ndarray]:
         """Leaves of the call's arguments, checked against the traced tree structure."""
