@@ -289,3 +289,34 @@ def test_kernel_images_for_this_host_load(instance, tmp_path):
     spec.kernel_images[0].target_triple = f"{other}-unknown-linux-gnu"
     with pytest.raises(KilnRuntimeError, match=f"architecture '{other}'"):
         Module.from_bytes(instance, serialize(spec))
+
+
+def test_interactive_worker_count_setting():
+    import kiln
+    import kiln.numpy as knp
+    from kiln import runtime_session
+
+    class Work(kiln.Program):
+        def f(self, x=kiln.Program.like(np.zeros((256, 512), np.float32))):
+            y = knp.tanh(x * 1.5 + 0.25)
+            return y @ y.T, knp.sum(y, axis=1)
+
+    x = np.random.default_rng(0).standard_normal((256, 512)).astype(np.float32)
+    g = lambda x: knp.exp(x) * 2 - x  # noqa: E731
+    results = {}
+    try:
+        for workers in (1, 3):
+            kiln.set_worker_count(workers)
+            m = Work()
+            jitted = kiln.jit(g)
+            results[workers] = (*m.f(x), jitted(x))
+            assert runtime_session.default_instance().worker_count == workers
+            assert m._kiln_context.module._instance.worker_count == workers
+    finally:
+        kiln.set_worker_count(0)
+    for one, three in zip(results[1], results[3]):
+        np.testing.assert_array_equal(one, three)
+    np.testing.assert_allclose(results[1][1], np.tanh(x * 1.5 + 0.25).sum(axis=1), rtol=1e-4)
+    assert runtime_session.default_instance().worker_count >= 1  # 0 means one per core
+    with pytest.raises(ValueError, match=r"set_worker_count: expected a non-negative int .* got -1"):
+        kiln.set_worker_count(-1)

@@ -4,16 +4,17 @@
     import kiln.numpy as knp
 """
 from . import lax, numpy
-from .core.errors import CompileError, ConcretizationError, KilnError, TracingError
+from .core.errors import CompileError, ConcretizationError, KilnError, NumpyOnTracerError, TracingError
 from .core.pytree import register_pytree_node, tree_flatten, tree_leaves, tree_map, tree_unflatten
 from .jit import jit
 from .program import CompiledArtifact, Program
+from .runtime_session import set_worker_count
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Program", "CompiledArtifact", "jit", "lax", "numpy",
-    "KilnError", "TracingError", "ConcretizationError", "CompileError",
+    "Program", "CompiledArtifact", "jit", "lax", "numpy", "set_worker_count",
+    "KilnError", "TracingError", "ConcretizationError", "NumpyOnTracerError", "CompileError",
     "register_pytree_node", "tree_flatten", "tree_leaves", "tree_map", "tree_unflatten",
 ]
 
