@@ -5,11 +5,23 @@ from .api import (  # noqa: F401
     log, lt, max, min, mul, ne, neg, pow, reduce_max, reduce_min, reduce_sum, reshape, select, sqrt, sub, tanh, transpose,
 )
 from .prims import ShapeError
-from . import structural_prims  # noqa: E402,F401  (slice, pad, gather, sort, cumsum, ...)
+from . import structural_prims  # noqa: E402,F401  (the primitives behind the structural functions below)
 
 __all__ = ["prims", "ShapeError", "abs", "add", "broadcast_in_dim", "broadcasted_iota", "convert_element_type", "div",
            "dot_general", "eq", "exp", "ge", "gt", "iota", "le", "log", "lt", "max", "min", "mul", "ne", "neg", "pow",
            "reduce_max", "reduce_min", "reduce_sum", "reshape", "select", "sqrt", "sub", "tanh", "transpose"]
+
+from .api import (  # noqa: E402
+    argmax, argmin, cummax, cummin, cumprod, cumsum, dynamic_index_in_dim, dynamic_slice, dynamic_slice_in_dim,
+    dynamic_update_slice, dynamic_update_slice_in_dim, gather, scatter, scatter_add, scatter_max, scatter_min,
+    scatter_mul, sort, sort_key_val,
+)
+from .structural_prims import concatenate, pad, rev, slice  # noqa: E402,A004
+
+__all__ += ["dynamic_slice", "dynamic_update_slice", "dynamic_slice_in_dim", "dynamic_update_slice_in_dim",
+            "dynamic_index_in_dim", "gather", "scatter", "scatter_add", "scatter_mul", "scatter_min", "scatter_max",
+            "slice", "pad", "rev", "concatenate", "sort", "sort_key_val", "cumsum", "cumprod", "cummax", "cummin",
+            "argmax", "argmin"]
 
 from .control_flow import ControlFlowError, cond, fori_loop, map, scan, switch, while_loop  # noqa: E402
 

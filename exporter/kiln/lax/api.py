@@ -101,3 +101,316 @@ def iota(dtype, size: int):
 
 def broadcasted_iota(dtype, shape, dimension: int):
     return prims.iota.bind(shape=tuple(shape), dimension=int(dimension), dtype=dtypes.canonical(dtype))
+
+
+# --------------------------------------------------------------------------- structural functions
+# The public forms of kiln.lax.structural_prims, with jax.lax's signatures where kiln has the same
+# operation (dynamic_slice, dynamic_update_slice, slice, pad, rev, concatenate, sort, cumsum, ...)
+# and a documented simplified form where it does not (gather, scatter).
+
+def _sp():
+    from . import structural_prims
+
+    return structural_prims
+
+
+def _is_tracer(x) -> bool:
+    from ..core.trace import Tracer
+
+    return isinstance(x, Tracer)
+
+
+def _start_indices(fn: str, shape, start_indices):
+    """One scalar integer start per dimension; negative starts count from the end (as in JAX: i + dim when
+    i < 0); the primitive then clamps them so the slice fits. Narrow ints are widened to int32 first."""
+    nd = len(shape)
+    if (_is_tracer(start_indices) or isinstance(start_indices, np.ndarray)) and _aval(start_indices).ndim == 1:
+        starts = [start_indices[k] for k in range(_aval(start_indices).shape[0])]
+    elif isinstance(start_indices, (tuple, list)):
+        starts = list(start_indices)
+    else:
+        raise TypeError(f"{fn}: start_indices must be a sequence of scalar integers or a 1-D integer array, "
+                        f"got {type(start_indices).__name__}")
+    if len(starts) != nd:
+        raise TypeError(f"{fn}: got {len(starts)} start indices for an operand of shape {tuple(shape)}; "
+                        f"give one per dimension ({nd})")
+    out = []
+    for k, (s, d) in enumerate(zip(starts, shape)):
+        if _is_tracer(s):
+            a = s.aval
+            if a.shape != () or not dtypes.is_int(a.dtype):
+                raise TypeError(f"{fn}: start index {k} must be an integer scalar, got {a}")
+            if a.dtype.itemsize < 4:
+                s = prims.convert.bind(s, new_dtype=np.dtype(np.int32))
+            dt = _aval(s).dtype
+            if dt.kind == "i":
+                zero = np.zeros((), dt)
+                s = prims.select.bind(prims.lt.bind(s, zero), prims.add.bind(s, np.asarray(d, dt)), s)
+            out.append(s)
+            continue
+        v = np.asarray(s)
+        if v.shape != () or v.dtype.kind not in "iu":
+            raise TypeError(f"{fn}: start index {k} must be an integer scalar, got {s!r}")
+        v = int(v)
+        if v < 0:
+            v += d
+        out.append(np.int64(v) if not -2**31 <= v < 2**31 else np.int32(v))
+    return out
+
+
+def dynamic_slice(operand, start_indices, slice_sizes):
+    """jax.lax.dynamic_slice: operand[s0:s0+z0, s1:s1+z1, ...] for start indices known only at run time.
+
+    start_indices: one integer scalar per dimension (Python ints, numpy or traced scalars) or a 1-D integer
+    array. Negative starts count from the end (i + dim), and every start is then clamped to
+    [0, dim - size] so that the slice lies inside the operand, as in JAX. slice_sizes are static ints.
+    """
+    from ..numpy._base import asarray
+
+    x = asarray(operand)
+    shape = _aval(x).shape
+    sizes = tuple(int(z) for z in slice_sizes)
+    if len(sizes) != len(shape):
+        raise TypeError(f"dynamic_slice: got {len(sizes)} slice sizes for an operand of shape {shape}; give one per dimension")
+    for k, (z, d) in enumerate(zip(sizes, shape)):
+        if not 0 <= z <= d:
+            raise TypeError(f"dynamic_slice: slice size {z} of dimension {k} does not fit in an operand of shape {shape}")
+    starts = _start_indices("dynamic_slice", shape, start_indices)
+    return _sp().dynamic_slice_p.bind(x, *starts, slice_sizes=sizes)
+
+
+def dynamic_update_slice(operand, update, start_indices):
+    """jax.lax.dynamic_update_slice: operand with update written at start_indices (known at run time).
+
+    update has operand's dtype and rank and fits inside it; start_indices as in dynamic_slice (negative
+    starts count from the end, then clamped so that the whole update lands inside the operand).
+    """
+    from ..numpy._base import asarray
+
+    x, u = asarray(operand), asarray(update)
+    xa, ua = _aval(x), _aval(u)
+    if ua.dtype != xa.dtype:
+        raise TypeError(f"dynamic_update_slice: update dtype {ua.dtype} differs from operand dtype {xa.dtype}; "
+                        f"convert it first (update.astype({xa.dtype}))")
+    if ua.ndim != xa.ndim or any(a > b for a, b in zip(ua.shape, xa.shape)):
+        raise TypeError(f"dynamic_update_slice: update of shape {ua.shape} does not fit in an operand of shape {xa.shape}")
+    starts = _start_indices("dynamic_update_slice", xa.shape, start_indices)
+    return _sp().dynamic_update_slice_p.bind(x, u, *starts)
+
+
+def _axis(fn, axis, nd):
+    axis = int(axis)
+    if not -nd <= axis < nd:
+        raise TypeError(f"{fn}: axis {axis} is out of range for an operand of rank {nd}")
+    return axis % nd
+
+
+def dynamic_slice_in_dim(operand, start_index, slice_size, axis=0):
+    """jax.lax.dynamic_slice_in_dim: dynamic_slice along one axis (operand[..., i:i+size, ...])."""
+    shape = _aval(operand).shape
+    axis = _axis("dynamic_slice_in_dim", axis, len(shape))
+    starts = [0] * len(shape)
+    starts[axis] = start_index
+    sizes = list(shape)
+    sizes[axis] = slice_size
+    return dynamic_slice(operand, starts, sizes)
+
+
+def dynamic_index_in_dim(operand, index, axis=0, keepdims=True):
+    """jax.lax.dynamic_index_in_dim: the element `index` along axis (kept as a size-1 axis if keepdims)."""
+    out = dynamic_slice_in_dim(operand, index, 1, axis)
+    if keepdims:
+        return out
+    shape = _aval(out).shape
+    axis = _axis("dynamic_index_in_dim", axis, len(shape))
+    return prims.reshape.bind(out, new_shape=shape[:axis] + shape[axis + 1:])
+
+
+def dynamic_update_slice_in_dim(operand, update, start_index, axis):
+    """jax.lax.dynamic_update_slice_in_dim: dynamic_update_slice along one axis."""
+    nd = _aval(operand).ndim
+    axis = _axis("dynamic_update_slice_in_dim", axis, nd)
+    starts = [0] * nd
+    starts[axis] = start_index
+    return dynamic_update_slice(operand, update, starts)
+
+
+_GATHER_MODES = {"clip": "clip", "promise_in_bounds": "clip", "fill": "fill", None: "fill"}
+_SCATTER_MODES = {"clip": "clip", "promise_in_bounds": "clip", "drop": "drop", "fill": "drop", None: "drop"}
+
+
+def _index_array(fn, indices, axes, operand_aval):
+    from ..numpy._base import asarray
+
+    idx = asarray(indices)
+    ia = _aval(idx)
+    if not dtypes.is_int(ia.dtype):
+        raise TypeError(f"{fn}: indices must be integers, got {ia}")
+    axes = tuple(int(a) for a in axes)
+    if any(not -operand_aval.ndim <= a < operand_aval.ndim for a in axes):
+        raise TypeError(f"{fn}: axes {axes} out of range for an operand of shape {operand_aval.shape}")
+    axes = tuple(a % operand_aval.ndim for a in axes)
+    if len(set(axes)) != len(axes):
+        raise TypeError(f"{fn}: repeated axis in {axes}")
+    if ia.ndim < 1 or ia.shape[-1] != len(axes):
+        raise TypeError(f"{fn}: indices of shape {ia.shape} must end in an axis of size {len(axes)} "
+                        f"(one index per axis in {axes})")
+    return idx, axes
+
+
+def gather(operand, indices, axes, *, mode=None, fill_value=None):
+    """Gather whole slices of `operand` at integer positions (kiln's simplified form of jax.lax.gather).
+
+    indices has shape (*batch, len(axes)): indices[..., k] is a position along operand axis axes[k]. The
+    result has shape batch + (the operand's dimensions not in axes, in order), so that
+        gather(x, idx, axes)[b] == moveaxis(x, axes, range(len(axes)))[tuple(idx[b])]
+    e.g. gather(x, i[:, None], (0,)) == x[i] (rows) and gather(x, ij, (0, 1)) == x[ij[:, 0], ij[:, 1]].
+
+    mode: "fill" (the default, as in JAX) reads fill_value (default 0) for an index row with any
+    out-of-range entry; "clip" (or "promise_in_bounds") clamps every index into range. Negative indices are
+    out of range (they do not wrap; kiln.numpy indexing wraps them before calling this).
+    Unlike jax.lax.gather there are no dimension_numbers or slice_sizes: each index picks whole slices.
+    """
+    from ..numpy._base import asarray
+
+    x = asarray(operand)
+    xa = _aval(x)
+    if mode not in _GATHER_MODES:
+        raise ValueError(f"gather: mode must be 'fill', 'clip' or 'promise_in_bounds', got {mode!r}")
+    idx, axes = _index_array("gather", indices, axes, xa)
+    m = _GATHER_MODES[mode]
+    out = _sp().gather_p.bind(x, idx, axes=axes, mode=m)
+    if m == "clip" or fill_value is None or np.asarray(fill_value) == 0:
+        return out
+    valid = _rows_in_range(idx, axes, xa.shape)
+    oa = _aval(out)
+    valid = prims.broadcast_in_dim.bind(valid, shape=oa.shape, broadcast_dimensions=tuple(range(_aval(valid).ndim)))
+    fill = prims.broadcast_in_dim.bind(np.asarray(fill_value).astype(oa.dtype), shape=oa.shape, broadcast_dimensions=())
+    return prims.select.bind(valid, out, fill)
+
+
+def _rows_in_range(idx, axes, shape):
+    """bool (*batch,): every index of the row is in [0, size of its axis)."""
+    ia = _aval(idx)
+    dt = ia.dtype
+    lo = prims.ge.bind(idx, prims.broadcast_in_dim.bind(np.zeros((), dt), shape=ia.shape, broadcast_dimensions=()))
+    sizes = np.array([shape[a] for a in axes]).astype(dt)
+    hi = prims.lt.bind(idx, prims.broadcast_in_dim.bind(sizes, shape=ia.shape, broadcast_dimensions=(ia.ndim - 1,)))
+    ok = prims.convert.bind(_and(lo, hi), new_dtype=np.dtype(np.int32))
+    return prims.eq.bind(prims.reduce_min.bind(ok, axes=(ia.ndim - 1,)),
+                         prims.broadcast_in_dim.bind(np.int32(1), shape=ia.shape[:-1], broadcast_dimensions=()))
+
+
+def _and(p, q):
+    from .math_prims import P
+
+    return P["and"].bind(p, q)
+
+
+_SCATTER_UPDATES = ("set", "add", "mul", "min", "max")
+
+
+def scatter(operand, indices, updates, axes, *, update="set", mode=None):
+    """Scatter `updates` into whole slices of `operand` (kiln's simplified form of jax.lax.scatter).
+
+    indices as in gather: shape (*batch, len(axes)), one position per axis in axes; updates has the shape
+    gather would return, batch + (the operand's dimensions not in axes), and the operand's dtype.
+    update: "set" (the last of duplicate indices wins), "add", "mul", "min" or "max" (duplicates combine).
+    mode: "drop" (the default, as in JAX; also "fill") skips updates whose index row is out of range;
+    "clip" (or "promise_in_bounds") clamps the indices into range. Returns a new array.
+    """
+    from ..numpy._base import asarray
+
+    x, u = asarray(operand), asarray(updates)
+    xa, ua = _aval(x), _aval(u)
+    if mode not in _SCATTER_MODES:
+        raise ValueError(f"scatter: mode must be 'drop', 'clip' or 'promise_in_bounds', got {mode!r}")
+    if update not in _SCATTER_UPDATES:
+        raise ValueError(f"scatter: update must be one of {_SCATTER_UPDATES}, got {update!r}")
+    idx, axes = _index_array("scatter", indices, axes, xa)
+    want = _aval(idx).shape[:-1] + tuple(d for i, d in enumerate(xa.shape) if i not in axes)
+    if ua.shape != want:
+        raise TypeError(f"scatter: updates must have shape {want} (index batch + the operand's other dimensions), "
+                        f"got {ua.shape}")
+    if ua.dtype != xa.dtype:
+        raise TypeError(f"scatter: updates dtype {ua.dtype} differs from operand dtype {xa.dtype}; "
+                        f"convert it first (updates.astype({xa.dtype}))")
+    return _sp().scatter_p.bind(x, idx, u, axes=axes, update=update, mode=_SCATTER_MODES[mode])
+
+
+def scatter_add(operand, indices, updates, axes, *, mode=None):
+    """scatter with update="add" (duplicate indices accumulate)."""
+    return scatter(operand, indices, updates, axes, update="add", mode=mode)
+
+
+def scatter_mul(operand, indices, updates, axes, *, mode=None):
+    """scatter with update="mul"."""
+    return scatter(operand, indices, updates, axes, update="mul", mode=mode)
+
+
+def scatter_min(operand, indices, updates, axes, *, mode=None):
+    """scatter with update="min"."""
+    return scatter(operand, indices, updates, axes, update="min", mode=mode)
+
+
+def scatter_max(operand, indices, updates, axes, *, mode=None):
+    """scatter with update="max"."""
+    return scatter(operand, indices, updates, axes, update="max", mode=mode)
+
+
+def sort(operand, dimension=-1, is_stable=True, num_keys=1):
+    """jax.lax.sort: one array, or a sequence sorted together lexicographically by the first num_keys
+    (NaN last). is_stable=True (the default) keeps ties in their original order."""
+    from ..numpy._base import asarray
+
+    single = not isinstance(operand, (tuple, list))
+    xs = [asarray(operand)] if single else [asarray(o) for o in operand]
+    nd = _aval(xs[0]).ndim
+    if nd == 0:
+        raise TypeError("sort: the operand must have at least one dimension")
+    dim = _axis("sort", dimension, nd)
+    if not 1 <= num_keys <= len(xs):
+        raise TypeError(f"sort: num_keys must be between 1 and the number of operands ({len(xs)}), got {num_keys}")
+    if is_stable:
+        iota = prims.iota.bind(shape=_aval(xs[0]).shape, dimension=dim, dtype=np.dtype(np.int32))
+        outs = _sp().sort_p.bind(*xs[:num_keys], iota, *xs[num_keys:], dimension=dim, num_keys=num_keys + 1)
+        outs = outs[:num_keys] + outs[num_keys + 1:]
+    else:
+        outs = _sp().sort_p.bind(*xs, dimension=dim, num_keys=num_keys)
+    return outs[0] if single else tuple(outs)
+
+
+def sort_key_val(keys, values, dimension=-1, is_stable=True):
+    """jax.lax.sort_key_val: (sorted keys, values permuted the same way)."""
+    return sort((keys, values), dimension, is_stable, 1)
+
+
+def _cumulative(name):
+    def fn(operand, axis=0, reverse=False):
+        from ..numpy._base import asarray
+
+        x = asarray(operand)
+        return getattr(_sp(), f"{name}_p").bind(x, axis=_axis(name, axis, _aval(x).ndim), reverse=bool(reverse))
+
+    fn.__name__ = name
+    fn.__doc__ = f"jax.lax.{name}: the running {name[3:]} along axis (from the end if reverse), same shape and dtype."
+    return fn
+
+
+cumsum, cumprod, cummax, cummin = (_cumulative(n) for n in ("cumsum", "cumprod", "cummax", "cummin"))
+
+
+def argmax(operand, axis, index_dtype):
+    """jax.lax.argmax: the index of the first maximum along axis (NaN counts as the maximum, as in numpy)."""
+    from ..numpy._base import asarray
+
+    x = asarray(operand)
+    return _sp().argmax_p.bind(x, axis=_axis("argmax", axis, _aval(x).ndim), index_dtype=dtypes.canonical(index_dtype))
+
+
+def argmin(operand, axis, index_dtype):
+    """jax.lax.argmin: the index of the first minimum along axis (NaN counts as the minimum, as in numpy)."""
+    from ..numpy._base import asarray
+
+    x = asarray(operand)
+    return _sp().argmin_p.bind(x, axis=_axis("argmin", axis, _aval(x).ndim), index_dtype=dtypes.canonical(index_dtype))

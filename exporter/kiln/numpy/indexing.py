@@ -73,8 +73,10 @@ def _normalize_key(key, ndim):
         elif isinstance(k, slice):
             for part in (k.start, k.stop, k.step):
                 if isinstance(part, Tracer):
-                    raise IndexingError("slice bounds must be concrete; for a traced start use "
-                                        "kiln.lax.structural_prims.dynamic_slice (or take with an iota)")
+                    raise IndexingError(
+                        "slice bounds must be concrete (the result's shape depends on them); for a traced start "
+                        "with a fixed length use kiln.lax.dynamic_slice(x, start_indices, slice_sizes) or "
+                        "kiln.lax.dynamic_slice_in_dim(x, start, size, axis)")
             entries.append(("slice", k))
         elif _is_int_scalar(k):
             entries.append(("int", int(k)))
