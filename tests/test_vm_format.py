@@ -20,6 +20,54 @@ def test_serialize_is_deterministic():
     assert a[4:8] == b"KILN"
 
 
+_EXPORT_SCRIPT = """
+import sys
+import numpy as np
+import kiln.numpy as knp
+from kiln import Program
+sys.path.insert(0, sys.argv[1])
+from linear import Linear
+
+state = {"zeta": np.ones(3, np.float32), "alpha": np.arange(3, dtype=np.int32), "mid": [np.float32(2), None]}
+
+class Trees(Program):
+    _state = state
+    _alias = state["zeta"]
+
+    def step(self, x=Program.like(np.zeros((2, 3), np.float32))):
+        self._state = {"zeta": self._state["zeta"] + 1, "alpha": self._state["alpha"] * 2, "mid": self._state["mid"]}
+        return {"b": self._k(x), "a": knp.sum(x, axis=0) + self._alias}
+
+    @Program.kernel
+    def _k(x):
+        return knp.tanh(x) * 2
+
+for cls in (Linear, Trees):
+    sys.stdout.buffer.write(Program.get_compiled_artifact(cls).bytes)
+"""
+
+
+def test_export_is_deterministic_across_processes(tmp_path):
+    """Two Python processes with different hash seeds export byte-identical modules."""
+    import os
+    import subprocess
+    import sys
+
+    from kiln_tools import ROOT
+
+    script = tmp_path / "export.py"
+    script.write_text(_EXPORT_SCRIPT)
+    outputs = []
+    for seed in ("1", "2"):
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        proc = subprocess.run([sys.executable, str(script), os.path.join(ROOT, "examples")], env=env,
+                              capture_output=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr.decode()
+        outputs.append(proc.stdout)
+    assert len(outputs[0]) > 1000 and outputs[0].count(b"KILN") == 2
+    assert outputs[0] == outputs[1]
+
+
 def test_read_then_write_gives_the_same_bytes():
     data = serialize(sample_spec())
     again = read_module(data)
