@@ -175,7 +175,10 @@ class Tracer:
         ops = _UFUNC_OPERATORS.get(ufunc.__name__)
         if ops is not None and method == "__call__" and not kwargs and len(inputs) == 2:
             a, b = inputs
-            return getattr(a, ops[0])(b) if isinstance(a, Tracer) else getattr(b, ops[1])(a)
+            tracer, op, other = (a, ops[0], b) if isinstance(a, Tracer) else (b, ops[1], a)
+            operator = getattr(type(tracer), op, None)
+            if operator is not None:
+                return operator(tracer, other)
         if method == "__call__":
             raise NumpyOnTracerError(_numpy_on_tracer_message(f"numpy.{ufunc.__name__}", ufunc.__name__, self))
         raise NumpyOnTracerError(_numpy_on_tracer_message(f"numpy.{ufunc.__name__}.{method}", None, self))
@@ -223,7 +226,8 @@ _UFUNC_OPERATORS = {
     "add": ("__add__", "__radd__"), "subtract": ("__sub__", "__rsub__"),
     "multiply": ("__mul__", "__rmul__"), "divide": ("__truediv__", "__rtruediv__"),
     "true_divide": ("__truediv__", "__rtruediv__"), "floor_divide": ("__floordiv__", "__rfloordiv__"),
-    "remainder": ("__mod__", "__rmod__"), "power": ("__pow__", "__rpow__"), "matmul": ("__matmul__", "__rmatmul__"),
+    "remainder": ("__mod__", "__rmod__"), "divmod": ("__divmod__", "__rdivmod__"),
+    "power": ("__pow__", "__rpow__"), "matmul": ("__matmul__", "__rmatmul__"),
     "bitwise_and": ("__and__", "__rand__"), "bitwise_or": ("__or__", "__ror__"),
     "bitwise_xor": ("__xor__", "__rxor__"), "left_shift": ("__lshift__", "__rlshift__"),
     "right_shift": ("__rshift__", "__rrshift__"),
