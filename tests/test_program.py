@@ -104,7 +104,9 @@ def test_get_ir_shows_globals_functions_and_kernels():
     assert text.startswith("program model {")
     assert "global @_params.w: f32[3,4] mutable initialized" in text
     assert "global @_frozen: f32[] immutable initialized" in text
-    assert "func predict(" in text and "kernel_call[name='affine']" in text and "global_store @_count" in text
+    assert "func predict(%0: f32[2,3]) -> f32[2,4] {" in text
+    assert "kernel_call[name='affine']" in text and "global_store @_count" in text
+    assert "func update(%0: f32[3,4], %1: f32[4]) -> () {" in text
 
 
 def test_wrong_argument_shape_dtype_and_count_from_python():

@@ -23,7 +23,7 @@ def test_graph_is_typed_ssa_and_prints():
     g = _trace(lambda x: knp.tanh(x * 2 + 1).sum(axis=1), F32_2x3)
     verify_graph(g)
     text = str(g)
-    assert text.startswith("graph(%0: f32[2,3]) {")
+    assert text.startswith("graph(%0: f32[2,3]) -> f32[2] {")
     assert "tanh" in text and "reduce_sum[axes=(1,)]" in text
     assert "return" in text
     assert [str(a) for a in g.out_avals] == ["f32[2]"]

@@ -168,7 +168,9 @@ def print_graph(graph: Graph, name: str = "graph", indent: int = 0, namer: _Name
     pad = " " * indent
     lines = []
     params = ", ".join(f"{n(v)}: {v.aval}" for v in graph.invars)
-    lines.append(f"{pad}{name}({params}) {{")
+    results = ", ".join(str(a.aval) for a in graph.outvars)
+    results = results if len(graph.outvars) == 1 else f"({results})"
+    lines.append(f"{pad}{name}({params}) -> {results} {{")
     for v, c in zip(graph.constvars, graph.consts):
         lines.append(f"{pad}  {n(v)}: {v.aval} = constant {_summarize(np.asarray(c))}")
     for eqn in graph.eqns:
