@@ -175,7 +175,8 @@ def register() -> None:
     _defjvp_unary(prims.log, lambda x, out: prims.div.bind(_full_like(x, 1), x))
     _defjvp_unary(prims.tanh, lambda x, out: prims.sub.bind(_full_like(out, 1), prims.mul.bind(out, out)))
     _defjvp_unary(prims.sqrt, lambda x, out: prims.div.bind(_full_like(out, 0.5), out))
-    for p in (prims.eq, prims.ne, prims.lt, prims.le, prims.gt, prims.ge, prims.iota):
+    # iota has no operands, so no trace ever sees it with a tangent: it needs no rules.
+    for p in (prims.eq, prims.ne, prims.lt, prims.le, prims.gt, prims.ge):
         _defjvp_zero(p)
     prims.select.jvp_rule = _select_rule
     prims.convert.jvp_rule = _convert_rule
