@@ -361,3 +361,458 @@ def test_lax_structural_function_errors():
         lax.cumsum(x, 2)
     with pytest.raises(TypeError, match="argmax: axis -3 is out of range for an operand of rank 2"):
         lax.argmax(x, -3, np.int32)
+
+
+# ============================================================ data-dependent shapes: nonzero, argwhere, unique, ...
+
+def _pad(a, size, fill):
+    """numpy result `a` cut or padded (along axis 0) to `size` entries of `fill`: JAX's size= semantics."""
+    a = np.asarray(a)
+    if a.shape[0] >= size:
+        return a[:size]
+    return np.concatenate([a, np.full((size - a.shape[0],) + a.shape[1:], fill, a.dtype)])
+
+
+MASKS = {
+    "2d": np.array([[0, 5, 0], [6, 0, 7]], np.float32),
+    "1d_int": np.array([0, 3, 0, 0, -1, 2], np.int32),
+    "bool_3d": data((2, 3, 4), np.bool_),
+    "all_zero": np.zeros((3, 2), np.int8),
+    "empty": np.zeros((0, 3), np.float64),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MASKS))
+def test_nonzero_family_concrete_like_numpy(name):
+    x = MASKS[name]
+    check(knp.nonzero(x), np.nonzero(x))
+    check(knp.argwhere(x), np.argwhere(x))
+    check(knp.flatnonzero(x), np.flatnonzero(x))
+    check(knp.where(x), np.where(x))
+    check(knp.extract(x > 0, x), np.extract(x > 0, x))
+    check(knp.unique(x), np.unique(x))
+
+
+@pytest.mark.parametrize("size", [0, 2, 7])
+@pytest.mark.parametrize("name", sorted(MASKS))
+def test_nonzero_family_with_size_eager_and_jit(name, size):
+    x = MASKS[name]
+    nz = np.nonzero(x)
+    both(lambda x: knp.nonzero(x, size=size), lambda x: tuple(_pad(n, size, 0) for n in nz), x)
+    both(lambda x: knp.nonzero(x, size=size, fill_value=-1), lambda x: tuple(_pad(n, size, -1) for n in nz), x)
+    fills = tuple(range(-x.ndim, 0))
+    both(lambda x: knp.where(x, size=size, fill_value=fills), lambda x: tuple(_pad(n, size, f) for n, f in zip(nz, fills)), x)
+    aw = np.argwhere(x)
+    want_aw = _pad(aw, size, 0)
+    want_aw[min(size, len(aw)):] = np.array(fills)
+    both(lambda x: knp.argwhere(x, size=size, fill_value=fills), lambda x: want_aw, x)
+    both(lambda x: knp.flatnonzero(x, size=size, fill_value=99), lambda x: _pad(np.flatnonzero(x), size, 99), x)
+    both(lambda x: knp.extract(x != 0, x, size=size, fill_value=7), lambda x: _pad(np.extract(x != 0, x), size, 7), x)
+
+
+def test_nonzero_with_size_gathers_the_masked_elements():
+    """x[knp.nonzero(mask, size=N)]: the recipe the traced-mask error recommends."""
+    x = data((3, 4))
+    both(lambda x: x[knp.nonzero(x > 0, size=5)], lambda x: _pad(x[x > 0], 5, x[0, 0]), x)
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1, -1])
+def test_compress_like_numpy(axis):
+    a = data((3, 4), np.int32)
+    cond = np.array([True, False, True])
+    check(knp.compress(cond, a, axis=axis), np.compress(cond, a, axis=axis))
+    ax = 0 if axis is None else axis
+    want = np.moveaxis(_pad(np.moveaxis(np.compress(cond, a, axis=axis), ax, 0), 4, -5), 0, ax)
+    both(lambda c, a: knp.compress(c, a, axis=axis, size=4, fill_value=-5), lambda c, a: want, cond, a)
+    short = np.array([False, True])  # shorter than the axis: the rest is left out
+    want2 = np.moveaxis(_pad(np.moveaxis(np.compress(short, a, axis=axis), ax, 0), 1, 0), 0, ax)
+    both(lambda c, a: knp.compress(c, a, axis=axis, size=1), lambda c, a: want2, short, a)
+
+
+UNIQUE_INPUTS = {
+    "float_nan": np.array([[3.0, 1.0], [3.0, np.nan], [np.nan, 0.0], [-0.5, 1.0]]),
+    "int8": np.array([4, -2, 4, 4, 0, -2, 9], np.int8),
+    "bool": np.array([True, True, False, True]),
+    "one": np.array([2.5], np.float32),
+}
+
+
+@pytest.mark.parametrize("size", [1, 3, 8])
+@pytest.mark.parametrize("name", sorted(UNIQUE_INPUTS))
+def test_unique_with_size_eager_and_jit(name, size):
+    x = UNIQUE_INPUTS[name]
+    vals, index, inverse, counts = np.unique(x, return_index=True, return_inverse=True, return_counts=True)
+    both(lambda x: knp.unique(x, size=size), lambda x: _pad(vals, size, vals[0]), x)
+    both(lambda x: knp.unique(x, True, True, True, size=size, fill_value=0),
+         lambda x: (_pad(vals, size, 0), _pad(index, size, 0), inverse, _pad(counts, size, 0)), x)
+    both(lambda x: knp.unique(x, return_counts=True, size=size), lambda x: (_pad(vals, size, vals[0]), _pad(counts, size, 0)), x)
+
+
+def test_unique_equal_nan_false_and_concrete_forms():
+    x = np.array([np.nan, 1.0, np.nan, 1.0])
+    check(knp.unique(x, equal_nan=False), np.unique(x, equal_nan=False))
+    vals = np.unique(x, equal_nan=False)
+    both(lambda x: knp.unique(x, equal_nan=False, size=4), lambda x: _pad(vals, 4, vals[0]), x)
+    y = data((3, 4), np.int32)
+    check(knp.unique(y, return_inverse=True, axis=0), np.unique(y, return_inverse=True, axis=0))
+
+
+def test_data_dependent_functions_on_traced_arrays_say_what_to_use():
+    x = np.array([[0, 5, 0], [6, 0, 7]], np.float32)
+    cases = {
+        "nonzero": (lambda x: knp.nonzero(x), "pass size=N"),
+        "argwhere": (lambda x: knp.argwhere(x), "pass size=N"),
+        "flatnonzero": (lambda x: knp.flatnonzero(x), "pass size=N"),
+        r"where\(condition\) with one argument": (lambda x: knp.where(x > 1), r"knp.where\(condition, size=N\)"),
+        "unique": (lambda x: knp.unique(x), "size=N"),
+        "extract": (lambda x: knp.extract(x > 1, x), r"knp.where\(condition, arr, fill\)"),
+        "compress": (lambda x: knp.compress(x[0] > 1, x, axis=1), "size=N"),
+        r"x\.nonzero\(\)": (lambda x: x.nonzero(), "pass size=N"),
+    }
+    for what, (fn, instead) in cases.items():
+        with pytest.raises(knp.DataDependentShapeError) as info:
+            kiln.jit(fn)(x)
+        msg = str(info.value)
+        assert "its output shape depends on the data" in msg, msg
+        assert __import__("re").search(instead, msg), (what, msg)
+        assert isinstance(info.value, TypeError)
+
+
+def test_traced_boolean_mask_index_says_what_to_use():
+    x = data((2, 3))
+    with pytest.raises(knp.IndexingError) as info:
+        kiln.jit(lambda x: x[x > 0])(x)
+    msg = str(info.value)
+    assert "the output shape depends on the data" in msg and "knp.where(mask, x, fill)" in msg
+    assert "knp.nonzero(mask, size=N)" in msg
+    # a concrete mask works like numpy
+    mask = x > 0
+    both(lambda x: x[mask], lambda x: x[mask], x)
+
+
+def test_data_dependent_argument_errors():
+    x = np.array([1.0, 0.0, 2.0])
+    with pytest.raises(ValueError, match="nonzero: calling nonzero on 0d arrays is not allowed"):
+        knp.nonzero(np.float32(1))
+    with pytest.raises(ValueError, match="nonzero: calling nonzero on 0d arrays is not allowed"):
+        kiln.jit(lambda v: knp.nonzero(v, size=2))(np.float32(1))
+    with pytest.raises(ValueError, match="where: either both or neither of x and y should be given"):
+        knp.where(x > 0, x)
+    with pytest.raises(ValueError, match=r"where: size and fill_value are only accepted with the one-argument form"):
+        knp.where(x > 0, x, 0.0, size=2)
+    with pytest.raises(ValueError, match="nonzero: size must be >= 0, got -1"):
+        kiln.jit(lambda v: knp.nonzero(v, size=-1))(x)
+    with pytest.raises(TypeError, match="nonzero: size must be a Python int"):
+        kiln.jit(lambda v, n: knp.nonzero(v, size=n))(x, np.int32(2))
+    with pytest.raises(ValueError, match=r"nonzero: fill_value must be a scalar or a tuple of 1 values \(one per dimension\), got 2"):
+        kiln.jit(lambda v: knp.nonzero(v, size=2, fill_value=(0, 1)))(x)
+    with pytest.raises(ValueError, match="compress: condition must be a 1-d array"):
+        kiln.jit(lambda c, a: knp.compress(c, a, size=1))(np.ones((2, 2), bool), np.ones((2, 2)))
+    with pytest.raises(ValueError, match="compress: condition has 4 elements but axis 0 only 3"):
+        kiln.jit(lambda c, a: knp.compress(c, a, size=1))(np.ones(4, bool), x)
+    with pytest.raises(ValueError, match="extract: condition has 4 elements but arr only 3"):
+        kiln.jit(lambda c, a: knp.extract(c, a, size=1))(np.ones(4, bool), x)
+    with pytest.raises(NotImplementedError, match="unique: size= together with axis= is not supported"):
+        knp.unique(np.ones((2, 2)), axis=0, size=2)
+
+
+# ============================================================ shape queries and dtype aliases
+
+def test_shape_ndim_size_functions():
+    x = data((2, 3, 4))
+    for v in (x, [[1, 2], [3, 4]], 3.0, np.float32(2)):
+        assert knp.shape(v) == np.shape(v) and knp.ndim(v) == np.ndim(v) and knp.size(v) == np.size(v)
+    assert knp.size(x, 1) == 3 and knp.size(x, (0, -1)) == 8
+
+    def f(x):
+        assert knp.shape(x) == (2, 3, 4) and knp.ndim(x) == 3 and knp.size(x) == 24 and knp.size(x, -1) == 4
+        assert np.shape(x) == (2, 3, 4) and np.ndim(x) == 3 and np.size(x) == 24
+        return knp.zeros(knp.shape(x)[1:]) + knp.size(x)
+
+    both(f, lambda x: np.full((3, 4), 24.0), x)
+    with pytest.raises(ValueError, match="size: axis 3 is out of bounds for an array of 3 dimensions"):
+        knp.size(x, 3)
+
+
+def test_shape_submodule_still_importable():
+    from kiln.numpy.shape import reshape, tile
+
+    assert callable(knp.shape) and reshape is knp.reshape and tile is knp.tile
+    import importlib
+
+    assert importlib.import_module("kiln.numpy.shape").reshape is knp.reshape
+
+
+def test_dtype_aliases():
+    assert knp.bfloat16 is ml_dtypes.bfloat16 and knp.float16 is np.float16 and knp.bool is np.bool_
+    for name in ("bool_", "int8", "int16", "int32", "int64", "uint8", "float16", "float32", "float64", "bfloat16"):
+        assert np.dtype(getattr(knp, name)) in kiln.core.dtypes.SUPPORTED, name
+    x = np.array([1.0, 2.5, -3.0078125, 1e-3], np.float32)
+    want = x.astype(ml_dtypes.bfloat16)
+    both(lambda x: knp.asarray(x, knp.bfloat16), lambda x: want, x)
+    both(lambda x: x.astype(knp.bfloat16) * 2, lambda x: (want.astype(np.float32) * 2).astype(ml_dtypes.bfloat16), x)
+    both(lambda x: x.astype(knp.float16), lambda x: x.astype(np.float16), x)
+    check(knp.zeros(3, knp.bfloat16), np.zeros(3, ml_dtypes.bfloat16))
+    assert knp.finfo(knp.bfloat16).eps == ml_dtypes.finfo(ml_dtypes.bfloat16).eps
+    assert knp.finfo(np.float32).eps == np.finfo(np.float32).eps and knp.iinfo(knp.int8).min == -128
+    assert knp.issubdtype(knp.bfloat16, knp.floating) and knp.issubdtype(knp.bfloat16, knp.inexact)
+    assert not knp.issubdtype(knp.bfloat16, knp.integer) and knp.issubdtype(knp.int8, knp.signedinteger)
+    assert knp.issubdtype(np.float16, knp.floating) and not knp.issubdtype(knp.uint8, knp.signedinteger)
+
+    def f(x):
+        assert knp.issubdtype(x.dtype, knp.floating) and knp.finfo(x).bits == 16
+        return x
+
+    kiln.jit(f)(x.astype(ml_dtypes.bfloat16))
+
+
+def test_unsupported_dtype_aliases_say_so():
+    for name in ("uint32", "complex64", "uint64"):
+        with pytest.raises(AttributeError, match=f"kiln.numpy.{name}: kiln does not support the dtype {name} "
+                                                 r"\(supported: float32, float64"):
+            getattr(knp, name)
+    with pytest.raises(AttributeError, match="module 'kiln.numpy' has no attribute 'no_such_function'"):
+        knp.no_such_function  # noqa: B018
+
+
+# ============================================================ numpy-semantics details
+
+INT_DTYPES = [np.int8, np.int16, np.int32, np.int64, np.uint8]
+
+
+@pytest.mark.parametrize("dtype", INT_DTYPES, ids=lambda d: np.dtype(d).name)
+def test_integer_fmod_compiled(dtype):
+    info = np.iinfo(dtype)
+    if info.min < 0:
+        a = np.array([7, -7, 7, -7, 5, -5, 0, info.min, info.min, info.max, 3], dtype)
+        b = np.array([2, 2, -2, -2, 0, 0, 3, -1, 7, -3, 3], dtype)
+    else:
+        a = np.array([7, 5, 0, info.max, 200, 3], dtype)
+        b = np.array([2, 0, 3, 7, 255, 3], dtype)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        want = np.fmod(a, b)  # numpy's value for x % 0 is 0 (with a warning)
+    both(knp.fmod, lambda a, b: want, a, b)
+    both(lambda a: knp.fmod(a, 3), lambda a: np.fmod(a, np.asarray(3, dtype)), a)
+    both(lambda a, b: lax.rem(a, b), lambda a, b: want, a, b)
+    big = data((1000,), dtype)
+    nz = np.where(big == 0, np.asarray(1, dtype), big)
+    both(knp.fmod, np.fmod, big[::-1].copy(), nz)  # vectorized loop
+
+
+def test_integer_fmod_vmap_and_bool():
+    a = np.array([[7, -7], [5, -9]], np.int32)
+    check(kiln.jit(kiln.vmap(lambda r: knp.fmod(r, np.int32(4))))(a), np.fmod(a, 4))
+    t = np.array([True, False, True, False])
+    f = np.array([True, True, False, False])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        both(knp.fmod, np.fmod, t, f)
+
+
+ROUNDING_DTYPES = [np.bool_, np.int8, np.uint8, np.int16, np.int32, np.int64, np.float16, np.float32, np.float64]
+
+
+@pytest.mark.parametrize("dtype", ROUNDING_DTYPES, ids=lambda d: np.dtype(d).name)
+def test_rounding_dtypes_like_numpy(dtype):
+    x = data((7,), dtype)
+    if np.dtype(dtype).kind == "f":
+        x = (x * 3).astype(dtype)
+    for name in ("floor", "ceil", "trunc", "rint", "round", "fix"):
+        both(getattr(knp, name), getattr(np, name), x)
+    both(lambda x: x.round(), lambda x: np.round(x), x)
+    # integer 1/0: numpy's value is platform-dependent (int8 gives 0, int32 INT_MIN on x86); kiln gives 0
+    nonzero = np.where(x == 0, np.asarray(3, dtype), x) if np.dtype(dtype).kind in "iuf" else x
+    with np.errstate(divide="ignore", invalid="ignore"):
+        both(knp.reciprocal, np.reciprocal, nonzero)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.int32, np.int64], ids=lambda d: np.dtype(d).name)
+def test_round_integers_to_negative_decimals(dtype):
+    info = np.iinfo(dtype)
+    x = np.array([15, 25, 35, 44, 125, info.max // 2, info.min // 2, 0, 7], dtype)  # no overflow (kiln saturates)
+    for decimals in (-1, -2):
+        both(lambda x: knp.round(x, decimals), lambda x: np.round(x, decimals), x)
+        both(lambda x: x.round(decimals), lambda x: x.round(decimals), x)
+    both(lambda x: knp.around(x, 1), lambda x: np.around(x, 1), x)
+
+
+def test_bool_arithmetic_like_numpy():
+    a = np.array([True, True, False, False])
+    b = np.array([True, False, True, False])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for name in ("floor_divide", "remainder", "mod", "fmod", "divmod"):
+            both(getattr(knp, name), getattr(np, name), a, b)
+    with pytest.raises(TypeError, match="round: numpy cannot round booleans to 1 decimals; convert to a number first"):
+        knp.round(a, 1)
+    with pytest.raises(TypeError, match="sign: numpy has no sign for booleans"):
+        knp.sign(a)
+
+
+def test_divmod_operator_and_function():
+    x = data((5,))
+    y = np.array([2.0, -1.5, 0.5, 3.0, -0.25])
+    both(lambda x, y: divmod(x, y), np.divmod, x, y)
+    both(lambda x: divmod(x, 2.0), lambda x: np.divmod(x, 2.0), x)
+    both(lambda x: divmod(3.0, x), lambda x: np.divmod(3.0, x), x)
+    both(knp.divmod, np.divmod, x.astype(np.int32) + 10, np.array([3, -3, 4, 5, -7], np.int32))
+
+
+@pytest.mark.parametrize("k", [-1, 0, 2])
+def test_tril_triu_on_1d_input(k):
+    v = data((4,))
+    both(lambda v: (knp.tril(v, k), knp.triu(v, k)), lambda v: (np.tril(v, k), np.triu(v, k)), v)
+    both(lambda v: knp.triu(v[:1], k), lambda v: np.triu(v[:1], k), v)
+    with pytest.raises(ValueError, match="tril: input must be at least 1-d, got a 0-d array"):
+        knp.tril(np.float64(1))
+
+
+def test_tril_grad_on_1d_input():
+    v = data((4,))
+    w = data((4, 4))
+    loss = lambda v: knp.sum(knp.tril(v, 1) * w)  # noqa: E731
+    np.testing.assert_allclose(kiln.grad(loss)(v), numeric_grad(lambda u: float(np.sum(np.tril(u, 1) * w)), v), rtol=1e-7)
+
+
+@pytest.mark.parametrize("shape,new", [((2, 3), (3, 2)), ((2, 3, 4), (4, -1)), ((6,), (2, 1, 3)), ((2, 3), (6,)), ((0, 3), (3, 0))])
+def test_reshape_order_f(shape, new):
+    x = data(shape)
+    both(lambda x: knp.reshape(x, new, order="F"), lambda x: np.reshape(x, new, order="F"), x)
+    both(lambda x: x.reshape(new, order="F"), lambda x: x.reshape(new, order="F"), x)
+    both(lambda x: knp.reshape(x, shape=new), lambda x: np.reshape(x, new), x)
+    both(lambda x: (knp.ravel(x, order="F"), x.flatten(order="F") if hasattr(x, "aval") else x.flatten("F")),
+         lambda x: (np.ravel(x, order="F"), x.flatten("F")), x)
+
+
+def test_reshape_order_f_grad_and_errors():
+    x = data((2, 3))
+    w = data((3, 2))
+    loss = lambda x: knp.sum(knp.reshape(x, (3, 2), order="F") * w)  # noqa: E731
+    np.testing.assert_allclose(kiln.grad(loss)(x), np.reshape(w, (2, 3), order="F"), rtol=1e-12)
+    with pytest.raises(ValueError, match=r"reshape: order must be 'C' or 'F', got 'A' \('A' depends on memory layout"):
+        knp.reshape(x, (3, 2), order="A")
+    with pytest.raises(ValueError, match=r"reshape: cannot reshape array of size 6 into shape \(4, 2\)"):
+        knp.reshape(x, (4, 2), order="F")
+    with pytest.raises(TypeError, match="reshape: give either shape or newshape, not both"):
+        knp.reshape(x, (3, 2), shape=(3, 2))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.uint8, np.bool_])
+def test_sort_descending_like_jax(dtype):
+    x = data((4, 7), dtype)
+    x[:, 3] = x[:, 0]  # ties
+    if np.dtype(dtype).kind == "f":
+        x[1, 2] = np.nan
+
+    def ref_sort(x, axis):
+        return np.flip(np.sort(x, axis=axis, kind="stable"), axis=axis)
+
+    def ref_argsort(x, axis):  # stable: equal elements keep their original order
+        n = x.shape[axis]
+        return np.flip(n - 1 - np.argsort(np.flip(x, axis=axis), axis=axis, kind="stable"), axis=axis)
+
+    for axis in (-1, 0):
+        both(lambda x: (knp.sort(x, axis=axis, descending=True), knp.argsort(x, axis=axis, descending=True)),
+             lambda x: (ref_sort(x, axis), ref_argsort(x, axis)), x)
+    both(lambda x: knp.sort(x, axis=None, descending=True), lambda x: ref_sort(x.ravel(), 0), x)
+    got = kiln.jit(lambda x: (x.sort(descending=True), x.argsort(axis=0, descending=True)))(x)
+    check(got, (ref_sort(x, -1), ref_argsort(x, 0)))
+
+
+def test_sort_descending_order_of_ties_and_grad():
+    x = np.array([1.0, 3.0, 1.0, 2.0, 3.0])
+    both(lambda x: knp.argsort(x, descending=True), lambda x: np.array([1, 4, 3, 0, 2]), x)
+    w = np.arange(5.0)
+    loss = lambda x: knp.sum(knp.sort(x, descending=True) * w)  # noqa: E731
+    y = data((5,))
+    np.testing.assert_allclose(kiln.grad(loss)(y), numeric_grad(lambda v: float(np.sum(np.sort(v)[::-1] * w)), y), rtol=1e-7)
+
+
+def test_tracer_methods():
+    x = data((2, 3, 4)) * 3
+    both(lambda x: (x.round(), x.round(1), x.copy(), x.mT, x.conj(), x.conjugate(), x.real, x.imag),
+         lambda x: (x.round(), x.round(1), x.copy(), x.mT, x.conj(), x.conjugate(), x.real, x.imag), x)
+    both(lambda x: knp.matrix_transpose(x), np.matrix_transpose, x)
+
+    def sizes(x):
+        assert x.itemsize == 8 and x.nbytes == 192
+        return x
+
+    kiln.jit(sizes)(x)
+    with pytest.raises(ValueError, match=r"matrix_transpose: input must have at least 2 dimensions, got shape \(4,\)"):
+        kiln.jit(lambda v: v.mT)(x[0, 0])
+
+
+@pytest.mark.parametrize("endpoint", [True, False])
+def test_linspace_with_array_endpoints(endpoint):
+    start = np.array([0.0, 1.0, -2.0])
+    stop = np.array([[2.0], [5.0]])
+    for axis in (0, 1, -1):
+        both(lambda s, e: knp.linspace(s, e, 5, endpoint=endpoint, axis=axis),
+             lambda s, e: np.linspace(s, e, 5, endpoint=endpoint, axis=axis), start, stop)
+    both(lambda s, e: knp.linspace(s, e, 4, endpoint=endpoint, retstep=True),
+         lambda s, e: np.linspace(s, e, 4, endpoint=endpoint, retstep=True), start, stop)
+    both(lambda s: knp.linspace(s, 10.0, 6, endpoint=endpoint, dtype=np.int32),
+         lambda s: np.linspace(s, 10.0, 6, endpoint=endpoint, dtype=np.int32), start * 3.3 - 7)
+    s32 = start.astype(np.float32)
+    both(lambda s: knp.linspace(s, np.float32(2), 4, endpoint=endpoint), lambda s: np.linspace(s, np.float32(2), 4, endpoint=endpoint), s32)
+    both(lambda s: knp.linspace(s, 7, 3, endpoint=endpoint), lambda s: np.linspace(s, 7, 3, endpoint=endpoint),
+         np.array([1, 2], np.int32))
+
+
+@pytest.mark.parametrize("num", [0, 1, 2])
+def test_linspace_edge_counts(num):
+    both(lambda s, e: knp.linspace(s, e, num), lambda s, e: np.linspace(s, e, num), np.array([1.0, 2.0]), np.float64(3))
+    both(lambda s: knp.linspace(s, 3.0, num, retstep=True), lambda s: np.linspace(s, 3.0, num, retstep=True), np.float64(1))
+    with pytest.raises(ValueError, match="linspace: axis 3 is out of bounds for a result of 2 dimensions"):
+        kiln.jit(lambda s: knp.linspace(s, 1.0, 3, axis=3))(np.zeros(2))
+
+
+def test_linspace_grad():
+    s, e = data((3,)), data((3,))
+    w = data((5, 3))
+    loss = lambda s, e: knp.sum(knp.linspace(s, e, 5) * w)  # noqa: E731
+    gs, ge = kiln.grad(loss, argnums=(0, 1))(s, e)
+    np.testing.assert_allclose(gs, numeric_grad(lambda v: float(np.sum(np.linspace(v, e, 5) * w)), s), rtol=1e-7)
+    np.testing.assert_allclose(ge, numeric_grad(lambda v: float(np.sum(np.linspace(s, v, 5) * w)), e), rtol=1e-7)
+
+
+# ============================================================ an exported Program run by kiln-run
+
+class Surface(Program, export_name="surface"):
+    def run(self, x=Program.like(np.zeros((4, 5), np.float32)), i=Program.like(np.int32(0)),
+            n=Program.like(np.zeros((6,), np.int32))):
+        window = lax.dynamic_slice(x, (i, i - 1), (2, 3))
+        patched = lax.dynamic_update_slice(x, window * 10.0, (i - 1, np.int32(0)))
+        rows = lax.scatter_add(knp.zeros((3, 5), np.float32), knp.stack([n[:4] % 3], axis=1), x, (0,))
+        picked = lax.gather(x, knp.stack([n[:3], n[3:]], axis=1), (0, 1))
+        nz = knp.nonzero(x > 0, size=6, fill_value=-1)
+        uniq, counts = knp.unique(n, return_counts=True, size=4)
+        return (window, patched, rows, picked, nz[0], nz[1], uniq, counts, knp.fmod(n, np.int32(-4)),
+                knp.rint(n.astype(np.int8)), knp.sort(x, axis=0, descending=True), x.reshape((5, 4), order="F"),
+                knp.tril(x[0]), knp.linspace(x[0], x[1], 3, axis=-1))
+
+
+def _surface_reference(x, i, n):
+    patched = _np_dynamic_update_slice(x, _np_dynamic_slice(x, (i, i - 1), (2, 3)) * 10.0, (i - 1, 0))
+    rows = np.zeros((3, 5), np.float32)
+    np.add.at(rows, n[:4] % 3, x)
+    picked = _np_gather(x, np.stack([n[:3], n[3:]], axis=1), (0, 1), "fill")
+    nz = [_pad(a, 6, -1) for a in np.nonzero(x > 0)]
+    uniq, counts = np.unique(n, return_counts=True)
+    return (_np_dynamic_slice(x, (i, i - 1), (2, 3)), patched, rows, picked, nz[0], nz[1], _pad(uniq, 4, uniq[0]),
+            _pad(counts, 4, 0), np.fmod(n, np.int32(-4)), np.rint(n.astype(np.int8)), np.flip(np.sort(x, axis=0), 0),
+            x.reshape((5, 4), order="F"), np.tril(x[0]), np.linspace(x[0], x[1], 3, axis=-1).astype(np.float32))
+
+
+def test_program_interactive_and_kiln_run(tmp_path):
+    x = data((4, 5), np.float32)
+    n = np.array([2, -7, 2, 1, 4, 0], np.int32)
+    m = Surface()
+    check(m.run(x, np.int32(2), n), _surface_reference(x, 2, n), tol=1e-5)
+    path = tmp_path / "surface.vmfb"
+    Program.get_compiled_artifact(Surface).save(path)
+    for name, value in (("x", x), ("i", np.int32(-1)), ("n", n)):
+        np.save(tmp_path / f"{name}.npy", value)
+    outs = [tmp_path / f"o{k}.npy" for k in range(14)]
+    run_kiln_run(f"--module={path}", "--function=run", *[f"--input=@{tmp_path / f'{a}.npy'}" for a in "xin"],
+                 *[f"--output=@{o}" for o in outs])
+    check([np.load(o) for o in outs], _surface_reference(x, -1, n), tol=1e-5)

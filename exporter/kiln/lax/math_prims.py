@@ -75,6 +75,15 @@ def _shift_right(x, n):
     return np.where(ok, np.right_shift(x, np.where(ok, n, 0).astype(x.dtype)), fill)
 
 
+def _fmod(x, y):
+    """C fmod; integers: the sign of x, x % 0 == 0 (numpy's value, without its warning)."""
+    x, y = np.asarray(x), np.asarray(y)
+    if x.dtype.kind in "iu":
+        safe = np.where(y == 0, np.ones((), y.dtype), y)
+        return np.where(y == 0, np.zeros((), x.dtype), np.fmod(x, safe))
+    return np.fmod(x, y)
+
+
 def _invert(x):
     x = np.asarray(x)
     return np.logical_not(x) if x.dtype == np.bool_ else np.invert(x)
@@ -90,7 +99,7 @@ _UNARY_FLOAT = {
 P = {name: _elementwise(name, _widen(fn), 1, accepts=_float_only) for name, fn in _UNARY_FLOAT.items()}
 P["sign"] = _elementwise("sign", _widen(np.sign), 1, accepts=_not_bool)
 P["atan2"] = _elementwise("atan2", _widen(np.arctan2), 2, accepts=_float_only)
-P["rem"] = _elementwise("rem", _widen(np.fmod), 2, accepts=_float_only)
+P["rem"] = _elementwise("rem", _widen(_fmod), 2, accepts=_not_bool)
 P["and"] = _elementwise("and", np.bitwise_and, 2, accepts=_int_or_bool)
 P["or"] = _elementwise("or", np.bitwise_or, 2, accepts=_int_or_bool)
 P["xor"] = _elementwise("xor", np.bitwise_xor, 2, accepts=_int_or_bool)
@@ -164,7 +173,7 @@ def atan2(y, x):
 
 
 def rem(x, y):
-    """C fmod: x - trunc(x/y)*y, with the sign of x (floats)."""
+    """C fmod: x - trunc(x/y)*y, with the sign of x; for integers rem(x, 0) is 0 (numpy's value)."""
     return P["rem"].bind(x, y)
 
 

@@ -1,29 +1,59 @@
-"""kiln.numpy: numpy's API over kiln arrays; works eagerly, under kiln.jit, and in Programs."""
-from numpy import bool_, float16, float32, float64, int8, int16, int32, int64, uint8, dtype, pi, e, inf, nan, newaxis
+"""kiln.numpy: numpy's API over kiln arrays; works eagerly, under kiln.jit, and in Programs.
 
-from . import _methods
-from .creation import (
+Eagerly (on numpy inputs) the functions return numpy arrays; traced (under kiln.jit, grad, vmap, in a
+Program) they return traced arrays. See docs/numpy.md for where kiln differs from numpy.
+"""
+from numpy import bool_, dtype, e, float16, float32, float64, inf, int8, int16, int32, int64, nan, newaxis, pi, uint8
+from numpy import generic, inexact, floating, integer, number, signedinteger, unsignedinteger  # noqa: F401
+
+from ..core.dtypes import BFLOAT16 as _BFLOAT16
+
+bfloat16 = _BFLOAT16.type  # ml_dtypes.bfloat16: a storage type, computed in float32
+bool = bool_  # noqa: A001  (numpy 2 and jax.numpy spell it knp.bool too)
+
+from . import _methods  # noqa: E402
+from .creation import (  # noqa: E402
     arange, array, asarray, empty, empty_like, eye, full, full_like, identity, linspace, ones, ones_like, zeros,
     zeros_like,
 )
-from .elementwise import (
+from .elementwise import (  # noqa: E402
     abs, absolute, add, astype, divide, equal, exp, floor_divide, mod, remainder, greater, greater_equal, less, less_equal, log,
     maximum, minimum, multiply, negative, not_equal, power, sqrt, subtract, tanh, true_divide, where,
 )
 from .math import (  # noqa: E402  (float floor_divide/remainder replace the integer-only ones)
     arccos, arccosh, arcsin, arcsinh, arctan, arctan2, arctanh, around, bitwise_and, bitwise_not, bitwise_or, bitwise_xor,
-    ceil, clip, cos, cosh, erf, exp2, expm1, float_power, floor, floor_divide, fmax, fmin, fmod, invert, isfinite, isinf,
-    isnan, left_shift, log10, log1p, log2, logical_and, logical_not, logical_or, logical_xor, mod, nan_to_num,
-    reciprocal, remainder, right_shift, rint, round, round_, rsqrt, sign, sin, sinh, square, tan, trunc,
+    ceil, clip, cos, cosh, divmod, erf, exp2, expm1, fix, float_power, floor, floor_divide, fmax, fmin, fmod, invert,
+    isfinite, isinf, isnan, left_shift, log10, log1p, log2, logical_and, logical_not, logical_or, logical_xor, mod,
+    nan_to_num, reciprocal, remainder, right_shift, rint, round, round_, rsqrt, sign, sin, sinh, square, tan, trunc,
 )
-from .linalg import diag, diagonal, dot, einsum, inner, matmul, outer, tensordot, trace, vdot
-from .reductions import (
+from .linalg import diag, diagonal, dot, einsum, inner, matmul, outer, tensordot, trace, vdot  # noqa: E402
+from .reductions import (  # noqa: E402
     all, amax, amin, any, argmax, argmin, cumprod, cumsum, max, mean, min, prod, std, sum, var,
 )
-from .shape import (
+# The submodule kiln.numpy.shape (reshape, transpose, ...) stays importable as `from kiln.numpy.shape
+# import ...`; the name kiln.numpy.shape itself is numpy's shape() function, bound below.
+from .shape import (  # noqa: E402
     array_split, atleast_1d, atleast_2d, broadcast_to, concatenate, expand_dims, flip, fliplr, flipud, hstack,
-    moveaxis, pad, ravel, repeat, reshape, roll, split, squeeze, stack, swapaxes, tile, transpose, tril, triu, vstack,
+    matrix_transpose, moveaxis, pad, ravel, repeat, reshape, roll, split, squeeze, stack, swapaxes, tile, transpose,
+    tril, triu, vstack,
 )
-from .indexing import IndexingError, argsort, at, sort, take, take_along_axis
+from .indexing import IndexingError, argsort, at, sort, take, take_along_axis  # noqa: E402
+from .selection import (  # noqa: E402
+    DataDependentShapeError, argwhere, compress, extract, flatnonzero, nonzero, unique,
+)
+from .introspection import finfo, iinfo, issubdtype, ndim, shape, size  # noqa: E402
 
 _methods.install()
+
+# numpy dtypes that kiln cannot compile: a clear error instead of a bare AttributeError
+_UNSUPPORTED_DTYPES = ("uint16", "uint32", "uint64", "complex64", "complex128", "complex_", "longdouble",
+                       "float128", "clongdouble", "str_", "bytes_", "object_", "datetime64", "timedelta64")
+
+
+def __getattr__(name):
+    if name in _UNSUPPORTED_DTYPES:
+        from ..core.dtypes import SUPPORTED
+
+        raise AttributeError(f"kiln.numpy.{name}: kiln does not support the dtype {name} "
+                             f"(supported: {', '.join(str(d) for d in SUPPORTED)})")
+    raise AttributeError(f"module 'kiln.numpy' has no attribute {name!r}")

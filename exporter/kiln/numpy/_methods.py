@@ -5,7 +5,11 @@ from ..core.trace import Tracer
 
 
 def install() -> None:
-    from . import creation, elementwise as ew, linalg, reductions as red, shape as sh
+    import sys
+
+    from . import creation, elementwise as ew, linalg, reductions as red
+
+    sh = sys.modules[__package__ + ".shape"]  # the submodule: kiln.numpy.shape is numpy's shape() function
 
     def flip(fn):
         return lambda self, other: fn(other, self)
@@ -69,13 +73,33 @@ def install() -> None:
     Tracer.swapaxes = lambda self, axis1, axis2: sh.swapaxes(self, axis1, axis2)
     Tracer.repeat = lambda self, repeats, axis=None: sh.repeat(self, repeats, axis)
     Tracer.take = lambda self, indices, axis=None, mode=None: ix.take(self, indices, axis, mode)
-    Tracer.sort = lambda self, axis=-1, kind=None, order=None: ix.sort(self, axis, kind, order)
-    Tracer.argsort = lambda self, axis=-1, kind=None, order=None: ix.argsort(self, axis, kind, order)
+    Tracer.sort = lambda self, axis=-1, kind=None, order=None, *, stable=None, descending=False: ix.sort(
+        self, axis, kind, order, stable=stable, descending=descending)
+    Tracer.argsort = lambda self, axis=-1, kind=None, order=None, *, stable=None, descending=False: ix.argsort(
+        self, axis, kind, order, stable=stable, descending=descending)
     Tracer.trace = lambda self, offset=0, axis1=0, axis2=1, dtype=None: linalg.trace(self, offset, axis1, axis2, dtype)
     Tracer.diagonal = lambda self, offset=0, axis1=0, axis2=1: linalg.diagonal(self, offset, axis1, axis2)
     # clip comes from the math functions (kiln.numpy.clip), looked up when called
     Tracer.clip = lambda self, min=None, max=None: _knp().clip(self, min, max)
-    del creation
+    from . import math as m
+
+    Tracer.round = lambda self, decimals=0: m.round(self, decimals)
+    Tracer.copy = lambda self, order="C": self  # kiln arrays are immutable: a copy is the array itself
+    Tracer.mT = property(lambda self: sh.matrix_transpose(self))
+    Tracer.conj = Tracer.conjugate = lambda self: self  # kiln has no complex dtypes
+    Tracer.real = property(lambda self: self)
+    Tracer.imag = property(lambda self: creation.zeros_like(self))
+    Tracer.itemsize = property(lambda self: self.aval.dtype.itemsize)
+    Tracer.nbytes = property(lambda self: self.aval.size * self.aval.dtype.itemsize)
+    Tracer.__divmod__ = lambda self, other: m.divmod(self, other)
+    Tracer.__rdivmod__ = lambda self, other: m.divmod(other, self)
+
+    def nonzero(self, *, size=None, fill_value=None):
+        from .selection import nonzero as nz
+
+        return nz(self, size=size, fill_value=fill_value)
+
+    Tracer.nonzero = nonzero
 
 
 def _knp():

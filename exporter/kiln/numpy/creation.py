@@ -96,33 +96,62 @@ def arange(start, stop=None, step=None, dtype=None):
 
 
 def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0):
-    """numpy.linspace for scalar start/stop (traced values allowed) and a concrete num."""
+    """numpy.linspace; start and stop may be arrays (traced or not, broadcast together: the samples run
+    along a new axis `axis`), num is a concrete int.
+
+    The result dtype is numpy's: float64 for Python numbers and integer arrays, else the floating dtype of
+    start/stop (float32 arrays give float32); an integer `dtype` floors the samples, as numpy does.
+    Computed in float64 and rounded once.
+    """
     from ..lax import prims
     from .elementwise import add, multiply, subtract, true_divide, where
 
     num = int(_static_scalar(num, "linspace", "num"))
     if num < 0:
         raise ValueError(f"linspace: number of samples, {num}, must be non-negative")
-    if axis != 0:
-        raise ValueError("linspace: only axis=0 is supported")
-    for v in (start, stop):
-        if hasattr(v, "aval") and v.aval.shape != ():
-            raise TypeError("linspace: array-valued start/stop are not supported; use scalars")
-    out_dtype = dtypes.canonical(dtype) if dtype is not None else np.dtype(np.float64)
     if not hasattr(start, "aval") and not hasattr(stop, "aval") and not _traced():
-        return np.linspace(start, stop, num, endpoint, retstep, out_dtype)
+        return np.linspace(start, stop, num, endpoint, retstep, dtype, axis)
+    s, e = _asarray(start), _asarray(stop)
+    work = _linspace_dtype(start, stop)
+    out_dtype = dtypes.canonical(dtype) if dtype is not None else work
     f64 = np.dtype(np.float64)
-    s, e = _asarray(start, f64), _asarray(stop, f64)
+    s, e = _asarray(s, f64), _asarray(e, f64)
+    bshape = tuple(np.broadcast_shapes(aval(s).shape, aval(e).shape))
+    nd = len(bshape) + 1
+    if not -nd <= int(axis) < nd:
+        raise ValueError(f"linspace: axis {axis} is out of bounds for a result of {nd} dimensions")
+    ax = int(axis) % nd
+    s, e = broadcast_to(s, bshape), broadcast_to(e, bshape)
     div = (num - 1) if endpoint else num
     delta = subtract(e, s)
-    iota = prims.iota.bind(shape=(num,), dimension=0, dtype=f64)
-    step = true_divide(delta, np.float64(div)) if div > 0 else delta
-    y = add(multiply(iota, step), s) if div > 0 else add(multiply(iota, delta), s)
+    step = true_divide(delta, np.float64(div)) if div > 0 else broadcast_to(np.float64(np.nan), bshape)
+    shape = (num,) + bshape  # a leading sample axis, moved to `axis` at the end
+    iota = prims.iota.bind(shape=shape, dimension=0, dtype=f64)
+    s, e = broadcast_to(s, shape), broadcast_to(e, shape)
+    y = add(multiply(iota, broadcast_to(step if div > 0 else delta, shape)), s)
     if endpoint and num > 1:
-        last = prims.eq.bind(iota, broadcast_to(np.float64(num - 1), (num,)))
+        last = prims.eq.bind(iota, broadcast_to(np.float64(num - 1), shape))
         y = where(last, e, y)
+    if dtypes.is_int(out_dtype):
+        from .math import floor
+
+        y = floor(y)
     y = _asarray(y, out_dtype)
-    return (y, step) if retstep else y
+    if ax != 0:
+        from .shape import moveaxis
+
+        y = moveaxis(y, 0, ax)
+    return (y, _asarray(step, work)) if retstep else y
+
+
+def _linspace_dtype(start, stop):
+    """numpy's linspace dtype: float64 unless a strong (array) start/stop is floating, then that float."""
+    strong = [aval(v).dtype for v in (start, stop)
+              if not (isinstance(v, (bool, int, float)) and not isinstance(v, np.generic))]
+    strong = [d for d in strong if dtypes.is_float(d)]
+    if not strong:
+        return np.dtype(np.float64)
+    return dtypes.canonical(dtypes.result_type(*[(d, False) for d in strong])[0])
 
 
 def eye(N, M=None, k=0, dtype=float):

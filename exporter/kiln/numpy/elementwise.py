@@ -93,8 +93,20 @@ def absolute(x):
 abs = absolute
 
 
-def where(condition, x, y):
-    """numpy.where(condition, x, y) with broadcasting of all three."""
+def where(condition, x=None, y=None, *, size=None, fill_value=None):
+    """numpy.where(condition, x, y) with broadcasting of all three.
+
+    With only a condition it is nonzero(condition): on a traced condition that needs a static size=N,
+    as in jax.numpy.where (see kiln.numpy.nonzero).
+    """
+    if x is None and y is None:
+        from .selection import where_one_arg
+
+        return where_one_arg(condition, size, fill_value)
+    if x is None or y is None:
+        raise ValueError("where: either both or neither of x and y should be given")
+    if size is not None or fill_value is not None:
+        raise ValueError("where: size and fill_value are only accepted with the one-argument form where(condition)")
     c = convert(condition, np.bool_) if aval(condition).dtype != np.bool_ else condition
     a, b = promote(x, y)
     c, a, b = broadcast_all(c, a, b, where="where")
@@ -120,10 +132,12 @@ def floor_divide(x1, x2):
 
 
 def remainder(x1, x2):
-    """numpy.remainder for integers: the result has the sign of the divisor."""
+    """numpy.remainder for integers: the result has the sign of the divisor; x % 0 is 0 (numpy's value)."""
     a, b = promote(x1, x2)
     a, b = broadcast_all(a, b, where="remainder")
-    return prims.sub.bind(a, prims.mul.bind(floor_divide(a, b), b))
+    zero = _full(b, np.zeros((), aval(b).dtype))
+    r = prims.sub.bind(a, prims.mul.bind(floor_divide(a, b), b))
+    return prims.select.bind(prims.eq.bind(b, zero), zero, r)
 
 
 mod = remainder

@@ -49,8 +49,9 @@ def _normalize_key(key, ndim):
     for k in key:
         if isinstance(k, Tracer) and k.aval.dtype == np.bool_:
             raise IndexingError(
-                f"indexing with a traced boolean mask ({k.aval}) is not supported: the result's shape would depend "
-                "on the mask's values. Use knp.where(mask, x, fill) to keep the shape, or a concrete numpy mask")
+                f"indexing with a traced boolean mask ({k.aval}) is not supported: the output shape depends on the "
+                "data (how many elements are True). Use knp.where(mask, x, fill) to keep the shape, a concrete "
+                "(numpy) mask, or x[knp.nonzero(mask, size=N)] to gather a fixed number N of elements")
         if isinstance(k, (bool, np.bool_)):
             raise IndexingError("indexing with a Python bool is not supported; use None to add an axis")
         if isinstance(k, (list, tuple)) or (isinstance(k, np.ndarray) and k.ndim > 0):
@@ -376,30 +377,41 @@ def take_along_axis(arr, indices, axis):
     return sp.take_along(x, idx, ax)
 
 
-def _sort_parts(a, axis):
+def _sort_parts(a, axis, descending, name):
+    """(values, int64 indices) of a stable sort along axis; descending as in jax.numpy: the ascending order
+    reversed, except that equal elements keep their original order (so NaNs come first)."""
     x = asarray(a)
     if axis is None:
         x, axis = reshape(x, (-1,)), 0
     nd = aval(x).ndim
     if nd == 0:
-        raise ValueError("sort: axis out of bounds for a 0-d array (use axis=None)")
-    (ax,) = normalize_axes(axis, nd, "sort")
+        raise ValueError(f"{name}: axis out of bounds for a 0-d array (use axis=None)")
+    (ax,) = normalize_axes(axis, nd, name)
+    if descending:
+        x = sp.rev(x, (ax,))
     iota = prims.iota.bind(shape=aval(x).shape, dimension=ax, dtype=np.dtype(np.int64))
-    return sp.sort([x, iota], ax, 2)
+    values, idx = sp.sort([x, iota], ax, 2)
+    if not descending:
+        return values, idx
+    n = aval(x).shape[ax]
+    last = prims.broadcast_in_dim.bind(np.int64(n - 1), shape=aval(idx).shape, broadcast_dimensions=())
+    return sp.rev(values, (ax,)), sp.rev(prims.sub.bind(last, idx), (ax,))
 
 
-def sort(a, axis=-1, kind=None, order=None, stable=None):
-    """numpy.sort (stable; NaN sort last)."""
+def sort(a, axis=-1, kind=None, order=None, *, stable=None, descending=False):
+    """numpy.sort (stable; NaN sort last). descending=True (jax.numpy's keyword) sorts from largest to
+    smallest, NaNs first."""
     if order is not None:
         raise ValueError("sort: `order` (structured arrays) is not supported")
-    return _sort_parts(a, axis)[0]
+    return _sort_parts(a, axis, descending, "sort")[0]
 
 
-def argsort(a, axis=-1, kind=None, order=None, stable=None):
-    """numpy.argsort (stable; int64 indices)."""
+def argsort(a, axis=-1, kind=None, order=None, *, stable=None, descending=False):
+    """numpy.argsort (stable; int64 indices). descending=True (jax.numpy's keyword): indices of the largest
+    first, equal elements in their original order."""
     if order is not None:
         raise ValueError("argsort: `order` (structured arrays) is not supported")
-    return _sort_parts(a, axis)[1]
+    return _sort_parts(a, axis, descending, "argsort")[1]
 
 
 def at(x):

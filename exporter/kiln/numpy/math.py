@@ -12,7 +12,7 @@ import numpy as np
 from ..core import dtypes
 from ..lax import prims
 from ..lax.math_prims import P, integer_pow_p
-from ._base import aval, broadcast_all, convert, promote
+from ._base import aval, broadcast_all, convert, numpy_result_dtype, promote
 from .elementwise import _float_operands, _full, where  # noqa: F401
 from .elementwise import (  # noqa: F401  (re-exported with the rest of the math surface)
     absolute, add, divide, equal, exp, greater, greater_equal, less, less_equal, log, maximum, minimum, multiply,
@@ -64,7 +64,16 @@ def _binary_float(prim_name, name):
 
 
 arctan2 = _binary_float("atan2", "arctan2")
-fmod = _binary_float("rem", "fmod")
+
+
+def fmod(x1, x2):
+    """numpy.fmod: the C remainder x1 - trunc(x1/x2)*x2, with the sign of x1. Integers stay integers
+    (x % 0 gives 0, as numpy's value); booleans become int8, as in numpy."""
+    a, b = promote(x1, x2)
+    if dtypes.is_bool(aval(a).dtype):
+        a, b = convert(a, np.int8), convert(b, np.int8)
+    a, b = broadcast_all(a, b, where="fmod")
+    return P["rem"].bind(a, b)
 
 
 def _rounding(prim_name, name):
@@ -73,22 +82,24 @@ def _rounding(prim_name, name):
     def fn(x):
         (a,) = promote(x)
         d = aval(a).dtype
-        if dtypes.is_bool(d):
-            if name == "rint":
-                return convert(a, np.float16)
-            raise TypeError(f"{name}: numpy has no {name} for booleans; convert to a number first")
         if not dtypes.is_float(d):
-            return convert(a, np.float64) if name == "rint" else a
+            if name == "rint":  # numpy's rint has float loops only: bool/int8/uint8 -> float16, int16 -> float32, ...
+                target = np.dtype(np.float32) if aval(a).weak_type else numpy_result_dtype("rint", d)
+                return convert(a, target)
+            return a
         return prim.bind(a)
 
     fn.__name__ = name
-    fn.__doc__ = f"numpy.{name}; integers are returned unchanged."
+    fn.__doc__ = (f"numpy.{name}; integers and booleans are returned unchanged." if name != "rint" else
+                  "numpy.rint (half to even); integers and booleans become the float dtype numpy gives "
+                  "(bool/int8/uint8 -> float16, int16 -> float32, int32/int64 -> float64).")
     return fn
 
 
 floor = _rounding("floor", "floor")
 ceil = _rounding("ceil", "ceil")
 trunc = _rounding("trunc", "trunc")
+fix = trunc  # numpy.fix: round toward zero
 rint = _rounding("round", "rint")
 
 
@@ -100,11 +111,16 @@ def round(a, decimals=0):  # noqa: A001 - numpy's name
     (x,) = promote(a)
     d = aval(x).dtype
     if dtypes.is_bool(d):
-        raise TypeError("round: numpy has no round for booleans; convert to a number first")
+        if decimals == 0:
+            return rint(x)  # numpy: float16
+        raise TypeError(f"round: numpy cannot round booleans to {decimals} decimals; convert to a number first")
     if not dtypes.is_float(d):
         if decimals >= 0:
             return x
-        raise TypeError(f"round: negative decimals ({decimals}) on integers are not supported; convert to float first")
+        # numpy's integer rounding: in float64, x / 10**-decimals rounded half to even, scaled back, cast back
+        wide = convert(x, np.float64)
+        factor = _full(wide, 10.0 ** -decimals)
+        return convert(prims.mul.bind(P["round"].bind(prims.div.bind(wide, factor)), factor), d)
     if decimals == 0:
         return P["round"].bind(x)
     factor = _full(x, 10.0 ** abs(decimals))
@@ -132,10 +148,10 @@ def square(x):
 
 
 def reciprocal(x):
-    """numpy.reciprocal: 1/x; integers divide as integers (truncating; 1/0 gives 0)."""
+    """numpy.reciprocal: 1/x; integers divide as integers (truncating; 1/0 gives 0); booleans become int8."""
     (a,) = promote(x)
     if dtypes.is_bool(aval(a).dtype):
-        raise TypeError("reciprocal: numpy has no reciprocal for booleans; convert to a number first")
+        a = convert(a, np.int8)
     return prims.div.bind(_full(a, 1), a)
 
 
@@ -354,6 +370,8 @@ def floor_divide(x1, x2):
     from . import elementwise
 
     a, b = promote(x1, x2)
+    if dtypes.is_bool(aval(a).dtype):
+        a, b = convert(a, np.int8), convert(b, np.int8)  # numpy: bool // bool is int8
     if not dtypes.is_float(aval(a).dtype):
         return elementwise.floor_divide(a, b)
     a, b = broadcast_all(a, b, where="floor_divide")
@@ -365,6 +383,8 @@ def remainder(x1, x2):
     from . import elementwise
 
     a, b = promote(x1, x2)
+    if dtypes.is_bool(aval(a).dtype):
+        a, b = convert(a, np.int8), convert(b, np.int8)  # numpy: bool % bool is int8
     if not dtypes.is_float(aval(a).dtype):
         return elementwise.remainder(a, b)
     a, b = broadcast_all(a, b, where="remainder")
@@ -374,8 +394,12 @@ def remainder(x1, x2):
 mod = remainder
 
 
-def divmod_(x1, x2):
+def divmod(x1, x2):  # noqa: A001 - numpy's name
+    """numpy.divmod: (floor_divide(x1, x2), remainder(x1, x2))."""
     return floor_divide(x1, x2), remainder(x1, x2)
+
+
+divmod_ = divmod
 
 
 def float_power(x1, x2):
@@ -395,8 +419,8 @@ def power_operator(x, y):
 
 __all__ = [
     "exp2", "expm1", "log1p", "log2", "log10", "sin", "cos", "tan", "arcsin", "arccos", "arctan", "arctan2", "sinh",
-    "cosh", "tanh", "arcsinh", "arccosh", "arctanh", "floor", "ceil", "trunc", "rint", "round", "around", "round_",
+    "cosh", "tanh", "arcsinh", "arccosh", "arctanh", "floor", "ceil", "trunc", "fix", "rint", "round", "around", "round_",
     "sign", "square", "reciprocal", "rsqrt", "erf", "isnan", "isinf", "isfinite", "nan_to_num", "clip", "fmax", "fmin",
     "logical_and", "logical_or", "logical_xor", "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor",
-    "bitwise_not", "invert", "left_shift", "right_shift", "floor_divide", "remainder", "mod", "fmod", "float_power",
+    "bitwise_not", "invert", "left_shift", "right_shift", "floor_divide", "remainder", "mod", "fmod", "divmod", "float_power",
 ]

@@ -9,29 +9,58 @@ from ..lax import structural_prims as sp
 from ._base import asarray, aval, broadcast_to as _broadcast_to, normalize_axes, promote
 
 
-def reshape(a, newshape, order="C"):
-    """numpy.reshape (C order) with one -1 allowed."""
+def reshape(a, newshape=None, order="C", *, shape=None):
+    """numpy.reshape with one -1 allowed; order 'C' (row-major) or 'F' (column-major: the elements are read
+    and placed with the first index changing fastest). `shape` is numpy 2's name for newshape."""
+    if shape is not None:
+        if newshape is not None:
+            raise TypeError("reshape: give either shape or newshape, not both")
+        newshape = shape
+    if newshape is None:
+        raise TypeError("reshape: missing the new shape")
+    if order == "F":
+        x = asarray(a)
+        target = _resolve_shape(aval(x).size, newshape)
+        return transpose(_reshape_c(transpose(x), tuple(reversed(target))))
     if order != "C":
-        raise ValueError(f"reshape: only order='C' is supported, got order={order!r}")
-    x = asarray(a)
-    av = aval(x)
+        raise ValueError(f"reshape: order must be 'C' or 'F', got {order!r} ('A' depends on memory layout, "
+                         "which kiln arrays do not have)")
+    return _reshape_c(asarray(a), newshape)
+
+
+def _resolve_shape(size, newshape):
     shape = (newshape,) if isinstance(newshape, (int, np.integer)) else tuple(int(d) for d in newshape)
     if shape.count(-1) > 1:
         raise ValueError("reshape: can only specify one unknown dimension (-1)")
     if -1 in shape:
         known = int(np.prod([d for d in shape if d != -1], dtype=np.int64))
-        if known == 0 or av.size % known:
-            raise ValueError(f"reshape: cannot reshape array of size {av.size} into shape {shape}")
-        shape = tuple(av.size // known if d == -1 else d for d in shape)
-    if int(np.prod(shape, dtype=np.int64)) != av.size or any(d < 0 for d in shape):
-        raise ValueError(f"reshape: cannot reshape array of size {av.size} into shape {shape}")
+        if known == 0 or size % known:
+            raise ValueError(f"reshape: cannot reshape array of size {size} into shape {shape}")
+        shape = tuple(size // known if d == -1 else d for d in shape)
+    if int(np.prod(shape, dtype=np.int64)) != size or any(d < 0 for d in shape):
+        raise ValueError(f"reshape: cannot reshape array of size {size} into shape {shape}")
+    return shape
+
+
+def _reshape_c(x, newshape):
+    av = aval(x)
+    shape = _resolve_shape(av.size, newshape)
     if shape == av.shape:
         return x
     return prims.reshape.bind(x, new_shape=shape)
 
 
 def ravel(a, order="C"):
-    return reshape(a, (-1,), order)
+    """numpy.ravel; order 'C' or 'F' ('K' and 'A' read as 'C': kiln arrays have no memory layout)."""
+    return reshape(a, (-1,), "F" if order == "F" else "C" if order in ("C", "K", "A") else order)
+
+
+def matrix_transpose(x):
+    """numpy.matrix_transpose (x.mT): the last two axes swapped; x needs at least 2 dimensions."""
+    x = asarray(x)
+    if aval(x).ndim < 2:
+        raise ValueError(f"matrix_transpose: input must have at least 2 dimensions, got shape {aval(x).shape}")
+    return swapaxes(x, -1, -2)
 
 
 def transpose(a, axes=None):
@@ -408,7 +437,9 @@ def _tri(m, k, lower):
 
     x = asarray(m)
     shape = aval(x).shape
-    if len(shape) < 2:
-        raise ValueError(f"{'tril' if lower else 'triu'}: input must be at least 2-d, got shape {shape}")
+    if len(shape) == 0:
+        raise ValueError(f"{'tril' if lower else 'triu'}: input must be at least 1-d, got a 0-d array")
+    if len(shape) == 1:  # numpy: a 1-d input is broadcast to a square matrix of repeated rows
+        shape = (shape[0], shape[0])
     mask = _tri_mask(shape, int(k), lower)
     return where(mask, x, np.zeros((), aval(x).dtype))

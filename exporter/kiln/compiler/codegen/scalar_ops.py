@@ -88,6 +88,18 @@ def _int_div(b, d: DTypeInfo, x, y):
     return b.select(is_zero, zero, q)
 
 
+def _int_rem(b, d: DTypeInfo, x, y):
+    """C remainder (the sign of x) without undefined behaviour: x % 0 is 0 (numpy's value) and
+    x % -1 is 0 (INT_MIN % -1 overflows in srem), both computed as x % 1."""
+    zero = ir.Constant(y.type, 0)
+    one = ir.Constant(y.type, 1)
+    is_zero = b.icmp_unsigned("==", y, zero)
+    if not d.is_signed:
+        return b.urem(x, b.select(is_zero, one, y))
+    minus_one = b.icmp_signed("==", y, ir.Constant(y.type, -1))
+    return b.srem(x, b.select(b.or_(is_zero, minus_one), one, y))
+
+
 def _int_pow(b, d: DTypeInfo, x, y):
     one = ir.Constant(x.type, 1)
     if d.is_signed:
@@ -215,6 +227,8 @@ def _emit_int(b, name, d: DTypeInfo, x, y):
         return b.mul(x, y)
     if name == "div":
         return _int_div(b, d, x, y)
+    if name == "rem":
+        return _int_rem(b, d, x, y)
     if name == "pow":
         return _int_pow(b, d, x, y)
     if name == "neg":
