@@ -127,8 +127,16 @@ def floor_divide(x1, x2):
     zero = np.zeros((), aval(a).dtype)
     exact = prims.eq.bind(prims.mul.bind(q, b), a)
     signs_differ = prims.ne.bind(prims.lt.bind(a, _full(a, zero)), prims.lt.bind(b, _full(b, zero)))
+    # no adjustment when the division is exact or the divisor is 0 (x // 0 is 0, numpy's value)
+    exact = _or(exact, prims.eq.bind(b, _full(b, zero)))
     adjust = prims.select.bind(exact, _full(q, zero), prims.select.bind(signs_differ, _full(q, np.ones((), aval(a).dtype)), _full(q, zero)))
     return prims.sub.bind(q, adjust)
+
+
+def _or(p, q):
+    from ..lax.math_prims import P
+
+    return P["or"].bind(p, q)
 
 
 def remainder(x1, x2):
