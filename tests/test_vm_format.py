@@ -1,14 +1,18 @@
 """The module writer, reader, assembler and disassembler (pure Python)."""
 
+import struct
+import zlib
+
 import numpy as np
 import pytest
 
+from kiln.vm import checksum
 from kiln.vm._generated import module_fb as fb
 from kiln.vm.assembler import AssemblyError, assemble
 from kiln.vm.disassembler import DecodeError, Names, decode, disassemble, with_labels
 from kiln.vm.isa import OPS, Instr, Label, instr_words
-from kiln.vm.module_spec import GlobalSpec, TensorType
-from kiln.vm.reader import ModuleFormatError, dump_text, read_module
+from kiln.vm.module_spec import GlobalSpec, KernelSpec, TensorType
+from kiln.vm.reader import ModuleFile, ModuleFormatError, dump_text, read_module
 from kiln.vm.validate import SpecError
 from kiln.vm.writer import serialize
 from vm_specs import F4, I64, fn, sample_spec
@@ -64,7 +68,7 @@ def test_export_is_deterministic_across_processes(tmp_path):
                               capture_output=True, timeout=300)
         assert proc.returncode == 0, proc.stderr.decode()
         outputs.append(proc.stdout)
-    assert len(outputs[0]) > 1000 and outputs[0].count(b"KILN") == 2
+    assert len(outputs[0]) > 1000 and outputs[0].count(b"KILNCSUM") == 2   # two sealed modules
     assert outputs[0] == outputs[1]
 
 
@@ -86,7 +90,7 @@ def test_in_place_data_is_64_byte_aligned():
     assert tab.Vector(off) % 64 == 0
     img = root.kernel_images()[0]._tab
     assert img.Vector(img.Offset(4 + 2 * 2)) % 64 == 0
-    assert len(data) % 64 == 0
+    assert (len(data) - checksum.TRAILER_SIZE) % 64 == 0   # the flatbuffer, then the trailer
 
 
 def test_types_are_interned():
@@ -96,8 +100,30 @@ def test_types_are_interned():
 
 
 def test_version_is_written_first():
-    root = fb.get_root_Module(serialize(sample_spec(), version=(1, 3)))
-    assert (root.version_major(), root.version_minor()) == (1, 3)
+    root = fb.get_root_Module(serialize(sample_spec(), version=(2, 3)))
+    assert (root.version_major(), root.version_minor()) == (2, 3)
+
+
+def test_checksum_trailer_layout():
+    data = serialize(sample_spec())
+    magic, algorithm, stored = struct.unpack("<8sII", data[-16:])
+    assert (magic, algorithm) == (b"KILNCSUM", 1)
+    assert stored == zlib.crc32(data[:-4])     # everything before the checksum field
+    assert checksum.crc32(b"123456789") == 0xCBF43926
+    assert checksum.verify(data).tobytes() == data[:-16]
+    assert checksum.reseal(data) == data
+
+
+def test_kernel_bounds_are_written():
+    spec = sample_spec()
+    root = fb.get_root_Module(serialize(spec))
+    assert root.kernel_images()[0].entry_points() == [0]
+    assert root.kernels()[0].max_workgroups() == 3        # the most its dispatches use
+    spec.kernels[0].max_workgroups = 64
+    spec.kernel_images[0].entry_points = [0, 16]
+    again = read_module(serialize(spec))
+    assert again.kernels[0].max_workgroups == 64
+    assert again.kernel_images[0].entry_points == [0, 16]
 
 
 def every_op_code():
@@ -182,6 +208,11 @@ def test_assembler_rejects_missing_or_duplicate_labels():
     (lambda s: s.globals.append(GlobalSpec("w", F4, True, None)), "duplicate global"),
     (lambda s: s.globals.append(GlobalSpec("z", F4, True, np.zeros(3, np.float32))),
      "initial value"),
+    (lambda s: setattr(s.kernels[0], "max_workgroups", 2), "3 workgroups, the kernel allows at most 2"),
+    (lambda s: setattr(s.kernels[0], "max_workgroups", (1 << 24) + 1), "outside \\[1, 16777216\\]"),
+    (lambda s: setattr(s.kernel_images[0], "entry_points", [16]), "not an entry point of image 0"),
+    (lambda s: setattr(s.kernel_images[0], "entry_points", [0, 0]), "strictly increasing"),
+    (lambda s: setattr(s.functions[0], "ref_registers", (1 << 20) + 1), "at most 1048576"),
 ])
 def test_validation_catches_bad_specs(mutate, message):
     spec = sample_spec()
@@ -191,8 +222,11 @@ def test_validation_catches_bad_specs(mutate, message):
 
 
 def test_dump_text():
-    text = dump_text(serialize(sample_spec()))
-    assert "module 'axpy' (format 1.0" in text
+    data = serialize(sample_spec())
+    text = dump_text(data)
+    assert "module 'axpy' (format 2.0" in text
+    assert f"checksum: crc32 0x{zlib.crc32(data[:-4]):08x} (verified)" in text
+    assert "entry points [0x0]" in text and "at most 3 workgroups" in text
     assert "export func#0 predict(x: 4xf32) -> (y: 4xf32)" in text
     assert "internal func#2 bump(c: i64) -> (next: i64)" in text
     assert "global#0 w: 4xf32 immutable, 16 bytes of initial data" in text
@@ -208,6 +242,15 @@ def test_reader_rejects_bad_files():
         read_module(b"XXXXXXXXXXXX")
     with pytest.raises(ModuleFormatError, match="version 7.0 is not supported"):
         read_module(serialize(sample_spec(), version=(7, 0)))
+    old = serialize(sample_spec(), version=(1, 0))[:-16]      # 1.x files had no trailer
+    with pytest.raises(ModuleFormatError, match=r"version 1.0 is not supported \(this reader reads 2.x\)"):
+        read_module(old)
+    with pytest.raises(ModuleFormatError, match="checksum trailer is missing"):
+        read_module(data[:-16])
+    unknown = data[:-8] + struct.pack("<I", 9)
+    unknown += struct.pack("<I", zlib.crc32(unknown))
+    with pytest.raises(ModuleFormatError, match="unknown algorithm 9"):
+        read_module(unknown)
     for n in range(0, len(data), 37):
         try:
             read_module(data[:n])
@@ -229,9 +272,9 @@ def test_dump_needs_no_numpy_dtype_for_data():
     b = flatbuffers.Builder(256)
     t = gen.build_TensorType(b, dtype=gen.DType.BF16, shape=[2])
     c = gen.build_Constant(b, type=0, data=b"\x80\x3f\x00\x40")
-    root = gen.build_Module(b, version_major=1, name="bf", types=[t], constants=[c])
+    root = gen.build_Module(b, version_major=2, name="bf", types=[t], constants=[c])
     b.Finish(root, file_identifier=gen.FILE_IDENTIFIER)
-    text = dump_text(bytes(b.Output()))
+    text = dump_text(checksum.seal(b.Output()))
     assert "const#0: 2xbf16 (4 bytes)" in text
 
 
@@ -241,5 +284,56 @@ def test_reader_rejects_huge_vector_lengths_quickly():
     tab = root._tab
     vec = tab.Vector(tab.Offset(4 + 2 * 4)) - 4   # functions vector length word
     data[vec:vec + 4] = (0xFFFFFFF0).to_bytes(4, "little")
-    with pytest.raises(ModuleFormatError, match="corrupt module"):
+    with pytest.raises(ModuleFormatError, match="checksum mismatch"):
         read_module(bytes(data))
+    with pytest.raises(ModuleFormatError, match="corrupt module"):
+        read_module(checksum.reseal(bytes(data)))
+
+
+# ---- damage: a module exported by kiln's own compiler -------------------------------
+
+@pytest.fixture(scope="module")
+def linear_bytes(linear_example):
+    from kiln import Program
+    return Program.get_compiled_artifact(linear_example.Linear()).bytes
+
+
+def test_reader_rejects_every_flipped_byte_and_truncation(linear_bytes):
+    """Damage anywhere, kernel code included, is a ModuleFormatError naming the checksum."""
+    data = linear_bytes
+    read_module(data)
+    for i in range(len(data)):
+        for mask in (0xFF, 0x01):
+            damaged = bytearray(data)
+            damaged[i] ^= mask
+            with pytest.raises(ModuleFormatError, match="checksum"):
+                read_module(bytes(damaged))
+    for n in range(len(data)):
+        with pytest.raises(ModuleFormatError):
+            read_module(data[:n])
+
+
+def test_reader_survives_every_resealed_flip(linear_bytes):
+    """The same flips with the checksum recomputed reach the parser: it reads the
+    module or raises ModuleFormatError (never TypeError, IndexError, ...), for
+    the reader and for `kiln dump`'s text. (Kernel code bytes are skipped: the
+    reader only copies them.)"""
+    data = linear_bytes
+    code = set()
+    for img in fb.get_root_Module(data[:-checksum.TRAILER_SIZE]).kernel_images():
+        start = img._tab.Vector(img._tab.Offset(8))
+        code.update(range(start, start + len(img.code())))
+    errors = 0
+    for i in range(len(data) - checksum.TRAILER_SIZE):
+        if i in code:
+            continue
+        damaged = bytearray(data)
+        damaged[i] ^= 0xFF
+        damaged = checksum.reseal(bytes(damaged))
+        try:
+            m = ModuleFile(damaged)
+            m.spec        # what read_module returns
+            m.dump()      # what dump_text returns
+        except ModuleFormatError:
+            errors += 1
+    assert 0 < errors < len(data)

@@ -3,10 +3,12 @@ runtime-c/tests/kiln_vm_driver.c, built with ASan+UBSan)."""
 
 import struct
 import subprocess
+import zlib
 
 import numpy as np
 import pytest
 
+from kiln.vm.checksum import TRAILER_SIZE, reseal
 from kiln.vm.isa import Instr, Label, instr_words
 from kiln.vm.module_spec import BindingSpec, ConstantSpec, GlobalSpec, KernelSpec, TensorType
 from kiln.vm.writer import serialize
@@ -321,11 +323,42 @@ def test_unknown_major_version_is_rejected_before_verification(driver, spec):
     data[len(data) // 2:] = b"\xff" * (len(data) - len(data) // 2)
     line = driver.error("load", bytes(data))
     assert line.startswith("error UNIMPLEMENTED: ")
-    assert line.endswith("module format version 7.0 is not supported (this runtime reads 1.x)")
+    assert line.endswith("module format version 7.0 is not supported (this runtime reads 2.x)")
+    # A 7.0 file whose trailer is intact (a future runtime's valid module) too.
+    line = driver.error("load", serialize(spec, version=(7, 0)))
+    assert line.endswith("module format version 7.0 is not supported (this runtime reads 2.x)")
+
+
+def test_old_major_version_is_rejected(driver, spec):
+    old = serialize(spec, version=(1, 0))[:-TRAILER_SIZE]   # 1.x files had no trailer
+    line = driver.error("load", old)
+    assert line.startswith("error UNIMPLEMENTED: ")
+    assert line.endswith("module format version 1.0 is not supported (this runtime reads 2.x)")
 
 
 def test_newer_minor_version_loads(driver, spec):
-    driver.load(serialize(spec, version=(1, 9)))
+    driver.load(serialize(spec, version=(2, 9)))
+
+
+def test_checksum_is_checked_before_anything_else(driver, spec):
+    data = serialize(spec)
+    for at in (0, 5, 12, len(data) // 2, len(data) - TRAILER_SIZE - 1, len(data) - 2):
+        damaged = bytearray(data)
+        damaged[at] ^= 0x40
+        stored = struct.unpack("<I", damaged[-4:])[0]
+        computed = zlib.crc32(damaged[:-4])
+        line = driver.error("load", bytes(damaged))
+        assert line.startswith("error DATA_LOSS: ") and line.endswith(
+            f"module checksum mismatch: stored 0x{stored:08x}, computed 0x{computed:08x} "
+            "(the file is damaged)"), (at, line)
+    line = driver.error("load", data[:-1])
+    assert line.endswith("module checksum trailer is missing: the last 16 bytes do not start "
+                         "with 'KILNCSUM' (the file is truncated or damaged)")
+    unknown = data[:-8] + struct.pack("<I", 2)
+    unknown += struct.pack("<I", zlib.crc32(unknown))
+    assert driver.error("load", unknown).endswith(
+        "module checksum trailer names unknown algorithm 2 (format 2.x uses 1, CRC-32: the "
+        "file is damaged)")
 
 
 @pytest.mark.parametrize("data, message", [
@@ -409,14 +442,37 @@ MARK = 0x5EED1234
 
 def test_verifier_rejects_unknown_opcode(driver, spec):
     data = bad(spec, [Instr("i.const", 0, MARK), Instr("ret", [])])
-    data = patch_words(data, [11, 0, MARK, 0], [99, 0, MARK, 0])
+    data = reseal(patch_words(data, [11, 0, MARK, 0], [99, 0, MARK, 0]))
     assert "word 0: unknown opcode 99" in driver.error("load", data)
 
 
 def test_verifier_rejects_a_list_past_the_end(driver, spec):
     data = bad(spec, [Instr("i.const", 0, MARK), Instr("ret", [])])
-    data = patch_words(data, [11, 0, MARK, 0, 7, 0], [11, 0, MARK, 0, 7, 1000])
+    data = reseal(patch_words(data, [11, 0, MARK, 0, 7, 0], [11, 0, MARK, 0, 7, 1000]))
     assert "ret operand 'values' runs past the end of the code" in driver.error("load", data)
+
+
+def test_verifier_bounds_workgroup_counts(driver, spec):
+    """The audit's hang: a damaged `dispatch ..., 1` asking for 4278190081 workgroups."""
+    spec.kernels[0].max_workgroups = 3
+    line = driver.error("load", bad(spec, [Instr("dispatch", 0, 4278190081, [0, 0, 0], [0, 0]),
+                                           Instr("ret", [])]))
+    assert line.endswith("function 'bad': word 0: dispatch of kernel 'axpy' with 4278190081 "
+                         "workgroups, the kernel allows at most 3")
+
+
+def test_verifier_bounds_register_counts(driver, spec):
+    line = driver.error("load", bad(spec, [Instr("ret", [])], ref=(1 << 20) + 1))
+    assert "function 'bad': 1048577 ref and 8 i64 registers, at most 1048576 of each" in line
+
+
+def test_names_must_be_utf8(driver, spec):
+    spec.globals.append(GlobalSpec("zq_name", I64, True, None))
+    data = bytearray(serialize(spec))
+    at = data.index(b"zq_name")
+    data[at + 2] = 0xFF
+    line = driver.error("load", reseal(bytes(data)))
+    assert line.endswith("global 2: name is not valid UTF-8 (byte 0xff at offset 2)")
 
 
 def test_verifier_rejects_more_args_than_registers(driver, spec):
@@ -430,7 +486,17 @@ def test_verifier_rejects_more_args_than_registers(driver, spec):
     (lambda s: s.kernels.append(KernelSpec("k2", 5, 0, [], 0)),
      "kernel 1 'k2': image index 5 out of range (1 images)"),
     (lambda s: s.kernels.append(KernelSpec("k3", 0, 1 << 20, [], 0)),
-     "kernel 1 'k3': entry offset 1048576 is outside the text of image 0"),
+     "kernel image 0: entry point 1 (0x100000) is outside its text (128 bytes)"),
+    (lambda s: s.kernels.append(KernelSpec("k4", 0, 16, [], 0)) or
+     setattr(s.kernel_images[0], "entry_points", [0]),
+     "kernel 1 'k4': entry offset 0x10 is not one of the 1 entry points of image 0"),
+    (lambda s: setattr(s.kernel_images[0], "entry_points", [0, 32, 16]),
+     "kernel image 0: entry points are not strictly increasing (entry point 2 is 0x10, "
+     "the one before it 0x20)"),
+    (lambda s: setattr(s.kernels[0], "max_workgroups", 0),
+     "kernel 0 'axpy': max_workgroups 0 is outside [1, 16777216]"),
+    (lambda s: setattr(s.kernels[0], "max_workgroups", (1 << 24) + 1),
+     "kernel 0 'axpy': max_workgroups 16777217 is outside [1, 16777216]"),
     (lambda s: setattr(s.kernel_images[0], "segment_align", 48), "not a power of two"),
     (lambda s: setattr(s.kernel_images[0], "relocs", [(1 << 30, 0)]), "relocation 0"),
 ])
@@ -463,3 +529,4 @@ def test_corrupt_modules_fail_cleanly(driver, spec, with_rows):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     assert [line.split(":")[0] for line in lines] == ["truncate", "flip", "scramble"]
+

@@ -101,12 +101,22 @@ class KernelImageSpec:
     text_size: int
     segment_align: int
     relocs: list[tuple[int, int]] = field(default_factory=list)
+    # Text offsets of the functions the image exports (strictly increasing).
+    # None: the writer uses the entry offsets of the kernels in this image.
+    entry_points: list[int] | None = None
 
 
 @dataclass
 class BindingSpec:
     byte_size: int
     writable: bool
+
+
+MAX_WORKGROUPS = 1 << 24
+"""The most workgroups one dispatch may ask for (KILN_MAX_WORKGROUPS in the runtime)."""
+
+MAX_REGISTERS = 1 << 20
+"""The most ref registers, and the most i64 registers, of one function (KILN_MAX_REGISTERS)."""
 
 
 @dataclass
@@ -116,6 +126,10 @@ class KernelSpec:
     entry_offset: int
     bindings: list[BindingSpec]
     push_constant_count: int
+    # The most workgroups a dispatch of this kernel may ask for, at most
+    # MAX_WORKGROUPS. None: the writer uses the largest count that the
+    # module's dispatches of this kernel use (1 when there is none).
+    max_workgroups: int | None = None
 
 
 @dataclass

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import struct
 
 import numpy
 
+from kiln.vm import checksum
 from kiln.vm._generated import module_fb as fb
 from kiln.vm.disassembler import DecodeError, Names, decode, disassemble, with_labels
 from kiln.vm.module_spec import (DTYPES, BindingSpec, ConstantSpec, FunctionSpec,
@@ -44,24 +44,43 @@ class ModuleFile:
     """A parsed module: the ModuleSpec plus what the file says about itself."""
 
     def __init__(self, data: bytes):
+        """Checks in the C loader's order: the checksum trailer (when one is there),
+        the file identifier, the version, then every table."""
         data = bytes(data)
-        if len(data) < 8 or not fb.has_identifier(data):
+        self.size = len(data)
+        found = checksum.trailer(data)
+        self.checksum = found
+        verified = found is not None and found[0] == checksum.ALGORITHM_CRC32
+        try:
+            if verified:
+                checksum.verify(data)
+        except checksum.ChecksumError as e:
+            raise ModuleFormatError(str(e)) from None
+        payload = data[:-checksum.TRAILER_SIZE] if found is not None else data
+        if len(payload) < 8 or not fb.has_identifier(payload):
             raise ModuleFormatError("not a kiln module (file identifier is not 'KILN')")
         try:
-            self._parse(data)
-        except ModuleFormatError:
-            raise
-        except (IndexError, struct.error, ValueError, KeyError, UnicodeDecodeError,
-                DecodeError) as e:
-            raise ModuleFormatError(f"corrupt module: {e}") from e
-
-    def _parse(self, data: bytes):
-        root = fb.get_root_Module(data)
-        self.version = (root.version_major(), root.version_minor())
+            root = fb.get_root_Module(payload)
+            self.version = (root.version_major(), root.version_minor())
+        except Exception as e:   # noqa: BLE001 - any failure here is a damaged header
+            raise ModuleFormatError(f"corrupt module header: {e}") from e
         if self.version[0] != FORMAT_VERSION[0]:
             raise ModuleFormatError(
                 f"module format version {self.version[0]}.{self.version[1]} is not "
                 f"supported (this reader reads {FORMAT_VERSION[0]}.x)")
+        try:
+            if not verified:
+                checksum.verify(data)   # raises: the trailer is missing or unknown
+        except checksum.ChecksumError as e:
+            raise ModuleFormatError(str(e)) from None
+        try:
+            self._parse(root)
+        except ModuleFormatError:
+            raise
+        except Exception as e:   # noqa: BLE001 - damage must never escape as another error
+            raise ModuleFormatError(f"corrupt module: {type(e).__name__}: {e}") from e
+
+    def _parse(self, root):
         self.types = []
         for t in root.types():
             if not 0 <= t.dtype() < len(DTYPES):
@@ -69,11 +88,13 @@ class ModuleFile:
             self.types.append(TensorType(DTYPES[t.dtype()], tuple(t.shape())))
         ty = self._type
         images = [KernelImageSpec(i.target_triple(), i.cpu_features(), i.code(),
-                                  i.text_size(), i.segment_align(), i.relocs())
+                                  i.text_size(), i.segment_align(), i.relocs(),
+                                  i.entry_points())
                   for i in root.kernel_images()]
         kernels = [KernelSpec(k.name(), k.image(), k.entry_offset(),
                               [BindingSpec(x.byte_size(), x.writable()) for x in k.bindings()],
-                              k.push_constant_count()) for k in root.kernels()]
+                              k.push_constant_count(), k.max_workgroups())
+                   for k in root.kernels()]
         self.globals = [(g.name(), ty(g.type()), g.mutable(), None if g.zero_init() else g.data())
                         for g in root.globals()]
         self.constants = [(ty(c.type()), c.data()) for c in root.constants()]
@@ -111,6 +132,15 @@ class ModuleFile:
             raise ModuleFormatError(f"type index {index} out of range ({len(self.types)} types)")
         return self.types[index]
 
+    def dump(self) -> str:
+        """The text `kiln dump` prints (see dump_text)."""
+        try:
+            return _dump(self)
+        except ModuleFormatError:
+            raise
+        except Exception as e:   # noqa: BLE001 - damage must never escape as another error
+            raise ModuleFormatError(f"corrupt module: {type(e).__name__}: {e}") from e
+
     def names(self) -> Names:
         return Names(types=self.types, globals=[g[0] for g in self.globals],
                      kernels=[k.name for k in self.kernels],
@@ -128,9 +158,13 @@ def _sig(values: list[ValueInfo]) -> str:
 
 def dump_text(data: bytes) -> str:
     """Human-readable text of a module: signatures, globals, kernels, disassembly."""
-    m = ModuleFile(data)
+    return ModuleFile(data).dump()
+
+
+def _dump(m: ModuleFile) -> str:
     names = m.names()
-    out = [f"module {m.name!r} (format {m.version[0]}.{m.version[1]}, {len(data)} bytes)"]
+    out = [f"module {m.name!r} (format {m.version[0]}.{m.version[1]}, {m.size} bytes)"]
+    out.append(f"checksum: crc32 0x{m.checksum[1]:08x} (verified)")
     out.append(f"types: {len(m.types)}")
     for i, t in enumerate(m.types):
         out.append(f"  type#{i} {t}")
@@ -145,7 +179,8 @@ def dump_text(data: bytes) -> str:
     for i, img in enumerate(m.kernel_images):
         out.append(f"  image#{i} {img.target_triple} features={img.cpu_features or '-'}: "
                    f"{len(img.code)} bytes (text {img.text_size}, align "
-                   f"{img.segment_align}), {len(img.relocs)} relocations")
+                   f"{img.segment_align}), {len(img.relocs)} relocations, entry points "
+                   f"[{', '.join(f'0x{e:x}' for e in img.entry_points)}]")
     out.append(f"kernels: {len(m.kernels)}")
     for i, k in enumerate(m.kernels):
         binds = ", ".join(f"{b.byte_size}B {'rw' if b.writable else 'ro'}" for b in k.bindings)
@@ -153,7 +188,8 @@ def dump_text(data: bytes) -> str:
                   if k.image < len(m.kernel_images) else "?")
         out.append(f"  kernel#{i} {k.name}: image#{k.image} ({target}) entry "
                    f"0x{k.entry_offset:x}, bindings [{binds}], "
-                   f"{k.push_constant_count} push constants")
+                   f"{k.push_constant_count} push constants, at most "
+                   f"{k.max_workgroups} workgroups")
     out.append(f"functions: {len(m.functions)}")
     for i, (f, words) in enumerate(zip(m.functions, m.code_words)):
         kind = "export" if f.exported else "internal"

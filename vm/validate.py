@@ -6,7 +6,7 @@ import numpy
 
 from kiln.vm.assembler import label_offsets
 from kiln.vm.isa import Instr, Label, instr_words
-from kiln.vm.module_spec import FunctionSpec, ModuleSpec, TensorType, dtype_of
+from kiln.vm.module_spec import MAX_REGISTERS, MAX_WORKGROUPS, FunctionSpec, ModuleSpec, TensorType, dtype_of
 
 
 class SpecError(ValueError):
@@ -19,6 +19,29 @@ def _unique(kind: str, names: list[str]):
         if n in seen:
             raise SpecError(f"duplicate {kind} name {n!r}")
         seen.add(n)
+
+
+def entry_points(spec: ModuleSpec) -> list[list[int]]:
+    """Each image's entry points: as given, else the entry offsets of its kernels."""
+    out = []
+    for i, img in enumerate(spec.kernel_images):
+        if img.entry_points is not None:
+            out.append([int(e) for e in img.entry_points])
+        else:
+            out.append(sorted({int(k.entry_offset) for k in spec.kernels if k.image == i}))
+    return out
+
+
+def max_workgroups(spec: ModuleSpec) -> list[int]:
+    """Each kernel's workgroup bound: as given, else the most its dispatches use (>= 1)."""
+    used = [1] * len(spec.kernels)
+    for f in spec.functions:
+        for ins in f.code:
+            if isinstance(ins, Instr) and ins.op == "dispatch" and \
+                    0 <= ins.operands[0] < len(used):
+                used[ins.operands[0]] = max(used[ins.operands[0]], ins.operands[1])
+    return [used[i] if k.max_workgroups is None else int(k.max_workgroups)
+            for i, k in enumerate(spec.kernels)]
 
 
 def validate(spec: ModuleSpec) -> None:
@@ -49,6 +72,19 @@ def validate(spec: ModuleSpec) -> None:
         if k.entry_offset >= spec.kernel_images[k.image].text_size:
             raise SpecError(f"kernel {k.name!r}: entry offset {k.entry_offset} is outside "
                             f"the text of image {k.image}")
+    entries = entry_points(spec)
+    for i, (img, points) in enumerate(zip(spec.kernel_images, entries)):
+        if any(not 0 <= e < img.text_size for e in points) or \
+                any(a >= b for a, b in zip(points, points[1:])):
+            raise SpecError(f"kernel image {i}: entry points {points} must be strictly "
+                            f"increasing offsets inside its text ({img.text_size} bytes)")
+    for k, bound in zip(spec.kernels, max_workgroups(spec)):
+        if k.entry_offset not in entries[k.image]:
+            raise SpecError(f"kernel {k.name!r}: entry offset {k.entry_offset} is not an "
+                            f"entry point of image {k.image}")
+        if not 1 <= bound <= MAX_WORKGROUPS:
+            raise SpecError(f"kernel {k.name!r}: max_workgroups {bound} is outside "
+                            f"[1, {MAX_WORKGROUPS}]")
     for f in spec.functions:
         _validate_function(spec, f)
 
@@ -57,6 +93,9 @@ def _validate_function(spec: ModuleSpec, f: FunctionSpec) -> None:
     def fail(msg: str):
         raise SpecError(f"function {f.name!r}: {msg}")
 
+    if max(f.ref_registers, f.i64_registers) > MAX_REGISTERS:
+        fail(f"{f.ref_registers} ref and {f.i64_registers} i64 registers, at most "
+             f"{MAX_REGISTERS} of each are allowed")
     if len(f.args) > f.ref_registers:
         fail(f"{len(f.args)} arguments but only {f.ref_registers} ref registers")
     labels = label_offsets(f.code)
@@ -86,6 +125,10 @@ def _validate_function(spec: ModuleSpec, f: FunctionSpec) -> None:
             k = spec.kernels[ops[0]]
             if ops[1] < 1:
                 fail(f"dispatch {k.name!r}: workgroup count must be at least 1")
+            bound = k.max_workgroups if k.max_workgroups is not None else MAX_WORKGROUPS
+            if ops[1] > bound:
+                fail(f"dispatch {k.name!r}: {ops[1]} workgroups, the kernel allows at "
+                     f"most {bound}")
             if len(ops[2]) != len(k.bindings) or len(ops[3]) != k.push_constant_count:
                 fail(f"dispatch {k.name!r}: {len(ops[2])} bindings and {len(ops[3])} push "
                      f"constants, kernel takes {len(k.bindings)} and "

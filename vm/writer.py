@@ -1,4 +1,6 @@
-"""Serialize a ModuleSpec into .vmfb bytes (deterministic: same spec, same bytes)."""
+"""Serialize a ModuleSpec into .vmfb bytes (deterministic: same spec, same bytes).
+
+The file is the module flatbuffer followed by a checksum trailer (kiln.vm.checksum)."""
 
 from __future__ import annotations
 
@@ -7,10 +9,11 @@ import flatbuffers
 
 from kiln.vm._generated import module_fb as fb
 from kiln.vm.assembler import assemble
+from kiln.vm.checksum import seal
 from kiln.vm.module_spec import DTYPES, ModuleSpec, TensorType
-from kiln.vm.validate import validate
+from kiln.vm.validate import entry_points, max_workgroups, validate
 
-FORMAT_VERSION = (1, 0)
+FORMAT_VERSION = (2, 0)
 """(major, minor) written into every module; matches KILN_MODULE_VERSION_* in runtime.h."""
 
 
@@ -53,7 +56,8 @@ def serialize(spec: ModuleSpec, *, check: bool = True,
     images = [fb.build_KernelImage(
         b, target_triple=img.target_triple, cpu_features=img.cpu_features,
         code=bytes(img.code), text_size=img.text_size, segment_align=img.segment_align,
-        relocs=[(int(o), int(a)) for o, a in img.relocs]) for img in spec.kernel_images]
+        relocs=[(int(o), int(a)) for o, a in img.relocs], entry_points=points)
+        for img, points in zip(spec.kernel_images, entry_points(spec))]
     constants = [fb.build_Constant(b, type=t, data=_data_bytes(c.data))
                  for c, t in zip(spec.constants, const_types)]
     globals_ = []
@@ -62,12 +66,13 @@ def serialize(spec: ModuleSpec, *, check: bool = True,
         globals_.append(fb.build_Global(b, name=g.name, type=t, mutable=g.mutable,
                                         data=data, zero_init=g.initial is None))
     kernels = []
-    for k in spec.kernels:
+    for k, bound in zip(spec.kernels, max_workgroups(spec)):
         bindings = [fb.build_Binding(b, byte_size=x.byte_size, writable=x.writable)
                     for x in k.bindings]
         kernels.append(fb.build_Kernel(b, name=k.name, image=k.image,
                                        entry_offset=k.entry_offset, bindings=bindings,
-                                       push_constant_count=k.push_constant_count))
+                                       push_constant_count=k.push_constant_count,
+                                       max_workgroups=bound))
     functions = []
     for f, code in zip(spec.functions, codes):
         args = [fb.build_Value(b, name=v.name, type=types(v.type)) for v in f.args]
@@ -84,4 +89,4 @@ def serialize(spec: ModuleSpec, *, check: bool = True,
                            globals=globals_, constants=constants, kernel_images=images,
                            kernels=kernels)
     b.Finish(root, file_identifier=fb.FILE_IDENTIFIER)
-    return bytes(b.Output())
+    return seal(b.Output())

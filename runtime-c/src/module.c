@@ -1,6 +1,6 @@
-/* Module loading: map or copy the file, check identifier and version, verify
- * every table and every function's bytecode, load kernel images, and answer
- * reflection queries. */
+/* Module loading: map or copy the file, check its checksum, identifier and
+ * version, verify every table and every function's bytecode, load kernel
+ * images, and answer reflection queries. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "buffer_internal.h"
+#include "checksum.h"
 #include "generated/module_fb.h"
 #include "kernel_image.h"
 #include "module_internal.h"
@@ -113,6 +114,78 @@ static kiln_status_t check_header(kiln_module_t* m) {
   return NULL;
 }
 
+/* The container: [flatbuffer | "KILNCSUM" | u32 algorithm | u32 checksum].
+ * When the trailer is there with a known algorithm its checksum is checked
+ * before anything else is read, so that damage anywhere (kernel code
+ * included) is reported as such; then the identifier and the version (an
+ * unknown major version is refused even when the rest of the file means
+ * something else to a newer runtime); then the trailer must have been there.
+ * On success m->size is the flatbuffer's size. */
+static kiln_status_t check_container(kiln_module_t* m) {
+  const size_t n = KILN_TRAILER_SIZE;
+  int trailer = m->size >= n && memcmp(m->data + m->size - n, KILN_TRAILER_MAGIC, 8) == 0;
+  uint32_t algorithm = 0;
+  kiln_status_t s;
+  if (trailer) {
+    uint32_t stored = kiln_fb__u32(m->data + m->size - 4);
+    algorithm = kiln_fb__u32(m->data + m->size - 8);
+    if (algorithm == KILN_CHECKSUM_CRC32) {
+      uint32_t computed = kiln_crc32(0, m->data, m->size - 4);
+      if (computed != stored)
+        return CORRUPT("module checksum mismatch: stored 0x%08x, computed 0x%08x (the "
+                       "file is damaged)", (unsigned)stored, (unsigned)computed);
+    }
+    m->size -= n;
+  }
+  if ((s = check_header(m))) return s;
+  if (!trailer)
+    return CORRUPT("module checksum trailer is missing: the last %zu bytes do not start "
+                   "with '%s' (the file is truncated or damaged)", n, KILN_TRAILER_MAGIC);
+  if (algorithm != KILN_CHECKSUM_CRC32)
+    return CORRUPT("module checksum trailer names unknown algorithm %u (format %d.x "
+                   "uses %u, CRC-32: the file is damaged)", (unsigned)algorithm,
+                   KILN_MODULE_VERSION_MAJOR, KILN_CHECKSUM_CRC32);
+  return NULL;
+}
+
+/* 1 when `s` is valid UTF-8 (no overlong forms, surrogates or code points
+ * past U+10FFFF); else 0 with the offset of the first bad byte. */
+static int utf8_valid(const char* text, size_t* bad) {
+  const unsigned char* s = (const unsigned char*)text;
+  size_t i = 0;
+  while (s[i]) {
+    unsigned c = s[i], len, k;
+    uint32_t cp;
+    if (c < 0x80) {
+      i++;
+      continue;
+    }
+    if (c >= 0xC2 && c <= 0xDF) len = 2, cp = c & 0x1F;
+    else if (c >= 0xE0 && c <= 0xEF) len = 3, cp = c & 0x0F;
+    else if (c >= 0xF0 && c <= 0xF4) len = 4, cp = c & 0x07;
+    else break;
+    for (k = 1; k < len; ++k) {
+      if ((s[i + k] & 0xC0) != 0x80) break; /* also stops at the terminating NUL */
+      cp = (cp << 6) | (s[i + k] & 0x3F);
+    }
+    if (k < len || (len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
+        (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
+      break;
+    i += len;
+  }
+  *bad = i;
+  return s[i] == 0;
+}
+
+/* DATA_LOSS unless `text` (a name or other string from the module) is UTF-8. */
+static kiln_status_t check_text(const char* text, const char* what, unsigned index,
+                                const char* field) {
+  size_t bad;
+  if (utf8_valid(text, &bad)) return NULL;
+  return CORRUPT("%s %u: %s is not valid UTF-8 (byte 0x%02x at offset %zu)", what, index,
+                 field, (unsigned)(unsigned char)text[bad], bad);
+}
+
 static kiln_status_t decode_types(kiln_module_t* m, const uint8_t* root) {
   uint32_t i, d;
   m->type_count = kiln_fb_Module_types_len(root);
@@ -168,6 +241,8 @@ static kiln_status_t decode_values(kiln_module_t* m, const uint8_t* fn, int resu
     const uint8_t* v = results ? kiln_fb_Function_results_at(fn, i)
                                : kiln_fb_Function_args_at(fn, i);
     uint32_t t = kiln_fb_Value_type(v);
+    if ((s = check_text(kiln_fb_Value_name(v), results ? "result" : "argument", i, "name")))
+      return kiln_status_annotate(s, "function '%s'", kiln_fb_Function_name(fn));
     if ((s = type_index(m, t, results ? "result" : "argument", kiln_fb_Value_name(v), i)))
       return kiln_status_annotate(s, "function '%s'", kiln_fb_Function_name(fn));
     (*types)[i] = t;
@@ -186,6 +261,10 @@ static kiln_status_t decode_functions(kiln_module_t* m, const uint8_t* root) {
     kiln_function_info_t* f = &m->functions[i];
     f->name = kiln_fb_Function_name(fn);
     f->exported = kiln_fb_Function_exported(fn) != 0;
+    if ((s = check_text(f->name, "function", i, "name")) ||
+        (s = check_text(kiln_fb_Function_arg_tree(fn), "function", i, "arg_tree")) ||
+        (s = check_text(kiln_fb_Function_result_tree(fn), "function", i, "result_tree")))
+      return s;
     if ((s = decode_values(m, fn, 0, &f->arg_count, &f->args, &f->arg_types))) return s;
     if ((s = decode_values(m, fn, 1, &f->result_count, &f->results, &f->result_types)))
       return s;
@@ -214,6 +293,7 @@ static kiln_status_t decode_data(kiln_module_t* m, const uint8_t* root) {
     kiln_global_info_t* gi = &m->globals[i];
     const char* name = kiln_fb_Global_name(g);
     uint32_t len = kiln_fb_Global_data_len(g);
+    if ((s = check_text(name, "global", i, "name"))) return s;
     gi->type = kiln_fb_Global_type(g);
     if ((s = type_index(m, gi->type, "global", name, i))) return s;
     fill_value(m, &gi->info, name, gi->type);
@@ -245,6 +325,20 @@ static kiln_status_t decode_data(kiln_module_t* m, const uint8_t* root) {
   return NULL;
 }
 
+/* Whether `entry` is one of image `image`'s (strictly increasing) entry points. */
+static int is_entry_point(const uint8_t* root, uint32_t image, uint64_t entry) {
+  const uint8_t* img = kiln_fb_Module_kernel_images_at(root, image);
+  const uint64_t* entries = kiln_fb_KernelImage_entry_points(img);
+  uint32_t lo = 0, hi = kiln_fb_KernelImage_entry_points_len(img);
+  while (lo < hi) {
+    uint32_t mid = lo + (hi - lo) / 2;
+    if (entries[mid] == entry) return 1;
+    if (entries[mid] < entry) lo = mid + 1;
+    else hi = mid;
+  }
+  return 0;
+}
+
 static kiln_status_t decode_kernels(kiln_module_t* m, const uint8_t* root) {
   uint32_t i, j;
   kiln_status_t s;
@@ -256,8 +350,13 @@ static kiln_status_t decode_kernels(kiln_module_t* m, const uint8_t* root) {
     const char* features = kiln_fb_KernelImage_cpu_features(img);
     uint64_t text_size = kiln_fb_KernelImage_text_size(img);
     uint64_t align = kiln_fb_KernelImage_segment_align(img);
+    const uint64_t* entries = kiln_fb_KernelImage_entry_points(img);
+    uint32_t e, entry_count = kiln_fb_KernelImage_entry_points_len(img);
     char reason[256];
     reason[0] = 0;
+    if ((s = check_text(triple, "kernel image", i, "target_triple")) ||
+        (s = check_text(features, "kernel image", i, "cpu_features")))
+      return s;
     if (!kiln_host_supports(triple, features, reason, sizeof reason))
       return kiln_make_status(KILN_UNIMPLEMENTED,
                               "kernel image %u (target '%s', features '%s') cannot run on "
@@ -271,6 +370,17 @@ static kiln_status_t decode_kernels(kiln_module_t* m, const uint8_t* root) {
                                (size_t)align, kiln_fb_KernelImage_relocs_bytes(img),
                                kiln_fb_KernelImage_relocs_len(img), &m->images[i]);
     if (s) return kiln_status_annotate(s, "kernel image %u", (unsigned)i);
+    for (e = 0; e < entry_count; ++e) {
+      if (entries[e] >= text_size)
+        return CORRUPT("kernel image %u: entry point %u (0x%llx) is outside its text "
+                       "(%llu bytes)", (unsigned)i, (unsigned)e,
+                       (unsigned long long)entries[e], (unsigned long long)text_size);
+      if (e > 0 && entries[e] <= entries[e - 1])
+        return CORRUPT("kernel image %u: entry points are not strictly increasing (entry "
+                       "point %u is 0x%llx, the one before it 0x%llx)", (unsigned)i,
+                       (unsigned)e, (unsigned long long)entries[e],
+                       (unsigned long long)entries[e - 1]);
+    }
   }
   m->kernel_count = kiln_fb_Module_kernels_len(root);
   ALLOC(m->kernels, m->kernel_count, "kernels");
@@ -280,6 +390,7 @@ static kiln_status_t decode_kernels(kiln_module_t* m, const uint8_t* root) {
     uint32_t image = kiln_fb_Kernel_image(k);
     uint64_t entry = kiln_fb_Kernel_entry_offset(k);
     ki->name = kiln_fb_Kernel_name(k);
+    if ((s = check_text(ki->name, "kernel", i, "name"))) return s;
     if (image >= m->image_count)
       return CORRUPT("kernel %u '%s': image index %u out of range (%u images)",
                      (unsigned)i, ki->name, (unsigned)image, (unsigned)m->image_count);
@@ -287,6 +398,16 @@ static kiln_status_t decode_kernels(kiln_module_t* m, const uint8_t* root) {
     if (!ki->fn)
       return CORRUPT("kernel %u '%s': entry offset %llu is outside the text of image %u",
                      (unsigned)i, ki->name, (unsigned long long)entry, (unsigned)image);
+    if (!is_entry_point(root, image, entry))
+      return CORRUPT("kernel %u '%s': entry offset 0x%llx is not one of the %u entry "
+                     "points of image %u", (unsigned)i, ki->name, (unsigned long long)entry,
+                     (unsigned)kiln_fb_KernelImage_entry_points_len(
+                         kiln_fb_Module_kernel_images_at(root, image)),
+                     (unsigned)image);
+    ki->max_workgroups = kiln_fb_Kernel_max_workgroups(k);
+    if (ki->max_workgroups < 1 || ki->max_workgroups > KILN_MAX_WORKGROUPS)
+      return CORRUPT("kernel %u '%s': max_workgroups %u is outside [1, %u]", (unsigned)i,
+                     ki->name, (unsigned)ki->max_workgroups, (unsigned)KILN_MAX_WORKGROUPS);
     ki->binding_count = kiln_fb_Kernel_bindings_len(k);
     ki->push_count = kiln_fb_Kernel_push_constant_count(k);
     ALLOC(ki->binding_sizes, ki->binding_count, "bindings");
@@ -305,11 +426,12 @@ static kiln_status_t load_verified(kiln_module_t* m) {
   const uint8_t* root;
   kiln_status_t s;
   uint32_t i;
-  if ((s = check_header(m))) return s;
+  if ((s = check_container(m))) return s;
   if (!kiln_fb_verify_Module_buffer(m->data, m->size, error, sizeof error))
     return CORRUPT("corrupt module: %s", error);
   root = kiln_fb_Module_root(m->data);
   m->name = kiln_fb_Module_name(root);
+  if ((s = check_text(m->name, "module", 0, "name"))) return s;
   if ((s = decode_types(m, root))) return s;
   if ((s = decode_functions(m, root))) return s;
   if ((s = decode_data(m, root))) return s;

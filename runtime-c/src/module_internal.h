@@ -54,6 +54,7 @@ typedef struct kiln_kernel_info {
   uint64_t* binding_sizes;
   uint8_t* binding_writable;
   uint32_t push_count;
+  uint32_t max_workgroups; /* 1..KILN_MAX_WORKGROUPS; dispatches ask for no more */
 } kiln_kernel_info_t;
 
 struct kiln_module {
@@ -63,7 +64,7 @@ struct kiln_module {
   size_t mapping_size;
   void* owned;   /* aligned copy for load_memory, or NULL */
   const uint8_t* data;
-  size_t size;
+  size_t size; /* of the flatbuffer: the file less its checksum trailer */
   const char* name;
   uint32_t version_major;
   uint32_t version_minor;

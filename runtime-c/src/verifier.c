@@ -59,6 +59,10 @@ static kiln_status_t check_arity(const kiln_module_t* m, const kiln_function_inf
     if (op[1].value == 0)
       return FAIL("function '%s': word %u: dispatch of kernel '%s' with 0 workgroups",
                   f->name, (unsigned)in->pc, k->name);
+    if (op[1].value > k->max_workgroups)
+      return FAIL("function '%s': word %u: dispatch of kernel '%s' with %u workgroups, the "
+                  "kernel allows at most %u", f->name, (unsigned)in->pc, k->name,
+                  (unsigned)op[1].value, (unsigned)k->max_workgroups);
     if (op[2].value != k->binding_count || op[3].value != k->push_count)
       return FAIL("function '%s': word %u: dispatch of kernel '%s' passes %u bindings and "
                   "%u push constants, the kernel takes %u and %u", f->name,
@@ -94,6 +98,10 @@ kiln_status_t kiln_verify_function(const kiln_module_t* m, uint32_t ordinal) {
   int last_terminates = 0;
   kiln_status_t status = NULL;
 
+  if (f->ref_count > KILN_MAX_REGISTERS || f->i64_count > KILN_MAX_REGISTERS)
+    return FAIL("function '%s': %u ref and %u i64 registers, at most %u of each are "
+                "allowed", f->name, (unsigned)f->ref_count, (unsigned)f->i64_count,
+                (unsigned)KILN_MAX_REGISTERS);
   if (f->arg_count > f->ref_count)
     return FAIL("function '%s': %u arguments but only %u ref registers", f->name,
                 (unsigned)f->arg_count, (unsigned)f->ref_count);

@@ -15,6 +15,7 @@ import numpy as np
 from kiln.vm.isa import Instr, Label
 from kiln.vm.module_spec import (ConstantSpec, FunctionSpec, GlobalSpec, ModuleSpec,
                                  TensorType, ValueInfo)
+from kiln.vm.checksum import TRAILER_SIZE, reseal
 from kiln.vm.writer import serialize
 
 HEADER = Path(__file__).resolve().parent / "vm_test_modules.h"
@@ -128,8 +129,34 @@ def bad_modules() -> list[tuple[str, bytes, str]]:
     out = [(name, data, expect) for name, (data, expect) in cases.items()]
     version7 = serialize(good(), version=(7, 0))
     out.append(("version", version7,
-                "module format version 7.0 is not supported (this runtime reads 1.x)"))
+                "module format version 7.0 is not supported (this runtime reads 2.x)"))
+    # A 1.x file: the flatbuffer alone, no checksum trailer.
+    version1 = serialize(good(), version=(1, 0))[:-TRAILER_SIZE]
+    out.append(("version_1", version1,
+                "module format version 1.0 is not supported (this runtime reads 2.x)"))
+    sealed = serialize(good())
+    damaged = bytearray(sealed)
+    damaged[len(damaged) // 2] ^= 0x01
+    stored = int.from_bytes(sealed[-4:], "little")
+    computed = int.from_bytes(reseal(bytes(damaged))[-4:], "little")
+    out.append(("checksum", bytes(damaged),
+                f"module checksum mismatch: stored 0x{stored:08x}, computed 0x{computed:08x} "
+                "(the file is damaged)"))
+    out.append(("no_trailer", sealed[:-TRAILER_SIZE],
+                "module checksum trailer is missing: the last 16 bytes do not start with "
+                "'KILNCSUM' (the file is truncated or damaged)"))
+    algorithm = bytearray(sealed)
+    algorithm[-8] = 9
+    out.append(("algorithm", reseal_raw(bytes(algorithm)),
+                "module checksum trailer names unknown algorithm 9 (format 2.x uses 1, "
+                "CRC-32: the file is damaged)"))
     return out
+
+
+def reseal_raw(data: bytes) -> bytes:
+    """`data` with its last 4 bytes replaced by the CRC-32 of the rest."""
+    import zlib
+    return data[:-4] + (zlib.crc32(data[:-4]) & 0xFFFFFFFF).to_bytes(4, "little")
 
 
 def c_bytes(name: str, data: bytes) -> str:

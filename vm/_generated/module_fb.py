@@ -115,13 +115,14 @@ def build_Constant(b, *, type=0, data=None):
     return b.EndObject()
 
 
-def build_KernelImage(b, *, target_triple=None, cpu_features=None, code=None, text_size=0, segment_align=0, relocs=None):
+def build_KernelImage(b, *, target_triple=None, cpu_features=None, code=None, text_size=0, segment_align=0, relocs=None, entry_points=None):
     """Write a KernelImage; vectors of tables take offsets from build_* calls."""
     _target_triple = None if target_triple is None else b.CreateString(target_triple)
     _cpu_features = None if cpu_features is None else b.CreateString(cpu_features)
     _code = None if code is None else _place(b, bytes(code), 1, len(code), 64)
     _relocs = None if relocs is None else _place(b, b''.join(RELOC_FORMAT.pack(*x) for x in relocs), 16, len(relocs), 8)
-    b.StartObject(6)
+    _entry_points = None if entry_points is None else _place(b, _struct.pack('<%dQ' % len(entry_points), *entry_points), 8, len(entry_points), 8)
+    b.StartObject(7)
     b.PrependSlot(_N.Uint64Flags, 3, text_size, 0)
     b.PrependSlot(_N.Uint64Flags, 4, segment_align, 0)
     if _target_triple is not None:
@@ -132,6 +133,8 @@ def build_KernelImage(b, *, target_triple=None, cpu_features=None, code=None, te
         b.PrependUOffsetTRelativeSlot(2, _code, 0)
     if _relocs is not None:
         b.PrependUOffsetTRelativeSlot(5, _relocs, 0)
+    if _entry_points is not None:
+        b.PrependUOffsetTRelativeSlot(6, _entry_points, 0)
     return b.EndObject()
 
 
@@ -143,11 +146,11 @@ def build_Binding(b, *, byte_size=0, writable=0):
     return b.EndObject()
 
 
-def build_Kernel(b, *, name=None, image=0, entry_offset=0, bindings=None, push_constant_count=0):
+def build_Kernel(b, *, name=None, image=0, entry_offset=0, bindings=None, push_constant_count=0, max_workgroups=0):
     """Write a Kernel; vectors of tables take offsets from build_* calls."""
     _name = None if name is None else b.CreateString(name)
     _bindings = None if bindings is None else _offsets(b, list(bindings))
-    b.StartObject(5)
+    b.StartObject(6)
     b.PrependSlot(_N.Uint64Flags, 2, entry_offset, 0)
     if _name is not None:
         b.PrependUOffsetTRelativeSlot(0, _name, 0)
@@ -155,6 +158,7 @@ def build_Kernel(b, *, name=None, image=0, entry_offset=0, bindings=None, push_c
     if _bindings is not None:
         b.PrependUOffsetTRelativeSlot(3, _bindings, 0)
     b.PrependSlot(_N.Uint32Flags, 4, push_constant_count, 0)
+    b.PrependSlot(_N.Uint32Flags, 5, max_workgroups, 0)
     return b.EndObject()
 
 
@@ -386,6 +390,16 @@ class KernelImage:
             raise IndexError('vector runs past the end of the buffer')
         return [tuple(RELOC_FORMAT.unpack_from(self._tab.Bytes, v + 16 * k)) for k in range(n)]
 
+    def entry_points(self):
+        o = self._tab.Offset(16)
+        if not o:
+            return []
+        n = self._tab.VectorLen(o)
+        v = self._tab.Vector(o)
+        if v + 8 * n > len(self._tab.Bytes):
+            raise IndexError('vector runs past the end of the buffer')
+        return list(_struct.unpack_from('<%dQ' % n, self._tab.Bytes, v))
+
 
 class Binding:
     """Read-only view of a Binding table."""
@@ -434,6 +448,10 @@ class Kernel:
 
     def push_constant_count(self):
         o = self._tab.Offset(12)
+        return self._tab.Get(_N.Uint32Flags, o + self._tab.Pos) if o else 0
+
+    def max_workgroups(self):
+        o = self._tab.Offset(14)
         return self._tab.Get(_N.Uint32Flags, o + self._tab.Pos) if o else 0
 
 

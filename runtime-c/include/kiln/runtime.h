@@ -132,8 +132,13 @@ void kiln_module_retain(kiln_module_t* module);
 void kiln_module_release(kiln_module_t* module);
 const char* kiln_module_name(const kiln_module_t* module);
 /* Format version the runtime supports (major) and the module's own. */
-#define KILN_MODULE_VERSION_MAJOR 1
+#define KILN_MODULE_VERSION_MAJOR 2
 #define KILN_MODULE_VERSION_MINOR 0
+/* The most workgroups one dispatch may ask for (each kernel declares its own
+ * bound, at most this; the loader refuses a module asking for more). */
+#define KILN_MAX_WORKGROUPS (1u << 24)
+/* The most ref registers, and the most i64 registers, one function may have. */
+#define KILN_MAX_REGISTERS (1u << 20)
 
 /* Static description of an argument, result or global. */
 typedef struct kiln_value_info {

@@ -473,6 +473,13 @@ static inline int kiln_fb_verify_KernelImage(kiln_fb_verifier_t* v, uint64_t pos
     if (!kiln_fb__verify_vector(v, target, 16, 8, &len, &data)) return 0;
   }
   kiln_fb__pop(v);
+  kiln_fb__push(v, "entry_points");
+  if (!kiln_fb__verify_field(v, &t, 6, 4, 4, &at, &present)) return 0;
+  if (present) {
+    if (!kiln_fb__follow(v, at, &target)) return 0;
+    if (!kiln_fb__verify_vector(v, target, 8, 8, &len, &data)) return 0;
+  }
+  kiln_fb__pop(v);
   (void)present;
   return 1;
 }
@@ -529,6 +536,9 @@ static inline int kiln_fb_verify_Kernel(kiln_fb_verifier_t* v, uint64_t pos) {
   kiln_fb__pop(v);
   kiln_fb__push(v, "push_constant_count");
   if (!kiln_fb__verify_field(v, &t, 4, 4, 4, &at, &present)) return 0;
+  kiln_fb__pop(v);
+  kiln_fb__push(v, "max_workgroups");
+  if (!kiln_fb__verify_field(v, &t, 5, 4, 4, &at, &present)) return 0;
   kiln_fb__pop(v);
   (void)present;
   return 1;
@@ -823,6 +833,13 @@ static inline kiln_fb_Reloc_t kiln_fb_KernelImage_relocs_at(const uint8_t* t, ui
 static inline const uint8_t* kiln_fb_KernelImage_relocs_bytes(const uint8_t* t) {
   return kiln_fb__vec_data(t, 5);
 }
+static inline uint32_t kiln_fb_KernelImage_entry_points_len(const uint8_t* t) {
+  return kiln_fb__vec_len(t, 6);
+}
+/* Element data (8-byte aligned), NULL when absent. */
+static inline const uint64_t* kiln_fb_KernelImage_entry_points(const uint8_t* t) {
+  return (const uint64_t*)(const void*)kiln_fb__vec_data(t, 6);
+}
 
 /* ---- Binding ---- */
 static inline uint64_t kiln_fb_Binding_byte_size(const uint8_t* t) {
@@ -862,6 +879,12 @@ static inline const uint8_t* kiln_fb_Kernel_bindings_at(const uint8_t* t, uint32
 }
 static inline uint32_t kiln_fb_Kernel_push_constant_count(const uint8_t* t) {
   const uint8_t* f = kiln_fb__field_ptr(t, 4);
+  uint32_t v = 0;
+  if (f) memcpy(&v, f, sizeof v);
+  return v;
+}
+static inline uint32_t kiln_fb_Kernel_max_workgroups(const uint8_t* t) {
+  const uint8_t* f = kiln_fb__field_ptr(t, 5);
   uint32_t v = 0;
   if (f) memcpy(&v, f, sizeof v);
   return v;
