@@ -124,3 +124,61 @@ def test_kiln_run_unknown_function_through_the_cli(tmp_path):
     run_kiln_cli("export", f"{EXAMPLE}:Linear", "-o", str(out))
     proc = run_kiln_cli("run", str(out), "-f", "nope", check=False)
     _assert_one_line_error(proc, "module 'linear' has no function 'nope'")
+
+
+SCAN_PROGRAM = """
+import numpy as np
+import kiln.numpy as knp
+from kiln import Program, lax
+
+
+def make(n):
+    class Scan(Program, export_name="scan"):
+        def run(self, xs=Program.like(np.zeros((n, 4), np.float32))):
+            return lax.scan(lambda c, x: (c + x, c * x), knp.zeros((4,), np.float32), xs)
+    return Scan
+
+
+Scan10, Scan1000 = make(10), make(1000)
+"""
+
+
+def test_dump_shows_one_loop_for_a_long_scan(tmp_path):
+    """A length-1000 lax.scan is one loop in the bytecode, not 1000 copies: `kiln dump`
+    and `kiln-run --disassemble` show exactly one back-edge, and the module is as
+    large as a length-10 one."""
+    from kiln_tools import run_kiln_run
+    source = tmp_path / "scans.py"
+    source.write_text(SCAN_PROGRAM)
+    sizes = {}
+    for n in (10, 1000):
+        out = tmp_path / f"scan{n}.vmfb"
+        run_kiln_cli("export", f"{source}:Scan{n}", "-o", str(out))
+        sizes[n] = out.stat().st_size
+    assert sizes[10] == sizes[1000]
+    dump = run_kiln_cli("dump", str(tmp_path / "scan1000.vmfb")).stdout
+    assert dump.count("; loop back-edge") == 1
+    assert dump.count("; loop header (back-edge from") == 1
+    assert "i.const i1, 1000" in dump and "buffer.row" in dump and "buffer.set_row" in dump
+    back = next(line for line in dump.splitlines() if line.endswith("; loop back-edge"))
+    target = back.split("@L")[1].split()[0]
+    assert f"    L{target}:   ; loop header (back-edge from {back.split()[0]})" in dump
+    assert "checksum: crc32 0x" in dump and "(verified)" in dump
+    native = run_kiln_run(f"--module={tmp_path / 'scan1000.vmfb'}", "--disassemble").stdout
+    assert native.count("; loop back-edge") == 1
+    code = lambda text: [line.strip() for line in text.splitlines()  # noqa: E731
+                         if line.strip()[:1].isdigit() or line.strip().startswith("L")]
+    assert code(native) == code(dump.split("result_tree:")[1])
+
+
+def test_dump_of_a_damaged_module_is_one_error_line(tmp_path):
+    out = tmp_path / "linear.vmfb"
+    run_kiln_cli("export", f"{EXAMPLE}:Linear", "-o", str(out))
+    data = bytearray(out.read_bytes())
+    data[len(data) // 3] ^= 0x10
+    out.write_bytes(bytes(data))
+    proc = run_kiln_cli("dump", str(out), check=False)
+    _assert_one_line_error(proc, "module checksum mismatch: stored 0x")
+    assert proc.stdout == ""
+    _assert_one_line_error(run_kiln_cli("run", str(out), "-f", "predict", check=False),
+                           "module checksum mismatch: stored 0x")

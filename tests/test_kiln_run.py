@@ -188,6 +188,53 @@ def test_benchmark(kiln_run, modules):
 def test_help(kiln_run):
     out = run(kiln_run, "--help").stdout
     assert "--module=PATH" in out and "--globals-in" in out and "--benchmark" in out
+    assert "--disassemble" in out
+
+
+def test_disassemble_prints_the_runtime_decoders_text(kiln_run, modules):
+    """kiln-run --disassemble: every function (internal ones too) through the C
+    decoder the verifier and interpreter use, with labels and back-edges."""
+    out = run(kiln_run, f"--module={modules / 'axpy.vmfb'}", "--disassemble").stdout
+    assert out.startswith("module axpy\nexport func#0 predict(x: 4xf32) -> (4xf32)\n"
+                          "  registers: 8 ref, 8 i64\n"
+                          "      0  global.load r1, global(w)\n")
+    assert "internal func#2 bump(c: i64) -> (i64)\n" in out
+    assert ("export func#3 triangle(n: i64) -> (i64)\n"
+            "  registers: 8 ref, 8 i64\n"
+            "      0  i.load i0, r0\n"
+            "      3  i.const i1, 0\n"
+            "      7  i.const i2, 1\n"
+            "     11  i.const i4, 0\n"
+            "  L15:   ; loop header (back-edge from 31)\n"
+            "     15  i.lt i3, i4, i0\n"
+            "     19  br.if i3, @L23, @L33\n"
+            "  L23:\n"
+            "     23  i.add i1, i1, i0\n"
+            "     27  i.sub i0, i0, i2\n"
+            "     31  br @L15   ; loop back-edge\n"
+            "  L33:\n"
+            "     33  i.store r1, i1, i64\n"
+            "     37  ret [r1]\n") in out
+    both = run(kiln_run, f"--module={modules / 'axpy.vmfb'}", "--list", "--disassemble").stdout
+    assert both.startswith("module axpy\nfunctions (3):") and "br @L15   ; loop back-edge" in both
+
+
+def test_names_from_a_module_are_printed_escaped(kiln_run, tmp_path):
+    """Control characters in a module's names (valid UTF-8, so the loader takes
+    them) never reach the terminal raw; other UTF-8 is printed as it is."""
+    spec = identity_spec()
+    spec.name = "id\x1b[31m"
+    spec.globals[0].name = "g\u00e9\x07"
+    spec.functions[0].args[0].name = "x\ny"
+    path = tmp_path / "names.vmfb"
+    path.write_bytes(serialize(spec))
+    out = run(kiln_run, f"--module={path}", "--list").stdout
+    assert "\x1b" not in out and "\x07" not in out
+    assert out.startswith("module id\\x1b[31m\n")
+    assert "  ident_f32(x\\x0ay: 2x3xf32) -> (2x3xf32)\n" in out
+    assert "  g\u00e9\\x07: 2x3xf32 (mutable)\n" in out
+    err = run(kiln_run, f"--module={path}", "--function=nope", check=False).stderr
+    assert err.count("\n") == 1 and "\x1b" not in err and "module 'id\\x1b[31m'" in err
 
 
 ERRORS = [

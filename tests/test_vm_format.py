@@ -290,6 +290,30 @@ def test_reader_rejects_huge_vector_lengths_quickly():
         read_module(checksum.reseal(bytes(data)))
 
 
+def test_disassembly_marks_labels_and_loop_back_edges():
+    words = assemble(sample_spec().functions[3].code, lambda t: 1)   # triangle: one loop
+    assert disassemble(words).splitlines() == [
+        "    0  i.load i0, r0",
+        "    3  i.const i1, 0",
+        "    7  i.const i2, 1",
+        "   11  i.const i4, 0",
+        "L15:   ; loop header (back-edge from 31)",
+        "   15  i.lt i3, i4, i0",
+        "   19  br.if i3, @L23, @L33",
+        "L23:",
+        "   23  i.add i1, i1, i0",
+        "   27  i.sub i0, i0, i2",
+        "   31  br @L15   ; loop back-edge",
+        "L33:",
+        "   33  i.store r1, i1, type#1",
+        "   37  ret [r1]",
+    ]
+    top = Label("top")
+    self_loop = disassemble(assemble([top, Instr("br", top)]))
+    assert self_loop.splitlines() == ["L0:   ; loop header (back-edge from 0)",
+                                      "    0  br @L0   ; loop back-edge"]
+
+
 # ---- damage: a module exported by kiln's own compiler -------------------------------
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 
 from kiln.vm.checksum import TRAILER_SIZE, reseal
+from kiln.vm.disassembler import Names, disassemble
 from kiln.vm.isa import Instr, Label, instr_words
 from kiln.vm.module_spec import BindingSpec, ConstantSpec, GlobalSpec, KernelSpec, TensorType
+from kiln.vm.reader import ModuleFile
 from kiln.vm.writer import serialize
 from vm_native import Driver, build_driver, build_kernel, host_triple
 from vm_specs import F4, I64, axpy_spec, fn
@@ -504,6 +506,20 @@ def test_loader_rejects_bad_tables(driver, spec, mutate, message):
     mutate(spec)
     line = driver.error("load", serialize(spec, check=False))
     assert "DATA_LOSS" in line and message in line
+
+
+def test_c_and_python_disassembly_agree(driver, spec):
+    """kiln_module_disassemble and kiln.vm.disassembler print the same text."""
+    spec.functions.append(scan_fn(3, 4))
+    data = serialize(spec)
+    out = driver.load(data)
+    m = ModuleFile(data)
+    names = Names(types=m.types, globals=[g[0] for g in m.globals],
+                  kernels=[k.name for k in m.kernels], functions=[f.name for f in m.functions])
+    for f, words in zip(m.functions, m.code_words):
+        text = disassemble(words, names)
+        assert f"code {f.name}\n{text}\n" in out
+    assert "; loop back-edge" in out and "; loop header (back-edge from" in out
 
 
 def test_unused_global_types_survive(driver, spec):

@@ -90,7 +90,7 @@ def _name(table: Sequence[str], kind: str, index: int) -> str:
     return f"{kind}#{index}"
 
 
-def format_operand(kind: str, value, names: Names | None = None) -> str:
+def format_operand(kind: str, value, names: Names | None = None, labels: bool = False) -> str:
     names = names or Names()
     if kind == "r":
         return f"r{value}"
@@ -103,7 +103,9 @@ def format_operand(kind: str, value, names: Names | None = None) -> str:
             return str(value)
         return str(names.types[value]) if value < len(names.types) else f"type#{value}"
     if kind == "target":
-        return f"{value.name or 'label'}" if isinstance(value, Label) else f"@{value}"
+        if isinstance(value, Label):
+            return f"{value.name or 'label'}"
+        return f"@L{value}" if labels else f"@{value}"
     if kind == "global":
         return _name(names.globals, "global", value)
     if kind == "kernel":
@@ -115,13 +117,52 @@ def format_operand(kind: str, value, names: Names | None = None) -> str:
     return str(value)
 
 
-def format_instr(instr: Instr, names: Names | None = None) -> str:
-    ops = ", ".join(format_operand(kind, v, names)
+def format_instr(instr: Instr, names: Names | None = None, labels: bool = False) -> str:
+    ops = ", ".join(format_operand(kind, v, names, labels)
                     for (kind, _), v in zip(instr.opdef.operands, instr.operands))
     return f"{instr.op} {ops}" if ops else instr.op
 
 
+def branch_structure(decoded: Sequence[tuple[int, Instr]]
+                     ) -> tuple[dict[int, list[int]], set[int]]:
+    """({target: [offsets of the branches to it]}, {offsets of back-edges}).
+
+    A back-edge is a branch to its own offset or an earlier one: the jump that
+    closes a loop (the VM has no other way to repeat code)."""
+    targets: dict[int, list[int]] = {}
+    back: set[int] = set()
+    for pc, instr in decoded:
+        for (kind, _), v in zip(instr.opdef.operands, instr.operands):
+            if kind == "target":
+                targets.setdefault(v, []).append(pc)
+                if v <= pc:
+                    back.add(pc)
+    return targets, back
+
+
 def disassemble(words: Sequence[int], names: Names | None = None, indent: str = "") -> str:
-    """Text of a code vector: one `offset  op operands` line per instruction."""
-    return "\n".join(f"{indent}{pc:5d}  {format_instr(instr, names)}"
-                     for pc, instr in decode(words))
+    """Text of a code vector: one `offset  op operands` line per instruction, a
+    `L<offset>:` line before every branch target (targets print as `@L<offset>`),
+    loop headers and back-edges marked:
+
+        L27:   ; loop header (back-edge from 68)
+           27  i.lt i3, i0, i1
+           ...
+           68  br @L27   ; loop back-edge
+
+    The C runtime's kiln_module_disassemble (kiln-run --disassemble) prints the
+    same text."""
+    decoded = decode(words)
+    targets, back = branch_structure(decoded)
+    lines = []
+    for pc, instr in decoded:
+        if pc in targets:
+            loops = [b for b in targets[pc] if b >= pc]
+            note = (f"   ; loop header (back-edge from {', '.join(map(str, loops))})"
+                    if loops else "")
+            lines.append(f"{indent}L{pc}:{note}")
+        text = format_instr(instr, names, labels=True)
+        if pc in back:
+            text += "   ; loop back-edge"
+        lines.append(f"{indent}{pc:5d}  {text}")
+    return "\n".join(lines)

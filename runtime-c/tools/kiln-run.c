@@ -1,6 +1,7 @@
 /* kiln-run: run a function of a .vmfb module from the command line.
  *
  *   kiln-run --module=m.vmfb --list
+ *   kiln-run --module=m.vmfb --disassemble
  *   kiln-run --module=m.vmfb --function=predict --input=8x3xf32=1 \
  *            [--input=@x.npy ...] [--output=@y.npy ...] [--workers=N]
  *            [--benchmark=N] [--globals-in=state.npz] [--globals-out=state.npz]
@@ -16,7 +17,9 @@
  * --globals-partial it may hold a subset and the others keep their values.
  *
  * Every error is one line on stderr, "kiln-run: error: ...", and a non-zero
- * exit status (1 for a failure, 2 for a usage error). */
+ * exit status (1 for a failure, 2 for a usage error). Text that comes from a
+ * module (names) is printed with control characters and bytes that are not
+ * UTF-8 escaped as \xNN, so a damaged module cannot garble a terminal. */
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -28,13 +31,14 @@
 #include "buffer_internal.h"
 #include "kiln/runtime.h"
 #include "kiln_io.h"
+#include "module_internal.h"
 #include "status_internal.h"
 
 #define EXIT_RUNTIME 1
 #define EXIT_USAGE 2
 
 static const char* kUsage =
-    "usage: kiln-run --module=PATH.vmfb [--list] [--function=NAME]\n"
+    "usage: kiln-run --module=PATH.vmfb [--list] [--disassemble] [--function=NAME]\n"
     "                [--input=VALUE]... [--output=@PATH.npy]...\n"
     "                [--workers=N] [--benchmark=N]\n"
     "                [--globals-in=PATH.npz] [--globals-out=PATH.npz]\n"
@@ -42,6 +46,8 @@ static const char* kUsage =
     "\n"
     "  --module=PATH        the .vmfb module to load\n"
     "  --list               print the module's functions (with signatures) and globals\n"
+    "  --disassemble        print every function's bytecode (labels at branch\n"
+    "                       targets, loop back-edges marked)\n"
     "  --function=NAME      the exported function to call\n"
     "  --input=VALUE        one per argument, in order: SHAPExDTYPE=v1,v2,...\n"
     "                       (2x3xf32=1,2,3,4,5,6; f32=3.5 for a scalar; a single\n"
@@ -58,21 +64,61 @@ static const char* kUsage =
     "\n"
     "dtypes: f32 f64 f16 bf16 i8 i16 i32 i64 u8 bool\n";
 
+/* Length of the UTF-8 sequence at `s` (1-4), or 0 when it is not one. */
+static size_t utf8_length(const unsigned char* s) {
+  size_t len, k;
+  uint32_t cp;
+  if (s[0] < 0x80) return 1;
+  if (s[0] >= 0xC2 && s[0] <= 0xDF) len = 2, cp = s[0] & 0x1Fu;
+  else if (s[0] >= 0xE0 && s[0] <= 0xEF) len = 3, cp = s[0] & 0x0Fu;
+  else if (s[0] >= 0xF0 && s[0] <= 0xF4) len = 4, cp = s[0] & 0x07u;
+  else return 0;
+  for (k = 1; k < len; ++k) {
+    if ((s[k] & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (s[k] & 0x3Fu);
+  }
+  if ((len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
+      (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
+    return 0;
+  return len;
+}
+
+/* Writes `text` with control characters (newlines too, unless `newlines` is
+ * "keep", when they stay; "space" makes them spaces) and bytes that are not
+ * UTF-8 written as \xNN. */
+static void put_clean(FILE* out, const char* text, const char* newlines) {
+  const unsigned char* p = (const unsigned char*)text;
+  while (*p) {
+    size_t len = utf8_length(p);
+    if (*p == '\n' && newlines) {
+      fputc(!strcmp(newlines, "keep") ? '\n' : ' ', out);
+      p++;
+    } else if (len == 0 || (len == 1 && (*p < 0x20 || *p == 0x7f))) {
+      fprintf(out, "\\x%02x", (unsigned)*p);
+      p++;
+    } else {
+      fwrite(p, 1, len, out);
+      p += len;
+    }
+  }
+}
+
 static void error_line(const char* format, ...) __attribute__((format(printf, 1, 2)));
 static void error_line(const char* format, ...) {
-  fputs("kiln-run: error: ", stderr);
+  char message[4096];
   va_list args;
   va_start(args, format);
-  vfprintf(stderr, format, args);
+  vsnprintf(message, sizeof(message), format, args);
   va_end(args);
+  fputs("kiln-run: error: ", stderr);
+  put_clean(stderr, message, "space");
   fputc('\n', stderr);
 }
 
 /* Prints a status as the one error line (newlines flattened) and frees it. */
 static int fail_status(kiln_status_t status) {
-  const char* message = kiln_status_message(status);
   fputs("kiln-run: error: ", stderr);
-  for (const char* p = message; *p; ++p) fputc(*p == '\n' ? ' ' : *p, stderr);
+  put_clean(stderr, kiln_status_message(status), "space");
   fputc('\n', stderr);
   kiln_status_free(status);
   return EXIT_RUNTIME;
@@ -90,6 +136,7 @@ typedef struct {
   const char* globals_in;
   const char* globals_out;
   int list;
+  int disassemble;
   int globals_partial;
 } options_t;
 
@@ -129,6 +176,10 @@ static int parse_options(int argc, char** argv, options_t* o) {
     }
     if (!strcmp(arg, "--list")) {
       o->list = 1;
+      continue;
+    }
+    if (!strcmp(arg, "--disassemble")) {
+      o->disassemble = 1;
       continue;
     }
     if (!strcmp(arg, "--globals-partial")) {
@@ -182,8 +233,9 @@ static int parse_options(int argc, char** argv, options_t* o) {
     error_line("no module: give --module=PATH.vmfb; see kiln-run --help");
     return EXIT_USAGE;
   }
-  if (!o->function && !o->list && !o->globals_in && !o->globals_out) {
-    error_line("nothing to do: give --function=NAME or --list; see kiln-run --help");
+  if (!o->function && !o->list && !o->disassemble && !o->globals_in && !o->globals_out) {
+    error_line("nothing to do: give --function=NAME, --list or --disassemble; see "
+               "kiln-run --help");
     return EXIT_USAGE;
   }
   if (o->globals_partial && !o->globals_in) {
@@ -248,16 +300,19 @@ static kiln_status_t format_signature(kiln_function_t fn, char* buf, size_t size
 }
 
 static kiln_status_t list_module(const kiln_module_t* module) {
-  printf("module %s\n", kiln_module_name(module));
+  printf("module ");
+  put_clean(stdout, kiln_module_name(module), NULL);
   size_t count = kiln_module_function_count(module);
-  printf("functions (%zu):\n", count);
+  printf("\nfunctions (%zu):\n", count);
   char text[8192];
   for (size_t i = 0; i < count; ++i) {
     kiln_function_t fn;
     kiln_status_t s = kiln_module_function_at(module, i, &fn);
     if (!s) s = format_signature(fn, text, sizeof(text));
     if (s) return s;
-    printf("  %s\n", text);
+    printf("  ");
+    put_clean(stdout, text, NULL);
+    printf("\n");
   }
   size_t globals = kiln_module_global_count(module);
   printf("globals (%zu):\n", globals);
@@ -266,7 +321,37 @@ static kiln_status_t list_module(const kiln_module_t* module) {
     kiln_status_t s = kiln_module_global_info(module, i, &info);
     if (s) return s;
     format_info(&info, text, sizeof(text));
-    printf("  %s: %s (%s)\n", info.name, text, info.is_mutable ? "mutable" : "immutable");
+    printf("  ");
+    put_clean(stdout, info.name, NULL);
+    printf(": %s (%s)\n", text, info.is_mutable ? "mutable" : "immutable");
+  }
+  return NULL;
+}
+
+static void write_code_line(void* user, const char* text) {
+  (void)user;
+  printf("  ");
+  put_clean(stdout, text, "keep");
+}
+
+/* Every function, exported and internal, with the runtime's own decoder (the
+ * one the verifier and the interpreter use). */
+static kiln_status_t disassemble_module(const kiln_module_t* module) {
+  char text[8192];
+  printf("module ");
+  put_clean(stdout, kiln_module_name(module), NULL);
+  printf("\n");
+  for (uint32_t i = 0; i < module->function_count; ++i) {
+    const kiln_function_info_t* f = &module->functions[i];
+    kiln_function_t fn = {module, i};
+    kiln_status_t s = format_signature(fn, text, sizeof(text));
+    if (s) return s;
+    printf("%s func#%u ", f->exported ? "export" : "internal", (unsigned)i);
+    put_clean(stdout, text, NULL);
+    printf("\n  registers: %u ref, %u i64\n", (unsigned)f->ref_count,
+           (unsigned)f->i64_count);
+    s = kiln_module_disassemble(module, i, write_code_line, NULL);
+    if (s) return s;
   }
   return NULL;
 }
@@ -566,6 +651,13 @@ int main(int argc, char** argv) {
   }
   if (o.list) {
     s = list_module(st.module);
+    if (s) {
+      rc = fail_status(s);
+      goto done;
+    }
+  }
+  if (o.disassemble) {
+    s = disassemble_module(st.module);
     if (s) {
       rc = fail_status(s);
       goto done;
