@@ -546,3 +546,25 @@ def test_corrupt_modules_fail_cleanly(driver, spec, with_rows):
     lines = proc.stdout.splitlines()
     assert [line.split(":")[0] for line in lines] == ["truncate", "flip", "scramble"]
 
+
+# ---- damage, then calls: a module exported by kiln's own compiler -----------------------
+
+def test_damaged_exported_module_fails_cleanly_when_called(driver, linear_example):
+    """examples/linear.py exported by kiln; every truncation and every byte flipped
+    (three masks) fails to load with the checksum error (or would have to give the
+    undamaged results); the same flips and random scrambles with the checksum
+    recomputed, outside kernel code, load or fail cleanly, and every exported
+    function of each copy that loads is called with zero arguments: a clean error
+    or a result, never a crash, a hang or a sanitizer report."""
+    from kiln import Program
+    data = Program.get_compiled_artifact(linear_example.Linear()).bytes
+    proc = driver.raw("fuzz-invoke", data)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    stats = {}
+    for line in proc.stdout.splitlines():
+        what, counts = line.split(": ")
+        stats[what] = dict((v, int(k)) for k, v in (c.split(" ", 1) for c in counts.split(", ")))
+    assert stats["truncate"] == dict(stats["truncate"], loads=len(data), loaded=0)
+    assert stats["flip"] == dict(stats["flip"], loads=3 * len(data), loaded=0)
+    sealed = stats["sealed flip"]
+    assert sealed["loaded"] > 100 and sealed["calls"] > 100 and sealed["call errors"] > 0

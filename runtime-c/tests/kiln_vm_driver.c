@@ -5,7 +5,18 @@
  *       load, print reflection and disassembly; exit 1 with "error CODE: msg"
  *   kiln_vm_driver fuzz MODULE
  *       load every truncation and many byte-flipped copies of MODULE from
- *       memory; each must load or fail cleanly (run under ASan/UBSan)
+ *       memory, the flipped ones with their checksum recomputed (so that
+ *       they reach the structural checks); each must load or fail cleanly
+ *       (run under ASan/UBSan)
+ *   kiln_vm_driver fuzz-invoke MODULE
+ *       damage MODULE and call every exported function of each copy that
+ *       still loads, with zero arguments of the declared types:
+ *       every truncation and every byte flipped (three masks) must fail to
+ *       load with DATA_LOSS (the checksum), or load and give the undamaged
+ *       module's results; then the same flips, and random scrambles, with the
+ *       checksum recomputed (outside kernel code and relocations, which are
+ *       native code the loader cannot judge) must load or fail cleanly and
+ *       run or fail cleanly. Exit 3 when an expectation fails.
  *   kiln_vm_driver run MODULE STEP...
  *       on one context, in order: --call=FUNC followed by its --arg=VALUE
  *       options, --get=GLOBAL, --set=GLOBAL=VALUE. VALUE is TYPE=v,v,...
@@ -15,8 +26,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buffer_internal.h"
+#include "checksum.h"
+#include "generated/module_fb.h"
 #include "kiln/runtime.h"
 #include "module_internal.h"
+
+/* Under AddressSanitizer: a damaged type may ask for a huge buffer; the
+ * runtime reports that as OUT_OF_MEMORY, so let malloc fail instead of
+ * aborting (a no-op in other builds). */
+const char* __asan_default_options(void);
+const char* __asan_default_options(void) {
+  return "allocator_may_return_null=1:max_allocation_size_mb=512";
+}
 
 static int report(kiln_status_t s) {
   printf("error %s: %s\n", kiln_status_code_name(kiln_status_code(s)), kiln_status_message(s));
@@ -97,6 +119,8 @@ static int try_load(kiln_instance_t* inst, const uint8_t* data, size_t size) {
   return 1;
 }
 
+static void reseal(uint8_t* data, size_t size);
+
 static int fuzz(kiln_instance_t* inst, const uint8_t* data, size_t size) {
   static const uint8_t masks[] = {0x01, 0x80, 0xff, 0x10};
   uint8_t* copy = malloc(size ? size : 1);
@@ -114,6 +138,7 @@ static int fuzz(kiln_instance_t* inst, const uint8_t* data, size_t size) {
     for (k = 0; k < sizeof masks; ++k) {
       memcpy(copy, data, size);
       copy[i] ^= masks[k];
+      if (i + KILN_TRAILER_SIZE < size) reseal(copy, size);
       ok += (size_t)try_load(inst, copy, size);
       total++;
     }
@@ -126,11 +151,227 @@ static int fuzz(kiln_instance_t* inst, const uint8_t* data, size_t size) {
       seed = seed * 6364136223846793005ull + 1442695040888963407ull;
       copy[(seed >> 33) % size] = (uint8_t)(seed >> 13);
     }
+    if (i % 2 == 0 && size > KILN_TRAILER_SIZE) reseal(copy, size);
     ok += (size_t)try_load(inst, copy, size);
     total++;
   }
   printf("scramble: %zu loads, %zu loaded\n", total, ok);
   free(copy);
+  return 0;
+}
+
+/* ---- fuzz-invoke ------------------------------------------------------------- */
+
+typedef struct fuzz_stats {
+  size_t loads, loaded, calls, call_errors, skipped;
+} fuzz_stats_t;
+
+/* Calls every exported function of `m` in order on one fresh context, with
+ * zero arguments; returns a CRC of every outcome (status codes, result types
+ * and their first 64 KiB). Functions whose arguments would take over 16 MiB
+ * are skipped. */
+static uint32_t invoke_all(kiln_module_t* m, fuzz_stats_t* st) {
+  kiln_context_t* c = NULL;
+  kiln_status_t s = kiln_context_create(m, &c);
+  uint32_t digest = 0;
+  size_t i, j, n = kiln_module_function_count(m);
+  if (s) {
+    uint32_t code = (uint32_t)kiln_status_code(s);
+    kiln_status_free(s);
+    return kiln_crc32(0x5A5A5A5Au, &code, sizeof code);
+  }
+  for (i = 0; i < n; ++i) {
+    kiln_function_t f;
+    kiln_buffer_view_t* args[64];
+    kiln_buffer_view_t* results[64];
+    size_t nargs, nres, made = 0, bytes = 0;
+    uint32_t code = 0;
+    if ((s = kiln_module_function_at(m, i, &f))) {
+      kiln_status_free(s);
+      continue;
+    }
+    nargs = kiln_function_arg_count(f);
+    nres = kiln_function_result_count(f);
+    if (nargs > 64 || nres > 64) {
+      st->skipped++;
+      continue;
+    }
+    for (j = 0; j < nargs && !s; ++j) {
+      kiln_value_info_t v;
+      size_t size;
+      if ((s = kiln_function_arg_info(f, j, &v))) break;
+      if (kiln_compute_byte_size(v.dtype, v.rank, v.shape, &size) != 0 ||
+          (bytes += size) > ((size_t)16 << 20))
+        break;
+      if ((s = kiln_buffer_view_create(v.dtype, v.rank, v.shape, NULL, 0, &args[j]))) break;
+      made++;
+    }
+    if (made < nargs) {
+      if (s) kiln_status_free(s);
+      else st->skipped++;
+      s = NULL;
+      for (j = 0; j < made; ++j) kiln_buffer_view_release(args[j]);
+      continue;
+    }
+    memset(results, 0, sizeof results);
+    st->calls++;
+    s = kiln_context_invoke(c, f, args, nargs, results, nres);
+    if (s) {
+      code = (uint32_t)kiln_status_code(s);
+      if (kiln_status_message(s)[0] == 0) {
+        printf("empty error message from a call\n");
+        exit(3);
+      }
+      kiln_status_free(s);
+      s = NULL;
+      st->call_errors++;
+    }
+    digest = kiln_crc32(digest, &code, sizeof code);
+    for (j = 0; j < nres && !code; ++j) {
+      const kiln_buffer_view_t* r = results[j];
+      uint32_t dtype = (uint32_t)kiln_buffer_view_dtype(r);
+      size_t rank = kiln_buffer_view_rank(r);
+      size_t bytes_out = kiln_buffer_view_element_count(r) * kiln_dtype_size((kiln_dtype_t)dtype);
+      digest = kiln_crc32(digest, &dtype, sizeof dtype);
+      digest = kiln_crc32(digest, kiln_buffer_view_shape(r), rank * sizeof(int64_t));
+      /* (a damaged type can make a result huge and mostly unwritten) */
+      digest = kiln_crc32(digest, kiln_buffer_view_data(r),
+                          bytes_out < 65536 ? bytes_out : 65536);
+      kiln_buffer_view_release(results[j]);
+    }
+    for (j = 0; j < made; ++j) kiln_buffer_view_release(args[j]);
+  }
+  kiln_context_release(c);
+  return digest;
+}
+
+/* Loads `size` bytes; returns 1 and the outcome digest when it loads, else 0
+ * with the status in *err (caller frees). */
+static int load_and_invoke(kiln_instance_t* inst, const uint8_t* data, size_t size,
+                           fuzz_stats_t* st, uint32_t* digest, kiln_status_t* err) {
+  kiln_module_t* m = NULL;
+  kiln_status_t s = kiln_module_load_memory(inst, data, size, &m);
+  st->loads++;
+  *err = s;
+  if (s) {
+    if (kiln_status_message(s)[0] == 0) {
+      printf("empty error message for a %zu-byte load\n", size);
+      exit(3);
+    }
+    return 0;
+  }
+  st->loaded++;
+  *digest = invoke_all(m, st);
+  kiln_module_release(m);
+  return 1;
+}
+
+static void print_stats(const char* what, const fuzz_stats_t* st) {
+  printf("%s: %zu loads, %zu loaded, %zu calls, %zu call errors, %zu skipped\n", what,
+         st->loads, st->loaded, st->calls, st->call_errors, st->skipped);
+}
+
+static void reseal(uint8_t* data, size_t size) {
+  uint32_t crc = kiln_crc32(0, data, size - 4);
+  memcpy(data + size - 4, &crc, 4); /* little-endian hosts */
+}
+
+static int fuzz_invoke(kiln_instance_t* inst, const uint8_t* data, size_t size) {
+  static const uint8_t masks[] = {0xff, 0x01, 0x80};
+  fuzz_stats_t st;
+  kiln_module_t* m = NULL;
+  kiln_status_t s;
+  uint32_t reference = 0, digest = 0;
+  uint8_t* copy = malloc(size);
+  uint8_t* native = calloc(size, 1); /* 1: a byte of kernel code or relocations */
+  size_t i, k, bad = 0;
+  uint64_t seed = 0x2545F4914F6CDD1Dull;
+  if (!copy || !native) return 2;
+  memset(&st, 0, sizeof st);
+  if (!load_and_invoke(inst, data, size, &st, &reference, &s)) return report(s);
+  if (st.calls == 0 || st.call_errors != 0) {
+    printf("the undamaged module made %zu calls, %zu failed\n", st.calls, st.call_errors);
+    return 3;
+  }
+  /* Where the kernel images' code and relocations lie. */
+  if ((s = kiln_module_load_memory(inst, data, size, &m))) return report(s);
+  {
+    const uint8_t* root = kiln_fb_Module_root(m->data);
+    uint32_t n = kiln_fb_Module_kernel_images_len(root);
+    for (i = 0; i < n; ++i) {
+      const uint8_t* img = kiln_fb_Module_kernel_images_at(root, (uint32_t)i);
+      size_t at = (size_t)(kiln_fb_KernelImage_code(img) - m->data);
+      memset(native + at, 1, kiln_fb_KernelImage_code_len(img));
+      if (kiln_fb_KernelImage_relocs_len(img)) {
+        at = (size_t)(kiln_fb_KernelImage_relocs_bytes(img) - m->data);
+        memset(native + at, 1, 16 * (size_t)kiln_fb_KernelImage_relocs_len(img));
+      }
+    }
+  }
+  kiln_module_release(m);
+
+  /* As written: damage must be caught by the checksum. */
+  memset(&st, 0, sizeof st);
+  for (i = 0; i < size; ++i) {
+    if (!load_and_invoke(inst, data, i, &st, &digest, &s)) {
+      if (kiln_status_code(s) != KILN_DATA_LOSS && bad++ < 10)
+        printf("truncation to %zu: %s\n", i, kiln_status_message(s));
+      kiln_status_free(s);
+    } else if (bad++ < 10) {
+      printf("truncation to %zu loaded\n", i);
+    }
+  }
+  print_stats("truncate", &st);
+  memset(&st, 0, sizeof st);
+  for (i = 0; i < size; ++i) {
+    for (k = 0; k < sizeof masks; ++k) {
+      memcpy(copy, data, size);
+      copy[i] ^= masks[k];
+      if (!load_and_invoke(inst, copy, size, &st, &digest, &s)) {
+        if ((kiln_status_code(s) != KILN_DATA_LOSS ||
+             !strstr(kiln_status_message(s), "checksum")) && bad++ < 10)
+          printf("flip of byte %zu by 0x%02x: %s\n", i, masks[k], kiln_status_message(s));
+        kiln_status_free(s);
+      } else if (digest != reference && bad++ < 10) {
+        printf("flip of byte %zu by 0x%02x loaded and gave other results\n", i, masks[k]);
+      }
+    }
+  }
+  print_stats("flip", &st);
+
+  /* Resealed: the loader's structural checks and the VM's run-time checks. */
+  memset(&st, 0, sizeof st);
+  for (i = 0; i + KILN_TRAILER_SIZE < size; ++i) {
+    if (native[i]) continue;
+    for (k = 0; k < sizeof masks; ++k) {
+      memcpy(copy, data, size);
+      copy[i] ^= masks[k];
+      reseal(copy, size);
+      if (!load_and_invoke(inst, copy, size, &st, &digest, &s)) kiln_status_free(s);
+    }
+  }
+  print_stats("sealed flip", &st);
+  memset(&st, 0, sizeof st);
+  for (i = 0; i < 3000; ++i) {
+    memcpy(copy, data, size);
+    for (k = 0; k < 4;) {
+      size_t at;
+      seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+      at = (size_t)((seed >> 33) % (size - KILN_TRAILER_SIZE));
+      if (native[at]) continue;
+      copy[at] = (uint8_t)(seed >> 13);
+      k++;
+    }
+    reseal(copy, size);
+    if (!load_and_invoke(inst, copy, size, &st, &digest, &s)) kiln_status_free(s);
+  }
+  print_stats("sealed scramble", &st);
+  free(copy);
+  free(native);
+  if (bad) {
+    printf("%zu damaged copies were not caught by the checksum\n", bad);
+    return 3;
+  }
   return 0;
 }
 
@@ -306,13 +547,13 @@ int main(int argc, char** argv) {
   kiln_status_t s;
   int rc = 0;
   if (argc < 3) {
-    fprintf(stderr, "usage: %s load|fuzz|run MODULE [STEP...]\n", argv[0]);
+    fprintf(stderr, "usage: %s load|fuzz|fuzz-invoke|run MODULE [STEP...]\n", argv[0]);
     return 2;
   }
   kiln_instance_options_initialize(&opts);
   opts.worker_count = 2;
   if ((s = kiln_instance_create(&opts, &inst))) return report(s);
-  if (strcmp(argv[1], "fuzz") == 0) {
+  if (strcmp(argv[1], "fuzz") == 0 || strcmp(argv[1], "fuzz-invoke") == 0) {
     size_t size = 0;
     uint8_t* data = read_file(argv[2], &size);
     if (!data) {
@@ -320,7 +561,8 @@ int main(int argc, char** argv) {
       kiln_instance_release(inst);
       return 2;
     }
-    rc = fuzz(inst, data, size);
+    rc = strcmp(argv[1], "fuzz") == 0 ? fuzz(inst, data, size)
+                                      : fuzz_invoke(inst, data, size);
     free(data);
     kiln_instance_release(inst);
     return rc;
