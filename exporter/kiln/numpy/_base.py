@@ -27,6 +27,10 @@ def asarray(x, dtype=None):
         from .shape import stack
 
         return stack([asarray(e, dtype) for e in x])
+    if dtype is not None and dtypes.is_int(np.dtype(dtype)):
+        src = np.asarray(x)
+        if dtypes.is_float(src.dtype):  # float -> int as compiled code converts (saturating, NaN -> 0)
+            return convert(src, dtype)
     arr = np.asarray(x, dtype=dtype)
     dtypes.canonical(arr.dtype)
     return arr
@@ -46,7 +50,10 @@ def convert(x, dtype):
         if x.dtype == dtype and not x.aval.weak_type:
             return x
         return prims.convert.bind(x, new_dtype=dtype)
-    return np.asarray(x).astype(dtype)
+    arr = np.asarray(x)
+    if arr.dtype == dtype:
+        return arr.copy() if arr is x else arr
+    return prims.convert.bind(arr, new_dtype=dtype)  # the compiled conversion's rules (float -> int saturates)
 
 
 def promote(*operands):
