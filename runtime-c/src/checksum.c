@@ -1,5 +1,5 @@
 /* CRC-32 (zlib's), slicing-by-16: sixteen table lookups per 16 input bytes
- * (about 2.5-3 GB/s on a current x86_64 core; slicing-by-8 does about 1). */
+ * (about 1.5-3 GB/s on one x86_64 core here; slicing-by-8 did about 1). */
 #include "checksum.h"
 
 #include <pthread.h>

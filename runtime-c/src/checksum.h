@@ -1,6 +1,6 @@
 /* The module container's checksum: CRC-32 as zlib computes it (ISO-HDLC:
  * reflected polynomial 0xEDB88320, initial value and final xor 0xFFFFFFFF),
- * in portable software (slicing-by-16: about 2.5-3 GB/s, no special
+ * in portable software (slicing-by-16: about 1.5-3 GB/s, no special
  * instructions). The .vmfb
  * trailer that carries it is described in docs/vm.md and vm/checksum.py. */
 #ifndef KILN_CHECKSUM_H_

@@ -97,6 +97,9 @@ kiln_status_t kiln_npz_write_file(const char* path, size_t count,
                                   const char* const* names,
                                   const kiln_buffer_view_t* const* values);
 
+/* CRC-32 (zip's and zlib's), continuing from `crc` (0 to start): the runtime's
+ * own (src/checksum.c, which also checks .vmfb files), declared here for the
+ * zip code. */
 uint32_t kiln_crc32(uint32_t crc, const void* data, size_t size);
 
 #ifdef __cplusplus

@@ -4,31 +4,11 @@
  * whose sizes live in extra fields; the central directory has them too) and
  * accepts only stored entries. Writing produces a plain stored zip with fixed
  * timestamps, so the same arrays give the same bytes. */
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kiln_io.h"
 #include "status_internal.h"
-
-static uint32_t kiln_crc_table[256];
-static pthread_once_t kiln_crc_once = PTHREAD_ONCE_INIT;
-
-static void kiln_crc_init(void) {
-  for (uint32_t i = 0; i < 256; ++i) {
-    uint32_t c = i;
-    for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xedb88320u ^ (c >> 1) : c >> 1;
-    kiln_crc_table[i] = c;
-  }
-}
-
-uint32_t kiln_crc32(uint32_t crc, const void* data, size_t size) {
-  pthread_once(&kiln_crc_once, kiln_crc_init);
-  const uint8_t* p = data;
-  crc = ~crc;
-  for (size_t i = 0; i < size; ++i) crc = kiln_crc_table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
-  return ~crc;
-}
 
 static uint16_t rd16(const uint8_t* p) { return (uint16_t)(p[0] | (p[1] << 8)); }
 static uint32_t rd32(const uint8_t* p) {
