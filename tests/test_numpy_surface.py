@@ -457,6 +457,26 @@ def test_unique_equal_nan_false_and_concrete_forms():
     check(knp.unique(y, return_inverse=True, axis=0), np.unique(y, return_inverse=True, axis=0))
 
 
+def test_sized_data_dependent_functions_vmap_and_grad():
+    x = np.array([[0, 1, 0, 2], [3, 0, 0, 0], [0, 0, 0, 0], [2, 2, 1, 0]], np.float64)
+    fns = {
+        "nonzero": lambda r: knp.nonzero(r, size=2, fill_value=-1)[0],
+        "unique": lambda r: knp.unique(r, return_counts=True, size=3),
+        "extract": lambda r: knp.extract(r > 0, r * 2.0, size=3, fill_value=-1.0),
+        "argwhere": lambda r: knp.argwhere(r, size=3),
+    }
+    for name, fn in fns.items():
+        loops = [fn(r) for r in x]  # eager: numpy's functions with JAX's size= padding
+        want = tuple(np.stack(c) for c in zip(*loops)) if isinstance(loops[0], tuple) else np.stack(loops)
+        check(kiln.vmap(fn)(x), want)
+        check(kiln.jit(kiln.vmap(fn))(x), want)
+    r = data((6,))
+    loss = lambda r: knp.sum(knp.extract(r > 0, r, size=4) ** 2)  # noqa: E731
+    want = numeric_grad(lambda v: float(np.sum(_pad(v[r > 0], 4, 0.0) ** 2)), r)
+    np.testing.assert_allclose(kiln.grad(loss)(r), want, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(kiln.jit(kiln.grad(loss))(r), want, rtol=1e-7, atol=1e-9)
+
+
 def test_data_dependent_functions_on_traced_arrays_say_what_to_use():
     x = np.array([[0, 5, 0], [6, 0, 7]], np.float32)
     cases = {
