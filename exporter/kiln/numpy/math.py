@@ -1,9 +1,10 @@
 """numpy's elementwise math functions over kiln arrays (numpy promotion and broadcasting).
 
 Integer and bool inputs of the float functions become floats as numpy makes
-them (int8/uint8/bool -> float16, int16 -> float32, int32/int64 -> float64;
-Python scalars -> float32 as in JAX). float16 and bfloat16 are computed in
-float32 and rounded to the storage type.
+them (int8/uint8/bool -> float16, int16 -> float32, int32/int64 -> float64).
+A Python number given alone is an array of numpy's default dtype (knp.sqrt(2) is
+float64, as np.sqrt(2)); combined with arrays it is weak (see docs/numpy.md).
+float16 and bfloat16 are computed in float32 and rounded to the storage type.
 """
 from __future__ import annotations
 
