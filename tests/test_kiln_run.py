@@ -112,6 +112,20 @@ def test_npy_in_and_out_for_every_dtype(kiln_run, modules, tmp_path, dtype):
     np.testing.assert_array_equal(y, x)
 
 
+def test_ml_dtypes_bfloat16_npy_input(kiln_run, modules, tmp_path):
+    """np.save of an ml_dtypes.bfloat16 array writes descr '<V2'; kiln-run reads it as bfloat16."""
+    import ml_dtypes
+
+    x = np.array([[1.5, -2.25, 3.0], [0.0, -0.0, 1e30]], np.float32).astype(ml_dtypes.bfloat16)
+    np.save(tmp_path / "x.npy", x)
+    assert b"'descr': '<V2'" in (tmp_path / "x.npy").read_bytes()[:64]
+    run(kiln_run, f"--module={modules / 'ident.vmfb'}", "--function=ident_bf16",
+        f"--input=@{tmp_path / 'x.npy'}", f"--output=@{tmp_path / 'y.npy'}")
+    y = np.load(tmp_path / "y.npy")
+    assert y.dtype == np.uint16
+    np.testing.assert_array_equal(y.view(ml_dtypes.bfloat16), x)
+
+
 def test_empty_arrays(kiln_run, modules, tmp_path):
     m = f"--module={modules / 'ident.vmfb'}"
     assert run(kiln_run, m, "--function=ident_empty", "--input=0x3xf32").stdout == \

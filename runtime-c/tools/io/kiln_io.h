@@ -57,7 +57,8 @@ kiln_status_t kiln_io_write_file(const char* path, const void* data, size_t size
 
 /* .npy: numpy's array file. Reads versions 1.0-3.0, little or big endian,
  * C or Fortran order, dtypes f4 f8 f2 i1 i2 i4 i8 u1 b1 (and u2, read and
- * written as raw bfloat16 bits since numpy has no bfloat16). `what` names
+ * written as raw bfloat16 bits since numpy has no bfloat16; V2, what numpy
+ * writes for ml_dtypes.bfloat16, is read as bfloat16 too). `what` names
  * the source in error messages. */
 kiln_status_t kiln_npy_decode(const uint8_t* data, size_t size, const char* what,
                               kiln_buffer_view_t** out);
