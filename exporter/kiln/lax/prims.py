@@ -58,10 +58,15 @@ def _is_float(d):
 
 
 def _int_div(a, b):
-    if np.asarray(a).dtype.kind in "iu":
-        b_safe = np.where(b == 0, 1, b)
-        q = np.abs(a) // np.abs(b_safe)  # C semantics: truncate toward zero
-        return np.where(b == 0, 0, np.where((a < 0) != (b < 0), -q, q))
+    """Division; for integers C's truncation toward zero, x/0 = 0 and INT_MIN/-1 wrapping, as compiled."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.dtype.kind in "iu":
+        with np.errstate(all="ignore"):
+            b_safe = np.where(b == 0, 1, b).astype(b.dtype)
+            q = a // b_safe  # floor, without the overflow of |INT_MIN|
+            r = a - q * b_safe
+            q = q + ((r != 0) & ((a < 0) != (b_safe < 0))).astype(q.dtype)
+        return np.where(b == 0, 0, q).astype(a.dtype)
     return np.divide(a, b)
 
 
@@ -122,14 +127,19 @@ def _convert_abstract(x, *, new_dtype):
 
 @convert.def_impl
 def _convert_impl(x, *, new_dtype):
+    """numpy's astype, except float -> int truncates and saturates (NaN -> 0), as compiled code does."""
     x = np.asarray(x)
     if dtypes.is_bool(new_dtype):
         return x != 0
     with np.errstate(all="ignore"):
         if dtypes.is_int(new_dtype) and dtypes.is_float(x.dtype):
             info = np.iinfo(new_dtype)
-            x = np.nan_to_num(np.trunc(x), nan=0.0, posinf=info.max, neginf=info.min)
-            x = np.clip(x, info.min, info.max)
+            t = np.trunc(x.astype(np.float64))
+            lo, hi = float(info.min), float(info.max) + 1.0  # both exact in float64
+            inside = (t >= lo) & (t < hi)
+            out = np.where(inside, t, 0).astype(new_dtype)
+            out = np.where(t >= hi, info.max, out)
+            return np.where(t < lo, info.min, out).astype(new_dtype)
         return x.astype(new_dtype)
 
 
