@@ -4,7 +4,7 @@
     y = nn.softmax(logits, axis=-1)
 
 Activations: relu, relu6, gelu (tanh form or exact), silu (swish), sigmoid,
-softplus. Normalizers: softmax, log_softmax, logsumexp, standardize.
+log_sigmoid, softplus. Normalizers: softmax, log_softmax, logsumexp, standardize.
 Encoding: one_hot. Pooling and convolution helpers: max_pool, avg_pool,
 sum_pool, conv (thin wrappers of kiln.lax.reduce_window /
 conv_general_dilated).
@@ -21,7 +21,7 @@ from .lax import prims
 from .numpy._base import asarray, aval, normalize_axes
 
 __all__ = [
-    "relu", "relu6", "gelu", "silu", "swish", "sigmoid", "softplus", "softmax", "log_softmax", "logsumexp",
+    "relu", "relu6", "gelu", "silu", "swish", "sigmoid", "log_sigmoid", "softplus", "softmax", "log_softmax", "logsumexp",
     "one_hot", "standardize", "max_pool", "avg_pool", "sum_pool", "conv",
 ]
 
@@ -30,8 +30,22 @@ def _float(x):
     x = asarray(x)
     a = aval(x)
     if not dtypes.is_float(a.dtype):
-        x = knp.astype(x, np.float32) if hasattr(knp, "astype") else knp.asarray(x, np.float32)
+        x = knp.astype(x, np.float32)
     return x
+
+
+def _wide(x, f32_to_f64: bool = False):
+    """(x in its compute dtype, the result dtype). float16 and bfloat16 are storage types: computed in
+    float32 and rounded once at the end; f32_to_f64 computes float32 in float64 too."""
+    x = _float(x)
+    dtype = aval(x).dtype
+    if dtype.itemsize == 2 or (f32_to_f64 and dtype == np.float32):
+        x = knp.astype(x, np.float64 if f32_to_f64 else np.float32)
+    return x, dtype
+
+
+def _narrow(y, dtype):
+    return y if aval(y).dtype == dtype else knp.astype(y, dtype)
 
 
 def _stop(x):
@@ -41,106 +55,172 @@ def _stop(x):
 
 
 def relu(x):
-    """max(x, 0); the gradient at 0 is 0."""
+    """max(x, 0); the gradient at 0 is 0, NaN stays NaN (as numpy.maximum and JAX)."""
     x = asarray(x)
-    return knp.where(knp.greater(x, 0), x, knp.zeros_like(x))
+    return knp.where(knp.less_equal(x, 0), knp.zeros_like(x), x)
 
 
 def relu6(x):
-    """min(max(x, 0), 6)."""
+    """min(max(x, 0), 6); NaN stays NaN."""
     x = asarray(x)
     zero, six = knp.zeros_like(x), knp.full_like(x, 6)
-    return knp.where(knp.greater(x, 0), knp.where(knp.less(x, 6), x, six), zero)
+    return knp.where(knp.less_equal(x, 0), zero, knp.where(knp.greater_equal(x, 6), six, x))
+
+
+def _tail(x):
+    """(x >= 0, exp(-|x|)) with -|x| written as a select, so that the derivative at 0 is that of the x >= 0 branch."""
+    pos = knp.greater_equal(x, 0)
+    return pos, knp.exp(knp.where(pos, knp.negative(x), x))
+
+
+def _sigmoid(x):
+    pos, e = _tail(x)
+    one_plus = knp.add(e, 1)
+    return knp.where(pos, knp.reciprocal(one_plus), knp.divide(e, one_plus))
 
 
 def sigmoid(x):
-    """1 / (1 + exp(-x)), computed as (1 + tanh(x/2)) / 2: no overflow for any x."""
-    x = _float(x)
-    return 0.5 * (1 + knp.tanh(0.5 * x))
+    """1 / (1 + exp(-x)), with e = exp(-|x|): 1 / (1 + e) for x >= 0 and e / (1 + e) below, so that both tails keep
+    their relative accuracy (sigmoid(-100) = 3.7e-44 in float32) and nothing overflows."""
+    x, dtype = _wide(x)
+    return _narrow(_sigmoid(x), dtype)
+
+
+def log_sigmoid(x):
+    """log(sigmoid(x)) = -softplus(-x): -log1p(exp(-x)) for x >= 0, x - log1p(exp(x)) below."""
+    x, dtype = _wide(x)
+    pos, e = _tail(x)
+    l1p = knp.log1p(e)
+    return _narrow(knp.where(pos, knp.negative(l1p), knp.subtract(x, l1p)), dtype)
 
 
 def silu(x):
-    """x * sigmoid(x) (swish)."""
-    x = _float(x)
-    return x * sigmoid(x)
+    """x * sigmoid(x) (swish): x / (1 + e) for x >= 0 and x * e / (1 + e) below, e = exp(-|x|). Where e is
+    subnormal (x < -87 in float32, -708 in float64) the numerator is x * h * h with h = exp(x / 2), so that the
+    result keeps its relative accuracy down to where it is subnormal itself."""
+    x, dtype = _wide(x)
+    pos, e = _tail(x)
+    one_plus = knp.add(e, 1)
+    half = knp.exp(knp.multiply(knp.minimum(x, 0), 0.5))
+    deep = knp.less(x, -87.0 if aval(x).dtype == np.float32 else -708.0)
+    numerator = knp.where(deep, knp.multiply(knp.multiply(x, half), half), knp.multiply(x, e))
+    return _narrow(knp.where(pos, knp.divide(x, one_plus), knp.divide(numerator, one_plus)), dtype)
 
 
 swish = silu
 
 
 def softplus(x):
-    """log(1 + exp(x)) = max(x, 0) + log(1 + exp(-|x|)): no overflow for large x."""
-    x = _float(x)
-    log1p = getattr(knp, "log1p", None)
-    tail = knp.exp(-knp.abs(x))
-    return knp.maximum(x, 0) + (log1p(tail) if log1p is not None else knp.log(1 + tail))
+    """log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|)): no overflow for large x, relative accuracy for x << 0."""
+    x, dtype = _wide(x)
+    pos, e = _tail(x)
+    l1p = knp.log1p(e)
+    return _narrow(knp.where(pos, knp.add(x, l1p), l1p), dtype)
 
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _INV_SQRT2 = 1.0 / math.sqrt(2.0)
-# Numerical Recipes' erfc (Chebyshev fit, fractional error < 1.2e-7 everywhere), used until kiln.numpy has erfc.
-_ERFC_COEFFS = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807, -1.13520398,
-                1.48851587, -0.82215223, 0.17087277)
-
-
-def _erfc(z):
-    native = getattr(knp, "erfc", None)
-    if native is not None:
-        return native(z)
-    az = knp.abs(z)
-    t = 1 / (1 + 0.5 * az)
-    poly = _ERFC_COEFFS[-1]
-    for c in reversed(_ERFC_COEFFS[:-1]):
-        poly = c + t * poly
-    ans = t * knp.exp(-az * az + poly)
-    return knp.where(knp.greater_equal(z, 0), ans, 2 - ans)
 
 
 def gelu(x, approximate: bool = True):
-    """GELU. approximate=True: the tanh form 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), as JAX's default;
-    approximate=False: the exact x * Phi(x) = 0.5 x erfc(-x / sqrt(2))."""
-    x = _float(x)
+    """GELU. approximate=True: the tanh form 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), as JAX's default,
+    computed as x * sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3)) (the same function, without 1 + tanh cancelling
+    to 0 for x << 0); approximate=False: the exact x * Phi(x) = 0.5 x erfc(-x / sqrt(2)).
+
+    float32 (and float16, bfloat16) is computed in float64 and rounded once: the argument of sigmoid or erfc
+    would otherwise carry a rounding error that the steep left tail multiplies (by about 0.2 |x|^3 or x^2)."""
+    from .lax.math_prims import erfc
+
+    x, dtype = _wide(x, f32_to_f64=True)
     if approximate:
-        return 0.5 * x * (1 + knp.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * (x * x * x))))
-    erf = getattr(knp, "erf", None)
-    if erf is not None:
-        return 0.5 * x * (1 + erf(_INV_SQRT2 * x))
-    return 0.5 * x * _erfc(-_INV_SQRT2 * x)
+        inner = knp.multiply(knp.add(x, knp.multiply(knp.multiply(knp.multiply(x, x), x), 0.044715)),
+                             2 * _SQRT_2_OVER_PI)
+        out = knp.multiply(x, _sigmoid(inner))
+    else:
+        out = knp.multiply(knp.multiply(x, 0.5), erfc(knp.multiply(x, -_INV_SQRT2)))
+    return _narrow(out, dtype)
 
 
 def _axes(x, axis, where):
     return normalize_axes(axis, aval(x).ndim, where)
 
 
+def _row_dtype(dtype):
+    """Where per-row sums and logs are kept: float64 for float32 rows (cheap: once per row, or plain arithmetic
+    per element), so that the results round once."""
+    return np.dtype(np.float64) if dtype == np.float32 else dtype
+
+
+def _shifted(x, axes):
+    """(d, lo, m): x - max = d + lo exactly (lo is the rounding error of d in float64; float32 differences are
+    exact in float64 and lo is 0 there), and the max as a row, infinite maxima replaced by 0."""
+    m = _stop(knp.max(x, axis=axes, keepdims=True))
+    m = knp.where(knp.less(knp.abs(m), np.inf), m, knp.zeros_like(m))
+    if aval(x).dtype == np.float32:
+        return knp.subtract(knp.astype(x, np.float64), knp.astype(m, np.float64)), None, m
+    d = knp.subtract(x, m)
+    back = knp.subtract(d, x)  # Knuth's two-sum: x + (-m) = d + lo exactly
+    lo = knp.add(knp.subtract(x, knp.subtract(d, back)), knp.subtract(knp.negative(m), back))
+    return d, lo, m
+
+
+def _exp_shifted(d, lo, x_dtype):
+    """exp(x - max) in x's dtype, with the part of x - max that the exp argument cannot hold put back to first
+    order (without it, the rounding of x - max costs up to |x - max| / 2 ulp)."""
+    if x_dtype == np.float32:
+        arg = knp.astype(d, np.float32)
+        lo = knp.astype(knp.subtract(d, knp.astype(arg, np.float64)), np.float32)
+    else:
+        arg = d
+    e = knp.exp(arg)
+    if lo is None:
+        return e
+    return knp.add(e, knp.multiply(e, knp.where(knp.isfinite(lo), lo, knp.zeros_like(lo))))
+
+
+def _log_sum_exp_shifted(x, axes):
+    """(d, lo, m, log(sum(exp(x - m)))): the log as log1p((k - 1) + t), with k the number of maxima and t the
+    sum of the other terms, so that a dominant maximum keeps the log's relative accuracy (log(1 + 1e-20) is
+    1e-20, not 0). The maxima enter t as d (1 + d (1/2 + d/6)) = 0, whose derivatives at 0 are those of
+    exp(d) - 1."""
+    d, lo, m = _shifted(x, axes)
+    row = aval(d).dtype
+    e = knp.astype(_exp_shifted(d, lo, aval(x).dtype), row)
+    top = knp.equal(d, 0)
+    near = knp.multiply(d, knp.add(knp.multiply(d, knp.add(knp.multiply(d, 1.0 / 6.0), 0.5)), 1.0))
+    t = knp.sum(knp.where(top, near, e), axis=axes, keepdims=True)
+    k = knp.sum(knp.astype(top, row), axis=axes, keepdims=True)
+    return d, lo, m, knp.log1p(knp.add(knp.subtract(k, 1.0), t))
+
+
 def logsumexp(a, axis=None, keepdims: bool = False):
     """log(sum(exp(a), axis)), stable: the max is subtracted first (and -inf rows give -inf, not nan)."""
-    x = _float(a)
+    x, dtype = _wide(a)
     axes = _axes(x, axis, "logsumexp")
     if not axes:
-        return x
-    m = _stop(knp.max(x, axis=axes, keepdims=True))
-    finite = knp.less(knp.abs(m), np.inf)
-    m = knp.where(finite, m, knp.zeros_like(m))
-    out = knp.log(knp.sum(knp.exp(x - m), axis=axes, keepdims=True)) + m
-    return out if keepdims else knp.squeeze(out, axis=axes)
+        return _narrow(x, dtype)
+    d, _, m, log_s = _log_sum_exp_shifted(x, axes)
+    out = knp.add(knp.astype(m, aval(log_s).dtype), log_s)
+    return _narrow(out if keepdims else knp.squeeze(out, axis=axes), dtype)
 
 
 def softmax(x, axis=-1):
-    """exp(x) / sum(exp(x), axis), with the max subtracted first."""
-    x = _float(x)
+    """exp(x) / sum(exp(x), axis), with the max subtracted first; float32 divides in float64."""
+    x, dtype = _wide(x)
     axes = _axes(x, axis, "softmax")
-    m = _stop(knp.max(x, axis=axes, keepdims=True))
-    e = knp.exp(x - m)
-    return e / knp.sum(e, axis=axes, keepdims=True)
+    d, lo, _ = _shifted(x, axes)
+    e = knp.astype(_exp_shifted(d, lo, aval(x).dtype), aval(d).dtype)
+    return _narrow(knp.divide(e, knp.sum(e, axis=axes, keepdims=True)), dtype)
 
 
 def log_softmax(x, axis=-1):
-    """x - logsumexp(x, axis, keepdims=True)."""
-    x = _float(x)
+    """x - logsumexp(x, axis, keepdims=True), as (x - max) - log(sum(exp(x - max))), subtracted in float64 for
+    float32 x."""
+    x, dtype = _wide(x)
     axes = _axes(x, axis, "log_softmax")
-    m = _stop(knp.max(x, axis=axes, keepdims=True))
-    shifted = x - m
-    return shifted - knp.log(knp.sum(knp.exp(shifted), axis=axes, keepdims=True))
+    d, lo, _, log_s = _log_sum_exp_shifted(x, axes)
+    out = knp.subtract(d, log_s)
+    return _narrow(out if lo is None else knp.add(out, knp.where(knp.isfinite(lo), lo, knp.zeros_like(lo))), dtype)
 
 
 def one_hot(x, num_classes: int, *, dtype=np.float32, axis=-1):
@@ -181,17 +261,23 @@ def _convert(x, dtype):
 
 def standardize(x, axis=-1, mean=None, variance=None, epsilon: float = 1e-5, where=None):
     """(x - mean) / sqrt(variance + epsilon) over `axis` (layer-norm without scale and shift).
-    mean and variance default to the statistics of x over axis (variance = mean((x - mean)^2))."""
+    mean and variance default to the statistics of x over axis (variance = mean((x - mean)^2)).
+    float16 and bfloat16 are computed in float32; the result has the dtype of x (promoted with mean and variance
+    where those are given as arrays)."""
     if where is not None:
         raise ValueError("standardize: the `where` mask is not supported; pass mean and variance computed as you need")
     x = _float(x)
+    infos = [(aval(v).dtype, aval(v).weak_type) for v in (x, mean, variance) if v is not None]
+    out_dtype, _ = dtypes.result_type(*infos)
+    x, _ = _wide(x)
     axes = _axes(x, axis, "standardize")
     if mean is None:
         mean = knp.mean(x, axis=axes, keepdims=True)
     if variance is None:
-        centered = x - mean
-        variance = knp.mean(centered * centered, axis=axes, keepdims=True)
-    return (x - mean) / knp.sqrt(variance + epsilon)
+        centered = knp.subtract(x, mean)
+        variance = knp.mean(knp.multiply(centered, centered), axis=axes, keepdims=True)
+    out = knp.divide(knp.subtract(x, mean), knp.sqrt(knp.add(variance, epsilon)))
+    return _narrow(out, np.dtype(out_dtype))
 
 
 # ----------------------------------------------------------------------------- pooling and convolution
@@ -230,9 +316,13 @@ def max_pool(x, window_shape, strides=None, padding="VALID", channels_last: bool
     from .lax.pooling import reduce_window
 
     x = asarray(x)
+    dtype = aval(x).dtype
+    if dtype == dtypes.BFLOAT16:  # max is exact: pooled in float32 (reduce_window takes bfloat16 for an integer)
+        x = knp.astype(x, np.float32)
     w, s = _window(x, window_shape, strides, channels_last)
-    return reduce_window(x, -np.inf if dtypes.is_float(aval(x).dtype) else _min_of(aval(x).dtype), "max", w, s,
-                         _pad_full(x, padding, window_shape, strides, channels_last))
+    out = reduce_window(x, -np.inf if dtypes.is_float(dtype) else _min_of(dtype), "max", w, s,
+                        _pad_full(x, padding, window_shape, strides, channels_last))
+    return _narrow(out, dtype)
 
 
 def _min_of(dtype):
@@ -254,7 +344,7 @@ def avg_pool(x, window_shape, strides=None, padding="VALID", channels_last: bool
     x = _float(x)
     total = sum_pool(x, window_shape, strides, padding, channels_last)
     if count_include_pad:
-        return total / float(np.prod(window_shape))
+        return knp.divide(total, float(np.prod(window_shape)))
     from .lax.pooling import reduce_window_p
 
     a = aval(x)
@@ -265,7 +355,7 @@ def avg_pool(x, window_shape, strides=None, padding="VALID", channels_last: bool
     pads = padtype_to_pads(a.shape, w, s, _pad_full(x, padding, window_shape, strides, channels_last))
     counts = reduce_window_p.impl(ones, op="add", window_dimensions=w, window_strides=s, padding=pads,
                                   base_dilation=(1,) * a.ndim, window_dilation=(1,) * a.ndim)
-    return total / counts
+    return knp.divide(total, counts)
 
 
 def conv(x, w, strides=None, padding="SAME", dilation=None, feature_group_count: int = 1):
