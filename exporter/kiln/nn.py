@@ -152,44 +152,35 @@ def _row_dtype(dtype):
 
 
 def _shifted(x, axes):
-    """(d, lo, m): x - max = d + lo exactly (lo is the rounding error of d in float64; float32 differences are
-    exact in float64 and lo is 0 there), and the max as a row, infinite maxima replaced by 0."""
+    """(d, lo, m): x - max = d + lo exactly (Knuth's two-sum; lo is 0 where x - max is infinite or NaN), and the
+    max as a row, infinite maxima replaced by 0."""
     m = _stop(knp.max(x, axis=axes, keepdims=True))
     m = knp.where(knp.less(knp.abs(m), np.inf), m, knp.zeros_like(m))
-    if aval(x).dtype == np.float32:
-        return knp.subtract(knp.astype(x, np.float64), knp.astype(m, np.float64)), None, m
     d = knp.subtract(x, m)
-    back = knp.subtract(d, x)  # Knuth's two-sum: x + (-m) = d + lo exactly
+    back = knp.subtract(d, x)
     lo = knp.add(knp.subtract(x, knp.subtract(d, back)), knp.subtract(knp.negative(m), back))
-    return d, lo, m
+    return d, knp.where(knp.isfinite(lo), lo, knp.zeros_like(lo)), m
 
 
-def _exp_shifted(d, lo, x_dtype):
-    """exp(x - max) in x's dtype, with the part of x - max that the exp argument cannot hold put back to first
-    order (without it, the rounding of x - max costs up to |x - max| / 2 ulp)."""
-    if x_dtype == np.float32:
-        arg = knp.astype(d, np.float32)
-        lo = knp.astype(knp.subtract(d, knp.astype(arg, np.float64)), np.float32)
-    else:
-        arg = d
-    e = knp.exp(arg)
-    if lo is None:
-        return e
-    return knp.add(e, knp.multiply(e, knp.where(knp.isfinite(lo), lo, knp.zeros_like(lo))))
+def _exp_shifted(d, lo):
+    """exp(x - max) = exp(d) (1 + lo) to first order: without lo, the rounding of x - max costs up to
+    |x - max| / 2 ulp."""
+    e = knp.exp(d)
+    return knp.add(e, knp.multiply(e, lo))
 
 
 def _log_sum_exp_shifted(x, axes):
-    """(d, lo, m, log(sum(exp(x - m)))): the log as log1p((k - 1) + t), with k the number of maxima and t the
-    sum of the other terms, so that a dominant maximum keeps the log's relative accuracy (log(1 + 1e-20) is
-    1e-20, not 0). The maxima enter t as d (1 + d (1/2 + d/6)) = 0, whose derivatives at 0 are those of
-    exp(d) - 1."""
+    """(d, lo, m, log(sum(exp(x - m)))), the sums and the log in the row dtype: the log as log1p((k - 1) + t),
+    with k the number of maxima and t the sum of the other terms, so that a dominant maximum keeps the log's
+    relative accuracy (log(1 + 1e-20) is 1e-20, not 0). The maxima enter t as d (1 + d (1/2 + d/6)) = 0, whose
+    derivatives at 0 are those of exp(d) - 1."""
     d, lo, m = _shifted(x, axes)
-    row = aval(d).dtype
-    e = knp.astype(_exp_shifted(d, lo, aval(x).dtype), row)
+    row = _row_dtype(aval(x).dtype)
+    e = _exp_shifted(d, lo)
     top = knp.equal(d, 0)
     near = knp.multiply(d, knp.add(knp.multiply(d, knp.add(knp.multiply(d, 1.0 / 6.0), 0.5)), 1.0))
-    t = knp.sum(knp.where(top, near, e), axis=axes, keepdims=True)
-    k = knp.sum(knp.astype(top, row), axis=axes, keepdims=True)
+    t = knp.sum(knp.where(top, near, e), axis=axes, keepdims=True, dtype=row)
+    k = knp.sum(top, axis=axes, keepdims=True, dtype=row)
     return d, lo, m, knp.log1p(knp.add(knp.subtract(k, 1.0), t))
 
 
@@ -205,22 +196,22 @@ def logsumexp(a, axis=None, keepdims: bool = False):
 
 
 def softmax(x, axis=-1):
-    """exp(x) / sum(exp(x), axis), with the max subtracted first; float32 divides in float64."""
+    """exp(x) / sum(exp(x), axis), with the max subtracted first (float32 sums in float64, as knp.sum)."""
     x, dtype = _wide(x)
     axes = _axes(x, axis, "softmax")
     d, lo, _ = _shifted(x, axes)
-    e = knp.astype(_exp_shifted(d, lo, aval(x).dtype), aval(d).dtype)
+    e = _exp_shifted(d, lo)
     return _narrow(knp.divide(e, knp.sum(e, axis=axes, keepdims=True)), dtype)
 
 
 def log_softmax(x, axis=-1):
-    """x - logsumexp(x, axis, keepdims=True), as (x - max) - log(sum(exp(x - max))), subtracted in float64 for
-    float32 x."""
+    """x - logsumexp(x, axis, keepdims=True), as (x - max) - log(sum(exp(x - max))), the log and the subtraction
+    in float64 for float32 x (rounded once)."""
     x, dtype = _wide(x)
     axes = _axes(x, axis, "log_softmax")
     d, lo, _, log_s = _log_sum_exp_shifted(x, axes)
-    out = knp.subtract(d, log_s)
-    return _narrow(out if lo is None else knp.add(out, knp.where(knp.isfinite(lo), lo, knp.zeros_like(lo))), dtype)
+    row = aval(log_s).dtype
+    return _narrow(knp.add(knp.subtract(knp.astype(d, row), log_s), knp.astype(lo, row)), dtype)
 
 
 def one_hot(x, num_classes: int, *, dtype=np.float32, axis=-1):
