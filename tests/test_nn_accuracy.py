@@ -70,10 +70,10 @@ def check(got, want, x, bound, label):
     if callable(bound):
         with np.errstate(invalid="ignore", over="ignore"):
             limit = np.broadcast_to(bound(np.asarray(x, np.float64)), np.shape(want))
-        over = np.where(np.isfinite(limit), ulps_or_zero(got, want) - limit, 0)
+        over = np.where(np.isfinite(limit), ulps_or_zero(got, want) - limit, -np.inf)
         worst, at = max_ulps(got, want, x, label)
         if os.environ.get("KILN_ACCURACY_REPORT"):
-            print(f"\nMEASURED {label}: {worst} ulp at x={at!r}, {over.max():.2f} over its bound where closest")
+            print(f"\nMEASURED {label}: {worst} ulp at x={at!r}; the closest to its bound is {over.max():.2f} ulp from it")
             return worst
         assert over.max() <= 0, f"{label}: {over.max():.2f} ulp over the bound at x={np.asarray(x)[np.argmax(over)]!r}"
         return worst
@@ -213,11 +213,11 @@ AT_INF = {"sigmoid": (0.0, 1.0), "log_sigmoid": (-np.inf, -0.0), "silu": (np.nan
           "gelu_tanh": (np.nan, np.inf), "gelu_exact": (np.nan, np.inf)}
 
 # Largest error allowed, in ulp of the result dtype (docs/accuracy.md states these).
-BOUNDS_F32 = {"sigmoid": 2, "log_sigmoid": 2, "silu": 3, "softplus": 2, "gelu_tanh": 1, "gelu_exact": 1}
+BOUNDS_F32 = {"sigmoid": 3, "log_sigmoid": 2, "silu": 4, "softplus": 2, "gelu_tanh": 1, "gelu_exact": 1}
 # float64 gelu: the argument of sigmoid (tanh form) or erfc (exact form) is rounded, and the left tail multiplies
 # that rounding by about 0.2 |x|^3 (tanh form) or 2 x^2 (exact form); float32 avoids it by computing in float64.
-BOUNDS_F64 = {"sigmoid": 2, "log_sigmoid": 2, "silu": 2, "softplus": 2,
-              "gelu_tanh": lambda x: 8 + 0.2 * np.abs(np.minimum(x, 0)) ** 3, "gelu_exact": lambda x: 2 + 2 * x * x}
+BOUNDS_F64 = {"sigmoid": 3, "log_sigmoid": 3, "silu": 3, "softplus": 3,
+              "gelu_tanh": lambda x: 8 + 0.2 * np.abs(np.minimum(x, 0)) ** 3, "gelu_exact": lambda x: 3 + 2 * x * x}
 
 
 @pytest.fixture(scope="module")
