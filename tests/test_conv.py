@@ -384,3 +384,15 @@ def test_cnn_program_through_kiln_run(tmp_path):
     _, g_w1, g_w2 = cnn_fd_grads()
     np.testing.assert_allclose(np.load(tmp_path / "g1.npy"), g_w1, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(np.load(tmp_path / "g2.npy"), g_w2, rtol=1e-4, atol=1e-5)
+
+
+def test_reduce_window_on_bfloat16():
+    import ml_dtypes
+
+    x = np.arange(-8, 8, dtype=np.float32).reshape(1, 4, 4, 1).astype(ml_dtypes.bfloat16)
+    for op, init, ref in ((lax.max, -np.inf, np.max), (lax.min, np.inf, np.min), (lax.add, 0.0, np.sum)):
+        fn = lambda v, op=op, init=init: lax.reduce_window(v, init, op, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")  # noqa: E731
+        want = ref(x.astype(np.float32).reshape(1, 2, 2, 2, 2, 1), axis=(2, 4))
+        for got in (fn(x), kiln.jit(fn)(x)):
+            assert np.asarray(got).dtype == ml_dtypes.bfloat16
+            np.testing.assert_array_equal(np.asarray(got).astype(np.float32), want)

@@ -156,3 +156,18 @@ def test_float32_mean_var_std_round_once():
         np.testing.assert_allclose(got, i.mean(0), rtol=1e-15)
     with np.errstate(invalid="ignore"):
         assert math.isnan(float(knp.mean(np.ones(3, np.float32), where=np.zeros(3, bool))))
+
+
+def test_array_methods_pass_initial_and_where():
+    x = _data(np.float32)
+    m = _mask()
+    fn = lambda v: (v.sum(axis=1, where=m), v.max(axis=2, initial=1.0), v.min(initial=-1.0, where=m),  # noqa: E731
+                    v.prod(axis=0, where=m), v.mean(where=m), v.var(axis=2, where=m), v.std(where=m),
+                    (v > 0).all(where=m), (v > 0).any(axis=1, where=m))
+    with np.errstate(all="ignore"):
+        want = [np.sum(x, axis=1, where=m), np.max(x, axis=2, initial=1.0), np.min(x, initial=-1.0, where=m),
+                np.prod(x, axis=0, where=m), np.mean(x, where=m), np.var(x, axis=2, where=m), np.std(x, where=m),
+                np.all(x > 0, where=m), np.any(x > 0, axis=1, where=m)]
+        got = kiln.jit(fn)(x)
+    for g, w in zip(got, want):
+        _assert_like_numpy(np.asarray(g), w, rtol=1e-5)

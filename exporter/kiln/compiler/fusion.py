@@ -20,7 +20,14 @@ from dataclasses import dataclass, field
 from ..core.ir import Equation, Graph, Literal, Var, print_graph
 from .layout import LAYOUT_PRIMITIVES, apply_layout, input_view, iota_view, splat_view
 
-_EXPENSIVE = {"exp": 20, "log": 20, "tanh": 25, "pow": 45, "div": 4, "sqrt": 4}
+# Rough cost of one element of each generated math function, in simple-op units: a value whose
+# tree costs _DUPLICATION_LIMIT or more is materialized once rather than recomputed by every user.
+_EXPENSIVE = {
+    "exp": 20, "log": 20, "tanh": 25, "pow": 45, "div": 4, "sqrt": 4, "rsqrt": 5,
+    "exp2": 20, "expm1": 25, "log1p": 25, "log2": 20, "log10": 20,
+    "sin": 40, "cos": 40, "tan": 45, "asin": 30, "acos": 30, "atan": 30, "atan2": 35,
+    "sinh": 25, "cosh": 25, "asinh": 30, "acosh": 30, "atanh": 30, "erf": 30, "erfc": 35, "rem": 40,
+}
 _DUPLICATION_LIMIT = 8
 _MAX_MERGED_OUTPUTS = 8
 

@@ -33,6 +33,6 @@ __all__ += ["conv", "conv_general_dilated", "conv_with_general_padding", "conv_d
             "reduce_window"]
 
 from . import math_prims  # noqa: E402
-from .math_prims import atan2, clamp, erf, integer_pow, rem, rsqrt  # noqa: E402
+from .math_prims import atan2, clamp, erf, erfc, integer_pow, rem, rsqrt  # noqa: E402
 
-__all__ += ["math_prims", "atan2", "clamp", "erf", "integer_pow", "rem", "rsqrt"]
+__all__ += ["math_prims", "atan2", "clamp", "erf", "erfc", "integer_pow", "rem", "rsqrt"]

@@ -35,7 +35,7 @@ def reduce_window_identity(op: str, dtype) -> np.ndarray:
     dtype = np.dtype(dtype)
     if op == "add":
         return np.zeros((), dtype)
-    if dtype.kind == "f":
+    if dtypes.is_float(dtype):
         return np.asarray(-np.inf if op == "max" else np.inf, dtype)
     if dtype.kind == "b":
         return np.asarray(op == "min", dtype)
