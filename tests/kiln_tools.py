@@ -1,7 +1,11 @@
-"""Helpers shared by test modules: running the native kiln-run and the kiln CLI."""
+"""Helpers shared by test modules: running the native kiln-run and the kiln CLI, random arrays of any
+dtype, and checking kiln's results against numpy's (eagerly and under kiln.jit)."""
 import os
 import subprocess
 import sys
+
+import ml_dtypes
+import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -26,3 +30,37 @@ def run_kiln_cli(*args, check=True):
     if check and proc.returncode != 0:
         raise AssertionError(f"kiln {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+def random_array(rng, shape, dtype=np.float64):
+    """Small values of `dtype`: normals for floats, [-6, 6] (unsigned [0, 6]) for integers, coin flips for bool."""
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return rng.random(shape) > 0.5
+    if dtype.kind in "iu":
+        return rng.integers(0 if dtype.kind == "u" else -6, 7, size=shape).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def check_like_numpy(got, want, tol=None):
+    """Same count, shapes and dtypes; floats within `tol` (default by item size), the rest exactly equal."""
+    got = list(got) if isinstance(got, (list, tuple)) else [got]
+    want = list(want) if isinstance(want, (list, tuple)) else [want]
+    assert len(got) == len(want), (len(got), len(want))
+    for g, w in zip(got, want):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, g.dtype, w.shape, w.dtype)
+        if w.dtype.kind == "f" or w.dtype == ml_dtypes.bfloat16:
+            t = tol or {2: 2e-3, 4: 2e-6, 8: 1e-12}[w.dtype.itemsize]
+            np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=t, atol=t)
+        else:
+            np.testing.assert_array_equal(g, w)
+
+
+def eager_and_jit(kfn, nfn, *args, tol=None):
+    """kfn eagerly and under kiln.jit, against the numpy reference nfn."""
+    import kiln
+
+    want = nfn(*args)
+    check_like_numpy(kfn(*args), want, tol)
+    check_like_numpy(kiln.jit(kfn)(*args), want, tol)

@@ -14,6 +14,7 @@ import kiln.numpy as knp
 from kiln import Program, lax
 from kiln.lax.conv import conv_dimension_numbers, dilate_dim, padtype_to_pads
 from kiln_tools import run_kiln_run
+from references import numerical_grad
 
 RNG = np.random.default_rng(7)
 
@@ -130,15 +131,6 @@ def test_conv_dtypes(dtype):
     got = kiln.jit(f)(x, w)
     assert got.dtype == np.dtype(dtype)
     np.testing.assert_array_equal(got, want)
-
-
-def numerical_grad(f, x, eps=1e-6):
-    g = np.zeros_like(x)
-    for idx in np.ndindex(x.shape):
-        e = np.zeros_like(x)
-        e[idx] = eps
-        g[idx] = (f(x + e) - f(x - e)) / (2 * eps)
-    return g
 
 
 GRAD_CASES = [c for c in CONV_CASES if c[0] != "empty_output"]

@@ -8,6 +8,7 @@ import pytest
 import kiln
 import kiln.nn as nn
 import kiln.numpy as knp
+from references import numerical_grad
 
 RNG = np.random.default_rng(11)
 _erf = np.vectorize(math.erf)
@@ -53,15 +54,6 @@ def test_values_eager_and_jit(name, fn, ref, tol):
         np.testing.assert_allclose(got, want, rtol=tol, atol=max(tol, 1e-7))
     x64 = x.astype(np.float64)
     np.testing.assert_allclose(kiln.jit(fn)(x64), ref(x64), rtol=1e-12, atol=1e-12)
-
-
-def numerical_grad(f, x, eps=1e-6):
-    g = np.zeros_like(x)
-    for idx in np.ndindex(x.shape):
-        e = np.zeros_like(x)
-        e[idx] = eps
-        g[idx] = (f(x + e) - f(x - e)) / (2 * eps)
-    return g
 
 
 @pytest.mark.parametrize("name,fn,ref,tol", ACTIVATIONS, ids=[a[0] for a in ACTIVATIONS])

@@ -21,6 +21,7 @@ import pytest
 import kiln
 import kiln.nn as nn
 import kiln.numpy as knp
+from references import PI_DECIMAL, decimal_erfc, ulps
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 RNG = np.random.default_rng(2024)
@@ -28,17 +29,6 @@ SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
 
 # ----------------------------------------------------------------------------- ulp distance
-
-def ulps(got, want):
-    """Distance in representable values between arrays of one float dtype (subnormals count one each)."""
-    itype = {2: np.int16, 4: np.int32, 8: np.int64}[got.dtype.itemsize]
-
-    def ordered(x):
-        bits = x.view(itype).astype(np.int64)
-        return np.where(bits < 0, np.iinfo(itype).min - bits, bits)
-
-    return np.abs(ordered(got) - ordered(want))
-
 
 def max_ulps(got, want, x, label):
     """The largest ulp error over the finite reference values (NaN and infinities must match exactly)."""
@@ -117,7 +107,7 @@ NN = {
 
 # ----------------------------------------------------------------------------- 40-digit references (decimal)
 
-_PI = Decimal("3.14159265358979323846264338327950288419716939937510582097494459230781640628620899863")
+
 
 
 def _dec(fn, x, prec=40):
@@ -147,35 +137,8 @@ def _d_softplus(x):
     return max(x, Decimal(0)) + _d_log1p((-abs(x)).exp())
 
 
-def _d_erfc(t):
-    """erfc to about 40 digits: erf's series below 4, the continued fraction beyond (0 past 40)."""
-    a = abs(t)
-    if a == 0:
-        return Decimal(1)
-    with localcontext() as ctx:
-        ctx.prec += 20
-        if a < 4:
-            a2, term, total, k = a * a, a, a, 0
-            while True:
-                k += 1
-                term = -term * a2 / k
-                add = term / (2 * k + 1)
-                total += add
-                if abs(add) < Decimal("1e-62") * abs(total):
-                    break
-            r = 1 - 2 / _PI.sqrt() * total
-        elif a < 40:
-            cf = a
-            for j in range(int(40 + 3000 / float(a) ** 2), 0, -1):
-                cf = a + Decimal(j) / 2 / cf
-            r = (-a * a).exp() / _PI.sqrt() / cf
-        else:
-            r = Decimal(0)
-        return 2 - r if t < 0 else r
-
-
 def _d_gelu_tanh(x):
-    return x * _d_sigmoid(2 * (2 / _PI).sqrt() * (x + Decimal("0.044715") * x**3))
+    return x * _d_sigmoid(2 * (2 / PI_DECIMAL).sqrt() * (x + Decimal("0.044715") * x**3))
 
 
 REF_DEC = {
@@ -184,7 +147,7 @@ REF_DEC = {
     "silu": lambda x: x * _d_sigmoid(x),
     "softplus": _d_softplus,
     "gelu_tanh": _d_gelu_tanh,
-    "gelu_exact": lambda x: x / 2 * _d_erfc(-x / Decimal(2).sqrt()),
+    "gelu_exact": lambda x: x / 2 * decimal_erfc(-x / Decimal(2).sqrt()),
 }
 
 

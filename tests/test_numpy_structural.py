@@ -8,35 +8,15 @@ import kiln
 import kiln.numpy as knp
 from kiln import Program
 from kiln.numpy.indexing import IndexingError
-from kiln_tools import run_kiln_run
+from kiln_tools import check_like_numpy, eager_and_jit, random_array, run_kiln_run
+from references import numerical_grad
 
 RNG = np.random.default_rng(7)
 ALL_DTYPES = [np.float32, np.float64, np.float16, np.int8, np.int16, np.int32, np.int64, np.uint8, np.bool_]
 
 
 def data(shape, dtype=np.float64):
-    dtype = np.dtype(dtype)
-    if dtype == np.bool_:
-        return RNG.random(shape) > 0.5
-    if dtype.kind in "iu":
-        return RNG.integers(0 if dtype.kind == "u" else -6, 7, size=shape).astype(dtype)
-    return RNG.standard_normal(shape).astype(dtype)
-
-
-def check(got, want, tol=None):
-    for g, w in zip(got if isinstance(got, (list, tuple)) else [got], want if isinstance(want, (list, tuple)) else [want]):
-        g, w = np.asarray(g), np.asarray(w)
-        assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, g.dtype, w.shape, w.dtype)
-        if w.dtype.kind == "f":
-            t = tol or {2: 2e-3, 4: 2e-5, 8: 1e-12}[w.dtype.itemsize]
-            np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=t, atol=t)
-        else:
-            np.testing.assert_array_equal(g, w)
-
-
-def both(kfn, nfn, *args, tol=None):
-    check(kfn(*args), nfn(*args), tol)
-    check(kiln.jit(kfn)(*args), nfn(*args), tol)
+    return random_array(RNG, shape, dtype)
 
 
 # ---------------------------------------------------------------- per-dtype structural ops
@@ -89,7 +69,7 @@ def test_dtypes(name, dtype):
     if dtype == np.uint8 and name in ("cumsum", "reduce"):
         nfn = _uint64_as_int64(nfn)  # kiln has no uint64: unsigned sums and products accumulate in int64
     tol = 5e-2 if name in ("cumsum", "reduce") and dtype == np.float16 else None
-    both(kfn, nfn, *args, tol=tol)
+    eager_and_jit(kfn, nfn, *args, tol=tol)
 
 
 # ---------------------------------------------------------------- functions, edge shapes
@@ -138,18 +118,18 @@ FLOAT_CASES["getitem_mix"] = (lambda a: (a[[0, 1], :, [1, 3]], a[:, [0, 1], [2, 
 @pytest.mark.parametrize("name", sorted(FLOAT_CASES))
 def test_functions(name, dtype):
     kfn, shape = FLOAT_CASES[name]
-    both(kfn, NP[name], data(shape, dtype), tol=1e-4 if dtype == np.float32 else None)
+    eager_and_jit(kfn, NP[name], data(shape, dtype), tol=1e-4 if dtype == np.float32 else None)
 
 
 def test_creation():
-    both(lambda x: (knp.arange(5) + x.astype(np.int64), knp.arange(1, 9, 3), knp.arange(0.5, 2.0, 0.25, dtype=np.float32),
+    eager_and_jit(lambda x: (knp.arange(5) + x.astype(np.int64), knp.arange(1, 9, 3), knp.arange(0.5, 2.0, 0.25, dtype=np.float32),
                     knp.linspace(0, 1, 5), knp.linspace(2, 3, 4, endpoint=False, dtype=np.float32), knp.eye(3, 4, k=1),
                     knp.identity(2, dtype=np.int32), knp.zeros((2, 0)), knp.ones_like(x), knp.full((2,), 3, np.int8), knp.empty(3)),
          lambda x: (np.arange(5) + x.astype(np.int64), np.arange(1, 9, 3), np.arange(0.5, 2.0, 0.25, dtype=np.float32),
                     np.linspace(0, 1, 5), np.linspace(2, 3, 4, endpoint=False, dtype=np.float32), np.eye(3, 4, k=1),
                     np.identity(2, dtype=np.int32), np.zeros((2, 0)), np.ones_like(x), np.full((2,), 3, np.int8), np.zeros(3)),
          np.arange(5.0))
-    check(kiln.jit(lambda s: knp.linspace(s, 2 * s, 3))(np.float64(1.5)), np.linspace(1.5, 3.0, 3))
+    check_like_numpy(kiln.jit(lambda s: knp.linspace(s, 2 * s, 3))(np.float64(1.5)), np.linspace(1.5, 3.0, 3))
 
 
 def test_traced_indices_clamp_and_drop():
@@ -167,11 +147,11 @@ def test_traced_indices_clamp_and_drop():
             want_set[i] = -1.0
             want_add[i] += 5.0
         want_add[2] += 5.0
-        check(got[0], x[j])
-        check(got[1], x[[j, j1]])
-        check(got[2], want_set)
-        check(got[3], want_add)
-        check(got[4], x[1:][min(max(i + 9 if i < 0 else i, 0), 8)])
+        check_like_numpy(got[0], x[j])
+        check_like_numpy(got[1], x[[j, j1]])
+        check_like_numpy(got[2], want_set)
+        check_like_numpy(got[3], want_add)
+        check_like_numpy(got[4], x[1:][min(max(i + 9 if i < 0 else i, 0), 8)])
     with pytest.raises(IndexError):
         knp.take(x, np.array([10]))
     with pytest.raises(IndexError):
@@ -182,7 +162,7 @@ def test_at_duplicates_and_methods():
     x = data((5,))
     idx = np.array([1, 3, 1, 1])
     u = data((4,))
-    both(lambda x, u: (knp.at(x)[idx].add(u), knp.at(x)[idx].multiply(u), knp.at(x)[idx].min(u), knp.at(x)[idx].get(), knp.at(x)[2:].set(0.0)),
+    eager_and_jit(lambda x, u: (knp.at(x)[idx].add(u), knp.at(x)[idx].multiply(u), knp.at(x)[idx].min(u), knp.at(x)[idx].get(), knp.at(x)[2:].set(0.0)),
          lambda x, u: (_ufunc_at(np.add, x, idx, u), _ufunc_at(np.multiply, x, idx, u), _ufunc_at(np.minimum, x, idx, u), x[idx], np.concatenate([x[:2], np.zeros(3)])),
          x, u)
 
@@ -210,15 +190,6 @@ def test_errors():
 
 
 # ---------------------------------------------------------------- gradients (float64, central differences)
-
-def numeric_grad(f, x, eps=1e-6):
-    g = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        d = np.zeros_like(x)
-        d[i] = eps
-        g[i] = (f(x + d) - f(x - d)) / (2 * eps)
-    return g
-
 
 GRAD_CASES = {
     "slice_rev": lambda x: x[1:, ::-2],
@@ -256,7 +227,7 @@ def test_grad_matches_finite_differences(name):
         return knp.sum(fn(x) * w)
 
     got = kiln.grad(loss)(x)
-    want = numeric_grad(lambda v: float(np.sum(np.asarray(fn(v)) * w)), x)
+    want = numerical_grad(lambda v: float(np.sum(np.asarray(fn(v)) * w)), x)
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
     if name in ("gather", "at_add", "sort", "cumprod", "pad_interior", "concat", "prod"):
         np.testing.assert_allclose(kiln.jit(kiln.grad(loss))(x), want, rtol=1e-6, atol=1e-6)
@@ -292,16 +263,16 @@ def test_vmap_matches_loop(name):
         want = tuple(np.stack([l[j] for l in loops]) for j in range(len(loops[0])))
     else:
         want = np.stack(loops)
-    check(got, want)
+    check_like_numpy(got, want)
     if name in ("gather_both", "at_set_both", "dynamic_slice_batched_start", "sort_argsort"):
-        check(kiln.jit(kiln.vmap(fn, in_axes=in_axes))(xs, idx), want)
+        check_like_numpy(kiln.jit(kiln.vmap(fn, in_axes=in_axes))(xs, idx), want)
 
 
 def test_grad_of_vmap_and_vmap_of_grad():
     x = data((4, 5))
     f = lambda v: knp.sum(knp.sort(v) * np.arange(5.0)) + knp.sum(knp.cumprod(v[::-1]))  # noqa: E731
     per_row = kiln.vmap(kiln.grad(f))(x)
-    want = np.stack([numeric_grad(lambda v: float(np.sum(np.sort(v) * np.arange(5.0)) + np.sum(np.cumprod(v[::-1]))), r) for r in x])
+    want = np.stack([numerical_grad(lambda v: float(np.sum(np.sort(v) * np.arange(5.0)) + np.sum(np.cumprod(v[::-1]))), r) for r in x])
     np.testing.assert_allclose(per_row, want, rtol=1e-6, atol=1e-6)
 
 
@@ -321,7 +292,7 @@ def test_slice_and_rev_fuse_into_elementwise_kernels():
 def test_large_sort_cumsum_argmax_compiled():
     x = data((3, 5000), np.float32)
     x[1, ::7] = x[1, 3]  # many ties
-    both(lambda x: (knp.sort(x), knp.argsort(x), knp.argmax(x, axis=1), knp.cumsum(x[:, :100], axis=1)),
+    eager_and_jit(lambda x: (knp.sort(x), knp.argsort(x), knp.argmax(x, axis=1), knp.cumsum(x[:, :100], axis=1)),
          lambda x: (np.sort(x, kind="stable"), np.argsort(x, kind="stable"), np.argmax(x, axis=1), np.cumsum(x[:, :100], axis=1)), x, tol=1e-4)
 
 
@@ -350,7 +321,7 @@ def _structural_reference(x, i):
 def test_program_interactive_and_kiln_run(tmp_path):
     m = Structural()
     x = data((3, 4), np.float32)
-    check(m.run(x, np.int32(2)), _structural_reference(x, 2), tol=1e-5)
+    check_like_numpy(m.run(x, np.int32(2)), _structural_reference(x, 2), tol=1e-5)
     path = tmp_path / "structural.vmfb"
     Program.get_compiled_artifact(Structural).save(path)
     np.save(tmp_path / "x.npy", x)
@@ -358,4 +329,4 @@ def test_program_interactive_and_kiln_run(tmp_path):
     outs = [tmp_path / f"o{k}.npy" for k in range(7)]
     run_kiln_run(f"--module={path}", "--function=run", f"--input=@{tmp_path / 'x.npy'}", f"--input=@{tmp_path / 'i.npy'}",
                  *[f"--output=@{o}" for o in outs])
-    check([np.load(o) for o in outs], _structural_reference(x, 1), tol=1e-5)
+    check_like_numpy([np.load(o) for o in outs], _structural_reference(x, 1), tol=1e-5)

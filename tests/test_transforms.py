@@ -8,32 +8,9 @@ from kiln import Program, lax
 from kiln.core.kernel_call import kernel_call
 from kiln.transforms.batching import BatchingError
 from kiln.transforms.jvp import DifferentiationError
+from references import numerical_grad, numerical_jacobian
 
 RNG = np.random.default_rng(7)
-
-
-def numerical_grad(f, x, eps=1e-6):
-    x = np.asarray(x, np.float64)
-    g = np.zeros_like(x)
-    for i in range(x.size):
-        up, down = x.copy(), x.copy()
-        up.flat[i] += eps
-        down.flat[i] -= eps
-        g.flat[i] = (float(f(up)) - float(f(down))) / (2 * eps)
-    return g
-
-
-def numerical_jacobian(f, x, eps=1e-6):
-    """d f(x) / d x by central differences: shape f(x).shape + x.shape."""
-    x = np.asarray(x, np.float64)
-    cols = []
-    for i in range(x.size):
-        up, down = x.copy(), x.copy()
-        up.flat[i] += eps
-        down.flat[i] -= eps
-        cols.append((np.asarray(f(up), np.float64) - np.asarray(f(down), np.float64)) / (2 * eps))
-    out_shape = np.shape(cols[0])
-    return np.moveaxis(np.array(cols), 0, -1).reshape(out_shape + x.shape)
 
 
 def check_grad(f, *args, argnum=0, mode="eager", rtol=1e-6, atol=1e-8):

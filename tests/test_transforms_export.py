@@ -16,6 +16,7 @@ import kiln.numpy as knp
 from kiln import Program, lax
 
 from kiln_tools import run_kiln_run
+from references import numerical_grad, numerical_hessian
 
 W = np.array([[0.3, -0.2], [0.1, 0.4], [-0.5, 0.2]], np.float32)
 X = np.array([[1.0, 2.0, -1.0], [0.5, -0.5, 0.25]], np.float32)
@@ -48,16 +49,6 @@ class Transforms(Program):
         return lax.while_loop(lambda c: c[0] > 0, lambda c: (c[0] - 1, c[1] * 2.0), (n, np.float32(1)))[1]
 
 
-def _numerical_grad(f, w, eps=1e-3):
-    g = np.zeros_like(w, dtype=np.float64)
-    for i in range(w.size):
-        up, down = w.astype(np.float64), w.astype(np.float64)
-        up.flat[i] += eps
-        down.flat[i] -= eps
-        g.flat[i] = (f(up) - f(down)) / (2 * eps)
-    return g
-
-
 def _run(tmp_path, function, *inputs):
     path = tmp_path / "t.vmfb"
     if not path.exists():
@@ -74,11 +65,11 @@ def _run(tmp_path, function, *inputs):
 
 def test_grad_and_vmap_in_kiln_run(tmp_path):
     (g,) = _run(tmp_path, "grad_w", X)
-    expected = _numerical_grad(lambda w: np.mean(np.tanh(X.astype(np.float64) @ w) ** 2), W)
+    expected = numerical_grad(lambda w: np.mean(np.tanh(X.astype(np.float64) @ w) ** 2), W)
     np.testing.assert_allclose(g, expected, rtol=1e-3, atol=1e-5)
     (per,) = _run(tmp_path, "per_example_grads", X)
     for i in range(2):
-        e = _numerical_grad(lambda w: np.mean(np.tanh(X[i:i + 1].astype(np.float64) @ w) ** 2), W)
+        e = numerical_grad(lambda w: np.mean(np.tanh(X[i:i + 1].astype(np.float64) @ w) ** 2), W)
         np.testing.assert_allclose(per[i], e, rtol=1e-3, atol=1e-5)
     (jac,) = _run(tmp_path, "jacobian", X)
     d = 1 - np.tanh(X @ W) ** 2
@@ -102,7 +93,7 @@ def test_scan_and_while_in_kiln_run(tmp_path):
             c = np.tanh(c + x @ w)
         return c.sum()
 
-    np.testing.assert_allclose(g, _numerical_grad(final_sum, W), rtol=1e-3, atol=1e-5)
+    np.testing.assert_allclose(g, numerical_grad(final_sum, W), rtol=1e-3, atol=1e-5)
     path = tmp_path / "t.vmfb"
     out = run_kiln_run(f"--module={path}", "--function=count_down", "--input=i32=5").stdout
     assert "32" in out
@@ -243,30 +234,6 @@ def control_flow(tmp_path_factory):
     return call
 
 
-def _fd_grad(f, x, eps=1e-6):
-    """Central differences of a scalar float64 function."""
-    x = np.asarray(x, np.float64)
-    g = np.zeros_like(x)
-    for i in range(x.size):
-        up, down = x.copy(), x.copy()
-        up.flat[i] += eps
-        down.flat[i] -= eps
-        g.flat[i] = (f(up) - f(down)) / (2 * eps)
-    return g
-
-
-def _fd_hessian(f, x, eps=1e-4):
-    """Second-order central differences of a scalar float64 function of a vector."""
-    n = x.size
-    h = np.zeros((n, n))
-    e = np.eye(n) * eps
-    for i in range(n):
-        for j in range(n):
-            a, b = e[i], e[j]
-            h[i, j] = (f(x + a + b) - f(x + a - b) - f(x - a + b) + f(x - a - b)) / (4 * eps ** 2)
-    return h
-
-
 def _close(got, want, rtol=1e-10, atol=1e-12):
     np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
 
@@ -329,7 +296,7 @@ def test_loops_in_kiln_run(control_flow):
 
 def test_loop_gradients_in_kiln_run(control_flow):
     g_fori, g_rev, g_len = control_flow("loop_grads", V, XS)
-    _grad_close(g_fori, _fd_grad(lambda v: np.sum(_fori_ref(v)), V))
+    _grad_close(g_fori, numerical_grad(lambda v: np.sum(_fori_ref(v)), V))
 
     def rev_total(a):
         c, total = V, 0.0
@@ -337,7 +304,7 @@ def test_loop_gradients_in_kiln_run(control_flow):
             c, total = np.tanh(c * a[t]), total + np.sum(c * a[t])
         return total
 
-    _grad_close(g_rev, _fd_grad(rev_total, XS))
+    _grad_close(g_rev, numerical_grad(rev_total, XS))
 
     def len_total(v):
         c = v
@@ -345,16 +312,16 @@ def test_loop_gradients_in_kiln_run(control_flow):
             c = np.sin(c) * v
         return np.sum(c)
 
-    _grad_close(g_len, _fd_grad(len_total, V))
+    _grad_close(g_len, numerical_grad(len_total, V))
 
 
 @pytest.mark.parametrize("x,k", [(V, 2), (V, 1), (-V, 0)], ids=["true_sin", "true_double", "false_identity"])
 def test_composed_control_flow_gradient_and_hessian_in_kiln_run(control_flow, x, k):
     value, g = control_flow("composed", x, np.int32(k))
     _close(value, _composed_ref(x, k))
-    _grad_close(g, _fd_grad(lambda v: _composed_ref(v, k), x))
+    _grad_close(g, numerical_grad(lambda v: _composed_ref(v, k), x))
     (h,) = control_flow("composed_hessian", x, np.int32(k))
-    np.testing.assert_allclose(h, _fd_hessian(lambda v: _composed_ref(v, k), x), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(h, numerical_hessian(lambda v: _composed_ref(v, k), x), rtol=1e-5, atol=1e-5)
     _close(h, h.T)
 
 
@@ -373,7 +340,7 @@ def test_jacrev_hessian_and_value_and_grad_with_aux_in_kiln_run(control_flow):
     want_hess[0, :] += np.cos(V)
     want_hess[:, 0] += np.cos(V)
     _close(hess, want_hess)
-    np.testing.assert_allclose(hess, _fd_hessian(lambda v: np.sum(np.sin(v)) * v[0], V), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(hess, numerical_hessian(lambda v: np.sum(np.sin(v)) * v[0], V), rtol=1e-6, atol=1e-6)
     value, aux, g = control_flow("value_aux", V)
     _close(value, np.sum(V ** 3))
     _close(aux, 2 * V)
@@ -390,7 +357,7 @@ def test_vmap_of_cond_in_kiln_run(control_flow):
 
 def test_transforms_of_a_kernel_in_kiln_run(control_flow):
     g, per_row, kernel_of_grad = control_flow("kernel_transforms", XS)
-    want = _fd_grad(lambda w: _kernel_loss_ref(w, XS), W64)
+    want = numerical_grad(lambda w: _kernel_loss_ref(w, XS), W64)
     _grad_close(g, want)
     _close(per_row, [_kernel_loss_ref(W64, r[None]) for r in XS])
     _grad_close(kernel_of_grad, want)
@@ -401,4 +368,4 @@ def test_kernel_inside_scan_and_its_gradient_in_kiln_run(control_flow):
     losses = [_kernel_loss_ref(W64, r[None]) for r in XS]
     _close(value, np.sum(losses))
     _close(partial, np.concatenate([[0.0], np.cumsum(losses)[:-1]]))
-    _grad_close(g, _fd_grad(lambda w: _kernel_loss_ref(w, XS), W64))
+    _grad_close(g, numerical_grad(lambda w: _kernel_loss_ref(w, XS), W64))
