@@ -50,3 +50,9 @@ test: install ctest ctest-sanitize pytest
 
 clean:
 	rm -rf build $(VENV)
+
+# The differential suite (tests/test_differential.py) with the long hypothesis
+# profile: many more generated examples than `make test` runs (docs/testing.md).
+.PHONY: test-long
+test-long: install
+	KILN_HYPOTHESIS_PROFILE=long $(BIN)/python -m pytest -q tests/test_differential.py
