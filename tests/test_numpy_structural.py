@@ -330,3 +330,12 @@ def test_program_interactive_and_kiln_run(tmp_path):
     run_kiln_run(f"--module={path}", "--function=run", f"--input=@{tmp_path / 'x.npy'}", f"--input=@{tmp_path / 'i.npy'}",
                  *[f"--output=@{o}" for o in outs])
     check_like_numpy([np.load(o) for o in outs], _structural_reference(x, 1), tol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int32, np.bool_, np.float32], ids=lambda d: np.dtype(d).name)
+def test_einsum_summing_an_operand_index_keeps_its_dtype(dtype):
+    """numpy's einsum keeps the operands' dtype when it sums out a label (int8 wraps, bool is logical or)."""
+    a = (np.arange(12).reshape(3, 4) * 20 - 100).astype(dtype)
+    b = (np.arange(4) * 30).astype(dtype)
+    for spec, args in (("ij->i", (a,)), ("ij->", (a,)), ("ij,k->i", (a, b)), ("ij,j->i", (a, b)), ("ii->", (a[:3, :3],))):
+        eager_and_jit(lambda *x, spec=spec: knp.einsum(spec, *x), lambda *x, spec=spec: np.einsum(spec, *x), *args)

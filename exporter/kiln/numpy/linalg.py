@@ -226,7 +226,7 @@ def einsum(subscripts, *operands, optimize=None):
     def sum_out(t, x, need):
         drop = [i for i, c in enumerate(t) if c not in need]
         if drop:
-            x = sum(x, axis=tuple(drop))
+            x = sum(x, axis=tuple(drop), dtype=aval(x).dtype)  # numpy keeps the operand dtype (ints wrap)
             t = "".join(c for i, c in enumerate(t) if i not in drop)
         return t, x
 
