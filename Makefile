@@ -15,7 +15,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(VENV)/.installed: $(BIN)/python pyproject.toml setup.py $(wildcard runtime-c/src/*.c runtime-c/src/*.h runtime-c/tools/*.c runtime-c/CMakeLists.txt)
+$(VENV)/.installed: $(BIN)/python pyproject.toml setup.py $(wildcard runtime-c/src/*.c runtime-c/src/*.h runtime-c/src/generated/*.h runtime-c/include/kiln/*.h runtime-c/tools/*.c runtime-c/tools/io/*.c runtime-c/tools/io/*.h runtime-c/CMakeLists.txt)
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $@
 

@@ -837,3 +837,11 @@ def test_program_interactive_and_kiln_run(tmp_path):
     run_kiln_run(f"--module={path}", "--function=run", *[f"--input=@{tmp_path / f'{a}.npy'}" for a in "xin"],
                  *[f"--output=@{o}" for o in outs])
     check_like_numpy([np.load(o) for o in outs], _surface_reference(x, -1, n), tol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int32, np.int64], ids=lambda d: np.dtype(d).name)
+def test_arange_negative_step_of_every_int_dtype(dtype):
+    """Traced arange runs start + i*step in the dtype's wrapping arithmetic: an unsigned dtype takes a negative step."""
+    for args in ((6, 0, -2), (120, 3, -7), (0, 10, 3), (5,)):
+        eager_and_jit(lambda x, args=args: knp.arange(*args, dtype=dtype) + x,
+                      lambda x, args=args: np.arange(*args, dtype=dtype) + x, dtype(0))

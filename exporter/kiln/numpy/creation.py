@@ -86,9 +86,11 @@ def arange(start, stop=None, step=None, dtype=None):
     step = 1 if step is None else step
     n = ref.size
     if dtypes.is_int(out_dtype) and all(float(v) == int(v) for v in (start, step)):
+        # start + i*step in the integer dtype's wrapping arithmetic (a negative step of an unsigned dtype wraps)
         iota = prims.iota.bind(shape=(n,), dimension=0, dtype=out_dtype)
-        scaled = prims.mul.bind(iota, broadcast_to(np.asarray(step, out_dtype), (n,)))
-        return prims.add.bind(scaled, broadcast_to(np.asarray(start, out_dtype), (n,)))
+        wrapped = [np.asarray(int(v)).astype(out_dtype) for v in (step, start)]
+        scaled = prims.mul.bind(iota, broadcast_to(wrapped[0], (n,)))
+        return prims.add.bind(scaled, broadcast_to(wrapped[1], (n,)))
     f64 = np.dtype(np.float64)
     iota = prims.iota.bind(shape=(n,), dimension=0, dtype=f64)
     values = prims.add.bind(prims.mul.bind(iota, broadcast_to(np.asarray(step, f64), (n,))), broadcast_to(np.asarray(start, f64), (n,)))
