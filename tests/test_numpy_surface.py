@@ -845,3 +845,18 @@ def test_arange_negative_step_of_every_int_dtype(dtype):
     for args in ((6, 0, -2), (120, 3, -7), (0, 10, 3), (5,)):
         eager_and_jit(lambda x, args=args: knp.arange(*args, dtype=dtype) + x,
                       lambda x, args=args: np.arange(*args, dtype=dtype) + x, dtype(0))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16], ids=["float16", "bfloat16"])
+def test_half_precision_running_sums_round_each_step_like_numpy(dtype):
+    """cumsum/cumprod of a storage type round every partial result, exactly as numpy's (and ml_dtypes') ufuncs do
+    (docs/numpy.md); sum accumulates in float32 and rounds once."""
+    x = (RNG.standard_normal(200) * 3).astype(dtype)
+    for fn in (knp.cumsum, lambda v: knp.cumprod(v[:20])):
+        ref = np.cumsum if fn is knp.cumsum else (lambda v: np.cumprod(v[:20]))
+        for got in (fn(x), kiln.jit(fn)(x)):
+            np.testing.assert_array_equal(np.asarray(got).astype(np.float64), ref(x).astype(np.float64))
+    n, stuck = (3000, 2048.0) if dtype == np.float16 else (300, 256.0)  # where 1 more no longer changes the sum
+    ones = np.ones(n, dtype)
+    assert float(kiln.jit(knp.cumsum)(ones)[-1]) == float(np.cumsum(ones)[-1]) == stuck
+    assert float(kiln.jit(knp.sum)(ones)) == float(n)
