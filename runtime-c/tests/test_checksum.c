@@ -7,16 +7,7 @@
 #include <string.h>
 
 #include "checksum.h"
-
-static int failures = 0;
-
-#define CHECK(cond)                                                             \
-  do {                                                                          \
-    if (!(cond)) {                                                              \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);  \
-      failures++;                                                               \
-    }                                                                           \
-  } while (0)
+#include "test_util.h"
 
 static uint32_t reference(const unsigned char* p, size_t n) {
   uint32_t crc = 0xFFFFFFFFu;
@@ -43,17 +34,11 @@ int main(void) {
   for (offset = 0; offset < 16; ++offset) {
     for (n = 0; n + offset <= sizeof buf && n <= 300; ++n) {
       uint32_t want = reference(buf + offset, n);
-      if (kiln_crc32(0, buf + offset, n) != want) {
-        fprintf(stderr, "offset %zu length %zu: 0x%08x, expected 0x%08x\n", offset, n,
-                (unsigned)kiln_crc32(0, buf + offset, n), (unsigned)want);
-        failures++;
-      }
+      CHECK(kiln_crc32(0, buf + offset, n) == want);
       for (cut = 0; cut <= n; cut += 7)
         CHECK(kiln_crc32(kiln_crc32(0, buf + offset, cut), buf + offset + cut, n - cut) ==
               want);
     }
   }
-  if (failures) fprintf(stderr, "%d failures\n", failures);
-  else printf("test_checksum: all passed\n");
-  return failures != 0;
+  TEST_MAIN_END();
 }
