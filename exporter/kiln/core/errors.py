@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from .source_info import SourceInfo, is_user_frame, traceback_user_frame_info, user_frame_info
+from .source_info import SourceInfo, traceback_user_frame_info, user_frame_info
 
 
 class KilnError(Exception):
@@ -39,19 +39,11 @@ class CompileError(KilnError):
 # Python's own messages name the tracer's class ("'GraphTracer' object has no attribute ...").
 _TRACER_OBJECT = re.compile(r"'(?:\w*Tracer)' object")
 _TRACER_NAME = re.compile(r"'(?:\w*Tracer)'")
-# ... and a call's inner function ("_unary_float.<locals>.fn() got an unexpected keyword argument").
-_LOCAL_FUNCTION = re.compile(r"^[\w.]*<locals>\.\w+\(\)")
 
 
-def _clean(message: str, exc: BaseException) -> str:
-    message = _TRACER_NAME.sub("'traced array'", _TRACER_OBJECT.sub("a traced array", message))
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    if isinstance(exc, TypeError) and tb is not None and is_user_frame(tb.tb_frame):
-        # Raised by the call itself in the user's line: the callee's inner name means nothing to them.
-        message = _LOCAL_FUNCTION.sub("the function called here", message)
-    return message
+def _clean(message: str) -> str:
+    """Python's messages about a tracer, in the user's words ("a traced array")."""
+    return _TRACER_NAME.sub("'traced array'", _TRACER_OBJECT.sub("a traced array", message))
 
 
 def attach_source(exc: BaseException) -> None:
@@ -74,6 +66,6 @@ def attach_source(exc: BaseException) -> None:
     where = f"\n  at {info}"
     args = exc.args
     if len(args) == 1 and isinstance(args[0], str) and str(exc) == args[0]:
-        exc.args = (_clean(args[0], exc) + where,)
+        exc.args = (_clean(args[0]) + where,)
     else:
         exc.add_note(f"at {info}")

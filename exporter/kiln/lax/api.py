@@ -34,7 +34,7 @@ def _binary(prim):
     def fn(x, y):
         return prim.bind(*_operands(x, y))
 
-    fn.__name__ = prim.name
+    fn.__name__ = fn.__qualname__ = prim.name  # Python names it in call errors
     fn.__doc__ = f"lax.{prim.name}: elementwise, operands of equal shape and dtype (scalars broadcast)."
     return fn
 
@@ -43,7 +43,7 @@ def _unary(prim):
     def fn(x):
         return prim.bind(*_operands(x))
 
-    fn.__name__ = prim.name
+    fn.__name__ = fn.__qualname__ = prim.name  # Python names it in call errors
     fn.__doc__ = f"lax.{prim.name}: elementwise."
     return fn
 
@@ -392,7 +392,7 @@ def _cumulative(name):
         x = asarray(operand)
         return getattr(_sp(), f"{name}_p").bind(x, axis=_axis(name, axis, _aval(x).ndim), reverse=bool(reverse))
 
-    fn.__name__ = name
+    fn.__name__ = fn.__qualname__ = name  # Python names it in call errors
     fn.__doc__ = f"jax.lax.{name}: the running {name[3:]} along axis (from the end if reverse), same shape and dtype."
     return fn
 

@@ -14,7 +14,7 @@ def _binary(prim, name):
         a, b = broadcast_all(a, b, where=name)
         return prim.bind(a, b)
 
-    fn.__name__ = name
+    fn.__name__ = fn.__qualname__ = name  # Python names it in call errors
     fn.__doc__ = f"numpy.{name} with broadcasting and type promotion."
     return fn
 
@@ -65,7 +65,7 @@ def _unary_float(prim, name):
         (a,) = _float_operands(name, x)
         return prim.bind(a)
 
-    fn.__name__ = name
+    fn.__name__ = fn.__qualname__ = name  # Python names it in call errors
     fn.__doc__ = f"numpy.{name}; integer inputs become floats as in numpy."
     return fn
 

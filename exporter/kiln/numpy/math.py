@@ -28,7 +28,7 @@ def _unary_float(prim_name, name):
         (a,) = _float_operands(name, x)
         return prim.bind(a)
 
-    fn.__name__ = name
+    fn.__name__ = fn.__qualname__ = name  # Python names it in call errors
     fn.__doc__ = f"numpy.{name}; integer inputs become floats as in numpy."
     return fn
 
@@ -59,7 +59,7 @@ def _binary_float(prim_name, name):
         a, b = broadcast_all(a, b, where=name)
         return prim.bind(a, b)
 
-    fn.__name__ = name
+    fn.__name__ = fn.__qualname__ = name  # Python names it in call errors
     fn.__doc__ = f"numpy.{name} with broadcasting; integer inputs become floats as in numpy."
     return fn
 
@@ -90,7 +90,7 @@ def _rounding(prim_name, name):
             return a
         return prim.bind(a)
 
-    fn.__name__ = name
+    fn.__name__ = fn.__qualname__ = name  # Python names it in call errors
     fn.__doc__ = (f"numpy.{name}; integers and booleans are returned unchanged." if name != "rint" else
                   "numpy.rint (half to even); integers and booleans become the float dtype numpy gives "
                   "(bool/int8/uint8 -> float16, int16 -> float32, int32/int64 -> float64).")
@@ -235,7 +235,7 @@ def _nan_ignoring(prim, name):
         out = prims.select.bind(prims.ne.bind(a, a), b, out)
         return prims.select.bind(prims.ne.bind(b, b), a, out)
 
-    fn.__name__ = name
+    fn.__name__ = fn.__qualname__ = name  # Python names it in call errors
     fn.__doc__ = f"numpy.{name}: like {name[1:]}imum but a NaN operand is ignored when the other is not NaN."
     return fn
 
@@ -256,7 +256,7 @@ def _logical(prim_name, name):
         a, b = broadcast_all(a, b, where=name)
         return prim.bind(a, b)
 
-    fn.__name__ = name
+    fn.__name__ = fn.__qualname__ = name  # Python names it in call errors
     fn.__doc__ = f"numpy.{name}: operands are converted to bool (nonzero is True)."
     return fn
 
@@ -286,7 +286,7 @@ def _bitwise(prim_name, name):
         a, b = broadcast_all(a, b, where=name)
         return prim.bind(a, b)
 
-    fn.__name__ = name
+    fn.__name__ = fn.__qualname__ = name  # Python names it in call errors
     fn.__doc__ = f"numpy.{name} for integers and booleans."
     return fn
 
@@ -314,7 +314,7 @@ def _shift(prim_name, name):
         a, b = broadcast_all(a, b, where=name)
         return prim.bind(a, b)
 
-    fn.__name__ = name
+    fn.__name__ = fn.__qualname__ = name  # Python names it in call errors
     fn.__doc__ = (f"numpy.{name} for integers. A shift count outside [0, bits) gives 0, or -1 when shifting "
                   "a negative value right (numpy's definition).")
     return fn
