@@ -2,6 +2,7 @@
  * access by name. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "buffer_internal.h"
 #include "context_internal.h"
@@ -52,6 +53,8 @@ kiln_status_t kiln_context_create(kiln_module_t* module, kiln_context_t** out) {
   }
   kiln_module_retain(module);
   c->module = module;
+  atomic_init(&c->running, 0);
+  atomic_init(&c->cancelled, 0);
   for (i = 0; i < module->global_count; ++i) {
     kiln_status_t s = initial_value(module, i, &c->globals[i]);
     if (s) {
@@ -72,6 +75,61 @@ void kiln_context_release(kiln_context_t* context) {
   free(context->globals);
   kiln_module_release(context->module);
   free(context);
+}
+
+static uint64_t monotonic_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+kiln_status_t kiln_call_budget_check(const kiln_call_budget_t* budget, const char* where) {
+  kiln_context_t* c = budget->context;
+  if (atomic_load_explicit(&c->cancelled, memory_order_relaxed) == budget->call)
+    return kiln_make_status(KILN_CANCELLED, "call cancelled (kiln_context_cancel) before %s",
+                            where);
+  if (budget->deadline_ns && monotonic_ns() >= budget->deadline_ns)
+    return kiln_make_status(KILN_DEADLINE_EXCEEDED,
+                            "call ran past its timeout of %.3f s before %s",
+                            (double)c->limits.timeout_ns / 1e9, where);
+  return NULL;
+}
+
+/* Runs a call with its number published for kiln_context_cancel and its
+ * limits armed. */
+static kiln_status_t invoke_bounded(kiln_context_t* c, uint32_t ordinal,
+                                    kiln_buffer_view_t* const* args,
+                                    kiln_buffer_view_t** results) {
+  kiln_call_budget_t budget;
+  kiln_status_t s;
+  budget.context = c;
+  budget.call = ++c->calls;
+  budget.deadline_ns = c->limits.timeout_ns ? monotonic_ns() + c->limits.timeout_ns : 0;
+  budget.steps_left = c->limits.max_steps ? c->limits.max_steps : UINT64_MAX;
+  atomic_store_explicit(&c->running, budget.call, memory_order_release);
+  s = kiln_vm_invoke(c, ordinal, args, results, &budget);
+  atomic_store_explicit(&c->running, 0, memory_order_release);
+  return s;
+}
+
+void kiln_call_limits_initialize(kiln_call_limits_t* limits) {
+  if (limits) memset(limits, 0, sizeof *limits);
+}
+
+kiln_status_t kiln_context_set_call_limits(kiln_context_t* context,
+                                           const kiln_call_limits_t* limits) {
+  if (!context)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "set_call_limits: context is NULL");
+  if (limits) context->limits = *limits;
+  else kiln_call_limits_initialize(&context->limits);
+  return NULL;
+}
+
+void kiln_context_cancel(kiln_context_t* context) {
+  uint64_t call;
+  if (!context) return;
+  call = atomic_load_explicit(&context->running, memory_order_acquire);
+  if (call) atomic_store_explicit(&context->cancelled, call, memory_order_relaxed);
 }
 
 kiln_status_t kiln_context_invoke(kiln_context_t* context, kiln_function_t function,
@@ -106,7 +164,7 @@ kiln_status_t kiln_context_invoke(kiln_context_t* context, kiln_function_t funct
     return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: argument %zu '%s' expects %s, got %s",
                             f->name, i, f->args[i].name, want, got);
   }
-  return kiln_vm_invoke(context, function.ordinal, args, results);
+  return invoke_bounded(context, function.ordinal, args, results);
 }
 
 static kiln_status_t find_global(kiln_context_t* context, const char* name, uint32_t* out,

@@ -2,6 +2,8 @@
 #ifndef KILN_CONTEXT_INTERNAL_H_
 #define KILN_CONTEXT_INTERNAL_H_
 
+#include <stdatomic.h>
+
 #include "kiln/runtime.h"
 #include "module_internal.h"
 
@@ -10,13 +12,32 @@
 struct kiln_context {
   kiln_module_t* module;
   kiln_buffer_view_t** globals; /* module->global_count current values */
+  kiln_call_limits_t limits;
+  /* Cancellation. `running`
+   * is the number of the call in progress (0: none); kiln_context_cancel
+   * copies it into `cancelled`, which the running call compares with its own
+   * number at each check. Call numbers start at 1 and never repeat. */
+  atomic_uint_fast64_t running;
+  atomic_uint_fast64_t cancelled;
+  uint64_t calls; /* calls started, for numbering them (serialized by the caller) */
 };
+
+/* The state a call checks its limits against (see kiln_call_limits_t). */
+typedef struct kiln_call_budget {
+  kiln_context_t* context;
+  uint64_t call;        /* this call's number */
+  uint64_t deadline_ns; /* CLOCK_MONOTONIC; 0: none */
+  uint64_t steps_left;  /* instructions; UINT64_MAX: no limit */
+} kiln_call_budget_t;
+
+/* CANCELLED or DEADLINE_EXCEEDED when the call must stop, naming `where`. */
+kiln_status_t kiln_call_budget_check(const kiln_call_budget_t* budget, const char* where);
 
 /* Runs function `ordinal` on already type-checked arguments; on success
  * stores result_count new references in `results`. */
 kiln_status_t kiln_vm_invoke(kiln_context_t* context, uint32_t ordinal,
                              kiln_buffer_view_t* const* args,
-                             kiln_buffer_view_t** results);
+                             kiln_buffer_view_t** results, kiln_call_budget_t* budget);
 
 /* True when `view` has exactly the module type `type`. */
 int kiln_view_has_module_type(const kiln_module_t* module, const kiln_buffer_view_t* view,

@@ -93,6 +93,8 @@ const char* kiln_status_code_name(kiln_status_code_t code) {
     case KILN_FAILED_PRECONDITION: return "FAILED_PRECONDITION";
     case KILN_INTERNAL: return "INTERNAL";
     case KILN_IO: return "IO";
+    case KILN_CANCELLED: return "CANCELLED";
+    case KILN_DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
   }
   return "UNKNOWN";
 }

@@ -30,6 +30,7 @@ typedef struct kiln_ref {
 } kiln_ref_t;
 
 typedef struct kiln_frame {
+  kiln_call_budget_t* budget; /* the call's limits, shared by its frames */
   const kiln_module_t* module;
   const kiln_function_info_t* fn;
   kiln_ref_t* r;
@@ -201,8 +202,8 @@ static kiln_status_t type_mismatch(const kiln_module_t* m, const kiln_buffer_vie
 
 /* ---- the interpreter --------------------------------------------------------- */
 
-static kiln_status_t run(kiln_context_t* c, uint32_t ordinal, const kiln_ref_t* args,
-                         kiln_ref_t* results, int depth);
+static kiln_status_t run(kiln_context_t* c, kiln_call_budget_t* budget, uint32_t ordinal,
+                         const kiln_ref_t* args, kiln_ref_t* results, int depth);
 
 static void release_module(void* module) { kiln_module_release(module); }
 
@@ -216,6 +217,7 @@ static kiln_status_t do_dispatch(kiln_context_t* c, kiln_frame_t* fr,
   kiln_dispatch_args_t args;
   kiln_status_t s = NULL;
   uint32_t j;
+  if ((s = kiln_call_budget_check(fr->budget, "a dispatch"))) return s;
   if (op[2].value > 16) bindings = malloc(sizeof *bindings * op[2].value);
   if (op[3].value > 16) push = malloc(sizeof *push * op[3].value);
   if (!bindings || !push) {
@@ -263,6 +265,7 @@ static kiln_status_t do_call(kiln_context_t* c, kiln_frame_t* fr,
   if (depth + 1 >= KILN_VM_MAX_CALL_DEPTH)
     return RUNTIME_ERROR("call depth limit (%d) exceeded calling '%s'",
                          KILN_VM_MAX_CALL_DEPTH, g->name);
+  if ((s = kiln_call_budget_check(fr->budget, "a call"))) return s;
   buf = calloc(n ? n : 1, sizeof *buf);
   if (!buf) return kiln_make_status(KILN_OUT_OF_MEMORY, "calling '%s'", g->name);
   for (j = 0; j < op[1].value && !s; ++j) {
@@ -272,7 +275,7 @@ static kiln_status_t do_call(kiln_context_t* c, kiln_frame_t* fr,
                         "call of '%s': argument %u '%s'", g->name, (unsigned)j,
                         g->args[j].name);
   }
-  if (!s) s = run(c, op[0].value, buf, buf + op[1].value, depth + 1);
+  if (!s) s = run(c, fr->budget, op[0].value, buf, buf + op[1].value, depth + 1);
   if (!s)
     for (j = 0; j < op[2].value; ++j) {
       kiln_ref_t* r = &buf[op[1].value + j];
@@ -472,11 +475,11 @@ static kiln_status_t step(kiln_context_t* c, kiln_frame_t* fr, const kiln_bc_ins
       return NULL;
     case KILN_OP_BR:
       *pc = op[0].value;
-      return NULL;
+      return *pc <= in->pc ? kiln_call_budget_check(fr->budget, "a backward branch") : NULL;
     case KILN_OP_BR_IF:
       if ((s = get_i(fr, op[0].value, &a))) return s;
       *pc = a ? op[1].value : op[2].value;
-      return NULL;
+      return *pc <= in->pc ? kiln_call_budget_check(fr->budget, "a backward branch") : NULL;
     case KILN_OP_I_CONST:
       set_i(fr, op[0].value, op[1].imm64);
       return NULL;
@@ -521,8 +524,8 @@ static kiln_status_t step(kiln_context_t* c, kiln_frame_t* fr, const kiln_bc_ins
   return kiln_make_status(KILN_INTERNAL, "unhandled opcode %u", (unsigned)in->opcode);
 }
 
-static kiln_status_t run(kiln_context_t* c, uint32_t ordinal, const kiln_ref_t* args,
-                         kiln_ref_t* results, int depth) {
+static kiln_status_t run(kiln_context_t* c, kiln_call_budget_t* budget, uint32_t ordinal,
+                         const kiln_ref_t* args, kiln_ref_t* results, int depth) {
   const kiln_module_t* m = c->module;
   const kiln_function_info_t* f = &m->functions[ordinal];
   kiln_frame_t fr;
@@ -531,6 +534,7 @@ static kiln_status_t run(kiln_context_t* c, uint32_t ordinal, const kiln_ref_t* 
   uint32_t pc = 0, j;
   int done = 0;
   char err[160];
+  fr.budget = budget;
   fr.module = m;
   fr.fn = f;
   fr.r = calloc(f->ref_count ? f->ref_count : 1, sizeof *fr.r);
@@ -548,6 +552,13 @@ static kiln_status_t run(kiln_context_t* c, uint32_t ordinal, const kiln_ref_t* 
   while (!done) {
     if (!kiln_bc_decode(f->code, f->code_len, pc, &in, err, sizeof err)) {
       s = kiln_make_status(KILN_INTERNAL, "function '%s': %s", f->name, err);
+      break;
+    }
+    if (budget->steps_left-- == 0) {
+      s = kiln_make_status(KILN_DEADLINE_EXCEEDED, "call ran past its limit of %llu "
+                           "bytecode instructions", (unsigned long long)c->limits.max_steps);
+      s = kiln_status_annotate(s, "in function '%s' at word %u (%s)", f->name,
+                               (unsigned)in.pc, in.info->name);
       break;
     }
     s = step(c, &fr, &in, results, depth, &pc, &done);
@@ -568,14 +579,14 @@ out:
 
 kiln_status_t kiln_vm_invoke(kiln_context_t* context, uint32_t ordinal,
                              kiln_buffer_view_t* const* args,
-                             kiln_buffer_view_t** results) {
+                             kiln_buffer_view_t** results, kiln_call_budget_t* budget) {
   const kiln_function_info_t* f = &context->module->functions[ordinal];
   kiln_ref_t* buf = calloc(f->arg_count + f->result_count + 1, sizeof *buf);
   kiln_status_t s;
   uint32_t j;
   if (!buf) return kiln_make_status(KILN_OUT_OF_MEMORY, "%s: allocating arguments", f->name);
   for (j = 0; j < f->arg_count; ++j) buf[j].view = args[j];
-  s = run(context, ordinal, buf, buf + f->arg_count, 0);
+  s = run(context, budget, ordinal, buf, buf + f->arg_count, 0);
   if (!s)
     for (j = 0; j < f->result_count; ++j) results[j] = buf[f->arg_count + j].view;
   free(buf);

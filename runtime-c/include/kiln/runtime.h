@@ -42,6 +42,8 @@ typedef enum kiln_status_code {
   KILN_FAILED_PRECONDITION = 6,
   KILN_INTERNAL = 7,
   KILN_IO = 8,                /* file system error */
+  KILN_CANCELLED = 9,         /* the call was cancelled (kiln_context_cancel) */
+  KILN_DEADLINE_EXCEEDED = 10, /* the call ran past its time or step limit */
 } kiln_status_code_t;
 
 typedef struct kiln_status* kiln_status_t;
@@ -202,6 +204,35 @@ kiln_status_t kiln_context_get_global(kiln_context_t* context, const char* name,
  * for immutable globals too, so that a checkpoint can be restored. */
 kiln_status_t kiln_context_set_global(kiln_context_t* context, const char* name,
                                       const kiln_buffer_view_t* value);
+
+/* ---- bounding and cancelling calls --------------------------------------- */
+
+/* Limits on each call made on a context. A call checks them, and the cancel
+ * request below, before each dispatch and call and at each backward branch
+ * (a kernel that has started runs its workgroups to the end). */
+typedef struct kiln_call_limits {
+  /* Wall-clock time one call may take, in nanoseconds; 0: no limit. A call
+   * past it fails with KILN_DEADLINE_EXCEEDED. */
+  uint64_t timeout_ns;
+  /* Bytecode instructions one call may execute, its callees' included; 0: no
+   * limit. Deterministic, unlike the timeout: a call past it fails with
+   * KILN_DEADLINE_EXCEEDED. */
+  uint64_t max_steps;
+} kiln_call_limits_t;
+
+void kiln_call_limits_initialize(kiln_call_limits_t* limits); /* no limits */
+/* Sets the limits of every later call on `context`; NULL removes them. Must
+ * not race with a call on the same context (calls on one context are
+ * serialized by the caller). */
+kiln_status_t kiln_context_set_call_limits(kiln_context_t* context,
+                                           const kiln_call_limits_t* limits);
+
+/* Cancels the call running on `context`, if there is one: it stops at its
+ * next check and returns KILN_CANCELLED, releasing everything it allocated;
+ * the context's globals keep the values stored before the check. Does nothing
+ * when no call is running (a later call is not affected). Safe to call from
+ * any thread and from a signal handler (it only touches lock-free atomics). */
+void kiln_context_cancel(kiln_context_t* context);
 
 #ifdef __cplusplus
 }
