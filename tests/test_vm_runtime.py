@@ -84,7 +84,9 @@ def test_constant_used_in_place_and_mov(driver, spec):
 
 def scan_fn(n: int, c: int):
     """scan(xs, zs) -> (ys, copy): for i in 0..n-1, ys[i] = xs[i] + 2 * zs[i] by the
-    test kernel on row views, and copy[i] = xs[i] by set_row straight from a row."""
+    test kernel on row views, and copy[i] = xs[i] by set_row straight from a row.
+
+    Dispatches kernel 1 of the spec: add it with row_kernel(spec, c)."""
     rows, row = TensorType("f32", (n, c)), TensorType("f32", (c,))
     head, body, done = Label("head"), Label("body"), Label("done")
     return fn("scan", [("xs", rows), ("zs", rows)], [("ys", rows), ("copy", rows)], [
@@ -102,7 +104,7 @@ def scan_fn(n: int, c: int):
         Instr("buffer.row", 3, 0, 0),
         Instr("buffer.row", 4, 1, 0),
         Instr("alloc", 5, row),
-        Instr("dispatch", 0, 1, [3, 4, 5], [4, 5]),
+        Instr("dispatch", 1, 1, [3, 4, 5], [4, 5]),
         Instr("buffer.set_row", 2, 0, 5),
         Instr("buffer.set_row", 6, 0, 3),
         Instr("i.add", 0, 0, 2),
@@ -110,6 +112,14 @@ def scan_fn(n: int, c: int):
         done,
         Instr("ret", [2, 6]),
     ])
+
+
+def row_kernel(spec, c: int) -> None:
+    """Adds kernel 1: the test kernel's entry point with bindings of c floats (a
+    written binding is exactly the size of its buffer)."""
+    spec.kernels.append(KernelSpec("axpy_row", 0, 0, [BindingSpec(4 * c, False),
+                                                      BindingSpec(4 * c, False),
+                                                      BindingSpec(4 * c, True)], 2))
 
 
 def arg(a: np.ndarray) -> str:
@@ -128,6 +138,7 @@ def result(line: str, shape) -> np.ndarray:
 @pytest.mark.parametrize("n, c", [(5, 4), (3, 16), (9, 6), (1, 4), (0, 4)])
 def test_scan_loop_of_rows_matches_numpy(driver, spec, n, c):
     spec.functions.append(scan_fn(n, c))
+    row_kernel(spec, c)
     rng = np.random.default_rng(n * 100 + c)
     xs = rng.standard_normal((n, c)).astype(np.float32)
     zs = rng.standard_normal((n, c)).astype(np.float32)
@@ -143,6 +154,7 @@ def test_scan_through_the_python_binding(spec):
     from runtime_tools import ensure_runtime_library
     ensure_runtime_library()
     spec.functions.append(scan_fn(7, 6))
+    row_kernel(spec, 6)
     xs = np.arange(42, dtype=np.float32).reshape(7, 6)
     zs = np.linspace(-1, 1, 42, dtype=np.float32).reshape(7, 6)
     with Instance(worker_count=2) as inst, Module.from_bytes(inst, serialize(spec)) as m, \
@@ -179,6 +191,7 @@ def test_rows_of_rows_constants_and_globals(driver, spec):
 
 def test_disassembly_shows_row_ops(driver, spec):
     spec.functions.append(scan_fn(2, 4))
+    row_kernel(spec, 4)
     out = driver.load(serialize(spec))
     assert "buffer.row r3, r0, i0" in out
     assert "buffer.set_row r2, i0, r5" in out
@@ -237,7 +250,7 @@ X54 = TensorType("f32", (5, 4))
     ([Instr("alloc", 1, X54), Instr("mov", 3, 1), Instr("i.const", 0, 1),
       Instr("buffer.row", 2, 1, 0), Instr("buffer.set_row", 3, 0, 2)],
      "buffer.set_row: dst r3 holds a read-only buffer (frozen"),
-    ([Instr("alloc", 1, TensorType("f32", (2, 4))), Instr("mov", 3, 1), Instr("i.const", 0, 0),
+    ([Instr("alloc", 1, TensorType("f32", (1, 4))), Instr("mov", 3, 1), Instr("i.const", 0, 0),
       Instr("buffer.row", 3, 3, 0), Instr("i.const", 1, 4), Instr("i.const", 2, 2),
       Instr("buffer.row", 4, 0, 0), Instr("dispatch", 0, 1, [4, 4, 1], [1, 2])],
      "binding 2 (r1) is written by the kernel but holds a read-only buffer (frozen"),
@@ -511,6 +524,7 @@ def test_loader_rejects_bad_tables(driver, spec, mutate, message):
 def test_c_and_python_disassembly_agree(driver, spec):
     """kiln_module_disassemble and kiln.vm.disassembler print the same text."""
     spec.functions.append(scan_fn(3, 4))
+    row_kernel(spec, 4)
     data = serialize(spec)
     out = driver.load(data)
     m = ModuleFile(data)
@@ -541,6 +555,7 @@ def test_corrupt_modules_fail_cleanly(driver, spec, with_rows):
     """Every truncation and thousands of byte-flipped copies: load or error, never crash."""
     if with_rows:
         spec.functions.append(scan_fn(3, 4))
+        row_kernel(spec, 4)
     proc = driver.raw("fuzz", serialize(spec))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()

@@ -25,6 +25,9 @@ struct kiln_buffer_view {
   /* Set by the VM (kiln_buffer_view_freeze, see buffer_internal.h): nothing
    * writes into the buffer in place from then on. */
   int frozen;
+  /* Set by the VM's alloc (kiln_buffer_view_mark_unwritten): the contents
+   * are stale heap bytes, to be zeroed before anything reads them. */
+  int unwritten;
   void (*keepalive_release)(void*);
   void* keepalive;
 };
@@ -186,6 +189,7 @@ kiln_status_t kiln_buffer_view_allocate(kiln_dtype_t dtype, size_t rank,
   view->data = (char*)view + KILN_HEADER_SIZE;
   view->owned = 1;
   view->frozen = 0;
+  view->unwritten = 0;
   view->keepalive_release = NULL;
   view->keepalive = NULL;
   /* Zero the tail padding only; the elements are left uninitialized. */
@@ -258,6 +262,7 @@ kiln_status_t kiln_buffer_view_wrap(kiln_dtype_t dtype, size_t rank,
   view->data = data;
   view->owned = 0;
   view->frozen = 0;
+  view->unwritten = 0;
   view->keepalive_release = keepalive_release;
   view->keepalive = keepalive;
   *out = view;
@@ -303,6 +308,15 @@ void* kiln_buffer_view_mutable_data(kiln_buffer_view_t* view) {
 }
 
 void kiln_buffer_view_freeze(kiln_buffer_view_t* view) { view->frozen = 1; }
+
+void kiln_buffer_view_mark_unwritten(kiln_buffer_view_t* view) { view->unwritten = 1; }
+void kiln_buffer_view_mark_written(kiln_buffer_view_t* view) { view->unwritten = 0; }
+
+void kiln_buffer_view_zero_if_unwritten(kiln_buffer_view_t* view) {
+  if (!view->unwritten) return;
+  memset(view->data, 0, view->byte_size);
+  view->unwritten = 0;
+}
 int kiln_buffer_view_is_frozen(const kiln_buffer_view_t* view) { return view->frozen; }
 
 int kiln_buffer_view_has_type(const kiln_buffer_view_t* view, kiln_dtype_t dtype,

@@ -31,6 +31,16 @@ kiln_status_t kiln_buffer_view_wrap(kiln_dtype_t dtype, size_t rank,
 void kiln_buffer_view_freeze(kiln_buffer_view_t* view);
 int kiln_buffer_view_is_frozen(const kiln_buffer_view_t* view);
 
+/* The VM's initialization rule: a buffer made by `alloc` is marked unwritten
+ * (its bytes are stale heap memory). A dispatch that binds it to a writable
+ * binding of exactly its size writes every byte (kernel_abi.h) and marks it
+ * written; any other use first zeroes it. So no call can read, return or
+ * store bytes that nothing in it wrote. Only the allocating invocation's
+ * thread touches the flag. */
+void kiln_buffer_view_mark_unwritten(kiln_buffer_view_t* view);
+void kiln_buffer_view_mark_written(kiln_buffer_view_t* view);
+void kiln_buffer_view_zero_if_unwritten(kiln_buffer_view_t* view);
+
 /* Product of dims times dtype size, with overflow checks; 0 on success. */
 int kiln_compute_byte_size(kiln_dtype_t dtype, size_t rank,
                            const int64_t* shape, size_t* out);

@@ -6,9 +6,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#if defined(__linux__)
+#include <linux/fs.h>
+#include <sys/vfs.h>
+#endif
 
 #include "buffer_internal.h"
 #include "checksum.h"
@@ -18,6 +23,10 @@
 #include "status_internal.h"
 
 #define CORRUPT(...) kiln_make_status(KILN_DATA_LOSS, __VA_ARGS__)
+
+/* statfs f_type of the read-only file system images (linux/magic.h). */
+#define KILN_SQUASHFS_MAGIC 0x73717368u
+#define KILN_EROFS_MAGIC 0xE0F5E1E2u
 
 void kiln_format_type_info(const kiln_type_info_t* type, char* buf, size_t size) {
   kiln_format_type(type->dtype, type->rank, type->shape, buf, size);
@@ -486,6 +495,57 @@ kiln_status_t kiln_module_load_memory(kiln_instance_t* instance, const void* dat
   return module_finish(m, out);
 }
 
+/* Why the bytes of the open file `fd` cannot change while it is mapped, or
+ * NULL when they can. Only then is the file used in place (mapped): a file
+ * changed after loading would otherwise feed unverified bytes to the VM, and
+ * a truncated one would fault (SIGBUS) on access. */
+static const char* file_cannot_change(int fd) {
+#ifdef F_GET_SEALS
+  int seals = fcntl(fd, F_GET_SEALS);
+  if (seals >= 0 && (seals & F_SEAL_WRITE) && (seals & F_SEAL_SHRINK))
+    return "a memfd sealed against writing and shrinking";
+#endif
+#if defined(__linux__) && defined(FS_IOC_GETFLAGS) && defined(FS_IMMUTABLE_FL)
+  {
+    int flags = 0;
+    if (ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0 && (flags & FS_IMMUTABLE_FL))
+      return "a file with the immutable attribute";
+  }
+#endif
+#if defined(__linux__)
+  {
+    struct statfs fs;
+    if (fstatfs(fd, &fs) == 0 &&
+        ((uint32_t)fs.f_type == KILN_SQUASHFS_MAGIC || (uint32_t)fs.f_type == KILN_EROFS_MAGIC))
+      return "a file on a read-only file system image (squashfs or erofs)";
+  }
+#endif
+  return NULL;
+}
+
+/* Reads the whole file into a 64-byte aligned buffer that the module owns. A
+ * file that shrinks while it is read gives what was there (the checksum then
+ * fails); one that grows is read up to the size fstat reported. */
+static kiln_status_t read_file(kiln_module_t* m, int fd, size_t size, const char* path) {
+  size_t done = 0;
+  void* copy = NULL;
+  if (posix_memalign(&copy, KILN_FB_MAX_ALIGN, size) != 0)
+    return kiln_make_status(KILN_OUT_OF_MEMORY, "reading module '%s' of %zu bytes", path,
+                            size);
+  m->owned = copy;
+  while (done < size) {
+    ssize_t n = read(fd, (char*)copy + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0)
+      return kiln_make_status(KILN_IO, "cannot read module '%s': %s", path, strerror(errno));
+    if (n == 0) break;
+    done += (size_t)n;
+  }
+  m->data = copy;
+  m->size = done;
+  return NULL;
+}
+
 kiln_status_t kiln_module_load_file(kiln_instance_t* instance, const char* path,
                                     kiln_module_t** out) {
   kiln_module_t* m = NULL;
@@ -520,17 +580,31 @@ kiln_status_t kiln_module_load_file(kiln_instance_t* instance, const char* path,
     module_destroy(m);
     return CORRUPT("module '%s' is an empty file", path);
   }
-  m->mapping = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-  close(fd);
-  if (m->mapping == MAP_FAILED) {
-    int e = errno;
-    m->mapping = NULL;
+  if ((uint64_t)st.st_size > SIZE_MAX) {
+    close(fd);
     module_destroy(m);
-    return kiln_make_status(KILN_IO, "cannot map module '%s': %s", path, strerror(e));
+    return kiln_make_status(KILN_OUT_OF_MEMORY, "module '%s' is too large", path);
   }
-  m->mapping_size = (size_t)st.st_size;
-  m->data = m->mapping;
-  m->size = m->mapping_size;
+  if (file_cannot_change(fd)) {
+    m->mapping = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (m->mapping == MAP_FAILED) {
+      int e = errno;
+      close(fd);
+      m->mapping = NULL;
+      module_destroy(m);
+      return kiln_make_status(KILN_IO, "cannot map module '%s': %s", path, strerror(e));
+    }
+    m->mapping_size = (size_t)st.st_size;
+    m->data = m->mapping;
+    m->size = m->mapping_size;
+  } else {
+    s = read_file(m, fd, (size_t)st.st_size, path);
+  }
+  close(fd);
+  if (s) {
+    module_destroy(m);
+    return s;
+  }
   s = module_finish(m, out);
   return s ? kiln_status_annotate(s, "%s", path) : NULL;
 }

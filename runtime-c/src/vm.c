@@ -23,10 +23,13 @@
 /* A ref register: a view and whether kernels and buffer.set_row may write into
  * it: only buffers this invocation allocated (alloc, i.store), and only until
  * they are frozen (see ref_writable). Constants, globals' values, arguments and
- * row views are read-only. */
+ * row views are read-only. `external`: the memory is the caller's (an argument
+ * of the outermost call, or a row view of one), which the caller may change
+ * after the call, so global.store keeps a copy of it. */
 typedef struct kiln_ref {
   kiln_buffer_view_t* view;
   uint8_t writable;
+  uint8_t external;
 } kiln_ref_t;
 
 typedef struct kiln_frame {
@@ -139,12 +142,22 @@ static void store_i64(kiln_dtype_t dtype, void* p, int64_t x) {
 
 /* ---- registers ------------------------------------------------------------- */
 
-static kiln_status_t get_ref(const kiln_frame_t* fr, uint32_t reg, kiln_ref_t* out) {
+/* The register as it is, without the read rule below: for mov, and for the
+ * bindings a kernel writes in full. */
+static kiln_status_t get_ref_raw(const kiln_frame_t* fr, uint32_t reg, kiln_ref_t* out) {
   if (!fr->r[reg].view)
     return RUNTIME_ERROR("register r%u read before assignment in function '%s'",
                          (unsigned)reg, fr->fn->name);
   *out = fr->r[reg];
   return NULL;
+}
+
+/* The register for a use that reads its buffer: an unwritten allocation is
+ * zeroed first (buffer_internal.h). */
+static kiln_status_t get_ref(const kiln_frame_t* fr, uint32_t reg, kiln_ref_t* out) {
+  kiln_status_t s = get_ref_raw(fr, reg, out);
+  if (!s && out->writable) kiln_buffer_view_zero_if_unwritten(out->view);
+  return s;
 }
 
 static kiln_status_t get_i(const kiln_frame_t* fr, uint32_t reg, int64_t* out) {
@@ -157,10 +170,11 @@ static kiln_status_t get_i(const kiln_frame_t* fr, uint32_t reg, int64_t* out) {
 
 /* Takes ownership of one reference to `view`. */
 static void set_ref(kiln_frame_t* fr, uint32_t reg, kiln_buffer_view_t* view,
-                    uint8_t writable) {
+                    uint8_t writable, uint8_t external) {
   kiln_buffer_view_release(fr->r[reg].view);
   fr->r[reg].view = view;
   fr->r[reg].writable = writable;
+  fr->r[reg].external = external;
 }
 
 /* Writable in place: made by this invocation and not frozen since (stored
@@ -226,14 +240,21 @@ static kiln_status_t do_dispatch(kiln_context_t* c, kiln_frame_t* fr,
     goto done;
   }
   for (j = 0; j < op[2].value && !s; ++j) {
-    kiln_ref_t ref = {NULL, 0};
+    kiln_ref_t ref = {NULL, 0, 0};
     size_t size;
-    if ((s = get_ref(fr, op[2].list[j], &ref))) break;
+    if ((s = k->binding_writable[j] ? get_ref_raw(fr, op[2].list[j], &ref)
+                                    : get_ref(fr, op[2].list[j], &ref)))
+      break;
     size = kiln_buffer_view_byte_size(ref.view);
     if (size < k->binding_sizes[j])
       s = RUNTIME_ERROR("dispatch of kernel '%s': binding %u (r%u) is %zu bytes, the kernel "
                         "needs at least %llu", k->name, (unsigned)j,
                         (unsigned)op[2].list[j], size,
+                        (unsigned long long)k->binding_sizes[j]);
+    else if (k->binding_writable[j] && size != k->binding_sizes[j])
+      s = RUNTIME_ERROR("dispatch of kernel '%s': binding %u (r%u) is %zu bytes, the kernel "
+                        "writes exactly %llu (a written binding must be the size of its "
+                        "buffer)", k->name, (unsigned)j, (unsigned)op[2].list[j], size,
                         (unsigned long long)k->binding_sizes[j]);
     else if (k->binding_writable[j] && !ref_writable(ref))
       s = RUNTIME_ERROR("dispatch of kernel '%s': binding %u (r%u) is written by the kernel "
@@ -250,6 +271,9 @@ static kiln_status_t do_dispatch(kiln_context_t* c, kiln_frame_t* fr,
   args.reserved = 0;
   s = kiln_pool_dispatch(kiln_instance_pool(c->module->instance), k->name, k->fn, &args,
                          op[1].value);
+  /* The kernel wrote every byte of its writable bindings (kernel_abi.h). */
+  for (j = 0; j < op[2].value && !s; ++j)
+    if (k->binding_writable[j]) kiln_buffer_view_mark_written(fr->r[op[2].list[j]].view);
 done:
   if (bindings != bind_small) free(bindings);
   if (push != push_small) free(push);
@@ -279,7 +303,7 @@ static kiln_status_t do_call(kiln_context_t* c, kiln_frame_t* fr,
   if (!s)
     for (j = 0; j < op[2].value; ++j) {
       kiln_ref_t* r = &buf[op[1].value + j];
-      set_ref(fr, op[2].list[j], r->view, r->writable);
+      set_ref(fr, op[2].list[j], r->view, r->writable, r->external);
     }
   free(buf);
   return s;
@@ -338,10 +362,11 @@ static size_t row_bytes(const kiln_buffer_view_t* view) {
  * buffer. Either way dst is read-only, and src is frozen so that the row
  * cannot change under its reader: the two cases cannot be told apart. */
 static kiln_status_t do_row(kiln_frame_t* fr, const kiln_bc_operand_t* op) {
-  kiln_ref_t src = {NULL, 0};
+  kiln_ref_t src = {NULL, 0, 0};
   kiln_buffer_view_t* v = NULL;
   const int64_t* shape;
   const char* base;
+  uint8_t external = 0; /* a copy is the VM's own */
   size_t rank, bytes, offset;
   int64_t index = 0;
   kiln_dtype_t dtype;
@@ -365,19 +390,20 @@ static kiln_status_t do_row(kiln_frame_t* fr, const kiln_bc_operand_t* op) {
       kiln_buffer_view_release(src.view);
       return s;
     }
+    external = src.external;
   } else {
     /* offset != 0, so bytes != 0 and base is not NULL. */
     if ((s = kiln_buffer_view_allocate(dtype, rank - 1, shape + 1, &v))) return s;
     memcpy(kiln_buffer_view_mutable_data(v), base + offset, bytes);
   }
   freeze(src); /* before set_ref: dst may be src's register */
-  set_ref(fr, op[0].value, v, 0);
+  set_ref(fr, op[0].value, v, 0, external);
   return NULL;
 }
 
 /* buffer.set_row dst, index, src: copies src into row `index` of dst. */
 static kiln_status_t do_set_row(kiln_frame_t* fr, const kiln_bc_operand_t* op) {
-  kiln_ref_t dst = {NULL, 0}, src = {NULL, 0};
+  kiln_ref_t dst = {NULL, 0, 0}, src = {NULL, 0, 0};
   const int64_t* shape;
   size_t rank, bytes;
   int64_t index = 0;
@@ -422,7 +448,7 @@ static kiln_status_t step(kiln_context_t* c, kiln_frame_t* fr, const kiln_bc_ins
   const kiln_module_t* m = fr->module;
   const kiln_bc_operand_t* op = in->operands;
   kiln_buffer_view_t* v = NULL;
-  kiln_ref_t ref = {NULL, 0};
+  kiln_ref_t ref = {NULL, 0, 0};
   int64_t a = 0, b = 0;
   kiln_status_t s = NULL;
   *pc = in->next_pc;
@@ -430,7 +456,8 @@ static kiln_status_t step(kiln_context_t* c, kiln_frame_t* fr, const kiln_bc_ins
     case KILN_OP_ALLOC: {
       const kiln_type_info_t* t = &m->types[op[1].value];
       if ((s = kiln_buffer_view_allocate(t->dtype, t->rank, t->shape, &v))) return s;
-      set_ref(fr, op[0].value, v, 1);
+      kiln_buffer_view_mark_unwritten(v);
+      set_ref(fr, op[0].value, v, 1, 0);
       return NULL;
     }
     case KILN_OP_CONST: {
@@ -443,12 +470,12 @@ static kiln_status_t step(kiln_context_t* c, kiln_frame_t* fr, const kiln_bc_ins
         kiln_module_release((kiln_module_t*)(uintptr_t)m);
         return s;
       }
-      set_ref(fr, op[0].value, v, 0);
+      set_ref(fr, op[0].value, v, 0, 0);
       return NULL;
     }
     case KILN_OP_GLOBAL_LOAD:
       kiln_buffer_view_retain(c->globals[op[1].value]);
-      set_ref(fr, op[0].value, c->globals[op[1].value], 0);
+      set_ref(fr, op[0].value, c->globals[op[1].value], 0, 0);
       return NULL;
     case KILN_OP_GLOBAL_STORE: {
       const kiln_global_info_t* g = &m->globals[op[0].value];
@@ -456,11 +483,23 @@ static kiln_status_t step(kiln_context_t* c, kiln_frame_t* fr, const kiln_bc_ins
       if (!kiln_view_has_module_type(m, ref.view, g->type))
         return type_mismatch(m, ref.view, g->type, "global.store: global %u '%s'",
                              (unsigned)op[0].value, g->info.name);
-      kiln_buffer_view_retain(ref.view);
+      if (ref.external) {
+        /* The caller may write into its memory after the call, or pass it to
+         * other contexts: the global keeps its own copy. */
+        const kiln_buffer_view_t* x = ref.view;
+        if ((s = kiln_buffer_view_create(kiln_buffer_view_dtype(x), kiln_buffer_view_rank(x),
+                                         kiln_buffer_view_shape(x), kiln_buffer_view_data(x),
+                                         kiln_buffer_view_byte_size(x), &v)))
+          return kiln_status_annotate(s, "global.store: copying into global '%s'",
+                                      g->info.name);
+      } else {
+        v = ref.view;
+        kiln_buffer_view_retain(v);
+        freeze(ref); /* now the global's value: no writes in place, through any register */
+        fr->r[op[1].value].writable = 0;
+      }
       kiln_buffer_view_release(c->globals[op[0].value]);
-      c->globals[op[0].value] = ref.view;
-      freeze(ref); /* now the global's value: no writes in place, through any register */
-      fr->r[op[1].value].writable = 0;
+      c->globals[op[0].value] = v;
       return NULL;
     }
     case KILN_OP_DISPATCH: return do_dispatch(c, fr, op);
@@ -469,9 +508,9 @@ static kiln_status_t step(kiln_context_t* c, kiln_frame_t* fr, const kiln_bc_ins
       *done = 1;
       return do_ret(fr, op, results);
     case KILN_OP_MOV:
-      if ((s = get_ref(fr, op[1].value, &ref))) return s;
+      if ((s = get_ref_raw(fr, op[1].value, &ref))) return s;
       kiln_buffer_view_retain(ref.view);
-      set_ref(fr, op[0].value, ref.view, ref.writable);
+      set_ref(fr, op[0].value, ref.view, ref.writable, ref.external);
       return NULL;
     case KILN_OP_BR:
       *pc = op[0].value;
@@ -513,7 +552,7 @@ static kiln_status_t step(kiln_context_t* c, kiln_frame_t* fr, const kiln_bc_ins
       if ((s = get_i(fr, op[1].value, &a))) return s;
       if ((s = kiln_buffer_view_allocate(t->dtype, 0, NULL, &v))) return s;
       store_i64(t->dtype, kiln_buffer_view_mutable_data(v), a);
-      set_ref(fr, op[0].value, v, 1);
+      set_ref(fr, op[0].value, v, 1, 0);
       return NULL;
     }
     case KILN_OP_BUFFER_ROW: return do_row(fr, op);
@@ -585,7 +624,10 @@ kiln_status_t kiln_vm_invoke(kiln_context_t* context, uint32_t ordinal,
   kiln_status_t s;
   uint32_t j;
   if (!buf) return kiln_make_status(KILN_OUT_OF_MEMORY, "%s: allocating arguments", f->name);
-  for (j = 0; j < f->arg_count; ++j) buf[j].view = args[j];
+  for (j = 0; j < f->arg_count; ++j) {
+    buf[j].view = args[j];
+    buf[j].external = 1;
+  }
   s = run(context, budget, ordinal, buf, buf + f->arg_count, 0);
   if (!s)
     for (j = 0; j < f->result_count; ++j) results[j] = buf[f->arg_count + j].view;
