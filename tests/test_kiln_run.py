@@ -5,8 +5,10 @@ Makefile provides $KILN_SANITIZE_BUILD these run the ASan+UBSan binaries, so
 a leak or an invalid access on any path fails the test too."""
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 import zipfile
 
 import numpy as np
@@ -16,7 +18,9 @@ from kiln.vm.runtime import numpy_dtype
 from kiln.vm.writer import serialize
 from runtime_tools import ALL_DTYPES, identity_spec, native_build_dir, run
 from vm_native import build_kernel, host_triple
-from vm_specs import axpy_spec
+from kiln.vm.isa import Instr, Label
+from kiln.vm.module_spec import ModuleSpec
+from vm_specs import I64, axpy_spec, fn
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +39,21 @@ def modules(tmp_path_factory):
     kernel = build_kernel(tmp_path_factory.mktemp("kernel"))
     (d / "axpy.vmfb").write_bytes(serialize(axpy_spec(kernel, host_triple())))
     (d / "ident.vmfb").write_bytes(serialize(identity_spec()))
+    (d / "spin.vmfb").write_bytes(serialize(spin_spec()))
     return d
+
+
+def spin_spec() -> ModuleSpec:
+    """`spin()` loops forever; `count(n)` loops n times (4n + 7 instructions)."""
+    spin, loop, body, done = Label("spin"), Label("loop"), Label("body"), Label("done")
+    return ModuleSpec("spin", functions=[
+        fn("spin", [], [], [spin, Instr("br", spin)]),
+        fn("count", [("n", I64)], [("n", I64)], [
+            Instr("i.load", 0, 0), Instr("i.const", 1, 0), Instr("i.const", 2, 1), loop,
+            Instr("i.lt", 3, 1, 0), Instr("br.if", 3, body, done), body,
+            Instr("i.add", 1, 1, 2), Instr("br", loop), done, Instr("i.store", 0, 1, I64),
+            Instr("ret", [0])]),
+    ])
 
 
 def parse_printed(stdout: str) -> list[tuple[str, str]]:
@@ -284,6 +302,11 @@ ERRORS = [
     (["--input=f32=1", "--list"], ["need --function"]),
     (["stray"], ["unknown argument 'stray'"]),
     (["--function"], ["--function needs a value"]),
+    (["--function=step", "--timeout=0"], ["--timeout expects a number of seconds", "'0'"]),
+    (["--function=step", "--timeout=soon"], ["--timeout expects a number of seconds"]),
+    (["--function=step", "--timeout=nan"], ["--timeout expects a number of seconds"]),
+    (["--function=step", "--max-steps=0"], ["--max-steps expects an integer"]),
+    (["--timeout=1", "--list"], ["--timeout and --max-steps need --function"]),
 ]
 
 
@@ -315,6 +338,46 @@ def test_bad_module_files(kiln_run, modules, tmp_path, setup, fragment):
     assert proc.returncode != 0
     lines = proc.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("kiln-run: error: ") and fragment in lines[0]
+
+
+def test_timeout_and_step_limit_stop_an_endless_loop(kiln_run, modules):
+    m = f"--module={modules / 'spin.vmfb'}"
+    proc = run(kiln_run, m, "--function=spin", "--timeout=0.2", check=False)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.startswith("kiln-run: error: in function 'spin' at word 0 (br): call "
+                                  "ran past its timeout of 0.200 s before a backward branch")
+    assert proc.stderr.count("\n") == 1
+    proc = run(kiln_run, m, "--function=spin", "--max-steps=1000", check=False)
+    assert proc.returncode == 1
+    assert "call ran past its limit of 1000 bytecode instructions" in proc.stderr
+    # The budget is exact: count(n) takes 4n + 7 instructions.
+    out = run(kiln_run, m, "--function=count", "--input=i64=50", "--max-steps=207").stdout
+    assert out == "result[0]: i64\n50\n"
+    proc = run(kiln_run, m, "--function=count", "--input=i64=50", "--max-steps=206",
+               check=False)
+    assert proc.returncode == 1 and "limit of 206 bytecode instructions" in proc.stderr
+    # Each call of a benchmark gets the whole timeout.
+    out = run(kiln_run, m, "--function=count", "--input=i64=1000", "--benchmark=5",
+              "--timeout=30").stdout
+    assert out.startswith("benchmark: count: 5 calls")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_cancels_the_running_call(kiln_run, modules, sig):
+    proc = subprocess.Popen([str(kiln_run), f"--module={modules / 'spin.vmfb'}",
+                             "--function=spin"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(0.5)
+        assert proc.poll() is None  # it really loops
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + sig
+    assert err.startswith("kiln-run: error: in function 'spin' at word 0 (br): call "
+                          "cancelled before a backward branch")
+    assert err.count("\n") == 1 and out == ""
 
 
 def test_usage_errors(kiln_run):

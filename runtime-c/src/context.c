@@ -86,7 +86,7 @@ static uint64_t monotonic_ns(void) {
 kiln_status_t kiln_call_budget_check(const kiln_call_budget_t* budget, const char* where) {
   kiln_context_t* c = budget->context;
   if (atomic_load_explicit(&c->cancelled, memory_order_relaxed) == budget->call)
-    return kiln_make_status(KILN_CANCELLED, "call cancelled (kiln_context_cancel) before %s",
+    return kiln_make_status(KILN_CANCELLED, "call cancelled before %s",
                             where);
   if (budget->deadline_ns && monotonic_ns() >= budget->deadline_ns)
     return kiln_make_status(KILN_DEADLINE_EXCEEDED,

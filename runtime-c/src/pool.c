@@ -12,6 +12,7 @@
  * the job's remaining workgroups from starting. */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -191,9 +192,15 @@ kiln_status_t kiln_pool_create(uint32_t worker_count, kiln_pool_t** out) {
                               "cannot allocate %u worker thread handles", wanted);
     }
   }
+  /* Workers start with every signal blocked (they inherit the mask), so that
+   * the application's handlers run on its own threads only. */
+  sigset_t all, saved;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &saved);
   for (uint32_t i = 0; i < wanted; ++i) {
     int rc = pthread_create(&pool->threads[i], NULL, kiln_worker_main, pool);
     if (rc != 0) {
+      pthread_sigmask(SIG_SETMASK, &saved, NULL);
       kiln_pool_free(pool); /* joins the threads started so far */
       return kiln_make_status(KILN_INTERNAL,
                               "cannot start worker thread %u of %u: %s", i + 1,
@@ -201,6 +208,7 @@ kiln_status_t kiln_pool_create(uint32_t worker_count, kiln_pool_t** out) {
     }
     pool->thread_count = i + 1;
   }
+  pthread_sigmask(SIG_SETMASK, &saved, NULL);
   *out = pool;
   return NULL;
 }

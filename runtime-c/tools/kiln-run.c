@@ -22,6 +22,7 @@
  * UTF-8 escaped as \xNN, so a damaged module cannot garble a terminal. */
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,10 +38,15 @@
 #define EXIT_RUNTIME 1
 #define EXIT_USAGE 2
 
+/* The context whose call Ctrl-C (SIGINT) or SIGTERM cancels, and the signal. */
+static kiln_context_t* volatile g_running_context;
+static volatile sig_atomic_t g_interrupted;
+
 static const char* kUsage =
     "usage: kiln-run --module=PATH.vmfb [--list] [--disassemble] [--function=NAME]\n"
     "                [--input=VALUE]... [--output=@PATH.npy]...\n"
-    "                [--workers=N] [--benchmark=N]\n"
+    "                [--workers=N] [--benchmark=N] [--timeout=SECONDS]\n"
+    "                [--max-steps=N]\n"
     "                [--globals-in=PATH.npz] [--globals-out=PATH.npz]\n"
     "                [--globals-partial]\n"
     "\n"
@@ -56,6 +62,9 @@ static const char* kUsage =
     "                       printing it\n"
     "  --workers=N          worker threads (0, the default: one per core; 1: none)\n"
     "  --benchmark=N        call the function N times; print mean and min per call\n"
+    "  --timeout=SECONDS    stop a call that runs longer (checked between dispatches\n"
+    "                       and at loop back-edges); exit status 1\n"
+    "  --max-steps=N        stop a call after N bytecode instructions; exit status 1\n"
     "  --globals-in=PATH    set globals from a .npz (numpy.savez) before calling;\n"
     "                       it must hold every global of the module\n"
     "  --globals-out=PATH   save every global to a .npz after calling\n"
@@ -133,12 +142,26 @@ typedef struct {
   size_t output_count;
   long workers;
   long benchmark;
+  double timeout;
+  long max_steps;
   const char* globals_in;
   const char* globals_out;
   int list;
   int disassemble;
   int globals_partial;
 } options_t;
+
+static int parse_seconds(const char* flag, const char* text, double* out) {
+  char* end = NULL;
+  errno = 0;
+  double v = strtod(text, &end);
+  if (!*text || *end || errno == ERANGE || !(v > 0) || v > 1e9) {
+    error_line("%s expects a number of seconds in (0, 1e9], got '%s'", flag, text);
+    return 0;
+  }
+  *out = v;
+  return 1;
+}
 
 static int parse_count(const char* flag, const char* text, long min, long max,
                        long* out) {
@@ -167,7 +190,8 @@ static int parse_options(int argc, char** argv, options_t* o) {
   }
   static const char* const flags[] = {"--module",     "--function",    "--input",
                                       "--output",     "--workers",     "--benchmark",
-                                      "--globals-in", "--globals-out", NULL};
+                                      "--globals-in", "--globals-out", "--timeout",
+                                      "--max-steps",  NULL};
   for (int i = 1; i < argc; ++i) {
     const char* arg = argv[i];
     if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
@@ -223,6 +247,10 @@ static int parse_options(int argc, char** argv, options_t* o) {
       if (!parse_count(flag, value, 0, 1024, &o->workers)) return EXIT_USAGE;
     } else if (!strcmp(flag, "--benchmark")) {
       if (!parse_count(flag, value, 1, LONG_MAX, &o->benchmark)) return EXIT_USAGE;
+    } else if (!strcmp(flag, "--timeout")) {
+      if (!parse_seconds(flag, value, &o->timeout)) return EXIT_USAGE;
+    } else if (!strcmp(flag, "--max-steps")) {
+      if (!parse_count(flag, value, 1, LONG_MAX, &o->max_steps)) return EXIT_USAGE;
     } else if (!strcmp(flag, "--globals-in")) {
       o->globals_in = value;
     } else if (!strcmp(flag, "--globals-out")) {
@@ -242,8 +270,10 @@ static int parse_options(int argc, char** argv, options_t* o) {
     error_line("--globals-partial needs --globals-in=PATH.npz");
     return EXIT_USAGE;
   }
-  if (!o->function && (o->input_count || o->output_count || o->benchmark)) {
-    error_line("--input, --output and --benchmark need --function=NAME");
+  if (!o->function &&
+      (o->input_count || o->output_count || o->benchmark || o->timeout || o->max_steps)) {
+    error_line("--input, --output, --benchmark, --timeout and --max-steps need "
+               "--function=NAME");
     return EXIT_USAGE;
   }
   return 0;
@@ -599,7 +629,7 @@ static int run_function(state_t* st, const options_t* o) {
 
   long calls = o->benchmark > 0 ? o->benchmark : 1;
   double total = 0, best = 0;
-  for (long call = 0; call < calls; ++call) {
+  for (long call = 0; call < calls && !g_interrupted; ++call) {
     release_results(st);
     double start = now_seconds();
     s = kiln_context_invoke(st->context, fn, st->args, st->arg_count, st->results,
@@ -631,6 +661,24 @@ static int run_function(state_t* st, const options_t* o) {
     kiln_io_print_values(stdout, r);
   }
   return 0;
+}
+
+static void cancel_on_signal(int sig) {
+  g_interrupted = sig;
+  kiln_context_cancel(g_running_context); /* lock-free atomics only */
+}
+
+/* The first SIGINT or SIGTERM cancels the running call (kiln-run then exits
+ * with 128 + the signal); a second one kills as usual. */
+static void install_cancel_handler(kiln_context_t* context) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = cancel_on_signal;
+  sa.sa_flags = SA_RESETHAND;
+  sigemptyset(&sa.sa_mask);
+  g_running_context = context;
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
 }
 
 int main(int argc, char** argv) {
@@ -673,7 +721,22 @@ int main(int argc, char** argv) {
     }
   }
   if (o.function) {
+    kiln_call_limits_t limits;
+    kiln_call_limits_initialize(&limits);
+    limits.timeout_ns = (uint64_t)(o.timeout * 1e9);
+    limits.max_steps = (uint64_t)o.max_steps;
+    s = kiln_context_set_call_limits(st.context, &limits);
+    if (s) {
+      rc = fail_status(s);
+      goto done;
+    }
+    install_cancel_handler(st.context);
     rc = run_function(&st, &o);
+    g_running_context = NULL;
+    if (g_interrupted) {
+      if (!rc) error_line("interrupted by signal %d", (int)g_interrupted);
+      rc = 128 + g_interrupted;
+    }
     if (rc) goto done;
   }
   if (o.globals_out) {
