@@ -41,7 +41,12 @@ typedef struct kiln_dispatch_args {
 } kiln_dispatch_args_t;
 
 /* Runs workgroup `workgroup_id` (0 <= id < workgroup_count). Returns 0 on
- * success; any other value fails the dispatch with that code. */
+ * success; any other value fails the dispatch with that code.
+ *
+ * A successful dispatch, all its workgroups together, writes every byte of
+ * every binding the module declares `writable` (whose buffer the runtime
+ * makes exactly the declared size). The runtime relies on it: a buffer first
+ * written by such a binding is not zeroed beforehand (docs/vm.md). */
 typedef int32_t (*kiln_kernel_fn_t)(const kiln_dispatch_args_t* args,
                                     uint32_t workgroup_id);
 

@@ -18,7 +18,10 @@
  * register and branch target is checked), so a damaged or truncated file
  * gives an error rather than undefined behaviour. Kernels are native code:
  * a module is trusted code in the way a shared library is, and verification
- * protects against damage, not against malice.
+ * protects against damage, not against malice. What was verified cannot
+ * change afterwards (a file is copied unless it cannot change, see
+ * kiln_module_load_file); no call returns or stores memory that nothing
+ * wrote; globals never alias the caller's buffers. docs/vm.md has the rules.
  */
 #ifndef KILN_RUNTIME_H_
 #define KILN_RUNTIME_H_
@@ -123,7 +126,11 @@ uint32_t kiln_instance_worker_count(const kiln_instance_t* instance);
 
 typedef struct kiln_module kiln_module_t;
 
-/* Maps the file read-only and verifies it. */
+/* Reads the file into memory the module owns and verifies it, so that later
+ * changes to the file (rewritten in place, truncated) do not reach the
+ * module. The file is mapped instead, with no copy, only when its bytes
+ * cannot change: a memfd sealed with F_SEAL_WRITE and F_SEAL_SHRINK, a file
+ * with the immutable attribute, or one on a squashfs/erofs image. */
 kiln_status_t kiln_module_load_file(kiln_instance_t* instance, const char* path,
                                     kiln_module_t** out);
 /* Copies `size` bytes from `data` and verifies them. */
