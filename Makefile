@@ -1,6 +1,7 @@
 # The README's two commands: `make demo` (export an example and run it in the
 # standalone C runtime) and `make test` (every test: pytest, C tests, and the C
-# tests plus module-corruption tests under AddressSanitizer and UBSan).
+# tests plus module-corruption tests under AddressSanitizer and UBSan, the C
+# tests under ThreadSanitizer, and the allocation-failure test).
 
 PYTHON ?= python3
 VENV := .venv
@@ -43,10 +44,33 @@ ctest: runtime
 ctest-sanitize: runtime-sanitize
 	ctest --test-dir $(SANITIZE_BUILD) --output-on-failure
 
+# Modules with kernels compiled for this host and kiln-exported programs, for
+# test_stress and test_alloc_fail (remade every time: they follow the compiler).
+TEST_MODULES := build/test-modules
+TSAN_BUILD := build/runtime-c-tsan
+ALLOC_FAIL_BUILD := build/runtime-c-alloc-fail
+.PHONY: test-modules ctest-tsan ctest-alloc-fail
+test-modules: install
+	$(BIN)/python runtime-c/tests/gen_stress_modules.py $(TEST_MODULES)
+
+# Every C test under ThreadSanitizer, the thread stress test with those modules.
+ctest-tsan: test-modules
+	cmake -S runtime-c -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_TSAN=ON \
+		-DKILN_TEST_MODULES=$(abspath $(TEST_MODULES)) >/dev/null
+	cmake --build $(TSAN_BUILD) --parallel $(JOBS)
+	ctest --test-dir $(TSAN_BUILD) --output-on-failure
+
+# The allocation-failure and stress tests with those modules under ASan+UBSan+LSan.
+ctest-alloc-fail: test-modules
+	cmake -S runtime-c -B $(ALLOC_FAIL_BUILD) -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON \
+		-DKILN_TEST_MODULES=$(abspath $(TEST_MODULES)) >/dev/null
+	cmake --build $(ALLOC_FAIL_BUILD) --parallel $(JOBS) --target test_alloc_fail test_stress
+	ctest --test-dir $(ALLOC_FAIL_BUILD) --output-on-failure -R '^(alloc_fail|stress)$$'
+
 pytest: install runtime-sanitize
 	KILN_SANITIZE_BUILD=$(abspath $(SANITIZE_BUILD)) $(BIN)/python -m pytest -q
 
-test: install ctest ctest-sanitize pytest
+test: install ctest ctest-sanitize ctest-tsan ctest-alloc-fail fuzz-ci pytest
 
 clean:
 	rm -rf build $(VENV)
@@ -56,3 +80,19 @@ clean:
 .PHONY: test-long
 test-long: install
 	KILN_HYPOTHESIS_PROFILE=long $(BIN)/python -m pytest -q tests/test_differential.py
+
+# Fuzzing the C runtime with libFuzzer under ASan+UBSan (fuzz/, docs/testing.md
+# "Fuzzing"). fuzz-ci fuzzes each target briefly from the seeds alone (part of
+# `make test`); fuzz for a few minutes and fuzz-long for DURATION seconds per
+# target, both growing the corpus kept in build/fuzz/corpus. fuzz/setup.sh
+# installs clang with libFuzzer when it is missing.
+DURATION ?= 3600
+.PHONY: fuzz fuzz-ci fuzz-long
+fuzz-ci: install
+	PYTHON=$(BIN)/python bash fuzz/run.sh --ci --seconds 12
+
+fuzz: install
+	PYTHON=$(BIN)/python bash fuzz/run.sh --seconds 90
+
+fuzz-long: install
+	PYTHON=$(BIN)/python bash fuzz/run.sh --seconds $(DURATION)
