@@ -68,11 +68,17 @@ def kstress_spec(kernel_code: bytes) -> ModuleSpec:
         functions=[
             # (acc, count) after k more accumulations of x into the global acc.
             fn("accumulate", [("x", vec), ("k", I64)], [("acc", vec), ("count", I64)],
-               loop("acc", True) + [Instr("global.load", 4, 1), Instr("call", 2, [4], [5]),
+               loop("acc", True) + [Instr("global.load", 4, 1), Instr("call", 3, [4], [5]),
                                     Instr("global.store", 1, 5), Instr("ret", [2, 5])]),
             # x + 1*x + 2*x + ... + k*x, no state: safe to cancel and compare.
             fn("spin", [("x", vec), ("k", I64)], [("y", vec)],
                loop("spin", False) + [Instr("ret", [2])]),
+            # y = x + 3 * x through a kernel declared with 17 bindings and 17
+            # push constants (the VM allocates its argument arrays past 16).
+            fn("wide", [("x", vec)], [("y", vec)], [
+                Instr("alloc", 1, vec), Instr("i.const", 0, N), Instr("i.const", 1, 3),
+                Instr("dispatch", 1, 4, [0, 0, 1] + [0] * 14, [0, 1] + [0] * 15),
+                Instr("ret", [1])]),
             fn("bump", [("c", I64)], [("next", I64)], [
                 Instr("i.load", 0, 0), Instr("i.const", 1, 1), Instr("i.add", 0, 0, 1),
                 Instr("i.store", 1, 0, I64), Instr("ret", [1])], exported=False),
@@ -81,7 +87,10 @@ def kstress_spec(kernel_code: bytes) -> ModuleSpec:
                  GlobalSpec("count", I64, True, None)],
         kernel_images=[kernel_image(kernel_code, host_triple())],
         kernels=[KernelSpec("axpy", 0, 0, [BindingSpec(size, False), BindingSpec(size, False),
-                                           BindingSpec(size, True)], 2)],
+                                           BindingSpec(size, True)], 2),
+                 KernelSpec("wide", 0, 0, [BindingSpec(size, False), BindingSpec(size, False),
+                                           BindingSpec(size, True)]
+                            + [BindingSpec(size, False)] * 14, 17)],
     )
 
 

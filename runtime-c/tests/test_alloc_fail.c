@@ -25,11 +25,13 @@
  *   test_alloc_fail [MODULE_DIR]
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
 #include <sys/types.h>
 #include <time.h>
+#include <unistd.h>
 
 /* The log and module bytes use the real allocator: not counted, never failed. */
 void* __real_realloc(void* p, size_t n);
@@ -37,6 +39,7 @@ void __real_free(void* p);
 #define RUNNER_REALLOC __real_realloc
 #define RUNNER_FREE __real_free
 #include "module_runner.h"
+#include "module_internal.h" /* kiln_module_disassemble */
 
 /* ---- the wrappers ------------------------------------------------------------ */
 
@@ -268,13 +271,35 @@ static int call_step(run_t* r, const runner_module_t* m, kiln_context_t* c,
   return end_step(r, m);
 }
 
-/* Instance, load, context, every function twice, a checkpoint into a fresh
- * context, two calls that fail by design, release. */
+static void log_text(void* log, const char* text) {
+  runner_log_bytes(log, text, strlen(text));
+}
+
+/* The module's bytes in a memfd sealed against writing and resizing, as
+ * /proc/self/fd/N: a file the loader maps in place instead of copying. */
+static char memfd_path[64];
+
+static int sealed_memfd(const runner_module_t* m) {
+  int fd = memfd_create("kiln_alloc_fail", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0 || write(fd, m->data, m->size) != (ssize_t)m->size ||
+      fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    fprintf(stderr, "%s: cannot make a sealed memfd\n", m->name);
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  snprintf(memfd_path, sizeof memfd_path, "/proc/self/fd/%d", fd);
+  return fd;
+}
+
+/* Instance, load (from memory, or from the file), context, every function
+ * twice, a checkpoint into a fresh context, two calls that fail by design, a
+ * second load from a sealed memfd (mapped) with a call, the disassembly of
+ * every function, release. */
 static void scenario(run_t* r, const runner_module_t* m) {
   kiln_instance_options_t opts;
   kiln_instance_t* inst = NULL;
-  kiln_module_t* module = NULL;
-  kiln_context_t *c = NULL, *fresh = NULL;
+  kiln_module_t *module = NULL, *mapped = NULL;
+  kiln_context_t *c = NULL, *fresh = NULL, *c2 = NULL;
   kiln_function_t f;
   uint64_t rng = 0x0a110cull;
   size_t i, round;
@@ -304,7 +329,17 @@ static void scenario(run_t* r, const runner_module_t* m) {
   if (!status_step(r, m, kiln_context_invoke(fresh, f, NULL, kiln_function_arg_count(f) + 1,
                                              NULL, 0)))
     goto out;
+  if (!status_step(r, m, kiln_module_load_file(inst, memfd_path, &mapped))) goto out;
+  if (!status_step(r, m, kiln_context_create(mapped, &c2))) goto out;
+  if (!call_step(r, m, c2, mapped, 0, &rng)) goto out;
+  for (i = 0; i < kiln_module_function_count(module); ++i) {
+    kiln_status_t s = kiln_module_function_at(module, i, &f);
+    if (!s) s = kiln_module_disassemble(module, f.ordinal, log_text, &r->log);
+    if (!status_step(r, m, s)) goto out;
+  }
 out:
+  kiln_context_release(c2);
+  kiln_module_release(mapped);
   kiln_context_release(fresh);
   kiln_context_release(c);
   kiln_module_release(module);
@@ -347,6 +382,11 @@ int main(int argc, char** argv) {
     const runner_module_t* m = &modules[j];
     run_t clean;
     long points;
+    int fd = sealed_memfd(m);
+    if (fd < 0) {
+      failures++;
+      break;
+    }
     memset(&clean, 0, sizeof clean);
     fail_at = 0;
     run_once(&clean, m);
@@ -376,6 +416,7 @@ int main(int argc, char** argv) {
     printf("%s: %ld allocation points, %zu steps\n", m->name, points, clean.log.steps);
     total += points;
     runner_log_free(&clean.log);
+    close(fd);
   }
   clock_gettime(CLOCK_MONOTONIC, &t1);
   runner_free_modules(modules, module_count);

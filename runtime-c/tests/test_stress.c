@@ -366,7 +366,7 @@ int main(int argc, char** argv) {
   pthread_t *tids, spin_tids[INSTANCES], canceller;
   spinner_t spinners[INSTANCES + 1];
   size_t j, calls = 0, failed_calls = 0, cancelled = 0, completed = 0;
-  int good, kstress;
+  int good, kstress, started = 0;
   struct timespec t0, t1, t2;
 
   for (i = 1; i < argc; ++i) {
@@ -461,11 +461,15 @@ int main(int argc, char** argv) {
   spinners[INSTANCES].calls = -1; /* end of the canceller's list */
   if (failures) return 1;
   atomic_init(&stop_cancelling, 0);
-  for (i = 0; i < threads; ++i) CHECK(pthread_create(&tids[i], NULL, run_script, &scripts[i]) == 0);
+  for (i = 0; i < threads; ++i)
+    started += !pthread_create(&tids[i], NULL, run_script, &scripts[i]);
   for (i = 0; i < INSTANCES; ++i)
-    CHECK(pthread_create(&spin_tids[i], NULL, run_spinner, &spinners[i]) == 0);
-  CHECK(pthread_create(&canceller, NULL, run_canceller, spinners) == 0);
-  if (failures) return 1; /* a thread could not start */
+    started += !pthread_create(&spin_tids[i], NULL, run_spinner, &spinners[i]);
+  started += !pthread_create(&canceller, NULL, run_canceller, spinners);
+  if (started != threads + INSTANCES + 1) {
+    fprintf(stderr, "cannot start the test's threads\n");
+    return 1;
+  }
   for (i = 0; i < threads; ++i) pthread_join(tids[i], NULL);
   for (i = 0; i < INSTANCES; ++i) pthread_join(spin_tids[i], NULL);
   atomic_store(&stop_cancelling, 1);
@@ -493,7 +497,8 @@ int main(int argc, char** argv) {
 
   for (j = 0; j < module_count; ++j) {
     size_t fi;
-    for (fi = 0; fi < MAX_FUNCTIONS; ++fi) runner_release(shared_args[j][fi], shared_arg_count[j][fi]);
+    for (fi = 0; fi < MAX_FUNCTIONS; ++fi)
+      runner_release(shared_args[j][fi], shared_arg_count[j][fi]);
     for (i = 0; i < INSTANCES; ++i) kiln_module_release(loaded[i][j]);
     kiln_module_release(ref_modules[j]);
   }
