@@ -10,10 +10,14 @@
 
 /* A damaged type can ask for a huge buffer: let malloc fail (the runtime
  * reports OUT_OF_MEMORY) instead of aborting, and keep each allocation small
- * enough that libFuzzer's RSS limit is not the first thing to trip. */
+ * enough that libFuzzer's RSS limit is not the first thing to trip. New
+ * allocations are not filled with a fixed byte (max_malloc_fill_size=0), so
+ * memory the runtime hands out unwritten holds stale data that differs from
+ * run to run, which fuzz_invoke's two-run comparison then sees. */
 const char* __asan_default_options(void);
 const char* __asan_default_options(void) {
-  return "allocator_may_return_null=1:max_allocation_size_mb=256:detect_leaks=1";
+  return "allocator_may_return_null=1:max_allocation_size_mb=256:detect_leaks=1:"
+         "max_malloc_fill_size=0";
 }
 
 /* One single-threaded instance for the whole run (dispatches run on the

@@ -8,9 +8,11 @@
  * the declared types; then every global is read and written back. Each call
  * is bounded by kiln_context_set_call_limits (an instruction budget and a
  * timeout), so mutated bytecode such as `L: br L` ends with
- * DEADLINE_EXCEEDED. Any status is fine; a crash, leak or undefined behaviour
- * is a finding, and so is a broken promise of the API: a result or global
- * whose type is not the declared one, or an error without a message.
+ * DEADLINE_EXCEEDED. All of that is done twice, on two fresh contexts. Any
+ * status is fine; a crash, leak or undefined behaviour is a finding, and so
+ * is a broken promise of the API: a result or global whose type is not the
+ * declared one, an error without a message, or two runs that disagree
+ * (memory returned or stored that nothing wrote).
  *
  * Seeds: the *.vmfb files of $KILN_FUZZ_SEEDS, else of `seeds/` beside the
  * executable (fuzz/make_seeds.py writes them there). */
@@ -25,7 +27,7 @@
 
 /* Bounds of one call: enough for every seed's functions many times over. */
 #define KF_MAX_STEPS 10000
-#define KF_TIMEOUT_NS 2000000000ull
+#define KF_TIMEOUT_NS 5000000000ull
 /* Arguments above this many bytes in total are not built (the call is skipped). */
 #define KF_MAX_ARG_BYTES ((size_t)16 << 20)
 #define KF_MAX_VALUES 256
@@ -95,10 +97,22 @@ static size_t value_bytes(const kiln_value_info_t* v, int* ok) {
   return *ok ? bytes : 0;
 }
 
+/* What two runs of one module must agree on: every call's status code and
+ * every result's and global's bytes. `timed`: a call ran out of wall-clock
+ * time, which may differ between runs. */
+typedef struct kf_outcome {
+  uint32_t digest;
+  int timed;
+} kf_outcome_t;
+
+static void note(kf_outcome_t* out, const void* data, size_t size) {
+  out->digest = kiln_crc32(out->digest, data, size);
+}
+
 /* A view returned by the runtime must have exactly the declared type, and all
- * of its bytes must be readable (ASan checks the read). */
+ * of its bytes must be readable (ASan checks the read); they go into `out`. */
 static void check_view(const kiln_buffer_view_t* view, const kiln_value_info_t* want,
-                       const char* what) {
+                       const char* what, kf_outcome_t* out) {
   size_t d, rank = kiln_buffer_view_rank(view), bytes = kiln_buffer_view_byte_size(view);
   const int64_t* shape = kiln_buffer_view_shape(view);
   int ok = kiln_buffer_view_dtype(view) == want->dtype && rank == want->rank;
@@ -108,13 +122,10 @@ static void check_view(const kiln_buffer_view_t* view, const kiln_value_info_t* 
             want->name);
     abort();
   }
-  if (bytes) {
-    volatile uint32_t crc = kiln_crc32(0, kiln_buffer_view_data(view), bytes);
-    (void)crc;
-  }
+  if (bytes) note(out, kiln_buffer_view_data(view), bytes);
 }
 
-static void call_function(kiln_context_t* c, kiln_function_t f) {
+static void call_function(kiln_context_t* c, kiln_function_t f, kf_outcome_t* out) {
   kiln_buffer_view_t* args[KF_MAX_VALUES];
   kiln_buffer_view_t* results[KF_MAX_VALUES];
   size_t nargs = kiln_function_arg_count(f), nres = kiln_function_result_count(f);
@@ -139,15 +150,20 @@ static void call_function(kiln_context_t* c, kiln_function_t f) {
     g_calls++;
     s = kiln_context_invoke(c, f, args, nargs, results, nres);
     if (s) {
+      uint32_t code = (uint32_t)kiln_status_code(s);
       g_call_errors++;
-      g_deadline += kiln_status_code(s) == KILN_DEADLINE_EXCEEDED;
+      if (code == KILN_DEADLINE_EXCEEDED) {
+        g_deadline++;
+        out->timed |= strstr(kiln_status_message(s), "timeout") != NULL;
+      }
       if (g_verbose) fprintf(stderr, "call %s: %s\n", kiln_function_name(f), kiln_status_message(s));
+      note(out, &code, sizeof code);
       kf_check_status(s, "invoke");
     } else {
       for (j = 0; j < nres; ++j) {
         kiln_value_info_t v;
         if (!results[j] || kiln_function_result_info(f, j, &v)) abort();
-        check_view(results[j], &v, "result");
+        check_view(results[j], &v, "result", out);
         kiln_buffer_view_release(results[j]);
       }
     }
@@ -155,33 +171,51 @@ static void call_function(kiln_context_t* c, kiln_function_t f) {
   for (j = 0; j < made; ++j) kiln_buffer_view_release(args[j]);
 }
 
-/* Every global has its declared type and can be written back. */
-static void round_trip_globals(kiln_module_t* m, kiln_context_t* c) {
+/* 1 when a global before `index` has the same name. */
+static int duplicate_global_name(kiln_module_t* m, size_t index, const char* name) {
+  size_t i;
+  for (i = 0; i < index; ++i) {
+    kiln_value_info_t v;
+    if (!kiln_module_global_info(m, i, &v) && strcmp(v.name, name) == 0) return 1;
+  }
+  return 0;
+}
+
+/* Every global has its declared type and can be written back. Globals are
+ * reached by name, so of several with one name only the first is checked:
+ * the loader accepts duplicate names (reported: fuzz/regressions/README.md). */
+static void round_trip_globals(kiln_module_t* m, kiln_context_t* c, kf_outcome_t* out) {
   size_t i;
   for (i = 0; i < kiln_module_global_count(m); ++i) {
     kiln_value_info_t v;
     kiln_buffer_view_t* value = NULL;
     kiln_status_t s;
     if ((s = kiln_module_global_info(m, i, &v))) abort();
+    if (duplicate_global_name(m, i, v.name)) continue;
     if ((s = kiln_context_get_global(c, v.name, &value))) {
       /* (a mutated duplicate or NUL-embedded name may not be found) */
       kf_check_status(s, "get_global");
       continue;
     }
-    check_view(value, &v, "global");
+    check_view(value, &v, "global", out);
     if ((s = kiln_context_set_global(c, v.name, value))) kf_check_status(s, "set_global");
     kiln_buffer_view_release(value);
   }
 }
 
-static void invoke_all(kiln_module_t* m) {
+/* Calls every exported function in order on a fresh context, then reads and
+ * writes back every global. */
+static kf_outcome_t invoke_all(kiln_module_t* m) {
   kiln_context_t* c = NULL;
   kiln_call_limits_t limits;
   kiln_status_t s = kiln_context_create(m, &c);
   size_t i, n = kiln_module_function_count(m);
+  kf_outcome_t out = {0, 0};
   if (s) {
+    uint32_t code = (uint32_t)kiln_status_code(s);
+    note(&out, &code, sizeof code);
     kf_check_status(s, "context_create");
-    return;
+    return out;
   }
   kiln_call_limits_initialize(&limits);
   limits.max_steps = KF_MAX_STEPS;
@@ -190,10 +224,11 @@ static void invoke_all(kiln_module_t* m) {
   for (i = 0; i < n; ++i) {
     kiln_function_t f;
     if ((s = kiln_module_function_at(m, i, &f))) abort();
-    call_function(c, f);
+    call_function(c, f, &out);
   }
-  round_trip_globals(m, c);
+  round_trip_globals(m, c, &out);
   kiln_context_release(c);
+  return out;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
@@ -222,8 +257,22 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   trusted = kf_native_code_is_trusted(root);
   if (trusted) {
+    /* Twice, on two fresh contexts: the outcomes must agree. Calls are
+     * deterministic (one thread, zero arguments, allocations that read as
+     * zeros until written), so a difference means something returned or
+     * stored memory that nothing wrote (docs/vm.md, the initialization rule);
+     * fuzz_common.h keeps ASan from filling new allocations, so such memory
+     * holds whatever an earlier input left there. */
+    kf_outcome_t first = invoke_all(m), second;
     g_trusted++;
-    invoke_all(m);
+    second = invoke_all(m);
+    if (!first.timed && !second.timed && first.digest != second.digest) {
+      fprintf(stderr,
+              "fuzz_invoke: two fresh contexts of one module gave different results "
+              "(digests %08x and %08x): a call returned or stored memory nothing wrote\n",
+              (unsigned)first.digest, (unsigned)second.digest);
+      abort();
+    }
   }
   kiln_module_release(m);
   free(copy);

@@ -157,11 +157,17 @@ static int kernel_within(const uint8_t* k, const uint8_t* s) {
       kiln_fb_Kernel_push_constant_count(k) < kiln_fb_Kernel_push_constant_count(s) ||
       kiln_fb_Kernel_max_workgroups(k) > kiln_fb_Kernel_max_workgroups(s))
     return 0;
+  /* A kernel reads at most its read-only bindings' sizes and writes every
+   * byte of its writable ones (kernel_abi.h), so a read-only binding may
+   * grow but a written one must stay exactly as it was. */
   for (i = 0; i < n; ++i) {
     const uint8_t* bk = kiln_fb_Kernel_bindings_at(k, i);
     const uint8_t* bs = kiln_fb_Kernel_bindings_at(s, i);
-    if (kiln_fb_Binding_byte_size(bk) < kiln_fb_Binding_byte_size(bs)) return 0;
-    if (kiln_fb_Binding_writable(bs) && !kiln_fb_Binding_writable(bk)) return 0;
+    int writable = kiln_fb_Binding_writable(bs) != 0;
+    if ((kiln_fb_Binding_writable(bk) != 0) != writable) return 0;
+    if (writable ? kiln_fb_Binding_byte_size(bk) != kiln_fb_Binding_byte_size(bs)
+                 : kiln_fb_Binding_byte_size(bk) < kiln_fb_Binding_byte_size(bs))
+      return 0;
   }
   return 1;
 }

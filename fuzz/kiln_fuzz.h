@@ -36,10 +36,11 @@ size_t kf_seed_count(void);
 /* 1 when the native code of `root` (a verified Module table) is that of a
  * seed: the same kernel images (code, text size, segment alignment,
  * relocations, entry points) and kernels whose contract with that code is at
- * least as strict as the seed's (same image and entry offset, same number of
- * bindings, each binding at least as large and at least as writable, at
- * least as many push constants, at most as many workgroups). Native code is
- * trusted, so only such modules may have their functions called. */
+ * least as strict as the seed's (same image and entry offset, same bindings
+ * with the same writable flags, each read-only binding at least as large and
+ * each written one exactly as large, at least as many push constants, at
+ * most as many workgroups). Native code is trusted, so only such modules may
+ * have their functions called. */
 int kf_native_code_is_trusted(const uint8_t* root);
 
 /* What the mutator aims at: KF_PROFILE_LOAD (the default) spreads mutations

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs the kiln fuzz targets (docs/testing.md, "Fuzzing").
 #
-#   fuzz/run.sh --seconds N [--ci] [--targets "load invoke"]
+#   fuzz/run.sh --seconds N [--ci] [--jobs J] [--targets "load invoke"]
 #
 # Steps: install clang if missing (fuzz/setup.sh); build build/fuzz with CMake;
 # write the seed modules (fuzz/make_seeds.py, host-specific) to
@@ -9,6 +9,8 @@
 # fuzz each target for N seconds, one process at a time. Corpora grow in
 # build/fuzz/corpus/<target> across runs; --ci starts from the seeds alone in
 # build/fuzz/corpus-ci/<target>, so a CI run takes the same time every time.
+# --jobs J > 1 runs J fuzzing processes per target (libFuzzer's -fork=J)
+# sharing the corpus: for long runs on a machine with cores to spare.
 # A finding stops the run with a non-zero status; the input is saved as
 # build/fuzz/artifacts/<target>-crash-* (or leak-*, timeout-*, oom-*).
 #
@@ -18,13 +20,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=60
 ci=0
+jobs=1
 targets="load invoke"
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) seconds="$2"; shift 2 ;;
     --ci) ci=1; shift ;;
+    --jobs) jobs="$2"; shift 2 ;;
     --targets) targets="$2"; shift 2 ;;
-    *) echo "usage: fuzz/run.sh --seconds N [--ci] [--targets \"load invoke\"]" >&2; exit 2 ;;
+    *) echo "usage: fuzz/run.sh --seconds N [--ci] [--jobs J] [--targets \"load invoke\"]" >&2
+       exit 2 ;;
   esac
 done
 
@@ -62,6 +67,7 @@ for t in $targets; do
   # invoke: fewer stacked mutations per input, so more mutants still load and run.
   extra=()
   [ "$t" = invoke ] && extra=(-mutate_depth=2)
+  [ "$jobs" -gt 1 ] && extra+=(-fork="$jobs")
   log="$build/logs/$t.log"
   set +e
   "$build/fuzz_$t" -max_total_time="$seconds" -timeout=25 -rss_limit_mb=3072 \
@@ -75,9 +81,15 @@ for t in $targets; do
     echo "fuzz_$t: FINDING (exit $rc; log: $log; input: $build/artifacts/$t-*)" >&2
     exit 1
   fi
-  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
-  rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
-  cov=$(grep -o 'cov: [0-9]* ft: [0-9]* corp: [0-9]*/[0-9a-zA-Z]*' "$log" | tail -n 1)
-  echo "fuzz_$t: ${runs} runs in ${seconds} s (${rate}/s), ${cov}, no finding"
-  grep '^fuzz_invoke: [0-9]* inputs' "$log" || true
+  if [ "$jobs" -gt 1 ]; then
+    # fork mode: the parent's last status line ("#runs: cov: ... exec/s: ...")
+    grep -E '^#[0-9]+: cov:' "$log" | tail -n 1 | sed "s/^/fuzz_$t ($jobs jobs): /"
+    echo "fuzz_$t: no finding"
+  else
+    runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
+    rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
+    cov=$(grep -o 'cov: [0-9]* ft: [0-9]* corp: [0-9]*/[0-9a-zA-Z]*' "$log" | tail -n 1)
+    echo "fuzz_$t: ${runs} runs in ${seconds} s (${rate}/s), ${cov}, no finding"
+    grep '^fuzz_invoke: [0-9]* inputs' "$log" || true
+  fi
 done
