@@ -87,9 +87,11 @@ test-long: install
 # Fuzzing the C runtime with libFuzzer under ASan+UBSan (fuzz/, docs/testing.md
 # "Fuzzing"). fuzz-ci fuzzes each target briefly from the seeds alone (part of
 # `make test`); fuzz for a few minutes and fuzz-long for DURATION seconds per
-# target, both growing the corpus kept in build/fuzz/corpus. fuzz/setup.sh
-# installs clang with libFuzzer when it is missing.
+# target, both growing the corpus kept in build/fuzz/corpus; FUZZ_JOBS > 1 runs
+# that many processes per target. fuzz/setup.sh installs clang with libFuzzer
+# when it is missing.
 DURATION ?= 3600
+FUZZ_JOBS ?= 1
 .PHONY: fuzz fuzz-ci fuzz-long
 fuzz-ci: install
 	PYTHON=$(BIN)/python bash fuzz/run.sh --ci --seconds 12
@@ -98,4 +100,4 @@ fuzz: install
 	PYTHON=$(BIN)/python bash fuzz/run.sh --seconds 90
 
 fuzz-long: install
-	PYTHON=$(BIN)/python bash fuzz/run.sh --seconds $(DURATION)
+	PYTHON=$(BIN)/python bash fuzz/run.sh --seconds $(DURATION) --jobs $(FUZZ_JOBS)
