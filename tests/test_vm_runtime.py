@@ -514,6 +514,13 @@ def test_verifier_rejects_more_args_than_registers(driver, spec):
      "kernel 0 'axpy': max_workgroups 16777217 is outside [1, 16777216]"),
     (lambda s: setattr(s.kernel_images[0], "segment_align", 48), "not a power of two"),
     (lambda s: setattr(s.kernel_images[0], "relocs", [(1 << 30, 0)]), "relocation 0"),
+    # Lookups by name must have one answer (the fuzzer's duplicate_names.vmfb).
+    (lambda s: setattr(s.globals[1], "name", "w"),
+     "global 0 and global 1 are both named 'w' (names must be unique)"),
+    (lambda s: setattr(s.functions[3], "name", "predict"),
+     "function 0 and function 3 are both named 'predict' (names must be unique)"),
+    (lambda s: setattr(s.functions[2], "name", "step"),
+     "function 1 and function 2 are both named 'step'"),
 ])
 def test_loader_rejects_bad_tables(driver, spec, mutate, message):
     mutate(spec)

@@ -3,6 +3,7 @@
  * images, and answer reflection queries. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -430,6 +431,45 @@ static kiln_status_t decode_kernels(kiln_module_t* m, const uint8_t* root) {
   return NULL;
 }
 
+typedef struct named {
+  const char* name;
+  uint32_t index;
+} named_t;
+
+static int compare_named(const void* a, const void* b) {
+  const named_t* x = a;
+  const named_t* y = b;
+  int c = strcmp(x->name, y->name);
+  return c ? c : (x->index > y->index) - (x->index < y->index);
+}
+
+/* DATA_LOSS when two of the `count` names (the `const char*` at `offset` in
+ * each `stride`-byte record of `records`) are equal: lookups by name
+ * (functions, globals) must have one answer. Sorting keeps it O(n log n)
+ * whatever the file holds. */
+static kiln_status_t check_unique_names(const char* what, const void* records, size_t stride,
+                                        size_t offset, uint32_t count) {
+  named_t* sorted;
+  uint32_t i;
+  kiln_status_t s = NULL;
+  if (count < 2) return NULL;
+  sorted = malloc(sizeof *sorted * count);
+  if (!sorted) return kiln_make_status(KILN_OUT_OF_MEMORY, "checking %u %s names", count, what);
+  for (i = 0; i < count; ++i) {
+    memcpy(&sorted[i].name, (const char*)records + (size_t)i * stride + offset,
+           sizeof sorted[i].name);
+    sorted[i].index = i;
+  }
+  qsort(sorted, count, sizeof *sorted, compare_named);
+  for (i = 1; i < count && !s; ++i)
+    if (strcmp(sorted[i - 1].name, sorted[i].name) == 0)
+      s = CORRUPT("%s %u and %s %u are both named '%s' (names must be unique)", what,
+                  (unsigned)sorted[i - 1].index, what, (unsigned)sorted[i].index,
+                  sorted[i].name);
+  free(sorted);
+  return s;
+}
+
 static kiln_status_t load_verified(kiln_module_t* m) {
   char error[320];
   const uint8_t* root;
@@ -445,6 +485,11 @@ static kiln_status_t load_verified(kiln_module_t* m) {
   if ((s = decode_functions(m, root))) return s;
   if ((s = decode_data(m, root))) return s;
   if ((s = decode_kernels(m, root))) return s;
+  if ((s = check_unique_names("function", m->functions, sizeof *m->functions,
+                              offsetof(kiln_function_info_t, name), m->function_count)) ||
+      (s = check_unique_names("global", m->globals, sizeof *m->globals,
+                              offsetof(kiln_global_info_t, info.name), m->global_count)))
+    return s;
   for (i = 0; i < m->function_count; ++i)
     if ((s = kiln_verify_function(m, i))) return s;
   return NULL;
