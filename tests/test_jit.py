@@ -89,3 +89,63 @@ def test_wrong_argument_count_and_keywords_are_reported():
     g = kiln.jit(lambda x, *, k: x * k)
     with pytest.raises(TypeError, match=r"keyword-only argument 'k' is not supported by kiln.jit"):
         g(x, k=1.0)
+
+
+def test_plain_positional_calls_skip_binding_but_not_its_checks():
+    """A function of plain positional parameters takes a call of that many arguments directly; any
+    other call still goes through the signature check."""
+    f = kiln.jit(lambda x, y: x - y)
+    a, b = np.float32(5), np.float32(3)
+    assert f(a, b) == 2 and f(y=b, x=a) == 2 and f(a, y=b) == 2
+    with pytest.raises(TypeError, match=r"^<lambda> takes 2 arguments \(x, y\), got 1$"):
+        f(a)
+    with pytest.raises(TypeError, match=r"^<lambda> takes 2 arguments \(x, y\), got 3$"):
+        f(a, b, b)
+
+
+def test_big_endian_arguments_run_as_native():
+    """Arguments of either byte order give the same results, compiled once (the runtime gets native data)."""
+    f = kiln.jit(lambda x, y: (x * 2 + y, knp.sum(x)))
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    y = np.int64(7)
+    native = f(x, y)
+    swapped = f(x.astype(">f4"), np.array(7, ">i8"))
+    assert f.trace_count == 1
+    for a, b in zip(native, swapped):
+        assert b.dtype == a.dtype and b.dtype.isnative
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(native[0], x * 2 + 7)
+    with pytest.raises(TypeError, match=r"argument leaf 0: expected an array, got ndarray "
+                                        r"\(dtype complex64 is not supported by kiln"):
+        f(np.zeros(3, ">c8"), y)
+
+
+def test_masked_arrays_are_refused():
+    f = kiln.jit(lambda x: x + 1)
+    masked = np.ma.masked_array(np.arange(3, dtype=np.float32), mask=[0, 1, 0])
+    message = (r"numpy masked arrays are not supported: kiln has no masks and would drop the mask; "
+               r"pass np.ma.filled\(x, fill_value\) or x.data")
+    with pytest.raises(TypeError, match=r"^<lambda>: argument leaf 0: expected an array, got MaskedArray \(" + message):
+        f(masked)
+    with pytest.raises(TypeError, match=r"argument leaf 1: .*masked arrays are not supported"):
+        kiln.jit(lambda t: t[0] + t[1]["m"])((np.float32(1), {"m": masked}))
+    assert f.trace_count == 0
+    np.testing.assert_array_equal(f(masked.filled(0)), [1, 1, 3])
+    # kiln.numpy's eager functions and constants captured by a trace refuse them too
+    for fn in (lambda: knp.exp(masked), lambda: knp.sum(masked), lambda: knp.add(masked, 1),
+               lambda: knp.asarray(masked), lambda: knp.concatenate([masked, masked]),
+               lambda: kiln.jit(lambda x: x + masked)(np.zeros(3, np.float32))):
+        with pytest.raises(TypeError, match=message):
+            fn()
+
+
+def test_python_scalars_take_the_traced_dtype_without_changing_kind():
+    f = kiln.jit(lambda x, s: x * s)
+    x = np.ones(2, np.float32)
+    assert f(x, 2).dtype == np.float32 and f(x, 2.5).tolist() == [2.5, 2.5]
+    g = kiln.jit(lambda n: n + 1)
+    assert g(2**31 - 1 - 1) == 2**31 - 1
+    with pytest.raises(OverflowError, match=r"^<lambda>: argument leaf 0: the Python int 2147483648 does not "
+                                            r"fit in int32, the dtype of Python ints; pass .* \(np.int64\(2147483648\)\)"):
+        g(2**31)
+    assert g(np.int64(2**31)) == 2**31 + 1

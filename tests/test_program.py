@@ -208,3 +208,37 @@ def test_globals_read_inside_loop_bodies_and_kernels():
 
     m = LoopRead()
     np.testing.assert_allclose(m.run(np.ones(3, np.float32)), np.full(3, 8.0))
+
+
+def test_argument_conversion_from_python():
+    """Big-endian and strided arrays run as native ones; masked arrays, numpy values of another dtype and
+    Python values that would change kind are refused, naming the function and argument."""
+    Model, params = _make_program()
+    m = Model()
+    x = np.arange(6, dtype=np.float32).reshape(2, 3) / 6
+    expected = m.predict(x)
+    for same in (x.astype(">f4"), np.asfortranarray(x), np.repeat(x, 2, axis=1)[:, ::2], x.tolist()):
+        np.testing.assert_array_equal(m.predict(same), expected)
+    m.update(Params(w=params.w.astype(">f4"), b=params.b.tolist()))  # a tree of leaves converts leaf by leaf
+    np.testing.assert_array_equal(m.predict(x), expected)
+    m.scale_w_through_alias(2)  # a Python int takes the declared float32
+    np.testing.assert_allclose(m.state()["w"], params.w * 2)
+    masked = np.ma.masked_array(x, mask=np.eye(2, 3, dtype=bool))
+    bad = [
+        (lambda: m.predict(masked), r"^predict: argument 0 'x' is a numpy masked array: kiln has no masks"),
+        (lambda: m.update(Params(w=params.w, b=np.ma.masked_array(params.b))),
+         r"^update: argument 1 'new_params.b' is a numpy masked array"),
+        (lambda: m.scale_w_through_alias(np.float64(2)), r"scale_w_through_alias: argument 0 's' expects f32, got f64"),
+        (lambda: m.predict(np.zeros((2, 3))), r"predict: argument 0 'x' expects 2x3xf32, got 2x3xf64"),
+        (lambda: m.predict([[1, 2, 3]]), r"predict: argument 0 'x' expects 2x3xf32, got 1x3xf32"),
+    ]
+    for call, pattern in bad:
+        with pytest.raises(KilnRuntimeError, match=pattern):
+            call()
+    # a global set from Python goes through the same conversion
+    with pytest.raises(KilnRuntimeError, match=r"set_global '_count': expects i32, got Python float 1.5"):
+        m._count = 1.5
+    with pytest.raises(KilnRuntimeError, match=r"set_global '_scratch': is a numpy masked array"):
+        m._scratch = np.ma.masked_array(np.ones(2, np.float32))
+    m._count = np.array(5, ">i4")
+    assert int(m._count) == 5 and m._count.dtype == np.int32

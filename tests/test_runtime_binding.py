@@ -7,8 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kiln.vm.runtime import (INVALID_ARGUMENT, NOT_FOUND, DATA_LOSS, Context, Instance,
-                             KilnRuntimeError, Module, numpy_dtype)
+from kiln.vm.runtime import (CANCELLED, CODE_NAMES, DATA_LOSS, DEADLINE_EXCEEDED, INVALID_ARGUMENT,
+                             NOT_FOUND, CallLimits, Context, Instance, KilnRuntimeError, Module,
+                             numpy_dtype)
 from kiln.vm.writer import serialize
 from runtime_tools import ALL_DTYPES, ensure_runtime_library, identity_spec
 from vm_native import build_kernel, host_triple
@@ -51,12 +52,26 @@ def sample(dtype: str, shape=(2, 3), seed=0) -> np.ndarray:
 def test_instance_worker_count():
     ensure_runtime_library()
     assert Instance(worker_count=3).worker_count == 3
+    assert Instance(worker_count=np.int64(2)).worker_count == 2
     assert Instance().worker_count >= 1
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"^Instance: worker_count must be 0 \(one worker per core\) "
+                                         r"or more, got -1$"):
         Instance(worker_count=-1)
-    with pytest.raises(KilnRuntimeError, match="worker_count 5000") as e:
+    # beyond uint32: refused, not wrapped to 3 workers
+    with pytest.raises(ValueError, match=r"^Instance: worker_count 4294967299 is too large$"):
+        Instance(worker_count=2**32 + 3)
+    for bad in (True, 1.5, "2", None):
+        with pytest.raises(ValueError, match=r"^Instance: worker_count must be an int \(0: one worker"):
+            Instance(worker_count=bad)
+    # above the runtime's own maximum: the runtime's message
+    with pytest.raises(ValueError, match=r"worker_count 5000 is too large: expected at most \d+$"):
         Instance(worker_count=5000)
-    assert e.value.code == INVALID_ARGUMENT and e.value.code_name == "INVALID_ARGUMENT"
+
+
+def test_status_codes_have_names():
+    assert CODE_NAMES[CANCELLED] == "CANCELLED" and CODE_NAMES[DEADLINE_EXCEEDED] == "DEADLINE_EXCEEDED"
+    assert KilnRuntimeError(DEADLINE_EXCEEDED, "x").code_name == "DEADLINE_EXCEEDED"
+    assert KilnRuntimeError(99, "x").code_name == "code 99"
 
 
 def test_dispatch_against_numpy(instance, axpy_bytes, tmp_path):
@@ -175,6 +190,62 @@ def test_errors_name_the_problem(instance, axpy_bytes, call, code, pattern):
     assert ctx.invoke("predict", [np.ones(4, np.float32)])[0].tolist() == [3, 5, 7, 9]
 
 
+def test_argument_conversion(instance, axpy_bytes, ident):
+    """What enters a call or a global: byte order, layout, masks, Python values, objects with __array__."""
+    ctx = Context(Module.from_bytes(instance, axpy_bytes))
+    want = [3, 5, 7, 9]
+    for x in (np.ones(4, ">f4"), np.ones(8, np.float32)[::2], np.broadcast_to(np.float32(1), (4,)),
+              [1, 1, 1, 1], [1.0, True, 1, 1.0], (1, 1, 1, 1)):
+        assert ctx.invoke("predict", [x])[0].tolist() == want, x
+    ctx.set_global("w", np.array([4, 3, 2, 1], ">f4"))
+    np.testing.assert_array_equal(ctx.get_global("w"), [4, 3, 2, 1])
+    assert ctx.get_global("w").dtype == np.float32
+
+    class Wrapped:  # an object with __array__ keeps its own dtype: no silent cast
+        def __init__(self, a):
+            self.a = a
+
+        def __array__(self, dtype=None, copy=None):
+            return self.a
+
+    assert ctx.invoke("predict", [Wrapped(np.ones(4, np.float32))])[0].tolist() == [9, 7, 5, 3]
+    masked = np.ma.masked_array(np.ones(4, np.float32), mask=[0, 1, 0, 0])
+    bad = [
+        (lambda: ctx.invoke("predict", [Wrapped(np.ones(4))]), r"predict.*'x' expects 4xf32, got 4xf64"),
+        (lambda: ctx.invoke("predict", [masked]),
+         r"^predict: argument 0 'x' is a numpy masked array: kiln has no masks and would drop the mask; "
+         r"pass np.ma.filled\(x, fill_value\) or x.data$"),
+        (lambda: ctx.set_global("w", masked), r"^set_global 'w': is a numpy masked array"),
+        (lambda: ctx.set_global("counter", 2.5),
+         r"^set_global 'counter': expects i64, got Python float 2.5, which i64 cannot hold"),
+        (lambda: ctx.set_global("counter", [1.0]), r"expects i64, got Python floats"),
+        (lambda: ctx.set_global("counter", 2**70), r"^set_global 'counter': expects i64, got Python int "
+                                                   r"1180591620717411303424, out of i64's range$"),
+        (lambda: ctx.set_global("counter", [1, -2**63 - 1]), r"got Python ints, out of i64's range$"),
+        (lambda: ctx.invoke("predict", [[1, 2, 3]]), r"predict.*'x' expects 4xf32, got 3xf32"),
+        (lambda: ctx.invoke("predict", [["a"] * 4]), r"predict.*'x' expects 4xf32, got numpy dtype <U1"),
+        (lambda: ctx.invoke("predict", [1j]), r"predict.*'x' expects 4xf32, got numpy dtype complex128"),
+    ]
+    for call, pattern in bad:
+        with pytest.raises(KilnRuntimeError, match=pattern) as e:
+            call()
+        assert e.value.code == INVALID_ARGUMENT
+    assert int(ctx.get_global("counter")) == 0
+    ctx.set_global("counter", True)  # a bool is an integer
+    assert int(ctx.get_global("counter")) == 1
+
+    ictx = Context(ident)
+    with pytest.raises(KilnRuntimeError, match=r"ident_bool: argument 0 'x' expects 2x3xbool, got Python ints"):
+        ictx.invoke("ident_bool", [[[1, 0, 1], [0, 1, 0]]])
+    (y,) = ictx.invoke("ident_bool", [[[True, False, True], [False, True, False]]])
+    assert y.dtype == np.bool_ and y.tolist() == [[True, False, True], [False, True, False]]
+    (y,) = ictx.invoke("ident_bf16", [[[1.5, -2, 0], [0.25, 1, 3]]])  # Python floats into bfloat16
+    np.testing.assert_array_equal(y.astype(np.float32), [[1.5, -2, 0], [0.25, 1, 3]])
+    # an empty list has no kind to lose: only its shape is wrong here
+    with pytest.raises(KilnRuntimeError, match=r"ident_empty: argument 0 'x' expects 0x3xf32, got 0xf32"):
+        ictx.invoke("ident_empty", [[]])
+
+
 def test_bad_modules(instance, axpy_bytes, tmp_path):
     with pytest.raises(KilnRuntimeError) as e:
         Module.from_bytes(instance, b"definitely not a module")
@@ -191,13 +262,59 @@ def test_closed_objects(instance, axpy_bytes):
     ctx = Context(module)
     ctx.close()
     ctx.close()
-    with pytest.raises(ValueError, match="Context is closed"):
-        ctx.invoke("step")
+    for use in (lambda: ctx.invoke("step"), lambda: ctx.get_global("counter"), ctx.cancel,
+                lambda: ctx.set_global("counter", 1), lambda: ctx.set_limits(timeout=1.0)):
+        with pytest.raises(ValueError, match="Context is closed"):
+            use()
     with Context(module) as c2:
         assert int(c2.invoke("step")[0]) == 1
-    module.close()  # the context keeps what it needs alive in C; Python refuses further use
+    module.close()
     with pytest.raises(ValueError, match="Module is closed"):
         Context(module)
+    for use in (lambda: module.functions, lambda: module.function("predict"), lambda: module.globals,
+                lambda: module.name):
+        with pytest.raises(ValueError, match="Module is closed"):
+            use()
+
+
+def test_a_context_outlives_its_closed_module(instance, axpy_bytes):
+    """A Context holds its own reference to the C module: closing the Module object leaves it working."""
+    module = Module.from_bytes(instance, axpy_bytes)
+    warm, cold = Context(module), Context(module)
+    assert int(warm.invoke("step")[0]) == 1  # functions looked up before the close
+    module.close()
+    del module
+    import gc
+    gc.collect()
+    x = np.array([1, 2, 3, 4], np.float32)
+    for ctx in (warm, cold):  # and ones looked up after it
+        np.testing.assert_array_equal(ctx.invoke("predict", [x])[0], x + [2, 4, 6, 8])
+        ctx.set_global("counter", np.int64(10))
+        assert int(ctx.invoke("step")[0]) == 11 and int(ctx.get_global("counter")) == 11
+        assert set(ctx.globals()) == {"counter", "w"}
+        with pytest.raises(KilnRuntimeError, match="no exported function 'nope'"):
+            ctx.invoke("nope")
+    assert ctx.module.__repr__() == "<closed Module>"
+    warm.close()
+    cold.close()
+
+
+def test_limits_and_cancel_on_a_context(instance, axpy_bytes):
+    ctx = Context(Module.from_bytes(instance, axpy_bytes))
+    x = np.ones(4, np.float32)
+    assert ctx.limits == CallLimits()
+    ctx.set_limits(max_steps=1)  # predict runs a dispatch and a return
+    with pytest.raises(KilnRuntimeError, match="limit of 1 bytecode instructions") as e:
+        ctx.invoke("predict", [x])
+    assert e.value.code == DEADLINE_EXCEEDED
+    ctx.set_limits(timeout=60.0, max_steps=10**6)
+    assert ctx.limits == CallLimits(60.0, 10**6)
+    assert ctx.invoke("predict", [x])[0].tolist() == [3, 5, 7, 9]
+    ctx.set_limits()
+    ctx.cancel()  # no call running: nothing happens, later calls are not affected
+    assert ctx.invoke("predict", [x])[0].tolist() == [3, 5, 7, 9]
+    with pytest.raises(TypeError):
+        ctx.set_limits(1.0)  # keywords only
 
 
 def test_concurrent_contexts(instance, axpy_bytes):
@@ -318,5 +435,17 @@ def test_interactive_worker_count_setting():
         np.testing.assert_array_equal(one, three)
     np.testing.assert_allclose(results[1][1], np.tanh(x * 1.5 + 0.25).sum(axis=1), rtol=1e-4)
     assert runtime_session.default_instance().worker_count >= 1  # 0 means one per core
-    with pytest.raises(ValueError, match=r"set_worker_count: expected a non-negative int .* got -1"):
-        kiln.set_worker_count(-1)
+    kiln.set_worker_count(2)
+    try:
+        before = runtime_session.default_instance()
+        for bad, pattern in ((-1, r"^set_worker_count: worker_count must be 0 \(one worker per core\) or more, "
+                                  r"got -1$"),
+                             (2**32 + 1, r"^set_worker_count: worker_count 4294967297 is too large$"),
+                             (1.5, r"^set_worker_count: worker_count must be an int"),
+                             (5000, r"^set_worker_count: .*worker_count 5000 is too large: expected at most \d+$")):
+            with pytest.raises(ValueError, match=pattern):
+                kiln.set_worker_count(bad)
+            # the setting is unchanged
+            assert runtime_session.default_instance() is before and before.worker_count == 2
+    finally:
+        kiln.set_worker_count(0)

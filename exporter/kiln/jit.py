@@ -4,10 +4,10 @@ from __future__ import annotations
 import functools
 from typing import Callable
 
-from .core.calls import positional_arguments
+from .core.calls import plain_arity, positional_arguments
 from .core.kernel_call import kernel_call
 from .core.pytree import tree_flatten, tree_unflatten, treedef_to_json
-from .core.signature import Signature, as_runtime_array, signature_of, split_static
+from .core.signature import Signature, signature_of, split_static
 from .core.trace import Tracer, trace_to_graph_with_captures
 
 
@@ -25,7 +25,7 @@ class TracedFunction:
 class Jitted:
     """A function compiled once per abstract signature (shapes, dtypes, tree, static args)."""
 
-    def __init__(self, fn: Callable, static_argnums=(), name: str | None = None):
+    def __init__(self, fn: Callable, static_argnums=(), name: str | None = None, limits=None):
         # Name and docstring only (updated=()): copying fn's __dict__ would, when fn is itself
         # a Jitted or a transform of one, replace this object's fn and caches with fn's.
         functools.update_wrapper(self, fn, updated=())
@@ -35,6 +35,8 @@ class Jitted:
         self._traces: dict[Signature, TracedFunction] = {}
         self._executables: dict[Signature, object] = {}
         self.trace_count = 0
+        self._limits = limits  # kiln.vm.runtime.CallLimits of calls made from Python, or None
+        self._plain_arity = plain_arity(fn)
 
     def trace(self, *args) -> TracedFunction:
         dynamic, statics = split_static(args, self.static_argnums)
@@ -63,7 +65,8 @@ class Jitted:
         return traced
 
     def __call__(self, *args, **kwargs):
-        args = positional_arguments(self.name, self.fn, args, kwargs)
+        if kwargs or len(args) != self._plain_arity:
+            args = positional_arguments(self.name, self.fn, args, kwargs)
         dynamic, statics = split_static(args, self.static_argnums)
         signature, leaves = signature_of(dynamic, statics, self.name)
         traced = self._trace(signature)
@@ -72,9 +75,9 @@ class Jitted:
             return tree_unflatten(traced.out_treedef, outs)
         executable = self._executables.get(signature)
         if executable is None:
-            executable = self._executables[signature] = _compile_traced(self.name, traced)
-        arrays = [as_runtime_array(x, a) for x, a in zip(leaves, signature.avals)]
-        return tree_unflatten(traced.out_treedef, executable(arrays))
+            executable = self._executables[signature] = _compile_traced(self.name, traced, self._limits)
+        # the runtime binding converts the leaves (Python scalars take the traced dtype)
+        return tree_unflatten(traced.out_treedef, executable(leaves))
 
     def lower(self, *args) -> str:
         """Text of the traced IR at these arguments."""
@@ -90,7 +93,7 @@ def _merge_static(dynamic: list, statics: dict) -> list:
     return out
 
 
-def _compile_traced(name: str, traced: TracedFunction):
+def _compile_traced(name: str, traced: TracedFunction, limits=None):
     from .compiler.pipeline import ProcedureSource, build_module
     from .runtime_session import load_module
 
@@ -106,12 +109,26 @@ def _compile_traced(name: str, traced: TracedFunction):
     )
     module_bytes = build_module(name, [source], [])
     context = load_module(module_bytes).new_context()
+    if limits is not None:
+        context.set_limits(timeout=limits.timeout, max_steps=limits.max_steps)
     return lambda arrays: context.invoke("main", arrays)
 
 
-def jit(fn: Callable | None = None, *, static_argnums=()):
-    """Compiles fn for each abstract signature it is called with; usable as @jit or @jit(...)."""
+def jit(fn: Callable | None = None, *, static_argnums=(), timeout: float | None = None,
+        max_steps: int | None = None):
+    """Compiles fn for each abstract signature it is called with; usable as @jit or @jit(...).
+
+    timeout (seconds) and max_steps (bytecode instructions) bound each call made from Python:
+    a call past either raises KilnRuntimeError DEADLINE_EXCEEDED (kiln.vm.runtime.Context.set_limits).
+    They do not apply where the function is called inside another traced function. Ctrl-C
+    interrupts a call made on the main thread either way.
+    """
+    limits = None
+    if timeout is not None or max_steps is not None:
+        from kiln.vm.runtime import CallLimits
+
+        limits = CallLimits(timeout, max_steps)
     if fn is None:
-        return lambda f: Jitted(f, static_argnums)
-    return Jitted(fn, static_argnums)
+        return lambda f: Jitted(f, static_argnums, limits=limits)
+    return Jitted(fn, static_argnums, limits=limits)
 

@@ -12,15 +12,20 @@ def set_worker_count(n: int) -> None:
     """Worker threads for interactive calls (0, the default: one per core).
 
     Applies to Program instances created, and kiln.jit functions first compiled, after the call;
-    ones already loaded keep the workers they started with.
+    ones already loaded keep the workers they started with. The instance starts here, so that a
+    count the runtime refuses (above its maximum) raises ValueError here, with the runtime's message.
     """
     global _instance, _worker_count
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ValueError(f"set_worker_count: expected a non-negative int (0: one per core), got {n!r}")
+    from kiln.vm.runtime import Instance, check_worker_count
+
+    n = check_worker_count(n, "set_worker_count")
     with _lock:
-        if n != _worker_count:
+        if n != _worker_count or _instance is None:
+            try:
+                _instance = Instance(worker_count=n)
+            except ValueError as e:  # above the runtime's maximum
+                raise ValueError(f"set_worker_count: {e}") from None
             _worker_count = n
-            _instance = None  # the next load starts an instance with n workers
 
 
 def default_instance():

@@ -48,9 +48,20 @@ class ShapedArray:
         return self.str_short()
 
 
+MASKED_ARRAY_MESSAGE = ("numpy masked arrays are not supported: kiln has no masks and would drop the mask; "
+                        "pass np.ma.filled(x, fill_value) or x.data")
+
+
+def reject_masked(value) -> None:
+    """TypeError for a numpy masked array, which np.asarray would silently turn into its data."""
+    if isinstance(value, np.ma.MaskedArray):
+        raise TypeError(MASKED_ARRAY_MESSAGE)
+
+
 def aval_of(value) -> ShapedArray:
     """The abstract value of a concrete value (numpy array, numpy or Python scalar)."""
     if isinstance(value, (bool, int, float)) and not isinstance(value, np.generic):
         return ShapedArray((), dtypes.python_scalar_dtype(value), weak_type=True)
+    reject_masked(value)
     arr = np.asarray(value)
     return ShapedArray(arr.shape, arr.dtype)

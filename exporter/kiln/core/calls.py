@@ -95,6 +95,18 @@ def bind_call(name: str, signature: inspect.Signature, args: tuple, kwargs: dict
     raise TypeError(f"{name} {takes}, got {given}") from None
 
 
+def plain_arity(fn) -> int | None:
+    """The number of fn's parameters when they are all positional without defaults (a call with
+    that many positional arguments needs no binding), else None."""
+    signature = _signature(fn)
+    if signature is None:
+        return None
+    params = signature.parameters.values()
+    if all(p.kind in (_P.POSITIONAL_ONLY, _P.POSITIONAL_OR_KEYWORD) and p.default is _P.empty for p in params):
+        return len(params)
+    return None
+
+
 def positional_arguments(name: str, fn, args: tuple, kwargs: dict) -> tuple:
     """The call fn(*args, **kwargs) as positional arguments, checked against fn's signature (kiln.jit)."""
     signature = _signature(fn)

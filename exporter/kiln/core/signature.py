@@ -21,26 +21,26 @@ class Signature:
 
 
 def leaf_aval(x, where: str) -> ShapedArray:
+    """The abstract value of a call's argument leaf, or a TypeError naming `where`.
+
+    A runtime argument may have either byte order: the runtime binding copies
+    it into native order (kiln.vm.runtime), so its aval is the native dtype."""
     if isinstance(x, Tracer):
         return x.aval
     if isinstance(x, ShapedArray):
         return x
     try:
-        return aval_of(x)
+        if isinstance(x, np.ndarray) and not x.dtype.isnative and not isinstance(x, np.ma.MaskedArray):
+            return ShapedArray(x.shape, x.dtype.newbyteorder("="))
+        aval = aval_of(x)
     except (TypeError, ValueError, dtypes.DTypeError) as e:
         raise TypeError(f"{where}: expected an array, got {type(x).__name__} ({e})") from None
-
-
-def as_runtime_array(x, aval: ShapedArray) -> np.ndarray:
-    """A concrete argument as the contiguous array the runtime receives.
-
-    Python scalars take the declared dtype; arrays pass unchanged, so that the
-    runtime reports a wrong dtype or shape instead of kiln silently casting.
-    """
-    if isinstance(x, (bool, int, float)):
-        return np.asarray(x, dtype=aval.dtype)
-    arr = np.asarray(x)
-    return arr if arr.flags.c_contiguous else np.array(arr, order="C")
+    if aval.weak_type and isinstance(x, int) and not isinstance(x, bool) and dtypes.is_int(aval.dtype):
+        info = np.iinfo(aval.dtype)
+        if not info.min <= x <= info.max:
+            raise OverflowError(f"{where}: the Python int {x} does not fit in {aval.dtype}, the dtype of "
+                                f"Python ints; pass a numpy array or scalar of a wider dtype (np.int64({x}))")
+    return aval
 
 
 def split_static(args: tuple, static_argnums: tuple[int, ...]):

@@ -6,7 +6,7 @@ import functools
 import numpy as np
 
 from ..core import dtypes
-from ..core.aval import ShapedArray, aval_of
+from ..core.aval import ShapedArray, aval_of, reject_masked
 from ..core.trace import Tracer
 from ..lax import prims
 
@@ -27,6 +27,7 @@ def asarray(x, dtype=None):
         from .shape import stack
 
         return stack([asarray(e, dtype) for e in x])
+    reject_masked(x)
     if dtype is not None and dtypes.is_int(np.dtype(dtype)):
         src = np.asarray(x)
         if dtypes.is_float(src.dtype):  # float -> int as compiled code converts (saturating, NaN -> 0)

@@ -16,7 +16,6 @@ import numpy as np
 from ..core.aval import ShapedArray, aval_of
 from ..core.calls import bind_call
 from ..core.pytree import tree_map, tree_unflatten, treedef_flatten_up_to
-from ..core.signature import as_runtime_array
 from ..jit import Jitted
 from .globals import ExportGlobal, GlobalTable, looks_like_global
 from .tracing import PublicFunction, trace_public_function
@@ -150,6 +149,18 @@ class Program:
         return "\n".join(lines)
 
     @staticmethod
+    def get_context(program: "Program"):
+        """The runtime Context (kiln.vm.runtime) that holds this instance's globals and runs its calls.
+
+        Bound or cancel its calls there: ``Program.get_context(m).set_limits(timeout=2.0)`` (a call
+        past it raises KilnRuntimeError DEADLINE_EXCEEDED), ``Program.get_context(m).cancel()`` from
+        another thread (CANCELLED). Ctrl-C interrupts a call made on the main thread by itself.
+        """
+        if not isinstance(program, Program):
+            raise TypeError(f"Program.get_context: expected a Program instance, got {type(program).__name__}")
+        return program._kiln_context
+
+    @staticmethod
     def get_compiled_artifact(program: "Program") -> CompiledArtifact:
         cls = type(program) if isinstance(program, Program) else program
         _, result = cls._kiln_compile()
@@ -179,7 +190,7 @@ class _GlobalAttribute:
         leaves = treedef_flatten_up_to(tree.treedef, value)
         for i, leaf in zip(tree.slots, leaves):
             slot = table.slots[i]
-            instance._kiln_context.set_global(slot.name, as_runtime_array(leaf, slot.aval))
+            instance._kiln_context.set_global(slot.name, leaf)
 
 
 def _initial_value(slot):

@@ -11,7 +11,6 @@ from ..core.calls import describe_tree
 from ..core.errors import TracingError
 from ..core.ir import Graph
 from ..core.pytree import TreeDef, tree_flatten, tree_unflatten, treedef_flatten_up_to, treedef_to_json
-from ..core.signature import as_runtime_array
 from ..core.trace import Tracer, trace_to_graph
 from .prims import global_load, global_store
 
@@ -33,13 +32,14 @@ class PublicFunction:
         declared = tree_unflatten(self.in_treedef, self.in_avals)
         return {name: describe_tree(tree) for name, tree in zip(self.arg_names, declared)}
 
-    def flatten_arguments(self, values: list) -> list[np.ndarray]:
-        """Leaves of the call's arguments, checked against the traced tree structure."""
+    def flatten_arguments(self, values: list) -> list:
+        """Leaves of the call's arguments, checked against the traced tree structure (the runtime
+        binding converts and checks each leaf)."""
         try:
             leaves = treedef_flatten_up_to(self.in_treedef, tuple(values))
         except ValueError as e:
             raise TypeError(f"{self.name}: arguments do not match the declared structure: {e}") from None
-        return [as_runtime_array(x, a) for x, a in zip(leaves, self.in_avals)]
+        return leaves
 
 
 class _ProgramSelf:
