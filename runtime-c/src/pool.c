@@ -22,8 +22,6 @@
 #include "pool.h"
 #include "status_internal.h"
 
-#define KILN_MAX_WORKERS 1024
-
 typedef struct kiln_job {
   struct kiln_job* prev;
   struct kiln_job* next;

@@ -244,7 +244,7 @@ static int parse_options(int argc, char** argv, options_t* o) {
         return EXIT_USAGE;
       }
     } else if (!strcmp(flag, "--workers")) {
-      if (!parse_count(flag, value, 0, 1024, &o->workers)) return EXIT_USAGE;
+      if (!parse_count(flag, value, 0, KILN_MAX_WORKERS, &o->workers)) return EXIT_USAGE;
     } else if (!strcmp(flag, "--benchmark")) {
       if (!parse_count(flag, value, 1, LONG_MAX, &o->benchmark)) return EXIT_USAGE;
     } else if (!strcmp(flag, "--timeout")) {

@@ -109,6 +109,10 @@ void* kiln_buffer_view_mutable_data(kiln_buffer_view_t* view);
 
 typedef struct kiln_instance kiln_instance_t;
 
+/* The most worker threads an instance may have (a larger worker_count is an
+ * INVALID_ARGUMENT; 0, one per core, is capped at it). */
+#define KILN_MAX_WORKERS 1024
+
 typedef struct kiln_instance_options {
   /* Worker threads for dispatches; 0 means one per online core. The calling
    * thread also runs workgroups, so 1 means fully single-threaded. */
