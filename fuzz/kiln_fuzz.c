@@ -631,7 +631,7 @@ static int gen_instr(kf_rng_t* r, const kf_model_t* m, const kf_func_t* f, uint3
   uint32_t op = 1 + rnd(r, KILN_OP_COUNT - 1), w = 1, k, counts[2] = {0, 0}, lists = 0;
   uint32_t callee_or_kernel = 0; /* whose list counts were drawn */
   const kiln_op_info_t* info = kiln_op_info(op);
-  uint32_t fixed = 1;
+  uint64_t fixed = 1; /* (64-bit: a mutated push-constant count can be 2^32 - 1) */
   if (!info) return 0;
   for (k = 0; k < info->operand_count; ++k)
     fixed += info->kinds[k] == KILN_OPERAND_IMM64 ? 2 : 1;
