@@ -445,7 +445,9 @@ def test_python_floats_into_bfloat16_need_ml_dtypes(monkeypatch):
 
     m = Half()
     np.testing.assert_array_equal(m.twice([1.5, -2.0]).astype(np.float32), [3, -4])
-    monkeypatch.setattr(runtime, "_BF16", None)
+    from kiln.vm import _convert
+
+    monkeypatch.setattr(_convert, "_BF16", None)  # where the conversion looks for ml_dtypes
     with pytest.raises(KilnRuntimeError, match=r"twice: argument 0 'x': converting Python floats to bf16 needs "
                                                r"ml_dtypes; pass the raw bfloat16 bits as uint16"):
         m.twice([1.5, -2.0])

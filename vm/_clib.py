@@ -1,0 +1,165 @@
+"""The C runtime library for the binding: status codes, KilnRuntimeError, ctypes declarations.
+
+Loads libkiln_runtime once (_lib), declares the functions the binding calls and
+the C structures they take, and turns a returned kiln_status_t into a
+KilnRuntimeError (_check). Everything above this module calls C through here.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+
+from kiln.vm import _native
+
+# ---- status codes ------------------------------------------------------------
+
+OK = 0
+INVALID_ARGUMENT = 1
+NOT_FOUND = 2
+OUT_OF_MEMORY = 3
+DATA_LOSS = 4
+UNIMPLEMENTED = 5
+FAILED_PRECONDITION = 6
+INTERNAL = 7
+IO = 8
+CANCELLED = 9           # Context.cancel() stopped the call
+DEADLINE_EXCEEDED = 10  # the call ran past its timeout or max_steps (Context.set_limits)
+
+CODE_NAMES = {
+    OK: "OK", INVALID_ARGUMENT: "INVALID_ARGUMENT", NOT_FOUND: "NOT_FOUND",
+    OUT_OF_MEMORY: "OUT_OF_MEMORY", DATA_LOSS: "DATA_LOSS", UNIMPLEMENTED: "UNIMPLEMENTED",
+    FAILED_PRECONDITION: "FAILED_PRECONDITION", INTERNAL: "INTERNAL", IO: "IO",
+    CANCELLED: "CANCELLED", DEADLINE_EXCEEDED: "DEADLINE_EXCEEDED",
+}
+
+
+class KilnRuntimeError(RuntimeError):
+    """An error reported by the kiln C runtime: ``code`` (int), ``code_name``, ``message``."""
+
+    def __init__(self, code: int, message: str):
+        self.code = int(code)
+        self.code_name = CODE_NAMES.get(self.code, f"code {self.code}")
+        self.message = message
+        super().__init__(message)
+
+    def __repr__(self):
+        return f"KilnRuntimeError({self.code_name}, {self.message!r})"
+
+
+# ---- the C library ------------------------------------------------------------
+
+class _ValueInfo(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_int), ("rank", ctypes.c_size_t),
+                ("shape", ctypes.POINTER(ctypes.c_int64)), ("is_mutable", ctypes.c_int)]
+
+
+class _Function(ctypes.Structure):
+    _fields_ = [("module", ctypes.c_void_p), ("ordinal", ctypes.c_uint32)]
+
+
+class _InstanceOptions(ctypes.Structure):
+    _fields_ = [("worker_count", ctypes.c_uint32)]
+
+
+class _CallLimits(ctypes.Structure):
+    _fields_ = [("timeout_ns", ctypes.c_uint64), ("max_steps", ctypes.c_uint64)]
+
+
+class _Status(ctypes.c_void_p):
+    """kiln_context_invoke's status as ctypes returns it: freed when dropped unless taken.
+
+    Python raises a pending KeyboardInterrupt as soon as a C call returns, before
+    the caller can store the result; the object then dies with the status inside.
+    """
+
+    __slots__ = ()
+
+    def __del__(self):
+        ptr = self.value
+        if ptr and _lib_handle is not None:
+            _lib_handle.kiln_status_free(ptr)
+
+
+_lib_lock = threading.Lock()
+_lib_handle = None
+
+
+def _declare(lib):
+    P = ctypes.c_void_p
+    PP = ctypes.POINTER(ctypes.c_void_p)
+    S = ctypes.c_size_t
+    sigs = {
+        "kiln_status_code": (ctypes.c_int, [P]),
+        "kiln_status_message": (ctypes.c_char_p, [P]),
+        "kiln_status_free": (None, [P]),
+        "kiln_status_code_name": (ctypes.c_char_p, [ctypes.c_int]),
+        "kiln_dtype_size": (S, [ctypes.c_int]),
+        "kiln_buffer_view_create": (P, [ctypes.c_int, S, ctypes.POINTER(ctypes.c_int64), P, S, P]),
+        "kiln_buffer_view_release": (None, [P]),
+        "kiln_buffer_view_dtype": (ctypes.c_int, [P]),
+        "kiln_buffer_view_rank": (S, [P]),
+        "kiln_buffer_view_shape": (ctypes.POINTER(ctypes.c_int64), [P]),
+        "kiln_buffer_view_byte_size": (S, [P]),
+        "kiln_buffer_view_data": (P, [P]),
+        "kiln_instance_options_initialize": (None, [ctypes.POINTER(_InstanceOptions)]),
+        "kiln_instance_create": (P, [ctypes.POINTER(_InstanceOptions), PP]),
+        "kiln_instance_release": (None, [P]),
+        "kiln_instance_worker_count": (ctypes.c_uint32, [P]),
+        "kiln_module_load_file": (P, [P, ctypes.c_char_p, PP]),
+        "kiln_module_load_memory": (P, [P, ctypes.c_char_p, S, PP]),
+        "kiln_module_retain": (None, [P]),
+        "kiln_module_release": (None, [P]),
+        "kiln_module_name": (ctypes.c_char_p, [P]),
+        "kiln_module_function_count": (S, [P]),
+        "kiln_module_function_at": (P, [P, S, ctypes.POINTER(_Function)]),
+        "kiln_module_lookup_function": (P, [P, ctypes.c_char_p, ctypes.POINTER(_Function)]),
+        "kiln_function_name": (ctypes.c_char_p, [_Function]),
+        "kiln_function_arg_count": (S, [_Function]),
+        "kiln_function_result_count": (S, [_Function]),
+        "kiln_function_arg_info": (P, [_Function, S, ctypes.POINTER(_ValueInfo)]),
+        "kiln_function_result_info": (P, [_Function, S, ctypes.POINTER(_ValueInfo)]),
+        "kiln_function_arg_tree": (ctypes.c_char_p, [_Function]),
+        "kiln_function_result_tree": (ctypes.c_char_p, [_Function]),
+        "kiln_module_global_count": (S, [P]),
+        "kiln_module_global_info": (P, [P, S, ctypes.POINTER(_ValueInfo)]),
+        "kiln_context_create": (P, [P, PP]),
+        "kiln_context_release": (None, [P]),
+        "kiln_context_invoke": (_Status, [P, _Function, PP, S, PP, S]),
+        "kiln_context_get_global": (P, [P, ctypes.c_char_p, PP]),
+        "kiln_context_set_global": (P, [P, ctypes.c_char_p, P]),
+        "kiln_context_set_call_limits": (P, [P, ctypes.POINTER(_CallLimits)]),
+        "kiln_context_cancel": (None, [P]),
+    }
+    for name, (restype, argtypes) in sigs.items():
+        fn = getattr(lib, name)
+        fn.restype = restype
+        fn.argtypes = argtypes
+
+
+def _lib():
+    global _lib_handle
+    if _lib_handle is None:
+        with _lib_lock:
+            if _lib_handle is None:
+                lib = ctypes.CDLL(_native.runtime_library_path())
+                _declare(lib)
+                _lib_handle = lib
+    return _lib_handle
+
+
+def _check(status) -> None:
+    """Raises KilnRuntimeError for a non-NULL status (a pointer or a _Status), freeing it."""
+    if isinstance(status, _Status):
+        ptr, status.value = status.value, None
+        status = ptr
+    if status:
+        lib = _lib()
+        code = lib.kiln_status_code(status)
+        message = lib.kiln_status_message(status).decode("utf-8", "replace")
+        lib.kiln_status_free(status)
+        raise KilnRuntimeError(code, message)
+
+
+def _text(value: bytes | None) -> str:
+    return value.decode("utf-8", "replace") if value is not None else ""
+

@@ -1,0 +1,143 @@
+"""Python values to C buffer views and back, always copying.
+
+_to_view copies an argument, or a global's new value, into a new view by the
+rules kiln.vm.runtime's docstring states (never a silent cast or change of
+kind); _from_view copies a result or a global out as a numpy array.
+"""
+from __future__ import annotations
+
+import ctypes
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from kiln.vm._clib import INTERNAL, INVALID_ARGUMENT, KilnRuntimeError, _check, _lib
+from kiln.vm._dtypes import _BF16, _DTYPE_CODE, _KILN_OF_NUMPY, _NUMPY_OF, KILN_DTYPES, kiln_dtype
+
+if TYPE_CHECKING:
+    from kiln.vm._reflection import GlobalInfo, ValueInfo
+
+_SHAPE_TYPES = [ctypes.c_int64 * max(n, 1) for n in range(17)]
+_VIEW_ARRAYS = [ctypes.c_void_p * max(n, 1) for n in range(9)]
+_PTR_SIZE = ctypes.sizeof(ctypes.c_void_p)
+
+
+def _views(n: int):
+    """A zeroed C array of n buffer view pointers."""
+    return (_VIEW_ARRAYS[n] if n < len(_VIEW_ARRAYS) else ctypes.c_void_p * n)()
+
+
+def _address(array: np.ndarray) -> int:
+    """The address of a C-contiguous array's data (without building numpy's ctypes helper)."""
+    try:
+        return ctypes.addressof(ctypes.c_char.from_buffer(array))
+    except (TypeError, ValueError):  # read-only, or no buffer format for its dtype (bfloat16)
+        return array.ctypes.data
+
+
+def _label(what) -> str:
+    """What a conversion error names: a text, or (function, index, ValueInfo | None) of an argument."""
+    if isinstance(what, str):
+        return what
+    name, i, expected = what
+    return f"{name}: argument {i}" + (f" '{expected.name}'" if expected is not None else "")
+
+
+# The kinds of values that Python data of each kind converts into without loss of kind.
+_KIND_OF = {"f32": "f", "f64": "f", "f16": "f", "bf16": "f", "i8": "i", "i16": "i", "i32": "i",
+            "i64": "i", "u8": "i", "bool": "b"}
+_CONVERTS_TO = {"b": "bif", "i": "if", "u": "if", "f": "f"}
+_KIND_NAMES = {"b": "bool", "i": "int", "u": "int", "f": "float"}
+
+
+def _python_data(value, expected: ValueInfo | GlobalInfo | None, what) -> np.ndarray:
+    """A Python scalar, or (nested) list or tuple of them, as an array of the declared dtype.
+
+    Python values are weakly typed, as in kiln's tracing: they take the declared
+    dtype where that keeps their kind (a bool converts to anything, an int to an
+    integer or float dtype, a float to a float dtype); anything else, or an int out
+    of the dtype's range, is an INVALID_ARGUMENT rather than a silent change."""
+    natural = np.asarray(value)
+    kind = natural.dtype.kind
+    if kind == "O" and all(isinstance(v, int) for v in natural.flat):  # beyond int64 and uint64
+        kind = "i"
+    if expected is None or expected.dtype is None or kind not in _CONVERTS_TO:
+        return natural  # the dtype check that follows reports what is unsupported
+    target = _KIND_OF[expected.kiln_dtype]
+    got = f"Python {_KIND_NAMES[kind]}" + (f" {value!r}" if natural.ndim == 0 else "s")
+    if natural.size and target not in _CONVERTS_TO[kind]:
+        raise KilnRuntimeError(INVALID_ARGUMENT, f"{_label(what)} expects {expected.type_str}, got "
+                               f"{got}, which {expected.kiln_dtype} cannot hold without changing kind; "
+                               f"pass an array of that dtype")
+    if expected.kiln_dtype == "bf16" and _BF16 is None:
+        raise KilnRuntimeError(INVALID_ARGUMENT, f"{_label(what)}: converting {got} to bf16 needs "
+                               "ml_dtypes; pass the raw bfloat16 bits as uint16")
+    try:
+        return np.asarray(value, dtype=expected.dtype)
+    except OverflowError:
+        raise KilnRuntimeError(INVALID_ARGUMENT, f"{_label(what)} expects {expected.type_str}, got "
+                               f"{got}, out of {expected.kiln_dtype}'s range") from None
+
+
+def _to_view(value, expected: ValueInfo | GlobalInfo | None, what, out: int) -> None:
+    """Writes to `out` (the address of a view pointer) a new C buffer view holding a copy of
+    `value` (a numpy array or array-like); `what` names it in errors (see _label).
+
+    Writing through `out` rather than returning keeps the view reachable for the
+    caller's cleanup when a KeyboardInterrupt is raised as the C call returns."""
+    if not isinstance(value, np.ndarray):
+        if isinstance(value, (bool, int, float, list, tuple)) and not isinstance(value, np.generic):
+            value = _python_data(value, expected, what)
+        else:  # numpy scalars and objects with __array__ keep their dtype
+            value = np.asarray(value)
+    elif isinstance(value, np.ma.MaskedArray):
+        raise KilnRuntimeError(
+            INVALID_ARGUMENT, f"{_label(what)} is a numpy masked array: kiln has no masks and would "
+            "drop the mask; pass np.ma.filled(x, fill_value) or x.data")
+    dtype = value.dtype
+    kdtype = _KILN_OF_NUMPY.get(dtype)
+    if kdtype is None:
+        if not dtype.isnative:
+            value = value.astype(dtype.newbyteorder("="))
+        kdtype = kiln_dtype(value.dtype, expected=expected.kiln_dtype if expected else None)
+        if kdtype is None:
+            want = f"expects {expected.type_str}, " if expected is not None else ""
+            raise KilnRuntimeError(
+                INVALID_ARGUMENT, f"{_label(what)} {want}got numpy dtype {value.dtype} (kiln supports "
+                f"float32 float64 float16 bfloat16 int8 int16 int32 int64 uint8 bool)")
+    # (np.ascontiguousarray would turn a 0-d array into a 1-d one)
+    array = value if value.flags.c_contiguous else np.ascontiguousarray(value)
+    ndim = array.ndim
+    if ndim > 16:
+        raise KilnRuntimeError(INVALID_ARGUMENT, f"{_label(what)} has rank {ndim}: expected at most 16")
+    shape = _SHAPE_TYPES[ndim](*array.shape)
+    nbytes = array.nbytes
+    _check(_lib().kiln_buffer_view_create(_DTYPE_CODE[kdtype], ndim, shape,
+                                          _address(array) if nbytes else None, nbytes, out))
+
+
+def _from_view(view, expected: ValueInfo | None = None) -> np.ndarray:
+    """A numpy copy of a C buffer view (the view is not released).
+
+    `expected`, the declared type of a result, saves querying dtype and shape."""
+    lib = _lib()
+    nbytes = lib.kiln_buffer_view_byte_size(view)
+    array = None
+    if expected is not None and expected.dtype is not None:
+        array = np.empty(expected.shape, dtype=expected.dtype)
+        if array.nbytes != nbytes or \
+                lib.kiln_buffer_view_dtype(view) != _DTYPE_CODE[expected.kiln_dtype]:
+            array = None
+    if array is None:
+        code = lib.kiln_buffer_view_dtype(view)
+        rank = lib.kiln_buffer_view_rank(view)
+        shape_ptr = lib.kiln_buffer_view_shape(view)
+        shape = tuple(int(shape_ptr[i]) for i in range(rank))
+        array = np.empty(shape, dtype=_NUMPY_OF[KILN_DTYPES[code]])
+        if nbytes != array.nbytes:
+            raise KilnRuntimeError(INTERNAL, f"buffer of {nbytes} bytes for shape {shape}, "
+                                             f"dtype {KILN_DTYPES[code]}")
+    if nbytes:
+        ctypes.memmove(_address(array), lib.kiln_buffer_view_data(view), nbytes)
+    return array
+
