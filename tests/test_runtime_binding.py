@@ -74,6 +74,29 @@ def test_status_codes_have_names():
     assert KilnRuntimeError(99, "x").code_name == "code 99"
 
 
+def test_the_library_agrees_with_the_generated_constants():
+    """Status names, dtype names and sizes and the worker bound, as the C library has them, are
+    the Python constants (both generated from schemas/runtime_constants.toml)."""
+    import ctypes
+
+    from kiln.vm import _native
+    from kiln.vm._generated import constants
+
+    ensure_runtime_library()
+    lib = ctypes.CDLL(_native.runtime_library_path())  # its own handle: restypes set here stay here
+    lib.kiln_status_code_name.restype = lib.kiln_dtype_name.restype = ctypes.c_char_p
+    lib.kiln_dtype_size.restype = ctypes.c_size_t
+    for code, name in constants.STATUS_CODE_NAMES.items():
+        assert lib.kiln_status_code_name(code).decode() == name
+    assert lib.kiln_status_code_name(len(constants.STATUS_CODE_NAMES)) == b"UNKNOWN"
+    for code, name in enumerate(constants.DTYPES):
+        assert lib.kiln_dtype_name(code).decode() == name
+        assert lib.kiln_dtype_size(code) == constants.DTYPE_SIZES[name] == numpy_dtype(name).itemsize
+    assert lib.kiln_dtype_size(len(constants.DTYPES)) == 0
+    with pytest.raises(ValueError, match=rf"expected at most {constants.MAX_WORKERS}$"):
+        Instance(worker_count=constants.MAX_WORKERS + 1)
+
+
 def test_dispatch_against_numpy(instance, axpy_bytes, tmp_path):
     path = tmp_path / "axpy.vmfb"
     path.write_bytes(axpy_bytes)

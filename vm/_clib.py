@@ -10,28 +10,16 @@ import ctypes
 import threading
 
 from kiln.vm import _native
+# The status codes (kiln_status_code_t) and their names, generated from
+# schemas/runtime_constants.toml. Seen from Python, CANCELLED: Context.cancel()
+# stopped the call; DEADLINE_EXCEEDED: the call ran past its timeout or max_steps
+# (Context.set_limits).
+from kiln.vm._generated.constants import (  # noqa: F401 - importable from here and runtime
+    CANCELLED, DATA_LOSS, DEADLINE_EXCEEDED, FAILED_PRECONDITION, INTERNAL, INVALID_ARGUMENT, IO,
+    NOT_FOUND, OK, OUT_OF_MEMORY, UNIMPLEMENTED)
+from kiln.vm._generated.constants import STATUS_CODE_NAMES as CODE_NAMES
 
-# ---- status codes ------------------------------------------------------------
-
-OK = 0
-INVALID_ARGUMENT = 1
-NOT_FOUND = 2
-OUT_OF_MEMORY = 3
-DATA_LOSS = 4
-UNIMPLEMENTED = 5
-FAILED_PRECONDITION = 6
-INTERNAL = 7
-IO = 8
-CANCELLED = 9           # Context.cancel() stopped the call
-DEADLINE_EXCEEDED = 10  # the call ran past its timeout or max_steps (Context.set_limits)
-
-CODE_NAMES = {
-    OK: "OK", INVALID_ARGUMENT: "INVALID_ARGUMENT", NOT_FOUND: "NOT_FOUND",
-    OUT_OF_MEMORY: "OUT_OF_MEMORY", DATA_LOSS: "DATA_LOSS", UNIMPLEMENTED: "UNIMPLEMENTED",
-    FAILED_PRECONDITION: "FAILED_PRECONDITION", INTERNAL: "INTERNAL", IO: "IO",
-    CANCELLED: "CANCELLED", DEADLINE_EXCEEDED: "DEADLINE_EXCEEDED",
-}
-
+# ---- errors ----------------------------------------------------------------------
 
 class KilnRuntimeError(RuntimeError):
     """An error reported by the kiln C runtime: ``code`` (int), ``code_name``, ``message``."""

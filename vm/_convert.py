@@ -13,11 +13,12 @@ import numpy as np
 
 from kiln.vm._clib import INTERNAL, INVALID_ARGUMENT, KilnRuntimeError, _check, _lib
 from kiln.vm._dtypes import _BF16, _DTYPE_CODE, _KILN_OF_NUMPY, _NUMPY_OF, KILN_DTYPES, kiln_dtype
+from kiln.vm._generated.constants import MAX_RANK
 
 if TYPE_CHECKING:
     from kiln.vm._reflection import GlobalInfo, ValueInfo
 
-_SHAPE_TYPES = [ctypes.c_int64 * max(n, 1) for n in range(17)]
+_SHAPE_TYPES = [ctypes.c_int64 * max(n, 1) for n in range(MAX_RANK + 1)]
 _VIEW_ARRAYS = [ctypes.c_void_p * max(n, 1) for n in range(9)]
 _PTR_SIZE = ctypes.sizeof(ctypes.c_void_p)
 
@@ -108,8 +109,9 @@ def _to_view(value, expected: ValueInfo | GlobalInfo | None, what, out: int) -> 
     # (np.ascontiguousarray would turn a 0-d array into a 1-d one)
     array = value if value.flags.c_contiguous else np.ascontiguousarray(value)
     ndim = array.ndim
-    if ndim > 16:
-        raise KilnRuntimeError(INVALID_ARGUMENT, f"{_label(what)} has rank {ndim}: expected at most 16")
+    if ndim > MAX_RANK:
+        raise KilnRuntimeError(INVALID_ARGUMENT,
+                               f"{_label(what)} has rank {ndim}: expected at most {MAX_RANK}")
     shape = _SHAPE_TYPES[ndim](*array.shape)
     nbytes = array.nbytes
     _check(_lib().kiln_buffer_view_create(_DTYPE_CODE[kdtype], ndim, shape,

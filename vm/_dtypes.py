@@ -3,13 +3,15 @@
 f32 f64 f16 i8 i16 i32 i64 u8 bool map onto the numpy dtypes of the same name;
 bf16 maps onto ``ml_dtypes.bfloat16`` when ml_dtypes is installed, else onto
 uint16 arrays holding the raw bits. A kiln dtype's code is its index in
-KILN_DTYPES (the DType enum of schemas/module.fbs, kiln_dtype_t in C).
+KILN_DTYPES, generated from schemas/runtime_constants.toml as C's kiln_dtype_t
+is (and equal to the DType enum of schemas/module.fbs).
 """
 from __future__ import annotations
 
 import numpy as np
 
-KILN_DTYPES = ("f32", "f64", "i8", "i16", "i32", "i64", "u8", "bool", "f16", "bf16")
+from kiln.vm._generated.constants import DTYPES as KILN_DTYPES
+
 _DTYPE_CODE = {name: i for i, name in enumerate(KILN_DTYPES)}
 
 try:  # optional: a real bfloat16 numpy dtype

@@ -7,14 +7,15 @@ from typing import TYPE_CHECKING
 
 import numpy
 
+from kiln.vm._generated import constants
+
 if TYPE_CHECKING:
     from kiln.vm.isa import Instr, Label
 
-DTYPES = ("f32", "f64", "i8", "i16", "i32", "i64", "u8", "bool", "f16", "bf16")
-"""Short dtype names in the order of the schema's DType enum."""
+DTYPES = constants.DTYPES
+"""Short dtype names in the order of the schema's DType enum (schemas/runtime_constants.toml)."""
 
-DTYPE_SIZES = {"f32": 4, "f64": 8, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "u8": 1,
-               "bool": 1, "f16": 2, "bf16": 2}
+DTYPE_SIZES = constants.DTYPE_SIZES
 
 _NUMPY_NAMES = {"float32": "f32", "float64": "f64", "int8": "i8", "int16": "i16",
                 "int32": "i32", "int64": "i64", "uint8": "u8", "bool": "bool",
@@ -112,10 +113,10 @@ class BindingSpec:
     writable: bool
 
 
-MAX_WORKGROUPS = 1 << 24
+MAX_WORKGROUPS = constants.MAX_WORKGROUPS
 """The most workgroups one dispatch may ask for (KILN_MAX_WORKGROUPS in the runtime)."""
 
-MAX_REGISTERS = 1 << 20
+MAX_REGISTERS = constants.MAX_REGISTERS
 """The most ref registers, and the most i64 registers, of one function (KILN_MAX_REGISTERS)."""
 
 

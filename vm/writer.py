@@ -7,14 +7,16 @@ from __future__ import annotations
 import numpy
 import flatbuffers
 
+from kiln.vm._generated import constants
 from kiln.vm._generated import module_fb as fb
 from kiln.vm.assembler import assemble
 from kiln.vm.checksum import seal
 from kiln.vm.module_spec import DTYPES, ModuleSpec, TensorType
 from kiln.vm.validate import entry_points, max_workgroups, validate
 
-FORMAT_VERSION = (2, 0)
-"""(major, minor) written into every module; matches KILN_MODULE_VERSION_* in runtime.h."""
+FORMAT_VERSION = constants.FORMAT_VERSION
+"""(major, minor) written into every module: KILN_MODULE_VERSION_* in C, both generated from
+schemas/runtime_constants.toml."""
 
 
 class _Types:

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "buffer_internal.h"
+#include "generated/constant_tables.h"
 #include "status_internal.h"
 
 struct kiln_buffer_view {
@@ -37,13 +38,7 @@ struct kiln_buffer_view {
 static const struct {
   const char* name;
   size_t size;
-} kiln_dtype_table[KILN_DTYPE_COUNT] = {
-    [KILN_DTYPE_F32] = {"f32", 4},  [KILN_DTYPE_F64] = {"f64", 8},
-    [KILN_DTYPE_I8] = {"i8", 1},    [KILN_DTYPE_I16] = {"i16", 2},
-    [KILN_DTYPE_I32] = {"i32", 4},  [KILN_DTYPE_I64] = {"i64", 8},
-    [KILN_DTYPE_U8] = {"u8", 1},    [KILN_DTYPE_BOOL] = {"bool", 1},
-    [KILN_DTYPE_F16] = {"f16", 2},  [KILN_DTYPE_BF16] = {"bf16", 2},
-};
+} kiln_dtype_table[KILN_DTYPE_COUNT] = KILN_DTYPE_TABLE_INIT; /* schemas/runtime_constants.toml */
 
 static int kiln_dtype_valid(kiln_dtype_t dtype) {
   return (int)dtype >= 0 && (int)dtype < KILN_DTYPE_COUNT;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "generated/constant_tables.h"
 #include "status_internal.h"
 
 struct kiln_status {
@@ -83,18 +84,7 @@ void kiln_status_free(kiln_status_t status) {
 }
 
 const char* kiln_status_code_name(kiln_status_code_t code) {
-  switch (code) {
-    case KILN_OK: return "OK";
-    case KILN_INVALID_ARGUMENT: return "INVALID_ARGUMENT";
-    case KILN_NOT_FOUND: return "NOT_FOUND";
-    case KILN_OUT_OF_MEMORY: return "OUT_OF_MEMORY";
-    case KILN_DATA_LOSS: return "DATA_LOSS";
-    case KILN_UNIMPLEMENTED: return "UNIMPLEMENTED";
-    case KILN_FAILED_PRECONDITION: return "FAILED_PRECONDITION";
-    case KILN_INTERNAL: return "INTERNAL";
-    case KILN_IO: return "IO";
-    case KILN_CANCELLED: return "CANCELLED";
-    case KILN_DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
-  }
-  return "UNKNOWN";
+  static const char* const names[KILN_STATUS_CODE_COUNT] = KILN_STATUS_CODE_NAMES_INIT;
+  if ((int)code < 0 || (int)code >= KILN_STATUS_CODE_COUNT) return "UNKNOWN";
+  return names[code];
 }

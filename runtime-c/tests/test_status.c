@@ -39,6 +39,8 @@ int main(void) {
       {KILN_FAILED_PRECONDITION, "FAILED_PRECONDITION"},
       {KILN_INTERNAL, "INTERNAL"},
       {KILN_IO, "IO"},
+      {KILN_CANCELLED, "CANCELLED"},
+      {KILN_DEADLINE_EXCEEDED, "DEADLINE_EXCEEDED"},
   };
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); ++i) {
     CHECK(strcmp(kiln_status_code_name(names[i].code), names[i].name) == 0);
@@ -47,5 +49,6 @@ int main(void) {
     kiln_status_free(s);
   }
   CHECK(strcmp(kiln_status_code_name((kiln_status_code_t)99), "UNKNOWN") == 0);
+  CHECK(strcmp(kiln_status_code_name((kiln_status_code_t)-1), "UNKNOWN") == 0);
   TEST_MAIN_END();
 }

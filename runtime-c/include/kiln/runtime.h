@@ -29,25 +29,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Status codes (kiln_status_code_t), dtypes (kiln_dtype_t, KILN_DTYPE_COUNT),
+ * limits (KILN_MAX_RANK, KILN_MAX_WORKERS, KILN_MAX_WORKGROUPS,
+ * KILN_MAX_REGISTERS) and the module format version
+ * (KILN_MODULE_VERSION_MAJOR/MINOR), generated from
+ * schemas/runtime_constants.toml as the Python side's are. */
+#include "kiln/constants.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* ---- status ------------------------------------------------------------ */
-
-typedef enum kiln_status_code {
-  KILN_OK = 0,
-  KILN_INVALID_ARGUMENT = 1,  /* bad argument from the caller (shape, dtype, count) */
-  KILN_NOT_FOUND = 2,         /* unknown function, global or file */
-  KILN_OUT_OF_MEMORY = 3,
-  KILN_DATA_LOSS = 4,         /* corrupt or truncated module */
-  KILN_UNIMPLEMENTED = 5,     /* valid but unsupported (format version, target) */
-  KILN_FAILED_PRECONDITION = 6,
-  KILN_INTERNAL = 7,
-  KILN_IO = 8,                /* file system error */
-  KILN_CANCELLED = 9,         /* the call was cancelled (kiln_context_cancel) */
-  KILN_DEADLINE_EXCEEDED = 10, /* the call ran past its time or step limit */
-} kiln_status_code_t;
+/* ---- status (codes: kiln_status_code_t, kiln/constants.h) -------------- */
 
 typedef struct kiln_status* kiln_status_t;
 
@@ -57,23 +50,7 @@ const char* kiln_status_message(kiln_status_t status);
 void kiln_status_free(kiln_status_t status);
 const char* kiln_status_code_name(kiln_status_code_t code);
 
-/* ---- dtypes (values match the DType enum of schemas/module.fbs) --------- */
-
-typedef enum kiln_dtype {
-  KILN_DTYPE_F32 = 0,
-  KILN_DTYPE_F64 = 1,
-  KILN_DTYPE_I8 = 2,
-  KILN_DTYPE_I16 = 3,
-  KILN_DTYPE_I32 = 4,
-  KILN_DTYPE_I64 = 5,
-  KILN_DTYPE_U8 = 6,
-  KILN_DTYPE_BOOL = 7, /* one byte, 0 or 1 */
-  KILN_DTYPE_F16 = 8,
-  KILN_DTYPE_BF16 = 9,
-} kiln_dtype_t;
-
-#define KILN_DTYPE_COUNT 10
-#define KILN_MAX_RANK 16
+/* ---- dtypes (kiln_dtype_t, KILN_MAX_RANK: kiln/constants.h) ------------ */
 
 /* Bytes per element; 0 for an unknown dtype. */
 size_t kiln_dtype_size(kiln_dtype_t dtype);
@@ -109,13 +86,10 @@ void* kiln_buffer_view_mutable_data(kiln_buffer_view_t* view);
 
 typedef struct kiln_instance kiln_instance_t;
 
-/* The most worker threads an instance may have (a larger worker_count is an
- * INVALID_ARGUMENT; 0, one per core, is capped at it). */
-#define KILN_MAX_WORKERS 1024
-
 typedef struct kiln_instance_options {
   /* Worker threads for dispatches; 0 means one per online core. The calling
-   * thread also runs workgroups, so 1 means fully single-threaded. */
+   * thread also runs workgroups, so 1 means fully single-threaded. At most
+   * KILN_MAX_WORKERS. */
   uint32_t worker_count;
 } kiln_instance_options_t;
 
@@ -144,14 +118,9 @@ kiln_status_t kiln_module_load_memory(kiln_instance_t* instance,
 void kiln_module_retain(kiln_module_t* module);
 void kiln_module_release(kiln_module_t* module);
 const char* kiln_module_name(const kiln_module_t* module);
-/* Format version the runtime supports (major) and the module's own. */
-#define KILN_MODULE_VERSION_MAJOR 2
-#define KILN_MODULE_VERSION_MINOR 0
-/* The most workgroups one dispatch may ask for (each kernel declares its own
- * bound, at most this; the loader refuses a module asking for more). */
-#define KILN_MAX_WORKGROUPS (1u << 24)
-/* The most ref registers, and the most i64 registers, one function may have. */
-#define KILN_MAX_REGISTERS (1u << 20)
+/* The loader refuses a module of another major format version than
+ * KILN_MODULE_VERSION_MAJOR, or one asking for more than KILN_MAX_WORKGROUPS
+ * workgroups or KILN_MAX_REGISTERS registers (kiln/constants.h). */
 
 /* Static description of an argument, result or global. */
 typedef struct kiln_value_info {
