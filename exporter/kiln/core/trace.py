@@ -220,6 +220,11 @@ class Tracer:
         raise TypeError("traced arrays are not hashable")
 
 
+def get_aval(x) -> ShapedArray:
+    """The abstract value of a tracer or of a concrete value (numpy array, numpy or Python scalar)."""
+    return x.aval if isinstance(x, Tracer) else aval_of(x)
+
+
 # numpy ufuncs that Python operators turn into when an ndarray is on the left of a tracer:
 # ufunc name -> (the tracer's operator when it is on the left, when it is on the right).
 _UFUNC_OPERATORS = {

@@ -7,26 +7,21 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import dtypes
+from ..core.trace import get_aval
 from . import prims
-
-
-def _aval(x):
-    from ..numpy._base import aval
-
-    return aval(x)
 
 
 def _operands(*xs):
     """Arrays stay as they are; Python scalars take the dtype of the first array operand."""
     arrays = [x for x in xs if not isinstance(x, (bool, int, float)) or isinstance(x, np.generic)]
-    dtype = _aval(arrays[0]).dtype if arrays else dtypes.python_scalar_dtype(xs[0])
+    dtype = get_aval(arrays[0]).dtype if arrays else dtypes.python_scalar_dtype(xs[0])
     out = []
     for x in xs:
         if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
             x = np.asarray(x, dtype)
         out.append(x)
-    shape = next((_aval(x).shape for x in out if _aval(x).shape), ())
-    return [prims.broadcast_in_dim.bind(x, shape=shape, broadcast_dimensions=()) if _aval(x).shape == () and shape
+    shape = next((get_aval(x).shape for x in out if get_aval(x).shape), ())
+    return [prims.broadcast_in_dim.bind(x, shape=shape, broadcast_dimensions=()) if get_aval(x).shape == () and shape
             else x for x in out]
 
 
@@ -124,8 +119,8 @@ def _start_indices(fn: str, shape, start_indices):
     """One scalar integer start per dimension; negative starts count from the end (as in JAX: i + dim when
     i < 0); the primitive then clamps them so the slice fits. Narrow ints are widened to int32 first."""
     nd = len(shape)
-    if (_is_tracer(start_indices) or isinstance(start_indices, np.ndarray)) and _aval(start_indices).ndim == 1:
-        starts = [start_indices[k] for k in range(_aval(start_indices).shape[0])]
+    if (_is_tracer(start_indices) or isinstance(start_indices, np.ndarray)) and get_aval(start_indices).ndim == 1:
+        starts = [start_indices[k] for k in range(get_aval(start_indices).shape[0])]
     elif isinstance(start_indices, (tuple, list)):
         starts = list(start_indices)
     else:
@@ -142,7 +137,7 @@ def _start_indices(fn: str, shape, start_indices):
                 raise TypeError(f"{fn}: start index {k} must be an integer scalar, got {a}")
             if a.dtype.itemsize < 4:
                 s = prims.convert.bind(s, new_dtype=np.dtype(np.int32))
-            dt = _aval(s).dtype
+            dt = get_aval(s).dtype
             if dt.kind == "i":
                 zero = np.zeros((), dt)
                 s = prims.select.bind(prims.lt.bind(s, zero), prims.add.bind(s, np.asarray(d, dt)), s)
@@ -168,7 +163,7 @@ def dynamic_slice(operand, start_indices, slice_sizes):
     from ..numpy._base import asarray
 
     x = asarray(operand)
-    shape = _aval(x).shape
+    shape = get_aval(x).shape
     sizes = tuple(int(z) for z in slice_sizes)
     if len(sizes) != len(shape):
         raise TypeError(f"dynamic_slice: got {len(sizes)} slice sizes for an operand of shape {shape}; give one per dimension")
@@ -188,7 +183,7 @@ def dynamic_update_slice(operand, update, start_indices):
     from ..numpy._base import asarray
 
     x, u = asarray(operand), asarray(update)
-    xa, ua = _aval(x), _aval(u)
+    xa, ua = get_aval(x), get_aval(u)
     if ua.dtype != xa.dtype:
         raise TypeError(f"dynamic_update_slice: update dtype {ua.dtype} differs from operand dtype {xa.dtype}; "
                         f"convert it first (update.astype({xa.dtype}))")
@@ -207,7 +202,7 @@ def _axis(fn, axis, nd):
 
 def dynamic_slice_in_dim(operand, start_index, slice_size, axis=0):
     """jax.lax.dynamic_slice_in_dim: dynamic_slice along one axis (operand[..., i:i+size, ...])."""
-    shape = _aval(operand).shape
+    shape = get_aval(operand).shape
     axis = _axis("dynamic_slice_in_dim", axis, len(shape))
     starts = [0] * len(shape)
     starts[axis] = start_index
@@ -221,14 +216,14 @@ def dynamic_index_in_dim(operand, index, axis=0, keepdims=True):
     out = dynamic_slice_in_dim(operand, index, 1, axis)
     if keepdims:
         return out
-    shape = _aval(out).shape
+    shape = get_aval(out).shape
     axis = _axis("dynamic_index_in_dim", axis, len(shape))
     return prims.reshape.bind(out, new_shape=shape[:axis] + shape[axis + 1:])
 
 
 def dynamic_update_slice_in_dim(operand, update, start_index, axis):
     """jax.lax.dynamic_update_slice_in_dim: dynamic_update_slice along one axis."""
-    nd = _aval(operand).ndim
+    nd = get_aval(operand).ndim
     axis = _axis("dynamic_update_slice_in_dim", axis, nd)
     starts = [0] * nd
     starts[axis] = start_index
@@ -243,7 +238,7 @@ def _index_array(fn, indices, axes, operand_aval):
     from ..numpy._base import asarray
 
     idx = asarray(indices)
-    ia = _aval(idx)
+    ia = get_aval(idx)
     if not dtypes.is_int(ia.dtype):
         raise TypeError(f"{fn}: indices must be integers, got {ia}")
     axes = tuple(int(a) for a in axes)
@@ -274,7 +269,7 @@ def gather(operand, indices, axes, *, mode=None, fill_value=None):
     from ..numpy._base import asarray
 
     x = asarray(operand)
-    xa = _aval(x)
+    xa = get_aval(x)
     if mode not in _GATHER_MODES:
         raise ValueError(f"gather: mode must be 'fill', 'clip' or 'promise_in_bounds', got {mode!r}")
     idx, axes = _index_array("gather", indices, axes, xa)
@@ -283,15 +278,15 @@ def gather(operand, indices, axes, *, mode=None, fill_value=None):
     if m == "clip" or fill_value is None or np.asarray(fill_value) == 0:
         return out
     valid = _rows_in_range(idx, axes, xa.shape)
-    oa = _aval(out)
-    valid = prims.broadcast_in_dim.bind(valid, shape=oa.shape, broadcast_dimensions=tuple(range(_aval(valid).ndim)))
+    oa = get_aval(out)
+    valid = prims.broadcast_in_dim.bind(valid, shape=oa.shape, broadcast_dimensions=tuple(range(get_aval(valid).ndim)))
     fill = prims.broadcast_in_dim.bind(np.asarray(fill_value).astype(oa.dtype), shape=oa.shape, broadcast_dimensions=())
     return prims.select.bind(valid, out, fill)
 
 
 def _rows_in_range(idx, axes, shape):
     """bool (*batch,): every index of the row is in [0, size of its axis)."""
-    ia = _aval(idx)
+    ia = get_aval(idx)
     dt = ia.dtype
     lo = prims.ge.bind(idx, prims.broadcast_in_dim.bind(np.zeros((), dt), shape=ia.shape, broadcast_dimensions=()))
     sizes = np.array([shape[a] for a in axes]).astype(dt)
@@ -322,13 +317,13 @@ def scatter(operand, indices, updates, axes, *, update="set", mode=None):
     from ..numpy._base import asarray
 
     x, u = asarray(operand), asarray(updates)
-    xa, ua = _aval(x), _aval(u)
+    xa, ua = get_aval(x), get_aval(u)
     if mode not in _SCATTER_MODES:
         raise ValueError(f"scatter: mode must be 'drop', 'clip' or 'promise_in_bounds', got {mode!r}")
     if update not in _SCATTER_UPDATES:
         raise ValueError(f"scatter: update must be one of {_SCATTER_UPDATES}, got {update!r}")
     idx, axes = _index_array("scatter", indices, axes, xa)
-    want = _aval(idx).shape[:-1] + tuple(d for i, d in enumerate(xa.shape) if i not in axes)
+    want = get_aval(idx).shape[:-1] + tuple(d for i, d in enumerate(xa.shape) if i not in axes)
     if ua.shape != want:
         raise TypeError(f"scatter: updates must have shape {want} (index batch + the operand's other dimensions), "
                         f"got {ua.shape}")
@@ -365,14 +360,14 @@ def sort(operand, dimension=-1, is_stable=True, num_keys=1):
 
     single = not isinstance(operand, (tuple, list))
     xs = [asarray(operand)] if single else [asarray(o) for o in operand]
-    nd = _aval(xs[0]).ndim
+    nd = get_aval(xs[0]).ndim
     if nd == 0:
         raise TypeError("sort: the operand must have at least one dimension")
     dim = _axis("sort", dimension, nd)
     if not 1 <= num_keys <= len(xs):
         raise TypeError(f"sort: num_keys must be between 1 and the number of operands ({len(xs)}), got {num_keys}")
     if is_stable:
-        iota = prims.iota.bind(shape=_aval(xs[0]).shape, dimension=dim, dtype=np.dtype(np.int32))
+        iota = prims.iota.bind(shape=get_aval(xs[0]).shape, dimension=dim, dtype=np.dtype(np.int32))
         outs = _sp().sort_p.bind(*xs[:num_keys], iota, *xs[num_keys:], dimension=dim, num_keys=num_keys + 1)
         outs = outs[:num_keys] + outs[num_keys + 1:]
     else:
@@ -390,7 +385,7 @@ def _cumulative(name):
         from ..numpy._base import asarray
 
         x = asarray(operand)
-        return getattr(_sp(), f"{name}_p").bind(x, axis=_axis(name, axis, _aval(x).ndim), reverse=bool(reverse))
+        return getattr(_sp(), f"{name}_p").bind(x, axis=_axis(name, axis, get_aval(x).ndim), reverse=bool(reverse))
 
     fn.__name__ = fn.__qualname__ = name  # Python names it in call errors
     fn.__doc__ = f"jax.lax.{name}: the running {name[3:]} along axis (from the end if reverse), same shape and dtype."
@@ -405,7 +400,7 @@ def argmax(operand, axis, index_dtype):
     from ..numpy._base import asarray
 
     x = asarray(operand)
-    return _sp().argmax_p.bind(x, axis=_axis("argmax", axis, _aval(x).ndim), index_dtype=dtypes.canonical(index_dtype))
+    return _sp().argmax_p.bind(x, axis=_axis("argmax", axis, get_aval(x).ndim), index_dtype=dtypes.canonical(index_dtype))
 
 
 def argmin(operand, axis, index_dtype):
@@ -413,4 +408,4 @@ def argmin(operand, axis, index_dtype):
     from ..numpy._base import asarray
 
     x = asarray(operand)
-    return _sp().argmin_p.bind(x, axis=_axis("argmin", axis, _aval(x).ndim), index_dtype=dtypes.canonical(index_dtype))
+    return _sp().argmin_p.bind(x, axis=_axis("argmin", axis, get_aval(x).ndim), index_dtype=dtypes.canonical(index_dtype))

@@ -17,7 +17,7 @@ from ..core.evaluate import eval_graph
 from ..core.ir import Graph, Var
 from ..core.primitive import Primitive, register
 from ..core.pytree import tree_flatten, tree_unflatten
-from ..core.trace import Tracer, trace_to_graph_with_captures
+from ..core.trace import Tracer, get_aval, trace_to_graph_with_captures
 from . import prims
 
 
@@ -34,12 +34,6 @@ def _leaf(x):
     arr = np.asarray(x)
     dtypes.canonical(arr.dtype)
     return arr
-
-
-def _aval(x) -> ShapedArray:
-    from ..numpy._base import aval
-
-    return aval(x).strip_weak()
 
 
 def _name(fn) -> str:
@@ -76,7 +70,7 @@ def join_captures(traced: list[tuple[Graph, list]]) -> tuple[list[Graph], list]:
     for graph, caps in traced:
         n_declared = len(graph.invars) - len(caps)
         own = {index[id(c)]: v for c, v in zip(caps, graph.invars[n_declared:])}
-        extra = [own.get(k) or Var(_aval(union[k])) for k in range(len(union))]
+        extra = [own.get(k) or Var(get_aval(union[k]).strip_weak()) for k in range(len(union))]
         graphs.append(Graph(graph.invars[:n_declared] + extra, graph.constvars, graph.consts, graph.eqns, graph.outvars))
     return graphs, union
 
@@ -118,7 +112,7 @@ def _switch(where: str, index, branches: Sequence[Callable], operands, roles: li
         raise ControlFlowError(f"{where}: needs at least one branch")
     leaves, tree = tree_flatten(operands)
     leaves = [_leaf(x) for x in leaves]
-    avals = [_aval(x) for x in leaves]
+    avals = [get_aval(x).strip_weak() for x in leaves]
     traced = [trace_function(b, tree, avals) for b in branches]
     first_graph, first_tree, _ = traced[0]
     for i, (g, t, _) in enumerate(traced[1:], start=1):
@@ -130,9 +124,9 @@ def _switch(where: str, index, branches: Sequence[Callable], operands, roles: li
             )
     graphs, captured = join_captures([(g, c) for g, _, c in traced])
     idx = _leaf(index)
-    if _aval(idx).shape != ():
-        raise ControlFlowError(f"{where}: the index must be a scalar, got shape {_aval(idx).shape}")
-    if _aval(idx).dtype != np.int32:
+    if get_aval(idx).strip_weak().shape != ():
+        raise ControlFlowError(f"{where}: the index must be a scalar, got shape {get_aval(idx).strip_weak().shape}")
+    if get_aval(idx).strip_weak().dtype != np.int32:
         idx = prims.convert.bind(idx, new_dtype=np.dtype(np.int32))
     if len(branches) > 1:
         idx = prims.max.bind(prims.min.bind(idx, np.int32(len(branches) - 1)), np.int32(0))
@@ -143,10 +137,10 @@ def _switch(where: str, index, branches: Sequence[Callable], operands, roles: li
 def cond(pred, true_fun: Callable, false_fun: Callable, *operands):
     """true_fun(*operands) if pred else false_fun(*operands), with pred a boolean (or numeric) scalar."""
     p = _leaf(pred)
-    if _aval(p).shape != ():
-        raise ControlFlowError(f"cond: pred must be a scalar, got shape {_aval(p).shape}")
-    if _aval(p).dtype != np.bool_:
-        p = prims.ne.bind(p, np.zeros((), _aval(p).dtype))
+    if get_aval(p).strip_weak().shape != ():
+        raise ControlFlowError(f"cond: pred must be a scalar, got shape {get_aval(p).strip_weak().shape}")
+    if get_aval(p).strip_weak().dtype != np.bool_:
+        p = prims.ne.bind(p, np.zeros((), get_aval(p).strip_weak().dtype))
     index = prims.convert.bind(p, new_dtype=np.dtype(np.int32))
     return _switch("cond", index, [false_fun, true_fun], operands, ["false_fun ", "true_fun "])
 
@@ -191,9 +185,9 @@ def _promote_weak_carry(where: str, fn, leaves: list, weak: list[bool], init_tre
     """
     if not any(weak):
         return leaves
-    out_tree, out_avals = trace_carry([_aval(x) for x in leaves])
+    out_tree, out_avals = trace_carry([get_aval(x).strip_weak() for x in leaves])
     _check_structure(where, fn, init_tree, out_tree)
-    return [np.asarray(x, o.dtype) if w and o.shape == () and o.dtype != _aval(x).dtype else x
+    return [np.asarray(x, o.dtype) if w and o.shape == () and o.dtype != get_aval(x).strip_weak().dtype else x
             for x, w, o in zip(leaves, weak, out_avals)]
 
 
@@ -216,7 +210,7 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val):
         return out_tree, graph.out_avals
 
     leaves = _promote_weak_carry("while_loop", body_fun, leaves, weak, tree, body_carry)
-    avals = [_aval(x) for x in leaves]
+    avals = [get_aval(x).strip_weak() for x in leaves]
     cond_graph, cond_tree, cond_caps = trace_function(cond_fun, args_tree, avals)
     outs = cond_graph.out_avals
     if len(outs) != 1 or outs[0].shape != () or outs[0].dtype != np.bool_:
@@ -248,8 +242,8 @@ def fori_loop(lower, upper, body_fun: Callable, init_val):
         i, hi, val = carry
         return i + 1, hi, body_fun(i, val)
 
-    lo = prims.convert.bind(_leaf(lower), new_dtype=np.dtype(np.int32)) if _aval(_leaf(lower)).dtype != np.int32 else _leaf(lower)
-    hi = prims.convert.bind(_leaf(upper), new_dtype=np.dtype(np.int32)) if _aval(_leaf(upper)).dtype != np.int32 else _leaf(upper)
+    lo = prims.convert.bind(_leaf(lower), new_dtype=np.dtype(np.int32)) if get_aval(_leaf(lower)).strip_weak().dtype != np.int32 else _leaf(lower)
+    hi = prims.convert.bind(_leaf(upper), new_dtype=np.dtype(np.int32)) if get_aval(_leaf(upper)).strip_weak().dtype != np.int32 else _leaf(upper)
     return while_loop(cond_fn, body_fn, (lo, hi, init_val))[2]
 
 
@@ -289,8 +283,8 @@ def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = 
     carry_leaves = [_leaf(x) for x in carry_leaves]
     x_leaves, x_tree = tree_flatten(xs)
     x_leaves = [_leaf(x) for x in x_leaves]
-    lengths = {_aval(x).shape[0] for x in x_leaves if _aval(x).ndim > 0}
-    if any(_aval(x).ndim == 0 for x in x_leaves):
+    lengths = {get_aval(x).strip_weak().shape[0] for x in x_leaves if get_aval(x).strip_weak().ndim > 0}
+    if any(get_aval(x).strip_weak().ndim == 0 for x in x_leaves):
         raise ControlFlowError("scan: every leaf of xs needs a leading axis to scan over")
     if length is not None:
         lengths.add(int(length))
@@ -298,7 +292,7 @@ def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = 
         detail = sorted(lengths) if lengths else "none (no xs and no length)"
         raise ControlFlowError(f"scan of {_name(f)}: cannot tell the length: leading axes / length give {detail}")
     n = lengths.pop()
-    x_avals = [ShapedArray(_aval(x).shape[1:], _aval(x).dtype) for x in x_leaves]
+    x_avals = [ShapedArray(get_aval(x).strip_weak().shape[1:], get_aval(x).strip_weak().dtype) for x in x_leaves]
     n_carry = len(carry_leaves)
     pair_tree = tree_flatten((init, xs))[1]
 
@@ -313,7 +307,7 @@ def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = 
         return out_tree.children[0], graph.out_avals[:n_carry]
 
     carry_leaves = _promote_weak_carry("scan", f, carry_leaves, weak, carry_tree, body_carry)
-    carry_avals = [_aval(c) for c in carry_leaves]
+    carry_avals = [get_aval(c).strip_weak() for c in carry_leaves]
 
     graph, out_tree, captured = trace_function(body_fn, pair_tree, carry_avals + x_avals)
     out_carry_tree, y_tree = out_tree.children

@@ -15,6 +15,8 @@ import math
 import numpy as np
 
 from ..core import dtypes
+from ..core.ad_util import Zero, instantiate
+from ..core.trace import get_aval
 from .prims import ShapeError, _elementwise
 
 __all__ = ["rsqrt", "erf", "erfc", "integer_pow", "clamp", "atan2", "rem"]
@@ -204,16 +206,11 @@ def clamp(min, x, max):  # noqa: A002 - lax's argument names
 
 def _register_rules() -> None:
     from ..transforms.batching import move_batch_axis
-    from ..transforms.jvp import Zero, instantiate, tangent_aval
+    from ..transforms.jvp import tangent_aval
     from . import prims
 
-    def aval_of(x):
-        from ..numpy._base import aval
-
-        return aval(x)
-
     def full_like(x, value):
-        a = aval_of(x)
+        a = get_aval(x)
         return prims.broadcast_in_dim.bind(np.asarray(value).astype(a.dtype), shape=a.shape, broadcast_dimensions=())
 
     def scale(t, factor):
@@ -242,7 +239,7 @@ def _register_rules() -> None:
     def zero_rule(prim):
         def rule(primals, tangents, **params):
             out = prim.bind(*primals, **params)
-            return out, Zero(tangent_aval(aval_of(out)))
+            return out, Zero(tangent_aval(get_aval(out)))
 
         prim.jvp_rule = rule
 
@@ -281,7 +278,7 @@ def _register_rules() -> None:
         (y, x), (ty, tx) = primals, tangents
         out = P["atan2"].bind(y, x)
         denom = add(sq(x), sq(y))
-        t = Zero(tangent_aval(aval_of(out)))
+        t = Zero(tangent_aval(get_aval(out)))
         if not isinstance(ty, Zero):
             t = scale(ty, div(x, denom))
         if not isinstance(tx, Zero):
@@ -297,7 +294,7 @@ def _register_rules() -> None:
         t = tx
         if not isinstance(ty, Zero):
             dy = scale(ty, prims.neg.bind(P["trunc"].bind(div(x, y))))
-            t = dy if isinstance(t, Zero) else add(instantiate(t, tangent_aval(aval_of(out))), dy)
+            t = dy if isinstance(t, Zero) else add(instantiate(t, tangent_aval(get_aval(out))), dy)
         return out, t
 
     P["rem"].jvp_rule = rem_rule

@@ -20,8 +20,10 @@ import itertools
 import numpy as np
 
 from ..core import dtypes
+from ..core.ad_util import Zero
 from ..core.aval import ShapedArray
 from ..core.primitive import Primitive, register
+from ..core.trace import get_aval
 from . import prims
 from .conv import dilate_dim, padtype_to_pads
 from .prims import ShapeError
@@ -180,22 +182,16 @@ from .api import add, max, min  # noqa: E402,A004 - jax.lax's elementwise ops al
 # ----------------------------------------------------------------------------- rules
 
 
-def _aval(x):
-    from ..numpy._base import aval
-
-    return aval(x)
-
-
 def _sum_transpose(ct, x, *, op, window_dimensions, window_strides, padding, base_dilation, window_dilation):
     from .conv import _vjp_lhs_padding
 
     assert op == "add"
     in_shape = x.aval.shape
-    pads = _vjp_lhs_padding(in_shape, window_dimensions, window_strides, _aval(ct).shape, padding,
+    pads = _vjp_lhs_padding(in_shape, window_dimensions, window_strides, get_aval(ct).shape, padding,
                             base_dilation, window_dilation)
     out = reduce_window_p.bind(ct, op="add", window_dimensions=window_dimensions, window_strides=tuple(base_dilation),
                                padding=pads, base_dilation=tuple(window_strides), window_dilation=tuple(window_dilation))
-    assert _aval(out).shape == in_shape, (_aval(out).shape, in_shape)
+    assert get_aval(out).shape == in_shape, (get_aval(out).shape, in_shape)
     return [out]
 
 
@@ -203,7 +199,7 @@ def window_patches(x, *, window_dimensions, window_strides, padding, base_dilati
     """(prod(window),) + out_shape: every window's elements, zero where padding (a one-hot convolution)."""
     from .conv import conv_general_dilated_p
 
-    a = _aval(x)
+    a = get_aval(x)
     k = int(np.prod(window_dimensions, dtype=np.int64))
     kernel = np.eye(k, dtype=a.dtype).reshape((k, 1) + tuple(window_dimensions))
     canonical = tuple(range(a.ndim + 2))
@@ -214,21 +210,21 @@ def window_patches(x, *, window_dimensions, window_strides, padding, base_dilati
         out = conv_general_dilated_p.impl(x.reshape((1, 1) + a.shape), kernel, **params)
         return out.reshape(out.shape[1:])
     out = conv_general_dilated_p.bind(prims.reshape.bind(x, new_shape=(1, 1) + a.shape), kernel, **params)
-    return prims.reshape.bind(out, new_shape=_aval(out).shape[1:])
+    return prims.reshape.bind(out, new_shape=get_aval(out).shape[1:])
 
 
 def _jvp(primals, tangents, *, op, **params):
-    from ..transforms.jvp import Zero, tangent_aval
+    from ..transforms.jvp import tangent_aval
 
     (x,), (t,) = primals, tangents
     out = reduce_window_p.bind(x, op=op, **params)
     if isinstance(t, Zero):
-        return out, Zero(tangent_aval(_aval(out)))
+        return out, Zero(tangent_aval(get_aval(out)))
     if op == "add":
         return out, reduce_window_p.bind(t, op=op, **params)
-    a = _aval(x)
+    a = get_aval(x)
     k = int(np.prod(params["window_dimensions"], dtype=np.int64))
-    out_shape = _aval(out).shape
+    out_shape = get_aval(out).shape
     valid = window_patches(np.ones(a.shape, a.dtype), **params) != 0
     px = window_patches(x, **params)
     spread = prims.broadcast_in_dim.bind(out, shape=(k,) + out_shape, broadcast_dimensions=tuple(range(1, len(out_shape) + 1)))

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import dtypes
+from ..core import ad_util, dtypes
 from ..core.aval import ShapedArray
 from ..core.primitive import Primitive, register
+from ..core.trace import current_graph_trace
 
 
 class ShapeError(TypeError):
@@ -281,3 +282,14 @@ stop_gradient = register(Primitive("stop_gradient"))
 stop_gradient.elementwise = True
 stop_gradient.def_abstract_eval(lambda x: x)
 stop_gradient.def_impl(lambda x: np.asarray(x))
+
+
+def zeros_like_shaped_array(aval: ShapedArray):
+    """Zeros of aval's shape and dtype: a numpy array eagerly and for 0-d, a broadcast when traced."""
+    if aval.shape == () or current_graph_trace() is None:
+        return np.zeros(aval.shape, aval.dtype)
+    return broadcast_in_dim.bind(np.zeros((), aval.dtype), shape=aval.shape, broadcast_dimensions=())
+
+
+ad_util.register_add(add.bind)
+ad_util.register_zeros(ShapedArray, zeros_like_shaped_array)

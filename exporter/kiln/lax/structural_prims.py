@@ -27,8 +27,10 @@ import builtins
 import numpy as np
 
 from ..core import dtypes
+from ..core.ad_util import Zero, instantiate, zeros_like_aval
 from ..core.aval import ShapedArray
 from ..core.primitive import Primitive, register
+from ..core.trace import get_aval
 from . import prims
 from .prims import ShapeError
 
@@ -36,36 +38,24 @@ _INT = np.dtype(np.int32)
 _CODEGEN = "kiln.compiler.codegen.structural"
 
 
-def _aval(x) -> ShapedArray:
-    from ..numpy._base import aval
-
-    return aval(x)
-
-
 def _full(shape, value, dtype):
     return prims.broadcast_in_dim.bind(np.asarray(value, dtype), shape=tuple(shape), broadcast_dimensions=())
 
 
-def _zeros_like_aval(a: ShapedArray):
-    return _full(a.shape, 0, a.dtype)
-
-
 def _is_zero(t) -> bool:
-    from ..transforms.jvp import Zero
-
     return isinstance(t, Zero)
 
 
 def _zero_tangent(x):
-    from ..transforms.jvp import Zero, tangent_aval
+    from ..transforms.jvp import tangent_aval
 
-    return Zero(tangent_aval(_aval(x)))
+    return Zero(tangent_aval(get_aval(x)))
 
 
 def _inst(t, x):
-    from ..transforms.jvp import instantiate, tangent_aval
+    from ..transforms.jvp import tangent_aval
 
-    return instantiate(t, tangent_aval(_aval(x)))
+    return instantiate(t, tangent_aval(get_aval(x)))
 
 
 def _undefined(x) -> bool:
@@ -121,7 +111,7 @@ def _slice_impl(x, *, start_indices, limit_indices, strides):
 
 def slice(x, start_indices, limit_indices, strides=None):  # noqa: A001
     """lax.slice: x[start:limit:stride] along every axis (static bounds)."""
-    nd = _aval(x).ndim
+    nd = get_aval(x).ndim
     strides = (1,) * nd if strides is None else tuple(int(s) for s in strides)
     return slice_p.bind(x, start_indices=tuple(int(s) for s in start_indices),
                         limit_indices=tuple(int(s) for s in limit_indices), strides=strides)
@@ -129,7 +119,7 @@ def slice(x, start_indices, limit_indices, strides=None):  # noqa: A001
 
 def _slice_t(ct, x, *, start_indices, limit_indices, strides):
     shape = x.aval.shape
-    out_shape = _aval(ct).shape
+    out_shape = get_aval(ct).shape
     config = []
     for d, s, st, m in zip(shape, start_indices, strides, out_shape):
         if m == 0:
@@ -138,7 +128,7 @@ def _slice_t(ct, x, *, start_indices, limit_indices, strides):
             last = s + (m - 1) * st
             config.append((s, d - last - 1, st - 1))
     if any(m == 0 for m in out_shape):
-        return [_zeros_like_aval(x.aval)]
+        return [zeros_like_aval(x.aval)]
     return [pad_p.bind(ct, padding_config=tuple(config), padding_value=_scalar_for(x.aval.dtype, 0))]
 
 
@@ -216,7 +206,7 @@ def _pad_impl(x, *, padding_config, padding_value):
 
 def pad(x, padding_value, padding_config):
     """lax.pad: (lo, hi, interior) per axis; negative lo/hi crop; padding_value is a static scalar."""
-    dtype = _aval(x).dtype
+    dtype = get_aval(x).dtype
     return pad_p.bind(x, padding_config=tuple((int(a), int(b), int(c)) for a, b, c in padding_config),
                       padding_value=_scalar_for(dtype, padding_value))
 
@@ -227,7 +217,7 @@ def _pad_t(ct, x, *, padding_config, padding_value):
     t = ct
     if any(a or b for a, b, _ in uncrop):
         t = pad_p.bind(ct, padding_config=uncrop, padding_value=_scalar_for(x.aval.dtype, 0))
-    shape = _aval(t).shape
+    shape = get_aval(t).shape
     start = tuple(builtins.max(lo, 0) for lo, _, _ in padding_config)
     strides = tuple(i + 1 for _, _, i in padding_config)
     limit = tuple(s + (d - 1) * st + 1 if d else s for s, d, st in zip(start, x.aval.shape, strides))
@@ -240,7 +230,7 @@ def _pad_jvp(primals, tangents, *, padding_config, padding_value):
     out = pad_p.bind(x, padding_config=padding_config, padding_value=padding_value)
     if _is_zero(t):
         return out, _zero_tangent(out)
-    zero = _scalar_for(_aval(t).dtype, 0)
+    zero = _scalar_for(get_aval(t).dtype, 0)
     return out, pad_p.bind(t, padding_config=padding_config, padding_value=zero)
 
 
@@ -290,9 +280,9 @@ def _concatenate_jvp(primals, tangents, *, dimension):
 
 def _concatenate_t(ct, *xs, dimension):
     out, start = [], 0
-    shape = _aval(ct).shape
+    shape = get_aval(ct).shape
     for x in xs:
-        a = x.aval if _undefined(x) else _aval(x)
+        a = x.aval if _undefined(x) else get_aval(x)
         n = a.shape[dimension]
         if _undefined(x):
             lo = tuple(start if i == dimension else 0 for i in range(len(shape)))
@@ -419,7 +409,7 @@ def _gather_jvp(primals, tangents, *, axes, mode):
 
 
 def _gather_t(ct, x, idx, *, axes, mode):
-    zeros = _zeros_like_aval(x.aval)
+    zeros = zeros_like_aval(x.aval)
     return [scatter_p.bind(zeros, idx, ct, axes=axes, update="add", mode="clip" if mode == "clip" else "drop"), None]
 
 
@@ -441,16 +431,16 @@ def _scatter_jvp(primals, tangents, *, axes, update, mode):
         return out, scatter_p.bind(tx, idx, u, **params)
     # min / max: the tangent of whichever operand produced each result, averaged over ties
     gmode = "clip" if mode == "clip" else "fill"
-    dt = _aval(out).dtype
+    dt = get_aval(out).dtype
     hit_x = prims.convert.bind(prims.eq.bind(out, x), new_dtype=dt)
     picked_u = prims.convert.bind(prims.eq.bind(gather_p.bind(out, idx, axes=axes, mode=gmode), u), new_dtype=dt)
-    zeros = _zeros_like_aval(_aval(out))
+    zeros = zeros_like_aval(get_aval(out))
     count = prims.add.bind(hit_x, scatter_p.bind(zeros, idx, picked_u, axes=axes, update="add", mode=mode))
     total = prims.mul.bind(_inst(tx, x), hit_x)
     if not _is_zero(tu):
         total = prims.add.bind(total, scatter_p.bind(zeros, idx, prims.mul.bind(tu, picked_u), axes=axes, update="add", mode=mode))
     # positions that no operand reached keep x's tangent (count is at least 1 wherever out == x)
-    safe = prims.select.bind(prims.eq.bind(count, zeros), _full(_aval(out).shape, 1, dt), count)
+    safe = prims.select.bind(prims.eq.bind(count, zeros), _full(get_aval(out).shape, 1, dt), count)
     return out, prims.div.bind(total, safe)
 
 
@@ -465,8 +455,8 @@ def _scatter_t(ct, x, idx, u, *, axes, update, mode):
         if update == "add":
             ct_x = ct
         else:
-            ua = u.aval if _undefined(u) else _aval(u)
-            ct_x = scatter_p.bind(ct, idx, _zeros_like_aval(ua), axes=axes, update="set", mode=mode)
+            ua = u.aval if _undefined(u) else get_aval(u)
+            ct_x = scatter_p.bind(ct, idx, zeros_like_aval(ua), axes=axes, update="set", mode=mode)
     if _undefined(u):
         ct_u = gather_p.bind(ct, idx, axes=axes, mode="clip" if mode == "clip" else "fill")
     return [ct_x, None, ct_u]
@@ -474,7 +464,7 @@ def _scatter_t(ct, x, idx, u, *, axes, update, mode):
 
 def _with_batch_iota(indices, axis_size):
     """indices (B, ..., k) -> (B, ..., k+1) with the batch position prepended as a new first index."""
-    a = _aval(indices)
+    a = get_aval(indices)
     shape = a.shape[:-1] + (1,)
     iota = prims.iota.bind(shape=shape, dimension=0, dtype=a.dtype)
     return concatenate_p.bind(iota, indices, dimension=a.ndim - 1)
@@ -485,7 +475,7 @@ def _gather_batch(values, dims, *, axis_size, axes, mode):
     if di is None:
         x = _move(x, dx, 0, axis_size)
         out = gather_p.bind(x, idx, axes=tuple(a + 1 for a in axes), mode=mode)
-        return out, _aval(idx).ndim - 1
+        return out, get_aval(idx).ndim - 1
     idx = _move(idx, di, 0, axis_size)
     if dx is None:
         return gather_p.bind(x, idx, axes=axes, mode=mode), 0
@@ -498,7 +488,7 @@ def _scatter_batch(values, dims, *, axis_size, axes, update, mode):
     x = _move(x, dx, 0, axis_size)
     new_axes = tuple(a + 1 for a in axes)
     if di is None:
-        u = _move(u, du, _aval(idx).ndim - 1, axis_size)
+        u = _move(u, du, get_aval(idx).ndim - 1, axis_size)
         return scatter_p.bind(x, idx, u, axes=new_axes, update=update, mode=mode), 0
     idx = _move(idx, di, 0, axis_size)
     u = _move(u, du, 0, axis_size)
@@ -580,7 +570,7 @@ def _dynamic_slice_jvp(primals, tangents, *, slice_sizes):
 
 
 def _dynamic_slice_t(ct, x, *starts, slice_sizes):
-    return [dynamic_update_slice_p.bind(_zeros_like_aval(x.aval), ct, *starts)] + [None] * len(starts)
+    return [dynamic_update_slice_p.bind(zeros_like_aval(x.aval), ct, *starts)] + [None] * len(starts)
 
 
 def _dus_jvp(primals, tangents):
@@ -593,8 +583,8 @@ def _dus_jvp(primals, tangents):
 
 
 def _dus_t(ct, x, u, *starts):
-    ua = u.aval if _undefined(u) else _aval(u)
-    ct_x = dynamic_update_slice_p.bind(ct, _zeros_like_aval(ua), *starts) if _undefined(x) else None
+    ua = u.aval if _undefined(u) else get_aval(u)
+    ct_x = dynamic_update_slice_p.bind(ct, zeros_like_aval(ua), *starts) if _undefined(x) else None
     ct_u = dynamic_slice_p.bind(ct, *starts, slice_sizes=ua.shape) if _undefined(u) else None
     return [ct_x, ct_u] + [None] * len(starts)
 
@@ -604,7 +594,7 @@ def _point_indices(starts, sizes, shape, axis_size):
     nd = len(shape)
     cols = []
     for d, (s, z, n) in enumerate(zip(starts, sizes, shape)):
-        s = prims.convert.bind(s, new_dtype=_INT) if _aval(s).dtype != _INT else s
+        s = prims.convert.bind(s, new_dtype=_INT) if get_aval(s).dtype != _INT else s
         lo, hi = _full((axis_size,), 0, _INT), _full((axis_size,), n - z, _INT)
         s = prims.max.bind(prims.min.bind(s, hi), lo)
         full_shape = (axis_size,) + tuple(sizes) + (1,)
@@ -618,9 +608,9 @@ def _dynamic_slice_batch(values, dims, *, axis_size, slice_sizes):
     dx, *dstarts = dims
     if builtins.all(d is None for d in dstarts):
         x = _move(x, dx, 0, axis_size)
-        zero = np.zeros((), _aval(starts[0]).dtype) if starts else np.int32(0)
+        zero = np.zeros((), get_aval(starts[0]).dtype) if starts else np.int32(0)
         return dynamic_slice_p.bind(x, zero, *starts, slice_sizes=(axis_size,) + tuple(slice_sizes)), 0
-    shape = _aval(x).shape if dx is None else tuple(d for i, d in enumerate(_aval(x).shape) if i != dx)
+    shape = get_aval(x).shape if dx is None else tuple(d for i, d in enumerate(get_aval(x).shape) if i != dx)
     starts = [_move(s, d, 0, axis_size) for s, d in zip(starts, dstarts)]
     idx = _point_indices(starts, slice_sizes, shape, axis_size)
     return _gather_batch([x, idx], [dx, 0], axis_size=axis_size, axes=tuple(range(len(shape))), mode="clip")
@@ -632,10 +622,10 @@ def _dus_batch(values, dims, *, axis_size):
     if builtins.all(d is None for d in dstarts):
         x = _move(x, dx, 0, axis_size)
         u = _move(u, du, 0, axis_size)
-        zero = np.zeros((), _aval(starts[0]).dtype) if starts else np.int32(0)
+        zero = np.zeros((), get_aval(starts[0]).dtype) if starts else np.int32(0)
         return dynamic_update_slice_p.bind(x, u, zero, *starts), 0
-    shape = _aval(x).shape if dx is None else tuple(d for i, d in enumerate(_aval(x).shape) if i != dx)
-    ushape = _aval(u).shape if du is None else tuple(d for i, d in enumerate(_aval(u).shape) if i != du)
+    shape = get_aval(x).shape if dx is None else tuple(d for i, d in enumerate(get_aval(x).shape) if i != dx)
+    ushape = get_aval(u).shape if du is None else tuple(d for i, d in enumerate(get_aval(u).shape) if i != du)
     starts = [_move(s, d, 0, axis_size) for s, d in zip(starts, dstarts)]
     idx = _point_indices(starts, ushape, shape, axis_size)
     return _scatter_batch([x, idx, u], [dx, 0, du], axis_size=axis_size, axes=tuple(range(len(shape))),
@@ -681,12 +671,12 @@ def _sort_impl(*xs, dimension, num_keys):
 
 def sort(xs, dimension=-1, num_keys=1):
     xs = list(xs)
-    nd = _aval(xs[0]).ndim
+    nd = get_aval(xs[0]).ndim
     return sort_p.bind(*xs, dimension=int(dimension) % nd, num_keys=int(num_keys))
 
 
 def _sort_jvp(primals, tangents, *, dimension, num_keys):
-    shape = _aval(primals[0]).shape
+    shape = get_aval(primals[0]).shape
     iota = prims.iota.bind(shape=shape, dimension=dimension, dtype=_INT)
     outs = sort_p.bind(*primals, iota, dimension=dimension, num_keys=num_keys)
     perm = outs[-1]
@@ -698,13 +688,13 @@ def _sort_jvp(primals, tangents, *, dimension, num_keys):
 
 def take_along(x, idx, axis):
     """x[..., idx[...], ...] along `axis` for idx of x's shape (in range), as a gather."""
-    shape = _aval(idx).shape
+    shape = get_aval(idx).shape
     nd = len(shape)
     if nd == 1:
         return gather_p.bind(x, prims.reshape.bind(idx, new_shape=shape + (1,)), axes=(0,), mode="clip")
     cols = []
     for d in range(nd):
-        col = idx if d == axis else prims.iota.bind(shape=shape, dimension=d, dtype=_aval(idx).dtype)
+        col = idx if d == axis else prims.iota.bind(shape=shape, dimension=d, dtype=get_aval(idx).dtype)
         cols.append(prims.reshape.bind(col, new_shape=shape + (1,)))
     return gather_p.bind(x, concatenate_p.bind(*cols, dimension=nd), axes=tuple(range(nd)), mode="clip")
 
@@ -766,7 +756,7 @@ def _cumsum_t(ct, x, *, axis, reverse):
 
 def _shift_in(x, axis, reverse, fill):
     """x shifted one step along axis (toward the end, or the start when reverse), `fill` entering."""
-    a = _aval(x)
+    a = get_aval(x)
     n = a.shape[axis]
     nd = a.ndim
     if n == 0:
@@ -793,7 +783,7 @@ def _cumprod_jvp(primals, tangents, *, axis, reverse):
 
     prev = _shift_in(out, axis, reverse, 1)
     b = prims.mul.bind(t, prev)
-    a = _aval(x)
+    a = get_aval(x)
     perm = (axis,) + tuple(i for i in range(a.ndim) if i != axis)
     inv = tuple(int(i) for i in np.argsort(perm))
     xs_a = prims.transpose.bind(x, permutation=perm)
@@ -814,7 +804,7 @@ def _cumextremum_jvp(prim):
         out = prim.bind(x, axis=axis, reverse=reverse)
         if _is_zero(t):
             return out, _zero_tangent(out)
-        a = _aval(x)
+        a = get_aval(x)
         n = a.shape[axis]
         iota = prims.iota.bind(shape=a.shape, dimension=axis, dtype=_INT)
         if reverse:
@@ -893,7 +883,7 @@ def _reduce_prod_jvp(primals, tangents, *, axes):
     out = reduce_prod_p.bind(x, axes=axes)
     if _is_zero(t):
         return out, _zero_tangent(out)
-    a = _aval(x)
+    a = get_aval(x)
     kept = tuple(i for i in range(a.ndim) if i not in axes)
     perm = kept + tuple(axes)
     n = int(np.prod([a.shape[i] for i in axes], dtype=np.int64))

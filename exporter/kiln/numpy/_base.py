@@ -6,8 +6,8 @@ import functools
 import numpy as np
 
 from ..core import dtypes
-from ..core.aval import ShapedArray, aval_of, reject_masked
-from ..core.trace import Tracer
+from ..core.aval import reject_masked
+from ..core.trace import Tracer, get_aval
 from ..lax import prims
 
 
@@ -15,8 +15,7 @@ def is_array(x) -> bool:
     return isinstance(x, (Tracer, np.ndarray, np.generic))
 
 
-def aval(x) -> ShapedArray:
-    return x.aval if isinstance(x, Tracer) else aval_of(x)
+aval = get_aval
 
 
 def asarray(x, dtype=None):

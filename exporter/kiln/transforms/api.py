@@ -6,25 +6,21 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ..core.ad_util import Zero, instantiate
+from ..core.trace import get_aval
 from ..core.pytree import tree_flatten, tree_unflatten, treedef_flatten_up_to
 from ..lax import prims
 from . import batching_rules, control_flow_rules, jvp_rules, transpose_rules
 from .batching import BatchingError, check_axis_sizes, vmap_flat
-from .jvp import DifferentiationError, Zero, instantiate, is_differentiable, jvp_flat, tangent_aval
+from .jvp import DifferentiationError, is_differentiable, jvp_flat, tangent_aval
 from .linearize import vjp_flat
 
 jvp_rules.register()
 transpose_rules.register()
 batching_rules.register()
 control_flow_rules.register()
-prims.stop_gradient.jvp_rule = lambda p, t: (prims.stop_gradient.bind(p[0]), Zero(tangent_aval(_aval(p[0]))))
+prims.stop_gradient.jvp_rule = lambda p, t: (prims.stop_gradient.bind(p[0]), Zero(tangent_aval(get_aval(p[0]))))
 prims.stop_gradient.batching_rule = lambda v, d, axis_size: (prims.stop_gradient.bind(v[0]), d[0])
-
-
-def _aval(x):
-    from ..numpy._base import aval
-
-    return aval(x)
 
 
 def _operand(x):
@@ -67,8 +63,8 @@ def _select_args(fn, args, nums, where):
 def _check_float_inputs(where: str, fn, leaves, what: str) -> None:
     """A DifferentiationError naming fn and the leaf when a leaf to differentiate is not floating-point."""
     for k, leaf in enumerate(leaves):
-        dtype = _aval(leaf).dtype
-        if not is_differentiable(_aval(leaf)):
+        dtype = get_aval(leaf).dtype
+        if not is_differentiable(get_aval(leaf)):
             hint = "close over them" if where in ("jvp", "vjp") else "leave them out of argnums"
             raise DifferentiationError(
                 f"{where} of {_name(fn)}: {what.format(k=k)} has dtype {dtype}; derivatives are only defined for "
@@ -102,7 +98,7 @@ def value_and_grad(fn: Callable, argnums=0, has_aux: bool = False) -> Callable:
                 aux_leaves, aux_def = tree_flatten(aux)
                 aux_tree.append(aux_def)
             out = _operand(out)
-            a = _aval(out)
+            a = get_aval(out)
             if a.shape != ():
                 raise DifferentiationError(
                     f"grad of {_name(fn)}: fn must return a scalar, it returned shape {a.shape}; "
@@ -113,7 +109,7 @@ def value_and_grad(fn: Callable, argnums=0, has_aux: bool = False) -> Callable:
             return ([out], aux_leaves) if has_aux else [out]
 
         (value,), aux, vjp_fn = vjp_flat(flat_fn, leaves, has_aux=has_aux)
-        grads = tree_unflatten(tree, vjp_fn([np.ones((), _aval(value).dtype)]))
+        grads = tree_unflatten(tree, vjp_fn([np.ones((), get_aval(value).dtype)]))
         g = grads[0] if isinstance(argnums, int) else grads
         if has_aux:
             return (value, tree_unflatten(aux_tree[-1], aux)), g
@@ -154,11 +150,11 @@ def jvp(fn: Callable, primals: Sequence, tangents: Sequence):
     t_leaves = [_operand(t) for t in t_leaves]
     _check_float_inputs("jvp", fn, p_leaves, "primal leaf {k}")
     for k, (p, t) in enumerate(zip(p_leaves, t_leaves)):
-        if _aval(p).shape != _aval(t).shape:
-            raise ValueError(f"jvp of {_name(fn)}: tangent leaf {k} has shape {_aval(t).shape}, its primal {_aval(p).shape}")
+        if get_aval(p).shape != get_aval(t).shape:
+            raise ValueError(f"jvp of {_name(fn)}: tangent leaf {k} has shape {get_aval(t).shape}, its primal {get_aval(p).shape}")
     out_tree: list = []
     po, to = jvp_flat(_flat_output(fn, p_tree, out_tree), p_leaves, t_leaves)
-    to = [instantiate(t, tangent_aval(_aval(p))) for t, p in zip(to, po)]
+    to = [instantiate(t, tangent_aval(get_aval(p))) for t, p in zip(to, po)]
     return tree_unflatten(out_tree[-1], po), tree_unflatten(out_tree[-1], to)
 
 
@@ -187,7 +183,7 @@ def vjp(fn: Callable, *primals, has_aux: bool = False):
     def vjp_fn(cotangent):
         cts = [_operand(c) for c in treedef_flatten_up_to(treedef, cotangent)]
         grads = flat_vjp(cts)
-        return tree_unflatten(p_tree, [np.zeros(_aval(p).shape, _aval(p).dtype) if g is None else g
+        return tree_unflatten(p_tree, [np.zeros(get_aval(p).shape, get_aval(p).dtype) if g is None else g
                                        for g, p in zip(grads, p_leaves)])
 
     primal_out = tree_unflatten(treedef, outs)
@@ -248,7 +244,7 @@ def vmap(fn: Callable, in_axes=0, out_axes=0) -> Callable:
         leaves = [_operand(x) for x in leaves]
         dims = _axes_per_leaf(in_axes, args, where)
         names = _leaf_names(args)
-        dims = [None if d is None else _check_axis(where, "in_axes", d, _aval(x).ndim, name, _aval(x).shape)
+        dims = [None if d is None else _check_axis(where, "in_axes", d, get_aval(x).ndim, name, get_aval(x).shape)
                 for d, x, name in zip(dims, leaves, names)]
         size = check_axis_sizes(_name(fn), leaves, dims)
         out_tree: list = []
@@ -284,7 +280,7 @@ class _OutAxes:
 def _move_first_to_last(x):
     from ..numpy import transpose
 
-    nd = _aval(x).ndim
+    nd = get_aval(x).ndim
     return transpose(x, tuple(range(1, nd)) + (0,)) if nd > 1 else x
 
 
@@ -302,16 +298,16 @@ def jacfwd(fn: Callable, argnums=0) -> Callable:
         flat_fn = _flat_output(lambda *xs: call(*xs), in_tree, out_tree)
         per_input = []
         for k, x in enumerate(leaves):
-            shape = _aval(x).shape
+            shape = get_aval(x).shape
             n = int(np.prod(shape, dtype=np.int64))
-            basis = np.eye(n, dtype=_aval(x).dtype).reshape((n,) + shape)
+            basis = np.eye(n, dtype=get_aval(x).dtype).reshape((n,) + shape)
 
             def push(t, k=k):
-                tangents = [t if j == k else np.zeros(_aval(y).shape, _aval(y).dtype) for j, y in enumerate(leaves)]
+                tangents = [t if j == k else np.zeros(get_aval(y).shape, get_aval(y).dtype) for j, y in enumerate(leaves)]
                 return jvp_flat(flat_fn, leaves, tangents)[1]
 
             cols = vmap_flat(lambda t: push(t), [basis], [0], _OutAxes(0, []), n)
-            per_input.append([reshape(_move_first_to_last(c), _aval(c).shape[1:] + shape) for c in cols])
+            per_input.append([reshape(_move_first_to_last(c), get_aval(c).shape[1:] + shape) for c in cols])
         return _assemble(out_tree[-1], in_tree, per_input, argnums)
 
     return wrapped
@@ -331,17 +327,17 @@ def jacrev(fn: Callable, argnums=0) -> Callable:
         outs, _, flat_vjp = vjp_flat(_flat_output(lambda *xs: call(*xs), in_tree, out_tree), leaves)
         per_output = []
         for k, y in enumerate(outs):
-            shape = _aval(y).shape
+            shape = get_aval(y).shape
             m = int(np.prod(shape, dtype=np.int64))
-            basis = np.eye(m, dtype=_aval(y).dtype).reshape((m,) + shape)
+            basis = np.eye(m, dtype=get_aval(y).dtype).reshape((m,) + shape)
 
             def pull(c, k=k):
-                cts = [c if j == k else np.zeros(_aval(o).shape, _aval(o).dtype) for j, o in enumerate(outs)]
-                return [g if g is not None else np.zeros(_aval(x).shape, _aval(x).dtype)
+                cts = [c if j == k else np.zeros(get_aval(o).shape, get_aval(o).dtype) for j, o in enumerate(outs)]
+                return [g if g is not None else np.zeros(get_aval(x).shape, get_aval(x).dtype)
                         for g, x in zip(flat_vjp(cts), leaves)]
 
             rows = vmap_flat(pull, [basis], [0], _OutAxes(0, []), m)
-            per_output.append([reshape(r, shape + _aval(x).shape) for r, x in zip(rows, leaves)])
+            per_output.append([reshape(r, shape + get_aval(x).shape) for r, x in zip(rows, leaves)])
         per_input = [[per_output[o][i] for o in range(len(outs))] for i in range(len(leaves))]
         return _assemble(out_tree[-1], in_tree, per_input, argnums)
 

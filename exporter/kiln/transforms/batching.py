@@ -6,9 +6,9 @@ are an axis index or None (not batched).
 """
 from __future__ import annotations
 
-from ..core.aval import ShapedArray, aval_of
+from ..core.aval import ShapedArray
 from ..core.errors import KilnError
-from ..core.trace import Trace, Tracer, new_trace
+from ..core.trace import Trace, Tracer, get_aval, new_trace
 from ..lax import prims
 
 
@@ -26,15 +26,11 @@ class BatchTracer(Tracer):
 
     @property
     def aval(self):
-        a = _aval(self.value)
+        a = get_aval(self.value)
         if self.batch_dim is None:
             return a
         shape = a.shape[: self.batch_dim] + a.shape[self.batch_dim + 1:]
         return ShapedArray(shape, a.dtype, a.weak_type)
-
-
-def _aval(x) -> ShapedArray:
-    return x.aval if isinstance(x, Tracer) else aval_of(x)
 
 
 class BatchTrace(Trace):
@@ -67,7 +63,7 @@ class BatchTrace(Trace):
 
 def move_batch_axis(x, dim, to: int, axis_size: int):
     """x with its batch axis at position `to` (broadcasting it in when x is unbatched)."""
-    a = _aval(x)
+    a = get_aval(x)
     if dim is None:
         shape = a.shape[:to] + (axis_size,) + a.shape[to:]
         dims = tuple(i if i < to else i + 1 for i in range(a.ndim))
@@ -110,7 +106,7 @@ def check_axis_sizes(fn_name: str, args: list, in_dims: list) -> int:
     for i, (a, d) in enumerate(zip(args, in_dims)):
         if d is None:
             continue
-        shape = _aval(a).shape
+        shape = get_aval(a).shape
         if not -len(shape) <= d < len(shape):
             raise BatchingError(f"vmap of {fn_name}: in_axes {d} is out of range for argument leaf {i} of shape {shape}")
         sizes[i] = shape[d]

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from ..lax import prims
-from .batching import _aval, move_batch_axis
+from ..core.trace import get_aval
+from .batching import move_batch_axis
 
 
 def _elementwise_rule(prim):
@@ -55,7 +56,7 @@ def _dot_general_rule(values, dims, *, axis_size, dimension_numbers):
         return prims.dot_general.bind(lhs, rhs, dimension_numbers=new), len(lb)
     rhs = move_batch_axis(rhs, rd, 0, axis_size)
     new = ((lc, shift(rc)), (lb, shift(rb)))
-    lhs_free = _aval(lhs).ndim - len(lc) - len(lb)
+    lhs_free = get_aval(lhs).ndim - len(lc) - len(lb)
     return prims.dot_general.bind(lhs, rhs, dimension_numbers=new), len(lb) + lhs_free
 
 

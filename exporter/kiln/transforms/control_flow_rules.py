@@ -10,22 +10,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.ad_util import Zero, instantiate
 from ..core.aval import ShapedArray
 from ..core.evaluate import eval_graph
 from ..core.ir import Equation, Graph, Literal, Var
-from ..core.trace import trace_to_graph
+from ..core.trace import get_aval, trace_to_graph
 from ..lax import prims
 from ..lax.control_flow import cond_p, scan_p, while_p
 from .batching import move_batch_axis, vmap_flat
-from .jvp import Zero, instantiate, is_differentiable, jvp_flat, tangent_aval
+from .jvp import is_differentiable, jvp_flat, tangent_aval
 from .linearize import split_linear, transpose_graph
 from .transpose_rules import UndefinedPrimal
-
-
-def _aval(x) -> ShapedArray:
-    from ..numpy._base import aval
-
-    return aval(x).strip_weak()
 
 
 def jvp_of_graph(graph: Graph, nonzero: list[bool]) -> Graph:
@@ -38,7 +33,7 @@ def jvp_of_graph(graph: Graph, nonzero: list[bool]) -> Graph:
         ts = iter(args[n:])
         tangents = [next(ts) if nz else Zero(tangent_aval(a)) for a, nz in zip(avals, nonzero)]
         po, to = jvp_flat(lambda *xs: eval_graph(graph, xs), list(args[:n]), tangents)
-        return list(po) + [instantiate(t, tangent_aval(_aval(p))) for t, p in zip(to, po) if is_differentiable(_aval(p))]
+        return list(po) + [instantiate(t, tangent_aval(get_aval(p).strip_weak())) for t, p in zip(to, po) if is_differentiable(get_aval(p).strip_weak())]
 
     return trace_to_graph(fn, avals + t_avals)
 
@@ -109,7 +104,7 @@ def _cond_jvp(primals, tangents, *, branches):
     primal_out, res_vals = outs[:n_out], outs[n_out:]
     nz_tangents = [t for t in t_ops if not isinstance(t, Zero)]
     t_out = iter(cond_p.bind(index, *res_vals, *nz_tangents, branches=tuple(tangent_graphs)))
-    tangents_out = [next(t_out) if is_differentiable(_aval(p)) else Zero(tangent_aval(_aval(p))) for p in primal_out]
+    tangents_out = [next(t_out) if is_differentiable(get_aval(p).strip_weak()) else Zero(tangent_aval(get_aval(p).strip_weak())) for p in primal_out]
     return primal_out, tangents_out
 
 
@@ -122,8 +117,8 @@ def _transposed_graph(graph: Graph, mask: list[bool], nonlinear_avals, ct_avals)
 def _cond_transpose(cts, index, *args, branches):
     mask = [isinstance(a, UndefinedPrimal) for a in args]
     nonlinear = [a for a in args if not isinstance(a, UndefinedPrimal)]
-    nl_avals = [_aval(x) for x in nonlinear]
-    ct_avals = [_aval(c) for c in cts]
+    nl_avals = [get_aval(x).strip_weak() for x in nonlinear]
+    ct_avals = [get_aval(c).strip_weak() for c in cts]
     graphs = tuple(_transposed_graph(b, mask, nl_avals, ct_avals) for b in branches)
     out = iter(cond_p.bind(index, *nonlinear, *cts, branches=graphs))
     return [None] + [next(out) if m else None for m in mask]
@@ -139,7 +134,7 @@ def _cond_batch(values, dims, *, axis_size, branches):
         result = list(outs[0])
         for k in range(1, len(branches)):
             for j, o in enumerate(outs[k]):
-                shape = _aval(o).shape
+                shape = get_aval(o).strip_weak().shape
                 pick = prims.eq.bind(idx, prims.broadcast_in_dim.bind(np.int32(k), shape=(axis_size,), broadcast_dimensions=()))
                 pick = prims.broadcast_in_dim.bind(pick, shape=shape, broadcast_dimensions=(0,))
                 result[j] = prims.select.bind(pick, o, result[j])
@@ -157,7 +152,7 @@ def _zero_dims(dims):
 
 
 def _batched_aval(value, dim) -> ShapedArray:
-    a = _aval(value)
+    a = get_aval(value).strip_weak()
     if dim is None or dim == 0:
         return a
     shape = list(a.shape)
@@ -183,21 +178,21 @@ def _while_jvp(primals, tangents, *, cond_graph, body_graph, n_carry):
     carry, cconsts, bconsts = primals[:n_carry], primals[n_carry:n_carry + n_cond], primals[n_carry + n_cond:]
     t_carry = tangents[:n_carry]
     t_bconsts = tangents[n_carry + n_cond:]
-    float_carry = [is_differentiable(_aval(c)) for c in carry]
+    float_carry = [is_differentiable(get_aval(c).strip_weak()) for c in carry]
     nz_bconst = [not isinstance(t, Zero) for t in t_bconsts]
     g = jvp_of_graph(body_graph, float_carry + nz_bconst)
     n_tc, n_b = sum(float_carry), len(bconsts)
     order = list(range(n_carry)) + list(range(n_carry + n_b, n_carry + n_b + n_tc)) \
         + list(range(n_carry, n_carry + n_b)) + list(range(n_carry + n_b + n_tc, len(g.invars)))
     body = _reorder(g, order)
-    tc_avals = [tangent_aval(_aval(c)) for c, f in zip(carry, float_carry) if f]
+    tc_avals = [tangent_aval(get_aval(c).strip_weak()) for c, f in zip(carry, float_carry) if f]
     cond = _with_unused_inputs(cond_graph, n_carry, tc_avals)
-    tc_vals = [instantiate(t, tangent_aval(_aval(c))) for t, c, f in zip(t_carry, carry, float_carry) if f]
+    tc_vals = [instantiate(t, tangent_aval(get_aval(c).strip_weak())) for t, c, f in zip(t_carry, carry, float_carry) if f]
     tb_vals = [t for t in t_bconsts if not isinstance(t, Zero)]
     outs = while_p.bind(*carry, *tc_vals, *cconsts, *bconsts, *tb_vals, cond_graph=cond, body_graph=body,
                         n_carry=n_carry + n_tc)
     primal_out, t_out = outs[:n_carry], iter(outs[n_carry:])
-    return primal_out, [next(t_out) if f else Zero(tangent_aval(_aval(p))) for p, f in zip(primal_out, float_carry)]
+    return primal_out, [next(t_out) if f else Zero(tangent_aval(get_aval(p).strip_weak())) for p, f in zip(primal_out, float_carry)]
 
 
 WHILE_NOT_TRANSPOSABLE = (
@@ -214,8 +209,8 @@ def _while_batch(values, dims, *, axis_size, cond_graph, body_graph, n_carry):
     consts = [move_batch_axis(v, d, 0, axis_size) if d is not None else v for v, d in zip(consts, dims[n_carry:])]
     carry_dims = [0] * n_carry
     cdims, bdims = const_dims[:n_cond], const_dims[n_cond:]
-    carry_avals = [_aval(c) for c in carry]
-    cond_avals = carry_avals + [_aval(c) for c in consts[:n_cond]]
+    carry_avals = [get_aval(c).strip_weak() for c in carry]
+    cond_avals = carry_avals + [get_aval(c).strip_weak() for c in consts[:n_cond]]
 
     def batched_pred(*xs):
         return vmap_flat(lambda *a: eval_graph(cond_graph, a), list(xs), carry_dims + cdims, None, axis_size)[0]
@@ -230,12 +225,12 @@ def _while_batch(values, dims, *, axis_size, cond_graph, body_graph, n_carry):
                         None, axis_size)
         out = []
         for old, nw in zip(c, new):
-            mask = prims.broadcast_in_dim.bind(pred, shape=_aval(old).shape, broadcast_dimensions=(0,))
+            mask = prims.broadcast_in_dim.bind(pred, shape=get_aval(old).strip_weak().shape, broadcast_dimensions=(0,))
             out.append(prims.select.bind(mask, nw, old))
         return out
 
     cond = trace_to_graph(any_cond, cond_avals)
-    body = trace_to_graph(masked_body, carry_avals + [_aval(c) for c in consts])
+    body = trace_to_graph(masked_body, carry_avals + [get_aval(c).strip_weak() for c in consts])
     # The masked body evaluates the predicate too, so it receives the cond's constants as well as its own.
     outs = while_p.bind(*carry, *consts[:n_cond], *consts, cond_graph=cond, body_graph=body, n_carry=n_carry)
     return outs, [0] * n_carry
@@ -248,7 +243,7 @@ def _scan_jvp(primals, tangents, *, body, length, reverse, n_carry, n_xs):
     carry, xs, consts = primals[:n_carry], primals[n_carry:n_carry + n_xs], primals[n_carry + n_xs:]
     t_carry, t_xs, t_consts = tangents[:n_carry], tangents[n_carry:n_carry + n_xs], tangents[n_carry + n_xs:]
     n_c = len(consts)
-    float_carry = [is_differentiable(_aval(c)) for c in carry]
+    float_carry = [is_differentiable(get_aval(c).strip_weak()) for c in carry]
     nz_xs = [not isinstance(t, Zero) for t in t_xs]
     nz_c = [not isinstance(t, Zero) for t in t_consts]
     g = jvp_of_graph(body, float_carry + nz_xs + nz_c)
@@ -269,15 +264,15 @@ def _scan_jvp(primals, tangents, *, body, length, reverse, n_carry, n_xs):
     invars = t_in[:n_tc] + [res_vars[r.id] for r in stacked] + t_in[n_tc:n_tc + n_tx] \
         + [res_vars[r.id] for r in const_res] + t_in[n_tc + n_tx:]
     t_body = Graph(invars, tangent.constvars, tangent.consts, tangent.eqns, tangent.outvars)
-    tc_vals = [instantiate(t, tangent_aval(_aval(c))) for t, c, f in zip(t_carry, carry, float_carry) if f]
+    tc_vals = [instantiate(t, tangent_aval(get_aval(c).strip_weak())) for t, c, f in zip(t_carry, carry, float_carry) if f]
     tx_vals = [t for t in t_xs if not isinstance(t, Zero)]
     tcon_vals = [t for t in t_consts if not isinstance(t, Zero)]
     t_outs = scan_p.bind(*tc_vals, *res_stacked, *tx_vals, *res_consts, *tcon_vals, body=t_body, length=length,
                          reverse=reverse, n_carry=n_tc, n_xs=len(stacked) + n_tx)
     t_carry_out, t_ys = iter(t_outs[:n_tc]), iter(t_outs[n_tc:])
     primal_out = list(carry_out) + list(ys)
-    t_out = [next(t_carry_out) if f else Zero(tangent_aval(_aval(p))) for p, f in zip(carry_out, float_carry)]
-    t_out += [next(t_ys) if is_differentiable(_aval(y)) else Zero(tangent_aval(_aval(y))) for y in ys]
+    t_out = [next(t_carry_out) if f else Zero(tangent_aval(get_aval(p).strip_weak())) for p, f in zip(carry_out, float_carry)]
+    t_out += [next(t_ys) if is_differentiable(get_aval(y).strip_weak()) else Zero(tangent_aval(get_aval(y).strip_weak())) for y in ys]
     return primal_out, t_out
 
 
@@ -306,8 +301,8 @@ def _scan_transpose(cts, *args, body, length, reverse, n_carry, n_xs):
 
     acc0 = [np.zeros(c.aval.shape, c.aval.dtype) for c in lin_consts]
     avals = [_carry_aval(c) for c in carry] + [c.aval for c in lin_consts] \
-        + [ShapedArray(_aval(x).shape[1:], _aval(x).dtype) for x in nl_xs] \
-        + [ShapedArray(_aval(c).shape[1:], _aval(c).dtype) for c in ct_ys] + [_aval(c) for c in nl_consts]
+        + [ShapedArray(get_aval(x).strip_weak().shape[1:], get_aval(x).strip_weak().dtype) for x in nl_xs] \
+        + [ShapedArray(get_aval(c).strip_weak().shape[1:], get_aval(c).strip_weak().dtype) for c in ct_ys] + [get_aval(c).strip_weak() for c in nl_consts]
     graph = trace_to_graph(body_t, avals)
     outs = scan_p.bind(*ct_carry, *acc0, *nl_xs, *ct_ys, *nl_consts, body=graph, length=length, reverse=not reverse,
                        n_carry=n_carry + n_lc, n_xs=n_nlx + len(ct_ys))
@@ -320,7 +315,7 @@ def _scan_transpose(cts, *args, body, length, reverse, n_carry, n_xs):
 
 
 def _carry_aval(c) -> ShapedArray:
-    return c.aval if isinstance(c, UndefinedPrimal) else _aval(c)
+    return c.aval if isinstance(c, UndefinedPrimal) else get_aval(c).strip_weak()
 
 
 def _scan_batch(values, dims, *, axis_size, body, length, reverse, n_carry, n_xs):
@@ -330,8 +325,8 @@ def _scan_batch(values, dims, *, axis_size, body, length, reverse, n_carry, n_xs
     consts = [move_batch_axis(v, d, 0, axis_size) if d is not None else v
               for v, d in zip(values[n_carry + n_xs:], dims[n_carry + n_xs:])]
     in_dims = [0] * n_carry + _zero_dims(dims[n_carry:n_carry + n_xs]) + _zero_dims(dims[n_carry + n_xs:])
-    avals = [_aval(c) for c in carry] + [ShapedArray(_aval(x).shape[1:], _aval(x).dtype) for x in xs] \
-        + [_aval(c) for c in consts]
+    avals = [get_aval(c).strip_weak() for c in carry] + [ShapedArray(get_aval(x).strip_weak().shape[1:], get_aval(x).strip_weak().dtype) for x in xs] \
+        + [get_aval(c).strip_weak() for c in consts]
     graph = trace_to_graph(lambda *a: vmap_flat(lambda *b: eval_graph(body, b), list(a), in_dims, None, axis_size), avals)
     outs = scan_p.bind(*carry, *xs, *consts, body=graph, length=length, reverse=reverse, n_carry=n_carry, n_xs=n_xs)
     return outs, [0] * n_carry + [1] * (len(outs) - n_carry)

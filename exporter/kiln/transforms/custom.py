@@ -14,19 +14,14 @@ from typing import Callable
 
 import numpy as np
 
+from ..core.ad_util import Zero, instantiate
 from ..core.aval import ShapedArray
 from ..core.evaluate import eval_graph
 from ..core.primitive import Primitive, register
 from ..core.pytree import tree_flatten, tree_unflatten, treedef_flatten_up_to
-from ..core.trace import trace_to_graph, trace_to_graph_with_captures
+from ..core.trace import get_aval, trace_to_graph, trace_to_graph_with_captures
 from .batching import move_batch_axis, vmap_flat
-from .jvp import DifferentiationError, Zero, instantiate, tangent_aval
-
-
-def _aval(x) -> ShapedArray:
-    from ..numpy._base import aval
-
-    return aval(x).strip_weak()
+from .jvp import DifferentiationError, tangent_aval
 
 
 def _operand(x):
@@ -43,7 +38,7 @@ def _trace_fun(fun, in_tree, leaves):
         out_tree.append(treedef)
         return [_operand(o) for o in out_leaves]
 
-    graph, captured = trace_to_graph_with_captures(flat, [_aval(x) for x in leaves])
+    graph, captured = trace_to_graph_with_captures(flat, [get_aval(x).strip_weak() for x in leaves])
     if captured:
         raise DifferentiationError(
             f"custom derivative function {getattr(fun, '__name__', fun)} closes over a value of an enclosing "
@@ -76,7 +71,7 @@ custom_jvp_call.inline_rule = lambda *args, fun_graph, jvp_flat, name: eval_grap
 
 
 def _custom_jvp_rule(primals, tangents, *, fun_graph, jvp_flat, name):
-    tangents = [instantiate(t, tangent_aval(_aval(p))) for t, p in zip(tangents, primals)]
+    tangents = [instantiate(t, tangent_aval(get_aval(p).strip_weak())) for t, p in zip(tangents, primals)]
     outs, t_outs = jvp_flat(list(primals), tangents)
     return list(outs), list(t_outs)
 
@@ -129,9 +124,9 @@ class custom_jvp:
             outs = [_operand(o) for o in treedef_flatten_up_to(out_tree, out)]
             t_outs = [_operand(t) for t in treedef_flatten_up_to(out_tree, t_out)]
             for k, (o, t) in enumerate(zip(outs, t_outs)):
-                if _aval(o).shape != _aval(t).shape:
+                if get_aval(o).strip_weak().shape != get_aval(t).strip_weak().shape:
                     raise DifferentiationError(f"custom_jvp rule of {name}: tangent output {k} has shape "
-                                               f"{_aval(t).shape}, the primal output has {_aval(o).shape}")
+                                               f"{get_aval(t).strip_weak().shape}, the primal output has {get_aval(o).strip_weak().shape}")
             return outs, t_outs
 
         outs = custom_jvp_call.bind(*leaves, fun_graph=graph, jvp_flat=jvp_flat, name=name)
@@ -178,8 +173,8 @@ custom_lin.transpose_rule = _custom_lin_transpose
 
 def _custom_vjp_jvp(primals, tangents, *, fun_graph, fwd_flat, bwd_flat, name):
     outs, residuals = fwd_flat(list(primals))
-    tangents = [instantiate(t, tangent_aval(_aval(p))) for t, p in zip(tangents, primals)]
-    out_avals = tuple(tangent_aval(_aval(o)) for o in outs)
+    tangents = [instantiate(t, tangent_aval(get_aval(p).strip_weak())) for t, p in zip(tangents, primals)]
+    out_avals = tuple(tangent_aval(get_aval(o).strip_weak()) for o in outs)
     t_outs = custom_lin.bind(*residuals, *tangents, n_res=len(residuals), bwd_flat=bwd_flat, out_avals=out_avals,
                              name=name)
     return list(outs), list(t_outs)
@@ -237,7 +232,7 @@ class custom_vjp:
         graph, out_tree = _trace_fun(self.fun, in_tree, leaves)
         fwd, bwd = self.fwd, self.bwd
         res_tree = []
-        in_avals = [_aval(x) for x in leaves]
+        in_avals = [get_aval(x).strip_weak() for x in leaves]
 
         def fwd_flat(primals):
             out, res = fwd(*tree_unflatten(in_tree, primals))
@@ -257,8 +252,8 @@ class custom_vjp:
                     out.append(np.zeros(a.shape, a.dtype))
                     continue
                 g = _operand(g)
-                if _aval(g).shape != a.shape:
-                    raise DifferentiationError(f"custom_vjp bwd of {name}: cotangent {k} has shape {_aval(g).shape}, "
+                if get_aval(g).strip_weak().shape != a.shape:
+                    raise DifferentiationError(f"custom_vjp bwd of {name}: cotangent {k} has shape {get_aval(g).strip_weak().shape}, "
                                                f"the argument has {a.shape}")
                 out.append(g)
             return out

@@ -7,44 +7,15 @@ linear in the tangents: reverse mode transposes them (see linearize.py).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import numpy as np
-
 from ..core import dtypes
+from ..core.ad_util import Zero
 from ..core.aval import ShapedArray, aval_of
 from ..core.errors import KilnError
-from ..core.trace import Trace, Tracer, new_trace
-
-
-@dataclass(frozen=True)
-class Zero:
-    """A tangent known to be zero; carries the abstract value it stands for."""
-
-    aval: ShapedArray
+from ..core.trace import Trace, Tracer, get_aval, new_trace
 
 
 def tangent_aval(aval: ShapedArray) -> ShapedArray:
     return aval.strip_weak()
-
-
-def instantiate(tangent, aval: ShapedArray):
-    """A real zero array for a Zero tangent, the tangent itself otherwise."""
-    if isinstance(tangent, Zero):
-        from ..numpy.creation import zeros
-
-        return zeros(aval.shape, aval.dtype)
-    return tangent
-
-
-def add_tangents(a, b):
-    if isinstance(a, Zero):
-        return b
-    if isinstance(b, Zero):
-        return a
-    from ..lax import prims
-
-    return prims.add.bind(a, b)
 
 
 class JVPTracer(Tracer):
@@ -58,7 +29,7 @@ class JVPTracer(Tracer):
     @property
     def aval(self):
         p = self.primal
-        return p.aval if isinstance(p, Tracer) else aval_of(p)
+        return get_aval(p)
 
     def concrete_value(self):
         p = self.primal
@@ -84,17 +55,13 @@ class JVPTrace(Trace):
         if all(isinstance(t, Zero) for t in tangents):
             outs = prim.bind(*primals, **params)
             outs = outs if prim.multiple_results else [outs]
-            return [JVPTracer(self, o, Zero(tangent_aval(_aval(o)))) for o in outs]
+            return [JVPTracer(self, o, Zero(tangent_aval(get_aval(o)))) for o in outs]
         if prim.jvp_rule is None:
             raise DifferentiationError(f"primitive {prim.name} has no differentiation (JVP) rule")
         primal_outs, tangent_outs = prim.jvp_rule(primals, tangents, **params)
         if not prim.multiple_results:
             primal_outs, tangent_outs = [primal_outs], [tangent_outs]
         return [JVPTracer(self, p, t) for p, t in zip(primal_outs, tangent_outs)]
-
-
-def _aval(x):
-    return x.aval if isinstance(x, Tracer) else aval_of(x)
 
 
 def jvp_flat(fn, primals: list, tangents: list) -> tuple[list, list]:
@@ -107,7 +74,3 @@ def jvp_flat(fn, primals: list, tangents: list) -> tuple[list, list]:
 
 def is_differentiable(aval: ShapedArray) -> bool:
     return dtypes.is_float(aval.dtype)
-
-
-def zeros_like_aval(aval: ShapedArray):
-    return np.zeros(aval.shape, aval.dtype)

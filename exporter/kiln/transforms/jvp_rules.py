@@ -4,17 +4,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..lax import prims
-from .jvp import Zero, add_tangents, instantiate, tangent_aval
-
-
-def _aval(x):
-    from ..numpy._base import aval
-
-    return aval(x)
+from ..core.ad_util import Zero, add_any, instantiate
+from ..core.trace import get_aval
+from .jvp import tangent_aval
 
 
 def _full_like(x, value):
-    a = _aval(x)
+    a = get_aval(x)
     return prims.broadcast_in_dim.bind(np.asarray(value, a.dtype), shape=a.shape, broadcast_dimensions=())
 
 
@@ -32,7 +28,7 @@ def _defjvp_linear(prim):
 
     def rule(primals, tangents, **params):
         out = prim.bind(*primals, **params)
-        ts = [instantiate(t, tangent_aval(_aval(p))) for t, p in zip(tangents, primals)]
+        ts = [instantiate(t, tangent_aval(get_aval(p))) for t, p in zip(tangents, primals)]
         return out, prim.bind(*ts, **params)
 
     prim.jvp_rule = rule
@@ -54,23 +50,23 @@ def _defjvp_zero(prim):
 
     def rule(primals, tangents, **params):
         out = prim.bind(*primals, **params)
-        return out, Zero(tangent_aval(_aval(out)))
+        return out, Zero(tangent_aval(get_aval(out)))
 
     prim.jvp_rule = rule
 
 
 def _add_rule(primals, tangents):
-    return prims.add.bind(*primals), add_tangents(*tangents)
+    return prims.add.bind(*primals), add_any(*tangents)
 
 
 def _sub_rule(primals, tangents):
     tx, ty = tangents
-    return prims.sub.bind(*primals), add_tangents(tx, _neg(ty))
+    return prims.sub.bind(*primals), add_any(tx, _neg(ty))
 
 
 def _mul_rule(primals, tangents):
     (x, y), (tx, ty) = primals, tangents
-    return prims.mul.bind(x, y), add_tangents(_scale(tx, y), _scale(ty, x))
+    return prims.mul.bind(x, y), add_any(_scale(tx, y), _scale(ty, x))
 
 
 def _div_rule(primals, tangents):
@@ -78,22 +74,22 @@ def _div_rule(primals, tangents):
     out = prims.div.bind(x, y)
     t = tx if isinstance(tx, Zero) else prims.div.bind(tx, y)
     if not isinstance(ty, Zero):
-        t = add_tangents(t, prims.neg.bind(prims.mul.bind(ty, prims.div.bind(out, y))))
+        t = add_any(t, prims.neg.bind(prims.mul.bind(ty, prims.div.bind(out, y))))
     return out, t
 
 
 def _pow_rule(primals, tangents):
     (x, y), (tx, ty) = primals, tangents
     out = prims.pow.bind(x, y)
-    t = Zero(tangent_aval(_aval(out)))
+    t = Zero(tangent_aval(get_aval(out)))
     if not isinstance(tx, Zero):
         dx = prims.mul.bind(y, prims.pow.bind(x, prims.sub.bind(y, _full_like(y, 1))))
-        t = add_tangents(t, prims.mul.bind(tx, dx))
+        t = add_any(t, prims.mul.bind(tx, dx))
     if not isinstance(ty, Zero):
         positive = prims.gt.bind(x, _full_like(x, 0))
         safe_x = prims.select.bind(positive, x, _full_like(x, 1))
         dy = prims.select.bind(positive, prims.mul.bind(out, prims.log.bind(safe_x)), _full_like(x, 0))
-        t = add_tangents(t, prims.mul.bind(ty, dy))
+        t = add_any(t, prims.mul.bind(ty, dy))
     return out, t
 
 
@@ -101,7 +97,7 @@ def _minmax_rule(prim, pick_x):
     def rule(primals, tangents):
         (x, y), (tx, ty) = primals, tangents
         out = prim.bind(x, y)
-        a = tangent_aval(_aval(out))
+        a = tangent_aval(get_aval(out))
         tx, ty = instantiate(tx, a), instantiate(ty, a)
         half = prims.mul.bind(prims.add.bind(tx, ty), _full_like(tx, 0.5))
         t = prims.select.bind(pick_x.bind(x, y), tx, prims.select.bind(pick_x.bind(y, x), ty, half))
@@ -120,8 +116,8 @@ def _select_rule(primals, tangents):
     (p, a, b), (_, ta, tb) = primals, tangents
     out = prims.select.bind(p, a, b)
     if isinstance(ta, Zero) and isinstance(tb, Zero):
-        return out, Zero(tangent_aval(_aval(out)))
-    av = tangent_aval(_aval(out))
+        return out, Zero(tangent_aval(get_aval(out)))
+    av = tangent_aval(get_aval(out))
     return out, prims.select.bind(p, instantiate(ta, av), instantiate(tb, av))
 
 
@@ -129,7 +125,7 @@ def _convert_rule(primals, tangents, *, new_dtype):
     (x,), (t,) = primals, tangents
     out = prims.convert.bind(x, new_dtype=new_dtype)
     if np.dtype(new_dtype).kind != "f" or isinstance(t, Zero):
-        return out, Zero(tangent_aval(_aval(out)))
+        return out, Zero(tangent_aval(get_aval(out)))
     return out, prims.convert.bind(t, new_dtype=new_dtype)
 
 
@@ -138,11 +134,11 @@ def _reduce_extremum_rule(prim):
         (x,), (t,) = primals, tangents
         out = prim.bind(x, axes=axes)
         if isinstance(t, Zero):
-            return out, Zero(tangent_aval(_aval(out)))
-        shape = _aval(x).shape
+            return out, Zero(tangent_aval(get_aval(out)))
+        shape = get_aval(x).shape
         kept = tuple(i for i in range(len(shape)) if i not in axes)
         spread = prims.broadcast_in_dim.bind(out, shape=shape, broadcast_dimensions=kept)
-        mask = prims.convert.bind(prims.eq.bind(x, spread), new_dtype=_aval(x).dtype)
+        mask = prims.convert.bind(prims.eq.bind(x, spread), new_dtype=get_aval(x).dtype)
         count = prims.reduce_sum.bind(mask, axes=axes)
         picked = prims.reduce_sum.bind(prims.mul.bind(t, mask), axes=axes)
         return out, prims.div.bind(picked, count)
@@ -153,11 +149,11 @@ def _reduce_extremum_rule(prim):
 def _dot_general_rule(primals, tangents, *, dimension_numbers):
     (x, y), (tx, ty) = primals, tangents
     out = prims.dot_general.bind(x, y, dimension_numbers=dimension_numbers)
-    t = Zero(tangent_aval(_aval(out)))
+    t = Zero(tangent_aval(get_aval(out)))
     if not isinstance(tx, Zero):
-        t = add_tangents(t, prims.dot_general.bind(tx, y, dimension_numbers=dimension_numbers))
+        t = add_any(t, prims.dot_general.bind(tx, y, dimension_numbers=dimension_numbers))
     if not isinstance(ty, Zero):
-        t = add_tangents(t, prims.dot_general.bind(x, ty, dimension_numbers=dimension_numbers))
+        t = add_any(t, prims.dot_general.bind(x, ty, dimension_numbers=dimension_numbers))
     return out, t
 
 

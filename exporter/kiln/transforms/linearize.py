@@ -13,16 +13,11 @@ from typing import Callable, Iterable
 
 import numpy as np
 
+from ..core.ad_util import Zero, add_any, instantiate
 from ..core.ir import Equation, Graph, Literal, Var
-from ..core.trace import trace_to_graph_with_captures
-from .jvp import DifferentiationError, Zero, instantiate, is_differentiable, jvp_flat, tangent_aval
+from ..core.trace import get_aval, trace_to_graph_with_captures
+from .jvp import DifferentiationError, is_differentiable, jvp_flat, tangent_aval
 from .transpose_rules import UndefinedPrimal
-
-
-def _aval(x):
-    from ..numpy._base import aval
-
-    return aval(x)
 
 
 def split_linear(eqns: Iterable[Equation], linear_inputs: set[int]) -> tuple[set[int], list, list]:
@@ -40,15 +35,13 @@ def split_linear(eqns: Iterable[Equation], linear_inputs: set[int]) -> tuple[set
 
 def backward_pass(linear_eqns: list, linear: set[int], read: Callable, output_cts: list) -> dict[int, object]:
     """Transposes linear equations; output_cts pairs output atoms with cotangents. Returns cts by value id."""
-    from ..lax import prims
-
     cts: dict[int, object] = {}
 
     def accumulate(var, ct):
         if ct is None:
             return
         prev = cts.get(var.id)
-        cts[var.id] = ct if prev is None else prims.add.bind(prev, ct)
+        cts[var.id] = ct if prev is None else add_any(prev, ct)
 
     for atom, ct in output_cts:
         if isinstance(atom, Var) and atom.id in linear:
@@ -99,7 +92,7 @@ def vjp_flat(fn: Callable, primals: list, has_aux: bool = False):
     (outputs, aux leaves) whose aux leaves are returned but not differentiated.
     Input cotangents are None for non-float inputs.
     """
-    in_avals = [_aval(p).strip_weak() for p in primals]
+    in_avals = [get_aval(p).strip_weak() for p in primals]
     diff = [is_differentiable(a) for a in in_avals]
     tangent_avals = [tangent_aval(a) for a, d in zip(in_avals, diff) if d]
     n = len(primals)
@@ -118,7 +111,7 @@ def vjp_flat(fn: Callable, primals: list, has_aux: bool = False):
         tangents = [next(ts) if d else Zero(tangent_aval(a)) for a, d in zip(in_avals, diff)]
         p_out, t_out = jvp_flat(with_aux_last, xs, tangents)
         n_diff = counts["out"]
-        t_real = [instantiate(t, tangent_aval(_aval(p))) for t, p in zip(t_out[:n_diff], p_out[:n_diff])]
+        t_real = [instantiate(t, tangent_aval(get_aval(p))) for t, p in zip(t_out[:n_diff], p_out[:n_diff])]
         return p_out + t_real
 
     graph, captured = trace_to_graph_with_captures(jvp_graph_fn, in_avals + tangent_avals)

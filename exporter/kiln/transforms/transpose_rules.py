@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.aval import ShapedArray
+from ..core.trace import get_aval
 from ..lax import prims
 
 
@@ -38,9 +39,7 @@ def _unbroadcast_sum(ct, operand_aval: ShapedArray, broadcast_dimensions):
 
 
 def _shape(x):
-    from ..numpy._base import aval
-
-    return aval(x).shape
+    return get_aval(x).shape
 
 
 def _add_t(ct, x, y):
@@ -70,9 +69,7 @@ def _select_t(ct, p, a, b):
 
 
 def _dtype(x):
-    from ..numpy._base import aval
-
-    return aval(x).dtype
+    return get_aval(x).dtype
 
 
 def _convert_t(ct, x, *, new_dtype):
