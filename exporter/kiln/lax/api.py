@@ -7,8 +7,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import dtypes
-from ..core.trace import get_aval
+from ..core.trace import Tracer, get_aval
 from . import prims
+from .math_prims import P
 
 
 def _operands(*xs):
@@ -110,8 +111,6 @@ def _sp():
 
 
 def _is_tracer(x) -> bool:
-    from ..core.trace import Tracer
-
     return isinstance(x, Tracer)
 
 
@@ -297,8 +296,6 @@ def _rows_in_range(idx, axes, shape):
 
 
 def _and(p, q):
-    from .math_prims import P
-
     return P["and"].bind(p, q)
 
 

@@ -26,8 +26,11 @@ from ..core.ad_util import Zero, add_any
 from ..core.aval import ShapedArray
 from ..core.primitive import Primitive, register
 from ..core.trace import get_aval
+from ..transforms.jvp import tangent_aval
+from ..transforms.transpose import is_linear
 from . import prims
 from .prims import ShapeError
+from .structural_prims import rev
 
 __all__ = ["conv_general_dilated", "conv", "conv_with_general_padding", "conv_dimension_numbers", "padtype_to_pads"]
 
@@ -206,8 +209,6 @@ conv_general_dilated_p.format_params = _format_conv_params
 
 def reverse(x, dimensions):
     """x reversed along `dimensions` (kiln.lax's rev: a strided view inside kernels)."""
-    from .structural_prims import rev
-
     dimensions = tuple(int(d) for d in dimensions)
     return rev(x, dimensions) if dimensions else x
 
@@ -366,8 +367,6 @@ def _transpose_rhs(ct, lhs, rhs_aval, *, window_strides, padding, lhs_dilation, 
 
 
 def _conv_transpose_rule(ct, lhs, rhs, **params):
-    from ..transforms.transpose_rules import is_linear
-
     if is_linear(lhs) and is_linear(rhs):
         raise AssertionError("conv_general_dilated of two linear values is not linear")
     ct_lhs = _transpose_lhs(ct, rhs, lhs.aval, **params) if is_linear(lhs) else None
@@ -376,8 +375,6 @@ def _conv_transpose_rule(ct, lhs, rhs, **params):
 
 
 def _conv_jvp_rule(primals, tangents, **params):
-    from ..transforms.jvp import tangent_aval
-
     (x, w), (tx, tw) = primals, tangents
     out = conv_general_dilated_p.bind(x, w, **params)
     t = Zero(tangent_aval(get_aval(out)))

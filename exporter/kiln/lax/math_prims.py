@@ -17,6 +17,9 @@ import numpy as np
 from ..core import dtypes
 from ..core.ad_util import Zero, instantiate
 from ..core.trace import get_aval
+from ..transforms.batching import move_batch_axis
+from ..transforms.jvp import tangent_aval
+from . import prims
 from .prims import ShapeError, _elementwise
 
 __all__ = ["rsqrt", "erf", "erfc", "integer_pow", "clamp", "atan2", "rem"]
@@ -205,9 +208,6 @@ def clamp(min, x, max):  # noqa: A002 - lax's argument names
 # --- rules --------------------------------------------------------------------------
 
 def _register_rules() -> None:
-    from ..transforms.batching import move_batch_axis
-    from ..transforms.jvp import tangent_aval
-    from . import prims
 
     def full_like(x, value):
         a = get_aval(x)

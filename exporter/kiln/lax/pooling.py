@@ -23,9 +23,11 @@ from ..core import dtypes
 from ..core.ad_util import Zero
 from ..core.aval import ShapedArray
 from ..core.primitive import Primitive, register
-from ..core.trace import get_aval
+from ..core.trace import Tracer, get_aval
+from ..transforms.batching import move_batch_axis
+from ..transforms.jvp import tangent_aval
 from . import prims
-from .conv import dilate_dim, padtype_to_pads
+from .conv import _vjp_lhs_padding, conv_general_dilated_p, dilate_dim, padtype_to_pads
 from .prims import ShapeError
 
 __all__ = ["reduce_window", "add", "max", "min", "reduce_window_identity"]
@@ -131,7 +133,6 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
     for max/min, any value (it takes part in every window).
     padding: 'SAME', 'VALID' or one (low, high) pair per dimension.
     """
-    from ..core.trace import Tracer
     from ..numpy._base import asarray, aval
 
     op = _op_name(computation)
@@ -183,8 +184,6 @@ from .api import add, max, min  # noqa: E402,A004 - jax.lax's elementwise ops al
 
 
 def _sum_transpose(ct, x, *, op, window_dimensions, window_strides, padding, base_dilation, window_dilation):
-    from .conv import _vjp_lhs_padding
-
     assert op == "add"
     in_shape = x.aval.shape
     pads = _vjp_lhs_padding(in_shape, window_dimensions, window_strides, get_aval(ct).shape, padding,
@@ -197,8 +196,6 @@ def _sum_transpose(ct, x, *, op, window_dimensions, window_strides, padding, bas
 
 def window_patches(x, *, window_dimensions, window_strides, padding, base_dilation, window_dilation):
     """(prod(window),) + out_shape: every window's elements, zero where padding (a one-hot convolution)."""
-    from .conv import conv_general_dilated_p
-
     a = get_aval(x)
     k = int(np.prod(window_dimensions, dtype=np.int64))
     kernel = np.eye(k, dtype=a.dtype).reshape((k, 1) + tuple(window_dimensions))
@@ -214,8 +211,6 @@ def window_patches(x, *, window_dimensions, window_strides, padding, base_dilati
 
 
 def _jvp(primals, tangents, *, op, **params):
-    from ..transforms.jvp import tangent_aval
-
     (x,), (t,) = primals, tangents
     out = reduce_window_p.bind(x, op=op, **params)
     if isinstance(t, Zero):
@@ -237,8 +232,6 @@ def _jvp(primals, tangents, *, op, **params):
 
 
 def _batching(values, dims, *, axis_size, op, window_dimensions, window_strides, padding, base_dilation, window_dilation):
-    from ..transforms.batching import move_batch_axis
-
     x = move_batch_axis(values[0], dims[0], 0, axis_size)
     out = reduce_window_p.bind(
         x, op=op, window_dimensions=(1,) + tuple(window_dimensions), window_strides=(1,) + tuple(window_strides),

@@ -31,7 +31,11 @@ from ..core.ad_util import Zero, instantiate, zeros_like_aval
 from ..core.aval import ShapedArray
 from ..core.primitive import Primitive, register
 from ..core.trace import get_aval
+from ..transforms.batching import move_batch_axis
+from ..transforms.jvp import DifferentiationError, tangent_aval
+from ..transforms.transpose import is_linear
 from . import prims
+from .control_flow import scan
 from .prims import ShapeError
 
 _INT = np.dtype(np.int32)
@@ -47,27 +51,15 @@ def _is_zero(t) -> bool:
 
 
 def _zero_tangent(x):
-    from ..transforms.jvp import tangent_aval
-
     return Zero(tangent_aval(get_aval(x)))
 
 
 def _inst(t, x):
-    from ..transforms.jvp import tangent_aval
-
     return instantiate(t, tangent_aval(get_aval(x)))
 
 
 def _undefined(x) -> bool:
-    from ..transforms.transpose_rules import UndefinedPrimal
-
-    return isinstance(x, UndefinedPrimal)
-
-
-def _move(x, dim, to, axis_size):
-    from ..transforms.batching import move_batch_axis
-
-    return move_batch_axis(x, dim, to, axis_size)
+    return is_linear(x)
 
 
 def _check_int(name, a: ShapedArray, what: str):
@@ -133,7 +125,7 @@ def _slice_t(ct, x, *, start_indices, limit_indices, strides):
 
 
 def _slice_batch(values, dims, *, axis_size, start_indices, limit_indices, strides):
-    x = _move(values[0], dims[0], 0, axis_size)
+    x = move_batch_axis(values[0], dims[0], 0, axis_size)
     return slice_p.bind(x, start_indices=(0,) + tuple(start_indices), limit_indices=(axis_size,) + tuple(limit_indices),
                         strides=(1,) + tuple(strides)), 0
 
@@ -161,7 +153,7 @@ def rev(x, dimensions):
 
 
 def _rev_batch(values, dims, *, axis_size, dimensions):
-    x = _move(values[0], dims[0], 0, axis_size)
+    x = move_batch_axis(values[0], dims[0], 0, axis_size)
     return rev_p.bind(x, dimensions=tuple(d + 1 for d in dimensions)), 0
 
 
@@ -235,7 +227,7 @@ def _pad_jvp(primals, tangents, *, padding_config, padding_value):
 
 
 def _pad_batch(values, dims, *, axis_size, padding_config, padding_value):
-    x = _move(values[0], dims[0], 0, axis_size)
+    x = move_batch_axis(values[0], dims[0], 0, axis_size)
     return pad_p.bind(x, padding_config=((0, 0, 0),) + tuple(padding_config), padding_value=padding_value), 0
 
 
@@ -295,7 +287,7 @@ def _concatenate_t(ct, *xs, dimension):
 
 
 def _concatenate_batch(values, dims, *, axis_size, dimension):
-    xs = [_move(v, d, 0, axis_size) for v, d in zip(values, dims)]
+    xs = [move_batch_axis(v, d, 0, axis_size) for v, d in zip(values, dims)]
     return concatenate_p.bind(*xs, dimension=dimension + 1), 0
 
 
@@ -423,8 +415,6 @@ def _scatter_jvp(primals, tangents, *, axes, update, mode):
         return out, scatter_p.bind(_inst(tx, x), idx, _inst(tu, u), **params)
     if update == "mul":
         if not _is_zero(tu):
-            from ..transforms.jvp import DifferentiationError
-
             raise DifferentiationError(
                 "differentiating x.at[idx].multiply(u) with respect to u is not supported; build the factors "
                 "with knp.ones_like(x).at[idx].set(u) and multiply x by them instead")
@@ -473,25 +463,25 @@ def _with_batch_iota(indices, axis_size):
 def _gather_batch(values, dims, *, axis_size, axes, mode):
     (x, idx), (dx, di) = values, dims
     if di is None:
-        x = _move(x, dx, 0, axis_size)
+        x = move_batch_axis(x, dx, 0, axis_size)
         out = gather_p.bind(x, idx, axes=tuple(a + 1 for a in axes), mode=mode)
         return out, get_aval(idx).ndim - 1
-    idx = _move(idx, di, 0, axis_size)
+    idx = move_batch_axis(idx, di, 0, axis_size)
     if dx is None:
         return gather_p.bind(x, idx, axes=axes, mode=mode), 0
-    x = _move(x, dx, 0, axis_size)
+    x = move_batch_axis(x, dx, 0, axis_size)
     return gather_p.bind(x, _with_batch_iota(idx, axis_size), axes=(0,) + tuple(a + 1 for a in axes), mode=mode), 0
 
 
 def _scatter_batch(values, dims, *, axis_size, axes, update, mode):
     (x, idx, u), (dx, di, du) = values, dims
-    x = _move(x, dx, 0, axis_size)
+    x = move_batch_axis(x, dx, 0, axis_size)
     new_axes = tuple(a + 1 for a in axes)
     if di is None:
-        u = _move(u, du, get_aval(idx).ndim - 1, axis_size)
+        u = move_batch_axis(u, du, get_aval(idx).ndim - 1, axis_size)
         return scatter_p.bind(x, idx, u, axes=new_axes, update=update, mode=mode), 0
-    idx = _move(idx, di, 0, axis_size)
-    u = _move(u, du, 0, axis_size)
+    idx = move_batch_axis(idx, di, 0, axis_size)
+    u = move_batch_axis(u, du, 0, axis_size)
     return scatter_p.bind(x, _with_batch_iota(idx, axis_size), u, axes=(0,) + new_axes, update=update, mode=mode), 0
 
 
@@ -607,11 +597,11 @@ def _dynamic_slice_batch(values, dims, *, axis_size, slice_sizes):
     x, *starts = values
     dx, *dstarts = dims
     if builtins.all(d is None for d in dstarts):
-        x = _move(x, dx, 0, axis_size)
+        x = move_batch_axis(x, dx, 0, axis_size)
         zero = np.zeros((), get_aval(starts[0]).dtype) if starts else np.int32(0)
         return dynamic_slice_p.bind(x, zero, *starts, slice_sizes=(axis_size,) + tuple(slice_sizes)), 0
     shape = get_aval(x).shape if dx is None else tuple(d for i, d in enumerate(get_aval(x).shape) if i != dx)
-    starts = [_move(s, d, 0, axis_size) for s, d in zip(starts, dstarts)]
+    starts = [move_batch_axis(s, d, 0, axis_size) for s, d in zip(starts, dstarts)]
     idx = _point_indices(starts, slice_sizes, shape, axis_size)
     return _gather_batch([x, idx], [dx, 0], axis_size=axis_size, axes=tuple(range(len(shape))), mode="clip")
 
@@ -620,13 +610,13 @@ def _dus_batch(values, dims, *, axis_size):
     x, u, *starts = values
     dx, du, *dstarts = dims
     if builtins.all(d is None for d in dstarts):
-        x = _move(x, dx, 0, axis_size)
-        u = _move(u, du, 0, axis_size)
+        x = move_batch_axis(x, dx, 0, axis_size)
+        u = move_batch_axis(u, du, 0, axis_size)
         zero = np.zeros((), get_aval(starts[0]).dtype) if starts else np.int32(0)
         return dynamic_update_slice_p.bind(x, u, zero, *starts), 0
     shape = get_aval(x).shape if dx is None else tuple(d for i, d in enumerate(get_aval(x).shape) if i != dx)
     ushape = get_aval(u).shape if du is None else tuple(d for i, d in enumerate(get_aval(u).shape) if i != du)
-    starts = [_move(s, d, 0, axis_size) for s, d in zip(starts, dstarts)]
+    starts = [move_batch_axis(s, d, 0, axis_size) for s, d in zip(starts, dstarts)]
     idx = _point_indices(starts, ushape, shape, axis_size)
     return _scatter_batch([x, idx, u], [dx, 0, du], axis_size=axis_size, axes=tuple(range(len(shape))),
                           update="set", mode="clip")
@@ -700,7 +690,7 @@ def take_along(x, idx, axis):
 
 
 def _sort_batch(values, dims, *, axis_size, dimension, num_keys):
-    xs = [_move(v, d, 0, axis_size) for v, d in zip(values, dims)]
+    xs = [move_batch_axis(v, d, 0, axis_size) for v, d in zip(values, dims)]
     return sort_p.bind(*xs, dimension=dimension + 1, num_keys=num_keys), [0] * len(xs)
 
 
@@ -731,7 +721,7 @@ def _cumulative(name, ufunc):
         return np.flip(out, axis).copy() if reverse else out
 
     def batch(values, dims, *, axis_size, axis, reverse):
-        x = _move(values[0], dims[0], 0, axis_size)
+        x = move_batch_axis(values[0], dims[0], 0, axis_size)
         return prim.bind(x, axis=axis + 1, reverse=reverse), 0
 
     prim.batching_rule = batch
@@ -779,8 +769,6 @@ def _cumprod_jvp(primals, tangents, *, axis, reverse):
     if _is_zero(t):
         return out, _zero_tangent(out)
     # d out_i = x_i * d out_{i-1} + out_{i-1} * t_i: a linear recurrence, run as a scan along the axis
-    from .control_flow import scan
-
     prev = _shift_in(out, axis, reverse, 1)
     b = prims.mul.bind(t, prev)
     a = get_aval(x)
@@ -846,7 +834,7 @@ def _arg_extremum(name, numpy_fn):
         return out, _zero_tangent(out)
 
     def batch(values, dims, *, axis_size, axis, index_dtype):
-        x = _move(values[0], dims[0], 0, axis_size)
+        x = move_batch_axis(values[0], dims[0], 0, axis_size)
         return prim.bind(x, axis=axis + 1, index_dtype=index_dtype), 0
 
     prim.jvp_rule = jvp
@@ -902,7 +890,7 @@ def _reduce_prod_jvp(primals, tangents, *, axes):
 
 
 def _reduce_prod_batch(values, dims, *, axis_size, axes):
-    x = _move(values[0], dims[0], 0, axis_size)
+    x = move_batch_axis(values[0], dims[0], 0, axis_size)
     return reduce_prod_p.bind(x, axes=tuple(a + 1 for a in axes)), 0
 
 

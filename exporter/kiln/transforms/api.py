@@ -6,27 +6,15 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..core.ad_util import Zero, instantiate
+from ..core.ad_util import instantiate
 from ..core.trace import get_aval
 from ..core.pytree import tree_flatten, tree_unflatten, treedef_flatten_up_to
 from ..lax import prims
-from . import batching_rules, control_flow_rules, jvp_rules, transpose_rules
+from ..numpy import reshape, transpose
+from ..numpy._base import asarray
 from .batching import BatchingError, check_axis_sizes, vmap_flat
 from .jvp import DifferentiationError, is_differentiable, jvp_flat, tangent_aval
 from .linearize import vjp_flat
-
-jvp_rules.register()
-transpose_rules.register()
-batching_rules.register()
-control_flow_rules.register()
-prims.stop_gradient.jvp_rule = lambda p, t: (prims.stop_gradient.bind(p[0]), Zero(tangent_aval(get_aval(p[0]))))
-prims.stop_gradient.batching_rule = lambda v, d, axis_size: (prims.stop_gradient.bind(v[0]), d[0])
-
-
-def _operand(x):
-    from ..numpy._base import asarray
-
-    return asarray(x)
 
 
 def _wraps(fn):
@@ -49,7 +37,7 @@ def _select_args(fn, args, nums, where):
             raise TypeError(f"{where} of {_name(fn)}: argnums {i} but only {len(args)} positional arguments given")
     chosen = tuple(args[i] for i in nums)
     leaves, tree = tree_flatten(chosen)
-    leaves = [_operand(x) for x in leaves]
+    leaves = [asarray(x) for x in leaves]
 
     def call(*xs):
         full = list(args)
@@ -75,7 +63,7 @@ def _check_float_inputs(where: str, fn, leaves, what: str) -> None:
 def stop_gradient(x):
     """x with derivatives stopped: every transformation treats it as a constant."""
     leaves, treedef = tree_flatten(x)
-    return tree_unflatten(treedef, [prims.stop_gradient.bind(_operand(v)) for v in leaves])
+    return tree_unflatten(treedef, [prims.stop_gradient.bind(asarray(v)) for v in leaves])
 
 
 def value_and_grad(fn: Callable, argnums=0, has_aux: bool = False) -> Callable:
@@ -97,7 +85,7 @@ def value_and_grad(fn: Callable, argnums=0, has_aux: bool = False) -> Callable:
                 out, aux = out
                 aux_leaves, aux_def = tree_flatten(aux)
                 aux_tree.append(aux_def)
-            out = _operand(out)
+            out = asarray(out)
             a = get_aval(out)
             if a.shape != ():
                 raise DifferentiationError(
@@ -134,7 +122,7 @@ def _flat_output(fn, in_tree, out_tree: list):
     def flat_fn(*xs):
         leaves, treedef = tree_flatten(fn(*tree_unflatten(in_tree, xs)))
         out_tree.append(treedef)
-        return [_operand(x) for x in leaves]
+        return [asarray(x) for x in leaves]
 
     return flat_fn
 
@@ -146,8 +134,8 @@ def jvp(fn: Callable, primals: Sequence, tangents: Sequence):
         t_leaves = treedef_flatten_up_to(p_tree, tuple(tangents))
     except ValueError as e:
         raise ValueError(f"jvp of {_name(fn)}: tangents do not match primals: {e}") from None
-    p_leaves = [_operand(p) for p in p_leaves]
-    t_leaves = [_operand(t) for t in t_leaves]
+    p_leaves = [asarray(p) for p in p_leaves]
+    t_leaves = [asarray(t) for t in t_leaves]
     _check_float_inputs("jvp", fn, p_leaves, "primal leaf {k}")
     for k, (p, t) in enumerate(zip(p_leaves, t_leaves)):
         if get_aval(p).shape != get_aval(t).shape:
@@ -161,7 +149,7 @@ def jvp(fn: Callable, primals: Sequence, tangents: Sequence):
 def vjp(fn: Callable, *primals, has_aux: bool = False):
     """(fn(*primals), vjp_fn[, aux]); vjp_fn(cotangent like the output) gives a tuple like primals."""
     p_leaves, p_tree = tree_flatten(tuple(primals))
-    p_leaves = [_operand(p) for p in p_leaves]
+    p_leaves = [asarray(p) for p in p_leaves]
     _check_float_inputs("vjp", fn, p_leaves, "primal leaf {k}")
     out_tree: list = []
     aux_tree: list = []
@@ -174,14 +162,14 @@ def vjp(fn: Callable, *primals, has_aux: bool = False):
             aux_tree.append(aux_def)
         leaves, treedef = tree_flatten(out)
         out_tree.append(treedef)
-        leaves = [_operand(x) for x in leaves]
+        leaves = [asarray(x) for x in leaves]
         return (leaves, aux_leaves) if has_aux else leaves
 
     outs, aux, flat_vjp = vjp_flat(flat_fn, p_leaves, has_aux=has_aux)
     treedef = out_tree[-1]
 
     def vjp_fn(cotangent):
-        cts = [_operand(c) for c in treedef_flatten_up_to(treedef, cotangent)]
+        cts = [asarray(c) for c in treedef_flatten_up_to(treedef, cotangent)]
         grads = flat_vjp(cts)
         return tree_unflatten(p_tree, [np.zeros(get_aval(p).shape, get_aval(p).dtype) if g is None else g
                                        for g, p in zip(grads, p_leaves)])
@@ -241,7 +229,7 @@ def vmap(fn: Callable, in_axes=0, out_axes=0) -> Callable:
     def wrapped(*args):
         where = f"vmap of {_name(fn)}"
         leaves, treedef = tree_flatten(tuple(args))
-        leaves = [_operand(x) for x in leaves]
+        leaves = [asarray(x) for x in leaves]
         dims = _axes_per_leaf(in_axes, args, where)
         names = _leaf_names(args)
         dims = [None if d is None else _check_axis(where, "in_axes", d, get_aval(x).ndim, name, get_aval(x).shape)
@@ -278,8 +266,6 @@ class _OutAxes:
 
 
 def _move_first_to_last(x):
-    from ..numpy import transpose
-
     nd = get_aval(x).ndim
     return transpose(x, tuple(range(1, nd)) + (0,)) if nd > 1 else x
 
@@ -290,8 +276,6 @@ def jacfwd(fn: Callable, argnums=0) -> Callable:
 
     @_wraps(fn)
     def wrapped(*args):
-        from ..numpy import reshape
-
         leaves, in_tree, call = _select_args(fn, args, nums, "jacfwd")
         _check_float_inputs("jacfwd", fn, leaves, f"input leaf {{k}} of argnums {argnums}")
         out_tree: list = []
@@ -319,8 +303,6 @@ def jacrev(fn: Callable, argnums=0) -> Callable:
 
     @_wraps(fn)
     def wrapped(*args):
-        from ..numpy import reshape
-
         leaves, in_tree, call = _select_args(fn, args, nums, "jacrev")
         _check_float_inputs("jacrev", fn, leaves, f"input leaf {{k}} of argnums {argnums}")
         out_tree: list = []

@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..core.aval import ShapedArray
 from ..core.errors import KilnError
 from ..core.trace import Trace, Tracer, get_aval, new_trace
-from ..lax import prims
+from ..core.primitive import lookup
 
 
 class BatchingError(KilnError):
@@ -62,17 +62,21 @@ class BatchTrace(Trace):
 
 
 def move_batch_axis(x, dim, to: int, axis_size: int):
-    """x with its batch axis at position `to` (broadcasting it in when x is unbatched)."""
+    """x with its batch axis at position `to` (broadcasting it in when x is unbatched).
+
+    Binds kiln.lax's broadcast_in_dim and transpose, found in core's primitive registry by name
+    because kiln.lax sits above the transforms.
+    """
     a = get_aval(x)
     if dim is None:
         shape = a.shape[:to] + (axis_size,) + a.shape[to:]
         dims = tuple(i if i < to else i + 1 for i in range(a.ndim))
-        return prims.broadcast_in_dim.bind(x, shape=shape, broadcast_dimensions=dims)
+        return lookup("broadcast_in_dim").bind(x, shape=shape, broadcast_dimensions=dims)
     if dim == to:
         return x
     perm = [i for i in range(a.ndim) if i != dim]
     perm.insert(to, dim)
-    return prims.transpose.bind(x, permutation=tuple(perm))
+    return lookup("transpose").bind(x, permutation=tuple(perm))
 
 
 def vmap_flat(fn, args: list, in_dims: list, out_dims: list | None, axis_size: int, where: str = "vmap"):

@@ -20,14 +20,9 @@ from ..core.evaluate import eval_graph
 from ..core.primitive import Primitive, register
 from ..core.pytree import tree_flatten, tree_unflatten, treedef_flatten_up_to
 from ..core.trace import get_aval, trace_to_graph, trace_to_graph_with_captures
+from ..numpy._base import asarray
 from .batching import move_batch_axis, vmap_flat
 from .jvp import DifferentiationError, tangent_aval
-
-
-def _operand(x):
-    from ..numpy._base import asarray
-
-    return asarray(x)
 
 
 def _trace_fun(fun, in_tree, leaves):
@@ -36,7 +31,7 @@ def _trace_fun(fun, in_tree, leaves):
     def flat(*xs):
         out_leaves, treedef = tree_flatten(fun(*tree_unflatten(in_tree, xs)))
         out_tree.append(treedef)
-        return [_operand(o) for o in out_leaves]
+        return [asarray(o) for o in out_leaves]
 
     graph, captured = trace_to_graph_with_captures(flat, [get_aval(x).strip_weak() for x in leaves])
     if captured:
@@ -115,14 +110,14 @@ class custom_jvp:
         if self.jvp is None:
             raise DifferentiationError(f"custom_jvp function {name} has no JVP rule: call {name}.defjvp(rule) first")
         leaves, in_tree = tree_flatten(args)
-        leaves = [_operand(x) for x in leaves]
+        leaves = [asarray(x) for x in leaves]
         graph, out_tree = _trace_fun(self.fun, in_tree, leaves)
         rule = self.jvp
 
         def jvp_flat(primals, tangents):
             out, t_out = rule(tree_unflatten(in_tree, primals), tree_unflatten(in_tree, tangents))
-            outs = [_operand(o) for o in treedef_flatten_up_to(out_tree, out)]
-            t_outs = [_operand(t) for t in treedef_flatten_up_to(out_tree, t_out)]
+            outs = [asarray(o) for o in treedef_flatten_up_to(out_tree, out)]
+            t_outs = [asarray(t) for t in treedef_flatten_up_to(out_tree, t_out)]
             for k, (o, t) in enumerate(zip(outs, t_outs)):
                 if get_aval(o).strip_weak().shape != get_aval(t).strip_weak().shape:
                     raise DifferentiationError(f"custom_jvp rule of {name}: tangent output {k} has shape "
@@ -228,7 +223,7 @@ class custom_vjp:
         if self.fwd is None:
             raise DifferentiationError(f"custom_vjp function {name} has no rules: call {name}.defvjp(fwd, bwd) first")
         leaves, in_tree = tree_flatten(args)
-        leaves = [_operand(x) for x in leaves]
+        leaves = [asarray(x) for x in leaves]
         graph, out_tree = _trace_fun(self.fun, in_tree, leaves)
         fwd, bwd = self.fwd, self.bwd
         res_tree = []
@@ -238,7 +233,7 @@ class custom_vjp:
             out, res = fwd(*tree_unflatten(in_tree, primals))
             res_leaves, treedef = tree_flatten(res)
             res_tree.append(treedef)
-            return [_operand(o) for o in treedef_flatten_up_to(out_tree, out)], [_operand(r) for r in res_leaves]
+            return [asarray(o) for o in treedef_flatten_up_to(out_tree, out)], [asarray(r) for r in res_leaves]
 
         def bwd_flat(residuals, cts):
             grads = bwd(tree_unflatten(res_tree[-1], residuals), tree_unflatten(out_tree, cts))
@@ -251,7 +246,7 @@ class custom_vjp:
                 if g is None:
                     out.append(np.zeros(a.shape, a.dtype))
                     continue
-                g = _operand(g)
+                g = asarray(g)
                 if get_aval(g).strip_weak().shape != a.shape:
                     raise DifferentiationError(f"custom_vjp bwd of {name}: cotangent {k} has shape {get_aval(g).strip_weak().shape}, "
                                                f"the argument has {a.shape}")

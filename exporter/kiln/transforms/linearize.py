@@ -17,7 +17,7 @@ from ..core.ad_util import Zero, add_any, instantiate
 from ..core.ir import Equation, Graph, Literal, Var
 from ..core.trace import get_aval, trace_to_graph_with_captures
 from .jvp import DifferentiationError, is_differentiable, jvp_flat, tangent_aval
-from .transpose_rules import UndefinedPrimal
+from .transpose import UndefinedPrimal
 
 
 def split_linear(eqns: Iterable[Equation], linear_inputs: set[int]) -> tuple[set[int], list, list]:

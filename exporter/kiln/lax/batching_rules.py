@@ -1,9 +1,9 @@
 """Batching (vmap) rules of the array primitives."""
 from __future__ import annotations
 
-from ..lax import prims
 from ..core.trace import get_aval
-from .batching import move_batch_axis
+from ..transforms.batching import move_batch_axis
+from . import prims
 
 
 def _elementwise_rule(prim):
@@ -71,3 +71,4 @@ def register() -> None:
     for prim in (prims.reduce_sum, prims.reduce_max, prims.reduce_min):
         prim.batching_rule = _reduce_rule(prim)
     prims.dot_general.batching_rule = _dot_general_rule
+    prims.stop_gradient.batching_rule = lambda v, d, axis_size: (prims.stop_gradient.bind(v[0]), d[0])

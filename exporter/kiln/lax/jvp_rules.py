@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..lax import prims
 from ..core.ad_util import Zero, add_any, instantiate
 from ..core.trace import get_aval
-from .jvp import tangent_aval
+from ..transforms.jvp import tangent_aval
+from . import prims
 
 
 def _full_like(x, value):
@@ -181,3 +181,4 @@ def register() -> None:
     prims.reduce_max.jvp_rule = _reduce_extremum_rule(prims.reduce_max)
     prims.reduce_min.jvp_rule = _reduce_extremum_rule(prims.reduce_min)
     prims.dot_general.jvp_rule = _dot_general_rule
+    prims.stop_gradient.jvp_rule = lambda p, t: (prims.stop_gradient.bind(p[0]), Zero(tangent_aval(get_aval(p[0]))))

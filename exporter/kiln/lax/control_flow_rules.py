@@ -4,7 +4,7 @@ Reverse mode needs the JVP of a branch or loop body split in two: a primal
 part that also returns the residuals (primal values the tangent code uses)
 and a tangent part, linear in the tangents, that consumes them. The JVP
 rules below emit the two parts as separate cond/scan equations, so that
-linearize.py sees a non-linear equation and a linear one it can transpose.
+kiln.transforms.linearize sees a non-linear equation and a linear one it can transpose.
 """
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ from ..core.aval import ShapedArray
 from ..core.evaluate import eval_graph
 from ..core.ir import Equation, Graph, Literal, Var
 from ..core.trace import get_aval, trace_to_graph
-from ..lax import prims
-from ..lax.control_flow import cond_p, scan_p, while_p
-from .batching import move_batch_axis, vmap_flat
-from .jvp import is_differentiable, jvp_flat, tangent_aval
-from .linearize import split_linear, transpose_graph
-from .transpose_rules import UndefinedPrimal
+from ..transforms.batching import move_batch_axis, vmap_flat
+from ..transforms.jvp import is_differentiable, jvp_flat, tangent_aval
+from ..transforms.linearize import split_linear, transpose_graph
+from ..transforms.transpose import UndefinedPrimal
+from . import prims
+from .control_flow import cond_p, scan_p, while_p
 
 
 def jvp_of_graph(graph: Graph, nonzero: list[bool]) -> Graph:

@@ -1,29 +1,12 @@
-"""Transpose rules of the linear primitives, used by reverse mode.
-
-A rule receives the output cotangent and the operands, where linear
-operands are `UndefinedPrimal` (their value is not needed, only their type),
-and returns one cotangent per operand (None for non-linear operands).
-"""
+"""Transpose rules of kiln.lax.prims' linear primitives, used by reverse mode (kiln.transforms.transpose)."""
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 
 from ..core.aval import ShapedArray
 from ..core.trace import get_aval
-from ..lax import prims
-
-
-@dataclass(frozen=True)
-class UndefinedPrimal:
-    """A linear operand in a transpose rule."""
-
-    aval: ShapedArray
-
-
-def is_linear(x) -> bool:
-    return isinstance(x, UndefinedPrimal)
+from ..transforms.transpose import is_linear
+from . import prims
 
 
 def _unbroadcast_sum(ct, operand_aval: ShapedArray, broadcast_dimensions):
