@@ -9,7 +9,9 @@ import numpy as np
 from ..core import dtypes
 from ..core.trace import Tracer, get_aval
 from . import prims
+from . import structural_prims
 from .math_prims import P
+from .operands import asarray
 
 
 def _operands(*xs):
@@ -104,12 +106,6 @@ def broadcasted_iota(dtype, shape, dimension: int):
 # operation (dynamic_slice, dynamic_update_slice, slice, pad, rev, concatenate, sort, cumsum, ...)
 # and a documented simplified form where it does not (gather, scatter).
 
-def _sp():
-    from . import structural_prims
-
-    return structural_prims
-
-
 def _is_tracer(x) -> bool:
     return isinstance(x, Tracer)
 
@@ -159,8 +155,6 @@ def dynamic_slice(operand, start_indices, slice_sizes):
     array. Negative starts count from the end (i + dim), and every start is then clamped to
     [0, dim - size] so that the slice lies inside the operand, as in JAX. slice_sizes are static ints.
     """
-    from ..numpy._base import asarray
-
     x = asarray(operand)
     shape = get_aval(x).shape
     sizes = tuple(int(z) for z in slice_sizes)
@@ -170,7 +164,7 @@ def dynamic_slice(operand, start_indices, slice_sizes):
         if not 0 <= z <= d:
             raise TypeError(f"dynamic_slice: slice size {z} of dimension {k} does not fit in an operand of shape {shape}")
     starts = _start_indices("dynamic_slice", shape, start_indices)
-    return _sp().dynamic_slice_p.bind(x, *starts, slice_sizes=sizes)
+    return structural_prims.dynamic_slice_p.bind(x, *starts, slice_sizes=sizes)
 
 
 def dynamic_update_slice(operand, update, start_indices):
@@ -179,8 +173,6 @@ def dynamic_update_slice(operand, update, start_indices):
     update has operand's dtype and rank and fits inside it; start_indices as in dynamic_slice (negative
     starts count from the end, then clamped so that the whole update lands inside the operand).
     """
-    from ..numpy._base import asarray
-
     x, u = asarray(operand), asarray(update)
     xa, ua = get_aval(x), get_aval(u)
     if ua.dtype != xa.dtype:
@@ -189,7 +181,7 @@ def dynamic_update_slice(operand, update, start_indices):
     if ua.ndim != xa.ndim or any(a > b for a, b in zip(ua.shape, xa.shape)):
         raise TypeError(f"dynamic_update_slice: update of shape {ua.shape} does not fit in an operand of shape {xa.shape}")
     starts = _start_indices("dynamic_update_slice", xa.shape, start_indices)
-    return _sp().dynamic_update_slice_p.bind(x, u, *starts)
+    return structural_prims.dynamic_update_slice_p.bind(x, u, *starts)
 
 
 def _axis(fn, axis, nd):
@@ -234,8 +226,6 @@ _SCATTER_MODES = {"clip": "clip", "promise_in_bounds": "clip", "drop": "drop", "
 
 
 def _index_array(fn, indices, axes, operand_aval):
-    from ..numpy._base import asarray
-
     idx = asarray(indices)
     ia = get_aval(idx)
     if not dtypes.is_int(ia.dtype):
@@ -265,15 +255,13 @@ def gather(operand, indices, axes, *, mode=None, fill_value=None):
     out of range (they do not wrap; kiln.numpy indexing wraps them before calling this).
     Unlike jax.lax.gather there are no dimension_numbers or slice_sizes: each index picks whole slices.
     """
-    from ..numpy._base import asarray
-
     x = asarray(operand)
     xa = get_aval(x)
     if mode not in _GATHER_MODES:
         raise ValueError(f"gather: mode must be 'fill', 'clip' or 'promise_in_bounds', got {mode!r}")
     idx, axes = _index_array("gather", indices, axes, xa)
     m = _GATHER_MODES[mode]
-    out = _sp().gather_p.bind(x, idx, axes=axes, mode=m)
+    out = structural_prims.gather_p.bind(x, idx, axes=axes, mode=m)
     if m == "clip" or fill_value is None or np.asarray(fill_value) == 0:
         return out
     valid = _rows_in_range(idx, axes, xa.shape)
@@ -311,8 +299,6 @@ def scatter(operand, indices, updates, axes, *, update="set", mode=None):
     mode: "drop" (the default, as in JAX; also "fill") skips updates whose index row is out of range;
     "clip" (or "promise_in_bounds") clamps the indices into range. Returns a new array.
     """
-    from ..numpy._base import asarray
-
     x, u = asarray(operand), asarray(updates)
     xa, ua = get_aval(x), get_aval(u)
     if mode not in _SCATTER_MODES:
@@ -327,7 +313,7 @@ def scatter(operand, indices, updates, axes, *, update="set", mode=None):
     if ua.dtype != xa.dtype:
         raise TypeError(f"scatter: updates dtype {ua.dtype} differs from operand dtype {xa.dtype}; "
                         f"convert it first (updates.astype({xa.dtype}))")
-    return _sp().scatter_p.bind(x, idx, u, axes=axes, update=update, mode=_SCATTER_MODES[mode])
+    return structural_prims.scatter_p.bind(x, idx, u, axes=axes, update=update, mode=_SCATTER_MODES[mode])
 
 
 def scatter_add(operand, indices, updates, axes, *, mode=None):
@@ -353,8 +339,6 @@ def scatter_max(operand, indices, updates, axes, *, mode=None):
 def sort(operand, dimension=-1, is_stable=True, num_keys=1):
     """jax.lax.sort: one array, or a sequence sorted together lexicographically by the first num_keys
     (NaN last). is_stable=True (the default) keeps ties in their original order."""
-    from ..numpy._base import asarray
-
     single = not isinstance(operand, (tuple, list))
     xs = [asarray(operand)] if single else [asarray(o) for o in operand]
     nd = get_aval(xs[0]).ndim
@@ -365,10 +349,10 @@ def sort(operand, dimension=-1, is_stable=True, num_keys=1):
         raise TypeError(f"sort: num_keys must be between 1 and the number of operands ({len(xs)}), got {num_keys}")
     if is_stable:
         iota = prims.iota.bind(shape=get_aval(xs[0]).shape, dimension=dim, dtype=np.dtype(np.int32))
-        outs = _sp().sort_p.bind(*xs[:num_keys], iota, *xs[num_keys:], dimension=dim, num_keys=num_keys + 1)
+        outs = structural_prims.sort_p.bind(*xs[:num_keys], iota, *xs[num_keys:], dimension=dim, num_keys=num_keys + 1)
         outs = outs[:num_keys] + outs[num_keys + 1:]
     else:
-        outs = _sp().sort_p.bind(*xs, dimension=dim, num_keys=num_keys)
+        outs = structural_prims.sort_p.bind(*xs, dimension=dim, num_keys=num_keys)
     return outs[0] if single else tuple(outs)
 
 
@@ -379,10 +363,8 @@ def sort_key_val(keys, values, dimension=-1, is_stable=True):
 
 def _cumulative(name):
     def fn(operand, axis=0, reverse=False):
-        from ..numpy._base import asarray
-
         x = asarray(operand)
-        return getattr(_sp(), f"{name}_p").bind(x, axis=_axis(name, axis, get_aval(x).ndim), reverse=bool(reverse))
+        return getattr(structural_prims, f"{name}_p").bind(x, axis=_axis(name, axis, get_aval(x).ndim), reverse=bool(reverse))
 
     fn.__name__ = fn.__qualname__ = name  # Python names it in call errors
     fn.__doc__ = f"jax.lax.{name}: the running {name[3:]} along axis (from the end if reverse), same shape and dtype."
@@ -394,15 +376,11 @@ cumsum, cumprod, cummax, cummin = (_cumulative(n) for n in ("cumsum", "cumprod",
 
 def argmax(operand, axis, index_dtype):
     """jax.lax.argmax: the index of the first maximum along axis (NaN counts as the maximum, as in numpy)."""
-    from ..numpy._base import asarray
-
     x = asarray(operand)
-    return _sp().argmax_p.bind(x, axis=_axis("argmax", axis, get_aval(x).ndim), index_dtype=dtypes.canonical(index_dtype))
+    return structural_prims.argmax_p.bind(x, axis=_axis("argmax", axis, get_aval(x).ndim), index_dtype=dtypes.canonical(index_dtype))
 
 
 def argmin(operand, axis, index_dtype):
     """jax.lax.argmin: the index of the first minimum along axis (NaN counts as the minimum, as in numpy)."""
-    from ..numpy._base import asarray
-
     x = asarray(operand)
-    return _sp().argmin_p.bind(x, axis=_axis("argmin", axis, get_aval(x).ndim), index_dtype=dtypes.canonical(index_dtype))
+    return structural_prims.argmin_p.bind(x, axis=_axis("argmin", axis, get_aval(x).ndim), index_dtype=dtypes.canonical(index_dtype))

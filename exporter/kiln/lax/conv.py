@@ -29,6 +29,7 @@ from ..core.trace import get_aval
 from ..transforms.jvp import tangent_aval
 from ..transforms.transpose import is_linear
 from . import prims
+from .operands import asarray, promote
 from .prims import ShapeError
 from .structural_prims import rev
 
@@ -228,10 +229,8 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None, r
     ('NHWC', 'HWIO', 'NHWC'), or (lhs_spec, rhs_spec, out_spec) int tuples.
     feature_group_count: grouped convolution (= input channels for depthwise).
     """
-    from ..numpy._base import asarray, aval, promote
-
     lhs, rhs = promote(asarray(lhs), asarray(rhs))
-    la, ra = aval(lhs), aval(rhs)
+    la, ra = get_aval(lhs), get_aval(rhs)
     dn = conv_dimension_numbers(la.ndim, ra.ndim, dimension_numbers)
     nsp = la.ndim - 2
 
@@ -345,10 +344,8 @@ def _transpose_lhs(ct, rhs, lhs_aval, *, window_strides, padding, lhs_dilation, 
 
 def _transpose_rhs(ct, lhs, rhs_aval, *, window_strides, padding, lhs_dilation, rhs_dilation, dimension_numbers,
                    feature_group_count, batch_group_count):
-    from ..numpy.creation import zeros
-
     if int(np.prod(_shape(ct), dtype=np.int64)) == 0:
-        return zeros(rhs_aval.shape, rhs_aval.dtype)
+        return prims.zeros_like_shaped_array(ShapedArray(rhs_aval.shape, rhs_aval.dtype))
     lhs_spec, rhs_spec, out_spec = dimension_numbers
     lhs_t, rhs_t, out_t = map(_spec_transpose, dimension_numbers)
     g, b = feature_group_count, batch_group_count

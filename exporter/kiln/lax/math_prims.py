@@ -20,6 +20,7 @@ from ..core.trace import get_aval
 from ..transforms.batching import move_batch_axis
 from ..transforms.jvp import tangent_aval
 from . import prims
+from .operands import asarray, broadcast_to
 from .prims import ShapeError, _elementwise
 
 __all__ = ["rsqrt", "erf", "erfc", "integer_pow", "clamp", "atan2", "rem"]
@@ -189,18 +190,15 @@ def integer_pow(x, y: int):
 
 def clamp(min, x, max):  # noqa: A002 - lax's argument names
     """min <= result <= max elementwise; min and max are scalars or have x's shape (NaN stays NaN)."""
-    from ..numpy._base import aval, asarray, broadcast_to
-    from . import prims
-
     x = asarray(x)
-    a = aval(x)
+    a = get_aval(x)
     bounds = []
     for bound in (min, max):
         bound = asarray(bound, a.dtype) if not hasattr(bound, "aval") else bound
-        if aval(bound).dtype != a.dtype:
-            raise ShapeError(f"clamp: bound of dtype {aval(bound).dtype} for an operand of dtype {a.dtype}")
-        if aval(bound).shape not in ((), a.shape):
-            raise ShapeError(f"clamp: bounds must be scalars or of shape {a.shape}, got {aval(bound).shape}")
+        if get_aval(bound).dtype != a.dtype:
+            raise ShapeError(f"clamp: bound of dtype {get_aval(bound).dtype} for an operand of dtype {a.dtype}")
+        if get_aval(bound).shape not in ((), a.shape):
+            raise ShapeError(f"clamp: bounds must be scalars or of shape {a.shape}, got {get_aval(bound).shape}")
         bounds.append(broadcast_to(bound, a.shape))
     return prims.min.bind(prims.max.bind(x, bounds[0]), bounds[1])
 

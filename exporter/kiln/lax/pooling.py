@@ -28,6 +28,7 @@ from ..transforms.batching import move_batch_axis
 from ..transforms.jvp import tangent_aval
 from . import prims
 from .conv import _vjp_lhs_padding, conv_general_dilated_p, dilate_dim, padtype_to_pads
+from .operands import asarray, broadcast_to
 from .prims import ShapeError
 
 __all__ = ["reduce_window", "add", "max", "min", "reduce_window_identity"]
@@ -104,18 +105,21 @@ def reduce_window_reference(x, *, op, window_dimensions, window_strides, padding
 
 # ----------------------------------------------------------------------------- public API
 
+# Functions of the layers above accepted as reduce_window's computation: function -> op name.
+_EXTRA_WINDOW_OPS: dict = {}
+
+
+def register_window_op(fn, op: str) -> None:
+    """Lets reduce_window accept `fn` (kiln.numpy.maximum, say) as the computation `op`."""
+    _EXTRA_WINDOW_OPS[fn] = op
+
 
 def _op_name(op) -> str:
     if isinstance(op, str) and op in _OPS:
         return op
     names = {add: "add", max: "max", min: "min", np.add: "add", np.maximum: "max", np.minimum: "min",
              prims.add: "add", prims.max: "max", prims.min: "min"}
-    try:
-        from ..numpy import elementwise as kel
-
-        names.update({kel.add: "add", kel.maximum: "max", kel.minimum: "min"})
-    except ImportError:  # pragma: no cover
-        pass
+    names.update(_EXTRA_WINDOW_OPS)
     try:
         return names[op]
     except (KeyError, TypeError):
@@ -133,11 +137,9 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
     for max/min, any value (it takes part in every window).
     padding: 'SAME', 'VALID' or one (low, high) pair per dimension.
     """
-    from ..numpy._base import asarray, aval
-
     op = _op_name(computation)
     x = asarray(operand)
-    a = aval(x)
+    a = get_aval(x)
     n = a.ndim
 
     def ints(v, name, default=1):
@@ -171,9 +173,8 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
         reduce_window_p.abstract_eval(a, **params)  # checks shapes eagerly too
         out = reduce_window_p.bind(x, **params)
     if op != "add" and init.astype(a.dtype) != identity:
-        from ..numpy.elementwise import maximum, minimum
-
-        out = (maximum if op == "max" else minimum)(out, init.astype(a.dtype))
+        combine = prims.max if op == "max" else prims.min
+        out = combine.bind(out, broadcast_to(init.astype(a.dtype), get_aval(out).shape))
     return out
 
 

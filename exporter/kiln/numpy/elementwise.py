@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import dtypes
-from ..lax import prims
+from ..lax import pooling, prims
 from ._base import aval, broadcast_all, convert, numpy_result_dtype, promote
 
 
@@ -153,3 +153,7 @@ mod = remainder
 
 def _full(like, value):
     return prims.broadcast_in_dim.bind(np.asarray(value, aval(like).dtype), shape=aval(like).shape, broadcast_dimensions=())
+
+pooling.register_window_op(add, "add")
+pooling.register_window_op(maximum, "max")
+pooling.register_window_op(minimum, "min")

@@ -1,0 +1,104 @@
+"""Operands of kiln.lax and kiln.numpy functions: conversion, dtype promotion and broadcasting.
+
+kiln.numpy builds numpy's semantics on these (it re-exports them from kiln.numpy._base); they live
+here so that kiln.lax's own functions accept the same operands without importing kiln.numpy.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core import dtypes
+from ..core.aval import reject_masked
+from ..core.trace import Tracer, get_aval
+from . import prims, structural_prims
+
+
+def asarray(x, dtype=None):
+    """A kiln operand: tracers stay tracers, everything else becomes a numpy array."""
+    if isinstance(x, Tracer):
+        return x if dtype is None or x.dtype == np.dtype(dtype) else convert(x, dtype)
+    if isinstance(x, (list, tuple)) and any(isinstance(e, Tracer) for e in _flat(x)):
+        return _stack([asarray(e, dtype) for e in x])
+    reject_masked(x)
+    if dtype is not None and dtypes.is_int(np.dtype(dtype)):
+        src = np.asarray(x)
+        if dtypes.is_float(src.dtype):  # float -> int as compiled code converts (saturating, NaN -> 0)
+            return convert(src, dtype)
+    arr = np.asarray(x, dtype=dtype)
+    dtypes.canonical(arr.dtype)
+    return arr
+
+
+def _flat(x):
+    for e in x:
+        if isinstance(e, (list, tuple)):
+            yield from _flat(e)
+        else:
+            yield e
+
+
+def _stack(operands):
+    """The operands (of one shape) joined along a new leading axis: numpy.stack(operands) for asarray."""
+    xs = promote(*operands)
+    shape = get_aval(xs[0]).shape
+    for x in xs:
+        if get_aval(x).shape != shape:
+            raise ValueError(f"stack: all input arrays must have the same shape, got {shape} and {get_aval(x).shape}")
+    rows = [prims.reshape.bind(x, new_shape=(1,) + shape) for x in xs]
+    return rows[0] if len(rows) == 1 else structural_prims.concatenate(rows, 0)
+
+
+def convert(x, dtype):
+    dtype = dtypes.canonical(dtype)
+    if isinstance(x, Tracer):
+        if x.dtype == dtype and not x.aval.weak_type:
+            return x
+        return prims.convert.bind(x, new_dtype=dtype)
+    arr = np.asarray(x)
+    if arr.dtype == dtype:
+        return arr.copy() if arr is x else arr
+    return prims.convert.bind(arr, new_dtype=dtype)  # the compiled conversion's rules (float -> int saturates)
+
+
+def promote(*operands):
+    """Converts operands to their common dtype (numpy rules, Python scalars weak)."""
+    infos = [(get_aval(o).dtype, get_aval(o).weak_type) for o in operands]
+    target, _ = dtypes.result_type(*infos)
+    return [_to_dtype(o, target) for o in operands]
+
+
+def _to_dtype(x, dtype):
+    if isinstance(x, Tracer):
+        return x if x.dtype == dtype else prims.convert.bind(x, new_dtype=dtype)
+    if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
+        return np.asarray(x, dtype=dtype)
+    arr = np.asarray(x)
+    return arr if arr.dtype == dtype else arr.astype(dtype)
+
+
+def broadcast_shapes(*shapes, where: str = "") -> tuple[int, ...]:
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        prefix = f"{where}: " if where else ""
+        raise ValueError(f"{prefix}shapes {' and '.join(str(tuple(s)) for s in shapes)} cannot be broadcast together") from None
+
+
+def broadcast_to(x, shape):
+    """numpy broadcasting of x to `shape` (trailing alignment)."""
+    a = get_aval(x)
+    shape = tuple(shape)
+    if a.shape == shape:
+        return x
+    if a.ndim > len(shape):
+        raise ValueError(f"cannot broadcast {a.shape} to {shape}")
+    lead = len(shape) - a.ndim
+    for i, d in enumerate(a.shape):
+        if d not in (1, shape[lead + i]):
+            raise ValueError(f"cannot broadcast {a.shape} to {shape}")
+    return prims.broadcast_in_dim.bind(x, shape=shape, broadcast_dimensions=tuple(range(lead, len(shape))))
+
+
+def broadcast_all(*operands, where: str = ""):
+    shape = broadcast_shapes(*[get_aval(o).shape for o in operands], where=where)
+    return [broadcast_to(o, shape) for o in operands]
