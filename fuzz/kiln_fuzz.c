@@ -838,7 +838,16 @@ static void mutate_site(kf_rng_t* r, const kf_model_t* m, const kf_site_t* s, ui
       wr32(p, chance(r, 2) ? cur + 1 - 2 * rnd(r, 2) : new_u32(r, cur, 8));
       break;
     }
-    case K_U32: wr32(p, new_u32(r, rd32(p), s->limit)); break;
+    case K_U32:
+      /* invoke: register counts mostly move a little; a function with 2^20
+       * registers is valid but makes every call of it cost milliseconds */
+      if (g_profile && s->limit == KILN_MAX_REGISTERS && !chance(r, 16)) {
+        uint32_t cur = rd32(p), d = rnd(r, 4);
+        wr32(p, chance(r, 2) || cur < d ? cur + d : cur - d);
+      } else {
+        wr32(p, new_u32(r, rd32(p), s->limit));
+      }
+      break;
     case K_U64: wr64(p, new_u64(r, rd64(p))); break;
     case K_U16: {
       static const uint16_t v[] = {0, 1, 2, 3, 0xffff};
