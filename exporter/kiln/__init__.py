@@ -2,27 +2,82 @@
 
     from kiln import Program, jit
     import kiln.numpy as knp
+
+The names below load their part of kiln on first use (PEP 562), so that `import kiln.vm...` (the
+module format and the runtime binding) does not load the tracing frontend.
 """
-from . import lax, numpy
-from .core.errors import CompileError, ConcretizationError, KilnError, NumpyOnTracerError, TracingError
-from .core.pytree import register_pytree_node, tree_flatten, tree_leaves, tree_map, tree_unflatten
-from .jit import jit
-from .program import CompiledArtifact, Program
-from .runtime_session import set_worker_count
+import importlib
+import importlib.util
+import sys
+import types
 
 __version__ = "0.1.0"
+
+# public name -> (module that defines it, attribute; None: the module itself)
+_LAZY_NAMES = {
+    "lax": ("kiln.lax", None),
+    "numpy": ("kiln.numpy", None),
+    "nn": ("kiln.nn", None),
+    "Program": ("kiln.program", "Program"),
+    "CompiledArtifact": ("kiln.program", "CompiledArtifact"),
+    "jit": ("kiln.jit", "jit"),
+    "set_worker_count": ("kiln.runtime_session", "set_worker_count"),
+    **{name: ("kiln.core.errors", name)
+       for name in ("KilnError", "TracingError", "ConcretizationError", "NumpyOnTracerError", "CompileError")},
+    **{name: ("kiln.core.pytree", name)
+       for name in ("register_pytree_node", "tree_flatten", "tree_leaves", "tree_map", "tree_unflatten")},
+    **{name: ("kiln.transforms.api", name)
+       for name in ("grad", "value_and_grad", "jvp", "vjp", "jacfwd", "jacrev", "hessian", "vmap", "stop_gradient")},
+    "custom_jvp": ("kiln.transforms.custom", "custom_jvp"),
+    "custom_vjp": ("kiln.transforms.custom", "custom_vjp"),
+}
 
 __all__ = [
     "Program", "CompiledArtifact", "jit", "lax", "numpy", "set_worker_count",
     "KilnError", "TracingError", "ConcretizationError", "NumpyOnTracerError", "CompileError",
     "register_pytree_node", "tree_flatten", "tree_leaves", "tree_map", "tree_unflatten",
+    "grad", "value_and_grad", "jvp", "vjp", "jacfwd", "jacrev", "hessian", "vmap", "stop_gradient",
+    "custom_jvp", "custom_vjp",
 ]
 
-from .transforms.api import grad, hessian, jacfwd, jacrev, jvp, stop_gradient, value_and_grad, vjp, vmap  # noqa: E402
 
-from .transforms.custom import custom_jvp, custom_vjp  # noqa: E402
+# What `import kiln` loaded before its names became lazy; the first use of a frontend name loads it all,
+# so that code written against the eager package (kiln.core.pytree after `import kiln`) still works.
+_FRONTEND = ("kiln.lax", "kiln.numpy", "kiln.jit", "kiln.program", "kiln.runtime_session", "kiln.transforms.api",
+             "kiln.transforms.custom", "kiln.nn")
+# Subpackages that work without the frontend.
+_STANDALONE = ("vm", "cli")
 
-__all__ += ["grad", "value_and_grad", "jvp", "vjp", "jacfwd", "jacrev", "hessian", "vmap", "stop_gradient",
-            "custom_jvp", "custom_vjp"]
 
-from . import nn  # noqa: E402  (kiln.nn: activations, softmax, pooling helpers)
+def __getattr__(name):
+    if name in _STANDALONE:
+        return importlib.import_module(f"{__name__}.{name}")
+    if name in _LAZY_NAMES:
+        for module_name in _FRONTEND:
+            importlib.import_module(module_name)
+        module_name, attribute = _LAZY_NAMES[name]
+        module = importlib.import_module(module_name)
+        value = module if attribute is None else getattr(module, attribute)
+        globals()[name] = value
+        return value
+    if not name.startswith("__") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        for module_name in _FRONTEND:
+            importlib.import_module(module_name)
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY_NAMES))
+
+
+class _KilnModule(types.ModuleType):
+    """kiln's module type: loading the submodule kiln.jit must not hide the function kiln.jit."""
+
+    def __setattr__(self, name, value):
+        if name == "jit" and isinstance(value, types.ModuleType):
+            value = value.jit
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _KilnModule

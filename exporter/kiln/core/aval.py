@@ -48,6 +48,24 @@ class ShapedArray:
         return self.str_short()
 
 
+class aval_property:
+    """An array property (x.T) that kiln.numpy installs on ShapedArray; a tracer exposes it as its own."""
+
+    __slots__ = ("fget",)
+
+    def __init__(self, fget):
+        self.fget = fget
+
+
+class aval_method:
+    """An array method (x.sum) that kiln.numpy installs on ShapedArray; a tracer exposes it bound to itself."""
+
+    __slots__ = ("fun",)
+
+    def __init__(self, fun):
+        self.fun = fun
+
+
 MASKED_ARRAY_MESSAGE = ("numpy masked arrays are not supported: kiln has no masks and would drop the mask; "
                         "pass np.ma.filled(x, fill_value) or x.data")
 

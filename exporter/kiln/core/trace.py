@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import types
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .aval import ShapedArray, aval_of
+from .aval import ShapedArray, aval_method, aval_of, aval_property
 from .errors import ConcretizationError, NumpyOnTracerError, UnexpectedTracerError, attach_source
 from .ir import Equation, Graph, Literal, Var
 from .primitive import Primitive
@@ -112,7 +113,11 @@ def new_trace(make: Callable[[int], Trace]):
 
 
 class Tracer:
-    """A value inside a trace; subclasses provide `aval`. Array operators come from kiln.numpy."""
+    """A value inside a trace; subclasses provide `aval`.
+
+    Python's operators and the array attributes (x.sum(), x.T, ...) forward to the abstract value, on
+    which kiln.numpy installs their implementations (install_array_methods).
+    """
 
     __array_priority__ = 1000
     _trace: Trace
@@ -209,6 +214,12 @@ class Tracer:
     def __getattr__(self, name):
         if name.startswith("__"):
             raise AttributeError(name)
+        if not name.startswith("_") and name in _array_methods().attribute_names:
+            attr = getattr(self.aval, name)
+            if isinstance(attr, aval_property):
+                return attr.fget(self)
+            if isinstance(attr, aval_method):
+                return types.MethodType(attr.fun, self)
         raise AttributeError(f"kiln arrays have no attribute {name!r}", name=name, obj=self)
 
     def __iter__(self):
@@ -218,6 +229,60 @@ class Tracer:
 
     def __hash__(self):
         raise TypeError("traced arrays are not hashable")
+
+
+class _ArrayMethods:
+    """What install_array_methods installed: attribute names and the namespace (kiln.numpy) behind them."""
+
+    def __init__(self):
+        self.attribute_names: frozenset[str] = frozenset()
+        self.namespace: types.ModuleType | None = None
+
+
+_ARRAY_METHODS = _ArrayMethods()
+
+# Python's operators on a tracer: each forwards to the abstract value's `_<name>` (ShapedArray._add, ...).
+_OPERATOR_NAMES = (
+    "add", "radd", "sub", "rsub", "mul", "rmul", "truediv", "rtruediv", "floordiv", "rfloordiv", "mod", "rmod",
+    "pow", "rpow", "matmul", "rmatmul", "lt", "le", "gt", "ge", "eq", "ne", "neg", "pos", "abs", "and", "rand",
+    "or", "ror", "xor", "rxor", "lshift", "rlshift", "rshift", "rrshift", "invert", "getitem", "setitem",
+    "divmod", "rdivmod",
+)
+
+
+def _forwarding_operator(name: str):
+    aval_name = f"_{name}"
+
+    def operator(self, *args):
+        _array_methods()
+        return getattr(self.aval, aval_name)(self, *args)
+
+    operator.__name__ = operator.__qualname__ = f"__{name}__"
+    return operator
+
+
+for _name in _OPERATOR_NAMES:
+    setattr(Tracer, f"__{_name}__", _forwarding_operator(_name))
+del _name
+
+
+def install_array_methods(operators: dict, attributes: dict, namespace: types.ModuleType) -> None:
+    """Installs the array operators (`{"__add__": fn}`) and attributes (aval_method / aval_property by name)
+    on ShapedArray; namespace (kiln.numpy) names the functions that error messages suggest."""
+    for dunder, fn in operators.items():
+        setattr(ShapedArray, f"_{dunder.strip('_')}", staticmethod(fn))
+    for name, attr in attributes.items():
+        setattr(ShapedArray, name, attr)
+    _ARRAY_METHODS.attribute_names = _ARRAY_METHODS.attribute_names | frozenset(attributes)
+    _ARRAY_METHODS.namespace = namespace
+
+
+def _array_methods() -> _ArrayMethods:
+    """The installed array methods, importing kiln.numpy, which installs them, when nothing has yet."""
+    if _ARRAY_METHODS.namespace is None:
+        # Layering exception (tests/test_layering.py): kiln.numpy sits above core and installs the methods.
+        import kiln.numpy  # noqa: F401
+    return _ARRAY_METHODS
 
 
 def get_aval(x) -> ShapedArray:
@@ -243,9 +308,7 @@ _UFUNC_OPERATORS = {
 
 def _numpy_on_tracer_message(what: str, kiln_name: str | None, tracer: Tracer) -> str:
     """The error for numpy function `what` applied to a tracer; kiln_name: kiln.numpy's counterpart, if any."""
-    from .. import numpy as knp
-
-    if kiln_name is not None and hasattr(knp, kiln_name):
+    if kiln_name is not None and hasattr(_array_methods().namespace, kiln_name):
         hint = f"use kiln.numpy.{kiln_name}"
     else:
         hint = "kiln.numpy has no equivalent; write it with kiln.numpy functions"
