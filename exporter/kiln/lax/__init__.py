@@ -36,10 +36,3 @@ from . import math_prims  # noqa: E402
 from .math_prims import atan2, clamp, erf, erfc, integer_pow, rem, rsqrt  # noqa: E402
 
 __all__ += ["math_prims", "atan2", "clamp", "erf", "erfc", "integer_pow", "rem", "rsqrt"]
-
-from . import batching_rules, control_flow_rules, jvp_rules, transpose_rules  # noqa: E402
-
-jvp_rules.register()
-transpose_rules.register()
-batching_rules.register()
-control_flow_rules.register()

@@ -2,16 +2,21 @@
 
 kiln.numpy builds numpy semantics (promotion, broadcasting) on top of these.
 Each primitive registers its eager numpy implementation and abstract
-evaluation here; transformations and the compiler attach their rules elsewhere.
+evaluation here, and its JVP, transpose and batching rules in the sections
+below; the compiler attaches its lowering elsewhere.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..core import ad_util, dtypes
+from ..core.ad_util import Zero, add_any, instantiate
 from ..core.aval import ShapedArray
 from ..core.primitive import Primitive, register
-from ..core.trace import current_graph_trace
+from ..core.trace import current_graph_trace, get_aval
+from ..transforms.batching import move_batch_axis
+from ..transforms.jvp import tangent_aval
+from ..transforms.transpose import is_linear
 
 
 class ShapeError(TypeError):
@@ -293,3 +298,389 @@ def zeros_like_shaped_array(aval: ShapedArray):
 
 ad_util.register_add(add.bind)
 ad_util.register_zeros(ShapedArray, zeros_like_shaped_array)
+
+
+# ----------------------------------------------------------------------------- JVP rules
+# JVP rules of the array primitives. Tangent code uses only linear primitives of the tangents.
+
+
+def _full_like(x, value):
+    a = get_aval(x)
+    return broadcast_in_dim.bind(np.asarray(value, a.dtype), shape=a.shape, broadcast_dimensions=())
+
+
+def _scale(t, factor):
+    """t * factor, where factor does not depend on tangents (Zero stays Zero)."""
+    return t if isinstance(t, Zero) else mul.bind(t, factor)
+
+
+def _neg(t):
+    return t if isinstance(t, Zero) else neg.bind(t)
+
+
+def _defjvp_linear(prim):
+    """Rules for primitives linear in all operands: apply the primitive to the tangents."""
+
+    def rule(primals, tangents, **params):
+        out = prim.bind(*primals, **params)
+        ts = [instantiate(t, tangent_aval(get_aval(p))) for t, p in zip(tangents, primals)]
+        return out, prim.bind(*ts, **params)
+
+    prim.jvp_rule = rule
+
+
+def _defjvp_unary(prim, derivative):
+    """Unary rules t_out = t * derivative(x, out)."""
+
+    def rule(primals, tangents, **params):
+        (x,), (t,) = primals, tangents
+        out = prim.bind(x, **params)
+        return out, _scale(t, derivative(x, out))
+
+    prim.jvp_rule = rule
+
+
+def _defjvp_zero(prim):
+    """Rules for primitives with non-differentiable (integer or bool) results."""
+
+    def rule(primals, tangents, **params):
+        out = prim.bind(*primals, **params)
+        return out, Zero(tangent_aval(get_aval(out)))
+
+    prim.jvp_rule = rule
+
+
+def _add_rule(primals, tangents):
+    return add.bind(*primals), add_any(*tangents)
+
+
+def _sub_rule(primals, tangents):
+    tx, ty = tangents
+    return sub.bind(*primals), add_any(tx, _neg(ty))
+
+
+def _mul_rule(primals, tangents):
+    (x, y), (tx, ty) = primals, tangents
+    return mul.bind(x, y), add_any(_scale(tx, y), _scale(ty, x))
+
+
+def _div_rule(primals, tangents):
+    (x, y), (tx, ty) = primals, tangents
+    out = div.bind(x, y)
+    t = tx if isinstance(tx, Zero) else div.bind(tx, y)
+    if not isinstance(ty, Zero):
+        t = add_any(t, neg.bind(mul.bind(ty, div.bind(out, y))))
+    return out, t
+
+
+def _pow_rule(primals, tangents):
+    (x, y), (tx, ty) = primals, tangents
+    out = pow.bind(x, y)
+    t = Zero(tangent_aval(get_aval(out)))
+    if not isinstance(tx, Zero):
+        dx = mul.bind(y, pow.bind(x, sub.bind(y, _full_like(y, 1))))
+        t = add_any(t, mul.bind(tx, dx))
+    if not isinstance(ty, Zero):
+        positive = gt.bind(x, _full_like(x, 0))
+        safe_x = select.bind(positive, x, _full_like(x, 1))
+        dy = select.bind(positive, mul.bind(out, log.bind(safe_x)), _full_like(x, 0))
+        t = add_any(t, mul.bind(ty, dy))
+    return out, t
+
+
+def _minmax_rule(prim, pick_x):
+    def rule(primals, tangents):
+        (x, y), (tx, ty) = primals, tangents
+        out = prim.bind(x, y)
+        a = tangent_aval(get_aval(out))
+        tx, ty = instantiate(tx, a), instantiate(ty, a)
+        half = mul.bind(add.bind(tx, ty), _full_like(tx, 0.5))
+        t = select.bind(pick_x.bind(x, y), tx, select.bind(pick_x.bind(y, x), ty, half))
+        return out, t
+
+    return rule
+
+
+def _sign(x):
+    zero = _full_like(x, 0)
+    pos = select.bind(gt.bind(x, zero), _full_like(x, 1), zero)
+    return select.bind(lt.bind(x, zero), _full_like(x, -1), pos)
+
+
+def _select_rule(primals, tangents):
+    (p, a, b), (_, ta, tb) = primals, tangents
+    out = select.bind(p, a, b)
+    if isinstance(ta, Zero) and isinstance(tb, Zero):
+        return out, Zero(tangent_aval(get_aval(out)))
+    av = tangent_aval(get_aval(out))
+    return out, select.bind(p, instantiate(ta, av), instantiate(tb, av))
+
+
+def _convert_rule(primals, tangents, *, new_dtype):
+    (x,), (t,) = primals, tangents
+    out = convert.bind(x, new_dtype=new_dtype)
+    if np.dtype(new_dtype).kind != "f" or isinstance(t, Zero):
+        return out, Zero(tangent_aval(get_aval(out)))
+    return out, convert.bind(t, new_dtype=new_dtype)
+
+
+def _reduce_extremum_rule(prim):
+    def rule(primals, tangents, *, axes):
+        (x,), (t,) = primals, tangents
+        out = prim.bind(x, axes=axes)
+        if isinstance(t, Zero):
+            return out, Zero(tangent_aval(get_aval(out)))
+        shape = get_aval(x).shape
+        kept = tuple(i for i in range(len(shape)) if i not in axes)
+        spread = broadcast_in_dim.bind(out, shape=shape, broadcast_dimensions=kept)
+        mask = convert.bind(eq.bind(x, spread), new_dtype=get_aval(x).dtype)
+        count = reduce_sum.bind(mask, axes=axes)
+        picked = reduce_sum.bind(mul.bind(t, mask), axes=axes)
+        return out, div.bind(picked, count)
+
+    return rule
+
+
+def _dot_general_jvp(primals, tangents, *, dimension_numbers):
+    (x, y), (tx, ty) = primals, tangents
+    out = dot_general.bind(x, y, dimension_numbers=dimension_numbers)
+    t = Zero(tangent_aval(get_aval(out)))
+    if not isinstance(tx, Zero):
+        t = add_any(t, dot_general.bind(tx, y, dimension_numbers=dimension_numbers))
+    if not isinstance(ty, Zero):
+        t = add_any(t, dot_general.bind(x, ty, dimension_numbers=dimension_numbers))
+    return out, t
+
+
+def _register_jvp_rules() -> None:
+    add.jvp_rule = _add_rule
+    sub.jvp_rule = _sub_rule
+    mul.jvp_rule = _mul_rule
+    div.jvp_rule = _div_rule
+    pow.jvp_rule = _pow_rule
+    max.jvp_rule = _minmax_rule(max, gt)
+    min.jvp_rule = _minmax_rule(min, lt)
+    neg.jvp_rule = lambda p, t: (neg.bind(p[0]), _neg(t[0]))
+    _defjvp_unary(abs, lambda x, out: _sign(x))
+    _defjvp_unary(exp, lambda x, out: out)
+    _defjvp_unary(log, lambda x, out: div.bind(_full_like(x, 1), x))
+    _defjvp_unary(tanh, lambda x, out: sub.bind(_full_like(out, 1), mul.bind(out, out)))
+    _defjvp_unary(sqrt, lambda x, out: div.bind(_full_like(out, 0.5), out))
+    # iota has no operands, so no trace ever sees it with a tangent: it needs no rules.
+    for p in (eq, ne, lt, le, gt, ge):
+        _defjvp_zero(p)
+    select.jvp_rule = _select_rule
+    convert.jvp_rule = _convert_rule
+    for p in (broadcast_in_dim, reshape, transpose, reduce_sum):
+        _defjvp_linear(p)
+    reduce_max.jvp_rule = _reduce_extremum_rule(reduce_max)
+    reduce_min.jvp_rule = _reduce_extremum_rule(reduce_min)
+    dot_general.jvp_rule = _dot_general_jvp
+    stop_gradient.jvp_rule = lambda p, t: (stop_gradient.bind(p[0]), Zero(tangent_aval(get_aval(p[0]))))
+
+
+_register_jvp_rules()
+
+
+# ----------------------------------------------------------------------------- transpose rules
+# Transpose rules of kiln.lax.prims' linear primitives, used by reverse mode (kiln.transforms.transpose).
+
+
+def _unbroadcast_sum(ct, operand_aval: ShapedArray, broadcast_dimensions):
+    """The transpose of broadcast_in_dim: sum the broadcast axes back to the operand's shape."""
+    ct_shape = _shape(ct)
+    new_axes = tuple(i for i in range(len(ct_shape)) if i not in broadcast_dimensions)
+    stretched = tuple(d for s, d in zip(operand_aval.shape, broadcast_dimensions) if s == 1 and ct_shape[d] != 1)
+    axes = tuple(sorted(new_axes + stretched))
+    out = reduce_sum.bind(ct, axes=axes) if axes else ct
+    if _shape(out) != operand_aval.shape:
+        out = reshape.bind(out, new_shape=operand_aval.shape)
+    return out
+
+
+def _shape(x):
+    return get_aval(x).shape
+
+
+def _add_t(ct, x, y):
+    return [ct if is_linear(x) else None, ct if is_linear(y) else None]
+
+
+def _sub_t(ct, x, y):
+    return [ct if is_linear(x) else None, neg.bind(ct) if is_linear(y) else None]
+
+
+def _mul_t(ct, x, y):
+    if is_linear(x) and is_linear(y):
+        raise AssertionError("mul of two linear values is not linear")
+    return [mul.bind(ct, y) if is_linear(x) else None, mul.bind(x, ct) if is_linear(y) else None]
+
+
+def _div_t(ct, x, y):
+    if is_linear(y):
+        raise AssertionError("div is linear only in its numerator")
+    return [div.bind(ct, y), None]
+
+
+def _select_t(ct, p, a, b):
+    zeros = broadcast_in_dim.bind(np.zeros((), _dtype(ct)), shape=_shape(ct), broadcast_dimensions=())
+    return [None, select.bind(p, ct, zeros) if is_linear(a) else None,
+            select.bind(p, zeros, ct) if is_linear(b) else None]
+
+
+def _dtype(x):
+    return get_aval(x).dtype
+
+
+def _convert_t(ct, x, *, new_dtype):
+    return [convert.bind(ct, new_dtype=x.aval.dtype)]
+
+
+def _broadcast_t(ct, x, *, shape, broadcast_dimensions):
+    return [_unbroadcast_sum(ct, x.aval, broadcast_dimensions)]
+
+
+def _reshape_t(ct, x, *, new_shape):
+    return [reshape.bind(ct, new_shape=x.aval.shape)]
+
+
+def _transpose_t(ct, x, *, permutation):
+    inverse = tuple(int(i) for i in np.argsort(permutation))
+    return [transpose.bind(ct, permutation=inverse)]
+
+
+def _reduce_sum_t(ct, x, *, axes):
+    kept = tuple(i for i in range(x.aval.ndim) if i not in axes)
+    return [broadcast_in_dim.bind(ct, shape=x.aval.shape, broadcast_dimensions=kept)]
+
+
+def _ranges_like(*xs):
+    start = 0
+    for x in xs:
+        yield tuple(range(start, start + len(x)))
+        start += len(x)
+
+
+def _remaining(original, *removed_lists):
+    removed = set(i for r in removed_lists for i in r)
+    return [i for i in original if i not in removed]
+
+
+def _dot_transpose_lhs(ct, x_aval, y, *, dimension_numbers, swap_ans=False):
+    (x_contract, y_contract), (x_batch, y_batch) = dimension_numbers
+    x_ndim = x_aval.ndim
+    y_ndim = len(_shape(y))
+    x_kept = _remaining(range(x_ndim), x_contract, x_batch)
+    y_kept = _remaining(range(y_ndim), y_contract, y_batch)
+    if swap_ans:
+        ans_batch, ans_y, _ = _ranges_like(x_batch, y_kept, x_kept)
+    else:
+        ans_batch, _, ans_y = _ranges_like(x_batch, x_kept, y_kept)
+    dims = ((tuple(ans_y), tuple(y_kept)), (tuple(ans_batch), tuple(y_batch)))
+    x_contract_sorted_by_y = [x_contract[i] for i in np.argsort(y_contract)]
+    out_axes = tuple(int(i) for i in np.argsort(list(x_batch) + x_kept + x_contract_sorted_by_y))
+    product = dot_general.bind(ct, y, dimension_numbers=dims)
+    return transpose.bind(product, permutation=out_axes) if out_axes != tuple(range(len(out_axes))) else product
+
+
+def _dot_general_t(ct, x, y, *, dimension_numbers):
+    (xc, yc), (xb, yb) = dimension_numbers
+    ct_x = _dot_transpose_lhs(ct, x.aval, y, dimension_numbers=dimension_numbers) if is_linear(x) else None
+    ct_y = None
+    if is_linear(y):
+        swapped = ((yc, xc), (yb, xb))
+        ct_y = _dot_transpose_lhs(ct, y.aval, x, dimension_numbers=swapped, swap_ans=True)
+    return [ct_x, ct_y]
+
+
+def _register_transpose_rules() -> None:
+    add.transpose_rule = _add_t
+    sub.transpose_rule = _sub_t
+    mul.transpose_rule = _mul_t
+    div.transpose_rule = _div_t
+    neg.transpose_rule = lambda ct, x: [neg.bind(ct)]
+    select.transpose_rule = _select_t
+    convert.transpose_rule = _convert_t
+    broadcast_in_dim.transpose_rule = _broadcast_t
+    reshape.transpose_rule = _reshape_t
+    transpose.transpose_rule = _transpose_t
+    reduce_sum.transpose_rule = _reduce_sum_t
+    dot_general.transpose_rule = _dot_general_t
+
+
+_register_transpose_rules()
+
+
+# ----------------------------------------------------------------------------- batching rules
+# Batching (vmap) rules of the array primitives.
+
+
+def _elementwise_rule(prim):
+    def rule(values, dims, *, axis_size, **params):
+        moved = [move_batch_axis(v, d, 0, axis_size) for v, d in zip(values, dims)]
+        return prim.bind(*moved, **params), 0
+
+    return rule
+
+
+def _broadcast_rule(values, dims, *, axis_size, shape, broadcast_dimensions):
+    x = move_batch_axis(values[0], dims[0], 0, axis_size)
+    out = broadcast_in_dim.bind(
+        x, shape=(axis_size,) + tuple(shape), broadcast_dimensions=(0,) + tuple(d + 1 for d in broadcast_dimensions)
+    )
+    return out, 0
+
+
+def _reshape_rule(values, dims, *, axis_size, new_shape):
+    x = move_batch_axis(values[0], dims[0], 0, axis_size)
+    return reshape.bind(x, new_shape=(axis_size,) + tuple(new_shape)), 0
+
+
+def _transpose_rule(values, dims, *, axis_size, permutation):
+    x = move_batch_axis(values[0], dims[0], 0, axis_size)
+    return transpose.bind(x, permutation=(0,) + tuple(p + 1 for p in permutation)), 0
+
+
+def _reduce_rule(prim):
+    def rule(values, dims, *, axis_size, axes):
+        x = move_batch_axis(values[0], dims[0], 0, axis_size)
+        return prim.bind(x, axes=tuple(a + 1 for a in axes)), 0
+
+    return rule
+
+
+def _dot_general_batch(values, dims, *, axis_size, dimension_numbers):
+    (lc, rc), (lb, rb) = dimension_numbers
+    lhs, rhs = values
+    ld, rd = dims
+    shift = lambda axes: tuple(a + 1 for a in axes)  # noqa: E731
+    if ld is not None and rd is not None:
+        lhs = move_batch_axis(lhs, ld, 0, axis_size)
+        rhs = move_batch_axis(rhs, rd, 0, axis_size)
+        new = ((shift(lc), shift(rc)), ((0,) + shift(lb), (0,) + shift(rb)))
+        return dot_general.bind(lhs, rhs, dimension_numbers=new), 0
+    if ld is not None:
+        lhs = move_batch_axis(lhs, ld, 0, axis_size)
+        new = ((shift(lc), rc), (shift(lb), rb))
+        return dot_general.bind(lhs, rhs, dimension_numbers=new), len(lb)
+    rhs = move_batch_axis(rhs, rd, 0, axis_size)
+    new = ((lc, shift(rc)), (lb, shift(rb)))
+    lhs_free = get_aval(lhs).ndim - len(lc) - len(lb)
+    return dot_general.bind(lhs, rhs, dimension_numbers=new), len(lb) + lhs_free
+
+
+def _register_batching_rules() -> None:
+    for prim in (add, sub, mul, div, pow, max, min, neg,
+                 abs, exp, log, tanh, sqrt, eq, ne, lt,
+                 le, gt, ge, select, convert):
+        prim.batching_rule = _elementwise_rule(prim)
+    broadcast_in_dim.batching_rule = _broadcast_rule
+    reshape.batching_rule = _reshape_rule
+    transpose.batching_rule = _transpose_rule
+    for prim in (reduce_sum, reduce_max, reduce_min):
+        prim.batching_rule = _reduce_rule(prim)
+    dot_general.batching_rule = _dot_general_batch
+    stop_gradient.batching_rule = lambda v, d, axis_size: (stop_gradient.bind(v[0]), d[0])
+
+
+_register_batching_rules()
