@@ -195,6 +195,18 @@ int kf_native_code_is_trusted(const uint8_t* root) {
   return 0;
 }
 
+uint32_t kf_max_registers(const uint8_t* root) {
+  uint32_t i, most = 0, n = kiln_fb_Module_functions_len(root);
+  for (i = 0; i < n; ++i) {
+    const uint8_t* f = kiln_fb_Module_functions_at(root, i);
+    uint32_t r = kiln_fb_Function_ref_register_count(f);
+    uint32_t x = kiln_fb_Function_i64_register_count(f);
+    if (r > most) most = r;
+    if (x > most) most = x;
+  }
+  return most;
+}
+
 /* ---- random numbers ----------------------------------------------------- */
 
 typedef struct kf_rng {

@@ -43,6 +43,9 @@ size_t kf_seed_count(void);
  * have their functions called. */
 int kf_native_code_is_trusted(const uint8_t* root);
 
+/* The most ref or int registers any function of `root` declares. */
+uint32_t kf_max_registers(const uint8_t* root);
+
 /* What the mutator aims at: KF_PROFILE_LOAD (the default) spreads mutations
  * over the container and every table, 20% of them by libFuzzer's generic
  * mutator; KF_PROFILE_INVOKE mostly rewrites bytecode and types (4% generic),
