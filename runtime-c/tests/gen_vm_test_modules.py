@@ -28,15 +28,20 @@ def fn(name, args, results, code, exported=True, ref=4, i64=6):
                         [ValueInfo(n, t) for n, t in results], '["x"]', '"y"', ref, i64, code)
 
 
-def good() -> ModuleSpec:
+def triangle():
+    """triangle(n) = 0 + 1 + ... + n, a loop of 5n + 8 instructions."""
     loop, body, done = Label("loop"), Label("body"), Label("done")
+    return fn("triangle", [("n", I64)], [("sum", I64)], [
+        Instr("i.load", 0, 0), Instr("i.const", 1, 0), Instr("i.const", 2, 1),
+        Instr("i.const", 4, 0), loop, Instr("i.lt", 3, 4, 0),
+        Instr("br.if", 3, body, done), body, Instr("i.add", 1, 1, 0),
+        Instr("i.sub", 0, 0, 2), Instr("br", loop), done,
+        Instr("i.store", 1, 1, I64), Instr("ret", [1])])
+
+
+def good() -> ModuleSpec:
     return ModuleSpec("vmtest", functions=[
-        fn("triangle", [("n", I64)], [("sum", I64)], [
-            Instr("i.load", 0, 0), Instr("i.const", 1, 0), Instr("i.const", 2, 1),
-            Instr("i.const", 4, 0), loop, Instr("i.lt", 3, 4, 0),
-            Instr("br.if", 3, body, done), body, Instr("i.add", 1, 1, 0),
-            Instr("i.sub", 0, 0, 2), Instr("br", loop), done,
-            Instr("i.store", 1, 1, I64), Instr("ret", [1])]),
+        triangle(),
         fn("step", [], [("count", I64)], [
             Instr("global.load", 0, 1), Instr("call", 2, [0], [1]),
             Instr("global.store", 1, 1), Instr("ret", [1])]),
@@ -101,7 +106,7 @@ def safety() -> ModuleSpec:
     argument, alloc'd memory reads as zeros, and calls can be bounded and
     cancelled."""
     two = TensorType("f32", (2, 4))
-    loop, body, done, spin = Label("loop"), Label("body"), Label("done"), Label("spin")
+    spin = Label("spin")
     return ModuleSpec("vmsafety", functions=[
         fn("keep", [("x", F4)], [], [Instr("global.store", 0, 0), Instr("ret", [])]),
         fn("keep_row", [("xs", two), ("i", I64)], [], [
@@ -113,13 +118,7 @@ def safety() -> ModuleSpec:
         fn("half", [("v", F4)], [("m", two)], [
             Instr("alloc", 1, two), Instr("i.const", 0, 1), Instr("buffer.set_row", 1, 0, 0),
             Instr("ret", [1])]),
-        # 0 + 1 + ... + n in 5n + 8 instructions.
-        fn("triangle", [("n", I64)], [("sum", I64)], [
-            Instr("i.load", 0, 0), Instr("i.const", 1, 0), Instr("i.const", 2, 1),
-            Instr("i.const", 4, 0), loop, Instr("i.lt", 3, 4, 0),
-            Instr("br.if", 3, body, done), body, Instr("i.add", 1, 1, 0),
-            Instr("i.sub", 0, 0, 2), Instr("br", loop), done,
-            Instr("i.store", 1, 1, I64), Instr("ret", [1])]),
+        triangle(),
         fn("spin", [], [], [spin, Instr("br", spin)]),
     ], globals=[GlobalSpec("kept", F4, True, None)])
 
