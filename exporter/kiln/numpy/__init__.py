@@ -6,7 +6,7 @@ Program) they return traced arrays. See docs/numpy.md for where kiln differs fro
 from numpy import bool_, dtype, e, float16, float32, float64, inf, int8, int16, int32, int64, nan, newaxis, pi, uint8
 from numpy import generic, inexact, floating, integer, number, signedinteger, unsignedinteger  # noqa: F401
 
-from ..core.dtypes import BFLOAT16 as _BFLOAT16
+from ..core.dtypes import BFLOAT16 as _BFLOAT16, SUPPORTED as _SUPPORTED
 
 bfloat16 = _BFLOAT16.type  # ml_dtypes.bfloat16: a storage type, computed in float32
 bool = bool_  # noqa: A001  (numpy 2 and jax.numpy spell it knp.bool too)
@@ -52,8 +52,6 @@ _UNSUPPORTED_DTYPES = ("uint16", "uint32", "uint64", "complex64", "complex128", 
 
 def __getattr__(name):
     if name in _UNSUPPORTED_DTYPES:
-        from ..core.dtypes import SUPPORTED
-
         raise AttributeError(f"kiln.numpy.{name}: kiln does not support the dtype {name} "
-                             f"(supported: {', '.join(str(d) for d in SUPPORTED)})")
+                             f"(supported: {', '.join(str(d) for d in _SUPPORTED)})")
     raise AttributeError(f"module 'kiln.numpy' has no attribute {name!r}")

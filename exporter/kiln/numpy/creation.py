@@ -5,6 +5,7 @@ import numpy as np
 
 from ..core import dtypes
 from ..core.trace import current_graph_trace
+from ..lax import prims
 from ._base import asarray as _asarray, aval, broadcast_to
 
 
@@ -79,8 +80,6 @@ def arange(start, stop=None, step=None, dtype=None):
     out_dtype = dtypes.canonical(dtype if dtype is not None else ref.dtype)
     if not _traced():
         return ref.astype(out_dtype) if dtype is None else np.arange(*[v for v in (start, stop, step) if v is not None], dtype=out_dtype)
-    from ..lax import prims
-
     if stop is None:
         start, stop = 0, start
     step = 1 if step is None else step
@@ -105,7 +104,6 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     start/stop (float32 arrays give float32); an integer `dtype` floors the samples, as numpy does.
     Computed in float64 and rounded once.
     """
-    from ..lax import prims
     from .elementwise import add, multiply, subtract, true_divide, where
 
     num = int(_static_scalar(num, "linspace", "num"))
@@ -162,8 +160,6 @@ def eye(N, M=None, k=0, dtype=float):
     dtype = dtypes.canonical(dtype)
     if not _traced():
         return np.eye(N, M, k, dtype)
-    from ..lax import prims
-
     shape = (int(N), int(M))
     i = prims.iota.bind(shape=shape, dimension=0, dtype=np.dtype(np.int32))
     j = prims.iota.bind(shape=shape, dimension=1, dtype=np.dtype(np.int32))

@@ -5,6 +5,7 @@ import numpy as np
 
 from ..core import dtypes
 from ..lax import pooling, prims
+from ..lax.math_prims import P
 from ._base import aval, broadcast_all, convert, numpy_result_dtype, promote
 
 
@@ -134,8 +135,6 @@ def floor_divide(x1, x2):
 
 
 def _or(p, q):
-    from ..lax.math_prims import P
-
     return P["or"].bind(p, q)
 
 

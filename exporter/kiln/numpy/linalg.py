@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..lax import prims
+from ..lax import structural_prims as sp
 from ._base import asarray, aval, broadcast_shapes, broadcast_to, promote
 from .shape import reshape
 
@@ -103,7 +104,6 @@ def tensordot(a, b, axes=2):
 
 def diagonal(a, offset=0, axis1=0, axis2=1):
     """numpy.diagonal: the diagonal as the last axis (a gather with static indices)."""
-    from ..lax import structural_prims as sp
     from .shape import moveaxis
 
     x = asarray(a)
@@ -135,7 +135,6 @@ def trace(a, offset=0, axis1=0, axis2=1, dtype=None):
 
 def diag(v, k=0):
     """numpy.diag: a 1-d array's diagonal matrix, or a 2-d array's k-th diagonal."""
-    from ..lax import structural_prims as sp
     from .elementwise import where
 
     x = asarray(v)

@@ -15,6 +15,7 @@ from ..core.errors import ConcretizationError
 from ..core.trace import Tracer
 from ..lax import prims
 from ..lax import structural_prims as sp
+from ..lax.math_prims import P
 from ._base import asarray, aval, convert
 
 _INDEX = np.dtype(np.int64)  # numpy's index dtype (intp), eagerly and traced
@@ -356,20 +357,14 @@ def _unique_traced(x, return_index, return_inverse, return_counts, equal_nan, si
 
 
 def _and(p, q):
-    from ..lax.math_prims import P
-
     return P["and"].bind(p, q)
 
 
 def _or(p, q):
-    from ..lax.math_prims import P
-
     return P["or"].bind(p, q)
 
 
 def _not(p):
-    from ..lax.math_prims import P
-
     return P["not"].bind(p)
 
 
