@@ -1,7 +1,8 @@
 """Pytrees: nested containers of arrays, flattened to leaves and rebuilt.
 
 Containers: tuple, list, dict (keys sorted), namedtuple, None (no leaves), and
-classes registered with `register_pytree_node`. A treedef can be written as
+classes registered with `register_pytree_node`; a registered class's own flatten wins over
+the built-in handling (a registered namedtuple is not flattened field by field). A treedef can be written as
 JSON so that a module file carries its functions' tree structure.
 """
 from __future__ import annotations
@@ -53,6 +54,10 @@ def tree_flatten(tree, is_leaf: Callable[[Any], bool] | None = None) -> tuple[li
             return LEAF
         if node is None:
             return TreeDef("none")
+        entry = _registry.get(type(node))
+        if entry is not None:  # before the built-in kinds: a registered namedtuple flattens its own way
+            children, aux = entry[0](node)
+            return TreeDef("custom", (type(node), aux), tuple(walk(c) for c in children))
         if _is_namedtuple(node):
             t = type(node)
             return TreeDef("namedtuple", (t, t.__name__, tuple(t._fields)), tuple(walk(c) for c in node))
@@ -63,10 +68,6 @@ def tree_flatten(tree, is_leaf: Callable[[Any], bool] | None = None) -> tuple[li
         if type(node) is dict:
             keys = sorted(node)
             return TreeDef("dict", tuple(keys), tuple(walk(node[k]) for k in keys))
-        entry = _registry.get(type(node))
-        if entry is not None:
-            children, aux = entry[0](node)
-            return TreeDef("custom", (type(node), aux), tuple(walk(c) for c in children))
         leaves.append(node)
         return LEAF
 

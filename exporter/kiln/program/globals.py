@@ -93,16 +93,14 @@ class GlobalTable:
 
 
 def _leaf_paths(tree, prefix: str = "") -> list[str]:
-    """Dotted paths of the leaves, in tree_flatten order."""
-    if tree is None:
-        return []
-    if isinstance(tree, tuple) and hasattr(type(tree), "_fields"):
-        return [p for f, c in zip(tree._fields, tree) for p in _leaf_paths(c, f"{prefix}.{f}")]
-    if isinstance(tree, (tuple, list)):
-        return [p for i, c in enumerate(tree) for p in _leaf_paths(c, f"{prefix}.{i}")]
-    if isinstance(tree, dict):
-        return [p for k in sorted(tree) for p in _leaf_paths(tree[k], f"{prefix}.{k}")]
-    leaves, treedef = tree_flatten(tree)
-    if treedef.kind == "custom":
-        return [f"{prefix}.{i}" for i in range(len(leaves))]
-    return [prefix]
+    """Dotted paths of the leaves, in tree_flatten order (a registered class's leaves are numbered)."""
+    children, node = tree_flatten(tree, is_leaf=lambda x: x is not tree)  # one level, as tree_flatten sees it
+    if node.kind == "namedtuple":
+        return [p for f, c in zip(node.data[2], children) for p in _leaf_paths(c, f"{prefix}.{f}")]
+    if node.kind in ("tuple", "list"):
+        return [p for i, c in enumerate(children) for p in _leaf_paths(c, f"{prefix}.{i}")]
+    if node.kind == "dict":
+        return [p for k, c in zip(node.data, children) for p in _leaf_paths(c, f"{prefix}.{k}")]
+    if node.kind == "custom":
+        return [f"{prefix}.{i}" for i in range(len(tree_flatten(tree)[0]))]
+    return [] if node.kind == "none" else [prefix]
