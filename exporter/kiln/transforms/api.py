@@ -288,7 +288,9 @@ def jacfwd(fn: Callable, argnums=0) -> Callable:
 
             def push(t, k=k):
                 tangents = [t if j == k else np.zeros(get_aval(y).shape, get_aval(y).dtype) for j, y in enumerate(leaves)]
-                return jvp_flat(flat_fn, leaves, tangents)[1]
+                outs, out_tangents = jvp_flat(flat_fn, leaves, tangents)
+                # an output that does not depend on the inputs has a symbolic Zero tangent: its columns are zeros
+                return [instantiate(t, tangent_aval(get_aval(o))) for t, o in zip(out_tangents, outs)]
 
             cols = vmap_flat(lambda t: push(t), [basis], [0], _OutAxes(0, []), n)
             per_input.append([reshape(_move_first_to_last(c), get_aval(c).shape[1:] + shape) for c in cols])
