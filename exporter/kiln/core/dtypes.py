@@ -98,6 +98,12 @@ def result_type(*operands) -> tuple[np.dtype, bool]:
     return canonical(result), True
 
 
+def numpy_scalar_dtype(weak_dtype) -> np.dtype:
+    """numpy's dtype for Python scalars of the kind of `weak_dtype` (bool, int64, float64): what
+    Python numbers computed with only each other give eagerly, where no array decides the dtype."""
+    return np.dtype({0: np.bool_, 1: np.int64, 2: np.float64}[_category(weak_dtype)])
+
+
 def python_scalar_dtype(value) -> np.dtype:
     """The weak dtype of a Python scalar: bool, int32-like int, float32-like float."""
     if isinstance(value, (bool, np.bool_)):

@@ -79,6 +79,11 @@ _EVAL = EvalTrace(0)
 _stack: list[Trace] = [_EVAL]
 
 
+def is_eager() -> bool:
+    """True when nothing is being traced (no jit, grad, vmap...): kiln.numpy then computes as numpy does."""
+    return len(_stack) == 1
+
+
 def current_graph_trace() -> "GraphTrace | None":
     for trace in reversed(_stack):
         if isinstance(trace, GraphTrace):

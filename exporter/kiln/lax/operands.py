@@ -9,7 +9,7 @@ import numpy as np
 
 from ..core import dtypes
 from ..core.aval import reject_masked
-from ..core.trace import Tracer, get_aval
+from ..core.trace import Tracer, current_graph_trace, get_aval, is_eager
 from . import prims, structural_prims
 
 
@@ -61,10 +61,19 @@ def convert(x, dtype):
 
 
 def promote(*operands):
-    """Converts operands to their common dtype (numpy rules, Python scalars weak)."""
+    """Converts operands to their common dtype (numpy rules, Python scalars weak).
+
+    Python numbers with no array among them take numpy's dtype (int64, float64) eagerly, as numpy
+    computes them; traced they stay int32/float32 and weakly typed, as in JAX (docs/numpy.md).
+    """
     infos = [(get_aval(o).dtype, get_aval(o).weak_type) for o in operands]
-    target, _ = dtypes.result_type(*infos)
-    return [_to_dtype(o, target) for o in operands]
+    target, weak = dtypes.result_type(*infos)
+    if weak and is_eager():
+        target = dtypes.numpy_scalar_dtype(target)
+    out = [_to_dtype(o, target) for o in operands]
+    if weak and current_graph_trace() is not None:  # the result stays weak, as in JAX
+        out = [o if isinstance(o, Tracer) else prims.convert.bind(o, new_dtype=target, weak_type=True) for o in out]
+    return out
 
 
 def _to_dtype(x, dtype):

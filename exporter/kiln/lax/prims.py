@@ -127,12 +127,14 @@ convert.elementwise = True
 
 
 @convert.def_abstract_eval
-def _convert_abstract(x, *, new_dtype):
-    return ShapedArray(x.shape, new_dtype)
+def _convert_abstract(x, *, new_dtype, weak_type=False):
+    """weak_type=True marks the result weakly typed (it promotes like a Python number), as jax.lax's
+    convert_element_type does; kiln.numpy uses it for Python numbers and creation functions when traced."""
+    return ShapedArray(x.shape, new_dtype, weak_type)
 
 
 @convert.def_impl
-def _convert_impl(x, *, new_dtype):
+def _convert_impl(x, *, new_dtype, weak_type=False):
     """numpy's astype, except float -> int truncates and saturates (NaN -> 0), as compiled code does."""
     x = np.asarray(x)
     if dtypes.is_bool(new_dtype):
@@ -416,9 +418,9 @@ def _select_rule(primals, tangents):
     return out, select.bind(p, instantiate(ta, av), instantiate(tb, av))
 
 
-def _convert_rule(primals, tangents, *, new_dtype):
+def _convert_rule(primals, tangents, *, new_dtype, weak_type=False):
     (x,), (t,) = primals, tangents
-    out = convert.bind(x, new_dtype=new_dtype)
+    out = convert.bind(x, new_dtype=new_dtype, weak_type=weak_type)
     if np.dtype(new_dtype).kind != "f" or isinstance(t, Zero):
         return out, Zero(tangent_aval(get_aval(out)))
     return out, convert.bind(t, new_dtype=new_dtype)
@@ -532,7 +534,7 @@ def _dtype(x):
     return get_aval(x).dtype
 
 
-def _convert_t(ct, x, *, new_dtype):
+def _convert_t(ct, x, *, new_dtype, weak_type=False):
     return [convert.bind(ct, new_dtype=x.aval.dtype)]
 
 

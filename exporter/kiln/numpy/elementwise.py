@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import dtypes
+from ..core.trace import is_eager
 from ..lax import pooling, prims
 from ..lax.math_prims import P
 from ._base import aval, broadcast_all, convert, numpy_result_dtype, promote
@@ -38,7 +39,9 @@ def _float_operands(name, *xs):
     ops = promote(*xs)
     a = aval(ops[0])
     if not dtypes.is_float(a.dtype):
-        target = np.dtype(np.float32) if a.weak_type else numpy_result_dtype(name, *([a.dtype] * len(ops)))
+        # Python numbers alone under tracing give float32, as in JAX (eagerly promote made them int64)
+        weak = a.weak_type or (all(aval(x).weak_type for x in xs) and not is_eager())
+        target = np.dtype(np.float32) if weak else numpy_result_dtype(name, *([a.dtype] * len(ops)))
         ops = [convert(o, target) for o in ops]
     return ops
 
