@@ -18,7 +18,8 @@ def asarray(x, dtype=None):
     if isinstance(x, Tracer):
         return x if dtype is None or x.dtype == np.dtype(dtype) else convert(x, dtype)
     if isinstance(x, (list, tuple)) and any(isinstance(e, Tracer) for e in _flat(x)):
-        return _stack([asarray(e, dtype) for e in x])
+        # Python numbers among traced elements stay weak (promote gives them the elements' dtype), as in JAX
+        return _stack([e if dtype is None and _is_python_scalar(e) else asarray(e, dtype) for e in x])
     reject_masked(x)
     if dtype is not None and dtypes.is_int(np.dtype(dtype)):
         src = np.asarray(x)
@@ -27,6 +28,10 @@ def asarray(x, dtype=None):
     arr = np.asarray(x, dtype=dtype)
     dtypes.canonical(arr.dtype)
     return arr
+
+
+def _is_python_scalar(x) -> bool:
+    return isinstance(x, (bool, int, float)) and not isinstance(x, np.generic)
 
 
 def _flat(x):
@@ -79,7 +84,7 @@ def promote(*operands):
 def _to_dtype(x, dtype):
     if isinstance(x, Tracer):
         return x if x.dtype == dtype else prims.convert.bind(x, new_dtype=dtype)
-    if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
+    if _is_python_scalar(x):
         return np.asarray(x, dtype=dtype)
     arr = np.asarray(x)
     return arr if arr.dtype == dtype else arr.astype(dtype)

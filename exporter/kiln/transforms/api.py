@@ -228,8 +228,8 @@ def vmap(fn: Callable, in_axes=0, out_axes=0) -> Callable:
     @_wraps(fn)
     def wrapped(*args):
         where = f"vmap of {_name(fn)}"
-        leaves, treedef = tree_flatten(tuple(args))
-        leaves = [asarray(x) for x in leaves]
+        raw, treedef = tree_flatten(tuple(args))
+        leaves = [asarray(x) for x in raw]
         dims = _axes_per_leaf(in_axes, args, where)
         names = _leaf_names(args)
         dims = [None if d is None else _check_axis(where, "in_axes", d, get_aval(x).ndim, name, get_aval(x).shape)
@@ -237,6 +237,18 @@ def vmap(fn: Callable, in_axes=0, out_axes=0) -> Callable:
         size = check_axis_sizes(_name(fn), leaves, dims)
         out_tree: list = []
         flat_fn = _flat_output(fn, treedef, out_tree)
+        # unmapped Python numbers reach fn as they are, so they stay weak (float32 with float32), as in JAX
+        kept = {i: x for i, (x, d) in enumerate(zip(raw, dims))
+                if d is None and isinstance(x, (bool, int, float)) and not isinstance(x, np.generic)}
+        if kept:
+            mapped_fn = flat_fn
+
+            def flat_fn(*mapped):
+                rest = iter(mapped)
+                return mapped_fn(*[kept[i] if i in kept else next(rest) for i in range(len(raw))])
+
+            leaves = [x for i, x in enumerate(leaves) if i not in kept]
+            dims = [d for i, d in enumerate(dims) if i not in kept]
         out_dims = _OutAxes(out_axes, out_tree, where)
         outs = vmap_flat(flat_fn, leaves, dims, out_dims, size, where=where)
         return tree_unflatten(out_tree[-1], outs)
