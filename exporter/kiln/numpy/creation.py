@@ -84,10 +84,13 @@ def arange(start, stop=None, step=None, dtype=None):
         start, stop = 0, start
     step = 1 if step is None else step
     n = ref.size
-    if dtypes.is_int(out_dtype) and all(float(v) == int(v) for v in (start, step)):
-        # start + i*step in the integer dtype's wrapping arithmetic (a negative step of an unsigned dtype wraps)
+    if dtypes.is_int(out_dtype):
+        # numpy's rule: the length comes from the (float) step; the first two values are cast to the dtype
+        # (truncated toward zero) and the rest are first + i*(second - first) in the dtype's wrapping
+        # arithmetic, so arange(0, 5, 0.5, dtype=int) is ten zeros (a negative step of an unsigned dtype wraps)
+        first, second = int(start), int(start + step)
         iota = prims.iota.bind(shape=(n,), dimension=0, dtype=out_dtype)
-        wrapped = [np.asarray(int(v)).astype(out_dtype) for v in (step, start)]
+        wrapped = [np.asarray(v).astype(out_dtype) for v in (second - first, first)]
         scaled = prims.mul.bind(iota, broadcast_to(wrapped[0], (n,)))
         return prims.add.bind(scaled, broadcast_to(wrapped[1], (n,)))
     f64 = np.dtype(np.float64)
