@@ -4,8 +4,11 @@ take_along_axis, sort and argsort.
 Out-of-range indices (JAX's rules): a concrete index (Python int, numpy array)
 out of range raises IndexError as in numpy. A traced index is only known when
 the program runs, so it cannot raise: negative values wrap once (as in numpy),
-and reads clamp the result into range (x[i] reads the nearest valid element),
-while `x.at[i].set/add/...` drops updates whose index is out of range.
+and reads clamp the result into range (x[i] and x.at[i].get() read the nearest
+valid element), while `x.at[i].set/add/...` drops updates whose index is out of
+range. take and take_along_axis default to JAX's mode="fill": an out-of-range
+traced index reads fill_value (NaN for floats, the most negative value for
+signed integers, the largest for unsigned, True for bool).
 
 A boolean mask index needs a concrete (numpy) mask, since the result's shape
 depends on how many elements are True; for a traced mask use
@@ -253,6 +256,38 @@ def _advanced(x, shape, tokens, adv, mode):
     return reshape(out, tuple(1 if e[0] == "new" else next(dims) for e in layout))
 
 
+def _default_fill(dtype) -> np.ndarray:
+    """JAX's fill value for out-of-range reads: NaN, the most negative (signed) or largest (unsigned) integer,
+    or True."""
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return np.asarray(True)
+    if dtypes.is_int(dtype):
+        info = np.iinfo(dtype)
+        return np.asarray(info.min if dtype.kind == "i" else info.max, dtype)
+    return np.asarray(np.nan).astype(dtype)
+
+
+def _getitem_fill(x, key, fill_value=None):
+    """x[key] where a traced out-of-range index reads fill_value (JAX's mode="fill")."""
+    from .elementwise import where
+
+    x = asarray(x)
+    xa = aval(x)
+    out = getitem(x, key, mode="fill")
+    if xa.size == 0 or not any(isinstance(k, Tracer) for k in (key if isinstance(key, tuple) else (key,))):
+        return out  # concrete indices were checked (out of range raises)
+    # which elements read in range: gather 1 + flat position (0 means out of range)
+    dt = np.dtype(np.int64) if xa.size >= 2**31 - 1 else np.dtype(np.int32)
+    ids = prims.iota.bind(shape=(xa.size,), dimension=0, dtype=dt)
+    ids = prims.add.bind(ids, prims.broadcast_in_dim.bind(np.ones((), dt), shape=(xa.size,), broadcast_dimensions=()))
+    ids = reshape(ids, xa.shape)
+    valid = prims.ne.bind(getitem(ids, key, mode="fill"),
+                          prims.broadcast_in_dim.bind(np.zeros((), dt), shape=aval(out).shape, broadcast_dimensions=()))
+    fill = _default_fill(xa.dtype) if fill_value is None else np.asarray(fill_value).astype(xa.dtype)
+    return where(valid, out, fill)
+
+
 def setitem_error(self, key, value):
     raise TypeError("kiln arrays are immutable: x[idx] = v is not supported; use x = x.at[idx].set(v)")
 
@@ -279,8 +314,12 @@ class _IndexUpdateRef:
         self.array = array
         self.key = key
 
-    def get(self, mode=None):
-        return getitem(self.array, self.key, "fill" if mode == "fill" else "clip")
+    def get(self, mode=None, fill_value=None):
+        """x[key]; mode="fill" reads fill_value (JAX's default: NaN, or an integer's extreme) where a traced
+        index is out of range, the default clamps it."""
+        if mode == "fill":
+            return _getitem_fill(self.array, self.key, fill_value)
+        return getitem(self.array, self.key, "clip")
 
     def set(self, values):
         return _scatter(self.array, self.key, values, "set")
@@ -323,9 +362,11 @@ def _scatter(x, key, values, update):
     return reshape(out, xa.shape)
 
 
-def take(a, indices, axis=None, mode=None):
-    """numpy.take; mode None/'clip' clamp traced indices (concrete ones out of range raise unless
-    mode='clip'), mode='wrap' wraps them."""
+def take(a, indices, axis=None, mode=None, *, fill_value=None):
+    """numpy.take with jax.numpy's modes. Concrete indices out of range raise IndexError (unless mode='clip' or
+    'wrap'); traced ones read fill_value in the default mode 'fill' (as JAX: NaN for floats, the most negative
+    value for signed integers, the largest for unsigned, True for bool), are clamped with 'clip' and wrapped with
+    'wrap'."""
     x = asarray(a)
     if axis is None:
         x, axis = reshape(x, (-1,)), 0
@@ -342,11 +383,15 @@ def take(a, indices, axis=None, mode=None):
     elif mode == "clip" and not isinstance(idx, Tracer):
         idx = np.clip(idx, 0, max(n - 1, 0))
     key = (slice(None),) * ax + (idx,)
-    return getitem(x, key, "fill" if mode == "fill" else "clip")
+    if mode in (None, "raise", "fill"):
+        return _getitem_fill(x, key, fill_value)
+    return getitem(x, key, "clip")
 
 
-def take_along_axis(arr, indices, axis):
-    """numpy.take_along_axis (index and array broadcast over the other axes)."""
+def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
+    """numpy.take_along_axis (index and array broadcast over the other axes). Concrete indices out of range raise
+    IndexError; traced ones read fill_value in the default mode 'fill' (as jax.numpy) or are clamped with
+    mode='clip'."""
     from ._base import broadcast_to
 
     x = asarray(arr)
@@ -360,10 +405,18 @@ def take_along_axis(arr, indices, axis):
         raise ValueError(f"take_along_axis: `indices` and `arr` must have the same number of dimensions ({ia.ndim} vs {nd})")
     if not dtypes.is_int(ia.dtype):
         raise IndexingError(f"take_along_axis: indices must be integers, got {ia.dtype}")
+    if mode not in (None, "fill", "clip"):
+        raise ValueError(f"take_along_axis: mode must be 'fill' or 'clip', got {mode!r}")
     n = aval(x).shape[ax]
+    valid = None
     if isinstance(idx, Tracer):
+        if mode != "clip":  # JAX's fill: in range after negative indices wrap once
+            lo = prims.broadcast_in_dim.bind(np.asarray(-n, ia.dtype), shape=ia.shape, broadcast_dimensions=())
+            hi = prims.broadcast_in_dim.bind(np.asarray(n, ia.dtype), shape=ia.shape, broadcast_dimensions=())
+            valid = prims.min.bind(prims.ge.bind(idx, lo), prims.lt.bind(idx, hi))  # and
         idx = _wrap_traced(idx, n)
     else:
+        idx = np.clip(idx, -n, n - 1) if mode == "clip" else idx
         idx = _check_concrete(idx, n, ax).astype(np.int32)
     shape = tuple(max(a, b) if i != ax else None for i, (a, b) in enumerate(zip(aval(x).shape, aval(idx).shape)))
     xs = tuple(aval(x).shape[ax] if i == ax else d for i, d in enumerate(shape))
@@ -374,7 +427,13 @@ def take_along_axis(arr, indices, axis):
         from .creation import zeros
 
         return zeros(iss, aval(x).dtype)
-    return sp.take_along(x, idx, ax)
+    out = sp.take_along(x, idx, ax)
+    if valid is None:
+        return out
+    from .elementwise import where
+
+    fill = _default_fill(aval(x).dtype) if fill_value is None else np.asarray(fill_value).astype(aval(x).dtype)
+    return where(broadcast_to(valid, iss), out, fill)
 
 
 def _sort_parts(a, axis, descending, name):
