@@ -13,23 +13,38 @@ def _shape(shape) -> tuple[int, ...]:
     return (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
 
 
+def _weak(x):
+    """x weakly typed in traced code: an array made without dtype= has numpy's default dtype alone, and
+    the dtype of the arrays it meets otherwise, as a Python number (docs/numpy.md, "Default dtypes")."""
+    return prims.convert.bind(x, new_dtype=aval(x).dtype, weak_type=True) if _traced() else x
+
+
+def _is_python_scalar(x) -> bool:
+    return isinstance(x, (bool, int, float)) and not isinstance(x, np.generic)
+
+
 def full(shape, fill_value, dtype=None):
-    """An array of `shape` filled with fill_value (a broadcast, never a stored constant, when traced)."""
+    """An array of `shape` filled with fill_value (a broadcast, never a stored constant, when traced).
+
+    Without dtype=, a Python number gives numpy's dtype (float64, int64), weakly typed when traced."""
     shape = _shape(shape)
+    weak = dtype is None and _is_python_scalar(fill_value)
     if dtype is None:
         dtype = aval(fill_value).dtype if hasattr(fill_value, "aval") else np.asarray(fill_value).dtype
     value = _asarray(fill_value, dtypes.canonical(dtype))
     if isinstance(value, np.ndarray) and current_graph_trace() is None:
         return np.full(shape, value, dtype=value.dtype)
-    return broadcast_to(value, shape)
+    return broadcast_to(_weak(value) if weak else value, shape)
 
 
-def zeros(shape, dtype=float):
-    return full(shape, np.zeros((), np.dtype(dtype)), np.dtype(dtype))
+def zeros(shape, dtype=None):
+    """numpy.zeros; without dtype= float64, weakly typed when traced (see full)."""
+    return full(shape, 0.0 if dtype is None else np.zeros((), dtype), dtype)
 
 
-def ones(shape, dtype=float):
-    return full(shape, np.ones((), np.dtype(dtype)), np.dtype(dtype))
+def ones(shape, dtype=None):
+    """numpy.ones; without dtype= float64, weakly typed when traced (see full)."""
+    return full(shape, 1.0 if dtype is None else np.ones((), dtype), dtype)
 
 
 def full_like(a, fill_value, dtype=None):
@@ -52,7 +67,7 @@ def asarray(a, dtype=None):
     return _asarray(a, dtype)
 
 
-def empty(shape, dtype=float):
+def empty(shape, dtype=None):
     """numpy.empty: kiln has no uninitialized arrays; this is zeros."""
     return zeros(shape, dtype)
 
@@ -78,6 +93,8 @@ def arange(start, stop=None, step=None, dtype=None):
         _static_scalar(v, "arange", name)
     ref = np.arange(start, stop, step) if step is not None else np.arange(start, stop) if stop is not None else np.arange(start)
     out_dtype = dtypes.canonical(dtype if dtype is not None else ref.dtype)
+    if dtype is None and _traced():  # numpy's dtype, weakly typed (see full)
+        return _weak(arange(start, stop, step, out_dtype))
     if not _traced():
         return ref.astype(out_dtype) if dtype is None else np.arange(*[v for v in (start, stop, step) if v is not None], dtype=out_dtype)
     if stop is None:
@@ -140,6 +157,8 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
 
         y = floor(y)
     y = _asarray(y, out_dtype)
+    if dtype is None and _is_python_scalar(start) and _is_python_scalar(stop):
+        y = _weak(y)  # numpy's float64, weakly typed (see full)
     if ax != 0:
         from .shape import moveaxis
 
@@ -157,9 +176,12 @@ def _linspace_dtype(start, stop):
     return dtypes.canonical(dtypes.result_type(*[(d, False) for d in strong])[0])
 
 
-def eye(N, M=None, k=0, dtype=float):
-    """numpy.eye: ones on the k-th diagonal (an iota comparison when traced)."""
+def eye(N, M=None, k=0, dtype=None):
+    """numpy.eye: ones on the k-th diagonal (an iota comparison when traced); without dtype= float64,
+    weakly typed when traced (see full)."""
     M = N if M is None else M
+    if dtype is None:
+        return np.eye(N, M, k) if not _traced() else _weak(eye(N, M, k, np.float64))
     dtype = dtypes.canonical(dtype)
     if not _traced():
         return np.eye(N, M, k, dtype)
@@ -170,5 +192,5 @@ def eye(N, M=None, k=0, dtype=float):
     return prims.convert.bind(on, new_dtype=dtype)
 
 
-def identity(n, dtype=float):
+def identity(n, dtype=None):
     return eye(n, dtype=dtype)
