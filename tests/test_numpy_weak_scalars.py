@@ -56,10 +56,29 @@ def test_python_numbers_in_sequences_given_to_reductions_are_weak(name, seq, dty
         np.testing.assert_allclose(np.asarray(got, np.float64), expected, rtol=1e-2 if dtype == knp.bfloat16 else 1e-6)
 
 
+ROWS = [("mean", lambda x: [x, [1.0, 2.0, 3.0]]), ("sum", lambda x: ([x[0], x[1]], (2, 0.5)))]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, knp.bfloat16, np.float64], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("name,seq", ROWS, ids=[n for n, _ in ROWS])
+def test_rows_of_python_numbers_beside_traced_arrays_are_weak(name, seq, dtype):
+    """Under jit (and vmap inside jit) a row made only of Python numbers is weak; under an eager vmap it is
+    a float32 array, which float32 and float64 operands also keep."""
+    x = X32.astype(dtype)
+    expected = getattr(np, name)(np.asarray(seq(x.astype(np.float64)), np.float64))
+    outs = [kiln.jit(lambda x: getattr(knp, name)(seq(x)))(x),
+            kiln.jit(kiln.vmap(lambda row: getattr(knp, name)(seq(row))))(x[None])[0]]
+    if dtype != knp.bfloat16:
+        outs.append(kiln.vmap(lambda row: getattr(knp, name)(seq(row)))(x[None])[0])
+    for got in outs:
+        assert got.dtype == np.dtype(dtype), (got.dtype, dtype)
+        np.testing.assert_allclose(np.asarray(got, np.float64), expected, rtol=1e-2 if dtype == knp.bfloat16 else 1e-6)
+
+
 def test_sequences_with_python_numbers_follow_numpy_eagerly():
     """Eagerly the sequence is numpy's array: float32 numbers and a Python float give float64."""
     x = X32
-    for name, seq in SEQUENCES:
+    for name, seq in SEQUENCES + ROWS:
         got, expected = getattr(knp, name)(seq(x)), getattr(np, name)(np.asarray(seq(x)))
         assert got.dtype == expected.dtype
         np.testing.assert_allclose(got, expected, rtol=1e-12)

@@ -18,8 +18,7 @@ def asarray(x, dtype=None):
     if isinstance(x, Tracer):
         return x if dtype is None or x.dtype == np.dtype(dtype) else convert(x, dtype)
     if isinstance(x, (list, tuple)) and any(isinstance(e, Tracer) for e in _flat(x)):
-        # Python numbers among traced elements stay weak (promote gives them the elements' dtype), as in JAX
-        return _stack([e if dtype is None and _is_python_scalar(e) else asarray(e, dtype) for e in x])
+        return _stack([_weak_element(e) if dtype is None else asarray(e, dtype) for e in x])
     reject_masked(x)
     if dtype is not None and dtypes.is_int(np.dtype(dtype)):
         src = np.asarray(x)
@@ -28,6 +27,19 @@ def asarray(x, dtype=None):
     arr = np.asarray(x, dtype=dtype)
     dtypes.canonical(arr.dtype)
     return arr
+
+
+def _weak_element(e):
+    """An element of a list that holds traced arrays: Python numbers, and rows made only of them, stay
+    weak (promote gives them the traced elements' dtype), as in JAX."""
+    if _is_python_scalar(e):
+        return e
+    numbers = list(_flat(e)) if isinstance(e, (list, tuple)) else None
+    if not numbers or not all(_is_python_scalar(v) for v in numbers):
+        return asarray(e)
+    d, _ = dtypes.result_type(*[(dtypes.python_scalar_dtype(v), True) for v in numbers])
+    arr = np.asarray(e, d)
+    return prims.convert.bind(arr, new_dtype=d, weak_type=True) if current_graph_trace() is not None else arr
 
 
 def _is_python_scalar(x) -> bool:
