@@ -78,7 +78,7 @@ def reject_masked(value) -> None:
 
 def aval_of(value) -> ShapedArray:
     """The abstract value of a concrete value (numpy array, numpy or Python scalar)."""
-    if isinstance(value, (bool, int, float)) and not isinstance(value, np.generic):
+    if dtypes.is_python_scalar(value):
         return ShapedArray((), dtypes.python_scalar_dtype(value), weak_type=True)
     reject_masked(value)
     arr = np.asarray(value)

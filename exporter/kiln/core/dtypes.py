@@ -104,6 +104,12 @@ def numpy_scalar_dtype(weak_dtype) -> np.dtype:
     return np.dtype({0: np.bool_, 1: np.int64, 2: np.float64}[_category(weak_dtype)])
 
 
+def is_python_scalar(x) -> bool:
+    """A Python bool, int or float (numpy's scalar types, which subclass some of them, are not):
+    the values that are weakly typed."""
+    return isinstance(x, (bool, int, float)) and not isinstance(x, np.generic)
+
+
 def python_scalar_dtype(value) -> np.dtype:
     """The weak dtype of a Python scalar: bool, int32-like int, float32-like float."""
     if isinstance(value, (bool, np.bool_)):

@@ -20,7 +20,7 @@ def _operands(*xs):
     dtype = get_aval(arrays[0]).dtype if arrays else dtypes.python_scalar_dtype(xs[0])
     out = []
     for x in xs:
-        if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
+        if dtypes.is_python_scalar(x):
             x = np.asarray(x, dtype)
         out.append(x)
     shape = next((get_aval(x).shape for x in out if get_aval(x).shape), ())

@@ -34,7 +34,7 @@ def _leaf(x):
     """A control-flow operand: tracers stay, Python scalars take their weak dtype, others become arrays."""
     if isinstance(x, Tracer):
         return x
-    if _is_python_scalar(x):
+    if dtypes.is_python_scalar(x):
         return np.asarray(x, dtypes.python_scalar_dtype(x))
     arr = np.asarray(x)
     dtypes.canonical(arr.dtype)
@@ -172,10 +172,6 @@ def _while_impl(*operands, cond_graph, body_graph, n_carry):
     return carry
 
 
-def _is_python_scalar(x) -> bool:
-    return isinstance(x, (bool, int, float)) and not isinstance(x, np.generic)
-
-
 def _check_structure(where: str, fn, init_tree, out_tree):
     if out_tree != init_tree:
         raise ControlFlowError(f"{where}: {_name(fn)} must return a carry with the structure of the initial value "
@@ -208,7 +204,7 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val):
     """Repeats val = body_fun(val) while cond_fun(val); the carry keeps its shapes and dtypes."""
     leaves, tree = tree_flatten(init_val)
     args_tree = tree_flatten((init_val,))[1]
-    weak = [_is_python_scalar(x) for x in leaves]
+    weak = [dtypes.is_python_scalar(x) for x in leaves]
     leaves = [_leaf(x) for x in leaves]
     def body_carry(avals):
         graph, out_tree, _ = trace_function(body_fun, args_tree, avals)
@@ -284,7 +280,7 @@ def _scan_impl(*operands, body, length, reverse, n_carry, n_xs):
 def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = False):
     """(carry, ys): carry, y = f(carry, x) for each x in xs along the leading axis; ys stacked."""
     carry_leaves, carry_tree = tree_flatten(init)
-    weak = [_is_python_scalar(x) for x in carry_leaves]
+    weak = [dtypes.is_python_scalar(x) for x in carry_leaves]
     carry_leaves = [_leaf(x) for x in carry_leaves]
     x_leaves, x_tree = tree_flatten(xs)
     x_leaves = [_leaf(x) for x in x_leaves]

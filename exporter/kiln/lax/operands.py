@@ -32,18 +32,14 @@ def asarray(x, dtype=None):
 def _weak_element(e):
     """An element of a list that holds traced arrays: Python numbers, and rows made only of them, stay
     weak (promote gives them the traced elements' dtype), as in JAX."""
-    if _is_python_scalar(e):
+    if dtypes.is_python_scalar(e):
         return e
     numbers = list(_flat(e)) if isinstance(e, (list, tuple)) else None
-    if not numbers or not all(_is_python_scalar(v) for v in numbers):
+    if not numbers or not all(dtypes.is_python_scalar(v) for v in numbers):
         return asarray(e)
     d, _ = dtypes.result_type(*[(dtypes.python_scalar_dtype(v), True) for v in numbers])
     arr = np.asarray(e, d)
     return prims.convert.bind(arr, new_dtype=d, weak_type=True) if current_graph_trace() is not None else arr
-
-
-def _is_python_scalar(x) -> bool:
-    return isinstance(x, (bool, int, float)) and not isinstance(x, np.generic)
 
 
 def _flat(x):
@@ -96,7 +92,7 @@ def promote(*operands):
 def _to_dtype(x, dtype):
     if isinstance(x, Tracer):
         return x if x.dtype == dtype else prims.convert.bind(x, new_dtype=dtype)
-    if _is_python_scalar(x):
+    if dtypes.is_python_scalar(x):
         return np.asarray(x, dtype=dtype)
     arr = np.asarray(x)
     return arr if arr.dtype == dtype else arr.astype(dtype)

@@ -19,16 +19,12 @@ def _weak(x):
     return prims.convert.bind(x, new_dtype=aval(x).dtype, weak_type=True) if _traced() else x
 
 
-def _is_python_scalar(x) -> bool:
-    return isinstance(x, (bool, int, float)) and not isinstance(x, np.generic)
-
-
 def full(shape, fill_value, dtype=None):
     """An array of `shape` filled with fill_value (a broadcast, never a stored constant, when traced).
 
     Without dtype=, a Python number gives numpy's dtype (float64, int64), weakly typed when traced."""
     shape = _shape(shape)
-    weak = dtype is None and _is_python_scalar(fill_value)
+    weak = dtype is None and dtypes.is_python_scalar(fill_value)
     if dtype is None:
         dtype = aval(fill_value).dtype if hasattr(fill_value, "aval") else np.asarray(fill_value).dtype
     value = _asarray(fill_value, dtypes.canonical(dtype))
@@ -157,7 +153,7 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
 
         y = floor(y)
     y = _asarray(y, out_dtype)
-    if dtype is None and _is_python_scalar(start) and _is_python_scalar(stop):
+    if dtype is None and dtypes.is_python_scalar(start) and dtypes.is_python_scalar(stop):
         y = _weak(y)  # numpy's float64, weakly typed (see full)
     if ax != 0:
         from .shape import moveaxis
@@ -169,7 +165,7 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
 def _linspace_dtype(start, stop):
     """numpy's linspace dtype: float64 unless a strong (array) start/stop is floating, then that float."""
     strong = [aval(v).dtype for v in (start, stop)
-              if not (isinstance(v, (bool, int, float)) and not isinstance(v, np.generic))]
+              if not dtypes.is_python_scalar(v)]
     strong = [d for d in strong if dtypes.is_float(d)]
     if not strong:
         return np.dtype(np.float64)

@@ -6,6 +6,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ..core import dtypes
 from ..core.ad_util import instantiate
 from ..core.trace import get_aval
 from ..core.pytree import tree_flatten, tree_unflatten, treedef_flatten_up_to
@@ -239,7 +240,7 @@ def vmap(fn: Callable, in_axes=0, out_axes=0) -> Callable:
         flat_fn = _flat_output(fn, treedef, out_tree)
         # unmapped Python numbers reach fn as they are, so they stay weak (float32 with float32), as in JAX
         kept = {i: x for i, (x, d) in enumerate(zip(raw, dims))
-                if d is None and isinstance(x, (bool, int, float)) and not isinstance(x, np.generic)}
+                if d is None and dtypes.is_python_scalar(x)}
         if kept:
             mapped_fn = flat_fn
 
