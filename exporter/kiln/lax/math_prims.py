@@ -234,13 +234,6 @@ def _register_rules() -> None:
 
         prim.jvp_rule = rule
 
-    def zero_rule(prim):
-        def rule(primals, tangents, **params):
-            out = prim.bind(*primals, **params)
-            return out, Zero(tangent_aval(get_aval(out)))
-
-        prim.jvp_rule = rule
-
     one = lambda x: full_like(x, 1.0)  # noqa: E731
     sq = lambda x: mul(x, x)  # noqa: E731
     unary(P["exp2"], lambda x, out: mul(out, full_like(x, math.log(2.0))))
@@ -270,7 +263,7 @@ def _register_rules() -> None:
 
     unary(integer_pow_p, integer_pow_derivative)
     for name in ("floor", "ceil", "trunc", "round", "sign", "and", "or", "xor", "not", "shift_left", "shift_right"):
-        zero_rule(P[name])
+        prims.defjvp_zero(P[name])
 
     def atan2_rule(primals, tangents):
         (y, x), (ty, tx) = primals, tangents

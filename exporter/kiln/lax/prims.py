@@ -342,7 +342,7 @@ def _defjvp_unary(prim, derivative):
     prim.jvp_rule = rule
 
 
-def _defjvp_zero(prim):
+def defjvp_zero(prim):
     """Rules for primitives with non-differentiable (integer or bool) results."""
 
     def rule(primals, tangents, **params):
@@ -470,7 +470,7 @@ def _register_jvp_rules() -> None:
     _defjvp_unary(sqrt, lambda x, out: div.bind(_full_like(out, 0.5), out))
     # iota has no operands, so no trace ever sees it with a tangent: it needs no rules.
     for p in (eq, ne, lt, le, gt, ge):
-        _defjvp_zero(p)
+        defjvp_zero(p)
     select.jvp_rule = _select_rule
     convert.jvp_rule = _convert_rule
     for p in (broadcast_in_dim, reshape, transpose, reduce_sum):
