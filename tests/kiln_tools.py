@@ -64,3 +64,33 @@ def eager_and_jit(kfn, nfn, *args, tol=None):
     want = nfn(*args)
     check_like_numpy(kfn(*args), want, tol)
     check_like_numpy(kiln.jit(kfn)(*args), want, tol)
+
+
+def kiln_run_exported(kfn, *args, tmp_path):
+    """Exports kfn(*args) as the one function of a Program (parameters shaped like `args`), runs it in the
+    standalone kiln-run with .npy inputs and outputs, and returns its results as a list of numpy arrays
+    (the flattened output tree), so a test can compare them with numpy like eager and jit results."""
+    import kiln
+    from kiln import Program
+
+    n_outputs = len(kiln.tree_leaves(kiln.jit(kfn)(*args)))
+    names = [f"a{i}" for i in range(len(args))]
+    namespace = {"Program": Program, "kfn": kfn, "args": args}
+    params = ", ".join(f"{n}=Program.like(args[{i}])" for i, n in enumerate(names))
+    exec(f"def run(self, {params}):\n    return kfn({', '.join(names)})", namespace)
+    program = type("Exported", (Program,), {"run": namespace["run"]}, export_name="exported")
+    path = tmp_path / "exported.vmfb"
+    Program.get_compiled_artifact(program).save(path)
+    inputs = []
+    for n, a in zip(names, args):
+        np.save(tmp_path / f"{n}.npy", np.asarray(a))
+        inputs.append(f"--input=@{tmp_path / f'{n}.npy'}")
+    outputs = [tmp_path / f"out{k}.npy" for k in range(n_outputs)]
+    run_kiln_run(f"--module={path}", "--function=run", *inputs, *[f"--output=@{o}" for o in outputs])
+    return [np.load(o) for o in outputs]
+
+
+def eager_jit_and_kiln_run(kfn, nfn, *args, tmp_path, tol=None):
+    """eager_and_jit, then the same function exported and run by the standalone kiln-run."""
+    eager_and_jit(kfn, nfn, *args, tol=tol)
+    check_like_numpy(kiln_run_exported(kfn, *args, tmp_path=tmp_path), nfn(*args), tol)

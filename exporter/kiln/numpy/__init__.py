@@ -26,7 +26,8 @@ from .math import (  # noqa: E402  (float floor_divide/remainder replace the int
     isfinite, isinf, isnan, left_shift, log10, log1p, log2, logical_and, logical_not, logical_or, logical_xor, mod,
     nan_to_num, reciprocal, remainder, right_shift, rint, round, round_, rsqrt, sign, sin, sinh, square, tan, trunc,
 )
-from .linalg import diag, diagonal, dot, einsum, inner, matmul, outer, tensordot, trace, vdot  # noqa: E402
+from .products import diag, diagonal, dot, einsum, inner, matmul, outer, tensordot, trace, vdot  # noqa: E402
+from . import linalg  # noqa: E402  (numpy.linalg semantics; the module is a package)
 from .reductions import (  # noqa: E402
     all, amax, amin, any, argmax, argmin, cumprod, cumsum, max, mean, min, prod, std, sum, var,
 )
@@ -42,6 +43,11 @@ from .selection import (  # noqa: E402
     DataDependentShapeError, argwhere, compress, extract, flatnonzero, nonzero, unique,
 )
 from .introspection import finfo, iinfo, issubdtype, ndim, shape, size  # noqa: E402
+
+from .statistics import *  # noqa: E402,F401,F403
+from .searching import *  # noqa: E402,F401,F403
+from .construction import *  # noqa: E402,F401,F403
+from .more_math import *  # noqa: E402,F401,F403
 
 _methods.install()
 

@@ -12,7 +12,7 @@ from ..core.trace import install_array_methods
 
 
 def install() -> None:
-    from . import creation, elementwise as ew, indexing as ix, linalg, math as m, reductions as red, selection
+    from . import creation, elementwise as ew, indexing as ix, math as m, products as linalg, reductions as red, selection
 
     namespace = sys.modules[__package__]
     sh = sys.modules[__package__ + ".shape"]  # the submodule: kiln.numpy.shape is numpy's shape() function

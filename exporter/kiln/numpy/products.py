@@ -1,4 +1,4 @@
-"""Products: matmul (with batch dimensions), dot."""
+"""Products: matmul (with batch dimensions), dot, tensordot, einsum, and numpy's trace/diagonal/diag."""
 from __future__ import annotations
 
 import numpy as np
