@@ -36,3 +36,4 @@ from . import math_prims  # noqa: E402
 from .math_prims import atan2, clamp, erf, erfc, integer_pow, rem, rsqrt  # noqa: E402
 
 __all__ += ["math_prims", "atan2", "clamp", "erf", "erfc", "integer_pow", "rem", "rsqrt"]
+from . import linalg  # noqa: E402,F401

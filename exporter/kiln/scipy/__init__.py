@@ -1,0 +1,5 @@
+"""kiln.scipy: scipy's special functions, linear algebra, distributions and signal processing over kiln
+arrays (JAX's jax.scipy), eagerly, under kiln.jit and in exported modules."""
+from . import linalg, signal, special, stats  # noqa: F401
+
+__all__ = ["linalg", "signal", "special", "stats"]

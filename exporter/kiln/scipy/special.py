@@ -1,0 +1,4 @@
+"""kiln.scipy.special: scipy.special's functions over kiln arrays."""
+from __future__ import annotations
+
+__all__: list[str] = []
