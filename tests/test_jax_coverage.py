@@ -1,0 +1,108 @@
+"""How much of JAX's API kiln has: every public name of jax.numpy (and its linalg and fft), jax.scipy,
+jax.random, jax.nn, jax.lax and jax.tree(_util), recorded from JAX in tests/data/jax_names.json, is either
+present in kiln's counterpart, deliberately absent (listed below with the reason), or still missing.
+
+The test prints the table (run with -s, or read CI's log), fails if a deliberately absent name turns up
+(so the list stays true), and fails if coverage drops below the floor recorded for each module (raise the
+floor when names land, so none is lost again).
+"""
+import importlib
+import json
+from pathlib import Path
+
+import pytest
+
+NAMES = json.loads((Path(__file__).parent / "data" / "jax_names.json").read_text())
+
+# JAX module -> kiln module
+COUNTERPARTS = {
+    "jax.numpy": "kiln.numpy", "jax.numpy.linalg": "kiln.numpy.linalg", "jax.numpy.fft": "kiln.numpy.fft",
+    "jax.scipy.special": "kiln.scipy.special", "jax.scipy.linalg": "kiln.scipy.linalg",
+    "jax.scipy.stats": "kiln.scipy.stats", "jax.scipy.signal": "kiln.scipy.signal", "jax.random": "kiln.random",
+    "jax.nn": "kiln.nn", "jax.nn.initializers": "kiln.nn.initializers", "jax.lax": "kiln.lax",
+    "jax.tree": "kiln.tree", "jax.tree_util": "kiln.tree_util",
+}
+
+_COMPLEX = "kiln has no complex dtypes (docs/numpy.md, 'Dtypes')"
+_NARROW = "sub-byte and 8-bit float storage types are not kiln dtypes"
+_TEXT = "string and object arrays have no static-shape numeric meaning"
+_FILES = "file I/O: eager kiln arrays are numpy arrays, so numpy's own functions read and write them"
+
+DELIBERATELY_ABSENT = {
+    "jax.numpy": {
+        **{n: _COMPLEX for n in ("angle", "complex64", "complex128", "complex_", "complexfloating", "csingle",
+                                 "cdouble", "sort_complex", "ComplexWarning")},
+        **{n: _NARROW for n in ("float4_e2m1fn", "float6_e2m3fn", "float6_e3m2fn", "float8_e3m4", "float8_e4m3",
+                                "float8_e4m3b11fnuz", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2",
+                                "float8_e5m2fnuz", "float8_e8m0fnu", "int1", "int2", "int4", "uint1", "uint2",
+                                "uint4")},
+        **{n: _TEXT for n in ("character", "flexible", "object_", "frompyfunc", "fromstring")},
+        **{n: _FILES for n in ("load", "save", "savez", "fromfile")},
+        "roots": "the roots of a real polynomial are complex in general (" + _COMPLEX + ")",
+    },
+    "jax.numpy.linalg": {"eig": _COMPLEX, "eigvals": _COMPLEX},
+    "jax.lax": {
+        **{n: "a primitive object: kiln's primitives are kiln.lax.prims.*, and programs call the functions"
+           for n in NAMES["modules"]["jax.lax"] if n.endswith("_p")},
+        **{n: "a multi-device collective or sharding annotation: a kiln module runs on one host"
+           for n in ("all_gather", "all_to_all", "axis_index", "axis_size", "pbroadcast", "pcast", "pmax", "pmean",
+                     "pmin", "ppermute", "precv", "psend", "pshuffle", "psum", "psum_scatter", "pswapaxes",
+                     "ragged_all_to_all", "with_sharding_constraint")},
+        **{n: "an XLA token or effect-ordering construct, which kiln's modules do not have"
+           for n in ("after_all", "create_token", "optimization_barrier", "platform_dependent", "composite",
+                     "dce_sink", "stage")},
+        **{n: _COMPLEX for n in ("complex", "conj", "imag", "real")},
+    },
+}
+
+# The coverage (present / names not deliberately absent) each module must keep; raised as names land.
+FLOORS = {}
+
+
+def _module(name):
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
+def _coverage(jax_module):
+    kiln_module = _module(COUNTERPARTS[jax_module])
+    absent = DELIBERATELY_ABSENT.get(jax_module, {})
+    present, missing = [], []
+    for name in NAMES["modules"][jax_module]:
+        if name in absent:
+            continue
+        (present if kiln_module is not None and hasattr(kiln_module, name) else missing).append(name)
+    return kiln_module, present, missing, absent
+
+
+def test_print_coverage(capsys):
+    lines = [f"kiln's coverage of JAX {NAMES['jax_version']}'s API (present / in scope; deliberately absent):"]
+    for jax_module in COUNTERPARTS:
+        _, present, missing, absent = _coverage(jax_module)
+        scope = len(present) + len(missing)
+        lines.append(f"  {jax_module:22s} {len(present):4d} / {scope:4d} ({100 * len(present) / max(scope, 1):5.1f}%)"
+                     f"  absent on purpose: {len(absent)}")
+        if missing:
+            lines.append("      missing: " + ", ".join(missing))
+    with capsys.disabled():
+        print("\n" + "\n".join(lines))
+
+
+@pytest.mark.parametrize("jax_module", sorted(DELIBERATELY_ABSENT))
+def test_deliberately_absent_names_are_absent(jax_module):
+    kiln_module, _, _, absent = _coverage(jax_module)
+    for name, why in absent.items():
+        assert why, name
+        assert name in NAMES["modules"][jax_module], f"{name} is not a {jax_module} name"
+        assert kiln_module is None or not hasattr(kiln_module, name), (
+            f"{COUNTERPARTS[jax_module]}.{name} exists: remove it from DELIBERATELY_ABSENT")
+
+
+@pytest.mark.parametrize("jax_module", sorted(COUNTERPARTS))
+def test_coverage_does_not_drop(jax_module):
+    _, present, missing, _ = _coverage(jax_module)
+    coverage = len(present) / max(len(present) + len(missing), 1)
+    assert coverage >= FLOORS.get(jax_module, 0.0), (
+        f"{jax_module}: coverage fell to {coverage:.3f} (floor {FLOORS[jax_module]}); missing: {missing}")
