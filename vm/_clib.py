@@ -83,6 +83,8 @@ def _declare(lib):
         "kiln_status_code_name": (ctypes.c_char_p, [ctypes.c_int]),
         "kiln_dtype_size": (S, [ctypes.c_int]),
         "kiln_buffer_view_create": (P, [ctypes.c_int, S, ctypes.POINTER(ctypes.c_int64), P, S, P]),
+        "kiln_buffer_view_wrap": (P, [ctypes.c_int, S, ctypes.POINTER(ctypes.c_int64), P, S, P, P, P]),
+        "kiln_buffer_view_retain": (None, [P]),
         "kiln_buffer_view_release": (None, [P]),
         "kiln_buffer_view_dtype": (ctypes.c_int, [P]),
         "kiln_buffer_view_rank": (S, [P]),

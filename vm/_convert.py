@@ -1,8 +1,12 @@
-"""Python values to C buffer views and back, always copying.
+"""Python values to C buffer views and back.
 
-_to_view copies an argument, or a global's new value, into a new view by the
+_to_view makes the view of an argument, or of a global's new value, by the
 rules kiln.vm.runtime's docstring states (never a silent cast or change of
-kind); _from_view copies a result or a global out as a numpy array.
+kind): a copy, or, for a call's large arguments (borrow=True), the caller's
+own memory when it is contiguous and 64-byte aligned. _from_view copies a
+result or a global out as a numpy array; _shared_from_view gives a large
+result as a read-only numpy array over the runtime's memory, which it keeps
+alive, so that results cost no copy and go back into calls without one.
 """
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ import numpy as np
 
 from kiln.vm._clib import INTERNAL, INVALID_ARGUMENT, KilnRuntimeError, _check, _lib
 from kiln.vm._dtypes import _BF16, _DTYPE_CODE, _KILN_OF_NUMPY, _NUMPY_OF, KILN_DTYPES, kiln_dtype
-from kiln.vm._generated.constants import MAX_RANK
+from kiln.vm._generated.constants import BUFFER_ALIGNMENT, MAX_RANK
 
 if TYPE_CHECKING:
     from kiln.vm._reflection import GlobalInfo, ValueInfo
@@ -80,9 +84,42 @@ def _python_data(value, expected: ValueInfo | GlobalInfo | None, what) -> np.nda
                                f"{got}, out of {expected.kiln_dtype}'s range") from None
 
 
-def _to_view(value, expected: ValueInfo | GlobalInfo | None, what, out: int) -> None:
-    """Writes to `out` (the address of a view pointer) a new C buffer view holding a copy of
-    `value` (a numpy array or array-like); `what` names it in errors (see _label).
+# Arrays smaller than this are copied in and out: a copy costs less than sharing's bookkeeping.
+SHARE_MIN_BYTES = 16 * 1024
+
+
+class _RuntimeMemory:
+    """One reference to a runtime buffer view, released when the last numpy array over it goes."""
+
+    __slots__ = ("view", "__array_interface__")
+
+    def __init__(self, view: int, nbytes: int):
+        self.view = view
+        self.__array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "version": 3,
+                                    "data": (_lib().kiln_buffer_view_data(view), True)}
+
+    def __del__(self):
+        _lib().kiln_buffer_view_release(self.view)
+
+
+def _runtime_memory_of(array: np.ndarray) -> _RuntimeMemory | None:
+    base = array.base
+    while base is not None and not isinstance(base, _RuntimeMemory):
+        base = getattr(base, "base", None)
+    return base
+
+
+def _release_function() -> int:
+    return ctypes.cast(_lib().kiln_buffer_view_release, ctypes.c_void_p).value
+
+
+def _to_view(value, expected: ValueInfo | GlobalInfo | None, what, out: int, borrow: bool = False):
+    """Writes to `out` (the address of a view pointer) a new C buffer view of `value` (a numpy
+    array or array-like); `what` names it in errors (see _label). The view holds a copy, unless
+    `borrow` and the array is large, contiguous and aligned: then it wraps the array's memory,
+    and the caller keeps the returned array alive until the view is released (runtime memory,
+    a kiln result going back in, is kept alive by the view itself). Returns the (start, end)
+    addresses of borrowed caller memory, which results must not alias, or None.
 
     Writing through `out` rather than returning keeps the view reachable for the
     caller's cleanup when a KeyboardInterrupt is raised as the C call returns."""
@@ -114,8 +151,41 @@ def _to_view(value, expected: ValueInfo | GlobalInfo | None, what, out: int) -> 
                                f"{_label(what)} has rank {ndim}: expected at most {MAX_RANK}")
     shape = _SHAPE_TYPES[ndim](*array.shape)
     nbytes = array.nbytes
-    _check(_lib().kiln_buffer_view_create(_DTYPE_CODE[kdtype], ndim, shape,
-                                          _address(array) if nbytes else None, nbytes, out))
+    lib = _lib()
+    if borrow and nbytes >= SHARE_MIN_BYTES:
+        address = _address(array)
+        if address % BUFFER_ALIGNMENT == 0:
+            memory = _runtime_memory_of(array)
+            if memory is not None:
+                lib.kiln_buffer_view_retain(memory.view)
+                _check(lib.kiln_buffer_view_wrap(_DTYPE_CODE[kdtype], ndim, shape, address, nbytes,
+                                                 _release_function(), memory.view, out))
+                return None
+            _check(lib.kiln_buffer_view_wrap(_DTYPE_CODE[kdtype], ndim, shape, address, nbytes, None, None, out))
+            return (address, address + nbytes, array)
+    _check(lib.kiln_buffer_view_create(_DTYPE_CODE[kdtype], ndim, shape,
+                                       _address(array) if nbytes else None, nbytes, out))
+    return None
+
+
+def _shared_from_view(view, expected: ValueInfo | None, borrowed) -> np.ndarray:
+    """A result as a read-only array over the runtime's memory (it takes over the caller's reference
+    to `view`), or a copy when the result is small or lies in borrowed caller memory."""
+    lib = _lib()
+    nbytes = lib.kiln_buffer_view_byte_size(view)
+    data = lib.kiln_buffer_view_data(view)
+    if nbytes < SHARE_MIN_BYTES or any(start <= data < end for start, end, _ in borrowed):
+        try:
+            return _from_view(view, expected)
+        finally:
+            lib.kiln_buffer_view_release(view)
+    if expected is not None and expected.dtype is not None:
+        dtype, shape = expected.dtype, expected.shape
+    else:
+        dtype = _NUMPY_OF[KILN_DTYPES[lib.kiln_buffer_view_dtype(view)]]
+        shape_ptr = lib.kiln_buffer_view_shape(view)
+        shape = tuple(int(shape_ptr[i]) for i in range(lib.kiln_buffer_view_rank(view)))
+    return np.asarray(_RuntimeMemory(view, nbytes)).view(dtype).reshape(shape)
 
 
 def _from_view(view, expected: ValueInfo | None = None) -> np.ndarray:

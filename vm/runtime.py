@@ -55,7 +55,7 @@ from kiln.vm._clib import (  # noqa: F401 - re-exported
     _ValueInfo)
 from kiln.vm._convert import (  # noqa: F401 - re-exported
     _CONVERTS_TO, _KIND_NAMES, _KIND_OF, _PTR_SIZE, _SHAPE_TYPES, _VIEW_ARRAYS, _address,
-    _from_view, _label, _python_data, _to_view, _views)
+    _from_view, _label, _python_data, _shared_from_view, _to_view, _views)
 from kiln.vm._ctrl_c import _CTRL_C, _MAIN_THREAD, _CtrlC  # noqa: F401 - re-exported
 from kiln.vm._dtypes import (  # noqa: F401 - re-exported
     _BF16, _DTYPE_CODE, _KILN_OF_NUMPY, _NUMPY_OF, KILN_DTYPES, kiln_dtype, numpy_dtype)
@@ -317,7 +317,10 @@ class Context(_Handle):
             _lib().kiln_context_cancel(self._handle)
 
     def invoke(self, name: str, args: Sequence = ()) -> list[np.ndarray]:
-        """Calls exported function `name` with numpy arrays; returns its results (copies)."""
+        """Calls exported function `name` with numpy arrays; returns its results as read-only arrays.
+
+        Large contiguous 64-byte aligned arguments are read in place for the call, and large results
+        are the runtime's memory itself (no copy either way); small ones are copied."""
         lib = _lib()
         self._handle  # noqa: B018 - raises when closed
         fn, info = self._reflection.resolve(name)
@@ -326,10 +329,13 @@ class Context(_Handle):
         views = _views(n_args)
         results = _views(n_results)
         address = ctypes.addressof(views)
+        borrowed = []  # (start, end, array) of caller memory the argument views wrap
         try:
             for i, value in enumerate(args):
                 expected = info.args[i] if i < len(info.args) else None
-                _to_view(value, expected, (name, i, expected), address + i * _PTR_SIZE)
+                memory = _to_view(value, expected, (name, i, expected), address + i * _PTR_SIZE, borrow=True)
+                if memory is not None:
+                    borrowed.append(memory)
             with self._lock:
                 ptr = self._handle
                 if threading.get_ident() == _MAIN_THREAD:
@@ -337,7 +343,11 @@ class Context(_Handle):
                 else:
                     status = lib.kiln_context_invoke(ptr, fn, views, n_args, results, n_results)
             _check(status)
-            return [_from_view(results[i], info.results[i]) for i in range(n_results)]
+            out = []
+            for i in range(n_results):
+                view, results[i] = results[i], None
+                out.append(_shared_from_view(view, info.results[i], borrowed))
+            return out
         finally:
             for i in range(n_results):
                 if results[i]:

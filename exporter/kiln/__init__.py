@@ -18,6 +18,7 @@ _LAZY_NAMES = {
     "lax": ("kiln.lax", None),
     "numpy": ("kiln.numpy", None),
     "nn": ("kiln.nn", None),
+    "Array": ("kiln.core.array", "Array"),
     "Program": ("kiln.program", "Program"),
     "CompiledArtifact": ("kiln.program", "CompiledArtifact"),
     "jit": ("kiln.jit", "jit"),
@@ -33,7 +34,7 @@ _LAZY_NAMES = {
 }
 
 __all__ = [
-    "Program", "CompiledArtifact", "jit", "lax", "numpy", "set_worker_count",
+    "Array", "Program", "CompiledArtifact", "jit", "lax", "numpy", "set_worker_count",
     "KilnError", "TracingError", "ConcretizationError", "NumpyOnTracerError", "CompileError",
     "register_pytree_node", "tree_flatten", "tree_leaves", "tree_map", "tree_unflatten",
     "grad", "value_and_grad", "jvp", "vjp", "jacfwd", "jacrev", "hessian", "vmap", "stop_gradient",

@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 from typing import Callable
 
+from .core.array import as_array
 from .core.calls import plain_arity, positional_arguments
 from .core.kernel_call import kernel_call
 from .core.pytree import tree_flatten, tree_unflatten, treedef_to_json
@@ -77,7 +78,7 @@ class Jitted:
         if executable is None:
             executable = self._executables[signature] = _compile_traced(self.name, traced, self._limits)
         # the runtime binding converts the leaves (Python scalars take the traced dtype)
-        return tree_unflatten(traced.out_treedef, executable(leaves))
+        return tree_unflatten(traced.out_treedef, [as_array(x) for x in executable(leaves)])
 
     def lower(self, *args) -> str:
         """Text of the traced IR at these arguments."""

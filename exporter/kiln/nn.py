@@ -358,3 +358,8 @@ def conv(x, w, strides=None, padding="SAME", dilation=None, feature_group_count:
     return conv_general_dilated(x, w, strides or (1,) * (nd - 2), padding, rhs_dilation=dilation,
                                 dimension_numbers=(f"N{sp}C", f"{sp}IO", f"N{sp}C"),
                                 feature_group_count=feature_group_count)
+
+
+from .core.array import wrap_namespace as _wrap_namespace  # noqa: E402
+
+_wrap_namespace(globals())

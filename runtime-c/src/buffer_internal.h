@@ -6,21 +6,15 @@
 
 /* Alignment of every view's data: owned allocations, module bytes used in
  * place, and the row views of buffer.row (kernel_abi.h relies on it). */
-#define KILN_BUFFER_ALIGN 64
+#define KILN_BUFFER_ALIGN KILN_BUFFER_ALIGNMENT
 
 /* Allocates an uninitialized (not zeroed) 64-byte aligned view. */
 kiln_status_t kiln_buffer_view_allocate(kiln_dtype_t dtype, size_t rank,
                                         const int64_t* shape,
                                         kiln_buffer_view_t** out);
 
-/* Wraps memory the view does not own (a module's read-only constant used in
- * place, or a row of another view). `data` must be 64-byte aligned.
- * `keepalive_release(keepalive)` runs when the last reference goes. */
-kiln_status_t kiln_buffer_view_wrap(kiln_dtype_t dtype, size_t rank,
-                                    const int64_t* shape, void* data,
-                                    size_t byte_size,
-                                    void (*keepalive_release)(void*),
-                                    void* keepalive, kiln_buffer_view_t** out);
+/* kiln_buffer_view_wrap (runtime.h) also wraps memory inside the runtime: a
+ * module's read-only constant used in place, or a row of another view. */
 
 /* The VM's write barrier. A buffer the running invocation made is writable in
  * place (by kernels, buffer.set_row) until the VM freezes it: when it is

@@ -42,6 +42,10 @@ DTYPE_SIZES = {'f32': 4, 'f64': 8, 'i8': 1, 'i16': 2, 'i32': 4, 'i64': 8, 'u8': 
 MAX_RANK = 16
 """The most dimensions a buffer view, argument, result or global may have."""
 
+BUFFER_ALIGNMENT = 64
+"""The byte alignment of every buffer view's data: the runtime's own allocations, and the memory
+a caller wraps with kiln_buffer_view_wrap (kernels rely on it)."""
+
 MAX_WORKERS = 1024
 """The most worker threads an instance may have (a larger worker_count is an INVALID_ARGUMENT; 0,
 one per core, is capped at it)."""

@@ -72,7 +72,8 @@ class EvalTrace(Trace):
 
     def process_primitive(self, prim, values, params):
         out = prim.impl(*values, **params)
-        return list(out) if prim.multiple_results else [out]
+        as_array = _array.as_array  # eager results are kiln arrays (kiln.core.array)
+        return [as_array(o) for o in out] if prim.multiple_results else [as_array(out)]
 
 
 _EVAL = EvalTrace(0)
@@ -408,3 +409,6 @@ def trace_to_graph(fn: Callable, in_avals: Sequence[ShapedArray]) -> Graph:
             "pass it as an argument instead"
         )
     return graph
+
+
+from . import array as _array  # noqa: E402  (kiln.core.array imports Tracer from here)

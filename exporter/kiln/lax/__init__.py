@@ -37,3 +37,7 @@ from .math_prims import atan2, clamp, erf, erfc, integer_pow, rem, rsqrt  # noqa
 
 __all__ += ["math_prims", "atan2", "clamp", "erf", "erfc", "integer_pow", "rem", "rsqrt"]
 from . import linalg  # noqa: E402,F401
+
+from ..core.array import wrap_namespace as _wrap_namespace  # noqa: E402
+
+_wrap_namespace(globals())

@@ -121,7 +121,7 @@ def _op_name(op) -> str:
              prims.add: "add", prims.max: "max", prims.min: "min"}
     names.update(_EXTRA_WINDOW_OPS)
     try:
-        return names[op]
+        return names[getattr(op, "__kiln_unwrapped__", op)]  # a public function returning kiln arrays
     except (KeyError, TypeError):
         raise ValueError(
             f"kiln.lax.reduce_window supports op kiln.lax.add, kiln.lax.max or kiln.lax.min (or 'add'/'max'/'min'); "

@@ -1,7 +1,7 @@
 """kiln.numpy: numpy's API over kiln arrays; works eagerly, under kiln.jit, and in Programs.
 
-Eagerly (on numpy inputs) the functions return numpy arrays; traced (under kiln.jit, grad, vmap, in a
-Program) they return traced arrays. See docs/numpy.md for where kiln differs from numpy.
+Eagerly the functions return kiln.Array (immutable read-only numpy arrays, like jax.Array); traced
+(under kiln.jit, grad, vmap, in a Program) they return traced arrays. See docs/numpy.md for where kiln differs from numpy.
 """
 from numpy import bool_, dtype, e, float16, float32, float64, inf, int8, int16, int32, int64, nan, newaxis, pi, uint8
 from numpy import generic, inexact, floating, integer, number, signedinteger, unsignedinteger  # noqa: F401
@@ -50,6 +50,10 @@ from .construction import *  # noqa: E402,F401,F403
 from .more_math import *  # noqa: E402,F401,F403
 
 _methods.install()
+
+from ..core.array import wrap_namespace as _wrap_namespace  # noqa: E402
+
+_wrap_namespace(globals())
 
 # numpy dtypes that kiln cannot compile: a clear error instead of a bare AttributeError
 _UNSUPPORTED_DTYPES = ("uint16", "uint32", "uint64", "complex64", "complex128", "complex_", "longdouble",

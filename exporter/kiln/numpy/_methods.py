@@ -1,12 +1,14 @@
-"""Operators and array methods of traced values (x + y, x @ w, x.sum(), x.T, ...).
+"""Operators and array methods of traced values and of kiln arrays (x + y, x @ w, x.sum(), x.at, ...).
 
 A tracer forwards Python's operator protocol and its array attributes to its abstract value
-(kiln.core.trace); install() puts kiln.numpy's implementations there.
+(kiln.core.trace); install() puts kiln.numpy's implementations there, and the same table on
+kiln.core.array.Array, whose results it makes kiln arrays.
 """
 from __future__ import annotations
 
 import sys
 
+from ..core.array import Array, as_arrays, install_methods as install_array_class_methods
 from ..core.aval import aval_method, aval_property
 from ..core.trace import install_array_methods
 
@@ -97,3 +99,7 @@ def install() -> None:
     attributes = {name: aval_property(fn) for name, fn in properties.items()}
     attributes.update({name: aval_method(fn) for name, fn in methods.items()})
     install_array_methods(operators, attributes, namespace)
+    # ndarray has the other properties (T, mT, real, ...) already, with numpy's (view) semantics
+    install_array_class_methods({**operators, **methods, "__array_namespace__": lambda self, *, api_version=None: namespace,
+                                 "copy": lambda self, order="C": as_arrays(
+        self.view(type(self).__mro__[1]).copy(order))}, {"at": properties["at"]})

@@ -7,6 +7,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..core import dtypes
+from ..core.array import as_arrays
 from ..core.ad_util import instantiate
 from ..core.trace import get_aval
 from ..core.pytree import tree_flatten, tree_unflatten, treedef_flatten_up_to
@@ -21,6 +22,22 @@ from .linearize import vjp_flat
 def _wraps(fn):
     """functools.wraps without copying fn's __dict__ (a Jitted's __dict__ holds its function and caches)."""
     return functools.wraps(fn, updated=())
+
+
+def _function_of_arrays(transform):
+    """A transformation returning a function, whose results (eager) become kiln arrays."""
+
+    @functools.wraps(transform)
+    def make(*args, **kwargs):
+        transformed = transform(*args, **kwargs)
+
+        @_wraps(transformed)
+        def call(*call_args, **call_kwargs):
+            return as_arrays(transformed(*call_args, **call_kwargs))
+
+        return call
+
+    return make
 
 
 def _name(fn) -> str:
@@ -67,6 +84,7 @@ def stop_gradient(x):
     return tree_unflatten(treedef, [prims.stop_gradient.bind(asarray(v)) for v in leaves])
 
 
+@_function_of_arrays
 def value_and_grad(fn: Callable, argnums=0, has_aux: bool = False) -> Callable:
     """(fn(*args), gradient of fn with respect to the arguments at argnums); fn returns a float scalar."""
     nums = _argnums(argnums)
@@ -107,6 +125,7 @@ def value_and_grad(fn: Callable, argnums=0, has_aux: bool = False) -> Callable:
     return wrapped
 
 
+@_function_of_arrays
 def grad(fn: Callable, argnums=0, has_aux: bool = False) -> Callable:
     """The gradient of a scalar-valued fn with respect to the arguments at argnums."""
     value_and_grad_fn = value_and_grad(fn, argnums, has_aux)
@@ -144,7 +163,7 @@ def jvp(fn: Callable, primals: Sequence, tangents: Sequence):
     out_tree: list = []
     po, to = jvp_flat(_flat_output(fn, p_tree, out_tree), p_leaves, t_leaves)
     to = [instantiate(t, tangent_aval(get_aval(p))) for t, p in zip(to, po)]
-    return tree_unflatten(out_tree[-1], po), tree_unflatten(out_tree[-1], to)
+    return as_arrays((tree_unflatten(out_tree[-1], po), tree_unflatten(out_tree[-1], to)))
 
 
 def vjp(fn: Callable, *primals, has_aux: bool = False):
@@ -172,12 +191,12 @@ def vjp(fn: Callable, *primals, has_aux: bool = False):
     def vjp_fn(cotangent):
         cts = [asarray(c) for c in treedef_flatten_up_to(treedef, cotangent)]
         grads = flat_vjp(cts)
-        return tree_unflatten(p_tree, [np.zeros(get_aval(p).shape, get_aval(p).dtype) if g is None else g
-                                       for g, p in zip(grads, p_leaves)])
+        return as_arrays(tree_unflatten(p_tree, [np.zeros(get_aval(p).shape, get_aval(p).dtype) if g is None else g
+                                                 for g, p in zip(grads, p_leaves)]))
 
-    primal_out = tree_unflatten(treedef, outs)
+    primal_out = as_arrays(tree_unflatten(treedef, outs))
     if has_aux:
-        return primal_out, vjp_fn, tree_unflatten(aux_tree[-1], aux)
+        return primal_out, vjp_fn, as_arrays(tree_unflatten(aux_tree[-1], aux))
     return primal_out, vjp_fn
 
 
@@ -223,6 +242,7 @@ def _check_axis(where: str, what: str, axis, ndim: int, owner: str, shape) -> in
     return int(axis) % ndim
 
 
+@_function_of_arrays
 def vmap(fn: Callable, in_axes=0, out_axes=0) -> Callable:
     """fn mapped over an axis of its arguments; in_axes/out_axes are ints, None, or trees of them."""
 
@@ -283,6 +303,7 @@ def _move_first_to_last(x):
     return transpose(x, tuple(range(1, nd)) + (0,)) if nd > 1 else x
 
 
+@_function_of_arrays
 def jacfwd(fn: Callable, argnums=0) -> Callable:
     """The Jacobian by forward mode: vmap of jvp over each input leaf's standard basis."""
     nums = _argnums(argnums)
@@ -312,6 +333,7 @@ def jacfwd(fn: Callable, argnums=0) -> Callable:
     return wrapped
 
 
+@_function_of_arrays
 def jacrev(fn: Callable, argnums=0) -> Callable:
     """The Jacobian by reverse mode: vmap of vjp over each output leaf's standard basis."""
     nums = _argnums(argnums)
@@ -351,6 +373,7 @@ def _assemble(out_tree, in_tree, per_input, argnums):
     return tree_unflatten(out_tree, blocks)
 
 
+@_function_of_arrays
 def hessian(fn: Callable, argnums=0) -> Callable:
     """The Hessian of a scalar fn: jacfwd of jacrev."""
     return jacfwd(jacrev(fn, argnums), argnums)

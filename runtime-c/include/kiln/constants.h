@@ -41,6 +41,9 @@ typedef enum kiln_dtype {
 
 /* The most dimensions a buffer view, argument, result or global may have. */
 #define KILN_MAX_RANK 16
+/* The byte alignment of every buffer view's data: the runtime's own allocations,
+ * and the memory a caller wraps with kiln_buffer_view_wrap (kernels rely on it). */
+#define KILN_BUFFER_ALIGNMENT 64
 /* The most worker threads an instance may have (a larger worker_count is an
  * INVALID_ARGUMENT; 0, one per core, is capped at it). */
 #define KILN_MAX_WORKERS 1024

@@ -69,6 +69,19 @@ kiln_status_t kiln_buffer_view_create(kiln_dtype_t dtype, size_t rank,
                                       const int64_t* shape, const void* data,
                                       size_t data_size,
                                       kiln_buffer_view_t** out);
+/* Wraps the caller's memory in a view without copying it (zero-copy
+ * arguments). `data` must be 64-byte aligned (KILN_BUFFER_ALIGNMENT) and hold
+ * exactly byte_size bytes of the given type in row-major order. The runtime
+ * never writes through such a view, and a global stored from it stores a
+ * copy; the caller keeps the memory valid and unchanged until the view's last
+ * reference goes, when `release(release_context)` runs (release may be NULL).
+ * A call's results may share the memory of its arguments (an identity
+ * function returns its argument's view). */
+kiln_status_t kiln_buffer_view_wrap(kiln_dtype_t dtype, size_t rank,
+                                    const int64_t* shape, void* data,
+                                    size_t byte_size, void (*release)(void*),
+                                    void* release_context,
+                                    kiln_buffer_view_t** out);
 void kiln_buffer_view_retain(kiln_buffer_view_t* view);
 void kiln_buffer_view_release(kiln_buffer_view_t* view);
 kiln_dtype_t kiln_buffer_view_dtype(const kiln_buffer_view_t* view);

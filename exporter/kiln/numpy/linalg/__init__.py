@@ -15,3 +15,7 @@ from ._solve import __all__ as _solve_names
 from ._decompositions import __all__ as _decomposition_names
 
 __all__ = ["matmul", "outer", "tensordot", "matrix_transpose", *_matrix_names, *_solve_names, *_decomposition_names]
+
+from ...core.array import wrap_namespace as _wrap_namespace  # noqa: E402
+
+_wrap_namespace(globals())
