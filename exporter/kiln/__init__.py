@@ -30,6 +30,8 @@ _LAZY_NAMES = {
        for name in ("grad", "value_and_grad", "jvp", "vjp", "jacfwd", "jacrev", "hessian", "vmap", "stop_gradient")},
     "custom_jvp": ("kiln.transforms.custom", "custom_jvp"),
     "custom_vjp": ("kiln.transforms.custom", "custom_vjp"),
+    "tree": ("kiln.tree", None),
+    "tree_util": ("kiln.tree_util", None),
 }
 
 __all__ = [
@@ -37,7 +39,7 @@ __all__ = [
     "KilnError", "TracingError", "ConcretizationError", "NumpyOnTracerError", "CompileError",
     "register_pytree_node", "tree_flatten", "tree_leaves", "tree_map", "tree_unflatten",
     "grad", "value_and_grad", "jvp", "vjp", "jacfwd", "jacrev", "hessian", "vmap", "stop_gradient",
-    "custom_jvp", "custom_vjp",
+    "custom_jvp", "custom_vjp", "tree", "tree_util",
 ]
 
 
