@@ -47,6 +47,7 @@ from .introspection import finfo, iinfo, issubdtype, ndim, shape, size  # noqa: 
 from .statistics import *  # noqa: E402,F401,F403
 from .searching import *  # noqa: E402,F401,F403
 from .construction import *  # noqa: E402,F401,F403
+from .rearranging import *  # noqa: E402,F401,F403
 from .more_math import *  # noqa: E402,F401,F403
 from .array_math import *  # noqa: E402,F401,F403
 
