@@ -330,7 +330,7 @@ def lu(x):
     return tuple(lu_p.apply(x))
 
 
-def _permutation_matrix(perm, dtype):
+def permutation_matrix(perm, dtype):
     """P with P @ y = y[..., perm, :]: P[i, perm[i]] = 1."""
     shape = _shape(perm) + (_shape(perm)[-1],)
     nb = len(shape) - 2
@@ -369,7 +369,7 @@ def _lu_jvp(primals, tangents):
     u_full = _pad_to(triu(u_part), n, n)
     if n > k:
         u_full = api.add(u_full, _pad_to(_identity(batch, n - k, dtype), n, n, before=k))
-    permuted = matmul(_permutation_matrix(perm, dtype), a_dot)
+    permuted = matmul(permutation_matrix(perm, dtype), a_dot)
     la = triangular_solve(l_full, permuted, left_side=True, lower=True, unit_diagonal=True)
     lau = triangular_solve(u_full, la, left_side=False, lower=False)
     lu_dot = api.add(matmul(l_full, tril(lau, -1)), matmul(triu(lau), u_full))
