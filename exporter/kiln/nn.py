@@ -19,6 +19,7 @@ from . import numpy as knp
 from .core import dtypes
 from .lax import prims
 from .numpy._base import asarray, aval, normalize_axes
+from .scipy import special
 
 __all__ = [
     "relu", "relu6", "gelu", "silu", "swish", "sigmoid", "log_sigmoid", "softplus", "softmax", "log_softmax", "logsumexp",
@@ -46,12 +47,6 @@ def _wide(x, f32_to_f64: bool = False):
 
 def _narrow(y, dtype):
     return y if aval(y).dtype == dtype else knp.astype(y, dtype)
-
-
-def _stop(x):
-    from .transforms.api import stop_gradient
-
-    return stop_gradient(x)
 
 
 def relu(x):
@@ -141,77 +136,19 @@ def gelu(x, approximate: bool = True):
     return _narrow(out, dtype)
 
 
-def _axes(x, axis, where):
-    return normalize_axes(axis, aval(x).ndim, where)
-
-
-def _row_dtype(dtype):
-    """Where per-row sums and logs are kept: float64 for float32 rows (cheap: once per row, or plain arithmetic
-    per element), so that the results round once."""
-    return np.dtype(np.float64) if dtype == np.float32 else dtype
-
-
-def _shifted(x, axes):
-    """(d, lo, m): x - max = d + lo exactly (Knuth's two-sum; lo is 0 where x - max is infinite or NaN), and the
-    max as a row, infinite maxima replaced by 0."""
-    m = _stop(knp.max(x, axis=axes, keepdims=True))
-    m = knp.where(knp.less(knp.abs(m), np.inf), m, knp.zeros_like(m))
-    d = knp.subtract(x, m)
-    back = knp.subtract(d, x)
-    lo = knp.add(knp.subtract(x, knp.subtract(d, back)), knp.subtract(knp.negative(m), back))
-    return d, knp.where(knp.isfinite(lo), lo, knp.zeros_like(lo)), m
-
-
-def _exp_shifted(d, lo):
-    """exp(x - max) = exp(d) (1 + lo) to first order: without lo, the rounding of x - max costs up to
-    |x - max| / 2 ulp."""
-    e = knp.exp(d)
-    return knp.add(e, knp.multiply(e, lo))
-
-
-def _log_sum_exp_shifted(x, axes):
-    """(d, lo, m, log(sum(exp(x - m)))), the sums and the log in the row dtype: the log as log1p((k - 1) + t),
-    with k the number of maxima and t the sum of the other terms, so that a dominant maximum keeps the log's
-    relative accuracy (log(1 + 1e-20) is 1e-20, not 0). The maxima enter t as d (1 + d (1/2 + d/6)) = 0, whose
-    derivatives at 0 are those of exp(d) - 1."""
-    d, lo, m = _shifted(x, axes)
-    row = _row_dtype(aval(x).dtype)
-    e = _exp_shifted(d, lo)
-    top = knp.equal(d, 0)
-    near = knp.multiply(d, knp.add(knp.multiply(d, knp.add(knp.multiply(d, 1.0 / 6.0), 0.5)), 1.0))
-    t = knp.sum(knp.where(top, near, e), axis=axes, keepdims=True, dtype=row)
-    k = knp.sum(top, axis=axes, keepdims=True, dtype=row)
-    return d, lo, m, knp.log1p(knp.add(knp.subtract(k, 1.0), t))
-
-
 def logsumexp(a, axis=None, keepdims: bool = False):
-    """log(sum(exp(a), axis)), stable: the max is subtracted first (and -inf rows give -inf, not nan)."""
-    x, dtype = _wide(a)
-    axes = _axes(x, axis, "logsumexp")
-    if not axes:
-        return _narrow(x, dtype)
-    d, _, m, log_s = _log_sum_exp_shifted(x, axes)
-    out = knp.add(knp.astype(m, aval(log_s).dtype), log_s)
-    return _narrow(out if keepdims else knp.squeeze(out, axis=axes), dtype)
+    """log(sum(exp(a), axis)), stable (kiln.scipy.special.logsumexp, which also takes b= and return_sign=)."""
+    return special.logsumexp(a, axis=axis, keepdims=keepdims)
 
 
 def softmax(x, axis=-1):
-    """exp(x) / sum(exp(x), axis), with the max subtracted first (float32 sums in float64, as knp.sum)."""
-    x, dtype = _wide(x)
-    axes = _axes(x, axis, "softmax")
-    d, lo, _ = _shifted(x, axes)
-    e = _exp_shifted(d, lo)
-    return _narrow(knp.divide(e, knp.sum(e, axis=axes, keepdims=True)), dtype)
+    """exp(x) / sum(exp(x), axis), with the max subtracted first (kiln.scipy.special.softmax, axis -1 by default)."""
+    return special.softmax(x, axis=axis)
 
 
 def log_softmax(x, axis=-1):
-    """x - logsumexp(x, axis, keepdims=True), as (x - max) - log(sum(exp(x - max))), the log and the subtraction
-    in float64 for float32 x (rounded once)."""
-    x, dtype = _wide(x)
-    axes = _axes(x, axis, "log_softmax")
-    d, lo, _, log_s = _log_sum_exp_shifted(x, axes)
-    row = aval(log_s).dtype
-    return _narrow(knp.add(knp.subtract(knp.astype(d, row), log_s), knp.astype(lo, row)), dtype)
+    """x - logsumexp(x, axis, keepdims=True) (kiln.scipy.special.log_softmax, axis -1 by default)."""
+    return special.log_softmax(x, axis=axis)
 
 
 def one_hot(x, num_classes: int, *, dtype=np.float32, axis=-1):
@@ -261,7 +198,7 @@ def standardize(x, axis=-1, mean=None, variance=None, epsilon: float = 1e-5, whe
     infos = [(aval(v).dtype, aval(v).weak_type) for v in (x, mean, variance) if v is not None]
     out_dtype, _ = dtypes.result_type(*infos)
     x, _ = _wide(x)
-    axes = _axes(x, axis, "standardize")
+    axes = normalize_axes(axis, aval(x).ndim, "standardize")
     if mean is None:
         mean = knp.mean(x, axis=axes, keepdims=True)
     if variance is None:
