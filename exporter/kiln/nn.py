@@ -4,7 +4,10 @@
     y = nn.softmax(logits, axis=-1)
 
 Activations: relu, relu6, gelu (tanh form or exact), silu (swish), sigmoid,
-log_sigmoid, softplus. Normalizers: softmax, log_softmax, logsumexp, standardize.
+log_sigmoid, softplus; and jax.nn's elu, celu, selu, leaky_relu, glu, hard_tanh,
+hard_sigmoid, hard_silu (hard_swish), soft_sign, squareplus, sparse_plus,
+sparse_sigmoid, mish, log1mexp, identity, tanh (float16/bfloat16 computed in float32).
+Normalizers: softmax, log_softmax, logsumexp, logmeanexp, standardize.
 Encoding: one_hot. Pooling and convolution helpers: max_pool, avg_pool,
 sum_pool, conv (thin wrappers of kiln.lax.reduce_window /
 conv_general_dilated).
@@ -295,3 +298,135 @@ def conv(x, w, strides=None, padding="SAME", dilation=None, feature_group_count:
     return conv_general_dilated(x, w, strides or (1,) * (nd - 2), padding, rhs_dilation=dilation,
                                 dimension_numbers=(f"N{sp}C", f"{sp}IO", f"N{sp}C"),
                                 feature_group_count=feature_group_count)
+
+
+# ----------------------------------------------------------------------------- more of jax.nn's activations
+
+__all__ += ["elu", "celu", "selu", "leaky_relu", "glu", "hard_tanh", "hard_sigmoid", "hard_silu", "hard_swish",
+            "soft_sign", "squareplus", "sparse_plus", "sparse_sigmoid", "mish", "log1mexp", "logmeanexp", "identity",
+            "tanh"]
+
+
+def elu(x, alpha=1.0):
+    """x for x > 0, alpha (exp(x) - 1) below (expm1 of x where x <= 0 only, so that large x do not overflow)."""
+    x, dtype = _wide(x)
+    pos = knp.greater(x, 0)
+    return _narrow(knp.where(pos, x, knp.multiply(alpha, knp.expm1(knp.where(pos, knp.zeros_like(x), x)))), dtype)
+
+
+def celu(x, alpha=1.0):
+    """max(x, 0) + alpha (exp(min(x, 0) / alpha) - 1): elu continuously differentiable in alpha."""
+    x, dtype = _wide(x)
+    negative = knp.expm1(knp.divide(knp.minimum(x, 0), alpha))
+    return _narrow(knp.add(knp.maximum(x, 0), knp.multiply(alpha, negative)), dtype)
+
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def selu(x):
+    """scale * elu(x, alpha) with the self-normalizing constants (Klambauer et al. 2017)."""
+    x, dtype = _wide(x)
+    return _narrow(knp.multiply(_SELU_SCALE, elu(x, _SELU_ALPHA)), dtype)
+
+
+def leaky_relu(x, negative_slope=1e-2):
+    """x for x >= 0, negative_slope * x below."""
+    x, dtype = _wide(x)
+    return _narrow(knp.where(knp.greater_equal(x, 0), x, knp.multiply(negative_slope, x)), dtype)
+
+
+def hard_tanh(x):
+    """x clipped to [-1, 1] (NaN stays NaN)."""
+    x = _float(x)
+    return knp.where(knp.greater(x, 1), knp.ones_like(x), knp.where(knp.less(x, -1), knp.full_like(x, -1), x))
+
+
+def hard_sigmoid(x):
+    """relu6(x + 3) / 6."""
+    x, dtype = _wide(x)
+    return _narrow(knp.divide(relu6(knp.add(x, 3.0)), 6.0), dtype)
+
+
+def hard_silu(x):
+    """x * hard_sigmoid(x) (hard_swish)."""
+    x, dtype = _wide(x)
+    return _narrow(knp.multiply(x, hard_sigmoid(x)), dtype)
+
+
+hard_swish = hard_silu
+
+
+def soft_sign(x):
+    """x / (|x| + 1)."""
+    x, dtype = _wide(x)
+    return _narrow(knp.divide(x, knp.add(knp.abs(x), 1)), dtype)
+
+
+def squareplus(x, b=4):
+    """(x + sqrt(x^2 + b)) / 2, a smooth relu."""
+    x, dtype = _wide(x)
+    return _narrow(knp.divide(knp.add(x, knp.sqrt(knp.add(knp.square(x), b))), 2), dtype)
+
+
+def sparse_plus(x):
+    """0 for x <= -1, (x + 1)^2 / 4 between, x for x >= 1."""
+    x, dtype = _wide(x)
+    middle = knp.divide(knp.square(knp.add(x, 1.0)), 4.0)
+    return _narrow(knp.where(knp.less_equal(x, -1.0), knp.zeros_like(x),
+                             knp.where(knp.greater_equal(x, 1.0), x, middle)), dtype)
+
+
+def sparse_sigmoid(x):
+    """(x + 1) / 2 clipped to [0, 1]."""
+    x, dtype = _wide(x)
+    return _narrow(knp.multiply(0.5, knp.clip(knp.add(x, 1.0), 0.0, 2.0)), dtype)
+
+
+def mish(x):
+    """x * tanh(softplus(x))."""
+    x, dtype = _wide(x)
+    return _narrow(knp.multiply(x, knp.tanh(softplus(x))), dtype)
+
+
+def log1mexp(x):
+    """log(1 - exp(-x)) for x >= 0: log(-expm1(-x)) below log 2, log1p(-exp(-x)) above (Maechler 2012)."""
+    x, dtype = _wide(x)
+    small = knp.less(x, math.log(2.0))
+    return _narrow(knp.where(small, knp.log(knp.negative(knp.expm1(knp.negative(x)))),
+                             knp.log1p(knp.negative(knp.exp(knp.negative(x))))), dtype)
+
+
+def identity(x):
+    """x itself, as an array."""
+    return asarray(x)
+
+
+def tanh(x):
+    return knp.tanh(x)
+
+
+def glu(x, axis=-1):
+    """Gated linear unit: x split into two halves along axis, first * sigmoid(second)."""
+    x = asarray(x)
+    a = aval(x)
+    axis = int(axis)
+    if not -a.ndim <= axis < a.ndim:
+        raise ValueError(f"glu: axis {axis} is out of bounds for an array of {a.ndim} dimensions")
+    size = a.shape[axis]
+    if size % 2:
+        raise ValueError(f"glu: the size {size} of axis {axis} must be even, to split it into two halves")
+    first, second = knp.split(x, 2, axis=axis)
+    return knp.multiply(first, sigmoid(second))
+
+
+def logmeanexp(x, axis=None, where=None, keepdims: bool = False):
+    """logsumexp(x, axis) - log(n), n the number of elements reduced."""
+    if where is not None:
+        raise ValueError("logmeanexp: the `where` mask is not supported; select the elements first")
+    x = asarray(x)
+    lse = logsumexp(x, axis=axis, keepdims=keepdims)
+    shape = aval(x).shape
+    count = int(np.prod([shape[i] for i in normalize_axes(axis, len(shape), "logmeanexp")], dtype=np.int64))
+    return knp.subtract(lse, np.asarray(math.log(count), aval(lse).dtype))
