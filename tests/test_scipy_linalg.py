@@ -233,3 +233,60 @@ def test_errors_name_function_and_argument():
         kl.block_diag(np.eye(2), np.ones((1, 1, 1)))
     with pytest.raises(TypeError, match=r"scipy.linalg.inv: array type float16 is unsupported"):
         kl.inv(np.eye(2, dtype=np.float16))
+
+
+# ---- qr, eigh, svd: scipy's forms over kiln.numpy.linalg's spectral factorizations ----------------------
+
+@pytest.mark.parametrize("mode", ["full", "economic", "r"])
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5)])
+def test_qr_modes(mode, shape):
+    a = np.random.default_rng(14).standard_normal(shape)
+    got, want = kl.qr(a, mode=mode), sl.qr(a, mode=mode)
+    assert isinstance(got, tuple) and len(got) == len(want)
+    check_like_numpy(got, want, 1e-10)
+
+
+def test_eigh_standard_generalized_and_subsets():
+    rng = np.random.default_rng(15)
+    a = rng.standard_normal((4, 4))
+    b = spd(rng, 4)
+    for lower in (True, False):
+        w, v = kl.eigh(a, lower=lower)
+        wr, vr = sl.eigh(a, lower=lower)
+        check_like_numpy(w, wr, 1e-10)
+        np.testing.assert_allclose(np.abs(v), np.abs(vr), atol=1e-9)
+    sym = (a + a.T) / 2
+    w, v = kiln.jit(lambda x, y: kl.eigh(x, y))(sym, b)
+    wr, vr = sl.eigh(sym, b)
+    np.testing.assert_allclose(w, wr, atol=1e-10)
+    np.testing.assert_allclose(np.abs(v), np.abs(vr), atol=1e-9)
+    np.testing.assert_allclose(np.asarray(v).T @ b @ np.asarray(v), np.eye(4), atol=1e-10)
+    check_like_numpy(kl.eigh(sym, eigvals_only=True, subset_by_index=(1, 2)),
+                     sl.eigh(sym, eigvals_only=True, subset_by_index=(1, 2)), 1e-10)
+    g = kiln.grad(lambda x: knp.sum(kl.eigh(x, b, eigvals_only=True) * np.arange(4.0)))(sym)
+    want = numerical_grad(lambda x: np.sum(sl.eigh((x + x.T) / 2, b, eigvals_only=True) * np.arange(4.0)), sym)
+    np.testing.assert_allclose((np.asarray(g) + np.asarray(g).T) / 2, want, atol=1e-6)
+
+
+@pytest.mark.parametrize("full_matrices", [True, False])
+def test_svd_forms(full_matrices):
+    a = np.random.default_rng(16).standard_normal((5, 3))
+    u, s, vh = kl.svd(a, full_matrices=full_matrices)
+    ur, sr, vhr = sl.svd(a, full_matrices=full_matrices)
+    check_like_numpy(s, sr, 1e-10)
+    assert np.shape(u) == ur.shape and np.shape(vh) == vhr.shape
+    np.testing.assert_allclose(np.asarray(u)[:, :3] * s @ vh, a, atol=1e-10)
+    check_like_numpy(kl.svd(a, compute_uv=False), sl.svd(a, compute_uv=False), 1e-10)
+
+
+def test_spectral_errors():
+    with pytest.raises(NotImplementedError, match=r"scipy.linalg.qr: pivoting=True"):
+        kl.qr(np.eye(2), pivoting=True)
+    with pytest.raises(ValueError, match=r"scipy.linalg.qr: mode must be 'full', 'economic' or 'r', got 'raw'"):
+        kl.qr(np.eye(2), mode="raw")
+    with pytest.raises(NotImplementedError, match=r"scipy.linalg.eigh: subset_by_value"):
+        kl.eigh(np.eye(2), subset_by_value=(0, 1))
+    with pytest.raises(NotImplementedError, match=r"scipy.linalg.eigh: only type=1"):
+        kl.eigh(np.eye(2), np.eye(2), type=2)
+    with pytest.raises(ValueError, match=r"scipy.linalg.eigh: subset_by_index \(1, 3\) must satisfy"):
+        kl.eigh(np.eye(2), subset_by_index=(1, 3))

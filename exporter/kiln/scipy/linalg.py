@@ -1,5 +1,6 @@
 """kiln.scipy.linalg: scipy.linalg's functions over kiln arrays (jax.scipy.linalg's set): cholesky,
-cho_factor, cho_solve, solve_triangular, lu, lu_factor, lu_solve, solve, inv, det, expm, block_diag.
+cho_factor, cho_solve, solve_triangular, lu, lu_factor, lu_solve, solve, inv, det, expm, block_diag, and qr,
+eigh, svd on kiln.numpy.linalg's spectral factorizations.
 
 Values follow scipy (which triangle is read, the shapes of b, trans codes), computed by kiln.lax.linalg's
 factorizations; leading axes of a and b are a batch, as in JAX. scipy's overwrite_*/check_finite flags
@@ -14,11 +15,12 @@ from .. import numpy as knp
 from ..lax import _linalg_triangular as lax_linalg
 from ..lax.control_flow import fori_loop
 from ..numpy._base import broadcast_shapes
+from ..numpy.linalg import _decompositions as np_decompositions
 from ..numpy.linalg import _solve as np_linalg
 from ..transforms.api import stop_gradient
 
 __all__ = ["cholesky", "cho_factor", "cho_solve", "solve_triangular", "lu", "lu_factor", "lu_solve", "solve", "inv",
-           "det", "expm", "block_diag"]
+           "det", "expm", "block_diag", "qr", "eigh", "svd"]
 
 LinAlgError = np.linalg.LinAlgError
 
@@ -268,3 +270,57 @@ def block_diag(*arrs):
         rows.append(knp.pad(block.astype(dtype), ((0, 0), (left, right))))
         left += block.shape[1]
     return knp.concatenate(rows, axis=0)
+
+
+_QR_MODES = {"full": "complete", "economic": "reduced", "r": "complete"}
+
+
+def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_finite=True):
+    """scipy.linalg.qr: (Q, R) with mode 'full' (Q square) or 'economic' (Q (m, k)), or (R,) with mode 'r'
+    (a one-element tuple with the full (m, n) R, as scipy). pivoting and mode='raw' are not supported."""
+    if pivoting:
+        raise NotImplementedError("scipy.linalg.qr: pivoting=True (column-pivoted QR) is not supported by kiln")
+    if mode not in _QR_MODES:
+        raise ValueError(f"scipy.linalg.qr: mode must be 'full', 'economic' or 'r', got {mode!r} ('raw' is not "
+                         "supported by kiln)")
+    q, r = np_decompositions.qr(_lu_float("qr", a), mode=_QR_MODES[mode])
+    return (r,) if mode == "r" else (q, r)
+
+
+def eigh(a, b=None, *, lower=True, eigvals_only=False, overwrite_a=False, overwrite_b=False, type=1,
+         check_finite=True, subset_by_index=None, subset_by_value=None, driver=None):
+    """scipy.linalg.eigh: ascending eigenvalues w (and eigenvectors v as columns) of the symmetric matrix
+    read from a's `lower` (or upper) triangle; with b, the generalized problem a v = w b v (type 1) through
+    b's Cholesky factor L: the eigenvectors y of L^-1 a L^-T give v = L^-T y. subset_by_index=(lo, hi)
+    keeps eigenvalues lo..hi (inclusive). subset_by_value (data-dependent sizes) is not supported."""
+    if subset_by_value is not None:
+        raise NotImplementedError("scipy.linalg.eigh: subset_by_value gives a data-dependent number of eigenvalues; "
+                                  "kiln needs static shapes (use subset_by_index)")
+    if type != 1:
+        raise NotImplementedError(f"scipy.linalg.eigh: only type=1 (a v = w b v) is supported, got type={type!r}")
+    x = _matrix("eigh", a)
+    x = _symmetric_from(x, bool(lower))
+    factor = None
+    if b is not None:
+        factor = lax_linalg.cholesky(_symmetric_from(_matrix("eigh", b, "b").astype(x.dtype), bool(lower)),
+                                     symmetrize_input=False)
+        half = lax_linalg.triangular_solve(factor, x, left_side=True, lower=True)
+        x = lax_linalg.triangular_solve(factor, half, left_side=False, lower=True, transpose_a=True)
+        x = (x + _swap_last(x)) / 2
+    w, v = np_decompositions.eigh(x)
+    if factor is not None:
+        v = lax_linalg.triangular_solve(factor, v, left_side=True, lower=True, transpose_a=True)
+    if subset_by_index is not None:
+        lo, hi = (int(i) for i in subset_by_index)
+        n = x.shape[-1]
+        if not 0 <= lo <= hi < n:
+            raise ValueError(f"scipy.linalg.eigh: subset_by_index {subset_by_index!r} must satisfy 0 <= lo <= hi < {n}")
+        w, v = w[..., lo:hi + 1], v[..., :, lo:hi + 1]
+    return w if eigvals_only else (w, v)
+
+
+def svd(a, full_matrices=True, compute_uv=True, overwrite_a=False, check_finite=True, lapack_driver="gesdd"):
+    """scipy.linalg.svd: (U, s, Vh) with s descending, or s alone without compute_uv."""
+    x = _lu_float("svd", a)
+    out = np_decompositions.svd(x, full_matrices=full_matrices, compute_uv=compute_uv)
+    return tuple(out) if compute_uv else out
