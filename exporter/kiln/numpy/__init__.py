@@ -4,6 +4,7 @@ Eagerly (on numpy inputs) the functions return numpy arrays; traced (under kiln.
 Program) they return traced arrays. See docs/numpy.md for where kiln differs from numpy.
 """
 from numpy import bool_, dtype, e, float16, float32, float64, inf, int8, int16, int32, int64, nan, newaxis, pi, uint8
+from numpy import uint16, uint32, uint64  # noqa: E402,F401
 from numpy import generic, inexact, floating, integer, number, signedinteger, unsignedinteger  # noqa: F401
 
 from ..core.dtypes import BFLOAT16 as _BFLOAT16, SUPPORTED as _SUPPORTED
@@ -55,7 +56,7 @@ from .array_math import *  # noqa: E402,F401,F403
 _methods.install()
 
 # numpy dtypes that kiln cannot compile: a clear error instead of a bare AttributeError
-_UNSUPPORTED_DTYPES = ("uint16", "uint32", "uint64", "complex64", "complex128", "complex_", "longdouble",
+_UNSUPPORTED_DTYPES = ("complex64", "complex128", "complex_", "longdouble",
                        "float128", "clongdouble", "str_", "bytes_", "object_", "datetime64", "timedelta64")
 
 
