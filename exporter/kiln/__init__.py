@@ -30,6 +30,11 @@ _LAZY_NAMES = {
        for name in ("grad", "value_and_grad", "jvp", "vjp", "jacfwd", "jacrev", "hessian", "vmap", "stop_gradient")},
     "custom_jvp": ("kiln.transforms.custom", "custom_jvp"),
     "custom_vjp": ("kiln.transforms.custom", "custom_vjp"),
+    "jacobian": ("kiln.transforms.api", "jacobian"),
+    **{name: ("kiln.transforms.checkpoint", name)
+       for name in ("checkpoint", "remat", "checkpoint_name", "checkpoint_policies")},
+    **{name: ("kiln.staging", name) for name in ("make_jaxpr", "eval_shape", "ShapeDtypeStruct")},
+    "disable_jit": ("kiln.jit", "disable_jit"),
     "tree": ("kiln.tree", None),
     "tree_util": ("kiln.tree_util", None),
 }
@@ -39,7 +44,8 @@ __all__ = [
     "KilnError", "TracingError", "ConcretizationError", "NumpyOnTracerError", "CompileError",
     "register_pytree_node", "tree_flatten", "tree_leaves", "tree_map", "tree_unflatten",
     "grad", "value_and_grad", "jvp", "vjp", "jacfwd", "jacrev", "hessian", "vmap", "stop_gradient",
-    "custom_jvp", "custom_vjp", "tree", "tree_util",
+    "custom_jvp", "custom_vjp", "tree", "tree_util", "jacobian", "checkpoint", "remat", "checkpoint_name",
+    "checkpoint_policies", "make_jaxpr", "eval_shape", "ShapeDtypeStruct", "disable_jit",
 ]
 
 

@@ -1,7 +1,10 @@
 """kiln.jit: compile a plain function through the full path and run it in the C runtime."""
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
+import inspect
 from typing import Callable
 
 from .core.calls import plain_arity, positional_arguments
@@ -65,6 +68,8 @@ class Jitted:
         return traced
 
     def __call__(self, *args, **kwargs):
+        if _jit_disabled.get():
+            return self.fn(*args, **kwargs)
         if kwargs or len(args) != self._plain_arity:
             args = positional_arguments(self.name, self.fn, args, kwargs)
         dynamic, statics = split_static(args, self.static_argnums)
@@ -114,9 +119,15 @@ def _compile_traced(name: str, traced: TracedFunction, limits=None):
     return lambda arrays: context.invoke("main", arrays)
 
 
-def jit(fn: Callable | None = None, *, static_argnums=(), timeout: float | None = None,
+def jit(fn: Callable | None = None, *, static_argnums=(), static_argnames=(), donate_argnums=(),
+        donate_argnames=(), keep_unused: bool = False, inline: bool = False, timeout: float | None = None,
         max_steps: int | None = None):
     """Compiles fn for each abstract signature it is called with; usable as @jit or @jit(...).
+
+    static_argnums / static_argnames: arguments (by position or by name; each also found from the other through
+    fn's signature, as in JAX) that are Python values fixed at trace time: hashable, part of the cache key.
+    donate_argnums / donate_argnames, keep_unused and inline are accepted for JAX code and checked, with no
+    effect: kiln never writes into its callers' arrays, so a donated argument stays valid.
 
     timeout (seconds) and max_steps (bytecode instructions) bound each call made from Python:
     a call past either raises KilnRuntimeError DEADLINE_EXCEEDED (kiln.vm.runtime.Context.set_limits).
@@ -128,7 +139,77 @@ def jit(fn: Callable | None = None, *, static_argnums=(), timeout: float | None 
         from kiln.vm.runtime import CallLimits
 
         limits = CallLimits(timeout, max_steps)
+
+    def make(f):
+        static = _static_positions(f, static_argnums, static_argnames, "static")
+        _static_positions(f, donate_argnums, donate_argnames, "donate")
+        return Jitted(f, static, limits=limits)
+
     if fn is None:
-        return lambda f: Jitted(f, static_argnums, limits=limits)
-    return Jitted(fn, static_argnums, limits=limits)
+        return make
+    return make(fn)
+
+
+def _as_tuple(value, kind) -> tuple:
+    if value is None:
+        return ()
+    if isinstance(value, kind):
+        return (value,)
+    return tuple(value)
+
+
+def _static_positions(fn, argnums, argnames, what: str) -> tuple[int, ...]:
+    """The positions of fn's {what}_argnums and {what}_argnames together (each name found in fn's signature)."""
+    name = getattr(fn, "__name__", type(fn).__name__)
+    nums = _as_tuple(argnums, int)
+    names = _as_tuple(argnames, str)
+    for i in nums:
+        if isinstance(i, bool) or not isinstance(i, int):
+            raise TypeError(f"jit of {name}: {what}_argnums must be ints; got {i!r}")
+    for n in names:
+        if not isinstance(n, str):
+            raise TypeError(f"jit of {name}: {what}_argnames must be strings; got {n!r}")
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        params = None
+    if params is None:
+        if names:
+            raise TypeError(f"jit of {name}: {what}_argnames needs a function whose signature can be read")
+        return nums
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    has_var_positional = any(p.kind == p.VAR_POSITIONAL for p in params)
+    out = []
+    for i in nums:
+        if i < 0:
+            if has_var_positional:
+                raise ValueError(f"jit of {name}: negative {what}_argnums {i} with *args in the signature")
+            i += len(positional)
+        if i < 0 or (i >= len(positional) and not has_var_positional):
+            raise ValueError(f"jit of {name}: {what}_argnums {i} is out of range; it takes {len(positional)} "
+                             "positional arguments")
+        out.append(i)
+    for n in names:
+        if n in positional:
+            out.append(positional.index(n))
+        elif any(p.name == n for p in params):
+            raise ValueError(f"jit of {name}: {what}_argnames {n!r} is a keyword-only argument; kiln.jit takes "
+                             "static arguments by position: make it positional")
+        else:
+            raise ValueError(f"jit of {name}: {what}_argnames {n!r} is not an argument of {name} "
+                             f"({', '.join(p.name for p in params)})")
+    return tuple(sorted(set(out)))
+
+
+_jit_disabled: contextvars.ContextVar[bool] = contextvars.ContextVar("kiln_jit_disabled", default=False)
+
+
+@contextlib.contextmanager
+def disable_jit(disable: bool = True):
+    """Within it, kiln.jit functions run their Python eagerly (for debugging with print and pdb), as JAX's."""
+    token = _jit_disabled.set(bool(disable))
+    try:
+        yield
+    finally:
+        _jit_disabled.reset(token)
 

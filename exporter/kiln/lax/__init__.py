@@ -37,3 +37,10 @@ from .math_prims import atan2, clamp, erf, erfc, integer_pow, rem, rsqrt  # noqa
 
 __all__ += ["math_prims", "atan2", "clamp", "erf", "erfc", "integer_pow", "rem", "rsqrt"]
 from . import linalg  # noqa: E402,F401
+from .api import (  # noqa: E402
+    Precision, canonicalize_precision, dot, reduce_window_shape_tuple, stop_gradient,
+)
+from .conv import conv_general_shape_tuple, conv_shape_tuple, conv_transpose, conv_transpose_shape_tuple  # noqa: E402
+
+__all__ += ["Precision", "canonicalize_precision", "dot", "reduce_window_shape_tuple", "stop_gradient",
+            "conv_transpose", "conv_shape_tuple", "conv_general_shape_tuple", "conv_transpose_shape_tuple"]

@@ -1,4 +1,7 @@
-"""The user-facing transformations: grad, value_and_grad, jvp, vjp, jacfwd, jacrev, hessian, vmap."""
+"""The user-facing transformations: grad, value_and_grad, jvp, vjp, jacfwd, jacrev (jacobian), hessian, vmap.
+
+As in JAX, keyword arguments of a call to grad(f), value_and_grad(f), jacfwd(f), jacrev(f) and hessian(f) are
+passed to f and not differentiated."""
 from __future__ import annotations
 
 import functools
@@ -29,6 +32,23 @@ def _name(fn) -> str:
 
 def _argnums(argnums) -> tuple[int, ...]:
     return (argnums,) if isinstance(argnums, int) else tuple(argnums)
+
+
+def _with_kwargs(fn, kwargs: dict):
+    """fn with the call's keyword arguments bound (they are not differentiated); keeps fn's name for messages."""
+    if not kwargs:
+        return fn
+    bound = functools.partial(fn, **kwargs)
+    bound.__name__ = _name(fn)
+    return bound
+
+
+def _split_aux(where: str, fn, out):
+    """(value, aux) of a has_aux function's output, or a TypeError naming fn."""
+    if not (isinstance(out, (tuple, list)) and len(out) == 2):
+        raise TypeError(f"{where} of {_name(fn)} with has_aux=True: fn must return a pair (output, aux); got "
+                        f"{type(out).__name__}")
+    return out[0], out[1]
 
 
 def _select_args(fn, args, nums, where):
@@ -72,8 +92,8 @@ def value_and_grad(fn: Callable, argnums=0, has_aux: bool = False) -> Callable:
     nums = _argnums(argnums)
 
     @_wraps(fn)
-    def wrapped(*args):
-        leaves, tree, call = _select_args(fn, args, nums, "grad")
+    def wrapped(*args, **kwargs):
+        leaves, tree, call = _select_args(_with_kwargs(fn, kwargs), args, nums, "grad")
         _check_float_inputs("grad", fn, leaves, f"input leaf {{k}} of argnums {argnums}")
         aux_tree = []
 
@@ -81,9 +101,7 @@ def value_and_grad(fn: Callable, argnums=0, has_aux: bool = False) -> Callable:
             out = call(*xs)
             aux_leaves = []
             if has_aux:
-                if not (isinstance(out, (tuple, list)) and len(out) == 2):
-                    raise TypeError(f"grad of {_name(fn)} with has_aux=True: fn must return (value, aux)")
-                out, aux = out
+                out, aux = _split_aux("grad", fn, out)
                 aux_leaves, aux_def = tree_flatten(aux)
                 aux_tree.append(aux_def)
             out = asarray(out)
@@ -112,8 +130,8 @@ def grad(fn: Callable, argnums=0, has_aux: bool = False) -> Callable:
     value_and_grad_fn = value_and_grad(fn, argnums, has_aux)
 
     @_wraps(fn)
-    def wrapped(*args):
-        value, g = value_and_grad_fn(*args)
+    def wrapped(*args, **kwargs):
+        value, g = value_and_grad_fn(*args, **kwargs)
         return (g, value[1]) if has_aux else g
 
     return wrapped
@@ -158,7 +176,7 @@ def vjp(fn: Callable, *primals, has_aux: bool = False):
     def flat_fn(*xs):
         out = fn(*tree_unflatten(p_tree, xs))
         if has_aux:
-            out, aux = out
+            out, aux = _split_aux("vjp", fn, out)
             aux_leaves, aux_def = tree_flatten(aux)
             aux_tree.append(aux_def)
         leaves, treedef = tree_flatten(out)
@@ -283,13 +301,21 @@ def _move_first_to_last(x):
     return transpose(x, tuple(range(1, nd)) + (0,)) if nd > 1 else x
 
 
-def jacfwd(fn: Callable, argnums=0) -> Callable:
-    """The Jacobian by forward mode: vmap of jvp over each input leaf's standard basis."""
+def jacfwd(fn: Callable, argnums=0, has_aux: bool = False) -> Callable:
+    """The Jacobian by forward mode: vmap of jvp over each input leaf's standard basis.
+
+    has_aux=True: fn returns (output, aux) and the result is (Jacobian, aux); aux comes from one more call of fn
+    at the primal arguments (under jit the compiler shares it with the Jacobian's forward pass)."""
     nums = _argnums(argnums)
 
     @_wraps(fn)
-    def wrapped(*args):
-        leaves, in_tree, call = _select_args(fn, args, nums, "jacfwd")
+    def wrapped(*args, **kwargs):
+        if has_aux:
+            main = _with_kwargs(fn, kwargs)
+            aux = _split_aux("jacfwd", fn, main(*args))[1]
+            primary = _wraps(fn)(lambda *a: _split_aux("jacfwd", fn, main(*a))[0])
+            return jacfwd(primary, argnums)(*args), aux
+        leaves, in_tree, call = _select_args(_with_kwargs(fn, kwargs), args, nums, "jacfwd")
         _check_float_inputs("jacfwd", fn, leaves, f"input leaf {{k}} of argnums {argnums}")
         out_tree: list = []
         flat_fn = _flat_output(lambda *xs: call(*xs), in_tree, out_tree)
@@ -312,16 +338,28 @@ def jacfwd(fn: Callable, argnums=0) -> Callable:
     return wrapped
 
 
-def jacrev(fn: Callable, argnums=0) -> Callable:
-    """The Jacobian by reverse mode: vmap of vjp over each output leaf's standard basis."""
+def jacrev(fn: Callable, argnums=0, has_aux: bool = False) -> Callable:
+    """The Jacobian by reverse mode: vmap of vjp over each output leaf's standard basis.
+
+    has_aux=True: fn returns (output, aux) and the result is (Jacobian, aux)."""
     nums = _argnums(argnums)
 
     @_wraps(fn)
-    def wrapped(*args):
-        leaves, in_tree, call = _select_args(fn, args, nums, "jacrev")
+    def wrapped(*args, **kwargs):
+        leaves, in_tree, call = _select_args(_with_kwargs(fn, kwargs), args, nums, "jacrev")
         _check_float_inputs("jacrev", fn, leaves, f"input leaf {{k}} of argnums {argnums}")
         out_tree: list = []
-        outs, _, flat_vjp = vjp_flat(_flat_output(lambda *xs: call(*xs), in_tree, out_tree), leaves)
+        aux_tree: list = []
+        flat_fn = _flat_output(lambda *xs: call(*xs), in_tree, out_tree)
+        if has_aux:
+            def flat_fn(*xs):
+                out, aux = _split_aux("jacrev", fn, call(*tree_unflatten(in_tree, xs)))
+                aux_leaves, aux_def = tree_flatten(aux)
+                aux_tree.append(aux_def)
+                out_leaves, treedef = tree_flatten(out)
+                out_tree.append(treedef)
+                return [asarray(x) for x in out_leaves], aux_leaves
+        outs, aux, flat_vjp = vjp_flat(flat_fn, leaves, has_aux=has_aux)
         per_output = []
         for k, y in enumerate(outs):
             shape = get_aval(y).shape
@@ -336,9 +374,13 @@ def jacrev(fn: Callable, argnums=0) -> Callable:
             rows = vmap_flat(pull, [basis], [0], _OutAxes(0, []), m)
             per_output.append([reshape(r, shape + get_aval(x).shape) for r, x in zip(rows, leaves)])
         per_input = [[per_output[o][i] for o in range(len(outs))] for i in range(len(leaves))]
-        return _assemble(out_tree[-1], in_tree, per_input, argnums)
+        jac = _assemble(out_tree[-1], in_tree, per_input, argnums)
+        return (jac, tree_unflatten(aux_tree[-1], aux)) if has_aux else jac
 
     return wrapped
+
+
+jacobian = jacrev
 
 
 def _assemble(out_tree, in_tree, per_input, argnums):
@@ -351,6 +393,6 @@ def _assemble(out_tree, in_tree, per_input, argnums):
     return tree_unflatten(out_tree, blocks)
 
 
-def hessian(fn: Callable, argnums=0) -> Callable:
-    """The Hessian of a scalar fn: jacfwd of jacrev."""
-    return jacfwd(jacrev(fn, argnums), argnums)
+def hessian(fn: Callable, argnums=0, has_aux: bool = False) -> Callable:
+    """The Hessian of a scalar fn: jacfwd of jacrev (with has_aux=True, (Hessian, aux))."""
+    return jacfwd(jacrev(fn, argnums, has_aux=has_aux), argnums, has_aux=has_aux)
