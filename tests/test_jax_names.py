@@ -69,6 +69,14 @@ def test_has_aux_on_jacfwd_jacrev_hessian_and_vjp():
     hess, aux = kiln.hessian(lambda v: (knp.sum(v ** 3), knp.max(v)), has_aux=True)(np.array([1.0, 2.0]))
     np.testing.assert_allclose(hess, np.diag([6.0, 12.0]), rtol=1e-12)
     assert float(aux) == 2.0
+    x = np.array([0.0, 1.0])
+    out, tangent, aux = kiln.jvp(lambda v: (knp.sin(v), (knp.cos(v), knp.argmax(v))), (x,), (np.ones(2),),
+                                 has_aux=True)
+    check_like_numpy([out, tangent, aux[0], aux[1]], [np.sin(x), np.cos(x), np.cos(x), np.argmax(x)])
+    out, tangent, aux = kiln.jit(lambda v: kiln.jvp(lambda u: (u * u, {"c": knp.cos(u)}), (v,), (v,), has_aux=True))(x)
+    check_like_numpy([out, tangent, aux["c"]], [x * x, 2 * x * x, np.cos(x)])
+    with pytest.raises(TypeError, match="jvp of <lambda> with has_aux=True: fn must return a pair"):
+        kiln.jvp(lambda v: v, (x,), (x,), has_aux=True)
     out, vjp_fn, aux = kiln.vjp(with_aux, W, has_aux=True)
     np.testing.assert_allclose(vjp_fn(np.ones_like(out))[0], numerical_grad(lambda w: np.sum(np.tanh(X @ w)), W),
                                rtol=1e-7)

@@ -146,8 +146,16 @@ def _flat_output(fn, in_tree, out_tree: list):
     return flat_fn
 
 
-def jvp(fn: Callable, primals: Sequence, tangents: Sequence):
-    """(fn(*primals), the derivative of fn at primals along tangents)."""
+def jvp(fn: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = False):
+    """(fn(*primals), the derivative of fn at primals along tangents); with has_aux=True fn returns
+    (output, aux) and the result is (output, tangent, aux)."""
+    if has_aux:
+        def with_aux(*args):
+            return _split_aux("jvp", fn, fn(*args))
+
+        with_aux.__name__ = _name(fn)
+        (out, aux), (tangent, _) = jvp(with_aux, primals, tangents)
+        return out, tangent, aux
     p_leaves, p_tree = tree_flatten(tuple(primals))
     try:
         t_leaves = treedef_flatten_up_to(p_tree, tuple(tangents))
