@@ -159,6 +159,44 @@ def test_triangular_solve_forward_mode_and_vmap():
                                [sl.solve_triangular(x, b, lower=True) for x in as_], atol=1e-12)
 
 
+# ---- blocked variants (more than 32 rows: panels of 16) ------------------------------------------------
+
+@pytest.mark.parametrize("left_side,lower,transpose_a,unit_diagonal", FLAGS)
+def test_blocked_triangular_solve_every_flag(left_side, lower, transpose_a, unit_diagonal):
+    a, b = _triangular_operands(np.random.default_rng(21), (2,), 37, 3, left_side)
+    a += 5 * np.eye(37)
+    flags = dict(left_side=left_side, lower=lower, transpose_a=transpose_a, unit_diagonal=unit_diagonal)
+    want = batched(lambda x, y: scipy_triangular_solve(x, y, **flags), a, b)
+    check_like_numpy(lax_linalg.triangular_solve(a, b, **flags), want, 1e-10)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_blocked_cholesky_and_solve_under_jit(dtype):
+    rng = np.random.default_rng(22)
+    x = spd(rng, (2, 50, 50), dtype)
+    x[1] -= 3 * np.eye(50, dtype=dtype)  # not positive definite
+    b = rng.standard_normal((2, 50, 2)).astype(dtype)
+
+    def fn(a, y):
+        factor = lax_linalg.cholesky(a)
+        return factor, lax_linalg.triangular_solve(factor[:1], y[:1], left_side=True, lower=True)
+
+    for factor, solved in (fn(x, b), kiln.jit(fn)(x, b)):
+        want = np.linalg.cholesky(x[0].astype(np.float64))
+        np.testing.assert_allclose(np.asarray(factor[0], np.float64), want, rtol=TOL[dtype] * 10, atol=TOL[dtype] * 10)
+        assert np.isnan(factor[1]).all()
+        np.testing.assert_allclose(np.asarray(solved[0], np.float64), sl.solve_triangular(want, b[0], lower=True),
+                                   rtol=TOL[dtype] * 20, atol=TOL[dtype] * 20)
+
+
+def test_blocked_cholesky_gradient():
+    rng = np.random.default_rng(23)
+    x, w = spd(rng, (34, 34)), rng.standard_normal((34, 34))
+    got = kiln.grad(lambda a: knp.sum(lax_linalg.cholesky(a) * w))(x)
+    want = numerical_grad(lambda a: np.sum(np.linalg.cholesky((a + a.T) / 2) * w), x)
+    np.testing.assert_allclose(got, want, atol=1e-6)
+
+
 # ---- lax.linalg.lu --------------------------------------------------------------------------------
 
 def scipy_lu(x):
@@ -300,10 +338,14 @@ def test_numpy_solve_inv_det_slogdet(dtype):
     rng = np.random.default_rng(13)
     a, b = general(rng, (2, 4, 4), dtype), rng.standard_normal((2, 4, 3)).astype(dtype)
     tol = TOL[dtype] * 10
-    eager_and_jit(knp.linalg.solve, np.linalg.solve, a, b, tol=tol)
-    eager_and_jit(knp.linalg.inv, np.linalg.inv, a, tol=tol)
-    eager_and_jit(knp.linalg.det, np.linalg.det, a, tol=tol)
-    eager_and_jit(lambda x: tuple(knp.linalg.slogdet(x)), lambda x: tuple(np.linalg.slogdet(x)), a, tol=tol)
+
+    def kfn(x, y):
+        return knp.linalg.solve(x, y), knp.linalg.inv(x), knp.linalg.det(x), *knp.linalg.slogdet(x)
+
+    def nfn(x, y):
+        return np.linalg.solve(x, y), np.linalg.inv(x), np.linalg.det(x), *np.linalg.slogdet(x)
+
+    eager_and_jit(kfn, nfn, a, b, tol=tol)
 
 
 @pytest.mark.parametrize("a_shape,b_shape", [((4, 4), (4,)), ((2, 4, 4), (4,)), ((4, 4), (2, 4, 3)),
@@ -324,10 +366,9 @@ def test_numpy_solve_b_that_numpy2_rejects():
 
 def test_numpy_dtypes_follow_numpy():
     ia = np.array([[2, 1], [1, 3]], np.int32)
-    for name in ("inv", "det", "cholesky"):
-        got, want = getattr(knp.linalg, name)(ia), getattr(np.linalg, name)(ia)
-        check_like_numpy(got, want, 1e-12)
-        check_like_numpy(kiln.jit(getattr(knp.linalg, name))(ia), want, 1e-12)
+    names = ("inv", "det", "cholesky")
+    eager_and_jit(lambda x: [getattr(knp.linalg, n)(x) for n in names],
+                  lambda x: [getattr(np.linalg, n)(x) for n in names], ia, tol=1e-12)
     check_like_numpy(knp.linalg.solve(ia, np.array([1, 2])), np.linalg.solve(ia, np.array([1, 2])), 1e-12)
     assert knp.linalg.matrix_power(ia, 3).dtype == np.linalg.matrix_power(ia, 3).dtype
     assert knp.linalg.inv(ia.astype(np.float32)).dtype == np.float32
@@ -356,21 +397,23 @@ def test_numpy_tensorsolve_and_tensorinv():
     b = rng.standard_normal((2, 3))
     eager_and_jit(knp.linalg.tensorsolve, np.linalg.tensorsolve, a, b, tol=1e-10)
     c = rng.standard_normal((4, 6, 8, 3)) + np.eye(24).reshape(4, 6, 8, 3)
-    eager_and_jit(knp.linalg.tensorinv, np.linalg.tensorinv, c, tol=1e-10)
-    eager_and_jit(lambda x: knp.linalg.tensorinv(x, ind=1), lambda x: np.linalg.tensorinv(x, ind=1),
-                  c.reshape(24, 4, 6), tol=1e-10)
+    check_like_numpy(knp.linalg.tensorinv(c), np.linalg.tensorinv(c), 1e-10)
+    check_like_numpy(knp.linalg.tensorinv(c.reshape(24, 4, 6), ind=1), np.linalg.tensorinv(c.reshape(24, 4, 6), ind=1),
+                     1e-10)
     d = rng.standard_normal((6, 2, 3)) + np.eye(6).reshape(6, 2, 3)
-    eager_and_jit(lambda x, y: knp.linalg.tensorsolve(x, y, axes=(0,)),
-                  lambda x, y: np.linalg.tensorsolve(x, y, axes=(0,)), d, b, tol=1e-10)
+    check_like_numpy(knp.linalg.tensorsolve(d, b, axes=(0,)), np.linalg.tensorsolve(d, b, axes=(0,)), 1e-10)
 
 
 def test_numpy_singular_input():
     s = np.array([[1.0, 2.0], [2.0, 4.0]])
-    for fn in (lambda x: x, kiln.jit):
-        sign, logabsdet = fn(knp.linalg.slogdet)(s)
-        assert float(sign) == 0.0 and np.signbit(sign) == False and logabsdet == -np.inf  # noqa: E712
-        assert float(fn(knp.linalg.det)(s)) == 0.0
-        assert not np.isfinite(fn(knp.linalg.inv)(s)).all()
+
+    def fn(x):
+        return knp.linalg.slogdet(x), knp.linalg.det(x), knp.linalg.inv(x)
+
+    for (sign, logabsdet), det, inverse in (fn(s), kiln.jit(fn)(s)):
+        assert float(sign) == 0.0 and not np.signbit(sign) and logabsdet == -np.inf
+        assert float(det) == 0.0
+        assert not np.isfinite(inverse).all()
     assert np.isnan(knp.linalg.cholesky(-np.eye(2))).all()
 
 

@@ -58,6 +58,9 @@ def _expand(x, shape):
     return api.broadcast_in_dim(x, shape, tuple(range(len(shape))))
 
 
+_BLOCK = 16  # rows/columns per step of the blocked algorithms (used above 2 * _BLOCK)
+
+
 def _full(shape, value, dtype):
     return api.broadcast_in_dim(np.asarray(value, dtype), shape, ())
 
@@ -122,8 +125,8 @@ def _batch_to_front(values, dims, axis_size):
 # ---- cholesky --------------------------------------------------------------------------------------
 
 def _cholesky_columns(x):
-    """Left-looking Cholesky of the lower triangle of x: column j of L is
-    (x[:, j] - L @ L[j, :]^T) scaled by 1/sqrt of its diagonal entry; all NaN unless positive definite."""
+    """Left-looking Cholesky of the lower triangle of x: column j of L is (x[:, j] - L @ L[j, :]^T) scaled
+    by 1/sqrt of its diagonal entry (NaN where that entry is not positive)."""
     shape = _shape(x)
     n = shape[-1]
     rows = _index_grid(shape[:-1] + (1,), len(shape) - 2)
@@ -134,15 +137,65 @@ def _cholesky_columns(x):
         col = api.select(api.gt(rows, j), api.div(v, d), api.select(api.eq(rows, j), d, 0))
         return api.dynamic_update_slice_in_dim(factor, col, j, axis=len(shape) - 1)
 
-    factor = fori_loop(0, n, column, api.broadcast_in_dim(np.zeros((), _dtype(x)), shape, ()))
-    diagonal = api.reduce_sum(api.select(triangle_mask(shape, True, 0), api.select(triangle_mask(shape, False, 0),
-                                                                                    factor, 0), 0), (len(shape) - 1,))
+    return fori_loop(0, n, column, _full(shape, 0, _dtype(x)))
+
+
+def _cholesky_blocked(x):
+    """Left-looking Cholesky by panels of _BLOCK columns: panel = x[:, k] - L @ L[k, :]^T (one matrix
+    product), its diagonal block factored by _cholesky_columns, the rows below multiplied by that
+    factor's inverse transpose: n / _BLOCK outer steps, each with two _BLOCK-step loops on small blocks."""
+    shape = _shape(x)
+    batch, n, dtype = shape[:-2], shape[-1], _dtype(x)
+    nd = len(shape)
+    size = _BLOCK
+    nb = -(-n // size)
+    padded = nb * size
+    if padded != n:
+        x = api.add(pad(x, np.zeros((), dtype), [(0, 0, 0)] * (nd - 2) + [(0, padded - n, 0)] * 2),
+                    _padding_identity(batch, n, padded, dtype))
+    full = batch + (padded, size)
+    rows = _index_grid(full, nd - 2)
+    identity = _identity(batch, size, dtype)
+
+    def panel_step(k, factor):
+        start = api.mul(k, np.int32(size))
+        panel = api.sub(api.dynamic_slice_in_dim(x, start, size, axis=nd - 1),
+                        matmul(factor, swap_last(api.dynamic_slice_in_dim(factor, start, size, axis=nd - 2))))
+        block = _cholesky_columns(api.dynamic_slice_in_dim(panel, start, size, axis=nd - 2))
+        inverse = _substitute(block, identity, lower=True, unit_diagonal=False)
+        below = matmul(panel, swap_last(inverse))
+        placed = api.dynamic_update_slice_in_dim(_full(full, 0, dtype), block, start, axis=nd - 2)
+        end = api.add(start, np.int32(size))
+        column = api.select(api.lt(rows, start), _full(full, 0, dtype),
+                            api.select(api.lt(rows, _expand_scalar(end, full)), placed, below))
+        return api.dynamic_update_slice_in_dim(factor, column, start, axis=nd - 1)
+
+    factor = fori_loop(0, nb, panel_step, _full(batch + (padded, padded), 0, dtype))
+    return slice_(factor, (0,) * nd, shape) if padded != n else factor
+
+
+def _expand_scalar(v, shape):
+    return api.broadcast_in_dim(v, shape, ())
+
+
+def _nan_unless_positive_diagonal(factor):
+    """factor, or all NaN for each matrix whose diagonal is not all positive (JAX's failed Cholesky)."""
+    shape = _shape(factor)
+    nd = len(shape)
+    diagonal = api.reduce_sum(api.select(api.eq(_index_grid(shape, nd - 2), _index_grid(shape, nd - 1)), factor,
+                                         _full(shape, 0, _dtype(factor))), (nd - 1,))
     failures = api.select(api.gt(diagonal, 0), _full(_shape(diagonal), 0, _I32), _full(_shape(diagonal), 1, _I32))
-    failed = api.broadcast_in_dim(api.reduce_sum(failures, (len(shape) - 2,)), shape, tuple(range(len(shape) - 2)))
-    return api.select(api.gt(failed, 0), _full(shape, np.nan, _dtype(x)), factor)
+    failed = api.broadcast_in_dim(api.reduce_sum(failures, (nd - 2,)), shape, tuple(range(nd - 2)))
+    return api.select(api.gt(failed, 0), _full(shape, np.nan, _dtype(factor)), factor)
 
 
-cholesky_p = composite_primitive("cholesky", _cholesky_columns)
+def _cholesky_impl(x):
+    """Cholesky of x's lower triangle (blocked above 2 * _BLOCK columns); all NaN unless positive definite."""
+    blocked = _shape(x)[-1] > 2 * _BLOCK
+    return _nan_unless_positive_diagonal(_cholesky_blocked(x) if blocked else _cholesky_columns(x))
+
+
+cholesky_p = composite_primitive("cholesky", _cholesky_impl)
 
 
 def cholesky(x, *, symmetrize_input: bool = True):
@@ -200,6 +253,61 @@ def _substitute(a, b, *, lower, unit_diagonal):
     return fori_loop(0, m, row, api.broadcast_in_dim(np.zeros((), _dtype(b)), _shape(b), ()))
 
 
+def _diagonal_blocks(t, size):
+    """The (size x size) diagonal blocks of every matrix in t (..., n, n), n a multiple of size:
+    shape (..., n // size, size, size)."""
+    shape = _shape(t)
+    batch, nb = shape[:-2], shape[-1] // size
+    k = len(batch)
+    tiles = api.transpose(api.reshape(t, batch + (nb, size, nb, size)), tuple(range(k)) + (k, k + 2, k + 1, k + 3))
+    tiles_shape = batch + (nb, nb, size, size)
+    on_diagonal = api.eq(_index_grid(tiles_shape, k), _index_grid(tiles_shape, k + 1))
+    return api.reduce_sum(api.select(on_diagonal, tiles, _full(tiles_shape, 0, _dtype(t))), (k + 1,))
+
+
+def _substitute_blocked(a, b, *, lower, unit_diagonal):
+    """_substitute by blocks of _BLOCK rows: the diagonal blocks are inverted first (one batched
+    substitution of _BLOCK steps), then each block of x is inv(a_kk) @ (b_k - a[k, :] @ x), rows not yet
+    solved being zero: n / _BLOCK + _BLOCK loop steps instead of n, each a matrix product."""
+    shape_a, shape_b = _shape(a), _shape(b)
+    batch, m, dtype = shape_a[:-2], shape_a[-1], _dtype(a)
+    nd = len(shape_a)
+    size = _BLOCK
+    nb = -(-m // size)
+    padded = nb * size
+    t = api.select(triangle_mask(shape_a, lower, 0), a, _full(shape_a, 0, dtype))
+    if unit_diagonal:
+        t = api.add(api.select(triangle_mask(shape_a, lower, -1 if lower else 1), t, _full(shape_a, 0, dtype)),
+                    eye_like(t))
+    if padded != m:
+        config = [(0, 0, 0)] * (nd - 2)
+        t = api.add(pad(t, np.zeros((), dtype), config + [(0, padded - m, 0)] * 2),
+                    _padding_identity(batch, m, padded, dtype))
+        b = pad(b, np.zeros((), dtype), config + [(0, padded - m, 0), (0, 0, 0)])
+    identities = api.broadcast_in_dim(_identity((), size, dtype), batch + (nb, size, size), (nd - 1, nd))
+    inverses = _substitute(_diagonal_blocks(t, size), identities, lower=lower, unit_diagonal=False)
+    columns = _shape(b)[-1]
+
+    def block(step, x):
+        k = step if lower else api.sub(np.int32(nb - 1), step)
+        start = api.mul(k, np.int32(size))
+        rows = api.dynamic_slice_in_dim(t, start, size, axis=nd - 2)
+        rest = api.sub(api.dynamic_slice_in_dim(b, start, size, axis=nd - 2), matmul(rows, x))
+        inverse = api.reshape(api.dynamic_slice_in_dim(inverses, k, 1, axis=nd - 2), batch + (size, size))
+        return api.dynamic_update_slice_in_dim(x, matmul(inverse, rest), start, axis=nd - 2)
+
+    x = fori_loop(0, nb, block, _full(batch + (padded, columns), 0, dtype))
+    return slice_(x, (0,) * nd, shape_b) if padded != m else x
+
+
+def _padding_identity(batch, m, padded, dtype):
+    """Zeros of shape (..., padded, padded) with ones on the diagonal past row m."""
+    shape = batch + (padded, padded)
+    rows, cols = _index_grid(shape, len(shape) - 2), _index_grid(shape, len(shape) - 1)
+    past = api.select(api.eq(rows, cols), api.ge(rows, np.int32(m)), api.eq(rows, -1))
+    return api.select(past, _full(shape, 1, dtype), _full(shape, 0, dtype))
+
+
 def _triangular_solve_impl(a, b, *, left_side, lower, transpose_a, conjugate_a, unit_diagonal):
     if not left_side:  # x @ op(a) = b  <=>  op(a)^T @ x^T = b^T
         return swap_last(_triangular_solve_impl(a, swap_last(b), left_side=True, lower=lower,
@@ -207,6 +315,8 @@ def _triangular_solve_impl(a, b, *, left_side, lower, transpose_a, conjugate_a, 
                                                 unit_diagonal=unit_diagonal))
     if transpose_a:
         a, lower = swap_last(a), not lower
+    if _shape(a)[-1] > 2 * _BLOCK:
+        return _substitute_blocked(a, b, lower=lower, unit_diagonal=unit_diagonal)
     return _substitute(a, b, lower=lower, unit_diagonal=unit_diagonal)
 
 
