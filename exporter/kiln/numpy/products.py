@@ -176,6 +176,37 @@ def diag(v, k=0):
     return where(on, spread, np.zeros((), aval(x).dtype))
 
 
+_SUBLIST_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _sublist_form(args):
+    """numpy's sublist form, einsum(a, [0, 1], b, [1, 2], [0, 2]), as (subscripts string, operands):
+    labels 0-51 become letters, Ellipsis becomes '...'."""
+    args = list(args)
+    if len(args) < 2:
+        raise TypeError("einsum: the subscripts must be a string or the sublist form einsum(a, [0, 1], ...)")
+    terms, operands = [], []
+    while len(args) >= 2:
+        operands.append(args.pop(0))
+        terms.append(_sublist_labels(args.pop(0)))
+    out = "->" + _sublist_labels(args[0]) if args else ""
+    return ",".join(terms) + out, tuple(operands)
+
+
+def _sublist_labels(sublist):
+    if isinstance(sublist, str) or not hasattr(sublist, "__iter__"):
+        raise TypeError(f"einsum: in the sublist form each operand is followed by a list of labels, got {sublist!r}")
+    labels = []
+    for label in sublist:
+        if label is Ellipsis:
+            labels.append("...")
+        elif isinstance(label, (int, np.integer)) and not isinstance(label, bool) and 0 <= label < 52:
+            labels.append(_SUBLIST_LETTERS[int(label)])
+        else:
+            raise TypeError(f"einsum: sublist labels must be integers in [0, 52) or Ellipsis, got {label!r}")
+    return "".join(labels)
+
+
 def einsum(subscripts, *operands, optimize=None, precision=None, preferred_element_type=None):
     """numpy.einsum for explicit or implicit outputs, ellipses, and repeated (diagonal) labels; precision= and
     preferred_element_type= as jax.numpy's (_dot_options).
@@ -187,7 +218,7 @@ def einsum(subscripts, *operands, optimize=None, precision=None, preferred_eleme
     from .shape import transpose
 
     if not isinstance(subscripts, str):
-        raise TypeError("einsum: only the string form of subscripts is supported (e.g. 'ij,jk->ik')")
+        subscripts, operands = _sublist_form((subscripts, *operands))
     xs, finish = _dot_options("einsum", operands, precision, preferred_element_type)
     spec = subscripts.replace(" ", "")
     if "->" in spec:
