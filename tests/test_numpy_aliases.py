@@ -139,3 +139,16 @@ def test_asarray_copy_and_array_ndmin():
     with pytest.raises(ValueError, match="array: unable to avoid a copy"):
         knp.array([1.0], copy=False)
     assert knp.array(a, copy=False) is a and knp.array(a, copy=None) is a
+
+
+def test_dtype_names_and_constants():
+    for name in ("double", "single", "half", "int_", "intp", "intc", "longlong", "short", "byte", "ubyte"):
+        assert np.dtype(getattr(knp, name)) == np.dtype(getattr(np, name)), name
+    assert np.dtype(knp.float_) == np.float64
+    assert knp.issubdtype(np.float32, knp.floating) and not knp.issubdtype(np.float32, knp.complexfloating)
+    assert knp.euler_gamma == np.euler_gamma
+    for v in ([1], 1.0, np.ones(2), np.float32(1), "ab"):
+        assert knp.iterable(v) == np.iterable(v)
+    seen = []
+    kiln.jit(lambda a: seen.append((knp.iterable(a), knp.iterable(a[0]))) or a)(np.ones(2))
+    assert seen == [(True, False)]

@@ -264,3 +264,38 @@ def test_exported(tmp_path):
     a, b = np.array([12, -18, 0, 7], np.int32), np.array([8, 27, 5, 0], np.int32)
     eager_jit_and_kiln_run(lambda p, q: (knp.gcd(p, q), knp.lcm(p, q)), lambda p, q: (np.gcd(p, q), np.lcm(p, q)),
                            a, b, tmp_path=tmp_path)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16], ids=str)
+def test_nextafter_spacing(dtype):
+    """Exact (tol 0), subnormals, infinities and the largest float included."""
+    x = np.array([1.0, -1.0, 0.0, -0.0, 0.5, 3.0, 1e-310, 5e-324, np.inf, -np.inf, np.nan, 1.7976931348623157e308,
+                  2.0 ** -1022], dtype=np.float64)
+    y = np.array([2.0, -2.0, 1.0, -1.0, 0.0, -5.0, 0.0, 1.0, 0.0, 0.0, 1.0, np.inf, 0.0])
+    with np.errstate(over="ignore"):
+        x, y = x.astype(dtype), y.astype(dtype)
+    eager_and_jit(knp.nextafter, np.nextafter, x, y, tol=0)
+    # numpy's float16 spacing of a negative number is not away from zero (a numpy quirk); kiln's is
+    eager_and_jit(knp.spacing, np.spacing, np.abs(x) if dtype == np.float16 else x, tol=0)
+
+
+def test_small_math_additions():
+    x = _specials(np.float64)
+    eager_and_jit(knp.fabs, np.fabs, np.arange(-3, 3, dtype=np.int8))
+    eager_and_jit(knp.fabs, np.fabs, x)
+    eager_and_jit(knp.isposinf, np.isposinf, x)
+    eager_and_jit(knp.isneginf, np.isneginf, x)
+    eager_and_jit(knp.isneginf, np.isneginf, np.arange(3))
+    eager_and_jit(knp.bitwise_count, np.bitwise_count, np.array([-3, 7, -127, 0, 100], np.int8))
+    eager_and_jit(knp.bitwise_count, np.bitwise_count, np.array([-3, 7, 2 ** 62 + 5, 0, -100], np.int64))
+    eager_and_jit(knp.angle, np.angle, np.array([1, -2, 0]))
+    eager_and_jit(lambda z: knp.angle(z, deg=True), lambda z: np.angle(z, deg=True), np.array([-0.0, 1.0, -3.0], np.float32))
+    eager_and_jit(knp.unwrap, np.unwrap, np.array([0, 1, 5, 6, 12, 3.0]))
+    eager_and_jit(lambda p: knp.unwrap(p, period=4), lambda p: np.unwrap(p, period=4), np.array([0, 1, 5, 6, 12, 3]))
+    eager_and_jit(lambda p: knp.unwrap(p, discont=4, axis=0), lambda p: np.unwrap(p, discont=4, axis=0),
+                  random_array(RNG, (5, 3)) * 4)
+    with pytest.raises(TypeError, match="bitwise_count: only integer"):
+        knp.bitwise_count(np.ones(2))
+    f = lambda v: knp.sum(knp.unwrap(v * 3) ** 2 + knp.fabs(v))  # noqa: E731
+    v = np.array([0.3, -1.2, 2.5, 0.7, -0.4])
+    np.testing.assert_allclose(kiln.grad(f)(v), numerical_grad(f, v), rtol=1e-6, atol=1e-8)

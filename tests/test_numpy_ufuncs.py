@@ -28,7 +28,7 @@ def _numpy_at(name, a, indices, b=None):
 
 def test_objects_and_attributes():
     assert isinstance(knp.add, knp.ufunc) and isinstance(knp.sin, knp.ufunc)
-    for name in BINARY + ["sin", "exp", "isnan", "logical_not", "negative"]:
+    for name in BINARY + ["sin", "exp", "isnan", "logical_not", "negative", "fabs", "spacing", "nextafter", "bitwise_count"]:
         u, nu = getattr(knp, name), getattr(np, name)
         assert (u.nin, u.nout, u.nargs, u.__name__) == (nu.nin, nu.nout, nu.nargs, name)
         assert u.identity == nu.identity or (u.identity is None and nu.identity is None)

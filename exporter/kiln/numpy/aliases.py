@@ -186,6 +186,21 @@ def isdtype(dtype, kind):
     return False
 
 
+# numpy's other names for kiln's dtypes, and its abstract types (for issubdtype)
+double, single, half = np.float64, np.float32, np.float16
+float_ = np.float64
+int_, intp, intc, longlong, short, byte, ubyte = np.int64, np.int64, np.int32, np.int64, np.int16, np.int8, np.uint8
+character, flexible, complexfloating = np.character, np.flexible, np.complexfloating
+euler_gamma = np.euler_gamma
+
+
+def iterable(y):
+    """numpy.iterable: whether y can be iterated (a traced array can when it has at least one dimension)."""
+    if isinstance(y, Tracer):
+        return y.aval.ndim > 0
+    return bool(np.iterable(y))
+
+
 class ndarray(abc.ABC):  # noqa: N801  (numpy's name)
     """The array type for isinstance checks, as jax.Array is for JAX: eager results (numpy arrays) and
     traced arrays are instances. Other array types register themselves (ndarray.register(cls))."""
@@ -199,4 +214,6 @@ __all__ = [
     "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "pow", "bitwise_left_shift", "bitwise_right_shift",
     "bitwise_invert", "concat", "permute_dims", "unstack", "vecdot", "matvec", "vecmat", "result_type",
     "promote_types", "can_cast", "isscalar", "iscomplexobj", "isrealobj", "iscomplex", "isreal", "isdtype", "ndarray",
+    "double", "single", "half", "float_", "int_", "intp", "intc", "longlong", "short", "byte", "ubyte", "character",
+    "flexible", "complexfloating", "euler_gamma", "iterable",
 ]

@@ -13,7 +13,7 @@ import numpy as np
 from ..core import dtypes
 from ..lax import control_flow, prims
 from ..lax.math_prims import P
-from ._base import aval, broadcast_all, convert, promote
+from ._base import asarray, aval, broadcast_all, convert, normalize_axes, promote
 from .elementwise import _float_operands, _full
 from .math import _full_bool, _integer_operands
 
@@ -284,8 +284,134 @@ def i0(x):
     return convert(_select(small, total, asymptotic), out_dtype)
 
 
+def fabs(x):
+    """numpy.fabs: the absolute value as a float (integer inputs become numpy's float dtype)."""
+    (a,) = _float_operands("fabs", x)
+    return prims.abs.bind(a)
+
+
+def isposinf(x):
+    """numpy.isposinf: x == +inf (False for integers and booleans)."""
+    (a,) = promote(x)
+    if not dtypes.is_float(aval(a).dtype):
+        return _full_bool(a, False)
+    return prims.eq.bind(a, _full(a, np.inf))
+
+
+def isneginf(x):
+    """numpy.isneginf: x == -inf (False for integers and booleans)."""
+    (a,) = promote(x)
+    if not dtypes.is_float(aval(a).dtype):
+        return _full_bool(a, False)
+    return prims.eq.bind(a, _full(a, -np.inf))
+
+
+def _mantissa_bits(dtype) -> int:
+    from .introspection import finfo
+
+    return int(finfo(dtype).nmant) + 1
+
+
+def _smallest_subnormal(dtype) -> float:
+    from .introspection import finfo
+
+    info = finfo(dtype)
+    return float(2.0 ** (int(info.minexp) - int(info.nmant)))
+
+
+def nextafter(x1, x2):
+    """numpy.nextafter: the next float after x1 toward x2 in x1's dtype, built from its exponent (frexp) and
+    the dtype's mantissa width; subnormals included, as numpy."""
+    a, b = _float_pair("nextafter", x1, x2)
+    d = aval(a).dtype
+    _, exponent = frexp(a)
+    mantissa, _ = frexp(prims.abs.bind(a))
+    shift = prims.sub.bind(convert(exponent, np.int64), _full(convert(exponent, np.int64), _mantissa_bits(d)))
+    away = _times_power_of_two(_full(convert(a, np.float64), 1.0), shift)
+    at_power_of_two = prims.eq.bind(mantissa, _full(mantissa, 0.5))
+    toward = _select(at_power_of_two, prims.mul.bind(away, _full(away, 0.5)), away)
+    tiny = _smallest_subnormal(d)
+    away = prims.max.bind(away, _full(away, tiny))
+    toward = prims.max.bind(toward, _full(toward, tiny))
+    outward = prims.eq.bind(prims.gt.bind(b, a), prims.gt.bind(a, _full(a, 0.0)))
+    step = convert(_select(outward, away, toward), d)
+    moved = _select(prims.gt.bind(b, a), prims.add.bind(a, step), prims.sub.bind(a, step))
+    from_zero = _select(prims.gt.bind(b, a), _full(a, tiny), _full(a, -tiny))
+    out = _select(prims.eq.bind(a, _full(a, 0.0)), from_zero, moved)
+    from .introspection import finfo
+
+    largest = float(finfo(d).max)
+    out = _select(_is_inf(a), _select(prims.gt.bind(a, _full(a, 0.0)), _full(a, largest), _full(a, -largest)), out)
+    out = _select(prims.eq.bind(a, b), b, out)
+    return _select(P["or"].bind(_is_nan(a), _is_nan(b)), prims.add.bind(a, b), out)
+
+
+def spacing(x):
+    """numpy.spacing: the distance from x to the next float away from zero (negative for x < 0; NaN for
+    infinities)."""
+    (a,) = _float_operands("spacing", x)
+    direction = _select(prims.lt.bind(a, _full(a, 0.0)), _full(a, -np.inf), _full(a, np.inf))
+    out = prims.sub.bind(nextafter(a, direction), a)
+    return _select(_is_inf(a), _full(a, np.nan), out)
+
+
+def bitwise_count(x):
+    """numpy.bitwise_count: the number of 1 bits in |x| (uint8)."""
+    (a,) = _integer_operands("bitwise_count", x)
+    if dtypes.is_bool(aval(a).dtype):
+        return convert(a, np.uint8)
+    magnitude = prims.abs.bind(a) if np.dtype(aval(a).dtype).kind == "i" else a
+    one = _full(magnitude, 1)
+    total = _full(magnitude, 0)
+    for bit in range(np.dtype(aval(a).dtype).itemsize * 8):
+        shifted = P["shift_right"].bind(magnitude, _full(magnitude, bit))
+        total = prims.add.bind(total, P["and"].bind(shifted, one))
+    return convert(total, np.uint8)
+
+
+def angle(z, deg=False):
+    """numpy.angle of a real array: 0 for x >= 0 (and +0.0), pi for negative x (and -0.0); in degrees with
+    deg=True. numpy's dtypes: arctan2(0, z)."""
+    from .math import arctan2
+
+    out = arctan2(0, z)
+    return prims.mul.bind(out, _full(out, 180 / np.pi)) if deg else out
+
+
+def unwrap(p, discont=None, axis=-1, *, period=2 * np.pi):
+    """numpy.unwrap: jumps between neighbours along axis larger than max(discont, period/2) are taken out
+    by adding multiples of period (integers stay integers when the period is an integer)."""
+    from .array_math import diff
+    from .elementwise import where
+    from .math import remainder
+    from .reductions import cumsum
+    from .shape import _slice_axis, concatenate
+
+    x = asarray(p)
+    ax = normalize_axes(axis, aval(x).ndim, "unwrap")[0]
+    dd = diff(x, axis=ax)
+    if discont is None:
+        discont = period / 2
+    work = aval(promote(dd, period)[0]).dtype
+    if dtypes.is_int(work):
+        high, rest = divmod(period, 2)
+        ambiguous = rest == 0
+    else:
+        high, ambiguous = period / 2, True
+    dd = convert(dd, work)
+    ddmod = prims.add.bind(remainder(prims.add.bind(dd, _full(dd, high)), period), _full(dd, -high))
+    if ambiguous:
+        boundary = P["and"].bind(prims.eq.bind(ddmod, _full(ddmod, -high)), prims.gt.bind(dd, _full(dd, 0)))
+        ddmod = where(boundary, _full(ddmod, high), ddmod)
+    correction = prims.sub.bind(ddmod, dd)
+    correction = where(prims.lt.bind(prims.abs.bind(dd), _full(dd, discont)), _full(correction, 0), correction)
+    x = convert(x, work)
+    rest_part = prims.add.bind(_slice_axis(x, ax, 1, aval(x).shape[ax]), cumsum(correction, axis=ax))
+    return concatenate([_slice_axis(x, ax, 0, min(1, aval(x).shape[ax])), rest_part], axis=ax)
+
+
 __all__ = [
     "logaddexp", "logaddexp2", "hypot", "cbrt", "signbit", "copysign", "ldexp", "frexp", "modf", "gcd", "lcm",
     "sinc", "deg2rad", "radians", "rad2deg", "degrees", "heaviside", "positive", "conjugate", "conj", "real", "imag",
-    "i0",
+    "i0", "fabs", "isposinf", "isneginf", "nextafter", "spacing", "bitwise_count", "angle", "unwrap",
 ]

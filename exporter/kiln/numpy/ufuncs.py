@@ -298,6 +298,7 @@ _BINARY = {
     "arctan2": math.arctan2, "atan2": math.arctan2, "hypot": more_math.hypot, "logaddexp": more_math.logaddexp,
     "logaddexp2": more_math.logaddexp2, "copysign": more_math.copysign, "heaviside": more_math.heaviside,
     "gcd": more_math.gcd, "lcm": more_math.lcm, "ldexp": more_math.ldexp, "pow": elementwise.power,
+    "nextafter": more_math.nextafter,
 }
 _REORDERABLE = {"fmax", "fmin", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "gcd", "hypot",
                 "logaddexp", "logaddexp2"}
@@ -315,7 +316,8 @@ _UNARY = {
     "isinf": math.isinf, "isfinite": math.isfinite, "signbit": more_math.signbit, "logical_not": math.logical_not,
     "invert": math.invert, "bitwise_not": math.invert, "bitwise_invert": math.invert, "deg2rad": more_math.deg2rad,
     "rad2deg": more_math.rad2deg, "degrees": more_math.degrees, "radians": more_math.radians,
-    "conjugate": more_math.conjugate, "conj": more_math.conjugate,
+    "conjugate": more_math.conjugate, "conj": more_math.conjugate, "fabs": more_math.fabs,
+    "spacing": more_math.spacing, "bitwise_count": more_math.bitwise_count,
 }
 
 globals().update({name: _make(fn, name, 2, reorderable=name in _REORDERABLE) for name, fn in _BINARY.items()})
