@@ -44,3 +44,8 @@ from .conv import conv_general_shape_tuple, conv_shape_tuple, conv_transpose, co
 
 __all__ += ["Precision", "canonicalize_precision", "dot", "reduce_window_shape_tuple", "stop_gradient",
             "conv_transpose", "conv_shape_tuple", "conv_general_shape_tuple", "conv_transpose_shape_tuple"]
+from . import elementwise, shape_api  # noqa: E402
+from .elementwise import *  # noqa: E402,F401,F403
+from .shape_api import *  # noqa: E402,F401,F403
+
+__all__ += elementwise.__all__ + shape_api.__all__
