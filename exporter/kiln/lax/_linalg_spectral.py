@@ -7,16 +7,12 @@ kernels per step, never one VM dispatch per element:
 
 - qr: one Householder reflection per column (LAPACK's geqrf convention: R's diagonal is
   -sign(pivot) * norm, and a column already zero below the diagonal is left alone), accumulated into Q.
-- eigh: Jacobi sweeps in the round-robin (parallel) ordering. The n/2 disjoint rotations of a round
-  are applied at once to the rows and columns of the matrix, kept in an order where round k pairs
-  index i with i + n/2; a fixed permutation moves to the next round's pairs, and after the n - 1
-  rounds of a sweep the order is the original one again. Sweeps stop when a whole sweep found no
-  pair above the threshold |a_pq| > eps * sqrt(|a_pp a_qq|) (high relative accuracy, as in
-  Demmel and Veselic), or after _MAX_SWEEPS.
-- svd: x = Q R (Householder), then one-sided Jacobi on R's columns (the same round-robin rounds):
-  R V = W with orthogonal columns whose norms are the singular values; U comes from a Householder
-  QR of W (its columns are orthogonal, so that QR is diagonal and its Q completes U where a singular
-  value is zero).
+- eigh: Jacobi sweeps in the round-robin (parallel) ordering (kiln.lax._jacobi.two_sided): n/2
+  disjoint rotations per round, until a sweep finds no pair above |a_pq| > eps sqrt(|a_pp a_qq|).
+- svd: x = Q R (Householder), then one-sided Jacobi on R's columns (kiln.lax._jacobi.one_sided):
+  R V = W with orthogonal columns whose norms are the singular values; U comes from a Householder QR
+  of W (its columns are orthogonal, so that QR is diagonal and its Q completes U where a singular value
+  is zero).
 
 Odd sizes are padded with one zero row and column that no rotation touches. Matrices are scaled by
 their largest |entry| first, so squares neither overflow nor underflow.
@@ -30,17 +26,17 @@ from ..core.ad_util import Zero
 from ..core.trace import get_aval
 from ..transforms.batching import move_batch_axis
 from ..transforms.jvp import tangent_aval
+from . import _jacobi as jacobi
 from . import api
 from ._linalg_triangular import matmul, swap_last, tril, triu, triangular_solve
 from .composite import composite_primitive
-from .control_flow import fori_loop, while_loop
+from .control_flow import fori_loop
 from .structural_prims import concatenate, pad
 from .structural_prims import slice as slice_
 
 __all__ = ["qr", "eigh", "svd"]
 
 _I32 = np.dtype(np.int32)
-_MAX_SWEEPS = 40
 
 
 # ---- array helpers over a batch of matrices (the last two axes) -------------------------------------
@@ -77,14 +73,6 @@ def _take(x, start, stop, axis):
     return slice_(x, tuple(starts), tuple(limits))
 
 
-def _reorder(x, order, axis):
-    """x[..., order, ...] along axis for a static order, as a concatenation of contiguous runs."""
-    runs, start = [], 0
-    for i in range(1, len(order) + 1):
-        if i == len(order) or order[i] != order[i - 1] + 1:
-            runs.append(_take(x, order[start], order[i - 1] + 1, axis))
-            start = i
-    return runs[0] if len(runs) == 1 else concatenate(runs, axis)
 
 
 def _diagonal(a):
@@ -119,21 +107,8 @@ def _sign(x):
     return api.select(api.ge(x, 0), _full(_shape(x), 1, _dtype(x)), _full(_shape(x), -1, _dtype(x)))
 
 
-def _swap_halves(x, axis):
-    """x with its two halves along axis exchanged."""
-    n = _shape(x)[axis]
-    h = n // 2
-    return concatenate([_take(x, h, n, axis), _take(x, 0, h, axis)], axis)
 
 
-def _round_robin_order(n: int) -> list[int]:
-    """The static permutation from one round's positions to the next, for pairs (i, i + n/2): the
-    circle method with position 0 fixed; n - 1 applications give the identity."""
-    h = n // 2
-    if h <= 1:
-        return list(range(n))
-    top, bottom = list(range(h)), list(range(h, n))
-    return top[:1] + bottom[:1] + top[1:h - 1] + bottom[1:] + top[h - 1:]
 
 
 def _pad_square(x, n):
@@ -146,62 +121,14 @@ def _pad_square(x, n):
     return pad(x, np.zeros((), _dtype(x)), config)
 
 
-def _pad_columns(x, n):
-    shape = _shape(x)
-    extra = n - shape[-1]
-    if extra == 0:
-        return x
-    config = [(0, 0, 0)] * (len(shape) - 1) + [(0, extra, 0)]
-    return pad(x, np.zeros((), _dtype(x)), config)
 
 
-def _rotation(theta, active):
-    """(c, s) of the Jacobi rotation whose tangent is the smaller root of t^2 + 2 theta t - 1 = 0,
-    t = sign(theta) / (|theta| + sqrt(1 + theta^2)), computed without overflow; (1, 0) where inactive."""
-    dtype = _dtype(theta)
-    big = api.gt(api.abs(theta), 1)
-    safe = api.select(big, theta, _full(_shape(theta), 1, dtype))
-    inv = api.div(1, safe)
-    root_big = api.mul(api.abs(theta), api.add(1, api.sqrt(api.add(1, api.mul(inv, inv)))))
-    root_small = api.add(api.abs(theta), api.sqrt(api.add(1, api.mul(theta, theta))))
-    t = api.div(_sign(theta), api.select(big, root_big, root_small))
-    t = api.select(active, t, _full(_shape(t), 0, dtype))
-    c = api.div(1, api.sqrt(api.add(1, api.mul(t, t))))
-    return c, api.mul(t, c), t
 
 
-def _rotate(x, c, s, axis):
-    """Applies the rotations of one round to the pairs (i, i + n/2) along axis:
-    x_p <- c x_p - s x_q, x_q <- s x_p + c x_q."""
-    shape = _shape(x)
-    c_full = _along(concatenate([c, c], len(_shape(c)) - 1), shape, axis)
-    s_full = _along(concatenate([api.neg(s), s], len(_shape(s)) - 1), shape, axis)
-    return api.add(api.mul(c_full, x), api.mul(s_full, _swap_halves(x, axis)))
 
 
-def _any(mask):
-    return api.gt(api.reduce_max(api.convert_element_type(mask, _I32), tuple(range(len(_shape(mask))))), 0)
 
 
-def _sweeps(round_fn, carry, n):
-    """Repeats sweeps of n - 1 rounds of round_fn(carry) -> (carry, rotated) until a sweep rotates
-    nothing or _MAX_SWEEPS is reached."""
-    def sweep(state):
-        count, _, values = state
-
-        def one_round(_, inner):
-            values, rotated = inner
-            values, now = round_fn(values)
-            return values, api.select(now, True, rotated)
-
-        values, rotated = fori_loop(0, n - 1, one_round, (values, np.bool_(False)))
-        return count + np.int32(1), rotated, values
-
-    def more(state):
-        count, rotated, _ = state
-        return api.select(api.lt(count, np.int32(_MAX_SWEEPS)), rotated, False)
-
-    return while_loop(more, sweep, (np.int32(0), np.bool_(True), carry))[2]
 
 
 # ---- qr --------------------------------------------------------------------------------------------
@@ -340,49 +267,29 @@ def _sort_columns(keys, *matrices):
     return api.sort((key_grid, *matrices), dimension=-1, num_keys=1)
 
 
+def _batch_last(x):
+    """(..., r, c) -> (r, c, ...)."""
+    nd = len(_shape(x))
+    return api.transpose(x, (nd - 2, nd - 1) + tuple(range(nd - 2)))
+
+
+def _columns_from_rows(xt):
+    """(k, r, ...) whose rows are columns -> (..., r, k)."""
+    nd = len(_shape(xt))
+    return api.transpose(xt, tuple(range(2, nd)) + (1, 0))
+
+
 def _jacobi_eigh(x, *, lower, sort_eigenvalues):
     shape, dtype = _shape(x), _dtype(x)
     nb, n = len(shape) - 2, shape[-1]
     batch = shape[:nb]
     a = _from_triangle(x, lower)
     scale = _batch_max_abs(a)
-    a = api.div(a, _expand(scale, shape))
     size = n + n % 2
-    h = size // 2
-    a = _pad_square(a, size)
-    full_shape = batch + (size, size)
-    order = _round_robin_order(size)
-    eps = float(np.finfo(dtype).eps)
-    rows = api.broadcasted_iota(_I32, full_shape, nb)
-    cols = api.broadcasted_iota(_I32, full_shape, nb + 1)
-    partners = api.eq(api.abs(api.sub(rows, cols)), np.int32(h))
-    diagonal_mask = api.eq(rows, cols)
-    pair_rows = api.lt(api.broadcasted_iota(_I32, full_shape, nb), np.int32(h))
-
-    def round_fn(values):
-        a, v = values
-        d = _diagonal(a)
-        app, aqq = _take(d, 0, h, nb), _take(d, h, size, nb)
-        apq = _take(api.reduce_sum(api.select(api.select(pair_rows, partners, False), a, 0), (nb + 1,)), 0, h, nb)
-        threshold = api.mul(eps, api.mul(api.sqrt(api.abs(app)), api.sqrt(api.abs(aqq))))
-        active = api.gt(api.abs(apq), threshold)
-        safe_apq = api.select(active, apq, _full(_shape(apq), 1, dtype))
-        theta = api.div(api.sub(aqq, app), api.mul(2, safe_apq))
-        c, s, t = _rotation(theta, active)
-        a = _rotate(_rotate(a, c, s, nb), c, s, nb + 1)
-        v = _rotate(v, c, s, nb + 1)
-        moved = api.mul(t, apq)
-        new_d = concatenate([api.sub(app, moved), api.add(aqq, moved)], nb)
-        active_both = _along(concatenate([active, active], nb), full_shape, nb)
-        a = api.select(diagonal_mask, _along(new_d, full_shape, nb), a)
-        a = api.select(api.select(partners, active_both, False), _full(full_shape, 0, dtype), a)
-        a = _reorder(_reorder(a, order, nb), order, nb + 1)
-        v = _reorder(v, order, nb + 1)
-        return (a, v), _any(active)
-
-    a, v = _sweeps(round_fn, (a, _identity(batch, size, dtype)), size)
-    w = _take(_diagonal(a), 0, n, nb)
-    v = _take(_take(v, 0, n, nb), 0, n, nb + 1)
+    a = _batch_last(_pad_square(api.div(a, _expand(scale, shape)), size))
+    d, vt = jacobi.two_sided(a, _batch_last(_identity(batch, size, dtype)))
+    w = _take(api.transpose(d, tuple(range(1, nb + 1)) + (0,)), 0, n, nb)
+    v = _take(_take(_columns_from_rows(vt), 0, n, nb), 0, n, nb + 1)
     w = api.mul(w, _per_matrix(scale, batch + (n,)))
     if sort_eigenvalues:
         _, v = _sort_columns(w, v)
@@ -438,32 +345,6 @@ eigh_p.batching_rule = eigh_p.graph_free(_eigh_batch)
 
 # ---- svd -------------------------------------------------------------------------------------------
 
-def _jacobi_columns(w, v):
-    """One-sided Jacobi: rotates column pairs of w (..., m, size) (and of v when given) until every pair
-    is orthogonal to working precision, |w_p . w_q| <= sqrt(m) eps |w_p| |w_q|."""
-    shape, dtype = _shape(w), _dtype(w)
-    nb, (m, size) = len(shape) - 2, shape[-2:]
-    h = size // 2
-    order = _round_robin_order(size)
-    tol = float(np.sqrt(max(m, 1)) * np.finfo(dtype).eps)
-
-    def round_fn(values):
-        w, v = values
-        top, bottom = _take(w, 0, h, nb + 1), _take(w, h, size, nb + 1)
-        alpha = api.reduce_sum(api.mul(top, top), (nb,))
-        beta = api.reduce_sum(api.mul(bottom, bottom), (nb,))
-        gamma = api.reduce_sum(api.mul(top, bottom), (nb,))
-        active = api.gt(api.abs(gamma), api.mul(tol, api.mul(api.sqrt(alpha), api.sqrt(beta))))
-        safe_gamma = api.select(active, gamma, _full(_shape(gamma), 1, dtype))
-        c, s, _ = _rotation(api.div(api.sub(beta, alpha), api.mul(2, safe_gamma)), active)
-        w = _reorder(_rotate(w, c, s, nb + 1), order, nb + 1)
-        if v is not None:
-            v = _reorder(_rotate(v, c, s, nb + 1), order, nb + 1)
-        return (w, v), _any(active)
-
-    return _sweeps(round_fn, (w, v), size)
-
-
 def _column_norms(w):
     nb = len(_shape(w)) - 2
     return api.sqrt(api.reduce_sum(api.mul(w, w), (nb,)))
@@ -478,15 +359,16 @@ def _jacobi_svd_tall(x, *, full_matrices, compute_uv):
     q, r = _householder_qr(api.div(x, _expand(scale, shape)))
     r = _take(r, 0, n, nb)
     size = n + n % 2
-    w = _pad_columns(r, size)
-    v = _identity(batch, size, dtype) if compute_uv else None
-    w, v = _jacobi_columns(w, v)
-    w = _take(w, 0, n, nb + 1)
+    wt = _batch_last(swap_last(_pad_square(r, size)))
+    if compute_uv:
+        wt = concatenate([wt, _batch_last(_identity(batch, size, dtype))], 1)
+    wt = jacobi.one_sided(wt, size)
+    w = _take(_take(_columns_from_rows(_take(wt, 0, size, 1)), 0, n, nb), 0, n, nb + 1)
     sigma = _column_norms(w)
     descending = api.neg(sigma)
     if not compute_uv:
         return [api.mul(api.neg(api.sort(descending, dimension=-1)), _per_matrix(scale, batch + (n,)))]
-    v = _take(_take(v, 0, n, nb), 0, n, nb + 1)
+    v = _take(_take(_columns_from_rows(_take(wt, size, 2 * size, 1)), 0, n, nb), 0, n, nb + 1)
     _, w, v = _sort_columns(descending, w, v)
     s = _column_norms(w)
     u_q, u_r = _householder_qr(w)
