@@ -430,3 +430,118 @@ def logmeanexp(x, axis=None, where=None, keepdims: bool = False):
     shape = aval(x).shape
     count = int(np.prod([shape[i] for i in normalize_axes(axis, len(shape), "logmeanexp")], dtype=np.int64))
     return knp.subtract(lse, np.asarray(math.log(count), aval(lse).dtype))
+
+
+# ----------------------------------------------------------------------------- attention
+
+__all__ += ["dot_product_attention"]
+
+
+def _large_negative(dtype):
+    """JAX's masked-logit value: -0.7 x the largest finite value (capped at float32's, so that it stays finite
+    in the float32 softmax)."""
+    biggest = min(float(_finfo_max(dtype)), float(np.finfo(np.float32).max))
+    return -0.7 * biggest
+
+
+def _finfo_max(dtype):
+    import ml_dtypes
+
+    return ml_dtypes.finfo(dtype).max
+
+
+def _to_4d(t):
+    t = asarray(t)
+    nd = aval(t).ndim
+    return knp.reshape(t, (1,) * (4 - nd) + aval(t).shape) if nd < 4 else t
+
+
+def _grouped(t, groups, heads, kv_heads, name):
+    """A (B, N or 1, T, S) bias or mask as (B, K or 1, G or 1, T, S), K x G = N query heads."""
+    if t is None:
+        return None
+    b, n, tq, s = aval(t).shape
+    if n == 1:
+        return knp.reshape(t, (b, 1, 1, tq, s))
+    if n != heads:
+        raise ValueError(f"dot_product_attention: {name} has {n} heads; it needs 1 or the query's {heads}")
+    return knp.reshape(t, (b, kv_heads, groups, tq, s))
+
+
+def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None, is_causal: bool = False,
+                          query_seq_lengths=None, key_value_seq_lengths=None, local_window_size=None,
+                          implementation=None, return_residual: bool = False):
+    """jax.nn.dot_product_attention (its 'xla' implementation): softmax(q k^T * scale + bias, masked) v.
+
+    query (B, T, N, H), key and value (B, S, K, H), N a multiple of K (grouped-query attention); the batch axis
+    may be left out. bias and mask (bool, True = attend) broadcast to (B, N, T, S); is_causal, local_window_size
+    (left, right) and the sequence lengths add masks. As JAX: logits in float32 (float64 for float64 inputs),
+    the softmax in float32, masked logits set to -0.7 x the largest float32, padded query rows zero.
+    return_residual=True also gives logsumexp of the logits (B, T, N), gradients stopped."""
+    if implementation not in (None, "xla"):
+        raise ValueError(f"dot_product_attention: implementation {implementation!r} is not available in kiln; use "
+                         "None or 'xla'")
+    q_in = asarray(query)
+    out_shape = aval(q_in).shape
+    q, k, v = _to_4d(q_in), _to_4d(key), _to_4d(value)
+    b, s, kv_heads, h = aval(k).shape
+    if aval(v).shape != (b, s, kv_heads, h) or aval(v).dtype != aval(k).dtype:
+        raise ValueError(f"dot_product_attention: value must have key's shape {(b, s, kv_heads, h)} and dtype "
+                         f"{aval(k).dtype}; got {aval(v).shape} {aval(v).dtype}")
+    qb, t, heads, qh = aval(q).shape
+    if qb != b or qh != h or aval(q).dtype != aval(k).dtype:
+        raise ValueError(f"dot_product_attention: query must be (B={b}, T, N, H={h}) of dtype {aval(k).dtype}; "
+                         f"got {aval(q).shape} {aval(q).dtype}")
+    if heads % kv_heads:
+        raise ValueError(f"dot_product_attention: the number of query heads must be a multiple of key/value heads, "
+                         f"but got {heads} vs {kv_heads}")
+    if mask is not None and not dtypes.is_bool(aval(asarray(mask)).dtype):
+        raise ValueError(f"dot_product_attention: mask must be bool; got {aval(asarray(mask)).dtype}")
+    groups = heads // kv_heads
+    dtype = aval(k).dtype
+    logits_dtype = np.dtype(np.float64) if dtype == np.float64 else np.dtype(np.float32)
+    scale = 1.0 / math.sqrt(h) if scale is None else scale
+    qg = knp.reshape(q, (b, t, kv_heads, groups, h))
+    logits = knp.einsum("btkgh,bskh->bkgts", qg, k, preferred_element_type=logits_dtype)
+    logits = knp.multiply(logits, np.asarray(scale, logits_dtype))
+    if bias is not None:
+        logits = knp.astype(knp.add(logits, _grouped(_to_4d(bias), groups, heads, kv_heads, "bias")), logits_dtype)
+    keep = None
+    if mask is not None:
+        keep = _grouped(_to_4d(mask), groups, heads, kv_heads, "mask")
+    rows = np.arange(t)[:, None]
+    cols = np.arange(s)[None, :]
+    static = np.ones((t, s), bool)
+    if is_causal:
+        static &= cols <= rows
+    if local_window_size is not None:
+        left, right = (local_window_size, local_window_size) if isinstance(local_window_size, int) \
+            else local_window_size
+        static &= (rows <= cols + left) & (rows >= cols - right)
+    if is_causal or local_window_size is not None:
+        keep = static if keep is None else knp.logical_and(keep, static)
+    q_lengths = None if query_seq_lengths is None else asarray(query_seq_lengths)
+    if q_lengths is not None or key_value_seq_lengths is not None:
+        padding = np.ones((1, t, s), bool)
+        if q_lengths is not None:
+            padding = knp.logical_and(padding, knp.less(np.arange(t)[None, :, None], q_lengths[:, None, None]))
+        if key_value_seq_lengths is not None:
+            kv_lengths = asarray(key_value_seq_lengths)
+            padding = knp.logical_and(padding, knp.less(np.arange(s)[None, None, :], kv_lengths[:, None, None]))
+        padding = knp.reshape(padding, (aval(padding).shape[0], 1, 1, t, s))
+        keep = padding if keep is None else knp.logical_and(keep, padding)
+    if keep is not None:
+        logits = knp.where(keep, logits, np.asarray(_large_negative(logits_dtype), logits_dtype))
+    logits32 = knp.astype(logits, np.float32)
+    probs = knp.astype(softmax(logits32, axis=-1), dtype)
+    encoded = knp.einsum("bkgts,bskh->btkgh", probs, v)
+    encoded = knp.reshape(encoded, (b, t, heads, h))
+    if q_lengths is not None:
+        rows_kept = knp.less(np.arange(t)[None, :], q_lengths[:, None])
+        encoded = knp.multiply(encoded, knp.astype(rows_kept, dtype)[:, :, None, None])
+    encoded = knp.reshape(encoded, out_shape)
+    if not return_residual:
+        return encoded
+    residual = knp.astype(logsumexp(logits32, axis=-1), dtype)  # (b, k, g, t)
+    residual = knp.reshape(knp.transpose(knp.reshape(residual, (b, heads, t)), (0, 2, 1)), out_shape[:-1])
+    return encoded, prims.stop_gradient.bind(residual)
