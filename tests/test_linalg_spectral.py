@@ -208,7 +208,8 @@ def _weights(shape, seed):
     return np.random.default_rng(seed).standard_normal(shape)
 
 
-@pytest.mark.parametrize("shape,full_matrices", [((4, 4), True), ((5, 3), False), ((3, 5), True), ((3, 5), False)])
+@pytest.mark.parametrize("shape,full_matrices", [((4, 4), True), ((5, 3), False), ((5, 3), True), ((3, 5), True),
+                                                   ((3, 5), False), ((2, 4, 2), True)])
 def test_qr_gradient(shape, full_matrices):
     x = np.random.default_rng(11).standard_normal(shape)
     mode = "complete" if full_matrices else "reduced"
@@ -224,11 +225,6 @@ def test_qr_gradient(shape, full_matrices):
         return np.sum(q * wq) + np.sum(r * wr)
 
     np.testing.assert_allclose(kiln.grad(f)(x), numerical_grad(ref, x), atol=1e-7)
-
-
-def test_qr_gradient_of_full_matrices_tall_is_refused():
-    with pytest.raises(NotImplementedError, match="qr: the derivative of full_matrices=True"):
-        kiln.grad(lambda a: knp.sum(lax_linalg.qr(a)[0]))(np.ones((4, 2)) + np.eye(4, 2))
 
 
 def test_eigh_gradient():

@@ -28,7 +28,7 @@ from ..transforms.batching import move_batch_axis
 from ..transforms.jvp import tangent_aval
 from . import _jacobi as jacobi
 from . import api
-from ._linalg_triangular import matmul, swap_last, tril, triu, triangular_solve
+from ._linalg_triangular import lu, matmul, permutation_matrix, swap_last, tril, triangular_solve, triu
 from .composite import composite_primitive
 from .control_flow import fori_loop
 from .structural_prims import concatenate, pad
@@ -233,11 +233,36 @@ def _qr_jvp(primals, tangents, *, full_matrices):
         dq, dr1 = _thin_qr_jvp(q, r1, _take(dx, 0, m, nd - 1))
         dr2 = api.add(matmul(swap_last(dq), _take(x, m, n, nd - 1)), matmul(swap_last(q), _take(dx, m, n, nd - 1)))
         return [q, r], [dq, concatenate([dr1, dr2], nd - 1)]
-    if full_matrices and m > n:
-        raise NotImplementedError("qr: the derivative of full_matrices=True for a tall matrix (m > n) is not "
-                                  "implemented; use full_matrices=False (numpy's mode='reduced')")
-    dq, dr = _thin_qr_jvp(q, r, dx)
-    return [q, r], [dq, dr]
+    if not full_matrices or m == n:
+        dq, dr = _thin_qr_jvp(q, r, dx)
+        return [q, r], [dq, dr]
+    q_mn, q_mp = _take(q, 0, n, nd - 1), _take(q, n, m, nd - 1)
+    dq_mn, dr_nn = _thin_qr_jvp(q_mn, _take(r, 0, n, nd - 2), dx)
+    return [q, r], [concatenate([dq_mn, _completion_jvp(q_mn, q_mp, dq_mn)], nd - 1),
+                    pad(dr_nn, np.zeros((), _dtype(x)), [(0, 0, 0)] * (nd - 2) + [(0, m - n, 0), (0, 0, 0)])]
+
+
+def _completion_jvp(q_mn, q_mp, dq_mn):
+    """JAX's derivative of the m - n columns that complete Q for a tall x (Roberts and Roberts,
+    arXiv:2409.13374, eqs. 32-33): with Z = Q_pn (Q_nn - I)^-1,
+    dQ_mp = dQ_mn Z^T - (Q_mn + Q_mp Z) (dQ_pn - Z dQ_nn)^T."""
+    nd = len(_shape(q_mn))
+    n = _shape(q_mn)[-1]
+    q_nn, q_pn = _take(q_mn, 0, n, nd - 2), _take(q_mn, n, _shape(q_mn)[-2], nd - 2)
+    dq_nn, dq_pn = _take(dq_mn, 0, n, nd - 2), _take(dq_mn, n, _shape(dq_mn)[-2], nd - 2)
+    shifted = api.sub(q_nn, _identity(_shape(q_nn)[:-2], n, _dtype(q_nn)))
+    z_t = _solve(swap_last(shifted), swap_last(q_pn))
+    z = swap_last(z_t)
+    return api.sub(matmul(dq_mn, z_t),
+                   matmul(api.add(q_mn, matmul(q_mp, z)), swap_last(api.sub(dq_pn, matmul(z, dq_nn)))))
+
+
+def _solve(a, b):
+    """x with a @ x = b through the triangular family's LU with partial pivoting."""
+    lu_, _, perm = lu(a)
+    permuted = matmul(permutation_matrix(perm, _dtype(b)), b)
+    y = triangular_solve(lu_, permuted, left_side=True, lower=True, unit_diagonal=True)
+    return triangular_solve(lu_, y, left_side=True, lower=False)
 
 
 def _batch_to_front(value, dim, axis_size):
