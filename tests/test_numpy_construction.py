@@ -296,3 +296,90 @@ def test_exported(tmp_path):
                 np.piecewise(a, [a < 0], [lambda v: -v, lambda v: v * 2]), np.apply_along_axis(np.sum, 1, a))
 
     eager_jit_and_kiln_run(kfn, nfn, x, i, tmp_path=tmp_path, tol=1e-5)
+
+
+def _numpy_put(a, ind, v, mode="raise"):
+    a = a.copy()
+    np.put(a, ind, v, mode=mode)
+    return a
+
+
+def _numpy_place(a, mask, vals):
+    a = a.copy()
+    np.place(a, mask, vals)
+    return a
+
+
+def test_grids_and_concatenators():
+    eager_and_jit(lambda: knp.mgrid[0:3, 0:4], lambda: np.mgrid[0:3, 0:4])
+    eager_and_jit(lambda: knp.mgrid[-1:1:5j], lambda: np.mgrid[-1:1:5j])
+    eager_and_jit(lambda: knp.mgrid[0:1:0.25, 1:3], lambda: np.mgrid[0:1:0.25, 1:3])
+    eager_and_jit(lambda: knp.ogrid[0:3, 0:4:2], lambda: np.ogrid[0:3, 0:4:2])
+    assert kiln.jit(lambda v: v * knp.mgrid[0:1:3j])(np.ones(3, np.float32)).dtype == np.float32  # weak
+    x, y = np.arange(3.0), np.arange(4, dtype=np.float32)
+    eager_and_jit(lambda a, b: knp.r_[a, 0, 1:3, b], lambda a, b: np.r_[a, 0, 1:3, b], x, y)
+    eager_and_jit(lambda b: knp.r_[b, 0.5, -1:1:3j], lambda b: np.r_[b, 0.5, -1:1:3j], y)
+    eager_and_jit(lambda a: knp.r_["-1", a[None], a[None]], lambda a: np.r_["-1", a[None], a[None]], x)
+    eager_and_jit(lambda a: knp.c_[a, a * 2], lambda a: np.c_[a, a * 2], x)
+    eager_and_jit(lambda a: knp.c_[a[None], 0, 0, a[None]], lambda a: np.c_[a[None], 0, 0, a[None]], x)
+    assert knp.s_[1:2, ::2] == np.s_[1:2, ::2] and knp.index_exp[1:2] == np.index_exp[1:2]
+    with pytest.raises(ValueError, match="r_: only an integer axis directive"):
+        knp.r_["r", x]
+    with pytest.raises(TypeError, match="mgrid: slice bounds must be Python numbers"):
+        kiln.jit(lambda n: knp.mgrid[0:n])(np.int32(3))
+
+
+def test_put_place_mask_indices_rollaxis():
+    z = np.arange(12.0).reshape(3, 4)
+    eager_and_jit(lambda a: knp.put(a, [0, 5, 11], [-1.0, -2], inplace=False), lambda a: _numpy_put(a, [0, 5, 11], [-1.0, -2]), z)
+    eager_and_jit(lambda a: knp.put(a, [0, 15, -13], 9.0, mode="wrap", inplace=False),
+                  lambda a: _numpy_put(a, [0, 15, -13], 9.0, "wrap"), z)
+    eager_and_jit(lambda a, i: knp.put(a, i, 9.0, mode="clip", inplace=False), lambda a, i: _numpy_put(a, i, 9.0, "clip"),
+                  z, np.array([0, 40, -3]))
+    eager_and_jit(lambda a, m: knp.place(a, m, [10.0, 20], inplace=False), lambda a, m: _numpy_place(a, m, [10.0, 20]), z, z % 3 == 0)
+    eager_and_jit(lambda: knp.mask_indices(3, knp.triu, 1), lambda: np.mask_indices(3, np.triu, 1))
+    eager_and_jit(lambda: knp.mask_indices(4, np.tril, -1), lambda: np.mask_indices(4, np.tril, -1))
+    for axis, start in ((2, 0), (0, 3), (1, -1), (-1, 1)):
+        eager_and_jit(lambda a: knp.rollaxis(a, axis, start), lambda a: np.rollaxis(a, axis, start), random_array(RNG, (2, 3, 4)))
+    with pytest.raises(ValueError, match="put: kiln arrays are immutable.*inplace=False"):
+        knp.put(z, [0], 1.0)
+    with pytest.raises(ValueError, match="place: kiln arrays are immutable.*inplace=False"):
+        knp.place(z, z > 3, [1.0])
+    with pytest.raises(ValueError, match="put: mode='raise' needs concrete indices"):
+        kiln.jit(lambda a, i: knp.put(a, i, 1.0, mode="raise", inplace=False))(z, np.array([1]))
+    with pytest.raises(ValueError, match="place: cannot insert from an empty array"):
+        knp.place(z, z > 3, [], inplace=False)
+    with pytest.raises(ValueError, match="rollaxis: 'start' arg requires -3 <= start < 4"):
+        knp.rollaxis(np.ones((2, 3, 4)), 0, 5)
+
+
+def test_vectorize_and_fromfunction():
+    z, w = np.arange(12.0).reshape(3, 4), np.arange(4.0)
+    f = lambda a, b: a * 2 + b  # noqa: E731
+    eager_and_jit(knp.vectorize(f), np.vectorize(f), z, w)
+    eager_and_jit(knp.vectorize(lambda v, u: knp.sum(v * u), signature="(n),(n)->()"),
+                  np.vectorize(lambda v, u: np.sum(v * u), signature="(n),(n)->()"), z, w)
+    eager_and_jit(knp.vectorize(lambda v: (knp.max(v), knp.min(v)), signature="(n)->(),()"),
+                  np.vectorize(lambda v: (np.max(v), np.min(v)), signature="(n)->(),()"), z)
+    eager_and_jit(knp.vectorize(lambda a, p: a ** p, excluded={1}), np.vectorize(lambda a, p: a ** p, excluded={1}), z, 2)
+    # eagerly it is numpy.vectorize: Python control flow on the scalars works
+    clipped = knp.vectorize(lambda a: a if a < 5 else 5.0)
+    np.testing.assert_array_equal(clipped(z), np.minimum(z, 5.0))
+    g = lambda v: knp.sum(knp.vectorize(lambda a, b: knp.sin(a) * b)(v, v[::-1]))  # noqa: E731
+    np.testing.assert_allclose(kiln.grad(g)(w), numerical_grad(g, w), rtol=1e-6, atol=1e-8)
+    with pytest.raises(ValueError, match="vectorize: not a valid gufunc signature"):
+        kiln.jit(knp.vectorize(f, signature="(n)"))(z, w)
+    eager_and_jit(lambda: knp.fromfunction(lambda i, j: i + 2 * j, (2, 3)), lambda: np.fromfunction(lambda i, j: i + 2 * j, (2, 3)))
+    eager_and_jit(lambda: knp.fromfunction(lambda i, j: i == j, (3, 3), dtype=int),
+                  lambda: np.fromfunction(lambda i, j: i == j, (3, 3), dtype=int))
+
+
+def test_exported_additions(tmp_path):
+    z = random_array(RNG, (3, 4), np.float32)
+    eager_jit_and_kiln_run(
+        lambda a: (knp.put(a, [0, 5], [1.0, 2.0], inplace=False), knp.place(a, a > 0, [7.0, 8.0], inplace=False),
+                   knp.r_[a[0], 0.5, a[1]], knp.c_[a[0], a[1]], knp.rollaxis(a, 1),
+                   knp.vectorize(lambda v, u: knp.sum(v * u), signature="(n),(n)->()")(a, a[0]), knp.mgrid[0:2, 0:3]),
+        lambda a: (_numpy_put(a, [0, 5], [1.0, 2.0]), _numpy_place(a, a > 0, [7.0, 8.0]), np.r_[a[0], 0.5, a[1]],
+                   np.c_[a[0], a[1]], np.rollaxis(a, 1), np.sum(a * a[0], axis=-1), np.mgrid[0:2, 0:3]),
+        z, tmp_path=tmp_path, tol=1e-5)

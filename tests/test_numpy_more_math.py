@@ -299,3 +299,58 @@ def test_small_math_additions():
     f = lambda v: knp.sum(knp.unwrap(v * 3) ** 2 + knp.fabs(v))  # noqa: E731
     v = np.array([0.3, -1.2, 2.5, 0.7, -0.4])
     np.testing.assert_allclose(kiln.grad(f)(v), numerical_grad(f, v), rtol=1e-6, atol=1e-8)
+
+
+def test_polynomials():
+    a, b = np.array([1.0, 2, 3]), np.array([4.0, -5])
+    ai, bi = np.array([1, 2, 3]), np.array([2, -1], np.int32)
+    for name in ("polyadd", "polysub", "polymul"):
+        kfn, nfn = getattr(knp, name), getattr(np, name)
+        eager_and_jit(kfn, nfn, a, b)
+        eager_and_jit(kfn, nfn, ai, bi)
+        eager_and_jit(kfn, nfn, b, a.astype(np.float32))
+    eager_and_jit(lambda p: knp.polyder(p, 2), lambda p: np.polyder(p, 2), np.array([1.0, 2, 3, 4]))
+    eager_and_jit(knp.polyder, np.polyder, ai)
+    eager_and_jit(lambda p: knp.polyint(p, 2, k=[1, 2]), lambda p: np.polyint(p, 2, k=[1, 2]), a)
+    eager_and_jit(knp.polyint, np.polyint, ai)
+    eager_and_jit(lambda p: knp.polyint(p, 3, k=7), lambda p: np.polyint(p, 3, k=7), a.astype(np.float32))
+    eager_and_jit(knp.poly, np.poly, np.array([1.0, -2, 3]))
+    eager_and_jit(knp.poly, np.poly, np.array([1, 2]))
+    assert knp.poly([]) == np.poly([]) == 1.0
+    u, v = np.array([3.0, 5, 2]), np.array([2.0, 1])
+    from kiln_tools import check_like_numpy
+
+    check_like_numpy(knp.polydiv(u, v), np.polydiv(u, v))
+    check_like_numpy(knp.polydiv(np.array([1.0, 0, 0, -1]), np.array([1.0, -1])), np.polydiv(np.array([1.0, 0, 0, -1]), np.array([1.0, -1])))
+    quotient, remainder = kiln.jit(knp.polydiv)(u, v)  # traced: the remainder keeps the dividend's length
+    check_like_numpy([quotient, remainder], [np.polydiv(u, v)[0], np.array([0.0, 0.0, 0.25])])
+    with pytest.raises(ValueError, match="polyder: order of derivative must be positive"):
+        knp.polyder(a, -1)
+    with pytest.raises(ValueError, match="polyint: k must be a scalar or a rank-1 array"):
+        knp.polyint(a, 3, k=[1, 2])
+    with pytest.raises(ValueError, match="poly: only a 1-D sequence of roots is supported"):
+        knp.poly(np.eye(2))
+    f = lambda p: knp.sum(knp.polymul(p, knp.polyder(p)) ** 2) + knp.sum(knp.polydiv(p, p[:2])[0])  # noqa: E731
+    p = np.array([0.3, 1.2, -2.5, 0.7])
+    np.testing.assert_allclose(kiln.grad(f)(p), numerical_grad(f, p), rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("length", [0, 1, 5, 6])
+def test_windows(length):
+    for name in ("bartlett", "blackman", "hamming", "hanning"):
+        eager_and_jit(lambda: getattr(knp, name)(length), lambda: getattr(np, name)(length))
+    eager_and_jit(lambda: knp.kaiser(length, 5.0), lambda: np.kaiser(length, 5.0))
+    if length > 1:
+        eager_and_jit(lambda b: knp.kaiser(length, b), lambda b: np.kaiser(length, b), np.float64(3.5))
+    with pytest.raises(TypeError, match="hanning: the window length M must be a Python int"):
+        kiln.jit(knp.hanning)(np.int32(3))
+
+
+def test_exported_additions(tmp_path):
+    a = random_array(RNG, (5,), np.float32)
+    eager_jit_and_kiln_run(
+        lambda p: (knp.polyadd(p, p[:2]), knp.polyder(p), knp.polyint(p), knp.polymul(p[:3], p[3:]), knp.nextafter(p, 0),
+                   knp.spacing(p), knp.unwrap(p * 4), knp.fabs(p), knp.kaiser(5, 2.0)),
+        lambda p: (np.polyadd(p, p[:2]), np.polyder(p), np.polyint(p), np.polymul(p[:3], p[3:]), np.nextafter(p, np.float32(0)),
+                   np.spacing(p), np.unwrap(p * 4), np.fabs(p), np.kaiser(5, 2.0)),
+        a, tmp_path=tmp_path, tol=1e-5)

@@ -213,6 +213,24 @@ def rot90(m, k=1, axes=(0, 1)):
     return transpose(flip(x, a1), perm) if k == 1 else flip(transpose(x, perm), a1)
 
 
+def rollaxis(a, axis, start=0):
+    """numpy.rollaxis: axis moved to sit before position start (numpy's older moveaxis)."""
+    x = asarray(a)
+    n = aval(x).ndim
+    ax = _axis(axis, n, "rollaxis")
+    start = int(start)
+    if not -n <= start <= n:
+        raise ValueError(f"rollaxis: 'start' arg requires {-n} <= start < {n + 1}, but {start} was passed in")
+    start = start + n if start < 0 else start
+    if ax < start:
+        start -= 1
+    if ax == start:
+        return x
+    order = [i for i in range(n) if i != ax]
+    order.insert(start, ax)
+    return transpose(x, order)
+
+
 def broadcast_shapes(*shapes):
     """numpy.broadcast_shapes: the shape that all these shapes broadcast to."""
     norm = [(int(s),) if isinstance(s, (int, np.integer)) else tuple(int(d) for d in s) for s in shapes]
@@ -400,6 +418,6 @@ def trim_zeros(filt, trim="fb", axis=None):
 
 __all__ = [
     "append", "delete", "insert", "block", "atleast_3d", "column_stack", "row_stack", "dstack", "hsplit", "vsplit",
-    "dsplit", "rot90", "broadcast_shapes", "broadcast_arrays", "put_along_axis", "choose", "select", "piecewise",
+    "dsplit", "rot90", "rollaxis", "broadcast_shapes", "broadcast_arrays", "put_along_axis", "choose", "select", "piecewise",
     "apply_along_axis", "apply_over_axes", "trim_zeros",
 ]
