@@ -197,6 +197,24 @@ def test_blocked_cholesky_gradient():
     np.testing.assert_allclose(got, want, atol=1e-6)
 
 
+@pytest.mark.parametrize("n", [37, 48])
+def test_blocked_lu_matches_lapack_pivots_included(n):
+    x = np.random.default_rng(24).standard_normal((2, n, n))
+    check_like_numpy(lax_linalg.lu(x), batched(scipy_lu, x), 1e-10)
+
+
+def test_blocked_lu_singular_under_jit_and_gradient():
+    rng = np.random.default_rng(25)
+    x = rng.standard_normal((35, 35))
+    x[:, 7] = 2 * x[:, 3]
+    lu, _, perm = kiln.jit(lax_linalg.lu)(x)
+    assert np.isfinite(lu).all() and np.abs(np.diag(lu)).min() < 1e-12
+    np.testing.assert_allclose((np.tril(lu, -1) + np.eye(35)) @ np.triu(lu), x[perm], atol=1e-12)
+    y, w = general(rng, (34, 34)), rng.standard_normal((34, 34))
+    got = kiln.grad(lambda a: knp.sum(lax_linalg.lu(a)[0] * w))(y)
+    np.testing.assert_allclose(got, numerical_grad(lambda a: np.sum(sl.lu_factor(a)[0] * w), y), atol=1e-6)
+
+
 # ---- lax.linalg.lu --------------------------------------------------------------------------------
 
 def scipy_lu(x):

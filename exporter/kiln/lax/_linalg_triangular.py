@@ -24,6 +24,7 @@ from .composite import composite_primitive
 from .control_flow import fori_loop
 from .structural_prims import pad
 from .structural_prims import slice as slice_
+from .structural_prims import concatenate, gather
 
 __all__ = ["cholesky", "triangular_solve", "lu", "lu_pivots_to_permutation", "symmetrize"]
 
@@ -427,7 +428,100 @@ def _lu_columns(a):
     return list(fori_loop(0, k, step, (a, pivots, perm)))
 
 
-lu_p = composite_primitive("lu", _lu_columns, multiple_results=True)
+def _lu_panel(panel, start):
+    """Partial-pivoting elimination of the columns of `panel` (..., m, size) whose diagonal starts at row
+    `start`: returns the factored panel, the pivot rows (..., size) and the row order it applied."""
+    shape = _shape(panel)
+    nb, size = len(shape) - 2, shape[-1]
+    rows_col = _index_grid(shape[:-1] + (1,), nb)
+    rows, cols = _index_grid(shape, nb), _index_grid(shape, nb + 1)
+    cols_row = _index_grid(shape[:-2] + (1, size), nb + 1)
+
+    def step(j, carry):
+        panel, pivots, order = carry
+        r = api.add(start, j)
+        candidates = api.select(api.ge(rows_col, r), api.abs(_column(panel, j)), _full(_shape(rows_col), -1, _dtype(panel)))
+        p = api.reshape(api.argmax(candidates, nb, _I32), shape[:-2] + (1, 1))
+        panel = _swap_entries(panel, r, p)
+        order = _swap_entries(order, r, p)
+        pivots = api.dynamic_update_slice_in_dim(pivots, api.reshape(p, shape[:-2] + (1,)), j, axis=nb)
+        pivot = _entry(panel, r, j)
+        safe_pivot = api.select(api.eq(pivot, 0), _full(_shape(pivot), 1, _dtype(panel)), pivot)
+        col = _column(panel, j)
+        multipliers = api.select(api.gt(rows_col, r), api.div(col, _expand(safe_pivot, _shape(col))),
+                                 _full(_shape(col), 0, _dtype(panel)))
+        u_row = api.select(api.gt(cols_row, j), _row(panel, r), _full(shape[:-2] + (1, size), 0, _dtype(panel)))
+        updated = api.sub(panel, api.mul(_expand(multipliers, shape), _expand(u_row, shape)))
+        below_pivot = api.select(api.gt(rows, r), api.eq(cols, j), api.eq(rows, -1))
+        return api.select(below_pivot, _expand(multipliers, shape), updated), pivots, order
+
+    order = api.broadcast_in_dim(api.iota(_I32, shape[-2]), shape[:-1] + (1,), (nb,))
+    pivots = _full(shape[:-2] + (size,), 0, _I32)
+    panel, pivots, order = fori_loop(0, size, step, (panel, pivots, order))
+    return panel, pivots, api.reshape(order, shape[:-1])
+
+
+def take_rows(x, order):
+    """x[..., order, :] for a row order (..., m) per matrix: one gather of whole rows."""
+    shape = _shape(order)
+    nb = len(shape) - 1
+    columns = [api.broadcasted_iota(_I32, shape, d) for d in range(nb)] + [api.convert_element_type(order, _I32)]
+    indices = concatenate([api.reshape(c, shape + (1,)) for c in columns], nb + 1)
+    return gather(x, indices, tuple(range(nb + 1)))
+
+
+def _lu_blocked(a):
+    """Right-looking blocked LU (getrf's structure) of square matrices: per panel of _BLOCK columns, the
+    panel is eliminated with partial pivoting (_lu_panel, small operations), its row order is applied to
+    the whole matrix (one gather), U's block row is L11^-1 A12 and the trailing matrix takes one
+    matmul update. Sizes that are not multiples of _BLOCK are padded with identity (never chosen as pivots)."""
+    shape = _shape(a)
+    batch, n, dtype = shape[:-2], shape[-1], _dtype(a)
+    nd = len(shape)
+    size = _BLOCK
+    steps = -(-n // size)
+    padded = steps * size
+    if padded != n:
+        a = api.add(pad(a, np.zeros((), dtype), [(0, 0, 0)] * (nd - 2) + [(0, padded - n, 0)] * 2),
+                    _padding_identity(batch, n, padded, dtype))
+    full = batch + (padded, padded)
+    cols = _index_grid(batch + (size, padded), nd - 1)
+    panel_rows = _index_grid(batch + (padded, size), nd - 2)
+    identity = _identity(batch, size, dtype)
+
+    def panel_step(k, carry):
+        lu, pivots, perm = carry
+        start = api.mul(k, np.int32(size))
+        end = api.add(start, np.int32(size))
+        panel, panel_pivots, order = _lu_panel(api.dynamic_slice_in_dim(lu, start, size, axis=nd - 1), start)
+        lu = api.dynamic_update_slice_in_dim(take_rows(lu, order), panel, start, axis=nd - 1)
+        perm = api.reshape(take_rows(api.reshape(perm, batch + (padded, 1)), order), batch + (padded,))
+        pivots = api.dynamic_update_slice_in_dim(pivots, panel_pivots, start, axis=nd - 2)
+        unit_lower = api.add(tril(api.dynamic_slice_in_dim(panel, start, size, axis=nd - 2), -1), identity)
+        inverse = _substitute(unit_lower, identity, lower=True, unit_diagonal=True)
+        block_rows = api.dynamic_slice_in_dim(lu, start, size, axis=nd - 2)
+        right = api.ge(cols, _expand_scalar(end, _shape(cols)))
+        u12 = api.select(right, matmul(inverse, block_rows), _full(_shape(cols), 0, dtype))
+        lu = api.dynamic_update_slice_in_dim(lu, api.select(right, u12, block_rows), start, axis=nd - 2)
+        l21 = api.select(api.ge(panel_rows, _expand_scalar(end, _shape(panel_rows))), panel,
+                         _full(_shape(panel_rows), 0, dtype))
+        return api.sub(lu, matmul(l21, u12)), pivots, perm
+
+    pivots = _full(batch + (padded,), 0, _I32)
+    perm = api.broadcast_in_dim(api.iota(_I32, padded), batch + (padded,), (nd - 2,))
+    lu, pivots, perm = fori_loop(0, steps, panel_step, (a, pivots, perm))
+    if padded == n:
+        return [lu, pivots, perm]
+    return [slice_(lu, (0,) * nd, shape), slice_(pivots, (0,) * (nd - 1), batch + (n,)),
+            slice_(perm, (0,) * (nd - 1), batch + (n,))]
+
+
+def _lu_impl(a):
+    m, n = _shape(a)[-2:]
+    return _lu_blocked(a) if m == n and n > 2 * _BLOCK else _lu_columns(a)
+
+
+lu_p = composite_primitive("lu", _lu_impl, multiple_results=True)
 
 
 def lu(x):
@@ -479,7 +573,7 @@ def _lu_jvp(primals, tangents):
     u_full = _pad_to(triu(u_part), n, n)
     if n > k:
         u_full = api.add(u_full, _pad_to(_identity(batch, n - k, dtype), n, n, before=k))
-    permuted = matmul(permutation_matrix(perm, dtype), a_dot)
+    permuted = take_rows(a_dot, perm)
     la = triangular_solve(l_full, permuted, left_side=True, lower=True, unit_diagonal=True)
     lau = triangular_solve(u_full, la, left_side=False, lower=False)
     lu_dot = api.add(matmul(l_full, tril(lau, -1)), matmul(triu(lau), u_full))

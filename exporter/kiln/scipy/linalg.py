@@ -153,13 +153,14 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
     perm = lax_linalg.lu_pivots_to_permutation(knp.asarray(pivots), n)
 
     def solver(lu_, rhs):
-        p = lax_linalg.permutation_matrix(knp.broadcast_to(perm, lu_.shape[:-1]), lu_.dtype)
+        order = knp.broadcast_to(perm, lu_.shape[:-1])
         if not transpose:
-            y = lax_linalg.triangular_solve(lu_, knp.matmul(p, rhs), left_side=True, lower=True, unit_diagonal=True)
+            y = lax_linalg.triangular_solve(lu_, lax_linalg.take_rows(rhs, order), left_side=True, lower=True,
+                                            unit_diagonal=True)
             return lax_linalg.triangular_solve(lu_, y, left_side=True, lower=False)
         y = lax_linalg.triangular_solve(lu_, rhs, left_side=True, lower=False, transpose_a=True)
         y = lax_linalg.triangular_solve(lu_, y, left_side=True, lower=True, transpose_a=True, unit_diagonal=True)
-        return knp.matmul(_swap_last(p), y)
+        return lax_linalg.take_rows(y, knp.argsort(order, axis=-1))
 
     return _solve_with("lu_solve", factors, b, solver)
 

@@ -81,7 +81,7 @@ def cholesky(a, /, *, upper: bool = False):
 
 def _lu_solve_matrices(lu, perm, b):
     """x with a @ x = b given a's lu factors and row permutation, for b of shape (..., n, k)."""
-    permuted = matmul(lax_linalg.permutation_matrix(perm, aval(b).dtype), b)
+    permuted = lax_linalg.take_rows(b, perm)
     y = lax_linalg.triangular_solve(lu, permuted, left_side=True, lower=True, unit_diagonal=True)
     return lax_linalg.triangular_solve(lu, y, left_side=True, lower=False)
 
