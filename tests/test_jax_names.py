@@ -340,3 +340,22 @@ def test_clip_min_max_keywords(tmp_path):
         knp.clip(x, -1, min=0)
     with pytest.raises(TypeError, match="clip: give the upper bound once, as a_max or as max, not both"):
         knp.clip(x, None, 1, max=0)
+
+
+# ----------------------------------------------------------------------------- devices
+
+
+def test_one_host_device():
+    assert kiln.devices() == kiln.local_devices() == [kiln.Device()]
+    assert kiln.device_count() == kiln.local_device_count() == 1 and kiln.default_backend() == "cpu"
+    assert kiln.devices()[0].platform == "cpu" and str(kiln.devices()[0]) == "CpuDevice(id=0)"
+    x = np.arange(3.0)
+    tree = {"a": x, "b": [x]}
+    assert kiln.device_put(x) is x and kiln.device_put(tree, kiln.devices()[0]) is tree
+    assert kiln.device_get(tree) is tree and kiln.block_until_ready(tree) is tree
+    out = kiln.block_until_ready(kiln.jit(lambda v: v * 2)(x))
+    np.testing.assert_array_equal(out, x * 2)
+    with pytest.raises(ValueError, match="device_put: kiln has one device, the host CPU; got 'gpu'"):
+        kiln.device_put(x, "gpu")
+    with pytest.raises(RuntimeError, match="devices: backend 'gpu' is not available"):
+        kiln.devices("gpu")

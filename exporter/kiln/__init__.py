@@ -35,6 +35,9 @@ _LAZY_NAMES = {
        for name in ("checkpoint", "remat", "checkpoint_name", "checkpoint_policies")},
     **{name: ("kiln.staging", name) for name in ("make_jaxpr", "eval_shape", "ShapeDtypeStruct")},
     "disable_jit": ("kiln.jit", "disable_jit"),
+    **{name: ("kiln.devices", name)
+       for name in ("Device", "devices", "local_devices", "device_count", "local_device_count", "default_backend",
+                    "device_put", "device_get", "block_until_ready")},
     "tree": ("kiln.tree", None),
     "tree_util": ("kiln.tree_util", None),
 }
@@ -45,7 +48,9 @@ __all__ = [
     "register_pytree_node", "tree_flatten", "tree_leaves", "tree_map", "tree_unflatten",
     "grad", "value_and_grad", "jvp", "vjp", "jacfwd", "jacrev", "hessian", "vmap", "stop_gradient",
     "custom_jvp", "custom_vjp", "tree", "tree_util", "jacobian", "checkpoint", "remat", "checkpoint_name",
-    "checkpoint_policies", "make_jaxpr", "eval_shape", "ShapeDtypeStruct", "disable_jit",
+    "checkpoint_policies", "make_jaxpr", "eval_shape", "ShapeDtypeStruct", "disable_jit", "Device", "devices",
+    "local_devices", "device_count", "local_device_count", "default_backend", "device_put", "device_get",
+    "block_until_ready",
 ]
 
 
