@@ -152,3 +152,42 @@ def test_dtype_names_and_constants():
     seen = []
     kiln.jit(lambda a: seen.append((knp.iterable(a), knp.iterable(a[0]))) or a)(np.ones(2))
     assert seen == [(True, False)]
+
+
+@pytest.mark.parametrize("bitorder", ["big", "little"])
+def test_packbits_unpackbits(bitorder, tmp_path):
+    bits = RNG.random((3, 10)) > 0.5
+    eager_and_jit(lambda a: [knp.packbits(a, axis=ax, bitorder=bitorder) for ax in (None, 0, 1, -1)],
+                  lambda a: [np.packbits(a, axis=ax, bitorder=bitorder) for ax in (None, 0, 1, -1)], bits)
+    eager_and_jit(knp.packbits, np.packbits, np.array([0, 3, 0, -1, 5], np.int32))
+    u = RNG.integers(0, 256, (2, 3)).astype(np.uint8)
+    cases = [(ax, count) for ax in (None, 0, 1) for count in (None, 5, -3, 30)]
+    eager_and_jit(lambda a: [knp.unpackbits(a, axis=ax, count=c, bitorder=bitorder) for ax, c in cases],
+                  lambda a: [np.unpackbits(a, axis=ax, count=c, bitorder=bitorder) for ax, c in cases], u)
+    eager_jit_and_kiln_run(lambda a, p: (knp.packbits(a, axis=1, bitorder=bitorder), knp.unpackbits(p, bitorder=bitorder)),
+                           lambda a, p: (np.packbits(a, axis=1, bitorder=bitorder), np.unpackbits(p, bitorder=bitorder)),
+                           bits, u, tmp_path=tmp_path)
+    with pytest.raises(TypeError, match="unpackbits: expected an input array of unsigned byte data type"):
+        knp.unpackbits(np.ones(2, np.int32))
+    with pytest.raises(TypeError, match="packbits: expected an input array of integer or boolean data type"):
+        knp.packbits(np.ones(2))
+    with pytest.raises(ValueError, match="packbits: bitorder must be 'big' or 'little'"):
+        knp.packbits(bits, bitorder="middle")
+
+
+def test_numpy_eager_helpers(tmp_path):
+    """Printing, file I/O and einsum_path are numpy's own (eager arrays are numpy arrays)."""
+    x = np.arange(4.0)
+    assert knp.array_str(x) == np.array_str(x) and knp.array_repr(x) == np.array_repr(x)
+    with knp.printoptions(precision=2):
+        assert knp.get_printoptions()["precision"] == 2
+    knp.save(tmp_path / "x.npy", knp.add(x, 1.0))
+    np.testing.assert_array_equal(knp.load(tmp_path / "x.npy"), x + 1)
+    np.testing.assert_array_equal(knp.frombuffer(x.tobytes()), x)
+    np.testing.assert_array_equal(knp.fromiter(range(3), np.int32), np.arange(3, dtype=np.int32))
+    assert issubclass(knp.ComplexWarning, Warning)
+    a, b = np.ones((2, 3)), np.ones((3, 4))
+    assert knp.einsum_path("ij,jk->ik", a, b)[0] == np.einsum_path("ij,jk->ik", a, b)[0]
+    seen = []
+    kiln.jit(lambda p, q: seen.append(knp.einsum_path("ij,jk->ik", p, q)[0]) or p)(a, b)
+    assert seen == [np.einsum_path("ij,jk->ik", a, b)[0]]

@@ -55,6 +55,7 @@ from .array_math import *  # noqa: E402,F401,F403
 from .polynomials import *  # noqa: E402,F401,F403
 from .index_tricks import *  # noqa: E402,F401,F403
 from .functional import *  # noqa: E402,F401,F403
+from .bits import *  # noqa: E402,F401,F403
 from .ufuncs import *  # noqa: E402,F401,F403  (last: the public ufunc names are ufunc objects)
 
 _methods.install()

@@ -201,6 +201,22 @@ def iterable(y):
     return bool(np.iterable(y))
 
 
+# Printing and file I/O work on concrete arrays, so they are numpy's own (eager results are numpy arrays).
+array_repr, array_str = np.array_repr, np.array_str
+get_printoptions, set_printoptions, printoptions = np.get_printoptions, np.set_printoptions, np.printoptions
+frombuffer, fromiter, fromstring, fromfile = np.frombuffer, np.fromiter, np.fromstring, np.fromfile
+load, save, savez = np.load, np.save, np.savez
+ComplexWarning = np.exceptions.ComplexWarning
+
+
+def einsum_path(subscripts, *operands, optimize="greedy", einsum_call=False):
+    """numpy.einsum_path: numpy's contraction order for operands of these shapes (traced arrays included: the
+    path depends on shapes only). kiln's einsum contracts left to right whatever the path."""
+    stand_ins = [np.broadcast_to(np.zeros((), np.float64), aval(x).shape) if isinstance(x, Tracer) else x
+                 for x in operands]
+    return np.einsum_path(subscripts, *stand_ins, optimize=optimize, einsum_call=einsum_call)
+
+
 class ndarray(abc.ABC):  # noqa: N801  (numpy's name)
     """The array type for isinstance checks, as jax.Array is for JAX: eager results (numpy arrays) and
     traced arrays are instances. Other array types register themselves (ndarray.register(cls))."""
@@ -215,5 +231,7 @@ __all__ = [
     "bitwise_invert", "concat", "permute_dims", "unstack", "vecdot", "matvec", "vecmat", "result_type",
     "promote_types", "can_cast", "isscalar", "iscomplexobj", "isrealobj", "iscomplex", "isreal", "isdtype", "ndarray",
     "double", "single", "half", "float_", "int_", "intp", "intc", "longlong", "short", "byte", "ubyte", "character",
-    "flexible", "complexfloating", "euler_gamma", "iterable",
+    "flexible", "complexfloating", "euler_gamma", "iterable", "array_repr", "array_str", "get_printoptions",
+    "set_printoptions", "printoptions", "frombuffer", "fromiter", "fromstring", "fromfile", "load", "save", "savez",
+    "ComplexWarning", "einsum_path",
 ]
