@@ -401,6 +401,19 @@ def test_numpy_functions_under_jit():
     eager_and_jit(lambda x, b: names(knp, x, b), lambda x, b: names(np, x, b), x, b, tol=2e-4)
 
 
+@pytest.mark.parametrize("name,shape", [("qr", (3, 0)), ("qr", (0, 2)), ("svd", (2, 0, 3)), ("svd", (3, 0)),
+                                        ("svdvals", (0, 3)), ("eigh", (0, 0)), ("eigvalsh", (2, 0, 0)),
+                                        ("pinv", (2, 0, 3)), ("matrix_rank", (2, 3, 0))])
+def test_numpy_functions_of_empty_matrices(name, shape):
+    x = np.zeros(shape)
+    check_like_numpy(getattr(knp.linalg, name)(x), getattr(np.linalg, name)(x))
+    if name == "svd":
+        check_like_numpy(knp.linalg.svd(x, full_matrices=False), np.linalg.svd(x, full_matrices=False))
+        check_like_numpy(kiln.jit(lambda a: lax_linalg.svd(a))(x), np.linalg.svd(x))
+    if name == "qr":
+        check_like_numpy(knp.linalg.qr(x, "complete"), np.linalg.qr(x, "complete"))
+
+
 # ---- gradients of kiln.numpy.linalg -------------------------------------------------------------------
 
 def test_numpy_gradients():
@@ -455,7 +468,8 @@ def test_program_with_pinv_and_eigh_of_a_batch_runs_in_kiln_run(tmp_path):
     (lambda: knp.linalg.qr(np.ones(2)), np.linalg.LinAlgError, "qr: 1-dimensional array given for argument a"),
     (lambda: knp.linalg.svd(np.ones((2, 2), np.float16)), TypeError, "svd: argument a has dtype float16"),
     (lambda: knp.linalg.svd(np.ones((2, 3)), hermitian=True), np.linalg.LinAlgError, "svd: hermitian=True needs square"),
-    (lambda: knp.linalg.svdvals(np.ones((0, 2))), np.linalg.LinAlgError, "svdvals: argument x of shape"),
+    (lambda: knp.linalg.cond(np.ones((2, 0, 0))), np.linalg.LinAlgError, "cond: not defined on empty arrays"),
+    (lambda: knp.linalg.lstsq(np.ones((0, 2)), np.ones(0)), np.linalg.LinAlgError, "lstsq: argument a of shape"),
     (lambda: knp.linalg.eigh(np.ones((2, 3))), np.linalg.LinAlgError, "eigh: last 2 dimensions of argument a must be square"),
     (lambda: knp.linalg.eigh(np.eye(2), UPLO="X"), ValueError, "eigh: UPLO argument must be 'L' or 'U'"),
     (lambda: knp.linalg.eigvalsh(np.eye(2), UPLO="l"), ValueError, "eigvalsh: UPLO argument must be 'L' or 'U'"),

@@ -177,9 +177,21 @@ def _householder_qr(x):
     return fori_loop(0, min(m, n), step, (x, _identity(batch, m, dtype)))[::-1]
 
 
+def _eye(batch, rows, cols, dtype):
+    """Identity matrices (rows, cols) for a batch: what an empty factorization's orthogonal factors are."""
+    shape = tuple(batch) + (rows, cols)
+    nb = len(batch)
+    same = api.eq(api.broadcasted_iota(_I32, shape, nb), api.broadcasted_iota(_I32, shape, nb + 1))
+    return api.select(same, _full(shape, 1, dtype), _full(shape, 0, dtype))
+
+
 def _qr_impl(x, *, full_matrices):
+    shape, dtype = _shape(x), _dtype(x)
+    batch, (m, n) = shape[:-2], shape[-2:]
+    if m == 0 or n == 0:
+        k = m if full_matrices else min(m, n)
+        return [_eye(batch, m, k, dtype), _full(batch + (k, n), 0, dtype)]
     q, r = _householder_qr(x)
-    m, n = _shape(x)[-2:]
     if not full_matrices and m > n:
         q, r = _take(q, 0, n, len(_shape(q)) - 1), _take(r, 0, n, len(_shape(r)) - 2)
     return [q, r]
@@ -308,6 +320,8 @@ def _jacobi_eigh(x, *, lower, sort_eigenvalues):
     shape, dtype = _shape(x), _dtype(x)
     nb, n = len(shape) - 2, shape[-1]
     batch = shape[:nb]
+    if n == 0:
+        return [x, _full(batch + (0,), 0, dtype)]
     a = _from_triangle(x, lower)
     scale = _batch_max_abs(a)
     size = n + n % 2
@@ -405,8 +419,22 @@ def _jacobi_svd_tall(x, *, full_matrices, compute_uv):
     return [api.mul(s, _per_matrix(scale, batch + (n,))), u, swap_last(v)]
 
 
+def _empty_svd(x, *, full_matrices, compute_uv):
+    """JAX's results for matrices with no entries: no singular values, identity (or empty) factors."""
+    shape, dtype = _shape(x), _dtype(x)
+    batch, (m, n) = shape[:-2], shape[-2:]
+    s = _full(batch + (0,), 0, dtype)
+    if not compute_uv:
+        return [s]
+    if full_matrices:
+        return [s, _eye(batch, m, m, dtype), _eye(batch, n, n, dtype)]
+    return [s, _full(batch + (m, 0), 0, dtype), _full(batch + (0, n), 0, dtype)]
+
+
 def _svd_impl(x, *, full_matrices, compute_uv):
     m, n = _shape(x)[-2:]
+    if m == 0 or n == 0:
+        return _empty_svd(x, full_matrices=full_matrices, compute_uv=compute_uv)
     if m >= n:
         return _jacobi_svd_tall(x, full_matrices=full_matrices, compute_uv=compute_uv)
     outs = _jacobi_svd_tall(swap_last(x), full_matrices=full_matrices, compute_uv=compute_uv)

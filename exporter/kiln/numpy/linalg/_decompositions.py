@@ -75,10 +75,11 @@ def _matrices(fn: str, a, name: str = "a", *, square: bool = False):
                           "least two-dimensional")
     if square and shape[-1] != shape[-2]:
         raise LinAlgError(f"{fn}: last 2 dimensions of argument {name} must be square, got shape {shape}")
-    if 0 in shape[-2:]:
-        raise LinAlgError(f"{fn}: argument {name} of shape {shape} holds empty matrices, which kiln does not "
-                          "factorize")
     return x
+
+
+def _is_empty(x) -> bool:
+    return 0 in aval(x).shape[-2:]
 
 
 def _eps(x):
@@ -180,6 +181,9 @@ def pinv(a, rcond=None, hermitian: bool = False, *, rtol=_UNSET):
     elif rtol is not _UNSET:
         raise ValueError("pinv: `rtol` and `rcond` can't be both set")
     x = _matrices("pinv", a)
+    if _is_empty(x):
+        shape = aval(x).shape
+        return convert(np.zeros(shape[:-2] + (shape[-1], shape[-2])), aval(x).dtype)
     if rcond is None:
         rcond = max(aval(x).shape[-2:]) * _eps(x)
     u, s, vh = svd(x, full_matrices=False, hermitian=hermitian)
@@ -235,6 +239,8 @@ def matrix_rank(A, tol=None, hermitian: bool = False, *, rtol=None):
         nonzero = any_(x != 0)
         return int(nonzero) if is_eager() else convert(nonzero, np.int64)
     x = _matrices("matrix_rank", x, "A")
+    if _is_empty(x):
+        return convert(np.zeros(aval(x).shape[:-2], np.int64), np.int64)
     s = svd(x, compute_uv=False, hermitian=hermitian)
     if tol is None:
         if rtol is None:
@@ -265,6 +271,8 @@ def cond(x, p=None):
     if p not in _NORMS and p is not None:
         raise ValueError(f"cond: invalid norm order {p!r}; use None, 'fro', 'nuc', 1, -1, 2, -2, inf or -inf")
     a = _matrices("cond", x, "x", square=p not in (None, 2, -2))
+    if _is_empty(a):
+        raise LinAlgError(f"cond: not defined on empty arrays (argument x has shape {aval(a).shape})")
     if p in (None, 2, -2):
         s = svdvals(a)
         with np.errstate(divide="ignore", invalid="ignore"):
