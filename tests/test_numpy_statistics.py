@@ -36,19 +36,23 @@ def _with_nans(dtype, shape=(3, 4)):
 NAN_REDUCTIONS = ["nansum", "nanprod", "nanmean", "nanvar", "nanstd", "nanmax", "nanmin", "nanmedian"]
 
 
-@pytest.mark.parametrize("name", NAN_REDUCTIONS)
 @pytest.mark.parametrize("dtype", FLOATS)
-def test_nan_reductions_skip_nans(name, dtype):
+def test_nan_reductions_skip_nans(dtype):
     x = _with_nans(dtype)
-    forms = [(None, False), (0, False), (1, True), ((0, 1), False)]
-    eager_and_jit(lambda a: tuple(getattr(knp, name)(a, axis=axis, keepdims=keep) for axis, keep in forms),
-                  _quiet(lambda a: tuple(getattr(np, name)(a, axis=axis, keepdims=keep) for axis, keep in forms)), x)
+    forms = [(name, axis, keep) for name in NAN_REDUCTIONS
+             for axis, keep in [(None, False), (0, False), (1, True), ((0, 1), False)]]
+
+    def run(lib, a):
+        return tuple(getattr(lib, name)(a, axis=axis, keepdims=keep) for name, axis, keep in forms)
+
+    eager_and_jit(lambda a: run(knp, a), _quiet(lambda a: run(np, a)), x)
 
 
-@pytest.mark.parametrize("name", NAN_REDUCTIONS + ["nancumsum", "nancumprod"])
-def test_nan_reductions_of_integers_are_the_plain_ones(name):
+def test_nan_reductions_of_integers_are_the_plain_ones():
     x = random_array(RNG, (3, 4), np.int32)
-    eager_and_jit(lambda a: getattr(knp, name)(a, axis=0), lambda a: getattr(np, name)(a, axis=0), x)
+    names = NAN_REDUCTIONS + ["nancumsum", "nancumprod"]
+    eager_and_jit(lambda a: tuple(getattr(knp, name)(a, axis=0) for name in names),
+                  lambda a: tuple(getattr(np, name)(a, axis=0) for name in names), x)
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
@@ -123,37 +127,41 @@ def test_nanmean_gradient_is_finite_and_matches_differences():
 METHODS = ["linear", "lower", "higher", "midpoint", "nearest"]
 
 
-@pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("dtype", FLOATS + [np.int32])
-def test_quantile_methods(method, dtype):
+def test_quantile_methods(dtype):
     x = random_array(RNG, (4, 3, 5), dtype)
-    forms = [(0.5, None, False), ([0.0, 0.25, 0.6, 1.0], (0, 2), True), (np.array([[0.1], [0.9]], np.float32), -1, False),
-             (0.3, 1, True)]
-    eager_and_jit(lambda a: tuple(knp.quantile(a, q, axis=axis, method=method, keepdims=keep) for q, axis, keep in forms),
-                  lambda a: tuple(np.quantile(a, q, axis=axis, method=method, keepdims=keep) for q, axis, keep in forms), x)
+    forms = [(method, q, axis, keep) for method in METHODS for q, axis, keep in [
+        (0.5, None, False), ([0.0, 0.25, 0.6, 1.0], (0, 2), True), (np.array([[0.1], [0.9]], np.float32), -1, False),
+        (0.3, 1, True)]]
+
+    def run(lib, a):
+        return tuple(lib.quantile(a, q, axis=axis, method=method, keepdims=keep) for method, q, axis, keep in forms)
+
+    eager_and_jit(lambda a: run(knp, a), lambda a: run(np, a), x)
 
 
-@pytest.mark.parametrize("method", METHODS)
-def test_percentile_and_nan_variants(method):
+def test_percentile_and_nan_variants():
     x = _with_nans(np.float64, (3, 7))
 
     def run(lib, a):
-        return (lib.percentile(a, [10, 50, 95], axis=1, method=method),
-                lib.nanpercentile(a, [10, 50, 95], axis=1, method=method),
-                lib.nanquantile(a, 0.3, axis=0, method=method, keepdims=True))
+        return tuple(out for method in METHODS for out in (
+            lib.percentile(a, [10, 50, 95], axis=1, method=method),
+            lib.nanpercentile(a, [10, 50, 95], axis=1, method=method),
+            lib.nanquantile(a, 0.3, axis=0, method=method, keepdims=True)))
 
     eager_and_jit(lambda a: run(knp, a), _quiet(lambda a: run(np, a)), x)
 
 
 def test_median_dtypes_and_nans():
-    for dtype in (np.float16, np.float32, np.float64, np.int8, np.int64):
-        x = random_array(RNG, (4, 5), dtype)
-        eager_and_jit(lambda a: (knp.median(a, axis=0), knp.median(a, keepdims=True)),
-                      lambda a: (np.median(a, axis=0), np.median(a, keepdims=True)), x)
-    x = _with_nans(np.float32)
-    eager_and_jit(lambda a: (knp.median(a, axis=1), knp.nanmedian(a, axis=(0, 1))),
-                  _quiet(lambda a: (np.median(a, axis=1), np.nanmedian(a, axis=(0, 1)))), x)
-    eager_and_jit(knp.median, _quiet(np.median), np.zeros((0,), np.float32))
+    arrays = [random_array(RNG, (4, 5), dtype) for dtype in (np.float16, np.float32, np.float64, np.int8, np.int64)]
+    arrays += [_with_nans(np.float32), np.zeros((0,), np.float32)]
+
+    def run(lib, *xs):
+        *plain, nans, empty = xs
+        return (*(m for x in plain for m in (lib.median(x, axis=0), lib.median(x, keepdims=True))),
+                lib.median(nans, axis=1), lib.nanmedian(nans, axis=(0, 1)), lib.median(empty))
+
+    eager_and_jit(lambda *xs: run(knp, *xs), _quiet(lambda *xs: run(np, *xs)), *arrays)
 
 
 def test_quantile_with_traced_q():
@@ -365,15 +373,16 @@ def test_bincount_errors():
         knp.bincount(np.array([1, 2]), length=-1)
 
 
-@pytest.mark.parametrize("right", [False, True])
-def test_digitize(right):
+def test_digitize():
     x = np.array([-2.0, -1.0, 0.0, 0.2, 0.5, 1.9, 2.0, 5.0, np.nan])
-    for bins in (np.array([-1.0, 0.0, 0.5, 2.0]), np.array([2.0, 0.5, 0.0, -1.0]), np.array([0.0, 0.0, 1.0])):
-        eager_and_jit(lambda a: knp.digitize(a, bins, right=right), lambda a: np.digitize(a, bins, right=right), x)
-        eager_and_jit(lambda a, b: knp.digitize(a, b, right=right), lambda a, b: np.digitize(a, b, right=right), x, bins)
     ints = np.array([0, 3, 7, 10])
-    eager_and_jit(lambda a: knp.digitize(a, np.array([1, 5, 9]), right=right),
-                  lambda a: np.digitize(a, np.array([1, 5, 9]), right=right), ints)
+    bins = (np.array([-1.0, 0.0, 0.5, 2.0]), np.array([2.0, 0.5, 0.0, -1.0]), np.array([0.0, 0.0, 1.0]))
+
+    def run(lib, a, i, *traced_bins):  # the same bins concrete (numpy's direction check) and as arguments
+        return tuple(lib.digitize(v, b, right=right) for right in (False, True)
+                     for v, b in [(a, b) for b in bins + traced_bins] + [(i, np.array([1, 5, 9]))])
+
+    eager_and_jit(lambda *xs: run(knp, *xs), lambda *xs: run(np, *xs), x, ints, *bins)
 
 
 def test_digitize_errors():
@@ -445,6 +454,70 @@ def test_histogram_errors():
         knp.histogram_bin_edges(x, bins=np.ones((2, 2)))
 
 
+def _flat(results):
+    """histogramdd's (hist, [edges, ...]) as one flat tuple, for check_like_numpy."""
+    hist, edges = results
+    return (hist, *edges)
+
+
+def test_histogram2d():
+    x, y = random_array(RNG, (20,), np.float32), random_array(RNG, (20,), np.float32)
+    w = RNG.random(20)
+    shared_edges = np.array([-1.0, 0.0, 0.5, 1.0])
+
+    def run(lib, x, y, w):
+        return (*lib.histogram2d(x, y), *lib.histogram2d(x, y, bins=(3, 4), weights=w, density=True),
+                *lib.histogram2d(x, y, bins=[np.array([-1.0, 0.0, 1.0]), 3], range=[None, (-1, 2)]),
+                *lib.histogram2d(x, y, bins=shared_edges))
+
+    eager_and_jit(lambda *a: run(knp, *a), lambda *a: run(np, *a), x, y, w)
+
+
+def test_histogramdd():
+    points = RNG.integers(0, 5, (30, 3))
+    eager_and_jit(lambda s: _flat(knp.histogramdd(s, bins=(2, 3, 4))), lambda s: _flat(np.histogramdd(s, bins=(2, 3, 4))),
+                  points)
+    x = random_array(RNG, (15,))
+    eager_and_jit(lambda a: _flat(knp.histogramdd(a, bins=5, density=True)),
+                  lambda a: _flat(np.histogramdd(a, bins=5, density=True)), x)
+    cols = [random_array(RNG, (12,), np.float32) for _ in range(2)]
+    eager_and_jit(lambda a, b: _flat(knp.histogramdd([a, b], bins=3, range=[(-1, 1), None])),
+                  lambda a, b: _flat(np.histogramdd([a, b], bins=3, range=[(-1, 1), None])), *cols)
+
+
+def test_histogram2d_weights_gradient():
+    x, y, w = random_array(RNG, (10,)), random_array(RNG, (10,)), RNG.random(10)
+
+    def f(b):
+        return knp.sum(knp.histogram2d(x, y, bins=2, weights=b, density=True)[0] ** 2)
+
+    want = numerical_grad(f, w)
+    np.testing.assert_allclose(kiln.grad(f)(w), want, atol=1e-6)
+    np.testing.assert_allclose(kiln.jit(kiln.grad(f))(w), want, atol=1e-6)
+
+
+def test_histogramdd_errors():
+    points = np.ones((4, 2))
+    with pytest.raises(ValueError, match="histogramdd: the dimension of bins must be equal to the dimension of the sample"):
+        knp.histogramdd(points, bins=(2, 3, 4))
+    with pytest.raises(ValueError, match="histogramdd: range argument must have one entry per dimension"):
+        knp.histogramdd(points, range=[(0, 1)])
+    with pytest.raises(ValueError, match=r"histogramdd: bins\[1\] must be positive, when an integer"):
+        knp.histogramdd(points, bins=(2, 0))
+    with pytest.raises(ValueError, match=r"histogramdd: bins\[0\] must be monotonically increasing, when an array"):
+        knp.histogramdd(points, bins=[np.array([1.0, 0.0]), 2])
+    with pytest.raises(ValueError, match=r"histogramdd: bins\[0\] must be a scalar or 1d array"):
+        knp.histogramdd(points, bins=[np.ones((2, 2)), 2])
+    with pytest.raises(TypeError, match=r"histogramdd: bins\[1\] must be an integer or an array of edges"):
+        knp.histogramdd(points, bins=[2, 1.5])
+    with pytest.raises(ValueError, match="histogramdd: weights must have one entry per sample point"):
+        knp.histogramdd(points, weights=np.ones(3))
+    with pytest.raises(ValueError, match="histogramdd: sample must be an"):
+        knp.histogramdd(np.ones((2, 2, 2)))
+    with pytest.raises(ValueError, match="histogramdd: the sample's coordinate arrays must have one length"):
+        knp.histogram2d(np.ones(3), np.ones(4))
+
+
 # ----------------------------------------------------------------------------- kiln-run
 
 
@@ -458,13 +531,13 @@ def test_exported(tmp_path):
         return (knp.nanmean(a, axis=1), knp.nanstd(a), knp.nanmax(a, axis=0), knp.nanmedian(a, axis=1),
                 knp.quantile(b, [0.1, 0.5], method="midpoint"), knp.average(b, weights=b), knp.cov(knp.reshape(b, (2, 3))),
                 knp.corrcoef(b, b * b), counts, edges, knp.bincount(c, length=6), knp.digitize(b, edges),
-                knp.count_nonzero(a > 0, axis=1), knp.ptp(c))
+                knp.count_nonzero(a > 0, axis=1), knp.ptp(c), *knp.histogram2d(b, b * b, bins=(2, 3)))
 
     def reference(a, b, c):
         counts, edges = np.histogram(b, bins=4)
         return (np.nanmean(a, axis=1), np.nanstd(a), np.nanmax(a, axis=0), np.nanmedian(a, axis=1),
                 np.quantile(b, [0.1, 0.5], method="midpoint"), np.average(b, weights=b), np.cov(np.reshape(b, (2, 3))),
                 np.corrcoef(b, b * b), counts, edges, np.bincount(c, minlength=6), np.digitize(b, edges),
-                np.count_nonzero(a > 0, axis=1), np.ptp(c))
+                np.count_nonzero(a > 0, axis=1), np.ptp(c), *np.histogram2d(b, b * b, bins=(2, 3)))
 
     eager_jit_and_kiln_run(stats, _quiet(reference), x, w, labels, tmp_path=tmp_path)

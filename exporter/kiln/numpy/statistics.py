@@ -489,12 +489,11 @@ def digitize(x, bins, right=False):
     return select(greater_equal(b[n - 1], b[0]), searchsorted(b, x, side), backwards)
 
 
-def _uniform_edges(name, x, count, range_):
-    """count + 1 equal-width edges over range_ (default: x's min and max), computed as numpy.histogram does:
-    numpy.linspace (first + i * step, the last edge exactly the end) in x's float dtype, or in float64 for
-    integers or a given range, rounded to the edges' dtype."""
-    edge_dtype = aval(x).dtype if _is_float(x) else _F64
-    work = edge_dtype if range_ is None else _F64
+def _uniform_edges(name, x, count, range_, edge_dtype):
+    """count + 1 equal-width edges over range_ (default: x's min and max), computed as numpy does: numpy.linspace
+    (first + i * step, the last edge exactly the end) in x's float dtype, or in float64 for integers or a given
+    range, rounded to edge_dtype."""
+    work = (aval(x).dtype if _is_float(x) else _F64) if range_ is None else _F64
     if range_ is not None:
         first, last = (float(e) for e in range_)
         if first > last:
@@ -529,7 +528,7 @@ def _bin_edges(name, x, bins, range_, weights):
             raise TypeError(f"{name}: bins must be an integer, a string, or an array, got {bins!r}") from None
         if count < 1:
             raise ValueError(f"{name}: bins must be positive, when an integer (got {count})")
-        return _uniform_edges(name, x, count, range_)
+        return _uniform_edges(name, x, count, range_, aval(x).dtype if _is_float(x) else _F64)
     edges = asarray(bins)
     if aval(edges).ndim != 1:
         raise ValueError(f"{name}: bins must be 1-dimensional, got shape {aval(edges).shape}")
@@ -556,10 +555,7 @@ def histogram(a, bins=10, range=None, density=None, weights=None):  # noqa: A002
     n_bins = aval(edges).shape[0] - 1
     if n_bins < 1:
         raise ValueError("histogram: bins must hold at least two edges")
-    first, last = edges[0], edges[n_bins]
-    at = subtract(searchsorted(edges, x, "right"), np.asarray(1, _INDEX))
-    at = select(equal(x, last), np.asarray(n_bins - 1, _INDEX), at)
-    inside = logical_and(greater_equal(x, first), less_equal(x, last))
+    at, inside = _bin_positions(x, edges)
     at = select(inside, at, np.asarray(n_bins, _INDEX))
     if w is None:
         counts = _scatter_add(n_bins, at, np.ones(aval(x).shape, _INDEX), _INDEX)
@@ -572,8 +568,104 @@ def histogram(a, bins=10, range=None, density=None, weights=None):  # noqa: A002
     return true_divide(true_divide(counts, widths), _sum(counts)), edges
 
 
+def _bin_positions(x, edges):
+    """(the bin of each x among the edges' len - 1 bins, the last one closed; whether x lies inside the edges)."""
+    n_bins = aval(edges).shape[0] - 1
+    last = edges[n_bins]
+    at = subtract(searchsorted(edges, x, "right"), np.asarray(1, _INDEX))
+    at = select(equal(x, last), np.asarray(n_bins - 1, _INDEX), at)
+    return at, logical_and(greater_equal(x, edges[0]), less_equal(x, last))
+
+
+def _sample_columns(sample):
+    """The D coordinate arrays of N points given as an (N, D) array, a 1-D array (D = 1) or a sequence of D arrays."""
+    if isinstance(sample, (list, tuple)):
+        columns = [ravel(asarray(c)) for c in sample]
+    else:
+        points = asarray(sample)
+        if aval(points).ndim == 1:
+            return [points]
+        if aval(points).ndim != 2:
+            raise ValueError(f"histogramdd: sample must be an (N, D) array or a sequence of D arrays, got shape "
+                             f"{aval(points).shape}")
+        columns = [points[:, i] for i in builtins.range(aval(points).shape[1])]
+    if len({aval(c).shape for c in columns}) > 1:
+        raise ValueError("histogramdd: the sample's coordinate arrays must have one length, got "
+                         f"{[aval(c).shape[0] for c in columns]}")
+    return columns
+
+
+def _edges_of_dimension(i, column, bins, range_):
+    """numpy.histogramdd's edges along dimension i: linspace for a count (float64 when range_ is given), or the
+    given increasing edges."""
+    if not _traced(bins) and np.ndim(bins) == 0:
+        try:
+            count = operator.index(bins)
+        except TypeError:
+            raise TypeError(f"histogramdd: bins[{i}] must be an integer or an array of edges, got {bins!r}") from None
+        if count < 1:
+            raise ValueError(f"histogramdd: bins[{i}] must be positive, when an integer (got {count})")
+        edge_dtype = (aval(column).dtype if _is_float(column) else _F64) if range_ is None else _F64
+        return _uniform_edges("histogramdd", column, count, range_, edge_dtype)
+    edges = asarray(bins)
+    if aval(edges).ndim != 1:
+        raise ValueError(f"histogramdd: bins[{i}] must be a scalar or 1d array, got shape {aval(edges).shape}")
+    if not _traced(edges) and np.any(np.diff(np.asarray(edges)) < 0):
+        raise ValueError(f"histogramdd: bins[{i}] must be monotonically increasing, when an array")
+    return edges
+
+
+def histogramdd(sample, bins=10, range=None, density=None, weights=None):  # noqa: A002  (numpy's name)
+    """numpy.histogramdd: (float64 counts of shape (bins_0, ..., bins_D-1), [edges along each dimension]). A point
+    counts when every coordinate lies inside its edges (the last bin of each dimension closed)."""
+    columns = _sample_columns(sample)
+    dims = len(columns)
+    n = aval(columns[0]).shape[0]
+    try:
+        per_dim = list(bins) if len(bins) == dims else None
+    except TypeError:
+        per_dim = [bins] * dims
+    if per_dim is None:
+        raise ValueError("histogramdd: the dimension of bins must be equal to the dimension of the sample x")
+    ranges = [None] * dims if range is None else list(range)
+    if len(ranges) != dims:
+        raise ValueError("histogramdd: range argument must have one entry per dimension")
+    w = None if weights is None else asarray(weights)
+    if w is not None and aval(w).shape != (n,):
+        raise ValueError(f"histogramdd: weights must have one entry per sample point ({n}), got shape {aval(w).shape}")
+    edges = [_edges_of_dimension(i, c, b, r) for i, (c, b, r) in enumerate(zip(columns, per_dim, ranges))]
+    shape = tuple(aval(e).shape[0] - 1 for e in edges)
+    flat, inside = np.zeros((n,), _INDEX), np.ones((n,), np.bool_)
+    for column, e, size in zip(columns, edges, shape):
+        at, within = _bin_positions(column, e)
+        flat = add(multiply(flat, np.asarray(size, _INDEX)), at)
+        inside = logical_and(inside, within)
+    total = int(np.prod(shape, dtype=np.int64))
+    flat = select(inside, flat, np.asarray(total, _INDEX))
+    hist = reshape(_scatter_add(total, flat, np.ones((n,), _F64) if w is None else w, _F64), shape)
+    if density:
+        hist = true_divide(hist, _sum(hist))
+        for i, e in enumerate(edges):
+            widths = convert(subtract(e[1:], e[:shape[i]]), _F64)
+            hist = true_divide(hist, reshape(widths, tuple(shape[i] if j == i else 1 for j in builtins.range(dims))))
+    return hist, edges
+
+
+def histogram2d(x, y, bins=10, range=None, density=None, weights=None):  # noqa: A002  (numpy's name)
+    """numpy.histogram2d: (float64 counts of shape (x bins, y bins), x edges, y edges); bins is a count, a pair of
+    counts or edges, or one array of edges for both."""
+    try:
+        pair = len(bins) in (1, 2)
+    except TypeError:
+        pair = True
+    if not pair:
+        bins = [bins, bins]
+    hist, (x_edges, y_edges) = histogramdd([x, y], bins, range, density, weights)
+    return hist, x_edges, y_edges
+
+
 __all__ = [
     "nansum", "nanprod", "nanmean", "nanvar", "nanstd", "nanmin", "nanmax", "nanargmin", "nanargmax", "nancumsum",
     "nancumprod", "nanmedian", "nanpercentile", "nanquantile", "average", "median", "percentile", "quantile", "ptp",
-    "cov", "corrcoef", "histogram", "histogram_bin_edges", "bincount", "digitize", "count_nonzero",
+    "cov", "corrcoef", "histogram", "histogram_bin_edges", "histogram2d", "histogramdd", "bincount", "digitize", "count_nonzero",
 ]
