@@ -273,6 +273,22 @@ def test_unique_functions_need_size_when_traced():
             kiln.jit(getattr(knp, name))(np.arange(3))
 
 
+def test_vmap():
+    x = random_array(RNG, (3, 7))
+    a = np.sort(random_array(RNG, (5,)))
+
+    def run(lib, r):
+        return (lib.searchsorted(a, r), lib.searchsorted(lib.sort(r), 0.1, side="right"), lib.isin(r, r[:2]),
+                lib.lexsort((r, r > 0)), lib.isclose(r, r[0]))
+
+    want = [np.stack(column) for column in zip(*[run(np, row) for row in x])]
+    check_like_numpy(kiln.vmap(lambda r: run(knp, r))(x), want)
+    check_like_numpy(kiln.jit(kiln.vmap(lambda r: run(knp, r)))(x), want)
+    rows = np.array([[3, 1, 3, 2], [5, 5, 5, 0]])
+    check_like_numpy(kiln.jit(kiln.vmap(lambda r: knp.unique_values(r, size=3, fill_value=-1)))(rows),
+                     np.array([[1, 2, 3], [0, 5, -1]]))
+
+
 # ----------------------------------------------------------------------------- kiln-run
 
 

@@ -518,6 +518,19 @@ def test_histogramdd_errors():
         knp.histogram2d(np.ones(3), np.ones(4))
 
 
+def test_vmap():
+    x = random_array(RNG, (4, 6))
+    x[1, 2] = np.nan
+
+    def run(lib, r):
+        return (lib.nanmean(r), lib.nanquantile(r, [0.2, 0.5]), lib.median(r), lib.average(r, weights=lib.abs(r) + 1),
+                lib.histogram(r, bins=3, range=(-2, 2))[0], lib.nanargmax(r), lib.cov(lib.reshape(r, (2, 3))))
+
+    want = [np.stack(column) for column in zip(*[_quiet(run)(np, row) for row in x])]
+    check_like_numpy(kiln.vmap(lambda r: run(knp, r))(x), want)
+    check_like_numpy(kiln.jit(kiln.vmap(lambda r: run(knp, r)))(x), want)
+
+
 # ----------------------------------------------------------------------------- kiln-run
 
 
