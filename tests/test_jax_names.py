@@ -227,11 +227,29 @@ def test_jit_static_argnames_and_donation():
     with pytest.raises(TypeError, match="jit of f: donate_argnums must be ints"):
         kiln.jit(f, donate_argnums="x")
 
-    def kw_only(x, *, axis):
-        return knp.sum(x, axis=axis)
 
-    with pytest.raises(ValueError, match="jit of kw_only: static_argnames 'axis' is a keyword-only argument"):
-        kiln.jit(kw_only, static_argnames="axis")
+
+def test_jit_keyword_only_arguments_static_or_traced():
+    def f(x, *, axis, scale=2.0):
+        return knp.sum(x, axis=axis) * scale
+
+    x = np.arange(6.0).reshape(2, 3)
+    g = kiln.jit(f, static_argnames="axis")
+    np.testing.assert_array_equal(g(x, axis=1), x.sum(1) * 2)
+    np.testing.assert_array_equal(g(x, axis=1, scale=np.float64(3)), x.sum(1) * 3)
+    np.testing.assert_array_equal(g(x, axis=0, scale=1.5), x.sum(0) * 1.5)
+    np.testing.assert_array_equal(g(x, axis=0, scale=2.5), x.sum(0) * 2.5)  # scale is traced: no new trace
+    assert g.trace_count == 3
+    assert "reduce_sum[axes=(1,)]" in g.lower(x, axis=1)
+    np.testing.assert_array_equal(kiln.jit(lambda v, **kw: v * kw["a"])(x, a=2.0), x * 2)
+    with pytest.raises(TypeError, match="f is missing the keyword argument 'axis'"):
+        g(x)
+    with pytest.raises(TypeError, match="static argument 'axis' must be hashable, got list"):
+        g(x, axis=[0])
+    with pytest.raises(ValueError, match="jit of f: static_argnames 'axes' is not an argument of f"):
+        kiln.jit(f, static_argnames="axes")
+    total = kiln.jit(lambda v, *, axis, scale: knp.sum(f(v, axis=axis, scale=scale)), static_argnames="axis")
+    np.testing.assert_allclose(kiln.grad(total)(x, axis=0, scale=3.0), np.full((2, 3), 3.0))
 
 
 # ----------------------------------------------------------------------------- precision and preferred_element_type

@@ -7,7 +7,7 @@ import functools
 import inspect
 from typing import Callable
 
-from .core.calls import plain_arity, positional_arguments
+from .core.calls import bind_call, plain_arity, positional_arguments
 from .core.kernel_call import kernel_call
 from .core.pytree import tree_flatten, tree_unflatten, treedef_to_json
 from .core.signature import Signature, signature_of, split_static
@@ -28,7 +28,7 @@ class TracedFunction:
 class Jitted:
     """A function compiled once per abstract signature (shapes, dtypes, tree, static args)."""
 
-    def __init__(self, fn: Callable, static_argnums=(), name: str | None = None, limits=None):
+    def __init__(self, fn: Callable, static_argnums=(), name: str | None = None, limits=None, static_kwnames=()):
         # Name and docstring only (updated=()): copying fn's __dict__ would, when fn is itself
         # a Jitted or a transform of one, replace this object's fn and caches with fn's.
         functools.update_wrapper(self, fn, updated=())
@@ -40,9 +40,35 @@ class Jitted:
         self.trace_count = 0
         self._limits = limits  # kiln.vm.runtime.CallLimits of calls made from Python, or None
         self._plain_arity = plain_arity(fn)
+        # keyword-only parameters (or **kwargs): the call's keywords travel as a trailing dict argument
+        try:
+            self._fn_signature = inspect.signature(fn)
+        except (TypeError, ValueError):
+            self._fn_signature = None
+        self._keywords = self._fn_signature is not None and any(
+            p.kind in (p.KEYWORD_ONLY, p.VAR_KEYWORD) for p in self._fn_signature.parameters.values())
+        self.static_kwnames = frozenset(static_kwnames)
 
-    def trace(self, *args) -> TracedFunction:
-        dynamic, statics = split_static(args, self.static_argnums)
+    def _split(self, args: tuple, kwargs: dict):
+        """(dynamic arguments, static ones): positions in static_argnums and keyword-only names in
+        static_kwnames are static; other keyword-only arguments form a trailing dict argument."""
+        if not self._keywords:
+            if kwargs or len(args) != self._plain_arity:
+                args = positional_arguments(self.name, self.fn, args, kwargs)
+            return split_static(args, self.static_argnums)
+        bound = bind_call(self.name, self._fn_signature, args, kwargs)
+        dynamic, statics = split_static(bound.args, self.static_argnums)
+        keywords = dict(bound.kwargs)
+        static_keywords = tuple(sorted((k, keywords.pop(k)) for k in list(keywords) if k in self.static_kwnames))
+        for name, value in static_keywords:
+            try:
+                hash(value)
+            except TypeError:
+                raise TypeError(f"static argument {name!r} must be hashable, got {type(value).__name__}") from None
+        return dynamic + (keywords,), statics + static_keywords
+
+    def trace(self, *args, **kwargs) -> TracedFunction:
+        dynamic, statics = self._split(args, kwargs)
         signature, _ = signature_of(dynamic, statics, self.name)
         return self._trace(signature)
 
@@ -54,8 +80,10 @@ class Jitted:
 
         def flat_fn(*leaves):
             dynamic = list(tree_unflatten(signature.treedef, leaves))
-            full = _merge_static(dynamic, dict(signature.statics))
-            result = self.fn(*full)
+            keywords = dynamic.pop() if self._keywords else {}
+            keywords.update((k, v) for k, v in signature.statics if isinstance(k, str))
+            full = _merge_static(dynamic, {i: v for i, v in signature.statics if isinstance(i, int)})
+            result = self.fn(*full, **keywords)
             flat, treedef = tree_flatten(result)
             out_tree.append(treedef)
             return flat
@@ -70,9 +98,7 @@ class Jitted:
     def __call__(self, *args, **kwargs):
         if _jit_disabled.get():
             return self.fn(*args, **kwargs)
-        if kwargs or len(args) != self._plain_arity:
-            args = positional_arguments(self.name, self.fn, args, kwargs)
-        dynamic, statics = split_static(args, self.static_argnums)
+        dynamic, statics = self._split(args, kwargs)
         signature, leaves = signature_of(dynamic, statics, self.name)
         traced = self._trace(signature)
         if traced.captured or any(isinstance(x, Tracer) for x in leaves):
@@ -84,9 +110,9 @@ class Jitted:
         # the runtime binding converts the leaves (Python scalars take the traced dtype)
         return tree_unflatten(traced.out_treedef, executable(leaves))
 
-    def lower(self, *args) -> str:
+    def lower(self, *args, **kwargs) -> str:
         """Text of the traced IR at these arguments."""
-        return str(self.trace(*args).graph)
+        return str(self.trace(*args, **kwargs).graph)
 
 
 def _merge_static(dynamic: list, statics: dict) -> list:
@@ -141,9 +167,9 @@ def jit(fn: Callable | None = None, *, static_argnums=(), static_argnames=(), do
         limits = CallLimits(timeout, max_steps)
 
     def make(f):
-        static = _static_positions(f, static_argnums, static_argnames, "static")
+        static, static_kwnames = _static_positions(f, static_argnums, static_argnames, "static")
         _static_positions(f, donate_argnums, donate_argnames, "donate")
-        return Jitted(f, static, limits=limits)
+        return Jitted(f, static, limits=limits, static_kwnames=static_kwnames)
 
     if fn is None:
         return make
@@ -158,8 +184,8 @@ def _as_tuple(value, kind) -> tuple:
     return tuple(value)
 
 
-def _static_positions(fn, argnums, argnames, what: str) -> tuple[int, ...]:
-    """The positions of fn's {what}_argnums and {what}_argnames together (each name found in fn's signature)."""
+def _static_positions(fn, argnums, argnames, what: str) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """(the positions of fn's {what}_argnums and of its positional {what}_argnames, the keyword-only names)."""
     name = getattr(fn, "__name__", type(fn).__name__)
     nums = _as_tuple(argnums, int)
     names = _as_tuple(argnames, str)
@@ -176,10 +202,11 @@ def _static_positions(fn, argnums, argnames, what: str) -> tuple[int, ...]:
     if params is None:
         if names:
             raise TypeError(f"jit of {name}: {what}_argnames needs a function whose signature can be read")
-        return nums
+        return nums, ()
     positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     has_var_positional = any(p.kind == p.VAR_POSITIONAL for p in params)
-    out = []
+    out, keyword_only = [], []
+    takes_any_keyword = any(p.kind == p.VAR_KEYWORD for p in params)
     for i in nums:
         if i < 0:
             if has_var_positional:
@@ -192,13 +219,12 @@ def _static_positions(fn, argnums, argnames, what: str) -> tuple[int, ...]:
     for n in names:
         if n in positional:
             out.append(positional.index(n))
-        elif any(p.name == n for p in params):
-            raise ValueError(f"jit of {name}: {what}_argnames {n!r} is a keyword-only argument; kiln.jit takes "
-                             "static arguments by position: make it positional")
+        elif any(p.name == n for p in params) or takes_any_keyword:
+            keyword_only.append(n)
         else:
             raise ValueError(f"jit of {name}: {what}_argnames {n!r} is not an argument of {name} "
                              f"({', '.join(p.name for p in params)})")
-    return tuple(sorted(set(out)))
+    return tuple(sorted(set(out))), tuple(keyword_only)
 
 
 _jit_disabled: contextvars.ContextVar[bool] = contextvars.ContextVar("kiln_jit_disabled", default=False)
