@@ -377,3 +377,52 @@ def test_one_host_device():
         kiln.device_put(x, "gpu")
     with pytest.raises(RuntimeError, match="devices: backend 'gpu' is not available"):
         kiln.devices("gpu")
+
+
+# ----------------------------------------------------------------------------- config, vmap's axis_size
+
+
+def test_config_update():
+    cfg = kiln.config
+    cfg.update("jax_enable_x64", True)
+    assert cfg.jax_enable_x64 is True and cfg.read("jax_enable_x64") is True
+    assert knp.asarray(np.float64(1.5)).dtype == np.float64  # kiln has 64-bit types either way
+    cfg.update("jax_enable_x64", False)
+    cfg.update("jax_platform_name", "cpu")
+    cfg.update("jax_default_matmul_precision", "highest")
+    cfg.update("jax_default_matmul_precision", None)
+    seen = []
+    f = kiln.jit(lambda v: (seen.append(type(v)), v + 1)[1])
+    try:
+        cfg.update("jax_disable_jit", True)
+        np.testing.assert_array_equal(f(np.zeros(2)), np.ones(2))
+        assert seen == [np.ndarray] and f.trace_count == 0
+    finally:
+        cfg.update("jax_disable_jit", False)
+    f(np.zeros(2))
+    assert f.trace_count == 1
+    with pytest.raises(AttributeError, match="Unrecognized config option: jax_enable_x65"):
+        cfg.update("jax_enable_x65", True)
+    with pytest.raises(AttributeError, match="Unrecognized config option: jax_nope"):
+        cfg.jax_nope  # noqa: B018
+    with pytest.raises(ValueError, match="config: jax_platforms='gpu' is not supported by kiln"):
+        cfg.update("jax_platforms", "gpu")
+    with pytest.raises(ValueError, match="config: jax_debug_nans=True is not supported by kiln .no NaN checks."):
+        cfg.update("jax_debug_nans", True)
+    with pytest.raises(ValueError, match="config jax_default_matmul_precision: precision must be None"):
+        cfg.update("jax_default_matmul_precision", "fast")
+    with pytest.raises(ValueError, match="config: jax_enable_x64 must be a bool"):
+        cfg.update("jax_enable_x64", "yes")
+    with pytest.raises(AttributeError, match=r"set kiln.config flags with kiln.config.update\('jax_enable_x64'"):
+        cfg.jax_enable_x64 = True
+
+
+def test_vmap_axis_size_and_axis_name():
+    x = np.arange(3.0)
+    check_like_numpy(kiln.vmap(lambda v: v * 2, in_axes=None, axis_size=2)(x), np.stack([x * 2, x * 2]))
+    check_like_numpy(kiln.jit(kiln.vmap(lambda v: v + 1, in_axes=None, axis_size=4))(np.float32(1)),
+                     np.full(4, 2, np.float32))
+    check_like_numpy(kiln.vmap(lambda v: v * 2, axis_name="batch", spmd_axis_name="data")(x), x * 2)
+    check_like_numpy(kiln.vmap(lambda v: v * 2, axis_size=3)(x), x * 2)
+    with pytest.raises(kiln.transforms.batching.BatchingError, match="vmap of <lambda>: axis_size 2 differs from"):
+        kiln.vmap(lambda v: v, axis_size=2)(x)

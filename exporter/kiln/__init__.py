@@ -35,6 +35,7 @@ _LAZY_NAMES = {
        for name in ("checkpoint", "remat", "checkpoint_name", "checkpoint_policies")},
     **{name: ("kiln.staging", name) for name in ("make_jaxpr", "eval_shape", "ShapeDtypeStruct")},
     "disable_jit": ("kiln.jit", "disable_jit"),
+    "config": ("kiln.config", "config"),
     **{name: ("kiln.devices", name)
        for name in ("Device", "devices", "local_devices", "device_count", "local_device_count", "default_backend",
                     "device_put", "device_get", "block_until_ready")},
@@ -50,7 +51,7 @@ __all__ = [
     "custom_jvp", "custom_vjp", "tree", "tree_util", "jacobian", "checkpoint", "remat", "checkpoint_name",
     "checkpoint_policies", "make_jaxpr", "eval_shape", "ShapeDtypeStruct", "disable_jit", "Device", "devices",
     "local_devices", "device_count", "local_device_count", "default_backend", "device_put", "device_get",
-    "block_until_ready",
+    "block_until_ready", "config",
 ]
 
 
@@ -85,11 +86,12 @@ def __dir__():
 
 
 class _KilnModule(types.ModuleType):
-    """kiln's module type: loading the submodule kiln.jit must not hide the function kiln.jit."""
+    """kiln's module type: loading the submodules kiln.jit and kiln.config must not hide the function kiln.jit
+    and the object kiln.config that they define."""
 
     def __setattr__(self, name, value):
-        if name == "jit" and isinstance(value, types.ModuleType):
-            value = value.jit
+        if name in ("jit", "config") and isinstance(value, types.ModuleType):
+            value = getattr(value, name)
         super().__setattr__(name, value)
 
 

@@ -7,6 +7,7 @@ import functools
 import inspect
 from typing import Callable
 
+from .config import config
 from .core.calls import bind_call, plain_arity, positional_arguments
 from .core.kernel_call import kernel_call
 from .core.pytree import tree_flatten, tree_unflatten, treedef_to_json
@@ -96,7 +97,7 @@ class Jitted:
         return traced
 
     def __call__(self, *args, **kwargs):
-        if _jit_disabled.get():
+        if _jit_disabled.get() or config.jax_disable_jit:
             return self.fn(*args, **kwargs)
         dynamic, statics = self._split(args, kwargs)
         signature, leaves = signature_of(dynamic, statics, self.name)

@@ -249,8 +249,12 @@ def _check_axis(where: str, what: str, axis, ndim: int, owner: str, shape) -> in
     return int(axis) % ndim
 
 
-def vmap(fn: Callable, in_axes=0, out_axes=0) -> Callable:
-    """fn mapped over an axis of its arguments; in_axes/out_axes are ints, None, or trees of them."""
+def vmap(fn: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size: int | None = None,
+         spmd_axis_name=None) -> Callable:
+    """fn mapped over an axis of its arguments; in_axes/out_axes are ints, None, or trees of them.
+
+    axis_size gives the size where no argument is mapped (every in_axes None) and is checked otherwise.
+    axis_name and spmd_axis_name are accepted for JAX code; kiln has no collectives that would use them."""
 
     @_wraps(fn)
     def wrapped(*args):
@@ -261,7 +265,12 @@ def vmap(fn: Callable, in_axes=0, out_axes=0) -> Callable:
         names = _leaf_names(args)
         dims = [None if d is None else _check_axis(where, "in_axes", d, get_aval(x).ndim, name, get_aval(x).shape)
                 for d, x, name in zip(dims, leaves, names)]
-        size = check_axis_sizes(_name(fn), leaves, dims)
+        if axis_size is not None and all(d is None for d in dims):
+            size = int(axis_size)
+        else:
+            size = check_axis_sizes(_name(fn), leaves, dims)
+            if axis_size is not None and int(axis_size) != size:
+                raise BatchingError(f"{where}: axis_size {axis_size} differs from the mapped axes' size {size}")
         out_tree: list = []
         flat_fn = _flat_output(fn, treedef, out_tree)
         # unmapped Python numbers reach fn as they are, so they stay weak (float32 with float32), as in JAX
