@@ -426,3 +426,20 @@ def test_vmap_axis_size_and_axis_name():
     check_like_numpy(kiln.vmap(lambda v: v * 2, axis_size=3)(x), x * 2)
     with pytest.raises(kiln.transforms.batching.BatchingError, match="vmap of <lambda>: axis_size 2 differs from"):
         kiln.vmap(lambda v: v, axis_size=2)(x)
+
+
+def test_linearize_named_call_and_named_scope():
+    x = np.array([0.3, -1.2])
+    out, f_jvp = kiln.linearize(lambda v: knp.sin(v) * v, x)
+    np.testing.assert_allclose(out, np.sin(x) * x, rtol=1e-12)
+    t = np.array([1.0, 2.0])
+    np.testing.assert_allclose(f_jvp(t), (np.cos(x) * x + np.sin(x)) * t, rtol=1e-12)
+    out = kiln.jit(lambda v, w: kiln.linearize(lambda a, b: a * b, v, w)[1](w, v))(x, t)
+    np.testing.assert_allclose(out, t * t + x * x, rtol=1e-12)  # d(a b) = b da + a db at (x, t) along (t, x)
+    with pytest.raises(TypeError, match="linearize of <lambda>: f_jvp takes 1 tangents"):
+        kiln.linearize(lambda v: v, x)[1](x, x)
+    f = kiln.named_call(lambda v: v + 1, name="step")
+    with kiln.named_scope("block"):
+        np.testing.assert_array_equal(kiln.jit(f)(x), x + 1)
+    with pytest.raises(TypeError, match="named_scope: name must be a str"):
+        kiln.named_scope(3)

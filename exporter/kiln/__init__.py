@@ -32,7 +32,8 @@ _LAZY_NAMES = {
     "custom_vjp": ("kiln.transforms.custom", "custom_vjp"),
     "jacobian": ("kiln.transforms.api", "jacobian"),
     **{name: ("kiln.transforms.checkpoint", name)
-       for name in ("checkpoint", "remat", "checkpoint_name", "checkpoint_policies")},
+       for name in ("checkpoint", "remat", "checkpoint_name", "checkpoint_policies", "named_call", "named_scope")},
+    "linearize": ("kiln.transforms.api", "linearize"),
     **{name: ("kiln.staging", name) for name in ("make_jaxpr", "eval_shape", "ShapeDtypeStruct")},
     "disable_jit": ("kiln.jit", "disable_jit"),
     "config": ("kiln.config", "config"),
@@ -51,7 +52,7 @@ __all__ = [
     "custom_jvp", "custom_vjp", "tree", "tree_util", "jacobian", "checkpoint", "remat", "checkpoint_name",
     "checkpoint_policies", "make_jaxpr", "eval_shape", "ShapeDtypeStruct", "disable_jit", "Device", "devices",
     "local_devices", "device_count", "local_device_count", "default_backend", "device_put", "device_get",
-    "block_until_ready", "config",
+    "block_until_ready", "config", "named_call", "named_scope", "linearize",
 ]
 
 

@@ -413,3 +413,17 @@ def _assemble(out_tree, in_tree, per_input, argnums):
 def hessian(fn: Callable, argnums=0, has_aux: bool = False) -> Callable:
     """The Hessian of a scalar fn: jacfwd of jacrev (with has_aux=True, (Hessian, aux))."""
     return jacfwd(jacrev(fn, argnums, has_aux=has_aux), argnums, has_aux=has_aux)
+
+
+def linearize(fn: Callable, *primals):
+    """(fn(*primals), f_jvp) with f_jvp(*tangents) the derivative of fn at primals along tangents (jax.linearize).
+    Each f_jvp call evaluates the JVP at the stored primals; under jit the compiler shares the primal work."""
+    out = fn(*primals)
+
+    def f_jvp(*tangents):
+        if len(tangents) != len(primals):
+            raise TypeError(f"linearize of {_name(fn)}: f_jvp takes {len(primals)} tangents (one per primal); got "
+                            f"{len(tangents)}")
+        return jvp(fn, primals, tangents)[1]
+
+    return out, f_jvp

@@ -1,4 +1,5 @@
-"""kiln.checkpoint (kiln.remat), checkpoint_name and checkpoint_policies: JAX's gradient-checkpointing API.
+"""kiln.checkpoint (kiln.remat), checkpoint_name and checkpoint_policies: JAX's gradient-checkpointing API; and
+named_call / named_scope, JAX's names for profiling scopes, which kiln accepts and ignores.
 
 kiln accepts them so that JAX programs run unchanged, and computes what JAX computes: values and derivatives of
 every order equal to those of the undecorated function. It does not rematerialize: kiln traces a whole
@@ -11,7 +12,7 @@ from __future__ import annotations
 import functools
 from typing import Callable
 
-__all__ = ["checkpoint", "remat", "checkpoint_name", "checkpoint_policies"]
+__all__ = ["checkpoint", "remat", "checkpoint_name", "checkpoint_policies", "named_call", "named_scope"]
 
 
 def _name(fn) -> str:
@@ -105,3 +106,25 @@ class checkpoint_policies:  # noqa: N801  (jax.checkpoint_policies is a namespac
     @staticmethod
     def save_from_both_policies(policy_1: Callable, policy_2: Callable) -> Callable:
         return lambda *args, **params: policy_1(*args, **params) or policy_2(*args, **params)
+
+
+def named_call(fun: Callable, *, name: str | None = None) -> Callable:
+    """fun itself (jax.named_call names a function's scope in compiled code; kiln's IR keeps source lines)."""
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"named_call: name must be a str; got {name!r}")
+    return fun
+
+
+class named_scope:  # noqa: N801  (jax.named_scope is used as a context manager)
+    """A context manager that names the operations traced inside it in JAX; a no-op in kiln."""
+
+    def __init__(self, name: str):
+        if not isinstance(name, str):
+            raise TypeError(f"named_scope: name must be a str; got {name!r}")
+        self.name = name
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
