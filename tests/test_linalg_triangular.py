@@ -8,6 +8,7 @@ import scipy.linalg as sl
 
 import kiln
 import kiln.numpy as knp
+from kiln.lax import _linalg_triangular as traced
 from kiln.lax import linalg as lax_linalg
 from kiln_tools import check_like_numpy, eager_and_jit, eager_jit_and_kiln_run, kiln_run_exported
 from references import numerical_grad
@@ -51,6 +52,19 @@ def scipy_triangular_solve(a, b, left_side, lower, transpose_a, unit_diagonal):
 def test_cholesky_matches_numpy(dtype, shape):
     x = spd(np.random.default_rng(0), shape, dtype)
     eager_and_jit(lax_linalg.cholesky, np.linalg.cholesky, x, tol=TOL[dtype])
+
+
+@pytest.mark.parametrize("n", [5, 37])
+def test_traced_and_eager_implementations_agree(n):
+    """The graph the compiler inlines (evaluated op by op here) and the numpy eager implementation."""
+    rng = np.random.default_rng(26)
+    s, a = spd(rng, (2, n, n)), rng.standard_normal((2, n, n))
+    check_like_numpy(traced._cholesky_impl(s), lax_linalg.cholesky(s), 1e-12)
+    check_like_numpy(traced._cholesky_impl(s - 2 * np.eye(n)), lax_linalg.cholesky(s - 2 * np.eye(n)))
+    check_like_numpy(traced._lu_impl(a), lax_linalg.lu(a), 1e-11)
+    singular = a.copy()
+    singular[:, :, 2] = singular[:, :, 0]
+    check_like_numpy(traced._lu_impl(singular), lax_linalg.lu(singular), 1e-11)
 
 
 def test_cholesky_symmetrize_input_false_reads_the_lower_triangle():
@@ -103,6 +117,7 @@ def test_triangular_solve_every_flag_against_scipy(left_side, lower, transpose_a
     flags = dict(left_side=left_side, lower=lower, transpose_a=transpose_a, unit_diagonal=unit_diagonal)
     want = batched(lambda x, y: scipy_triangular_solve(x, y, **flags), a, b)
     check_like_numpy(lax_linalg.triangular_solve(a, b, **flags), want, 1e-10)
+    check_like_numpy(traced._triangular_solve_impl(a, b, conjugate_a=False, **flags), want, 1e-10)
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
@@ -167,6 +182,7 @@ def test_blocked_triangular_solve_every_flag(left_side, lower, transpose_a, unit
     a += 5 * np.eye(37)
     flags = dict(left_side=left_side, lower=lower, transpose_a=transpose_a, unit_diagonal=unit_diagonal)
     want = batched(lambda x, y: scipy_triangular_solve(x, y, **flags), a, b)
+    check_like_numpy(traced._triangular_solve_impl(a, b, conjugate_a=False, **flags), want, 1e-10)
     check_like_numpy(lax_linalg.triangular_solve(a, b, **flags), want, 1e-10)
 
 
@@ -200,6 +216,7 @@ def test_blocked_cholesky_gradient():
 @pytest.mark.parametrize("n", [37, 48])
 def test_blocked_lu_matches_lapack_pivots_included(n):
     x = np.random.default_rng(24).standard_normal((2, n, n))
+    check_like_numpy(traced._lu_impl(x), batched(scipy_lu, x), 1e-10)
     check_like_numpy(lax_linalg.lu(x), batched(scipy_lu, x), 1e-10)
 
 

@@ -19,6 +19,7 @@ from ..core.ad_util import Zero, add_any
 from ..core.trace import get_aval
 from ..transforms.batching import move_batch_axis
 from ..transforms.jvp import tangent_aval
+from . import _linalg_triangular_eager as eager
 from . import api
 from .composite import composite_primitive
 from .control_flow import fori_loop
@@ -196,7 +197,7 @@ def _cholesky_impl(x):
     return _nan_unless_positive_diagonal(_cholesky_blocked(x) if blocked else _cholesky_columns(x))
 
 
-cholesky_p = composite_primitive("cholesky", _cholesky_impl)
+cholesky_p = composite_primitive("cholesky", _cholesky_impl, eager=eager.cholesky)
 
 
 def cholesky(x, *, symmetrize_input: bool = True):
@@ -321,7 +322,7 @@ def _triangular_solve_impl(a, b, *, left_side, lower, transpose_a, conjugate_a, 
     return _substitute(a, b, lower=lower, unit_diagonal=unit_diagonal)
 
 
-triangular_solve_p = composite_primitive("triangular_solve", _triangular_solve_impl)
+triangular_solve_p = composite_primitive("triangular_solve", _triangular_solve_impl, eager=eager.triangular_solve)
 
 
 def triangular_solve(a, b, *, left_side: bool = False, lower: bool = False, transpose_a: bool = False,
@@ -521,7 +522,7 @@ def _lu_impl(a):
     return _lu_blocked(a) if m == n and n > 2 * _BLOCK else _lu_columns(a)
 
 
-lu_p = composite_primitive("lu", _lu_impl, multiple_results=True)
+lu_p = composite_primitive("lu", _lu_impl, multiple_results=True, eager=eager.lu)
 
 
 def lu(x):

@@ -6,6 +6,9 @@ transformations see the primitive and apply its rules (they never differentiate 
 eager code evaluates the graph with numpy, and the compiler inlines the graph (the `graph` param,
 like kernel_call's) before fusion, so the loop and its kernels run in the C runtime.
 
+Evaluating the graph eagerly interprets it one operation at a time (for a loop, every step); a
+primitive may pass `eager=`, a numpy function computing the same result, for concrete operands.
+
 Usage: `p = composite_primitive("cholesky", implementation)`, then `p.apply(x, lower=True)` traces
 `implementation(x, lower=True)` once per operand shapes/dtypes and params and binds `p`. Rules set
 with `p.jvp_rule = ...` etc. receive the params without the graph (the decorators below strip it).
@@ -24,12 +27,15 @@ from ..core.trace import get_aval, trace_to_graph
 class CompositePrimitive(Primitive):
     """A primitive implemented by a traced graph of lax operations (see the module docstring)."""
 
-    def __init__(self, name: str, implementation: Callable, *, multiple_results: bool):
+    def __init__(self, name: str, implementation: Callable, *, multiple_results: bool, eager: Callable | None = None):
         super().__init__(name, multiple_results=multiple_results)
         self.implementation = implementation
         self.call_graph_param = "graph"
         self.format_params = lambda params: " ".join(f"{k}={v}" for k, v in params.items() if k != "graph")
-        self.def_impl(lambda *args, graph, **params: self._outputs(eval_graph(graph, args)))
+        if eager is None:
+            self.def_impl(lambda *args, graph, **params: self._outputs(eval_graph(graph, args)))
+        else:
+            self.def_impl(lambda *args, graph, **params: eager(*args, **params))
         self.def_abstract_eval(lambda *avals, graph, **params: self._outputs(graph.out_avals))
 
     def _outputs(self, outs):
@@ -62,6 +68,9 @@ def _graph_for(prim: CompositePrimitive, shapes_dtypes, params):
     return trace_to_graph(flat, avals)
 
 
-def composite_primitive(name: str, implementation: Callable, *, multiple_results: bool = False) -> CompositePrimitive:
-    """Registers a composite primitive implemented by `implementation(*operands, **params)`."""
-    return register(CompositePrimitive(name, implementation, multiple_results=multiple_results))
+def composite_primitive(name: str, implementation: Callable, *, multiple_results: bool = False,
+                        eager: Callable | None = None) -> CompositePrimitive:
+    """Registers a composite primitive implemented by `implementation(*operands, **params)`. `eager`, if
+    given, computes the same result from numpy arrays (`eager(*arrays, **params)`) when the primitive runs
+    on concrete values; without it the traced graph is evaluated op by op."""
+    return register(CompositePrimitive(name, implementation, multiple_results=multiple_results, eager=eager))
