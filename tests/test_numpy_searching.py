@@ -22,7 +22,7 @@ def _padded(values, size, fill):
 # ----------------------------------------------------------------------------- searchsorted
 
 
-@pytest.mark.parametrize("method", ["scan", "scan_unrolled", "compare_all"])
+@pytest.mark.parametrize("method", ["scan", "scan_unrolled", "sort", "compare_all"])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_searchsorted(method, dtype):
     a = np.sort(random_array(RNG, (9,), dtype))
@@ -40,8 +40,10 @@ def test_searchsorted(method, dtype):
 def test_searchsorted_nans_sorter_and_empty():
     a = np.array([0.0, 1.0, 1.0, 3.0, np.nan, np.nan])
     v = np.array([np.nan, -1.0, 1.0, 5.0, np.inf])
-    for side in ("left", "right"):
-        eager_and_jit(lambda a, v: knp.searchsorted(a, v, side), lambda a, v: np.searchsorted(a, v, side), a, v)
+    for method in ("scan", "sort", "compare_all"):
+        eager_and_jit(lambda a, v: (knp.searchsorted(a, v, "left", method=method),
+                                    knp.searchsorted(a, v, "right", method=method)),
+                      lambda a, v: (np.searchsorted(a, v, "left"), np.searchsorted(a, v, "right")), a, v)
     unsorted = np.array([3, 1, 2, 0], np.int64)
     order = np.argsort(unsorted)
     eager_and_jit(lambda u, s: knp.searchsorted(u, np.array([2, 5]), sorter=s),
@@ -55,8 +57,9 @@ def test_searchsorted_nans_sorter_and_empty():
 def test_searchsorted_errors():
     with pytest.raises(ValueError, match="searchsorted: side must be 'left' or 'right', got 'middle'"):
         knp.searchsorted(np.arange(3), 1, side="middle")
-    with pytest.raises(ValueError, match="searchsorted: method must be one of 'scan', 'scan_unrolled', 'compare_all'"):
-        knp.searchsorted(np.arange(3), 1, method="sort")
+    with pytest.raises(ValueError, match="searchsorted: method must be one of 'scan', 'scan_unrolled', 'sort', "
+                                         "'compare_all', got 'binary'"):
+        knp.searchsorted(np.arange(3), 1, method="binary")
     with pytest.raises(ValueError, match=r"searchsorted: a must be 1-dimensional, got shape \(2, 2\)"):
         knp.searchsorted(np.ones((2, 2)), 1.0)
     with pytest.raises(ValueError, match="searchsorted: sorter must be integer indices of a's shape"):
@@ -121,6 +124,8 @@ def test_partition_errors():
         knp.argpartition(np.arange(3), [0, -4])
     with pytest.raises(TypeError, match="partition: kth must be an integer or a sequence of integers"):
         knp.partition(np.arange(3), 1.5)
+    with pytest.raises(TypeError, match=r"argpartition: kth must be concrete \(Python ints\)"):
+        kiln.jit(knp.argpartition)(np.arange(3), np.int64(1))
 
 
 # ----------------------------------------------------------------------------- comparisons

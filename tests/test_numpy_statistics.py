@@ -448,6 +448,8 @@ def test_histogram_errors():
         knp.histogram(x, range=(0, np.inf))
     with pytest.raises(ValueError, match=r"histogram: autodetected range of \[.*\] is not finite"):
         knp.histogram(np.array([0.0, np.nan]))
+    with pytest.raises(TypeError, match=r"histogram: range must be concrete \(Python numbers\)"):
+        kiln.jit(lambda a, hi: knp.histogram(a, range=(0.0, hi)))(x, np.float64(3))
     with pytest.raises(ValueError, match="histogram: weights should have the same shape as a"):
         knp.histogram(x, weights=np.ones(3))
     with pytest.raises(ValueError, match="histogram_bin_edges: bins must be 1-dimensional"):

@@ -42,7 +42,7 @@ def _goes_before(side):
     return lambda a_i, v: logical_not(_nan_less(v, a_i))
 
 
-_SEARCH_METHODS = ("scan", "scan_unrolled", "compare_all")
+_SEARCH_METHODS = ("scan", "scan_unrolled", "sort", "compare_all")
 
 
 def searchsorted(a, v, side="left", sorter=None, *, method="scan"):
@@ -50,7 +50,8 @@ def searchsorted(a, v, side="left", sorter=None, *, method="scan"):
     (NaN sorts last, as in numpy.sort).
 
     method (jax.numpy's keyword): 'scan' is a binary search in a loop, 'scan_unrolled' the same search
-    unrolled, 'compare_all' compares every v with every element of a (fast for small a, memory len(a) * v.size).
+    unrolled, 'sort' sorts a and v together (for many v), 'compare_all' compares every v with every element of
+    a (fast for small a, memory len(a) * v.size).
     """
     if side not in ("left", "right"):
         raise ValueError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
@@ -72,6 +73,8 @@ def searchsorted(a, v, side="left", sorter=None, *, method="scan"):
     before = _goes_before(side)
     if method == "compare_all":
         return sum(convert(before(a, reshape(v, shape + (1,))), _INDEX), axis=-1)
+    if method == "sort":
+        return _search_by_sorting(a, v, side)
     return _binary_search(a, v, before, unrolled=method == "scan_unrolled")
 
 
@@ -97,6 +100,22 @@ def _binary_search(a, v, before, unrolled):
     else:
         bounds = control_flow.fori_loop(0, n.bit_length(), halve, bounds)
     return bounds[0]
+
+
+def _search_by_sorting(a, v, side):
+    """One stable sort of a and v together, a query placed before (left) or after (right) the equal elements
+    of a; each query's answer is the number of elements of a sorted before it."""
+    n, shape = aval(a).shape[0], aval(v).shape
+    queries = ravel(v)
+    total = n + aval(queries).shape[0]
+    is_element = concatenate([np.ones((n,), _INDEX), zeros(aval(queries).shape, _INDEX)])
+    tie = is_element if side == "left" else subtract(np.asarray(1, _INDEX), is_element)
+    iota = prims.iota.bind(shape=(total,), dimension=0, dtype=_INDEX)
+    order = sp.sort_p.bind(concatenate([a, queries]), tie, iota, dimension=0, num_keys=3)[-1]
+    element_sorted = take(is_element, order, mode="clip")
+    elements_before = subtract(sp.cumsum_p.bind(element_sorted, axis=0, reverse=False), element_sorted)
+    sorted_position = sp.scatter(zeros((total,), _INDEX), reshape(order, (total, 1)), iota, (0,), "set", "drop")
+    return reshape(take(elements_before, sorted_position[n:], mode="clip"), shape)
 
 
 # ----------------------------------------------------------------------------- sorting
@@ -126,6 +145,8 @@ def lexsort(keys, axis=-1):
 
 
 def _kth_checked(name, kth, n):
+    if _is_traced(kth):
+        raise TypeError(f"{name}: kth must be concrete (Python ints): it decides where the partition puts elements")
     ks = np.atleast_1d(np.asarray(kth))
     if not dtypes.is_int(ks.dtype) or ks.ndim != 1:
         raise TypeError(f"{name}: kth must be an integer or a sequence of integers, got {kth!r}")

@@ -495,6 +495,9 @@ def _uniform_edges(name, x, count, range_, edge_dtype):
     range, rounded to edge_dtype."""
     work = (aval(x).dtype if _is_float(x) else _F64) if range_ is None else _F64
     if range_ is not None:
+        if _traced(*range_):
+            raise TypeError(f"{name}: range must be concrete (Python numbers): it fixes the bin edges when traced "
+                            "arrays are compiled; pass the edges as bins= for traced bounds")
         first, last = (float(e) for e in range_)
         if first > last:
             raise ValueError(f"{name}: max must be larger than min in range parameter")
