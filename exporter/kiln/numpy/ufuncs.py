@@ -287,43 +287,50 @@ logical_and = _make(math.logical_and, "logical_and", 2, reorderable=True, reduct
 logical_or = _make(math.logical_or, "logical_or", 2, reorderable=True, reduction=(_bool_reduction(reductions.any), False, False))
 
 _BINARY = {
-    "subtract": elementwise.subtract, "divide": elementwise.divide, "true_divide": elementwise.true_divide,
+    "subtract": elementwise.subtract, "divide": elementwise.divide,
     "floor_divide": math.floor_divide, "power": elementwise.power, "float_power": math.float_power,
-    "remainder": math.remainder, "mod": math.mod, "fmod": math.fmod, "fmax": math.fmax, "fmin": math.fmin,
+    "remainder": math.remainder, "fmod": math.fmod, "fmax": math.fmax, "fmin": math.fmin,
     "logical_xor": math.logical_xor, "bitwise_and": math.bitwise_and, "bitwise_or": math.bitwise_or,
     "bitwise_xor": math.bitwise_xor, "left_shift": math.left_shift, "right_shift": math.right_shift,
-    "bitwise_left_shift": math.left_shift, "bitwise_right_shift": math.right_shift,
     "equal": elementwise.equal, "not_equal": elementwise.not_equal, "less": elementwise.less,
     "less_equal": elementwise.less_equal, "greater": elementwise.greater, "greater_equal": elementwise.greater_equal,
-    "arctan2": math.arctan2, "atan2": math.arctan2, "hypot": more_math.hypot, "logaddexp": more_math.logaddexp,
+    "arctan2": math.arctan2, "hypot": more_math.hypot, "logaddexp": more_math.logaddexp,
     "logaddexp2": more_math.logaddexp2, "copysign": more_math.copysign, "heaviside": more_math.heaviside,
-    "gcd": more_math.gcd, "lcm": more_math.lcm, "ldexp": more_math.ldexp, "pow": elementwise.power,
+    "gcd": more_math.gcd, "lcm": more_math.lcm, "ldexp": more_math.ldexp,
     "nextafter": more_math.nextafter,
 }
 _REORDERABLE = {"fmax", "fmin", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "gcd", "hypot",
                 "logaddexp", "logaddexp2"}
 
 _UNARY = {
-    "abs": elementwise.absolute, "absolute": elementwise.absolute, "negative": elementwise.negative,
+    "absolute": elementwise.absolute, "negative": elementwise.negative,
     "positive": more_math.positive, "sign": math.sign, "sqrt": elementwise.sqrt, "cbrt": more_math.cbrt,
     "square": math.square, "reciprocal": math.reciprocal, "exp": elementwise.exp, "exp2": math.exp2,
     "expm1": math.expm1, "log": elementwise.log, "log2": math.log2, "log10": math.log10, "log1p": math.log1p,
     "sin": math.sin, "cos": math.cos, "tan": math.tan, "arcsin": math.arcsin, "arccos": math.arccos,
     "arctan": math.arctan, "sinh": math.sinh, "cosh": math.cosh, "tanh": elementwise.tanh, "arcsinh": math.arcsinh,
-    "arccosh": math.arccosh, "arctanh": math.arctanh, "asin": aliases.asin, "acos": aliases.acos,
-    "atan": aliases.atan, "asinh": aliases.asinh, "acosh": aliases.acosh, "atanh": aliases.atanh,
+    "arccosh": math.arccosh, "arctanh": math.arctanh,
     "floor": math.floor, "ceil": math.ceil, "trunc": math.trunc, "rint": math.rint, "isnan": math.isnan,
     "isinf": math.isinf, "isfinite": math.isfinite, "signbit": more_math.signbit, "logical_not": math.logical_not,
-    "invert": math.invert, "bitwise_not": math.invert, "bitwise_invert": math.invert, "deg2rad": more_math.deg2rad,
+    "invert": math.invert, "deg2rad": more_math.deg2rad,
     "rad2deg": more_math.rad2deg, "degrees": more_math.degrees, "radians": more_math.radians,
-    "conjugate": more_math.conjugate, "conj": more_math.conjugate, "fabs": more_math.fabs,
+    "conjugate": more_math.conjugate, "fabs": more_math.fabs,
     "spacing": more_math.spacing, "bitwise_count": more_math.bitwise_count,
 }
 
 globals().update({name: _make(fn, name, 2, reorderable=name in _REORDERABLE) for name, fn in _BINARY.items()})
 globals().update({name: _make(fn, name, 1) for name, fn in _UNARY.items()})
 
+# numpy's other names for the same ufuncs are the same objects (np.abs is np.absolute)
+_ALIASES = {
+    "true_divide": "divide", "mod": "remainder", "bitwise_left_shift": "left_shift",
+    "bitwise_right_shift": "right_shift", "atan2": "arctan2", "pow": "power", "abs": "absolute",
+    "asin": "arcsin", "acos": "arccos", "atan": "arctan", "asinh": "arcsinh", "acosh": "arccosh",
+    "atanh": "arctanh", "bitwise_not": "invert", "bitwise_invert": "invert", "conj": "conjugate",
+}
+globals().update({alias: globals()[name] for alias, name in _ALIASES.items()})
+
 for _obj, _op in ((add, "add"), (maximum, "max"), (minimum, "min")):
     pooling.register_window_op(_obj, _op)  # lax.reduce_window(x, init, knp.add, ...) as with the functions
 
-__all__ = ["ufunc", "add", "multiply", "maximum", "minimum", "logical_and", "logical_or", *_BINARY, *_UNARY]
+__all__ = ["ufunc", "add", "multiply", "maximum", "minimum", "logical_and", "logical_or", *_BINARY, *_UNARY, *_ALIASES]
