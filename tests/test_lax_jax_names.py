@@ -130,3 +130,51 @@ def test_batch_matmul_select_n_and_top_k(tmp_path):
         lax.top_k(v, 7)
     g = kiln.grad(lambda a: knp.sum(lax.top_k(a, 2)[0] * np.array([1.0, 10.0])))(v[0].astype(np.float64))
     np.testing.assert_array_equal(g, [0, 0, 10, 0, 1, 0])
+
+
+def test_reductions():
+    a = np.arange(1.0, 7.0).reshape(2, 3)
+    eager_and_jit(lambda v: lax.reduce_prod(v, (1,)), lambda v: np.prod(v, axis=1), a)
+    eager_and_jit(lambda v: lax.reduce_prod(v, (0, -1)), np.prod, a)
+    g = kiln.grad(lambda v: lax.reduce_prod(v, (0,)))(np.array([2.0, 3.0, 4.0]))
+    np.testing.assert_allclose(g, [12.0, 8.0, 6.0])
+    m = np.array([[True, False, True], [True, True, True]])
+    eager_and_jit(lambda v: lax.reduce_and(v, (1,)), lambda v: np.all(v, axis=1), m)
+    eager_and_jit(lambda v: lax.reduce_or(v, (0, 1)), np.any, m)
+    eager_and_jit(lambda v: lax.reduce_and(v, (0,)), lambda v: np.all(v, axis=0), np.ones((0, 2), bool))
+    with pytest.raises(TypeError, match="reduce_or: kiln reduces bool operands only; got int32"):
+        lax.reduce_or(np.ones(2, np.int32), (0,))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 13])
+def test_associative_scan_sums(n):
+    x = np.arange(1.0, n + 1)
+    eager_and_jit(lambda v: lax.associative_scan(knp.add, v), np.cumsum, x)
+    eager_and_jit(lambda v: lax.associative_scan(knp.add, v, reverse=True), lambda v: np.cumsum(v[::-1])[::-1], x)
+
+
+def test_associative_scan_trees_axes_and_gradient(tmp_path):
+    rng = np.random.default_rng(3)
+    a, b = rng.random(7), rng.standard_normal(7)
+
+    def recurrence(p, q):  # h_t = a_t h_{t-1} + b_t as a composition of affine maps
+        return p[0] * q[0], q[0] * p[1] + q[1]
+
+    def reference(a, b):
+        h, out = 0.0, []
+        for ai, bi in zip(a, b):
+            h = ai * h + bi
+            out.append(h)
+        return np.cumprod(a), np.array(out)
+
+    eager_jit_and_kiln_run(lambda a, b: lax.associative_scan(recurrence, (a, b)), reference, a, b, tmp_path=tmp_path)
+    x = rng.standard_normal((3, 6))
+    eager_and_jit(lambda v: lax.associative_scan(knp.maximum, v, axis=1), lambda v: np.maximum.accumulate(v, 1), x)
+    eager_and_jit(lambda v: lax.associative_scan(knp.logical_or, v), np.logical_or.accumulate,
+                  np.array([False, True, False, False, True]))
+    loss = lambda b: knp.sum(lax.associative_scan(recurrence, (a, b))[1] ** 2)  # noqa: E731
+    np.testing.assert_allclose(kiln.grad(loss)(b), numerical_grad(lambda v: float(loss(v)), b), rtol=1e-6)
+    with pytest.raises(ValueError, match="associative_scan: every array of elems needs the same length along axis 0"):
+        lax.associative_scan(recurrence, (a, b[:3]))
+    with pytest.raises(ValueError, match="associative_scan: fn must return the structure of elems"):
+        lax.associative_scan(lambda p, q: p[0], (a, b))

@@ -71,6 +71,9 @@ def test_treedef_helpers():
     assert tu.flatten_one_level({"b": 1, "a": 2}) == ([2, 1], ("a", "b"))
     with pytest.raises(ValueError, match="flatten_one_level: can't flatten int"):
         tu.flatten_one_level(3)
+    assert tu.flatten_one_level_with_keys({"b": 1, "a": [2]}) == (
+        [(tu.DictKey("a"), [2]), (tu.DictKey("b"), 1)], ("a", "b"))
+    assert tu.flatten_one_level_with_keys(Pair(1, 2))[0] == [(tu.GetAttrKey("w"), 1), (tu.GetAttrKey("b"), 2)]
     assert tu.is_tree_node(dict) and tu.is_tree_node(type(None)) and tu.is_tree_node(Pair)
     assert not tu.is_tree_node(int) and not tu.is_tree_node({})
     assert tu.tree_structure({"x": 1}).flatten_up_to({"x": [1, 2]}) == [[1, 2]]

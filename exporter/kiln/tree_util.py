@@ -21,7 +21,8 @@ __all__ = [
     "register_pytree_with_keys_class", "register_dataclass", "register_static", "tree_flatten", "tree_unflatten",
     "tree_leaves", "tree_structure", "tree_map", "tree_reduce", "tree_reduce_associative", "tree_all",
     "tree_transpose", "tree_broadcast", "tree_flatten_with_path", "tree_leaves_with_path", "tree_map_with_path",
-    "treedef_is_leaf", "treedef_children", "treedef_tuple", "all_leaves", "flatten_one_level", "is_tree_node",
+    "treedef_is_leaf", "treedef_children", "treedef_tuple", "all_leaves", "flatten_one_level",
+    "flatten_one_level_with_keys", "is_tree_node",
     "keystr",
 ]
 
@@ -204,6 +205,12 @@ def flatten_one_level(tree) -> tuple[list, Any]:
     if treedef.kind == "leaf":
         raise ValueError(f"flatten_one_level: can't flatten {type(tree).__name__}: it is a leaf")
     return children, treedef.data
+
+
+def flatten_one_level_with_keys(tree) -> tuple[list, Any]:
+    """([(key, child), ...], the node's static data) of one container level; a leaf is an error."""
+    _, data = flatten_one_level(tree)
+    return _children_with_keys(tree, tree_structure(tree, is_leaf=lambda x: x is not tree)), data
 
 
 # ----------------------------------------------------------------------------- whole-tree functions

@@ -49,3 +49,6 @@ from .elementwise import *  # noqa: E402,F401,F403
 from .shape_api import *  # noqa: E402,F401,F403
 
 __all__ += elementwise.__all__ + shape_api.__all__
+from .associative_scan import associative_scan  # noqa: E402
+
+__all__ += ["associative_scan"]

@@ -10,12 +10,13 @@ from ..core.trace import get_aval
 from . import prims
 from .api import _axis, dot_general, dynamic_update_slice_in_dim
 from .operands import asarray
-from .structural_prims import rev
+from .structural_prims import reduce_prod_p, rev
 from .structural_prims import slice as _slice
 from .structural_prims import sort as _sort
 
 __all__ = ["expand_dims", "squeeze", "full", "full_like", "broadcast", "broadcast_to_rank", "slice_in_dim",
-           "index_in_dim", "collapse", "split", "dynamic_update_index_in_dim", "batch_matmul", "select_n", "top_k"]
+           "index_in_dim", "collapse", "split", "dynamic_update_index_in_dim", "batch_matmul", "select_n", "top_k",
+           "reduce_prod", "reduce_and", "reduce_or"]
 
 
 def _reshape(x, shape):
@@ -194,3 +195,36 @@ def top_k(operand, k: int, *, axis: int = -1):
     n = shape[axis]
     top = [slice_in_dim(v, n - k, n, 1, axis) for v in (values, order)]
     return tuple(rev(v, (axis,)) for v in top)
+
+
+def _reduce_axes(where: str, x, axes) -> tuple[int, ...]:
+    nd = get_aval(x).ndim
+    return tuple(sorted({_axis(where, a, nd) for a in axes}))
+
+
+def reduce_prod(operand, axes):
+    """The product over `axes`."""
+    x = asarray(operand)
+    return reduce_prod_p.bind(x, axes=_reduce_axes("reduce_prod", x, axes))
+
+
+def _bool_reduction(where: str, prim, operand, axes):
+    x = asarray(operand)
+    if not dtypes.is_bool(get_aval(x).dtype):
+        raise TypeError(f"{where}: kiln reduces bool operands only; got {get_aval(x).dtype}")
+    axes = _reduce_axes(where, x, axes)
+    if any(get_aval(x).shape[a] == 0 for a in axes):
+        identity = where == "reduce_and"
+        shape = tuple(d for i, d in enumerate(get_aval(x).shape) if i not in axes)
+        return prims.broadcast_in_dim.bind(np.asarray(identity), shape=shape, broadcast_dimensions=())
+    return prim.bind(x, axes=axes)
+
+
+def reduce_and(operand, axes):
+    """Whether every element over `axes` is True (bool operands)."""
+    return _bool_reduction("reduce_and", prims.reduce_min, operand, axes)
+
+
+def reduce_or(operand, axes):
+    """Whether any element over `axes` is True (bool operands)."""
+    return _bool_reduction("reduce_or", prims.reduce_max, operand, axes)
