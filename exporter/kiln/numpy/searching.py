@@ -17,7 +17,7 @@ from .creation import full, zeros
 from .elementwise import (
     abs, add, equal, floor_divide, greater_equal, less, less_equal, multiply, subtract, where,
 )
-from .indexing import take
+from .indexing import argsort, sort, take
 from .math import isfinite, isnan, logical_and, logical_not, logical_or
 from .reductions import all, sum
 from .selection import _check_size, _data_dependent, _is_traced, _pad_concrete, extract, unique
@@ -159,8 +159,6 @@ def partition(a, kth, axis=-1):
     """numpy.partition by a full (stable) sort: the k-th element of every slice is where a sort puts it, the
     smaller ones before and the larger ones after, for every kth (numpy's contract; numpy's own order of the
     other elements is unspecified)."""
-    from .indexing import sort
-
     x = asarray(a)
     if axis is None:
         x, axis = ravel(x), -1
@@ -171,8 +169,6 @@ def partition(a, kth, axis=-1):
 
 def argpartition(a, kth, axis=-1):
     """numpy.argpartition by a full (stable) argsort: int64 indices satisfying numpy's contract."""
-    from .indexing import argsort
-
     x = asarray(a)
     if axis is None:
         x, axis = ravel(x), -1
@@ -236,8 +232,6 @@ def array_equiv(a1, a2):
 def isin(element, test_elements, assume_unique=False, invert=False, *, kind=None):
     """numpy.isin: whether each element occurs in test_elements (NaN never does). A binary search over the
     sorted test elements; assume_unique and kind are accepted and change nothing."""
-    from .indexing import sort
-
     if kind not in (None, "sort", "table"):
         raise ValueError(f"isin: kind must be None, 'sort' or 'table', got {kind!r}")
     x, tests = promote(element, test_elements)
@@ -274,12 +268,14 @@ def _set_inputs(name, ar1, ar2, size):
     return x, y, (None if size is None else _check_size(name, size))
 
 
-def _padded(values, size, fill_value, default):
+def _padded(values, size, fill_value, default_first):
+    """numpy's result cut or padded to `size` (when given) with fill_value: by default its first value (0 when
+    it is empty) if default_first, else 0."""
     if size is None:
         return values
-    fill = (values[0] if values.size else 0) if fill_value is None and default == "first" else \
-        (0 if fill_value is None else fill_value)
-    return _pad_concrete(values, size, fill)
+    if fill_value is None:
+        fill_value = values[0] if default_first and values.size else 0
+    return _pad_concrete(values, size, fill_value)
 
 
 def union1d(ar1, ar2, *, size=None, fill_value=None):
@@ -294,7 +290,7 @@ def setdiff1d(ar1, ar2, assume_unique=False, *, size=None, fill_value=None):
     order). Traced: size=N, padded with fill_value (default 0, as in JAX)."""
     x, y, size = _set_inputs("setdiff1d", ar1, ar2, size)
     if not _is_traced(x, y):
-        return _padded(np.setdiff1d(x, y, assume_unique=assume_unique), size, fill_value, "zero")
+        return _padded(np.setdiff1d(x, y, assume_unique=assume_unique), size, fill_value, False)
     fill = 0 if fill_value is None else fill_value
     if aval(x).shape[0] == 0:
         return full((size,), fill, aval(x).dtype)
@@ -315,8 +311,8 @@ def intersect1d(ar1, ar2, assume_unique=False, return_indices=False, *, size=Non
         if size is None:
             return out
         if not return_indices:
-            return _padded(out, size, fill_value, "first")
-        return (_padded(out[0], size, fill_value, "first"), _pad_concrete(out[1], size, 0),
+            return _padded(out, size, fill_value, True)
+        return (_padded(out[0], size, fill_value, True), _pad_concrete(out[1], size, 0),
                 _pad_concrete(out[2], size, 0))
     n1, n2 = aval(x).shape[0], aval(y).shape[0]
     if n1 == 0 or n2 == 0:
@@ -338,11 +334,9 @@ def intersect1d(ar1, ar2, assume_unique=False, return_indices=False, *, size=Non
 def setxor1d(ar1, ar2, assume_unique=False, *, size=None, fill_value=None):
     """numpy.setxor1d: the sorted unique values in exactly one of the arrays. Traced: size=N, padded with
     fill_value (default: the smallest value of the result)."""
-    from .indexing import argsort
-
     x, y, size = _set_inputs("setxor1d", ar1, ar2, size)
     if not _is_traced(x, y):
-        return _padded(np.setxor1d(x, y, assume_unique=assume_unique), size, fill_value, "first")
+        return _padded(np.setxor1d(x, y, assume_unique=assume_unique), size, fill_value, True)
     parts, keeps = [], []
     for mine, other in ((x, y), (y, x)):
         n = aval(mine).shape[0]
