@@ -443,3 +443,16 @@ def test_linearize_named_call_and_named_scope():
         np.testing.assert_array_equal(kiln.jit(f)(x), x + 1)
     with pytest.raises(TypeError, match="named_scope: name must be a str"):
         kiln.named_scope(3)
+
+
+def test_holomorphic_and_allow_int_are_refused_with_a_reason():
+    f = lambda v: knp.sum(v)  # noqa: E731
+    x = np.ones(2)
+    np.testing.assert_array_equal(kiln.grad(f, holomorphic=False, allow_int=False)(x), np.ones(2))
+    for transform, where in ((kiln.grad, "grad"), (kiln.value_and_grad, "grad"), (kiln.jacfwd, "jacfwd"),
+                             (kiln.jacrev, "jacrev"), (kiln.hessian, "hessian")):
+        with pytest.raises(kiln.transforms.jvp.DifferentiationError,
+                           match=f"{where} of <lambda>: holomorphic=True needs complex inputs"):
+            transform(f, holomorphic=True)
+    with pytest.raises(kiln.transforms.jvp.DifferentiationError, match="grad of <lambda>: allow_int=True is not"):
+        kiln.grad(f, allow_int=True)

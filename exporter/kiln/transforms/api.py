@@ -87,8 +87,20 @@ def stop_gradient(x):
     return tree_unflatten(treedef, [prims.stop_gradient.bind(asarray(v)) for v in leaves])
 
 
-def value_and_grad(fn: Callable, argnums=0, has_aux: bool = False) -> Callable:
+def _check_real(where: str, fn, holomorphic: bool, allow_int: bool) -> None:
+    """JAX's holomorphic= and allow_int= flags: kiln has no complex dtypes and no float0, so both must be False."""
+    if holomorphic:
+        raise DifferentiationError(f"{where} of {_name(fn)}: holomorphic=True needs complex inputs; kiln has no "
+                                   "complex dtypes")
+    if allow_int:
+        raise DifferentiationError(f"{where} of {_name(fn)}: allow_int=True is not supported (JAX's float0 "
+                                   "gradients of integer inputs); leave integer arguments out of argnums")
+
+
+def value_and_grad(fn: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False,
+                   allow_int: bool = False) -> Callable:
     """(fn(*args), gradient of fn with respect to the arguments at argnums); fn returns a float scalar."""
+    _check_real("grad", fn, holomorphic, allow_int)
     nums = _argnums(argnums)
 
     @_wraps(fn)
@@ -125,9 +137,10 @@ def value_and_grad(fn: Callable, argnums=0, has_aux: bool = False) -> Callable:
     return wrapped
 
 
-def grad(fn: Callable, argnums=0, has_aux: bool = False) -> Callable:
+def grad(fn: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False,
+         allow_int: bool = False) -> Callable:
     """The gradient of a scalar-valued fn with respect to the arguments at argnums."""
-    value_and_grad_fn = value_and_grad(fn, argnums, has_aux)
+    value_and_grad_fn = value_and_grad(fn, argnums, has_aux, holomorphic, allow_int)
 
     @_wraps(fn)
     def wrapped(*args, **kwargs):
@@ -318,11 +331,12 @@ def _move_first_to_last(x):
     return transpose(x, tuple(range(1, nd)) + (0,)) if nd > 1 else x
 
 
-def jacfwd(fn: Callable, argnums=0, has_aux: bool = False) -> Callable:
+def jacfwd(fn: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False) -> Callable:
     """The Jacobian by forward mode: vmap of jvp over each input leaf's standard basis.
 
     has_aux=True: fn returns (output, aux) and the result is (Jacobian, aux); aux comes from one more call of fn
     at the primal arguments (under jit the compiler shares it with the Jacobian's forward pass)."""
+    _check_real("jacfwd", fn, holomorphic, False)
     nums = _argnums(argnums)
 
     @_wraps(fn)
@@ -355,10 +369,12 @@ def jacfwd(fn: Callable, argnums=0, has_aux: bool = False) -> Callable:
     return wrapped
 
 
-def jacrev(fn: Callable, argnums=0, has_aux: bool = False) -> Callable:
+def jacrev(fn: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False,
+           allow_int: bool = False) -> Callable:
     """The Jacobian by reverse mode: vmap of vjp over each output leaf's standard basis.
 
     has_aux=True: fn returns (output, aux) and the result is (Jacobian, aux)."""
+    _check_real("jacrev", fn, holomorphic, allow_int)
     nums = _argnums(argnums)
 
     @_wraps(fn)
@@ -410,8 +426,9 @@ def _assemble(out_tree, in_tree, per_input, argnums):
     return tree_unflatten(out_tree, blocks)
 
 
-def hessian(fn: Callable, argnums=0, has_aux: bool = False) -> Callable:
+def hessian(fn: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False) -> Callable:
     """The Hessian of a scalar fn: jacfwd of jacrev (with has_aux=True, (Hessian, aux))."""
+    _check_real("hessian", fn, holomorphic, False)
     return jacfwd(jacrev(fn, argnums, has_aux=has_aux), argnums, has_aux=has_aux)
 
 
