@@ -185,3 +185,16 @@ def test_conv_precision_and_preferred_element_type(tmp_path):
     with pytest.raises(TypeError, match="conv_general_dilated: preferred_element_type int8 must not be narrower"):
         lax.conv_general_dilated(x.astype(np.int32), k.astype(np.int32), (1, 1), "VALID", dimension_numbers=dn,
                                  preferred_element_type=np.int8)
+
+
+def test_conv_dimension_numbers_as_jax():
+    dn = lax.conv_dimension_numbers((1, 5, 5, 3), (3, 3, 3, 8), ("NHWC", "HWIO", "NHWC"))
+    assert dn == lax.ConvDimensionNumbers(lhs_spec=(0, 3, 1, 2), rhs_spec=(3, 2, 0, 1), out_spec=(0, 3, 1, 2))
+    assert lax.conv_dimension_numbers(4, 4, None) == ((0, 1, 2, 3),) * 3
+    x = RNG.standard_normal((1, 5, 5, 3))
+    w = RNG.standard_normal((3, 3, 3, 2))
+    by_strings = lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    by_tuple = lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=dn)
+    np.testing.assert_array_equal(by_strings, by_tuple)
+    assert "ConvDimensionNumbers" not in kiln.jit(
+        lambda a, b: lax.conv_general_dilated(a, b, (1, 1), "SAME", dimension_numbers=dn)).lower(x, w)

@@ -18,6 +18,7 @@ out_spec = (batch dim, feature dim, spatial dims...).
 from __future__ import annotations
 
 import itertools
+from typing import NamedTuple
 
 import numpy as np
 
@@ -35,7 +36,8 @@ from .prims import ShapeError
 from .structural_prims import rev
 
 __all__ = ["conv_general_dilated", "conv", "conv_with_general_padding", "conv_dimension_numbers", "padtype_to_pads",
-           "conv_transpose", "conv_shape_tuple", "conv_general_shape_tuple", "conv_transpose_shape_tuple"]
+           "conv_transpose", "conv_shape_tuple", "conv_general_shape_tuple", "conv_transpose_shape_tuple",
+           "ConvDimensionNumbers"]
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -66,8 +68,24 @@ def padtype_to_pads(in_shape, window_shape, window_strides, padding) -> tuple[tu
     return pads
 
 
-def conv_dimension_numbers(lhs_ndim: int, rhs_ndim: int, dimension_numbers):
-    """Normalizes None, ('NHWC','HWIO','NHWC')-style strings or int tuples to (lhs_spec, rhs_spec, out_spec)."""
+class ConvDimensionNumbers(NamedTuple):
+    """jax.lax.ConvDimensionNumbers: lhs_spec = (batch, feature, spatial...), rhs_spec = (out feature,
+    in feature, spatial...), out_spec = (batch, feature, spatial...), as axis numbers."""
+
+    lhs_spec: tuple
+    rhs_spec: tuple
+    out_spec: tuple
+
+
+def conv_dimension_numbers(lhs_ndim, rhs_ndim, dimension_numbers) -> ConvDimensionNumbers:
+    """Normalizes None, ('NHWC','HWIO','NHWC')-style strings or int tuples to (lhs_spec, rhs_spec, out_spec).
+    lhs_ndim and rhs_ndim may be the operands' ranks or, as in jax.lax, their shapes."""
+    lhs_ndim = lhs_ndim if isinstance(lhs_ndim, (int, np.integer)) else len(lhs_ndim)
+    rhs_ndim = rhs_ndim if isinstance(rhs_ndim, (int, np.integer)) else len(rhs_ndim)
+    return ConvDimensionNumbers(*_conv_specs(int(lhs_ndim), int(rhs_ndim), dimension_numbers))
+
+
+def _conv_specs(lhs_ndim: int, rhs_ndim: int, dimension_numbers):
     if lhs_ndim != rhs_ndim or lhs_ndim < 2:
         raise ShapeError(f"conv_general_dilated: lhs and rhs must have the same rank >= 2; got ranks {lhs_ndim} and {rhs_ndim}")
     if dimension_numbers is None:
@@ -240,7 +258,7 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None, r
                                                   preferred_element_type)
     lhs, rhs = _to_dtype(lhs, operand_dtype), _to_dtype(rhs, operand_dtype)
     la, ra = get_aval(lhs), get_aval(rhs)
-    dn = conv_dimension_numbers(la.ndim, ra.ndim, dimension_numbers)
+    dn = tuple(conv_dimension_numbers(la.ndim, ra.ndim, dimension_numbers))  # plain tuples in the IR
     nsp = la.ndim - 2
 
     def ints(v, name):
