@@ -109,22 +109,48 @@ def rotation(theta, active):
     return c, api.mul(t, c), t
 
 
-def _sweeps(round_fn, carry, n: int, flags_shape, flags_dtype=np.bool_):
-    """Sweeps of n - 1 rounds of round_fn(carry, flags) -> (carry, flags) until a sweep left every flag
-    False (no rotation) or MAX_SWEEPS have run."""
+def _sweeps(round_fn, carry, n: int, scalars_shape, dtype):
+    """Sweeps of n - 1 rounds of round_fn(carry, scalars) -> (carry, scalars) until a sweep rotated no
+    pair (the last row of scalars, 1 where a pair rotated during the sweep, stays 0) or MAX_SWEEPS have
+    run."""
     def sweep(state):
         count, _, values = state
-        cleared = _full(flags_shape, False, flags_dtype)
-        values, flags = fori_loop(0, n - 1, lambda _, inner: round_fn(*inner), (values, cleared))
-        return count + np.int32(1), flags, values
+        cleared = _full(scalars_shape, 0, dtype)
+        values, scalars = fori_loop(0, n - 1, lambda _, inner: round_fn(*inner), (values, cleared))
+        return count + np.int32(1), scalars, values
 
     def more(state):
-        count, flags, _ = state
-        rotated = api.gt(api.reduce_max(api.convert_element_type(flags, _I32), tuple(range(len(flags_shape)))), 0)
+        count, scalars, _ = state
+        flags = _part(scalars, scalars_shape[0] - 1, 0)
+        rotated = api.gt(api.reduce_max(flags, tuple(range(len(scalars_shape) - 1))), 0)
         return api.select(api.lt(count, np.int32(MAX_SWEEPS)), rotated, False)
 
-    start = (np.int32(0), _full(flags_shape, True, flags_dtype), carry)
+    start = (np.int32(0), _full(scalars_shape, 1, dtype), carry)
     return while_loop(more, sweep, start)[2]
+
+
+def _stacked(rows_values):
+    """The rows of one (k, ...) array from k expressions of that same shape (one kernel writes them all;
+    the rotation kernels read its rows as views)."""
+    shape = _shape(rows_values[0])
+    which = api.broadcasted_iota(_I32, shape, 0)
+    out = rows_values[-1]
+    for k in range(len(rows_values) - 2, -1, -1):
+        out = api.select(api.eq(which, k), rows_values[k], out)
+    return out
+
+
+def _pair_rotation(p, q, pq, threshold_scale, flags):
+    """The rotation scalars of every pair, computed in the stacked shape (k, h, *batch): from the pairs'
+    p = a_pp (|w_p|^2), q = a_qq (|w_q|^2), pq = a_pq (w_p . w_q) and the threshold
+    |pq| > threshold_scale sqrt(|p|) sqrt(|q|). Returns (c, s, t, active, flags | active)."""
+    dtype = _dtype(p)
+    zeros, ones = _full(_shape(p), 0, dtype), _full(_shape(p), 1, dtype)
+    threshold = api.mul(threshold_scale, api.mul(api.sqrt(api.abs(p)), api.sqrt(api.abs(q))))
+    active = api.gt(api.abs(pq), threshold)
+    safe_pq = api.select(active, pq, ones)
+    c, s, t = rotation(api.div(api.sub(q, p), api.mul(2, safe_pq)), active)
+    return c, s, t, api.select(active, ones, zeros), api.select(active, ones, flags)
 
 
 def two_sided(a, v):
@@ -138,32 +164,30 @@ def two_sided(a, v):
     eps = float(np.finfo(dtype).eps)
     quad = (2, h, 2, h) + batch
     rows = (2, h, n) + batch
+    stack = (6, h) + batch  # c, s, new a_pp, new a_qq, active, rotated during the sweep
 
-    def round_fn(values, flags):
+    def round_fn(values, scalars):
         a4, vt = api.reshape(values[0], quad), api.reshape(values[1], rows)
         same_column = api.eq(api.broadcasted_iota(_I32, quad, 1), api.broadcasted_iota(_I32, quad, 3))
         m = api.reduce_sum(api.select(same_column, a4, _full(quad, 0, dtype)), (3,))  # m[a, i, b] = a4[a, i, b, i]
-        app, aqq, apq = _part(_part(m, 0, 0), 0, 1), _part(_part(m, 1, 0), 1, 1), _part(_part(m, 0, 0), 1, 1)
-        threshold = api.mul(eps, api.mul(api.sqrt(api.abs(app)), api.sqrt(api.abs(aqq))))
-        active = api.gt(api.abs(apq), threshold)
-        safe_apq = api.select(active, apq, _full(_shape(apq), 1, dtype))
-        c, s, t = rotation(api.div(api.sub(aqq, app), api.mul(2, safe_apq)), active)
+        app, aqq, apq = (_spread(_part(_part(m, i, 0), j, 1), stack, (1,)) for i, j in ((0, 0), (1, 1), (0, 1)))
+        c, s, t, active, flags = _pair_rotation(app, aqq, apq, eps, _spread(_part(scalars, 5, 0), stack, (1,)))
         moved = api.mul(t, apq)
+        scalars = _stacked([c, s, api.sub(app, moved), api.add(aqq, moved), active, flags])
+        c, s, new_p, new_q, active = (_part(scalars, k, 0) for k in range(5))
         c_r, c_c = _spread(c, quad, (1,)), _spread(c, quad, (3,))
         s_r, s_c = _signed(s, quad, (0, 1)), _signed(s, quad, (2, 3))
         rotated = api.add(api.add(api.mul(api.mul(c_r, c_c), a4), api.mul(api.mul(s_r, c_c), rev(a4, (0,)))),
                           api.add(api.mul(api.mul(c_r, s_c), rev(a4, (2,))), api.mul(api.mul(s_r, s_c), rev(a4, (0, 2)))))
         row_member = api.broadcasted_iota(_I32, quad, 0)
         same_member = api.eq(row_member, api.broadcasted_iota(_I32, quad, 2))
-        new_diagonal = api.select(api.eq(row_member, 0), _spread(api.sub(app, moved), quad, (1,)),
-                                  _spread(api.add(aqq, moved), quad, (1,)))
-        pair_entry = api.select(_spread(active, quad, (1,)), _full(quad, 0, dtype), rotated)
+        new_diagonal = api.select(api.eq(row_member, 0), _spread(new_p, quad, (1,)), _spread(new_q, quad, (1,)))
+        pair_entry = api.select(api.gt(_spread(active, quad, (1,)), 0), _full(quad, 0, dtype), rotated)
         a4 = api.select(same_column, api.select(same_member, new_diagonal, pair_entry), rotated)
         vt = api.add(api.mul(_spread(c, rows, (1,)), vt), api.mul(_signed(s, rows, (0, 1)), rev(vt, (0,))))
-        flags = api.select(active, active, flags)
-        return (_permute(a4, 2), _permute(vt, 1)), flags
+        return (_permute(a4, 2), _permute(vt, 1)), scalars
 
-    a, vt = _sweeps(round_fn, (a, v), n, (h,) + batch)
+    a, vt = _sweeps(round_fn, (a, v), n, stack, dtype)
     diagonal = api.eq(api.broadcasted_iota(_I32, shape, 0), api.broadcasted_iota(_I32, shape, 1))
     return api.reduce_sum(api.select(diagonal, a, _full(shape, 0, dtype)), (1,)), vt
 
@@ -176,23 +200,23 @@ def one_sided(wt, rows: int):
     h = n // 2
     tol = float(np.sqrt(max(rows, 1)) * np.finfo(dtype).eps)
     pairs = (2, h, k) + batch
-    stacked = (3, h, rows) + batch
+    products_shape = (3, h, rows) + batch
+    stack = (3, h) + batch  # c, s, rotated during the sweep
 
-    def round_fn(w, flags):
+    def round_fn(w, scalars):
         w = api.reshape(w, pairs)
         head = slice_(w, (0,) * len(pairs), (2, h, rows) + batch)
-        first = api.broadcast_in_dim(_part(head, 0, 0), stacked, tuple(range(1, len(stacked))))
-        second = api.broadcast_in_dim(_part(head, 1, 0), stacked, tuple(range(1, len(stacked))))
-        which = api.broadcasted_iota(_I32, stacked, 0)
+        first = api.broadcast_in_dim(_part(head, 0, 0), products_shape, tuple(range(1, len(products_shape))))
+        second = api.broadcast_in_dim(_part(head, 1, 0), products_shape, tuple(range(1, len(products_shape))))
+        which = api.broadcasted_iota(_I32, products_shape, 0)
         products = api.select(api.eq(which, 0), api.mul(first, first),
                               api.select(api.eq(which, 1), api.mul(second, second), api.mul(first, second)))
         sums = api.reduce_sum(products, (2,))
-        alpha, beta, gamma = _part(sums, 0, 0), _part(sums, 1, 0), _part(sums, 2, 0)
-        active = api.gt(api.abs(gamma), api.mul(tol, api.mul(api.sqrt(alpha), api.sqrt(beta))))
-        safe_gamma = api.select(active, gamma, _full(_shape(gamma), 1, dtype))
-        c, s, _ = rotation(api.div(api.sub(beta, alpha), api.mul(2, safe_gamma)), active)
+        alpha, beta, gamma = (_spread(_part(sums, i, 0), stack, (1,)) for i in range(3))
+        c, s, _, _, flags = _pair_rotation(alpha, beta, gamma, tol, _spread(_part(scalars, 2, 0), stack, (1,)))
+        scalars = _stacked([c, s, flags])
+        c, s = _part(scalars, 0, 0), _part(scalars, 1, 0)
         w = api.add(api.mul(_spread(c, pairs, (1,)), w), api.mul(_signed(s, pairs, (0, 1)), rev(w, (0,))))
-        flags = api.select(active, active, flags)
-        return _permute(w, 1), flags
+        return _permute(w, 1), scalars
 
-    return _sweeps(round_fn, wt, n, (h,) + batch)
+    return _sweeps(round_fn, wt, n, stack, dtype)
