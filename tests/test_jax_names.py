@@ -456,3 +456,13 @@ def test_holomorphic_and_allow_int_are_refused_with_a_reason():
             transform(f, holomorphic=True)
     with pytest.raises(kiln.transforms.jvp.DifferentiationError, match="grad of <lambda>: allow_int=True is not"):
         kiln.grad(f, allow_int=True)
+
+
+def test_jit_lower_as_text_and_compile():
+    f = kiln.jit(lambda v: knp.sin(v) * 2)
+    x = np.ones(3, np.float32)
+    lowered = f.lower(x)
+    assert isinstance(lowered, str) and "sin %0" in lowered and lowered.as_text() == str(lowered)
+    compiled = lowered.compile()
+    np.testing.assert_allclose(compiled(x), np.sin(x) * 2, rtol=1e-6)
+    assert compiled.as_text() == lowered.as_text()

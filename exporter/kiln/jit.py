@@ -111,9 +111,40 @@ class Jitted:
         # the runtime binding converts the leaves (Python scalars take the traced dtype)
         return tree_unflatten(traced.out_treedef, executable(leaves))
 
-    def lower(self, *args, **kwargs) -> str:
-        """Text of the traced IR at these arguments."""
-        return str(self.trace(*args, **kwargs).graph)
+    def lower(self, *args, **kwargs) -> "Lowered":
+        """The traced IR at these arguments: its text (a str), with JAX's Lowered methods as_text() and
+        compile()."""
+        return Lowered(str(self.trace(*args, **kwargs).graph), self)
+
+
+class Lowered(str):
+    """The text of a jitted function's IR at one signature (a str, as kiln.jit(f).lower always gave), with
+    jax.stages.Lowered's as_text() and compile() (the Compiled object calls the jitted function)."""
+
+    def __new__(cls, text: str, jitted: "Jitted"):
+        out = super().__new__(cls, text)
+        out.jitted = jitted
+        return out
+
+    def as_text(self, dialect=None) -> str:
+        return str(self)
+
+    def compile(self, compiler_options=None) -> "Compiled":
+        return Compiled(self.jitted, str(self))
+
+
+class Compiled:
+    """What Lowered.compile() gives: call it as the jitted function (compiled on first use per signature)."""
+
+    def __init__(self, jitted: "Jitted", text: str):
+        self.jitted = jitted
+        self._text = text
+
+    def __call__(self, *args, **kwargs):
+        return self.jitted(*args, **kwargs)
+
+    def as_text(self) -> str:
+        return self._text
 
 
 def _merge_static(dynamic: list, statics: dict) -> list:
