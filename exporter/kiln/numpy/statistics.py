@@ -62,7 +62,7 @@ def _present(x, where):
 def _reject_empty(name, x, axis):
     shape = aval(x).shape
     axes = normalize_axes(axis, len(shape), name)
-    if builtins.any(shape[i] == 0 for i in axes) or (not axes and 0 in shape):
+    if builtins.any(shape[i] == 0 for i in axes):
         raise ValueError(f"{name}: zero-size array to reduction operation {name} which has no identity")
 
 
