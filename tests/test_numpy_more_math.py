@@ -1,5 +1,7 @@
 """kiln.numpy's remaining math (more_math.py, array_math.py) against numpy: values, dtypes and shapes eagerly,
 under kiln.jit and through kiln-run; gradients against float64 central differences; every error message."""
+import warnings
+
 import numpy as np
 import pytest
 
@@ -35,12 +37,15 @@ def test_binary_integer_and_weak_operands(name):
     assert knp.logaddexp(1.0, 2.0).dtype == np.float64
 
 
+UNARY = ["cbrt", "signbit", "sinc", "deg2rad", "rad2deg", "degrees", "radians", "positive", "conj", "conjugate",
+         "real", "imag", "i0", "modf", "frexp"]
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int8, np.int32], ids=str)
-@pytest.mark.parametrize("name", ["cbrt", "signbit", "sinc", "deg2rad", "rad2deg", "degrees", "radians", "positive",
-                                  "conj", "conjugate", "real", "imag", "i0", "modf", "frexp"])
-def test_unary(name, dtype):
+def test_unary(dtype):
+    """Every unary function eagerly, then all of them in one jitted function (one compile per dtype)."""
     x = _specials(dtype) if np.dtype(dtype).kind == "f" else np.arange(-4, 6, dtype=dtype)
-    eager_and_jit(getattr(knp, name), getattr(np, name), x)
+    eager_and_jit(lambda v: [getattr(knp, n)(v) for n in UNARY], lambda v: [getattr(np, n)(v) for n in UNARY], x)
 
 
 def test_unary_hard_values():
@@ -71,7 +76,7 @@ def test_elementwise_errors():
         knp.i0(np.array([True]))
 
 
-@pytest.mark.parametrize("kfn", [
+ELEMENTWISE_LOSSES = [
     lambda x: knp.sum(knp.logaddexp(x, x[::-1] * 2)),
     lambda x: knp.sum(knp.logaddexp2(x, 0.5)),
     lambda x: knp.sum(knp.hypot(x, x[::-1] + 1)),
@@ -81,11 +86,20 @@ def test_elementwise_errors():
     lambda x: knp.sum(knp.deg2rad(x) ** 2),
     lambda x: knp.sum(knp.i0(x)),
     lambda x: knp.sum(knp.ldexp(x, np.arange(5)) * x),
-], ids=range(9))
-def test_elementwise_gradients(kfn):
-    x = np.array([0.3, -1.2, 2.5, 0.7, -0.4])
-    np.testing.assert_allclose(kiln.grad(kfn)(x), numerical_grad(kfn, x), rtol=1e-6, atol=1e-8)
-    np.testing.assert_allclose(kiln.jit(kiln.grad(kfn))(x), numerical_grad(kfn, x), rtol=1e-6, atol=1e-8)
+]
+
+
+def _check_gradients(losses, x):
+    """Each loss's gradient against central differences, eagerly, then all of them under one jit."""
+    want = [numerical_grad(f, x) for f in losses]
+    for f, w in zip(losses, want):
+        np.testing.assert_allclose(kiln.grad(f)(x), w, rtol=1e-6, atol=1e-8)
+    for got, w in zip(kiln.jit(lambda v: [kiln.grad(f)(v) for f in losses])(x), want):
+        np.testing.assert_allclose(got, w, rtol=1e-6, atol=1e-8)
+
+
+def test_elementwise_gradients():
+    _check_gradients(ELEMENTWISE_LOSSES, np.array([0.3, -1.2, 2.5, 0.7, -0.4]))
 
 
 def test_sinc_gradient_at_zero():
@@ -139,8 +153,8 @@ def test_cross_and_kron():
     eager_and_jit(lambda p, q: knp.cross(p, q, axisa=0, axisb=0, axisc=0), lambda p, q: np.cross(p, q, axisa=0, axisb=0, axisc=0), a.T, b.T)
     eager_and_jit(lambda p, q: knp.cross(p, q, axis=0), lambda p, q: np.cross(p, q, axis=0), a.T, b.T)
     eager_and_jit(knp.cross, np.cross, np.arange(6, dtype=np.int32).reshape(2, 3), np.array([1, -2, 3], np.int32))
-    with np.testing.suppress_warnings() as sup:  # numpy 2 deprecates 2-vectors but still computes them
-        sup.filter(DeprecationWarning)
+    with warnings.catch_warnings():  # numpy 2 deprecates 2-vectors but still computes them
+        warnings.simplefilter("ignore", DeprecationWarning)
         eager_and_jit(lambda p, q: knp.cross(p[:, :2], q), lambda p, q: np.cross(p[:, :2], q), a, b)
         eager_and_jit(lambda p, q: knp.cross(p[:, :2], q[:, :2]), lambda p, q: np.cross(p[:, :2], q[:, :2]), a, b)
     with pytest.raises(ValueError, match="cross: incompatible dimensions"):
@@ -150,12 +164,12 @@ def test_cross_and_kron():
     eager_and_jit(knp.kron, np.kron, random_array(RNG, (2, 1, 2)), random_array(RNG, (3, 2)))
 
 
-@pytest.mark.parametrize("mode", ["full", "same", "valid"])
 @pytest.mark.parametrize("lengths", [(5, 3), (3, 5), (4, 2), (2, 4), (4, 4), (1, 3)], ids=str)
-def test_convolve_correlate(lengths, mode):
+def test_convolve_correlate(lengths):
     a, v = random_array(RNG, (lengths[0],)), random_array(RNG, (lengths[1],))
-    eager_and_jit(lambda p, q: knp.convolve(p, q, mode), lambda p, q: np.convolve(p, q, mode), a, v)
-    eager_and_jit(lambda p, q: knp.correlate(p, q, mode), lambda p, q: np.correlate(p, q, mode), a, v)
+    modes = ("full", "same", "valid")
+    eager_and_jit(lambda p, q: [f(p, q, m) for f in (knp.convolve, knp.correlate) for m in modes],
+                  lambda p, q: [f(p, q, m) for f in (np.convolve, np.correlate) for m in modes], a, v)
 
 
 def test_convolve_dtypes_and_errors():
@@ -215,7 +229,7 @@ def test_vander_and_polyval():
         knp.polyval(np.ones((2, 2)), 1.0)
 
 
-@pytest.mark.parametrize("kfn", [
+ARRAY_MATH_LOSSES = [
     lambda x: knp.sum(knp.diff(x, 2) ** 2),
     lambda x: knp.sum(knp.gradient(x, np.array([0.0, 0.5, 1.5, 2, 3]), edge_order=2) ** 2),
     lambda x: knp.sum(knp.convolve(x, x[:3] * 2, "same") ** 2),
@@ -226,11 +240,11 @@ def test_vander_and_polyval():
     lambda x: knp.sum(knp.cross(x[:3], x[2:]) ** 2),
     lambda x: knp.sum(knp.kron(x[:2], x) ** 2),
     lambda x: knp.polyval(x, 1.3),
-], ids=range(10))
-def test_array_math_gradients(kfn):
-    x = np.array([0.3, 1.2, 2.5, 0.7, 1.4])
-    np.testing.assert_allclose(kiln.grad(kfn)(x), numerical_grad(kfn, x), rtol=1e-6, atol=1e-8)
-    np.testing.assert_allclose(kiln.jit(kiln.grad(kfn))(x), numerical_grad(kfn, x), rtol=1e-6, atol=1e-8)
+]
+
+
+def test_array_math_gradients():
+    _check_gradients(ARRAY_MATH_LOSSES, np.array([0.3, 1.2, 2.5, 0.7, 1.4]))
 
 
 def test_exported(tmp_path):
