@@ -11,7 +11,7 @@ import kiln.numpy as knp
 from kiln.lax import _linalg_triangular as traced
 from kiln.lax import linalg as lax_linalg
 from kiln_tools import check_like_numpy, eager_and_jit, eager_jit_and_kiln_run, kiln_run_exported
-from references import numerical_grad
+from references import numerical_grad, numerical_hessian
 
 TOL = {np.float32: 2e-5, np.float64: 1e-11}
 FLOATS = [np.float32, np.float64]
@@ -523,3 +523,32 @@ def test_numpy_errors_name_function_and_argument():
         knp.linalg.tensorinv(np.ones((2, 2)), ind=0)
     with pytest.raises(np.linalg.LinAlgError, match=r"tensorinv: a of shape \(2, 3\) is not square"):
         knp.linalg.tensorinv(np.ones((2, 3)), ind=1)
+
+
+@pytest.mark.parametrize("shape", [(0, 0), (2, 0, 0), (1, 1)])
+def test_empty_and_one_by_one_matrices(shape):
+    x = np.full(shape, 2.0)
+
+    def kfn(a):
+        return knp.linalg.det(a), *knp.linalg.slogdet(a), knp.linalg.inv(a), knp.linalg.cholesky(a)
+
+    def nfn(a):
+        return np.linalg.det(a), *np.linalg.slogdet(a), np.linalg.inv(a), np.linalg.cholesky(a)
+
+    eager_and_jit(kfn, nfn, x, tol=1e-12)
+    check_like_numpy(lax_linalg.lu(np.ones((3, 0))), (np.ones((3, 0)), np.zeros(0, np.int32), np.arange(3, dtype=np.int32)))
+
+
+def test_second_derivatives_and_tensor_gradients():
+    rng = np.random.default_rng(27)
+    a = rng.standard_normal((3, 3)) + 2 * np.eye(3)
+    hessian = kiln.hessian(lambda x: knp.linalg.slogdet(x.reshape(3, 3)).logabsdet)(a.ravel())
+    want = numerical_hessian(lambda x: np.linalg.slogdet(x.reshape(3, 3))[1], a.ravel())
+    np.testing.assert_allclose(hessian, want, atol=1e-6)
+    t = rng.standard_normal((2, 3, 6)) + np.eye(6).reshape(2, 3, 6)
+    b = rng.standard_normal((2, 3))
+    got = kiln.grad(lambda x: knp.sum(knp.linalg.tensorsolve(x, b) ** 2))(t)
+    np.testing.assert_allclose(got, numerical_grad(lambda x: np.sum(np.linalg.tensorsolve(x, b) ** 2), t), atol=1e-6)
+    c = rng.standard_normal((2, 3, 6)).reshape(6, 2, 3) + np.eye(6).reshape(6, 2, 3)
+    got = kiln.grad(lambda x: knp.sum(knp.linalg.tensorinv(x, ind=1) ** 2))(c)
+    np.testing.assert_allclose(got, numerical_grad(lambda x: np.sum(np.linalg.tensorinv(x, ind=1) ** 2), c), atol=1e-5)

@@ -193,6 +193,8 @@ def _nan_unless_positive_diagonal(factor):
 
 def _cholesky_impl(x):
     """Cholesky of x's lower triangle (blocked above 2 * _BLOCK columns); all NaN unless positive definite."""
+    if _shape(x)[-1] == 0:
+        return x
     blocked = _shape(x)[-1] > 2 * _BLOCK
     return _nan_unless_positive_diagonal(_cholesky_blocked(x) if blocked else _cholesky_columns(x))
 
@@ -311,6 +313,8 @@ def _padding_identity(batch, m, padded, dtype):
 
 
 def _triangular_solve_impl(a, b, *, left_side, lower, transpose_a, conjugate_a, unit_diagonal):
+    if 0 in _shape(b)[-2:]:
+        return b
     if not left_side:  # x @ op(a) = b  <=>  op(a)^T @ x^T = b^T
         return swap_last(_triangular_solve_impl(a, swap_last(b), left_side=True, lower=lower,
                                                 transpose_a=not transpose_a, conjugate_a=conjugate_a,
@@ -519,6 +523,9 @@ def _lu_blocked(a):
 
 def _lu_impl(a):
     m, n = _shape(a)[-2:]
+    if min(m, n) == 0:
+        batch = _shape(a)[:-2]
+        return [a, _full(batch + (0,), 0, _I32), api.broadcast_in_dim(api.iota(_I32, m), batch + (m,), (len(batch),))]
     return _lu_blocked(a) if m == n and n > 2 * _BLOCK else _lu_columns(a)
 
 

@@ -57,6 +57,8 @@ def lu(a):
     k = min(m, n)
     pivots = np.zeros(batch + (k,), np.int32)
     perm = np.broadcast_to(np.arange(m, dtype=np.int32), batch + (m,)).copy()
+    if lu_.size == 0:
+        return lu_, pivots, perm
     flat, flat_pivots, flat_perm = lu_.reshape((-1, m, n)), pivots.reshape((-1, k)), perm.reshape((-1, m))
     rows = np.arange(flat.shape[0])
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
