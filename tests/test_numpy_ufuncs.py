@@ -161,3 +161,18 @@ def test_exported(tmp_path):
                       _numpy_at("add", v, (np.array([0, 0]), np.array([1, 1])), np.float32(1.0)),
                       _numpy_at("hypot", v, [0, 0], np.float32(2.0)), np.where(v > 0, v * 2, np.float32(0))),
         a, i, tmp_path=tmp_path, tol=1e-5)
+
+
+def test_user_defined_ufunc():
+    """jax.numpy.ufunc's constructor: a function of nin arrays gets the methods (a left fold for reduce)."""
+    def smooth_max(a, b):
+        return knp.logaddexp(a, b)
+
+    u = knp.ufunc(smooth_max, 2, 1, identity=-np.inf)
+    assert (u.nin, u.nout, u.nargs, u.identity, u.__name__) == (2, 1, 3, -np.inf, "smooth_max")
+    eager_and_jit(lambda v: [u(v, 1.0), u.reduce(v, axis=1), u.accumulate(v, axis=0), u.outer(v[0], v[1]),
+                             u.at(v, [0, 0], 2.0, inplace=False)],
+                  lambda v: [np.logaddexp(v, 1.0), np.logaddexp.reduce(v, axis=1), np.logaddexp.accumulate(v, axis=0),
+                             np.logaddexp.outer(v[0], v[1]), _numpy_at("logaddexp", v, [0, 0], 2.0)], X, tol=1e-9)
+    with pytest.raises(ValueError, match="ufunc: only functions with one output"):
+        knp.ufunc(smooth_max, 2, 2)

@@ -31,13 +31,20 @@ def _out_error(name):
 class ufunc:  # noqa: N801  (numpy's name)
     """A numpy-style universal function over kiln arrays (see the module docstring)."""
 
-    def __init__(self, fn, name, nin, *, identity=None, reorderable=False, reduction=None, accumulation=None,
-                 scatter=None):
-        self._fn = fn
-        self.__name__ = self.__qualname__ = name
-        self.__doc__ = fn.__doc__
-        self.nin, self.nout = nin, 1
-        self.nargs = nin + 1
+    def __init__(self, func, /, nin, nout=1, *, name=None, nargs=None, identity=None, reorderable=False,
+                 reduction=None, accumulation=None, scatter=None):
+        """jax.numpy.ufunc's constructor: func computes the elementwise result of nin arrays (nout=1); the
+        methods fold it. reorderable=True lets reduce pair elements in any order (associative and
+        commutative functions); the other keywords name faster kiln.numpy functions for the methods."""
+        if nout != 1:
+            raise ValueError(f"ufunc: only functions with one output (nout=1) are supported, got nout={nout}")
+        if int(nin) < 1:
+            raise ValueError(f"ufunc: nin must be at least 1, got {nin}")
+        self._fn = func
+        self.__name__ = self.__qualname__ = name or getattr(func, "__name__", "ufunc")
+        self.__doc__ = func.__doc__
+        self.nin, self.nout = int(nin), 1
+        self.nargs = int(nargs) if nargs is not None else self.nin + 1
         self.identity = identity
         self.signature = None
         self._reorderable = reorderable
@@ -272,7 +279,7 @@ def _extremum_reduction(fn):
 
 
 def _make(fn, name, nin, **kw):
-    return ufunc(fn, name, nin, identity=getattr(np, name).identity if hasattr(np, name) else None, **kw)
+    return ufunc(fn, nin, 1, name=name, identity=getattr(np, name).identity if hasattr(np, name) else None, **kw)
 
 
 add = _make(elementwise.add, "add", 2, reorderable=True, reduction=(reductions.sum, True, True),
