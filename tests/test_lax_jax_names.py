@@ -178,3 +178,30 @@ def test_associative_scan_trees_axes_and_gradient(tmp_path):
         lax.associative_scan(recurrence, (a, b[:3]))
     with pytest.raises(ValueError, match="associative_scan: fn must return the structure of elems"):
         lax.associative_scan(lambda p, q: p[0], (a, b))
+
+
+def test_more_shape_helpers(tmp_path):
+    a = np.arange(6.0).reshape(2, 3)
+    check_like_numpy(lax.empty((2, 3), np.int8), np.zeros((2, 3), np.int8))
+    assert lax.broadcast_shapes((2, 1), (3,), ()) == (2, 3)
+    eager_and_jit(lambda v: lax.broadcast_like(v[0], v), lambda v: np.broadcast_to(v[0], v.shape), a)
+    eager_and_jit(lambda v, w: lax.stack([v, w], axis=1), lambda v, w: np.stack([v, w], 1), a, a + 1)
+    eager_and_jit(lambda v: lax.unstack(v, axis=1), lambda v: tuple(v[:, i] for i in range(3)), a)
+    eager_jit_and_kiln_run(lambda v: lax.tile(v, (2, 3)), lambda v: np.tile(v, (2, 3)), a, tmp_path=tmp_path)
+    v = np.array([[3.0, 1.0, 4.0, 1.0, 5.0], [2.0, 2.0, 0.0, 7.0, 2.0]])
+
+    def smallest(x, k=3):
+        order = np.argsort(x, axis=-1, kind="stable")[:, :k]
+        return np.take_along_axis(x, order, -1), order.astype(np.int32)
+
+    eager_and_jit(lambda x: lax.approx_min_k(x, 3), smallest, v)
+    eager_and_jit(lambda x: lax.approx_max_k(x, 2, recall_target=0.9), lambda x: tuple(
+        np.asarray(r) for r in lax.top_k(x, 2)), v)
+    assert lax.conv_general_permutations(("NHWC", "HWIO", "NHWC")) == ((0, 3, 1, 2), (3, 2, 0, 1), (0, 3, 1, 2))
+    with pytest.raises(ValueError, match=r"tile: reps \(2,\) needs one entry per dimension"):
+        lax.tile(a, (2,))
+    with pytest.raises(ValueError, match="approx_min_k: k 6 must be between 0 and the size 5"):
+        lax.approx_min_k(v, 6)
+    with pytest.raises(TypeError, match="conv_general_permutations: dimension_numbers must be three strings"):
+        lax.conv_general_permutations(None)
+    assert lax.PrecisionLike is not None and lax.DotDimensionNumbers is tuple

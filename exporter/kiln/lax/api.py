@@ -107,6 +107,12 @@ _PRECISION_NAMES = {"default": Precision.DEFAULT, "fastest": Precision.DEFAULT, 
                     "highest": Precision.HIGHEST, "float32": Precision.HIGHEST}
 
 
+# jax.lax's type aliases, for annotations in ported code
+PrecisionLike = Precision | str | tuple | None
+DotDimensionNumbers = tuple
+ConvGeneralDilatedDimensionNumbers = tuple | None
+
+
 def canonicalize_precision(precision, where: str = "precision"):
     """None, or a (lhs, rhs) pair of Precision from None, a Precision, one of its strings, or a pair of either;
     a ValueError naming `where` otherwise."""

@@ -37,7 +37,7 @@ from .structural_prims import rev
 
 __all__ = ["conv_general_dilated", "conv", "conv_with_general_padding", "conv_dimension_numbers", "padtype_to_pads",
            "conv_transpose", "conv_shape_tuple", "conv_general_shape_tuple", "conv_transpose_shape_tuple",
-           "ConvDimensionNumbers"]
+           "ConvDimensionNumbers", "conv_general_permutations"]
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -83,6 +83,16 @@ def conv_dimension_numbers(lhs_ndim, rhs_ndim, dimension_numbers) -> ConvDimensi
     lhs_ndim = lhs_ndim if isinstance(lhs_ndim, (int, np.integer)) else len(lhs_ndim)
     rhs_ndim = rhs_ndim if isinstance(rhs_ndim, (int, np.integer)) else len(rhs_ndim)
     return ConvDimensionNumbers(*_conv_specs(int(lhs_ndim), int(rhs_ndim), dimension_numbers))
+
+
+def conv_general_permutations(dimension_numbers) -> tuple[tuple[int, ...], ...]:
+    """(lhs, rhs, out) axis permutations for string dimension_numbers such as ('NHWC', 'HWIO', 'NHWC')."""
+    if not isinstance(dimension_numbers, (tuple, list)) or len(dimension_numbers) != 3 \
+            or not all(isinstance(spec, str) for spec in dimension_numbers):
+        raise TypeError(f"conv_general_permutations: dimension_numbers must be three strings; got "
+                        f"{dimension_numbers!r}")
+    rank = len(dimension_numbers[0])
+    return tuple(_conv_specs(rank, rank, dimension_numbers))
 
 
 def _conv_specs(lhs_ndim: int, rhs_ndim: int, dimension_numbers):

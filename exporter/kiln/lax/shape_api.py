@@ -10,13 +10,16 @@ from ..core.trace import get_aval
 from . import prims
 from .api import _axis, dot_general, dynamic_update_slice_in_dim
 from .operands import asarray
+from .operands import broadcast_shapes as _broadcast_shapes
+from .structural_prims import concatenate
 from .structural_prims import reduce_prod_p, rev
 from .structural_prims import slice as _slice
 from .structural_prims import sort as _sort
 
 __all__ = ["expand_dims", "squeeze", "full", "full_like", "broadcast", "broadcast_to_rank", "slice_in_dim",
            "index_in_dim", "collapse", "split", "dynamic_update_index_in_dim", "batch_matmul", "select_n", "top_k",
-           "reduce_prod", "reduce_and", "reduce_or"]
+           "reduce_prod", "reduce_and", "reduce_or", "empty", "broadcast_shapes", "broadcast_like", "stack", "unstack",
+           "tile", "approx_max_k", "approx_min_k"]
 
 
 def _reshape(x, shape):
@@ -228,3 +231,73 @@ def reduce_and(operand, axes):
 def reduce_or(operand, axes):
     """Whether any element over `axes` is True (bool operands)."""
     return _bool_reduction("reduce_or", prims.reduce_max, operand, axes)
+
+
+def empty(shape, dtype):
+    """An array of shape and dtype (zeros: kiln has no uninitialized arrays)."""
+    return full(shape, np.zeros((), dtypes.canonical(dtype)))
+
+
+def broadcast_shapes(*shapes) -> tuple[int, ...]:
+    """numpy's broadcast of shapes."""
+    return _broadcast_shapes(*[tuple(int(d) for d in s) for s in shapes], where="broadcast_shapes")
+
+
+def broadcast_like(arr, like_arr):
+    """arr broadcast (new leading axes) to the shape of like_arr."""
+    x = asarray(arr)
+    target = get_aval(asarray(like_arr)).shape
+    nd = get_aval(x).ndim
+    return prims.broadcast_in_dim.bind(x, shape=target, broadcast_dimensions=tuple(range(len(target) - nd,
+                                                                                         len(target))))
+
+
+def stack(operands, axis: int = 0):
+    """The operands (of one shape) stacked along a new axis."""
+    xs = [asarray(x) for x in operands]
+    if not xs:
+        raise ValueError("stack: needs at least one operand")
+    nd = get_aval(xs[0]).ndim + 1
+    axis = _axis("stack", axis, nd)
+    return concatenate([expand_dims(x, (axis,)) for x in xs], axis)
+
+
+def unstack(x, axis: int = 0) -> tuple:
+    """The slices of x along axis, as a tuple."""
+    x = asarray(x)
+    shape = get_aval(x).shape
+    axis = _axis("unstack", axis, len(shape))
+    return tuple(index_in_dim(x, i, axis, keepdims=False) for i in range(shape[axis]))
+
+
+def tile(operand, reps):
+    """operand repeated reps[i] times along axis i (len(reps) == ndim)."""
+    x = asarray(operand)
+    shape = get_aval(x).shape
+    reps = tuple(int(r) for r in reps)
+    if len(reps) != len(shape):
+        raise ValueError(f"tile: reps {reps} needs one entry per dimension of an array of shape {shape}")
+    spread = tuple(d for pair in zip(reps, shape) for d in pair)
+    x = prims.broadcast_in_dim.bind(x, shape=spread, broadcast_dimensions=tuple(range(1, 2 * len(shape), 2)))
+    return _reshape(x, [r * d for r, d in zip(reps, shape)])
+
+
+def approx_max_k(operand, k: int, reduction_dimension: int = -1, recall_target: float = 0.95,
+                 reduction_input_size_override: int = -1, aggregate_to_topk: bool = True):
+    """top_k along reduction_dimension: kiln's answer is exact (recall 1)."""
+    return top_k(operand, k, axis=reduction_dimension)
+
+
+def approx_min_k(operand, k: int, reduction_dimension: int = -1, recall_target: float = 0.95,
+                 reduction_input_size_override: int = -1, aggregate_to_topk: bool = True):
+    """(the k smallest values along reduction_dimension in ascending order, their int32 indices), exactly; among
+    equal values the lower index first."""
+    x = asarray(operand)
+    shape = get_aval(x).shape
+    axis = _axis("approx_min_k", reduction_dimension, len(shape))
+    k = int(k)
+    if not 0 <= k <= shape[axis]:
+        raise ValueError(f"approx_min_k: k {k} must be between 0 and the size {shape[axis]} of axis {axis}")
+    index = prims.iota.bind(shape=shape, dimension=axis, dtype=np.dtype(np.int32))
+    values, order = _sort([x, index], dimension=axis, num_keys=2)
+    return slice_in_dim(values, 0, k, 1, axis), slice_in_dim(order, 0, k, 1, axis)
