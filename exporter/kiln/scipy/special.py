@@ -202,10 +202,22 @@ def erfc(x):
     return narrow(_lax_erfc(x), dtype)
 
 
+def _log_erfc(x):
+    """log(erfc(x)) for x >= 0; beyond 26, where erfc nears the subnormals, from the asymptotic series
+    erfc(x) = exp(-x^2) / (x sqrt(pi)) sum_n (-1)^n (2n-1)!! / (2x^2)^n (8 terms: the next is below 1e-19)."""
+    far = knp.greater(x, 26.0)
+    xf = knp.where(far, x, 26.0)
+    u = knp.reciprocal(knp.multiply(knp.multiply(xf, xf), 2.0))
+    series = _horner(u, [(-1) ** n * math.prod(range(1, 2 * n, 2)) for n in range(9)])
+    asymptotic = knp.subtract(knp.subtract(knp.log(series), knp.multiply(xf, xf)),
+                              knp.add(knp.log(xf), 0.5 * math.log(math.pi)))
+    return knp.where(far, asymptotic, knp.log(_lax_erfc(knp.where(far, 26.0, x))))
+
+
 def _erfinv_core(y, q):
     """x >= 0 with erf(x) = y, where q = 1 - y is given exactly (y in [0, 1], q in [0, 1]): Winitzki's closed
-    form (relative error below 2e-3) refined by four steps (q is used in the tail, so it keeps its relative
-    accuracy: x up to 26.5, q down to 1e-308)."""
+    form (relative error below 2e-3) refined by two Halley steps (q is used in the tail, so it keeps its relative
+    accuracy down to the smallest subnormal)."""
     safe_q = knp.where(knp.greater(q, 0.0), q, 0.5)
     log_term = knp.log(knp.multiply(safe_q, knp.subtract(2.0, safe_q)))  # log(1 - y^2)
     a = 0.147
@@ -213,15 +225,19 @@ def _erfinv_core(y, q):
     x = knp.sqrt(knp.maximum(knp.subtract(knp.sqrt(knp.subtract(knp.multiply(c, c), knp.divide(log_term, a))), c), 0.0))
     tail = knp.less(q, 0.5)
     log_q = knp.log(safe_q)
-    for _ in range(4):
+    for _ in range(2):
         x2 = knp.multiply(x, x)
-        # body: Halley's step on erf(x) - y; tail: Newton's step on log(erfc(x)) - log(q), which is nearly
-        # linear in x^2 (Halley's on erfc(x) - q converges slowly where x is large)
+        # Halley's steps (cubic convergence), in the body on erf(x) - y, in the tail on log(erfc(x)) - log(q),
+        # which is nearly linear in x^2 (on erfc(x) - q they converge slowly where x is large)
         u = knp.divide(knp.subtract(_lax_erf(x), y), knp.multiply(_TWO_OVER_SQRT_PI, knp.exp(knp.negative(x2))))
         body = knp.subtract(x, knp.divide(u, knp.add(1.0, knp.multiply(x, u))))
-        log_erfc = knp.log(knp.maximum(_lax_erfc(x), 1e-320))
-        slope = knp.multiply(-_TWO_OVER_SQRT_PI, knp.exp(knp.subtract(knp.negative(x2), log_erfc)))
-        x = knp.where(tail, knp.subtract(x, knp.divide(knp.subtract(log_erfc, log_q), slope)), body)
+        log_erfc = _log_erfc(x)
+        slope = knp.multiply(-_TWO_OVER_SQRT_PI, knp.exp(knp.subtract(knp.negative(x2), log_erfc)))  # g'
+        g = knp.subtract(log_erfc, log_q)
+        curvature = knp.multiply(slope, knp.subtract(knp.multiply(x, -2.0), slope))  # g''
+        step = knp.divide(g, slope)
+        halley = knp.divide(step, knp.subtract(1.0, knp.divide(knp.multiply(step, curvature), knp.multiply(slope, 2.0))))
+        x = knp.where(tail, knp.subtract(x, halley), body)
     return knp.where(knp.equal(q, 0.0), np.inf, x)
 
 
@@ -364,22 +380,32 @@ def _lgamma_positive(x):
         shift = knp.add(shift, knp.where(down, 1.0, 0.0))
     xs = knp.where(knp.logical_or(small, one), knp.where(knp.greater(x, 0.0), x, 0.25), 1.0)
     t = knp.where(small, xs, knp.where(one, knp.subtract(xs, 1.0), knp.subtract(knp.subtract(xm, shift), 2.0)))
-    correction = knp.where(small, knp.negative(knp.add(knp.log(xs), knp.log1p(xs))),
-                           knp.where(one, knp.negative(knp.log(xs)), knp.log(product)))
-    near_two = knp.add(_lgamma_near_two(t), correction)
     big = knp.greater_equal(x, 10.0)
     xb = knp.where(big, x, 10.0)
+    # the branches' logarithms (log(x (1 + x)), log(x), log of the product, log(x) for Stirling) as one log
+    log_arg = knp.log(knp.where(big, xb, knp.where(small, knp.multiply(xs, knp.add(xs, 1.0)),
+                                                   knp.where(one, xs, product))))
+    near_two = knp.add(_lgamma_near_two(t), knp.where(knp.logical_or(small, one), knp.negative(log_arg), log_arg))
     w = knp.reciprocal(xb)
     stirling = knp.multiply(w, _horner(knp.multiply(w, w), _STIRLING))
-    at_big = knp.add(knp.subtract(knp.multiply(knp.subtract(xb, 0.5), knp.log(xb)), xb),
+    at_big = knp.add(knp.subtract(knp.multiply(knp.subtract(xb, 0.5), log_arg), xb),
                      knp.add(0.5 * math.log(2 * math.pi), stirling))
     at_big = knp.where(knp.isinf(xb), np.inf, at_big)
     return knp.where(knp.equal(x, 0.0), np.inf, knp.where(big, at_big, near_two))
 
 
-def _sin_pi(x):
-    """|sin(pi x)| for finite x, reduced exactly first: x - round(x) is exact, so large x lose nothing."""
-    return knp.abs(knp.sin(knp.multiply(knp.subtract(x, knp.rint(x)), math.pi)))
+# sin(pi r) = r sum_k s_k r^2k and cos(pi r) = sum_k c_k r^2k for |r| <= 1/2 (Taylor; the first omitted terms are
+# below 1e-24): polynomials compile to far less code than the general sin and tan.
+_SIN_PI = [(-1) ** k * math.pi ** (2 * k + 1) / math.factorial(2 * k + 1) for k in range(14)]
+_COS_PI = [(-1) ** k * math.pi ** (2 * k) / math.factorial(2 * k) for k in range(15)]
+
+
+def _sin_cos_pi(x):
+    """(sin(pi x), cos(pi x)) up to the sign of a whole turn, for finite x: r = x - round(x) is exact, so large
+    x lose nothing."""
+    r = knp.subtract(x, knp.rint(x))
+    r2 = knp.multiply(r, r)
+    return knp.multiply(r, _horner(r2, _SIN_PI)), _horner(r2, _COS_PI)
 
 
 @custom_jvp
@@ -390,7 +416,7 @@ def _gammaln64(x):
     positive = _lgamma_positive(z)
     xn = knp.where(finite_neg, x, -0.5)
     with np.errstate(divide="ignore"):
-        reflected = knp.subtract(knp.subtract(math.log(math.pi), knp.log(_sin_pi(xn))), positive)
+        reflected = knp.subtract(knp.log(knp.divide(math.pi, knp.abs(_sin_cos_pi(xn)[0]))), positive)
     out = knp.where(finite_neg, reflected, positive)
     out = knp.where(knp.equal(x, -np.inf), -np.inf, out)  # scipy's value
     return knp.where(knp.isnan(x), x, out)
@@ -445,7 +471,8 @@ def _digamma64(x):
     xn = knp.where(finite_neg, x, -0.5)
     r = knp.subtract(xn, knp.rint(xn))
     with np.errstate(divide="ignore", invalid="ignore"):
-        reflected = knp.subtract(positive, knp.divide(math.pi, knp.tan(knp.multiply(r, math.pi))))
+        sine, cosine = _sin_cos_pi(r)
+        reflected = knp.subtract(positive, knp.divide(knp.multiply(cosine, math.pi), sine))
     reflected = knp.where(knp.equal(r, 0.0), np.nan, reflected)
     out = knp.where(finite_neg, reflected, positive)
     zero = knp.equal(x, 0.0)
@@ -475,7 +502,7 @@ def _trigamma64(x):
                    knp.multiply(w, _horner(knp.multiply(w, w), _TRIGAMMA_ASYMPTOTIC)))
     positive = knp.add(knp.where(finite, at_y, 0.0), s)
     xn = knp.where(negative, x, -0.5)
-    sine = knp.sin(knp.multiply(knp.subtract(xn, knp.rint(xn)), math.pi))
+    sine = _sin_cos_pi(xn)[0]
     with np.errstate(divide="ignore"):
         reflected = knp.subtract(knp.divide(math.pi ** 2, knp.multiply(sine, sine)), positive)
     out = knp.where(negative, reflected, positive)
@@ -602,9 +629,9 @@ def _gammainc_core(a, x):
     f0 = knp.where(knp.less(knp.abs(b0), tiny), tiny, b0)
     state = (np.int32(1), ones, ones, f0, f0, knp.zeros_like(x), knp.zeros_like(x, dtype=bool))
     _, _, total, f, _, _, _ = while_loop(not_done, step, state)
-    log_power = knp.subtract(knp.multiply(a, knp.log(x)), x)
-    p_series = knp.multiply(knp.exp(knp.subtract(log_power, _gammaln64(knp.add(a, 1.0)))), total)
-    q_fraction = knp.divide(knp.exp(knp.subtract(log_power, _gammaln64(a))), f)
+    log_front = knp.subtract(knp.subtract(knp.multiply(a, knp.log(x)), x), _gammaln64(a))  # x^a e^-x / Gamma(a)
+    p_series = knp.multiply(knp.exp(knp.subtract(log_front, knp.log(a))), total)  # Gamma(a + 1) = a Gamma(a)
+    q_fraction = knp.divide(knp.exp(log_front), f)
     p = knp.where(series, p_series, knp.subtract(1.0, q_fraction))
     q = knp.where(series, knp.subtract(1.0, p_series), q_fraction)
     return p, q

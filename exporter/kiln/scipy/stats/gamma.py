@@ -30,24 +30,23 @@ def pdf(x, a, loc=0, scale=1):
     return narrow(knp.exp(y), dtype)
 
 
-def _probabilities(where, x, a, loc, scale):
-    """(P, Q, valid, dtype): the regularized incomplete gamma functions at z = max((x - loc) / scale, 0)."""
+def _at_z(where, x, a, loc, scale):
+    """(a, z = max((x - loc) / scale, 0), valid parameters, dtype)."""
     (x, a, loc, scale), dtype = float_operands(where, x, a, loc, scale)
-    z = knp.maximum(standardize(x, loc, scale), 0.0)
     valid = knp.logical_and(knp.greater(a, 0), knp.greater(scale, 0))
-    return special.gammainc(a, z), special.gammaincc(a, z), valid, dtype
+    return a, knp.maximum(standardize(x, loc, scale), 0.0), valid, dtype
 
 
 def cdf(x, a, loc=0, scale=1):
     """gammainc(a, z)."""
-    p, _, valid, dtype = _probabilities("gamma.cdf", x, a, loc, scale)
-    return narrow(invalid_to_nan(valid, p), dtype)
+    a, z, valid, dtype = _at_z("gamma.cdf", x, a, loc, scale)
+    return narrow(invalid_to_nan(valid, special.gammainc(a, z)), dtype)
 
 
 def sf(x, a, loc=0, scale=1):
     """gammaincc(a, z) (accurate in the right tail)."""
-    _, q, valid, dtype = _probabilities("gamma.sf", x, a, loc, scale)
-    return narrow(invalid_to_nan(valid, q), dtype)
+    a, z, valid, dtype = _at_z("gamma.sf", x, a, loc, scale)
+    return narrow(invalid_to_nan(valid, special.gammaincc(a, z)), dtype)
 
 
 def _log_of(p, q):
@@ -56,10 +55,10 @@ def _log_of(p, q):
 
 
 def logcdf(x, a, loc=0, scale=1):
-    p, q, valid, dtype = _probabilities("gamma.logcdf", x, a, loc, scale)
-    return narrow(invalid_to_nan(valid, _log_of(p, q)), dtype)
+    a, z, valid, dtype = _at_z("gamma.logcdf", x, a, loc, scale)
+    return narrow(invalid_to_nan(valid, _log_of(special.gammainc(a, z), special.gammaincc(a, z))), dtype)
 
 
 def logsf(x, a, loc=0, scale=1):
-    p, q, valid, dtype = _probabilities("gamma.logsf", x, a, loc, scale)
-    return narrow(invalid_to_nan(valid, _log_of(q, p)), dtype)
+    a, z, valid, dtype = _at_z("gamma.logsf", x, a, loc, scale)
+    return narrow(invalid_to_nan(valid, _log_of(special.gammaincc(a, z), special.gammainc(a, z))), dtype)
