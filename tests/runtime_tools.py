@@ -18,7 +18,7 @@ from kiln.vm import _native
 from kiln.vm.isa import Instr
 from kiln.vm.module_spec import FunctionSpec, GlobalSpec, ModuleSpec, TensorType, ValueInfo
 
-ALL_DTYPES = ("f32", "f64", "f16", "bf16", "i8", "i16", "i32", "i64", "u8", "bool")
+ALL_DTYPES = ("f32", "f64", "f16", "bf16", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "bool")
 
 
 def native_build_dir() -> Path:
@@ -58,7 +58,8 @@ def identity_spec() -> ModuleSpec:
                                       '["x"]', '"y"', 2, 0, [Instr("ret", [0])]))
         initial = None if d in ("f16", "bf16") else np.arange(6).reshape(2, 3).astype(
             {"f32": np.float32, "f64": np.float64, "i8": np.int8, "i16": np.int16,
-             "i32": np.int32, "i64": np.int64, "u8": np.uint8, "bool": np.bool_}[d])
+             "i32": np.int32, "i64": np.int64, "u8": np.uint8, "u16": np.uint16, "u32": np.uint32,
+             "u64": np.uint64, "bool": np.bool_}[d])
         globals_.append(GlobalSpec(f"g_{d}", t, True, initial))
     globals_.append(GlobalSpec("frozen", TensorType("f32", ()), False, np.array(2.5, np.float32)))
     empty = TensorType("f32", (0, 3))

@@ -121,7 +121,7 @@ def test_npy_in_and_out_for_every_dtype(kiln_run, modules, tmp_path, dtype):
         x = rng.standard_normal((2, 3)).astype(numpy_dtype(dtype))
     else:
         info = np.iinfo(numpy_dtype(dtype))
-        x = rng.integers(info.min, info.max, (2, 3), endpoint=True).astype(numpy_dtype(dtype))
+        x = rng.integers(info.min, info.max, (2, 3), endpoint=True, dtype=numpy_dtype(dtype))
     np.save(tmp_path / "x.npy", x)
     run(kiln_run, f"--module={modules / 'ident.vmfb'}", f"--function=ident_{dtype}",
         f"--input=@{tmp_path / 'x.npy'}", f"--output=@{tmp_path / 'y.npy'}")

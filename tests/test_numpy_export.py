@@ -54,12 +54,6 @@ def widened(fn):
     return run
 
 
-def no_uint64(a):
-    """kiln has no uint64: uint8 sums, products and traces are int64 where numpy's are uint64."""
-    a = np.asarray(a)
-    return a.astype(np.int64) if a.dtype == np.uint64 else a
-
-
 # ------------------------------------------------------------------------------------------- running
 
 def call(path, tmp, fn, args, n_out):
@@ -79,7 +73,7 @@ def call(path, tmp, fn, args, n_out):
 def check(got, want, what):
     assert len(got) == len(want), f"{what}: {len(got)} results, numpy {len(want)}"
     for n, (g, w) in enumerate(zip(got, want)):
-        w = no_uint64(w)
+        w = np.asarray(w)
         label = f"{what} result {n}"
         if w.dtype == BF16:
             assert g.dtype in (np.uint16, np.dtype("V2")), f"{label}: bfloat16 comes back as 2-byte bits, got {g.dtype}"

@@ -46,7 +46,7 @@ def sample(dtype: str, shape=(2, 3), seed=0) -> np.ndarray:
     if np.issubdtype(np_dtype, np.floating):
         return rng.standard_normal(shape).astype(np_dtype)
     info = np.iinfo(np_dtype)
-    return rng.integers(info.min, info.max, size=shape, endpoint=True).astype(np_dtype)
+    return rng.integers(info.min, info.max, size=shape, endpoint=True, dtype=np_dtype)
 
 
 def test_instance_worker_count():
@@ -198,7 +198,9 @@ def test_globals_state_and_contexts(instance, axpy_bytes, ident):
     (lambda c: c.invoke("predict", [np.zeros(4, np.complex64)]), INVALID_ARGUMENT,
      r"predict: argument 0 'x' expects 4xf32, got numpy dtype complex64"),
     (lambda c: c.invoke("predict", [np.zeros(4, np.uint16)]), INVALID_ARGUMENT,
-     r"expects 4xf32, got numpy dtype uint16"),
+     r"predict: argument 0 'x' expects 4xf32, got 4xu16"),
+    (lambda c: c.invoke("predict", [np.zeros(4, np.uint64)]), INVALID_ARGUMENT,
+     r"predict: argument 0 'x' expects 4xf32, got 4xu64"),
     (lambda c: c.set_global("w", np.zeros(3, np.float32)), INVALID_ARGUMENT,
      r"'w'.*4xf32.*got 3xf32"),
     (lambda c: c.set_global("nope", np.zeros(3, np.float32)), NOT_FOUND, r"no global 'nope'"),

@@ -50,7 +50,7 @@ def _label(what) -> str:
 
 # The kinds of values that Python data of each kind converts into without loss of kind.
 _KIND_OF = {"f32": "f", "f64": "f", "f16": "f", "bf16": "f", "i8": "i", "i16": "i", "i32": "i",
-            "i64": "i", "u8": "i", "bool": "b"}
+            "i64": "i", "u8": "i", "u16": "i", "u32": "i", "u64": "i", "bool": "b"}
 _CONVERTS_TO = {"b": "bif", "i": "if", "u": "if", "f": "f"}
 _KIND_NAMES = {"b": "bool", "i": "int", "u": "int", "f": "float"}
 
@@ -134,7 +134,7 @@ def _to_view(value, expected: ValueInfo | GlobalInfo | None, what, out: int, bor
             "drop the mask; pass np.ma.filled(x, fill_value) or x.data")
     dtype = value.dtype
     kdtype = _KILN_OF_NUMPY.get(dtype)
-    if kdtype is None:
+    if kdtype is None or kdtype == "u16":  # uint16 is bf16 bits where bf16 is expected
         if not dtype.isnative:
             value = value.astype(dtype.newbyteorder("="))
         kdtype = kiln_dtype(value.dtype, expected=expected.kiln_dtype if expected else None)
@@ -142,7 +142,7 @@ def _to_view(value, expected: ValueInfo | GlobalInfo | None, what, out: int, bor
             want = f"expects {expected.type_str}, " if expected is not None else ""
             raise KilnRuntimeError(
                 INVALID_ARGUMENT, f"{_label(what)} {want}got numpy dtype {value.dtype} (kiln supports "
-                f"float32 float64 float16 bfloat16 int8 int16 int32 int64 uint8 bool)")
+                f"float32 float64 float16 bfloat16 int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool)")
     # (np.ascontiguousarray would turn a 0-d array into a 1-d one)
     array = value if value.flags.c_contiguous else np.ascontiguousarray(value)
     ndim = array.ndim

@@ -1,6 +1,6 @@
 """kiln dtypes and their numpy dtypes, for the runtime binding (no C library needed).
 
-f32 f64 f16 i8 i16 i32 i64 u8 bool map onto the numpy dtypes of the same name;
+f32 f64 f16 i8 i16 i32 i64 u8 u16 u32 u64 bool map onto the numpy dtypes of the same name;
 bf16 maps onto ``ml_dtypes.bfloat16`` when ml_dtypes is installed, else onto
 uint16 arrays holding the raw bits. A kiln dtype's code is its index in
 KILN_DTYPES, generated from schemas/runtime_constants.toml as C's kiln_dtype_t
@@ -26,6 +26,7 @@ _NUMPY_OF = {
     "i16": np.dtype(np.int16), "i32": np.dtype(np.int32), "i64": np.dtype(np.int64),
     "u8": np.dtype(np.uint8), "bool": np.dtype(np.bool_), "f16": np.dtype(np.float16),
     "bf16": _BF16 if _BF16 is not None else np.dtype(np.uint16),
+    "u16": np.dtype(np.uint16), "u32": np.dtype(np.uint32), "u64": np.dtype(np.uint64),
 }
 
 
@@ -34,7 +35,7 @@ def numpy_dtype(kiln_dtype: str) -> np.dtype:
     return _NUMPY_OF[kiln_dtype]
 
 
-_KILN_OF_NUMPY = {dtype: name for name, dtype in _NUMPY_OF.items() if name != "bf16"}
+_KILN_OF_NUMPY = {dtype: name for name, dtype in _NUMPY_OF.items() if name != "bf16"}  # uint16: u16
 if _BF16 is not None:
     _KILN_OF_NUMPY[_BF16] = "bf16"
 
@@ -44,8 +45,7 @@ def kiln_dtype(dtype, *, expected: str | None = None) -> str | None:
 
     uint16 counts as bf16 (raw bits) only where bf16 is expected."""
     dtype = np.dtype(dtype)
-    name = _KILN_OF_NUMPY.get(dtype)
-    if name is None and expected == "bf16" and dtype == np.uint16:
+    if expected == "bf16" and dtype == np.uint16:
         return "bf16"
-    return name
+    return _KILN_OF_NUMPY.get(dtype)
 

@@ -18,7 +18,8 @@ DTYPES = constants.DTYPES
 DTYPE_SIZES = constants.DTYPE_SIZES
 
 _NUMPY_NAMES = {"float32": "f32", "float64": "f64", "int8": "i8", "int16": "i16",
-                "int32": "i32", "int64": "i64", "uint8": "u8", "bool": "bool",
+                "int32": "i32", "int64": "i64", "uint8": "u8", "uint16": "u16",
+                "uint32": "u32", "uint64": "u64", "bool": "bool",
                 "float16": "f16", "bfloat16": "bf16"}
 
 

@@ -26,7 +26,8 @@ def _numpy_dtype(name: str) -> numpy.dtype:
             raise ModuleFormatError("reading bf16 data needs the ml_dtypes package") from e
         return numpy.dtype(ml_dtypes.bfloat16)
     return numpy.dtype({"f32": "<f4", "f64": "<f8", "i8": "i1", "i16": "<i2",
-                        "i32": "<i4", "i64": "<i8", "u8": "u1", "bool": "?",
+                        "i32": "<i4", "i64": "<i8", "u8": "u1", "u16": "<u2",
+                        "u32": "<u4", "u64": "<u8", "bool": "?",
                         "f16": "<f2"}[name])
 
 

@@ -17,7 +17,7 @@ different contexts run concurrently (ctypes releases the GIL). Ctrl-C
 (SIGINT) during a call made on the main thread cancels the call and raises
 KeyboardInterrupt; the context stays usable (see kiln.vm._ctrl_c).
 
-dtypes: f32 f64 f16 i8 i16 i32 i64 u8 bool map onto the numpy dtypes of the
+dtypes: f32 f64 f16 i8 i16 i32 i64 u8 u16 u32 u64 bool map onto the numpy dtypes of the
 same name; bf16 maps onto ``ml_dtypes.bfloat16`` when ml_dtypes is installed,
 else onto uint16 arrays holding the raw bits (either is accepted as input).
 

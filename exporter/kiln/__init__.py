@@ -31,6 +31,18 @@ _LAZY_NAMES = {
        for name in ("grad", "value_and_grad", "jvp", "vjp", "jacfwd", "jacrev", "hessian", "vmap", "stop_gradient")},
     "custom_jvp": ("kiln.transforms.custom", "custom_jvp"),
     "custom_vjp": ("kiln.transforms.custom", "custom_vjp"),
+    "jacobian": ("kiln.transforms.api", "jacobian"),
+    **{name: ("kiln.transforms.checkpoint", name)
+       for name in ("checkpoint", "remat", "checkpoint_name", "checkpoint_policies", "named_call", "named_scope")},
+    "linearize": ("kiln.transforms.api", "linearize"),
+    **{name: ("kiln.staging", name) for name in ("make_jaxpr", "eval_shape", "ShapeDtypeStruct")},
+    "disable_jit": ("kiln.jit", "disable_jit"),
+    "config": ("kiln.config", "config"),
+    **{name: ("kiln.devices", name)
+       for name in ("Device", "devices", "local_devices", "device_count", "local_device_count", "default_backend",
+                    "device_put", "device_get", "block_until_ready")},
+    "tree": ("kiln.tree", None),
+    "tree_util": ("kiln.tree_util", None),
 }
 
 __all__ = [
@@ -38,7 +50,10 @@ __all__ = [
     "KilnError", "TracingError", "ConcretizationError", "NumpyOnTracerError", "CompileError",
     "register_pytree_node", "tree_flatten", "tree_leaves", "tree_map", "tree_unflatten",
     "grad", "value_and_grad", "jvp", "vjp", "jacfwd", "jacrev", "hessian", "vmap", "stop_gradient",
-    "custom_jvp", "custom_vjp",
+    "custom_jvp", "custom_vjp", "tree", "tree_util", "jacobian", "checkpoint", "remat", "checkpoint_name",
+    "checkpoint_policies", "make_jaxpr", "eval_shape", "ShapeDtypeStruct", "disable_jit", "Device", "devices",
+    "local_devices", "device_count", "local_device_count", "default_backend", "device_put", "device_get",
+    "block_until_ready", "config", "named_call", "named_scope", "linearize",
 ]
 
 
@@ -73,11 +88,12 @@ def __dir__():
 
 
 class _KilnModule(types.ModuleType):
-    """kiln's module type: loading the submodule kiln.jit must not hide the function kiln.jit."""
+    """kiln's module type: loading the submodules kiln.jit and kiln.config must not hide the function kiln.jit
+    and the object kiln.config that they define."""
 
     def __setattr__(self, name, value):
-        if name == "jit" and isinstance(value, types.ModuleType):
-            value = value.jit
+        if name in ("jit", "config") and isinstance(value, types.ModuleType):
+            value = getattr(value, name)
         super().__setattr__(name, value)
 
 

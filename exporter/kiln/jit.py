@@ -1,11 +1,15 @@
 """kiln.jit: compile a plain function through the full path and run it in the C runtime."""
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
+import inspect
 from typing import Callable
 
+from .config import config
 from .core.array import as_array
-from .core.calls import plain_arity, positional_arguments
+from .core.calls import bind_call, plain_arity, positional_arguments
 from .core.kernel_call import kernel_call
 from .core.pytree import tree_flatten, tree_unflatten, treedef_to_json
 from .core.signature import Signature, signature_of, split_static
@@ -26,7 +30,7 @@ class TracedFunction:
 class Jitted:
     """A function compiled once per abstract signature (shapes, dtypes, tree, static args)."""
 
-    def __init__(self, fn: Callable, static_argnums=(), name: str | None = None, limits=None):
+    def __init__(self, fn: Callable, static_argnums=(), name: str | None = None, limits=None, static_kwnames=()):
         # Name and docstring only (updated=()): copying fn's __dict__ would, when fn is itself
         # a Jitted or a transform of one, replace this object's fn and caches with fn's.
         functools.update_wrapper(self, fn, updated=())
@@ -38,9 +42,35 @@ class Jitted:
         self.trace_count = 0
         self._limits = limits  # kiln.vm.runtime.CallLimits of calls made from Python, or None
         self._plain_arity = plain_arity(fn)
+        # keyword-only parameters (or **kwargs): the call's keywords travel as a trailing dict argument
+        try:
+            self._fn_signature = inspect.signature(fn)
+        except (TypeError, ValueError):
+            self._fn_signature = None
+        self._keywords = self._fn_signature is not None and any(
+            p.kind in (p.KEYWORD_ONLY, p.VAR_KEYWORD) for p in self._fn_signature.parameters.values())
+        self.static_kwnames = frozenset(static_kwnames)
 
-    def trace(self, *args) -> TracedFunction:
-        dynamic, statics = split_static(args, self.static_argnums)
+    def _split(self, args: tuple, kwargs: dict):
+        """(dynamic arguments, static ones): positions in static_argnums and keyword-only names in
+        static_kwnames are static; other keyword-only arguments form a trailing dict argument."""
+        if not self._keywords:
+            if kwargs or len(args) != self._plain_arity:
+                args = positional_arguments(self.name, self.fn, args, kwargs)
+            return split_static(args, self.static_argnums)
+        bound = bind_call(self.name, self._fn_signature, args, kwargs)
+        dynamic, statics = split_static(bound.args, self.static_argnums)
+        keywords = dict(bound.kwargs)
+        static_keywords = tuple(sorted((k, keywords.pop(k)) for k in list(keywords) if k in self.static_kwnames))
+        for name, value in static_keywords:
+            try:
+                hash(value)
+            except TypeError:
+                raise TypeError(f"static argument {name!r} must be hashable, got {type(value).__name__}") from None
+        return dynamic + (keywords,), statics + static_keywords
+
+    def trace(self, *args, **kwargs) -> TracedFunction:
+        dynamic, statics = self._split(args, kwargs)
         signature, _ = signature_of(dynamic, statics, self.name)
         return self._trace(signature)
 
@@ -52,8 +82,10 @@ class Jitted:
 
         def flat_fn(*leaves):
             dynamic = list(tree_unflatten(signature.treedef, leaves))
-            full = _merge_static(dynamic, dict(signature.statics))
-            result = self.fn(*full)
+            keywords = dynamic.pop() if self._keywords else {}
+            keywords.update((k, v) for k, v in signature.statics if isinstance(k, str))
+            full = _merge_static(dynamic, {i: v for i, v in signature.statics if isinstance(i, int)})
+            result = self.fn(*full, **keywords)
             flat, treedef = tree_flatten(result)
             out_tree.append(treedef)
             return flat
@@ -66,9 +98,9 @@ class Jitted:
         return traced
 
     def __call__(self, *args, **kwargs):
-        if kwargs or len(args) != self._plain_arity:
-            args = positional_arguments(self.name, self.fn, args, kwargs)
-        dynamic, statics = split_static(args, self.static_argnums)
+        if _jit_disabled.get() or config.jax_disable_jit:
+            return self.fn(*args, **kwargs)
+        dynamic, statics = self._split(args, kwargs)
         signature, leaves = signature_of(dynamic, statics, self.name)
         traced = self._trace(signature)
         if traced.captured or any(isinstance(x, Tracer) for x in leaves):
@@ -80,9 +112,40 @@ class Jitted:
         # the runtime binding converts the leaves (Python scalars take the traced dtype)
         return tree_unflatten(traced.out_treedef, [as_array(x) for x in executable(leaves)])
 
-    def lower(self, *args) -> str:
-        """Text of the traced IR at these arguments."""
-        return str(self.trace(*args).graph)
+    def lower(self, *args, **kwargs) -> "Lowered":
+        """The traced IR at these arguments: its text (a str), with JAX's Lowered methods as_text() and
+        compile()."""
+        return Lowered(str(self.trace(*args, **kwargs).graph), self)
+
+
+class Lowered(str):
+    """The text of a jitted function's IR at one signature (a str, as kiln.jit(f).lower always gave), with
+    jax.stages.Lowered's as_text() and compile() (the Compiled object calls the jitted function)."""
+
+    def __new__(cls, text: str, jitted: "Jitted"):
+        out = super().__new__(cls, text)
+        out.jitted = jitted
+        return out
+
+    def as_text(self, dialect=None) -> str:
+        return str(self)
+
+    def compile(self, compiler_options=None) -> "Compiled":
+        return Compiled(self.jitted, str(self))
+
+
+class Compiled:
+    """What Lowered.compile() gives: call it as the jitted function (compiled on first use per signature)."""
+
+    def __init__(self, jitted: "Jitted", text: str):
+        self.jitted = jitted
+        self._text = text
+
+    def __call__(self, *args, **kwargs):
+        return self.jitted(*args, **kwargs)
+
+    def as_text(self) -> str:
+        return self._text
 
 
 def _merge_static(dynamic: list, statics: dict) -> list:
@@ -115,9 +178,15 @@ def _compile_traced(name: str, traced: TracedFunction, limits=None):
     return lambda arrays: context.invoke("main", arrays)
 
 
-def jit(fn: Callable | None = None, *, static_argnums=(), timeout: float | None = None,
+def jit(fn: Callable | None = None, *, static_argnums=(), static_argnames=(), donate_argnums=(),
+        donate_argnames=(), keep_unused: bool = False, inline: bool = False, timeout: float | None = None,
         max_steps: int | None = None):
     """Compiles fn for each abstract signature it is called with; usable as @jit or @jit(...).
+
+    static_argnums / static_argnames: arguments (by position or by name; each also found from the other through
+    fn's signature, as in JAX) that are Python values fixed at trace time: hashable, part of the cache key.
+    donate_argnums / donate_argnames, keep_unused and inline are accepted for JAX code and checked, with no
+    effect: kiln never writes into its callers' arrays, so a donated argument stays valid.
 
     timeout (seconds) and max_steps (bytecode instructions) bound each call made from Python:
     a call past either raises KilnRuntimeError DEADLINE_EXCEEDED (kiln.vm.runtime.Context.set_limits).
@@ -129,7 +198,77 @@ def jit(fn: Callable | None = None, *, static_argnums=(), timeout: float | None 
         from kiln.vm.runtime import CallLimits
 
         limits = CallLimits(timeout, max_steps)
+
+    def make(f):
+        static, static_kwnames = _static_positions(f, static_argnums, static_argnames, "static")
+        _static_positions(f, donate_argnums, donate_argnames, "donate")
+        return Jitted(f, static, limits=limits, static_kwnames=static_kwnames)
+
     if fn is None:
-        return lambda f: Jitted(f, static_argnums, limits=limits)
-    return Jitted(fn, static_argnums, limits=limits)
+        return make
+    return make(fn)
+
+
+def _as_tuple(value, kind) -> tuple:
+    if value is None:
+        return ()
+    if isinstance(value, kind):
+        return (value,)
+    return tuple(value)
+
+
+def _static_positions(fn, argnums, argnames, what: str) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """(the positions of fn's {what}_argnums and of its positional {what}_argnames, the keyword-only names)."""
+    name = getattr(fn, "__name__", type(fn).__name__)
+    nums = _as_tuple(argnums, int)
+    names = _as_tuple(argnames, str)
+    for i in nums:
+        if isinstance(i, bool) or not isinstance(i, int):
+            raise TypeError(f"jit of {name}: {what}_argnums must be ints; got {i!r}")
+    for n in names:
+        if not isinstance(n, str):
+            raise TypeError(f"jit of {name}: {what}_argnames must be strings; got {n!r}")
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        params = None
+    if params is None:
+        if names:
+            raise TypeError(f"jit of {name}: {what}_argnames needs a function whose signature can be read")
+        return nums, ()
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    has_var_positional = any(p.kind == p.VAR_POSITIONAL for p in params)
+    out, keyword_only = [], []
+    takes_any_keyword = any(p.kind == p.VAR_KEYWORD for p in params)
+    for i in nums:
+        if i < 0:
+            if has_var_positional:
+                raise ValueError(f"jit of {name}: negative {what}_argnums {i} with *args in the signature")
+            i += len(positional)
+        if i < 0 or (i >= len(positional) and not has_var_positional):
+            raise ValueError(f"jit of {name}: {what}_argnums {i} is out of range; it takes {len(positional)} "
+                             "positional arguments")
+        out.append(i)
+    for n in names:
+        if n in positional:
+            out.append(positional.index(n))
+        elif any(p.name == n for p in params) or takes_any_keyword:
+            keyword_only.append(n)
+        else:
+            raise ValueError(f"jit of {name}: {what}_argnames {n!r} is not an argument of {name} "
+                             f"({', '.join(p.name for p in params)})")
+    return tuple(sorted(set(out))), tuple(keyword_only)
+
+
+_jit_disabled: contextvars.ContextVar[bool] = contextvars.ContextVar("kiln_jit_disabled", default=False)
+
+
+@contextlib.contextmanager
+def disable_jit(disable: bool = True):
+    """Within it, kiln.jit functions run their Python eagerly (for debugging with print and pdb), as JAX's."""
+    token = _jit_disabled.set(bool(disable))
+    try:
+        yield
+    finally:
+        _jit_disabled.reset(token)
 

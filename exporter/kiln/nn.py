@@ -4,7 +4,10 @@
     y = nn.softmax(logits, axis=-1)
 
 Activations: relu, relu6, gelu (tanh form or exact), silu (swish), sigmoid,
-log_sigmoid, softplus. Normalizers: softmax, log_softmax, logsumexp, standardize.
+log_sigmoid, softplus; and jax.nn's elu, celu, selu, leaky_relu, glu, hard_tanh,
+hard_sigmoid, hard_silu (hard_swish), soft_sign, squareplus, sparse_plus,
+sparse_sigmoid, mish, log1mexp, identity, tanh (float16/bfloat16 computed in float32).
+Normalizers: softmax, log_softmax, logsumexp, logmeanexp, standardize.
 Encoding: one_hot. Pooling and convolution helpers: max_pool, avg_pool,
 sum_pool, conv (thin wrappers of kiln.lax.reduce_window /
 conv_general_dilated).
@@ -19,6 +22,7 @@ from . import numpy as knp
 from .core import dtypes
 from .lax import prims
 from .numpy._base import asarray, aval, normalize_axes
+from .scipy import special
 
 __all__ = [
     "relu", "relu6", "gelu", "silu", "swish", "sigmoid", "log_sigmoid", "softplus", "softmax", "log_softmax", "logsumexp",
@@ -46,12 +50,6 @@ def _wide(x, f32_to_f64: bool = False):
 
 def _narrow(y, dtype):
     return y if aval(y).dtype == dtype else knp.astype(y, dtype)
-
-
-def _stop(x):
-    from .transforms.api import stop_gradient
-
-    return stop_gradient(x)
 
 
 def relu(x):
@@ -141,77 +139,19 @@ def gelu(x, approximate: bool = True):
     return _narrow(out, dtype)
 
 
-def _axes(x, axis, where):
-    return normalize_axes(axis, aval(x).ndim, where)
-
-
-def _row_dtype(dtype):
-    """Where per-row sums and logs are kept: float64 for float32 rows (cheap: once per row, or plain arithmetic
-    per element), so that the results round once."""
-    return np.dtype(np.float64) if dtype == np.float32 else dtype
-
-
-def _shifted(x, axes):
-    """(d, lo, m): x - max = d + lo exactly (Knuth's two-sum; lo is 0 where x - max is infinite or NaN), and the
-    max as a row, infinite maxima replaced by 0."""
-    m = _stop(knp.max(x, axis=axes, keepdims=True))
-    m = knp.where(knp.less(knp.abs(m), np.inf), m, knp.zeros_like(m))
-    d = knp.subtract(x, m)
-    back = knp.subtract(d, x)
-    lo = knp.add(knp.subtract(x, knp.subtract(d, back)), knp.subtract(knp.negative(m), back))
-    return d, knp.where(knp.isfinite(lo), lo, knp.zeros_like(lo)), m
-
-
-def _exp_shifted(d, lo):
-    """exp(x - max) = exp(d) (1 + lo) to first order: without lo, the rounding of x - max costs up to
-    |x - max| / 2 ulp."""
-    e = knp.exp(d)
-    return knp.add(e, knp.multiply(e, lo))
-
-
-def _log_sum_exp_shifted(x, axes):
-    """(d, lo, m, log(sum(exp(x - m)))), the sums and the log in the row dtype: the log as log1p((k - 1) + t),
-    with k the number of maxima and t the sum of the other terms, so that a dominant maximum keeps the log's
-    relative accuracy (log(1 + 1e-20) is 1e-20, not 0). The maxima enter t as d (1 + d (1/2 + d/6)) = 0, whose
-    derivatives at 0 are those of exp(d) - 1."""
-    d, lo, m = _shifted(x, axes)
-    row = _row_dtype(aval(x).dtype)
-    e = _exp_shifted(d, lo)
-    top = knp.equal(d, 0)
-    near = knp.multiply(d, knp.add(knp.multiply(d, knp.add(knp.multiply(d, 1.0 / 6.0), 0.5)), 1.0))
-    t = knp.sum(knp.where(top, near, e), axis=axes, keepdims=True, dtype=row)
-    k = knp.sum(top, axis=axes, keepdims=True, dtype=row)
-    return d, lo, m, knp.log1p(knp.add(knp.subtract(k, 1.0), t))
-
-
 def logsumexp(a, axis=None, keepdims: bool = False):
-    """log(sum(exp(a), axis)), stable: the max is subtracted first (and -inf rows give -inf, not nan)."""
-    x, dtype = _wide(a)
-    axes = _axes(x, axis, "logsumexp")
-    if not axes:
-        return _narrow(x, dtype)
-    d, _, m, log_s = _log_sum_exp_shifted(x, axes)
-    out = knp.add(knp.astype(m, aval(log_s).dtype), log_s)
-    return _narrow(out if keepdims else knp.squeeze(out, axis=axes), dtype)
+    """log(sum(exp(a), axis)), stable (kiln.scipy.special.logsumexp, which also takes b= and return_sign=)."""
+    return special.logsumexp(a, axis=axis, keepdims=keepdims)
 
 
 def softmax(x, axis=-1):
-    """exp(x) / sum(exp(x), axis), with the max subtracted first (float32 sums in float64, as knp.sum)."""
-    x, dtype = _wide(x)
-    axes = _axes(x, axis, "softmax")
-    d, lo, _ = _shifted(x, axes)
-    e = _exp_shifted(d, lo)
-    return _narrow(knp.divide(e, knp.sum(e, axis=axes, keepdims=True)), dtype)
+    """exp(x) / sum(exp(x), axis), with the max subtracted first (kiln.scipy.special.softmax, axis -1 by default)."""
+    return special.softmax(x, axis=axis)
 
 
 def log_softmax(x, axis=-1):
-    """x - logsumexp(x, axis, keepdims=True), as (x - max) - log(sum(exp(x - max))), the log and the subtraction
-    in float64 for float32 x (rounded once)."""
-    x, dtype = _wide(x)
-    axes = _axes(x, axis, "log_softmax")
-    d, lo, _, log_s = _log_sum_exp_shifted(x, axes)
-    row = aval(log_s).dtype
-    return _narrow(knp.add(knp.subtract(knp.astype(d, row), log_s), knp.astype(lo, row)), dtype)
+    """x - logsumexp(x, axis, keepdims=True) (kiln.scipy.special.log_softmax, axis -1 by default)."""
+    return special.log_softmax(x, axis=axis)
 
 
 def one_hot(x, num_classes: int, *, dtype=np.float32, axis=-1):
@@ -261,7 +201,7 @@ def standardize(x, axis=-1, mean=None, variance=None, epsilon: float = 1e-5, whe
     infos = [(aval(v).dtype, aval(v).weak_type) for v in (x, mean, variance) if v is not None]
     out_dtype, _ = dtypes.result_type(*infos)
     x, _ = _wide(x)
-    axes = _axes(x, axis, "standardize")
+    axes = normalize_axes(axis, aval(x).ndim, "standardize")
     if mean is None:
         mean = knp.mean(x, axis=axes, keepdims=True)
     if variance is None:
@@ -359,6 +299,252 @@ def conv(x, w, strides=None, padding="SAME", dilation=None, feature_group_count:
                                 dimension_numbers=(f"N{sp}C", f"{sp}IO", f"N{sp}C"),
                                 feature_group_count=feature_group_count)
 
+
+# ----------------------------------------------------------------------------- more of jax.nn's activations
+
+__all__ += ["elu", "celu", "selu", "leaky_relu", "glu", "hard_tanh", "hard_sigmoid", "hard_silu", "hard_swish",
+            "soft_sign", "squareplus", "sparse_plus", "sparse_sigmoid", "mish", "log1mexp", "logmeanexp", "identity",
+            "tanh"]
+
+
+def elu(x, alpha=1.0):
+    """x for x > 0, alpha (exp(x) - 1) below (expm1 of x where x <= 0 only, so that large x do not overflow)."""
+    x, dtype = _wide(x)
+    pos = knp.greater(x, 0)
+    return _narrow(knp.where(pos, x, knp.multiply(alpha, knp.expm1(knp.where(pos, knp.zeros_like(x), x)))), dtype)
+
+
+def celu(x, alpha=1.0):
+    """max(x, 0) + alpha (exp(min(x, 0) / alpha) - 1): elu continuously differentiable in alpha."""
+    x, dtype = _wide(x)
+    negative = knp.expm1(knp.divide(knp.minimum(x, 0), alpha))
+    return _narrow(knp.add(knp.maximum(x, 0), knp.multiply(alpha, negative)), dtype)
+
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def selu(x):
+    """scale * elu(x, alpha) with the self-normalizing constants (Klambauer et al. 2017)."""
+    x, dtype = _wide(x)
+    return _narrow(knp.multiply(_SELU_SCALE, elu(x, _SELU_ALPHA)), dtype)
+
+
+def leaky_relu(x, negative_slope=1e-2):
+    """x for x >= 0, negative_slope * x below."""
+    x, dtype = _wide(x)
+    return _narrow(knp.where(knp.greater_equal(x, 0), x, knp.multiply(negative_slope, x)), dtype)
+
+
+def hard_tanh(x):
+    """x clipped to [-1, 1] (NaN stays NaN)."""
+    x = _float(x)
+    return knp.where(knp.greater(x, 1), knp.ones_like(x), knp.where(knp.less(x, -1), knp.full_like(x, -1), x))
+
+
+def hard_sigmoid(x):
+    """relu6(x + 3) / 6."""
+    x, dtype = _wide(x)
+    return _narrow(knp.divide(relu6(knp.add(x, 3.0)), 6.0), dtype)
+
+
+def hard_silu(x):
+    """x * hard_sigmoid(x) (hard_swish)."""
+    x, dtype = _wide(x)
+    return _narrow(knp.multiply(x, hard_sigmoid(x)), dtype)
+
+
+hard_swish = hard_silu
+
+
+def soft_sign(x):
+    """x / (|x| + 1)."""
+    x, dtype = _wide(x)
+    return _narrow(knp.divide(x, knp.add(knp.abs(x), 1)), dtype)
+
+
+def squareplus(x, b=4):
+    """(x + sqrt(x^2 + b)) / 2, a smooth relu."""
+    x, dtype = _wide(x)
+    return _narrow(knp.divide(knp.add(x, knp.sqrt(knp.add(knp.square(x), b))), 2), dtype)
+
+
+def sparse_plus(x):
+    """0 for x <= -1, (x + 1)^2 / 4 between, x for x >= 1."""
+    x, dtype = _wide(x)
+    middle = knp.divide(knp.square(knp.add(x, 1.0)), 4.0)
+    return _narrow(knp.where(knp.less_equal(x, -1.0), knp.zeros_like(x),
+                             knp.where(knp.greater_equal(x, 1.0), x, middle)), dtype)
+
+
+def sparse_sigmoid(x):
+    """(x + 1) / 2 clipped to [0, 1]."""
+    x, dtype = _wide(x)
+    return _narrow(knp.multiply(0.5, knp.clip(knp.add(x, 1.0), 0.0, 2.0)), dtype)
+
+
+def mish(x):
+    """x * tanh(softplus(x))."""
+    x, dtype = _wide(x)
+    return _narrow(knp.multiply(x, knp.tanh(softplus(x))), dtype)
+
+
+def log1mexp(x):
+    """log(1 - exp(-x)) for x >= 0: log(-expm1(-x)) below log 2, log1p(-exp(-x)) above (Maechler 2012)."""
+    x, dtype = _wide(x)
+    small = knp.less(x, math.log(2.0))
+    return _narrow(knp.where(small, knp.log(knp.negative(knp.expm1(knp.negative(x)))),
+                             knp.log1p(knp.negative(knp.exp(knp.negative(x))))), dtype)
+
+
+def identity(x):
+    """x itself, as an array."""
+    return asarray(x)
+
+
+def tanh(x):
+    return knp.tanh(x)
+
+
+def glu(x, axis=-1):
+    """Gated linear unit: x split into two halves along axis, first * sigmoid(second)."""
+    x = asarray(x)
+    a = aval(x)
+    axis = int(axis)
+    if not -a.ndim <= axis < a.ndim:
+        raise ValueError(f"glu: axis {axis} is out of bounds for an array of {a.ndim} dimensions")
+    size = a.shape[axis]
+    if size % 2:
+        raise ValueError(f"glu: the size {size} of axis {axis} must be even, to split it into two halves")
+    first, second = knp.split(x, 2, axis=axis)
+    return knp.multiply(first, sigmoid(second))
+
+
+def logmeanexp(x, axis=None, where=None, keepdims: bool = False):
+    """logsumexp(x, axis) - log(n), n the number of elements reduced."""
+    if where is not None:
+        raise ValueError("logmeanexp: the `where` mask is not supported; select the elements first")
+    x = asarray(x)
+    lse = logsumexp(x, axis=axis, keepdims=keepdims)
+    shape = aval(x).shape
+    count = int(np.prod([shape[i] for i in normalize_axes(axis, len(shape), "logmeanexp")], dtype=np.int64))
+    return knp.subtract(lse, np.asarray(math.log(count), aval(lse).dtype))
+
+
+# ----------------------------------------------------------------------------- attention
+
+__all__ += ["dot_product_attention"]
+
+
+def _large_negative(dtype):
+    """JAX's masked-logit value: -0.7 x the largest finite value (capped at float32's, so that it stays finite
+    in the float32 softmax)."""
+    biggest = min(float(_finfo_max(dtype)), float(np.finfo(np.float32).max))
+    return -0.7 * biggest
+
+
+def _finfo_max(dtype):
+    import ml_dtypes
+
+    return ml_dtypes.finfo(dtype).max
+
+
+def _to_4d(t):
+    t = asarray(t)
+    nd = aval(t).ndim
+    return knp.reshape(t, (1,) * (4 - nd) + aval(t).shape) if nd < 4 else t
+
+
+def _grouped(t, groups, heads, kv_heads, name):
+    """A (B, N or 1, T, S) bias or mask as (B, K or 1, G or 1, T, S), K x G = N query heads."""
+    if t is None:
+        return None
+    b, n, tq, s = aval(t).shape
+    if n == 1:
+        return knp.reshape(t, (b, 1, 1, tq, s))
+    if n != heads:
+        raise ValueError(f"dot_product_attention: {name} has {n} heads; it needs 1 or the query's {heads}")
+    return knp.reshape(t, (b, kv_heads, groups, tq, s))
+
+
+def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None, is_causal: bool = False,
+                          query_seq_lengths=None, key_value_seq_lengths=None, local_window_size=None,
+                          implementation=None, return_residual: bool = False):
+    """jax.nn.dot_product_attention (its 'xla' implementation): softmax(q k^T * scale + bias, masked) v.
+
+    query (B, T, N, H), key and value (B, S, K, H), N a multiple of K (grouped-query attention); the batch axis
+    may be left out. bias and mask (bool, True = attend) broadcast to (B, N, T, S); is_causal, local_window_size
+    (left, right) and the sequence lengths add masks. As JAX: logits in float32 (float64 for float64 inputs),
+    the softmax in float32, masked logits set to -0.7 x the largest float32, padded query rows zero.
+    return_residual=True also gives logsumexp of the logits (B, T, N), gradients stopped."""
+    if implementation not in (None, "xla"):
+        raise ValueError(f"dot_product_attention: implementation {implementation!r} is not available in kiln; use "
+                         "None or 'xla'")
+    q_in = asarray(query)
+    out_shape = aval(q_in).shape
+    q, k, v = _to_4d(q_in), _to_4d(key), _to_4d(value)
+    b, s, kv_heads, h = aval(k).shape
+    if aval(v).shape != (b, s, kv_heads, h) or aval(v).dtype != aval(k).dtype:
+        raise ValueError(f"dot_product_attention: value must have key's shape {(b, s, kv_heads, h)} and dtype "
+                         f"{aval(k).dtype}; got {aval(v).shape} {aval(v).dtype}")
+    qb, t, heads, qh = aval(q).shape
+    if qb != b or qh != h or aval(q).dtype != aval(k).dtype:
+        raise ValueError(f"dot_product_attention: query must be (B={b}, T, N, H={h}) of dtype {aval(k).dtype}; "
+                         f"got {aval(q).shape} {aval(q).dtype}")
+    if heads % kv_heads:
+        raise ValueError(f"dot_product_attention: the number of query heads must be a multiple of key/value heads, "
+                         f"but got {heads} vs {kv_heads}")
+    if mask is not None and not dtypes.is_bool(aval(asarray(mask)).dtype):
+        raise ValueError(f"dot_product_attention: mask must be bool; got {aval(asarray(mask)).dtype}")
+    groups = heads // kv_heads
+    dtype = aval(k).dtype
+    logits_dtype = np.dtype(np.float64) if dtype == np.float64 else np.dtype(np.float32)
+    scale = 1.0 / math.sqrt(h) if scale is None else scale
+    qg = knp.reshape(q, (b, t, kv_heads, groups, h))
+    logits = knp.einsum("btkgh,bskh->bkgts", qg, k, preferred_element_type=logits_dtype)
+    logits = knp.multiply(logits, np.asarray(scale, logits_dtype))
+    if bias is not None:
+        logits = knp.astype(knp.add(logits, _grouped(_to_4d(bias), groups, heads, kv_heads, "bias")), logits_dtype)
+    keep = None
+    if mask is not None:
+        keep = _grouped(_to_4d(mask), groups, heads, kv_heads, "mask")
+    rows = np.arange(t)[:, None]
+    cols = np.arange(s)[None, :]
+    static = np.ones((t, s), bool)
+    if is_causal:
+        static &= cols <= rows
+    if local_window_size is not None:
+        left, right = (local_window_size, local_window_size) if isinstance(local_window_size, int) \
+            else local_window_size
+        static &= (rows <= cols + left) & (rows >= cols - right)
+    if is_causal or local_window_size is not None:
+        keep = static if keep is None else knp.logical_and(keep, static)
+    q_lengths = None if query_seq_lengths is None else asarray(query_seq_lengths)
+    if q_lengths is not None or key_value_seq_lengths is not None:
+        padding = np.ones((1, t, s), bool)
+        if q_lengths is not None:
+            padding = knp.logical_and(padding, knp.less(np.arange(t)[None, :, None], q_lengths[:, None, None]))
+        if key_value_seq_lengths is not None:
+            kv_lengths = asarray(key_value_seq_lengths)
+            padding = knp.logical_and(padding, knp.less(np.arange(s)[None, None, :], kv_lengths[:, None, None]))
+        padding = knp.reshape(padding, (aval(padding).shape[0], 1, 1, t, s))
+        keep = padding if keep is None else knp.logical_and(keep, padding)
+    if keep is not None:
+        logits = knp.where(keep, logits, np.asarray(_large_negative(logits_dtype), logits_dtype))
+    logits32 = knp.astype(logits, np.float32)
+    probs = knp.astype(softmax(logits32, axis=-1), dtype)
+    encoded = knp.einsum("bkgts,bskh->btkgh", probs, v)
+    encoded = knp.reshape(encoded, (b, t, heads, h))
+    if q_lengths is not None:
+        rows_kept = knp.less(np.arange(t)[None, :], q_lengths[:, None])
+        encoded = knp.multiply(encoded, knp.astype(rows_kept, dtype)[:, :, None, None])
+    encoded = knp.reshape(encoded, out_shape)
+    if not return_residual:
+        return encoded
+    residual = knp.astype(logsumexp(logits32, axis=-1), dtype)  # (b, k, g, t)
+    residual = knp.reshape(knp.transpose(knp.reshape(residual, (b, heads, t)), (0, 2, 1)), out_shape[:-1])
+    return encoded, prims.stop_gradient.bind(residual)
 
 from .core.array import wrap_namespace as _wrap_namespace  # noqa: E402
 

@@ -111,7 +111,7 @@ static int64_t double_to_i64(double d) {
 
 static int64_t load_i64(kiln_dtype_t dtype, const void* p) {
   union { float f32; double f64; int8_t i8; int16_t i16; int32_t i32; int64_t i64;
-          uint8_t u8; uint16_t u16; } v;
+          uint8_t u8; uint16_t u16; uint32_t u32; uint64_t u64; } v;
   memcpy(&v, p, kiln_dtype_size(dtype));
   switch (dtype) {
     case KILN_DTYPE_F32: return double_to_i64(v.f32);
@@ -121,6 +121,9 @@ static int64_t load_i64(kiln_dtype_t dtype, const void* p) {
     case KILN_DTYPE_I32: return v.i32;
     case KILN_DTYPE_I64: return v.i64;
     case KILN_DTYPE_U8: return v.u8;
+    case KILN_DTYPE_U16: return v.u16;
+    case KILN_DTYPE_U32: return v.u32;
+    case KILN_DTYPE_U64: return (int64_t)v.u64; /* two's complement: wraps past INT64_MAX */
     case KILN_DTYPE_BOOL: return v.u8 != 0;
     case KILN_DTYPE_F16: return double_to_i64(half_to_float(v.u16));
     case KILN_DTYPE_BF16: return double_to_i64(bf16_to_float(v.u16));

@@ -116,6 +116,9 @@ static void runner_fill(kiln_dtype_t dtype, void* data, size_t n, uint64_t* rng)
       case KILN_DTYPE_I32: ((int32_t*)data)[i] = (int32_t)k; break;
       case KILN_DTYPE_I64: ((int64_t*)data)[i] = k; break;
       case KILN_DTYPE_U8: ((uint8_t*)data)[i] = (uint8_t)k; break;
+      case KILN_DTYPE_U16: ((uint16_t*)data)[i] = (uint16_t)k; break;
+      case KILN_DTYPE_U32: ((uint32_t*)data)[i] = (uint32_t)k; break;
+      case KILN_DTYPE_U64: ((uint64_t*)data)[i] = (uint64_t)k; break;
       case KILN_DTYPE_BOOL: ((uint8_t*)data)[i] = (uint8_t)(r & 1); break;
       case KILN_DTYPE_F16: ((uint16_t*)data)[i] = f16[r % 6]; break;
       case KILN_DTYPE_BF16: ((uint16_t*)data)[i] = bf16[r % 6]; break;

@@ -133,6 +133,28 @@ static void test_parse(void) {
   }
   v = parse("2xu8=0,255");
   kiln_buffer_view_release(v);
+  v = parse("3xu16=0,1000,65535");
+  if (v) {
+    const uint16_t* u = kiln_buffer_view_data(v);
+    CHECK(kiln_buffer_view_dtype(v) == KILN_DTYPE_U16 && u[1] == 1000 && u[2] == 65535);
+    kiln_buffer_view_release(v);
+  }
+  v = parse("2xu32=7,4294967295");
+  if (v) {
+    const uint32_t* u = kiln_buffer_view_data(v);
+    CHECK(kiln_buffer_view_dtype(v) == KILN_DTYPE_U32 && u[0] == 7 && u[1] == UINT32_MAX);
+    kiln_buffer_view_release(v);
+  }
+  v = parse("3xu64=0, 9223372036854775808,18446744073709551615");
+  if (v) {
+    const uint64_t* u = kiln_buffer_view_data(v);
+    CHECK(kiln_buffer_view_dtype(v) == KILN_DTYPE_U64 && u[0] == 0 &&
+          u[1] == 9223372036854775808ull && u[2] == UINT64_MAX);
+    char buf[64];
+    kiln_io_format_element(v, 2, buf, sizeof(buf));
+    CHECK(strcmp(buf, "18446744073709551615") == 0);
+    kiln_buffer_view_release(v);
+  }
   v = parse("2xi8=-128,127");
   kiln_buffer_view_release(v);
   v = parse("0x3xf32=");
@@ -167,6 +189,16 @@ static void test_parse(void) {
   CHECK_ERROR(kiln_io_parse_value("i8=128", &out), KILN_INVALID_ARGUMENT,
               "out of range for i8", "-128..127");
   CHECK_ERROR(kiln_io_parse_value("u8=-1", &out), KILN_INVALID_ARGUMENT, "out of range");
+  CHECK_ERROR(kiln_io_parse_value("u16=65536", &out), KILN_INVALID_ARGUMENT,
+              "out of range for u16", "0..65535");
+  CHECK_ERROR(kiln_io_parse_value("u32=-1", &out), KILN_INVALID_ARGUMENT,
+              "out of range for u32", "0..4294967295");
+  CHECK_ERROR(kiln_io_parse_value("u64=-1", &out), KILN_INVALID_ARGUMENT,
+              "value 0 '-1' is out of range for u64", "0..18446744073709551615");
+  CHECK_ERROR(kiln_io_parse_value("u64=18446744073709551616", &out), KILN_INVALID_ARGUMENT,
+              "out of range for u64");
+  CHECK_ERROR(kiln_io_parse_value("u64=1.5", &out), KILN_INVALID_ARGUMENT,
+              "'1.5' is not an integer");
   CHECK_ERROR(kiln_io_parse_value("i64=99999999999999999999", &out), KILN_INVALID_ARGUMENT,
               "out of range");
   CHECK_ERROR(kiln_io_parse_value("bool=2", &out), KILN_INVALID_ARGUMENT, "not a bool");
@@ -238,6 +270,7 @@ static void test_npy(const char* dir) {
       "2x2xi16=1,2,3,-4",      "3xi32=7,8,9",   "2xi64=-9000000000000,1",
       "3xu8=0,128,255",        "2xbool=1,0",    "2xf16=0.5,-3",
       "2xbf16=1,-2",           "0x5xf32",       "1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1xi32=3",
+      "3xu16=0,1,65535",       "2xu32=5,4294967295", "2xu64=3,18446744073709551615",
   };
   char path[1024];
   for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); ++i) {
@@ -247,11 +280,19 @@ static void test_npy(const char* dir) {
     CHECK_OK(kiln_npy_write_file(path, v));
     kiln_buffer_view_t* back = NULL;
     CHECK_OK(kiln_npy_read_file(path, &back));
+    /* bf16 is written as its raw bits, '<u2', which reads as u16: bf16 again where
+     * bf16 is expected. */
+    kiln_dtype_t dtype = kiln_buffer_view_dtype(v);
+    if (back && dtype == KILN_DTYPE_BF16) {
+      CHECK(kiln_buffer_view_dtype(back) == KILN_DTYPE_U16);
+      CHECK_OK(kiln_io_bf16_from_bits(&back, KILN_DTYPE_BF16));
+    }
     CHECK(same_view(v, back));
     /* "@path" parses the same file. */
     char at[1100];
     snprintf(at, sizeof(at), "@%s", path);
     kiln_buffer_view_t* back2 = parse(at);
+    if (back2) CHECK_OK(kiln_io_bf16_from_bits(&back2, dtype));
     CHECK(same_view(v, back2));
     /* Encoded data starts 64-byte aligned. */
     uint8_t* bytes = NULL;

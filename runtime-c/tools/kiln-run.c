@@ -71,7 +71,7 @@ static const char* kUsage =
     "  --globals-partial    let --globals-in hold a subset of the globals (the\n"
     "                       others keep their initial values)\n"
     "\n"
-    "dtypes: f32 f64 f16 bf16 i8 i16 i32 i64 u8 bool\n";
+    "dtypes: f32 f64 f16 bf16 i8 i16 i32 i64 u8 u16 u32 u64 bool\n";
 
 /* Length of the UTF-8 sequence at `s` (1-4), or 0 when it is not one. */
 static size_t utf8_length(const unsigned char* s) {
@@ -468,6 +468,8 @@ static kiln_status_t load_globals(kiln_context_t* context, const kiln_module_t* 
                            kiln_module_name(module), name);
       break;
     }
+    s = kiln_io_bf16_from_bits(&npz.entries[i].value, info.dtype);
+    if (s) break;
     const kiln_buffer_view_t* value = npz.entries[i].value;
     if (!kiln_buffer_view_has_type(value, info.dtype, info.rank, info.shape)) {
       char expected[512], got[512];
@@ -615,6 +617,8 @@ static int run_function(state_t* st, const options_t* o) {
                                               o->function, i, arg_name, i + 1));
     }
     st->arg_count = i + 1;
+    s = kiln_io_bf16_from_bits(&st->args[i], info.dtype);
+    if (s) return fail_status(s);
     const kiln_buffer_view_t* v = st->args[i];
     if (!kiln_buffer_view_has_type(v, info.dtype, info.rank, info.shape)) {
       char expected[512], got[512];

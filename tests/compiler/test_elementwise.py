@@ -8,9 +8,9 @@ from conftest import Batch, Case, assert_matches, random_array
 from kiln.lax import prims
 
 RNG = np.random.default_rng(1)
-ALL = ["f32", "f64", "i32", "i64", "i8", "u8", "i16", "bool", "f16"]
+ALL = ["f32", "f64", "i32", "i64", "i8", "u8", "i16", "bool", "f16", "u16", "u32", "u64"]
 DT = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64, "i8": np.int8, "u8": np.uint8,
-      "i16": np.int16, "bool": np.bool_, "f16": np.float16}
+      "i16": np.int16, "bool": np.bool_, "f16": np.float16, "u16": np.uint16, "u32": np.uint32, "u64": np.uint64}
 BINARY = ["add", "sub", "mul", "div", "pow", "max", "min", "eq", "ne", "lt", "le", "gt", "ge"]
 UNARY = ["neg", "abs", "exp", "log", "tanh", "sqrt"]
 
@@ -54,7 +54,7 @@ for src in ALL:
         if np.dtype(DT[src]).kind == "f" and np.dtype(DT[dst]).kind in "iu":
             info = np.iinfo(DT[dst])
             wide = np.nan_to_num(x.astype(np.float64), posinf=1e4, neginf=-1e4)
-            x = np.clip(wide, info.min, min(info.max, 2**24, np.finfo(DT[src]).max)).astype(DT[src])
+            x = np.clip(wide, info.min, min(info.max, 2**24, float(np.finfo(DT[src]).max))).astype(DT[src])
         CASES[f"convert-{src}-{dst}"] = Case(lambda a, dst=dst: [prims.convert.bind(a, new_dtype=np.dtype(DT[dst]))], [x])
 
 f32 = np.float32

@@ -20,7 +20,7 @@ def dot(dn):
 for m, k, n in [(1, 1, 1), (1, 7, 1), (5, 3, 7), (6, 16, 16), (13, 300, 17), (64, 64, 64), (97, 259, 131), (0, 4, 5), (4, 0, 5), (3, 5, 0), (1, 1000, 1), (300, 1, 40)]:
     for dt in (np.float32, np.float64):
         CASES[f"mm-{np.dtype(dt).name}-{m}x{k}x{n}"] = Case(dot(MATMUL), [random_array(RNG, (m, k), dt), random_array(RNG, (k, n), dt)])
-for dt in (np.int32, np.int64, np.int8, np.uint8, np.int16, np.bool_, np.float16):
+for dt in (np.int32, np.int64, np.int8, np.uint8, np.int16, np.bool_, np.float16, np.uint16, np.uint32, np.uint64):
     CASES[f"mm-{np.dtype(dt).name}"] = Case(dot(MATMUL), [random_array(RNG, (9, 13), dt, low=-3, high=3), random_array(RNG, (13, 11), dt, low=-3, high=3)])
 CASES["batched"] = Case(dot((((2,), (1,)), ((0,), (0,)))), [random_array(RNG, (3, 20, 30), np.float32), random_array(RNG, (3, 30, 25), np.float32)])
 CASES["batch-not-leading"] = Case(dot((((0,), (2,)), ((1,), (0,)))), [random_array(RNG, (30, 4, 20), np.float64), random_array(RNG, (4, 9, 30), np.float64)])

@@ -8,7 +8,8 @@ from conftest import Batch, Case, assert_matches, random_array
 from kiln.lax import prims
 
 RNG = np.random.default_rng(2)
-DTYPES = [np.float32, np.float64, np.int32, np.int64, np.int8, np.uint8, np.int16, np.bool_, np.float16]
+DTYPES = [np.float32, np.float64, np.int32, np.int64, np.int8, np.uint8, np.int16, np.bool_, np.float16, np.uint16, np.uint32,
+          np.uint64]
 CASES = {}
 
 

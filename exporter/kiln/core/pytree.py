@@ -38,6 +38,18 @@ class TreeDef:
             return 1
         return sum(c.num_leaves for c in self.children)
 
+    @property
+    def num_nodes(self) -> int:
+        return 1 + sum(c.num_nodes for c in self.children)
+
+    def unflatten(self, leaves) -> Any:
+        """The tree of this structure holding `leaves` (jax's PyTreeDef.unflatten)."""
+        return tree_unflatten(self, leaves)
+
+    def flatten_up_to(self, tree) -> list:
+        """The subtrees of `tree` at this structure's leaves (jax's PyTreeDef.flatten_up_to)."""
+        return treedef_flatten_up_to(self, tree)
+
     def __str__(self):
         return treedef_to_json(self)
 

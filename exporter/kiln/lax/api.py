@@ -4,9 +4,13 @@ Python scalars take the dtype of the array operand; arrays must already agree.
 """
 from __future__ import annotations
 
+import enum
+
+import ml_dtypes
 import numpy as np
 
 from ..core import dtypes
+from ..core.pytree import tree_flatten, tree_unflatten
 from ..core.trace import Tracer, get_aval
 from . import prims
 from . import structural_prims
@@ -52,6 +56,12 @@ eq, ne, lt, le, gt, ge = (_binary(p) for p in (prims.eq, prims.ne, prims.lt, pri
 neg, abs, exp, log, tanh, sqrt = (_unary(p) for p in (prims.neg, prims.abs, prims.exp, prims.log, prims.tanh, prims.sqrt))
 
 
+def stop_gradient(x):
+    """x (a tree of arrays) with derivatives stopped: every transformation treats it as a constant."""
+    leaves, treedef = tree_flatten(x)
+    return tree_unflatten(treedef, [prims.stop_gradient.bind(asarray(v)) for v in leaves])
+
+
 def select(pred, on_true, on_false):
     """pred ? on_true : on_false elementwise; pred is bool of the operands' shape."""
     return prims.select.bind(pred, *_operands(on_true, on_false))
@@ -73,11 +83,122 @@ def transpose(operand, permutation):
     return prims.transpose.bind(operand, permutation=tuple(permutation))
 
 
-def dot_general(lhs, rhs, dimension_numbers):
-    """Contraction ((lhs_contract, rhs_contract), (lhs_batch, rhs_batch)), as in jax.lax.dot_general."""
+class Precision(enum.Enum):
+    """jax.lax.Precision: DEFAULT, HIGH, HIGHEST (or their strings). Accepted wherever JAX takes precision=;
+    kiln has no reduced-precision matrix units, so every level computes in the operands' full precision."""
+
+    DEFAULT = 0
+    HIGH = 1
+    HIGHEST = 2
+
+    @classmethod
+    def _missing_(cls, value):
+        return _PRECISION_NAMES.get(value)
+
+    def __repr__(self):
+        return f"Precision.{self.name}"
+
+    def __str__(self):
+        return self.name
+
+
+_PRECISION_NAMES = {"default": Precision.DEFAULT, "fastest": Precision.DEFAULT, "bfloat16": Precision.DEFAULT,
+                    "high": Precision.HIGH, "bfloat16_3x": Precision.HIGH, "tensorfloat32": Precision.HIGH,
+                    "highest": Precision.HIGHEST, "float32": Precision.HIGHEST}
+
+
+# jax.lax's type aliases, for annotations in ported code
+PrecisionLike = Precision | str | tuple | None
+DotDimensionNumbers = tuple
+ConvGeneralDilatedDimensionNumbers = tuple | None
+
+
+def canonicalize_precision(precision, where: str = "precision"):
+    """None, or a (lhs, rhs) pair of Precision from None, a Precision, one of its strings, or a pair of either;
+    a ValueError naming `where` otherwise."""
+    if precision is None:
+        return None
+    if isinstance(precision, Precision):
+        return precision, precision
+    if isinstance(precision, str) and precision in _PRECISION_NAMES:
+        return _PRECISION_NAMES[precision], _PRECISION_NAMES[precision]
+    if isinstance(precision, (tuple, list)) and len(precision) == 2:
+        if all(isinstance(p, (Precision, str)) for p in precision):
+            try:
+                return tuple(canonicalize_precision(p, where)[0] for p in precision)
+            except ValueError:
+                pass
+    raise ValueError(f"{where}: precision must be None, a kiln.lax.Precision, one of "
+                     f"{sorted(_PRECISION_NAMES)}, or a pair of them; got {precision!r}")
+
+
+def _dtype_rank(dtype):
+    """XLA's order of dtypes for mixed-dtype dot products (JAX's dot_general dtype rule)."""
+    if dtypes.is_float(dtype):
+        info = ml_dtypes.finfo(dtype)
+        return (info.maxexp, info.nmant, dtype.itemsize * 8, True)
+    if dtypes.is_bool(dtype):
+        return (-1, -1, 1, True)
+    return (-1, -1, dtype.itemsize * 8, dtype.kind == "i")
+
+
+def dot_operand_dtypes(where: str, lhs_dtype, rhs_dtype, preferred_element_type):
+    """(the dtype both operands are converted to, the result's dtype) under JAX's rules: mixed dtypes take the
+    one of larger exponent range, then precision, then width (float16 x bfloat16 is bfloat16), preferred_element_type sets the result (integers not narrower). The
+    operands are converted to the result dtype when that is wider, so that int8 x int8 -> int32 and bfloat16 ->
+    float32 accumulate in the result dtype; a narrower float result is the full-precision product rounded."""
+    lhs_dtype, rhs_dtype = np.dtype(lhs_dtype), np.dtype(rhs_dtype)
+    common = lhs_dtype if _dtype_rank(lhs_dtype) >= _dtype_rank(rhs_dtype) else rhs_dtype
+    if preferred_element_type is None:
+        return common, common
+    try:
+        preferred = dtypes.canonical(preferred_element_type)
+    except (TypeError, ValueError, dtypes.DTypeError) as e:
+        raise TypeError(f"{where}: preferred_element_type {preferred_element_type!r} is not a kiln dtype ({e})") \
+            from None
+    if not dtypes.is_float(common) and preferred.itemsize < common.itemsize:
+        raise TypeError(f"{where}: preferred_element_type {preferred} must not be narrower than the operands' "
+                        f"type {common}")
+    if dtypes.is_float(common) and dtypes.is_float(preferred) and preferred.itemsize < common.itemsize:
+        return common, preferred
+    return preferred, preferred
+
+
+def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):
+    """Contraction ((lhs_contract, rhs_contract), (lhs_batch, rhs_batch)), as in jax.lax.dot_general.
+
+    precision is checked and has no effect (see Precision); preferred_element_type sets the result dtype
+    (dot_operand_dtypes)."""
+    canonicalize_precision(precision, "dot_general")
     (lc, rc), (lb, rb) = dimension_numbers
-    dims = ((tuple(lc), tuple(rc)), (tuple(lb), tuple(rb)))
-    return prims.dot_general.bind(lhs, rhs, dimension_numbers=dims)
+    dims = ((_index_tuple(lc), _index_tuple(rc)), (_index_tuple(lb), _index_tuple(rb)))
+    lhs, rhs = asarray(lhs), asarray(rhs)
+    operand_dtype, out_dtype = dot_operand_dtypes("dot_general", get_aval(lhs).dtype, get_aval(rhs).dtype,
+                                                  preferred_element_type)
+    out = prims.dot_general.bind(_to_dtype(lhs, operand_dtype), _to_dtype(rhs, operand_dtype),
+                                 dimension_numbers=dims)
+    return _to_dtype(out, out_dtype)
+
+
+def dot(lhs, rhs, *, dimension_numbers=None, precision=None, preferred_element_type=None):
+    """jax.lax.dot: a vector/matrix product (the last axis of lhs with the first of rhs, both of rank 1 or 2),
+    or dot_general where dimension_numbers are given."""
+    lhs, rhs = asarray(lhs), asarray(rhs)
+    ls, rs = get_aval(lhs).shape, get_aval(rhs).shape
+    if dimension_numbers is None:
+        if not (1 <= len(ls) <= 2 and 1 <= len(rs) <= 2 and ls[-1] == rs[0]):
+            raise ValueError("lax.dot: dimension_numbers must be given for anything but an un-batched "
+                             f"matrix-matrix, matrix-vector or vector-vector product; got shapes {ls} and {rs}")
+        dimension_numbers = (((len(ls) - 1,), (0,)), ((), ()))
+    return dot_general(lhs, rhs, dimension_numbers, precision, preferred_element_type)
+
+
+def _index_tuple(v) -> tuple:
+    return (int(v),) if isinstance(v, (int, np.integer)) else tuple(int(i) for i in v)
+
+
+def _to_dtype(x, dtype):
+    return x if get_aval(x).dtype == dtype else prims.convert.bind(x, new_dtype=np.dtype(dtype))
 
 
 def reduce_sum(operand, axes):
@@ -384,3 +505,15 @@ def argmin(operand, axis, index_dtype):
     """jax.lax.argmin: the index of the first minimum along axis (NaN counts as the minimum, as in numpy)."""
     x = asarray(operand)
     return structural_prims.argmin_p.bind(x, axis=_axis("argmin", axis, get_aval(x).ndim), index_dtype=dtypes.canonical(index_dtype))
+
+
+def reduce_window_shape_tuple(operand_shape, window_dimensions, window_strides, padding, base_dilation=None,
+                              window_dilation=None) -> tuple[int, ...]:
+    """The output shape of reduce_window: padding is (low, high) pairs, dilations default to 1s."""
+    from .pooling import window_out_shape
+
+    ones = (1,) * len(operand_shape)
+    return window_out_shape(tuple(int(d) for d in operand_shape), window_dimensions, window_strides,
+                            [tuple(int(v) for v in p) for p in padding],
+                            ones if base_dilation is None else base_dilation,
+                            ones if window_dilation is None else window_dilation)

@@ -18,6 +18,7 @@ out_spec = (batch dim, feature dim, spatial dims...).
 from __future__ import annotations
 
 import itertools
+from typing import NamedTuple
 
 import numpy as np
 
@@ -29,11 +30,14 @@ from ..core.trace import get_aval
 from ..transforms.jvp import tangent_aval
 from ..transforms.transpose import is_linear
 from . import prims
+from .api import _to_dtype, canonicalize_precision, dot_operand_dtypes
 from .operands import asarray, promote
 from .prims import ShapeError
 from .structural_prims import rev
 
-__all__ = ["conv_general_dilated", "conv", "conv_with_general_padding", "conv_dimension_numbers", "padtype_to_pads"]
+__all__ = ["conv_general_dilated", "conv", "conv_with_general_padding", "conv_dimension_numbers", "padtype_to_pads",
+           "conv_transpose", "conv_shape_tuple", "conv_general_shape_tuple", "conv_transpose_shape_tuple",
+           "ConvDimensionNumbers", "conv_general_permutations"]
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -64,8 +68,34 @@ def padtype_to_pads(in_shape, window_shape, window_strides, padding) -> tuple[tu
     return pads
 
 
-def conv_dimension_numbers(lhs_ndim: int, rhs_ndim: int, dimension_numbers):
-    """Normalizes None, ('NHWC','HWIO','NHWC')-style strings or int tuples to (lhs_spec, rhs_spec, out_spec)."""
+class ConvDimensionNumbers(NamedTuple):
+    """jax.lax.ConvDimensionNumbers: lhs_spec = (batch, feature, spatial...), rhs_spec = (out feature,
+    in feature, spatial...), out_spec = (batch, feature, spatial...), as axis numbers."""
+
+    lhs_spec: tuple
+    rhs_spec: tuple
+    out_spec: tuple
+
+
+def conv_dimension_numbers(lhs_ndim, rhs_ndim, dimension_numbers) -> ConvDimensionNumbers:
+    """Normalizes None, ('NHWC','HWIO','NHWC')-style strings or int tuples to (lhs_spec, rhs_spec, out_spec).
+    lhs_ndim and rhs_ndim may be the operands' ranks or, as in jax.lax, their shapes."""
+    lhs_ndim = lhs_ndim if isinstance(lhs_ndim, (int, np.integer)) else len(lhs_ndim)
+    rhs_ndim = rhs_ndim if isinstance(rhs_ndim, (int, np.integer)) else len(rhs_ndim)
+    return ConvDimensionNumbers(*_conv_specs(int(lhs_ndim), int(rhs_ndim), dimension_numbers))
+
+
+def conv_general_permutations(dimension_numbers) -> tuple[tuple[int, ...], ...]:
+    """(lhs, rhs, out) axis permutations for string dimension_numbers such as ('NHWC', 'HWIO', 'NHWC')."""
+    if not isinstance(dimension_numbers, (tuple, list)) or len(dimension_numbers) != 3 \
+            or not all(isinstance(spec, str) for spec in dimension_numbers):
+        raise TypeError(f"conv_general_permutations: dimension_numbers must be three strings; got "
+                        f"{dimension_numbers!r}")
+    rank = len(dimension_numbers[0])
+    return tuple(_conv_specs(rank, rank, dimension_numbers))
+
+
+def _conv_specs(lhs_ndim: int, rhs_ndim: int, dimension_numbers):
     if lhs_ndim != rhs_ndim or lhs_ndim < 2:
         raise ShapeError(f"conv_general_dilated: lhs and rhs must have the same rank >= 2; got ranks {lhs_ndim} and {rhs_ndim}")
     if dimension_numbers is None:
@@ -218,7 +248,8 @@ def reverse(x, dimensions):
 
 
 def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None, rhs_dilation=None,
-                         dimension_numbers=None, feature_group_count: int = 1, batch_group_count: int = 1):
+                         dimension_numbers=None, feature_group_count: int = 1, batch_group_count: int = 1,
+                         precision=None, preferred_element_type=None):
     """JAX's lax.conv_general_dilated: a general N-d convolution.
 
     lhs, rhs: arrays of the same dtype and rank (2 + spatial dims).
@@ -228,10 +259,16 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None, r
     dimension_numbers: None (NCHW/OIHW/NCHW), strings such as
     ('NHWC', 'HWIO', 'NHWC'), or (lhs_spec, rhs_spec, out_spec) int tuples.
     feature_group_count: grouped convolution (= input channels for depthwise).
+    precision: checked, no effect (kiln.lax.Precision); preferred_element_type: the result dtype, with JAX's
+    rules (kiln.lax.api.dot_operand_dtypes: int8 -> int32 and bfloat16 -> float32 accumulate in the result type).
     """
+    canonicalize_precision(precision, "conv_general_dilated")
     lhs, rhs = promote(asarray(lhs), asarray(rhs))
+    operand_dtype, out_dtype = dot_operand_dtypes("conv_general_dilated", get_aval(lhs).dtype, get_aval(rhs).dtype,
+                                                  preferred_element_type)
+    lhs, rhs = _to_dtype(lhs, operand_dtype), _to_dtype(rhs, operand_dtype)
     la, ra = get_aval(lhs), get_aval(rhs)
-    dn = conv_dimension_numbers(la.ndim, ra.ndim, dimension_numbers)
+    dn = tuple(conv_dimension_numbers(la.ndim, ra.ndim, dimension_numbers))  # plain tuples in the IR
     nsp = la.ndim - 2
 
     def ints(v, name):
@@ -252,16 +289,127 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None, r
                   dimension_numbers=dn, feature_group_count=int(feature_group_count),
                   batch_group_count=int(batch_group_count))
     conv_general_dilated_p.abstract_eval(la, ra, **params)  # checks shapes eagerly too
-    return conv_general_dilated_p.bind(lhs, rhs, **params)
+    return _to_dtype(conv_general_dilated_p.bind(lhs, rhs, **params), out_dtype)
 
 
-def conv(lhs, rhs, window_strides, padding):
+def conv(lhs, rhs, window_strides, padding, precision=None, preferred_element_type=None):
     """lax.conv: NCHW/OIHW convolution without dilation."""
-    return conv_general_dilated(lhs, rhs, window_strides, padding)
+    return conv_general_dilated(lhs, rhs, window_strides, padding, precision=precision,
+                                preferred_element_type=preferred_element_type)
 
 
-def conv_with_general_padding(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation):
-    return conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation)
+def conv_with_general_padding(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation, precision=None,
+                              preferred_element_type=None):
+    return conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation, precision=precision,
+                                preferred_element_type=preferred_element_type)
+
+
+_TRANSPOSE_LAYOUTS = {2: ("NC", "IO", "NC"), 3: ("NHC", "HIO", "NHC"), 4: ("NHWC", "HWIO", "NHWC"),
+                      5: ("NHWDC", "HWDIO", "NHWDC")}
+
+
+def _conv_transpose_padding(k: int, s: int, padding) -> tuple[int, int]:
+    """(before, after) padding of the dilated input for a kernel of (dilated) size k and stride s, from the
+    forward convolution's 'SAME' or 'VALID' padding or its (lo, hi) pair."""
+    if padding == "SAME":
+        total = k + s - 2
+        before = k - 1 if s > k - 1 else -(-total // 2)
+    elif padding == "VALID":
+        total = k + s - 2 + max(k - s, 0)
+        before = k - 1
+    elif isinstance(padding, tuple):
+        before = k - padding[0] - 1
+        total = before + k - padding[1] - 1
+    else:
+        raise ValueError(f"conv_transpose: padding must be 'SAME', 'VALID' or (low, high) pairs; got {padding!r}")
+    return before, total - before
+
+
+def conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_numbers=None,
+                   transpose_kernel: bool = False, precision=None, preferred_element_type=None,
+                   use_consistent_padding: bool = False):
+    """jax.lax.conv_transpose: a fractionally strided convolution (the input dilated by `strides`).
+
+    dimension_numbers default to TensorFlow's layouts (NHWC, HWIO, NHWC and their 1-, 3- and 0-spatial forms).
+    'SAME' and 'VALID' padding name the forward convolution's padding (so 'SAME' gives an output `strides` times
+    the input); explicit (low, high) pairs pad the dilated input, unless use_consistent_padding=True, where
+    they are the forward convolution's too (PyTorch's convention). transpose_kernel=True flips the kernel's
+    spatial axes and swaps its input and output feature axes, giving exactly the gradient of
+    conv_general_dilated with respect to its input (keras' Conv2DTranspose)."""
+    if isinstance(padding, str) and padding not in ("SAME", "SAME_LOWER", "VALID"):
+        raise ValueError(f"conv_transpose: padding must be 'SAME', 'VALID' or (low, high) pairs; got {padding!r}")
+    lhs, rhs = asarray(lhs), asarray(rhs)
+    la, ra = get_aval(lhs), get_aval(rhs)
+    if la.ndim != ra.ndim or la.ndim < 2:
+        raise ShapeError(f"conv_transpose: lhs and rhs must have the same rank >= 2; got shapes {la.shape} and "
+                         f"{ra.shape}")
+    if dimension_numbers is None:
+        if la.ndim not in _TRANSPOSE_LAYOUTS:
+            raise ValueError(f"conv_transpose: no default dimension_numbers for rank {la.ndim} operands; give them")
+        dimension_numbers = _TRANSPOSE_LAYOUTS[la.ndim]
+    dn = conv_dimension_numbers(la.ndim, ra.ndim, dimension_numbers)
+    nsp = la.ndim - 2
+    strides = tuple(int(v) for v in strides)
+    if len(strides) != nsp:
+        raise ValueError(f"conv_transpose: strides needs {nsp} values (one per spatial dimension); got {strides}")
+    rhs_dilation = (1,) * nsp if rhs_dilation is None else tuple(int(v) for v in rhs_dilation)
+    kernel = [dilate_dim(ra.shape[d], r) for d, r in zip(dn[1][2:], rhs_dilation)]
+    if use_consistent_padding or (isinstance(padding, str) and padding in ("SAME", "VALID")):
+        per_dim = [padding] * nsp if isinstance(padding, str) else [tuple(int(v) for v in p) for p in padding]
+        if len(per_dim) != nsp:
+            raise ValueError(f"conv_transpose: padding needs {nsp} (low, high) pairs; got {padding!r}")
+        pads = tuple(_conv_transpose_padding(k, s, p) for k, s, p in zip(kernel, strides, per_dim))
+    else:
+        pads = padding
+    if transpose_kernel:
+        rhs = reverse(rhs, dn[1][2:])
+        perm = list(range(ra.ndim))
+        perm[dn[1][0]], perm[dn[1][1]] = perm[dn[1][1]], perm[dn[1][0]]
+        rhs = prims.transpose.bind(rhs, permutation=tuple(perm))
+    return conv_general_dilated(lhs, rhs, (1,) * nsp, pads, strides, rhs_dilation, dn, precision=precision,
+                                preferred_element_type=preferred_element_type)
+
+
+def conv_shape_tuple(lhs_shape, rhs_shape, strides, pads, batch_group_count: int = 1) -> tuple[int, ...]:
+    """The output shape of a convolution in the canonical layout (N, C, spatial...) / (O, I, spatial...)."""
+    lhs_shape, rhs_shape = tuple(int(d) for d in lhs_shape), tuple(int(d) for d in rhs_shape)
+    pads = padtype_to_pads(lhs_shape[2:], rhs_shape[2:], strides, pads)
+    padded = [d + lo + hi for d, (lo, hi) in zip(lhs_shape[2:], pads)]
+    if any(d < 0 for d in padded):
+        raise ValueError(f"conv_shape_tuple: negative padding {pads} is larger than the dimensions {lhs_shape[2:]}")
+    spatial = tuple(max(0, (d - k) // s + 1) for d, k, s in zip(padded, rhs_shape[2:], strides))
+    return (lhs_shape[0] // batch_group_count, rhs_shape[0]) + spatial
+
+
+def _permuted(shape, perm):
+    return tuple(int(shape[i]) for i in perm)
+
+
+def _unpermuted(canonical, out_spec):
+    shape = [0] * len(canonical)
+    for axis, d in enumerate(out_spec):
+        shape[d] = canonical[axis]
+    return tuple(shape)
+
+
+def conv_general_shape_tuple(lhs_shape, rhs_shape, window_strides, padding, dimension_numbers) -> tuple[int, ...]:
+    """The output shape of conv_general_dilated (no dilation) for these shapes and dimension_numbers."""
+    lhs_spec, rhs_spec, out_spec = conv_dimension_numbers(len(lhs_shape), len(rhs_shape), dimension_numbers)
+    canonical = conv_shape_tuple(_permuted(lhs_shape, lhs_spec), _permuted(rhs_shape, rhs_spec),
+                                 tuple(int(s) for s in window_strides), padding)
+    return _unpermuted(canonical, out_spec)
+
+
+def conv_transpose_shape_tuple(lhs_shape, rhs_shape, window_strides, padding, dimension_numbers) -> tuple[int, ...]:
+    """The output shape of conv_transpose for these shapes, strides, padding and dimension_numbers."""
+    lhs_spec, rhs_spec, out_spec = conv_dimension_numbers(len(lhs_shape), len(rhs_shape), dimension_numbers)
+    lhs_t, rhs_t = _permuted(lhs_shape, lhs_spec), _permuted(rhs_shape, rhs_spec)
+    strides = tuple(int(s) for s in window_strides)
+    if isinstance(padding, str):
+        padding = [_conv_transpose_padding(k, s, padding) for k, s in zip(rhs_t[2:], strides)]
+    totals = [int(sum(p)) for p in padding]
+    spatial = tuple((i - 1) * s - k + 2 + p for i, k, s, p in zip(lhs_t[2:], rhs_t[2:], strides, totals))
+    return _unpermuted((lhs_t[0], rhs_t[0]) + spatial, out_spec)
 
 
 # ----------------------------------------------------------------------------- rules

@@ -266,6 +266,8 @@ def _dot_general_impl(lhs, rhs, *, dimension_numbers):
     out += [lsub[i] for i in range(lhs.ndim) if i not in lc and i not in lb]
     out += [rsub[i] for i in range(rhs.ndim) if i not in rc and i not in rb]
     spec = f"{''.join(lsub)},{''.join(rsub)}->{''.join(out)}"
+    if lhs.dtype == dtypes.BFLOAT16:  # a storage type numpy cannot multiply: computed in float32, as in kernels
+        return np.asarray(np.einsum(spec, lhs.astype(np.float32), rhs.astype(np.float32))).astype(lhs.dtype)
     return np.asarray(np.einsum(spec, lhs, rhs)).astype(lhs.dtype)
 
 

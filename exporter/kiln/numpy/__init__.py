@@ -4,6 +4,7 @@ Eagerly the functions return kiln.Array (immutable read-only numpy arrays, like 
 (under kiln.jit, grad, vmap, in a Program) they return traced arrays. See docs/numpy.md for where kiln differs from numpy.
 """
 from numpy import bool_, dtype, e, float16, float32, float64, inf, int8, int16, int32, int64, nan, newaxis, pi, uint8
+from numpy import uint16, uint32, uint64  # noqa: E402,F401
 from numpy import generic, inexact, floating, integer, number, signedinteger, unsignedinteger  # noqa: F401
 
 from ..core.dtypes import BFLOAT16 as _BFLOAT16, SUPPORTED as _SUPPORTED
@@ -47,7 +48,15 @@ from .introspection import finfo, iinfo, issubdtype, ndim, shape, size  # noqa: 
 from .statistics import *  # noqa: E402,F401,F403
 from .searching import *  # noqa: E402,F401,F403
 from .construction import *  # noqa: E402,F401,F403
+from .rearranging import *  # noqa: E402,F401,F403
+from .aliases import *  # noqa: E402,F401,F403
 from .more_math import *  # noqa: E402,F401,F403
+from .array_math import *  # noqa: E402,F401,F403
+from .polynomials import *  # noqa: E402,F401,F403
+from .index_tricks import *  # noqa: E402,F401,F403
+from .functional import *  # noqa: E402,F401,F403
+from .bits import *  # noqa: E402,F401,F403
+from .ufuncs import *  # noqa: E402,F401,F403  (last: the public ufunc names are ufunc objects)
 
 _methods.install()
 
@@ -56,7 +65,7 @@ from ..core.array import wrap_namespace as _wrap_namespace  # noqa: E402
 _wrap_namespace(globals())
 
 # numpy dtypes that kiln cannot compile: a clear error instead of a bare AttributeError
-_UNSUPPORTED_DTYPES = ("uint16", "uint32", "uint64", "complex64", "complex128", "complex_", "longdouble",
+_UNSUPPORTED_DTYPES = ("complex64", "complex128", "complex_", "longdouble",
                        "float128", "clongdouble", "str_", "bytes_", "object_", "datetime64", "timedelta64")
 
 

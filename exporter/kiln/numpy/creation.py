@@ -55,12 +55,33 @@ def ones_like(a, dtype=None):
     return full_like(a, 1, dtype)
 
 
-def array(object, dtype=None):
-    return _asarray(object, dtype)
+def array(object, dtype=None, *, copy=True, order="K", ndmin=0):
+    """numpy.array: eagerly a new numpy array (copy=None: only where needed; copy=False: never, as asarray);
+    traced arrays are immutable, so never copied. ndmin prepends dimensions of size 1."""
+    x = _copied(object, dtype, copy, "array")
+    missing = int(ndmin) - aval(x).ndim
+    if missing > 0:
+        from .shape import reshape
+
+        x = reshape(x, (1,) * missing + aval(x).shape)
+    return x
 
 
-def asarray(a, dtype=None):
-    return _asarray(a, dtype)
+def asarray(a, dtype=None, order=None, *, copy=None):
+    """numpy.asarray. copy=True copies an eager array; copy=False refuses to, raising ValueError where a
+    conversion is needed, as numpy. Traced arrays are immutable, so copy= changes nothing for them."""
+    return _copied(a, dtype, copy, "asarray")
+
+
+def _copied(a, dtype, copy, where):
+    x = _asarray(a, dtype)
+    if isinstance(x, np.ndarray):
+        if copy is False and x is not a and not (isinstance(a, np.ndarray) and x.base is a):
+            raise ValueError(f"{where}: unable to avoid a copy while creating an array as requested (copy=False); "
+                             "pass copy=None to allow one")
+        if copy and (x is a or x.base is a):
+            x = x.copy()
+    return x
 
 
 def empty(shape, dtype=None):

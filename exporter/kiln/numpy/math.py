@@ -13,7 +13,7 @@ import numpy as np
 from ..core import dtypes
 from ..lax import prims
 from ..lax.math_prims import P, integer_pow_p
-from ._base import aval, broadcast_all, convert, numpy_result_dtype, promote
+from ._base import asarray, aval, broadcast_all, convert, numpy_result_dtype, promote
 from .elementwise import _float_operands, _full, where  # noqa: F401
 from .elementwise import (  # noqa: F401  (re-exported with the rest of the math surface)
     absolute, add, divide, equal, exp, greater, greater_equal, less, less_equal, log, maximum, minimum, multiply,
@@ -213,11 +213,18 @@ def _finfo(d):
     return np.finfo(d)
 
 
-def clip(a, a_min=None, a_max=None):
-    """numpy.clip: min(max(a, a_min), a_max) with broadcasting; either bound may be None."""
-    if a_min is None and a_max is None:
-        raise ValueError("clip: one of a_min and a_max must be given")
-    out = a
+def clip(a, a_min=None, a_max=None, *, min=None, max=None):  # noqa: A002 - numpy 2's and JAX's keywords
+    """numpy.clip: min(max(a, a_min), a_max) with broadcasting; either bound may be None (both None: a itself).
+    min= and max= are numpy 2's and jax.numpy's names for a_min and a_max."""
+    if min is not None:
+        if a_min is not None:
+            raise TypeError("clip: give the lower bound once, as a_min or as min, not both")
+        a_min = min
+    if max is not None:
+        if a_max is not None:
+            raise TypeError("clip: give the upper bound once, as a_max or as max, not both")
+        a_max = max
+    out = asarray(a)
     if a_min is not None:
         out = maximum(out, a_min)
     if a_max is not None:

@@ -5,13 +5,32 @@ import numpy as np
 
 from ..lax import prims
 from ..lax import structural_prims as sp
-from ._base import asarray, aval, broadcast_shapes, broadcast_to, promote
+from ..lax.api import canonicalize_precision, dot_operand_dtypes
+from ._base import asarray, aval, broadcast_shapes, broadcast_to, convert, promote
 from .shape import reshape
 
 
-def matmul(x1, x2):
-    """numpy.matmul: 1-D operands are promoted to matrices, batch dimensions broadcast."""
-    a, b = promote(asarray(x1), asarray(x2))
+def _dot_options(where: str, operands, precision, preferred_element_type):
+    """(operands promoted and converted to the dtype they are multiplied in, a function that gives the product
+    its result dtype): JAX's precision= (checked; kiln computes in full precision) and preferred_element_type=
+    (the result dtype: int8 -> int32 and bfloat16 -> float32 accumulate in it)."""
+    canonicalize_precision(precision, where)
+    xs = promote(*[asarray(o) for o in operands])
+    if preferred_element_type is None or not xs:
+        return xs, lambda out: out
+    operand_dtype, out_dtype = dot_operand_dtypes(where, aval(xs[0]).dtype, aval(xs[0]).dtype, preferred_element_type)
+    xs = [convert(x, operand_dtype) for x in xs]
+    return xs, lambda out: convert(out, out_dtype)
+
+
+def matmul(x1, x2, *, precision=None, preferred_element_type=None):
+    """numpy.matmul: 1-D operands are promoted to matrices, batch dimensions broadcast; precision= and
+    preferred_element_type= as jax.numpy's (_dot_options)."""
+    (a, b), finish = _dot_options("matmul", (x1, x2), precision, preferred_element_type)
+    return finish(_matmul(a, b))
+
+
+def _matmul(a, b):
     sa, sb = aval(a).shape, aval(b).shape
     if not sa or not sb:
         raise ValueError("matmul: input operand does not have enough dimensions (0-d operands are not allowed)")
@@ -30,16 +49,20 @@ def matmul(x1, x2):
     return reshape(out, out_shape)
 
 
-def dot(a, b):
+def dot(a, b, *, precision=None, preferred_element_type=None):
     """numpy.dot: scalar product, matrix product, or contraction of a's last axis with b's second-to-last."""
-    x, y = promote(asarray(a), asarray(b))
+    (x, y), finish = _dot_options("dot", (a, b), precision, preferred_element_type)
+    return finish(_dot(x, y))
+
+
+def _dot(x, y):
     sx, sy = aval(x).shape, aval(y).shape
     if not sx or not sy:
         from .elementwise import multiply
 
         return multiply(x, y)
     if len(sy) <= 2:
-        return matmul(x, y)
+        return _matmul(x, y)
     cy = len(sy) - 2
     if sx[-1] != sy[cy]:
         raise ValueError(f"dot: shapes {sx} and {sy} not aligned: {sx[-1]} (dim {len(sx) - 1}) != {sy[cy]} (dim {cy})")
@@ -59,17 +82,17 @@ def vdot(a, b):
     return _contract(x, y, (0,), (0,))
 
 
-def inner(a, b):
+def inner(a, b, *, precision=None, preferred_element_type=None):
     """numpy.inner: contraction over the last axes."""
-    x, y = promote(asarray(a), asarray(b))
+    (x, y), finish = _dot_options("inner", (a, b), precision, preferred_element_type)
     sx, sy = aval(x).shape, aval(y).shape
     if not sx or not sy:
         from .elementwise import multiply
 
-        return multiply(x, y)
+        return finish(multiply(x, y))
     if sx[-1] != sy[-1]:
         raise ValueError(f"inner: shapes {sx} and {sy} not aligned: last dimensions differ ({sx[-1]} != {sy[-1]})")
-    return _contract(x, y, (len(sx) - 1,), (len(sy) - 1,))
+    return finish(_contract(x, y, (len(sx) - 1,), (len(sy) - 1,)))
 
 
 def outer(a, b):
@@ -79,9 +102,9 @@ def outer(a, b):
     return multiply(reshape(x, (-1, 1)), reshape(y, (1, -1)))
 
 
-def tensordot(a, b, axes=2):
+def tensordot(a, b, axes=2, *, precision=None, preferred_element_type=None):
     """numpy.tensordot: axes is an int (last axes of a with first axes of b) or a pair of axis lists."""
-    x, y = promote(asarray(a), asarray(b))
+    (x, y), finish = _dot_options("tensordot", (a, b), precision, preferred_element_type)
     sx, sy = aval(x).shape, aval(y).shape
     if isinstance(axes, (int,)) or (hasattr(axes, "__index__") and not isinstance(axes, (tuple, list))):
         n = int(axes)
@@ -99,7 +122,7 @@ def tensordot(a, b, axes=2):
     for i, j in zip(xa, ya):
         if sx[i] != sy[j]:
             raise ValueError(f"tensordot: shape-mismatch for sum: axis {i} of {sx} vs axis {j} of {sy}")
-    return _contract(x, y, xa, ya)
+    return finish(_contract(x, y, xa, ya))
 
 
 def diagonal(a, offset=0, axis1=0, axis2=1):
@@ -153,8 +176,40 @@ def diag(v, k=0):
     return where(on, spread, np.zeros((), aval(x).dtype))
 
 
-def einsum(subscripts, *operands, optimize=None):
-    """numpy.einsum for explicit or implicit outputs, ellipses, and repeated (diagonal) labels.
+_SUBLIST_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _sublist_form(args):
+    """numpy's sublist form, einsum(a, [0, 1], b, [1, 2], [0, 2]), as (subscripts string, operands):
+    labels 0-51 become letters, Ellipsis becomes '...'."""
+    args = list(args)
+    if len(args) < 2:
+        raise TypeError("einsum: the subscripts must be a string or the sublist form einsum(a, [0, 1], ...)")
+    terms, operands = [], []
+    while len(args) >= 2:
+        operands.append(args.pop(0))
+        terms.append(_sublist_labels(args.pop(0)))
+    out = "->" + _sublist_labels(args[0]) if args else ""
+    return ",".join(terms) + out, tuple(operands)
+
+
+def _sublist_labels(sublist):
+    if isinstance(sublist, str) or not hasattr(sublist, "__iter__"):
+        raise TypeError(f"einsum: in the sublist form each operand is followed by a list of labels, got {sublist!r}")
+    labels = []
+    for label in sublist:
+        if label is Ellipsis:
+            labels.append("...")
+        elif isinstance(label, (int, np.integer)) and not isinstance(label, bool) and 0 <= label < 52:
+            labels.append(_SUBLIST_LETTERS[int(label)])
+        else:
+            raise TypeError(f"einsum: sublist labels must be integers in [0, 52) or Ellipsis, got {label!r}")
+    return "".join(labels)
+
+
+def einsum(subscripts, *operands, optimize=None, precision=None, preferred_element_type=None):
+    """numpy.einsum for explicit or implicit outputs, ellipses, and repeated (diagonal) labels; precision= and
+    preferred_element_type= as jax.numpy's (_dot_options).
 
     Operands are contracted pairwise left to right with dot_general; labels no
     later operand or the output needs are summed out first.
@@ -163,8 +218,8 @@ def einsum(subscripts, *operands, optimize=None):
     from .shape import transpose
 
     if not isinstance(subscripts, str):
-        raise TypeError("einsum: only the string form of subscripts is supported (e.g. 'ij,jk->ik')")
-    xs = promote(*[asarray(o) for o in operands])
+        subscripts, operands = _sublist_form((subscripts, *operands))
+    xs, finish = _dot_options("einsum", operands, precision, preferred_element_type)
     spec = subscripts.replace(" ", "")
     if "->" in spec:
         lhs, out = spec.split("->")
@@ -245,4 +300,4 @@ def einsum(subscripts, *operands, optimize=None):
     t0, acc = sum_out(t0, acc, set(out))
     if sorted(t0) != sorted(out):
         raise ValueError(f"einsum: output subscripts {out!r} name labels not in the inputs")
-    return transpose(acc, [t0.index(c) for c in out])
+    return finish(transpose(acc, [t0.index(c) for c in out]))

@@ -8,15 +8,7 @@ import numpy as np
 from ..lax import prims
 from ..lax import structural_prims as sp
 from ..core import dtypes
-from ._base import asarray, aval, convert, normalize_axes, numpy_result_dtype as _numpy_result_dtype
-
-
-def numpy_result_dtype(name, dtype):
-    """numpy's result dtype; unsigned sums and products numpy keeps in uint64 run in int64 (kiln has no uint64)."""
-    try:
-        return _numpy_result_dtype(name, dtype)
-    except dtypes.DTypeError:
-        return np.dtype(np.int64)
+from ._base import asarray, aval, convert, normalize_axes, numpy_result_dtype
 
 
 def _keep(out, shape, axes, keepdims):

@@ -339,11 +339,16 @@ def _pad_width(pad_width, nd):
     return [(int(a), int(b)) for a, b in w]
 
 
-def pad(array, pad_width, mode="constant", constant_values=0):
-    """numpy.pad for modes constant, edge, reflect, symmetric and wrap."""
+def pad(array, pad_width, mode="constant", constant_values=0, *, stat_length=None, end_values=0):
+    """numpy.pad for modes constant, edge, reflect, symmetric, wrap, and (in padding.py) maximum, minimum,
+    mean, median (stat_length), linear_ramp (end_values) and empty (zeros)."""
     x = asarray(array)
     nd = aval(x).ndim
     widths = _pad_width(pad_width, nd)
+    if mode in ("maximum", "minimum", "mean", "median", "linear_ramp", "empty"):
+        from .padding import pad_more  # padding builds on this module
+
+        return pad_more(x, widths, mode, stat_length, end_values)
     if mode == "constant":
         values = constant_values
         if isinstance(values, Tracer):
@@ -368,7 +373,8 @@ def pad(array, pad_width, mode="constant", constant_values=0):
                     x = sp.pad(x, val.item(), config)
         return x
     if mode not in ("edge", "reflect", "symmetric", "wrap"):
-        raise ValueError(f"pad: mode {mode!r} is not supported; use 'constant', 'edge', 'reflect', 'symmetric' or 'wrap'")
+        raise ValueError(f"pad: mode {mode!r} is not supported; use 'constant', 'edge', 'reflect', 'symmetric', 'wrap', "
+                         "'maximum', 'minimum', 'mean', 'median', 'linear_ramp' or 'empty'")
     for ax, (a, b) in enumerate(widths):
         if not (a or b):
             continue

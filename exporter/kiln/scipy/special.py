@@ -1,4 +1,704 @@
-"""kiln.scipy.special: scipy.special's functions over kiln arrays."""
+"""kiln.scipy.special: scipy.special's functions over kiln arrays (JAX's jax.scipy.special).
+
+Every function is composed from kiln.numpy and kiln.lax operations, so it runs eagerly (numpy arrays in,
+numpy arrays out), under kiln.jit and in exported modules alike. float16, bfloat16 and float32 inputs are
+computed in float64 and rounded once to their own dtype; integer and bool inputs give float64 (float32 for
+Python numbers in traced code, as JAX's weak types). docs/scipy.md states the accuracy of each function.
+"""
 from __future__ import annotations
 
-__all__: list[str] = []
+import math
+
+import numpy as np
+
+from .. import numpy as knp
+from ..core import dtypes
+from ..core.trace import is_eager
+from ..lax.control_flow import while_loop
+from ..lax.math_prims import erf as _lax_erf
+from ..lax.math_prims import erfc as _lax_erfc
+from ..numpy._base import aval, broadcast_all, convert, normalize_axes, promote
+from ..transforms.api import stop_gradient
+from ..transforms.custom import custom_jvp
+
+__all__ = [
+    "logsumexp", "softmax", "log_softmax", "expit", "logit", "erf", "erfc", "erfinv", "erfcinv", "ndtr",
+    "ndtri", "log_ndtr", "gammaln", "digamma", "psi", "polygamma", "betaln", "xlogy", "xlog1py", "entr",
+    "gammainc", "gammaincc",
+]
+
+
+# --- operands ---------------------------------------------------------------------------
+
+def float_operands(where: str, *xs):
+    """(operands in float64, the result dtype), broadcast together: the common float dtype of the float arrays
+    among the operands; float64 where the arrays are integers or bools (Python floats beside them do not make it
+    float32, as in scipy), and for Python numbers alone eagerly (float32 traced, as JAX's weak types)."""
+    ops = promote(*xs)
+    dtype = aval(ops[0]).dtype
+    strong = [aval(x) for x in xs if not dtypes.is_python_scalar(x) and not aval(x).weak_type]
+    if not dtypes.is_float(dtype) or (strong and not any(dtypes.is_float(a.dtype) for a in strong)):
+        dtype = np.dtype(np.float64 if strong or is_eager() else np.float32)  # ints, or Python numbers traced
+    ops = broadcast_all(*[convert(o, np.float64) for o in ops], where=where)
+    return ops, dtypes.canonical(dtype)
+
+
+def narrow(y, dtype):
+    """y rounded once to the result dtype."""
+    return y if aval(y).dtype == dtype else convert(y, dtype)
+
+
+def _wide(x):
+    """(x in its compute dtype, the result dtype) for the reductions: float16/bfloat16 in float32, the
+    per-row sums in float64 (_row_dtype)."""
+    x = knp.asarray(x)
+    dtype = aval(x).dtype
+    if not dtypes.is_float(dtype):
+        dtype = np.dtype(np.float32 if aval(x).weak_type and not is_eager() else np.float64)
+        x = convert(x, dtype)
+    if dtype.itemsize == 2:
+        x = convert(x, np.float32)
+    return x, dtypes.canonical(dtype)
+
+
+# --- logsumexp, softmax, log_softmax -----------------------------------------------------
+
+def _row_dtype(dtype):
+    """Where per-row sums and logs are kept: float64 for float32 rows (cheap: once per row, or plain arithmetic
+    per element), so that the results round once."""
+    return np.dtype(np.float64) if dtype == np.float32 else dtype
+
+
+def _shifted(x, axes):
+    """(d, lo, m): x - max = d + lo exactly (Knuth's two-sum; lo is 0 where x - max is infinite or NaN), and the
+    max as a row, infinite maxima replaced by 0."""
+    m = stop_gradient(knp.max(x, axis=axes, keepdims=True))
+    m = knp.where(knp.less(knp.abs(m), np.inf), m, knp.zeros_like(m))
+    d = knp.subtract(x, m)
+    back = knp.subtract(d, x)
+    lo = knp.add(knp.subtract(x, knp.subtract(d, back)), knp.subtract(knp.negative(m), back))
+    return d, knp.where(knp.isfinite(lo), lo, knp.zeros_like(lo)), m
+
+
+def _exp_shifted(d, lo):
+    """exp(x - max) = exp(d) (1 + lo) to first order: without lo, the rounding of x - max costs up to
+    |x - max| / 2 ulp."""
+    e = knp.exp(d)
+    return knp.add(e, knp.multiply(e, lo))
+
+
+def _log_sum_exp_shifted(x, axes):
+    """(d, lo, m, log(sum(exp(x - m)))), the sums and the log in the row dtype: the log as log1p((k - 1) + t),
+    with k the number of maxima and t the sum of the other terms, so that a dominant maximum keeps the log's
+    relative accuracy (log(1 + 1e-20) is 1e-20, not 0). The maxima enter t as d (1 + d (1/2 + d/6)) = 0, whose
+    derivatives at 0 are those of exp(d) - 1."""
+    d, lo, m = _shifted(x, axes)
+    row = _row_dtype(aval(x).dtype)
+    e = _exp_shifted(d, lo)
+    top = knp.equal(d, 0)
+    near = knp.multiply(d, knp.add(knp.multiply(d, knp.add(knp.multiply(d, 1.0 / 6.0), 0.5)), 1.0))
+    t = knp.sum(knp.where(top, near, e), axis=axes, keepdims=True, dtype=row)
+    k = knp.sum(top, axis=axes, keepdims=True, dtype=row)
+    return d, lo, m, knp.log1p(knp.add(knp.subtract(k, 1.0), t))
+
+
+def _weighted_log_sum_exp(x, b, axes):
+    """(log|sum(b exp(x))|, sign of the sum) as rows: terms with b == 0 are left out (as -inf)."""
+    row = _row_dtype(aval(x).dtype)
+    x = knp.where(knp.equal(b, 0), -np.inf, x)
+    m = stop_gradient(knp.max(x, axis=axes, keepdims=True))
+    m = knp.where(knp.isfinite(m), m, knp.zeros_like(m))
+    s = knp.sum(knp.multiply(convert(b, row), knp.exp(convert(knp.subtract(x, m), row))), axis=axes, keepdims=True)
+    sign = knp.sign(s)
+    return knp.add(knp.log(knp.abs(s)), convert(m, row)), sign
+
+
+def logsumexp(a, axis=None, b=None, keepdims: bool = False, return_sign: bool = False):
+    """scipy.special.logsumexp: log(sum(b * exp(a), axis)), the max subtracted first. With b, a negative sum
+    gives NaN unless return_sign=True, which returns (log|sum|, sign of the sum) as scipy does."""
+    x, dtype = _wide(a)
+    if b is not None:
+        b = knp.asarray(b)
+        x, b = broadcast_all(x, convert(b, aval(x).dtype), where="logsumexp")
+    axes = normalize_axes(axis, aval(x).ndim, "logsumexp")
+    if b is None:
+        if axes:
+            _, _, m, log_s = _log_sum_exp_shifted(x, axes)
+            out = knp.add(convert(m, aval(log_s).dtype), log_s)
+        else:
+            out = x
+        sign = knp.where(knp.equal(out, -np.inf), 0.0, 1.0)
+    else:
+        out, sign = _weighted_log_sum_exp(x, b, axes)
+        if not return_sign:
+            out = knp.where(knp.less(sign, 0), np.nan, out)
+    if not keepdims and axes:
+        out, sign = knp.squeeze(out, axis=axes), knp.squeeze(sign, axis=axes)
+    return (narrow(out, dtype), narrow(convert(sign, aval(out).dtype), dtype)) if return_sign else narrow(out, dtype)
+
+
+def softmax(x, axis=None):
+    """scipy.special.softmax: exp(x) / sum(exp(x), axis), the max subtracted first (the sums of float32 rows
+    in float64). scipy's default axis=None normalizes over the whole array (kiln.nn.softmax's is -1)."""
+    x, dtype = _wide(x)
+    axes = normalize_axes(axis, aval(x).ndim, "softmax")
+    d, lo, _ = _shifted(x, axes)
+    e = _exp_shifted(d, lo)
+    return narrow(knp.divide(e, knp.sum(e, axis=axes, keepdims=True)), dtype)
+
+
+def log_softmax(x, axis=None):
+    """scipy.special.log_softmax: x - logsumexp(x, axis, keepdims=True), as (x - max) - log(sum(exp(x - max))),
+    the log and the subtraction in float64 for float32 x (rounded once)."""
+    x, dtype = _wide(x)
+    axes = normalize_axes(axis, aval(x).ndim, "log_softmax")
+    d, lo, _, log_s = _log_sum_exp_shifted(x, axes)
+    row = aval(log_s).dtype
+    return narrow(knp.add(knp.subtract(convert(d, row), log_s), convert(lo, row)), dtype)
+
+
+# --- logistic -----------------------------------------------------------------------------
+
+def expit(x):
+    """1 / (1 + exp(-x)) with e = exp(-|x|): 1 / (1 + e) for x >= 0, e / (1 + e) below (both tails keep their
+    relative accuracy; nothing overflows)."""
+    (x,), dtype = float_operands("expit", x)
+    pos = knp.greater_equal(x, 0)
+    e = knp.exp(knp.where(pos, knp.negative(x), x))
+    return narrow(knp.where(pos, knp.reciprocal(knp.add(e, 1.0)), knp.divide(e, knp.add(e, 1.0))), dtype)
+
+
+def logit(p):
+    """log(p / (1 - p)): log1p((2p - 1) / (1 - p)) on [1/4, 3/4] (2p - 1 is exact there, so the result keeps its
+    relative accuracy near p = 1/2), log(p) - log1p(-p) outside; 0 -> -inf, 1 -> inf, outside [0, 1] NaN."""
+    (p,), dtype = float_operands("logit", p)
+    middle = knp.logical_and(knp.greater_equal(p, 0.25), knp.less_equal(p, 0.75))
+    pm = knp.where(middle, p, 0.5)
+    near = knp.log1p(knp.divide(knp.subtract(knp.multiply(pm, 2.0), 1.0), knp.subtract(1.0, pm)))
+    po = knp.where(middle, 0.1, p)
+    inside = knp.logical_and(knp.greater_equal(po, 0.0), knp.less_equal(po, 1.0))
+    po = knp.where(inside, po, 0.1)
+    with np.errstate(divide="ignore"):
+        far = knp.subtract(knp.log(po), knp.log1p(knp.negative(po)))
+    far = knp.where(inside, far, np.nan)
+    return narrow(knp.where(middle, near, knp.where(knp.isnan(p), p, far)), dtype)
+
+
+# --- error function and the normal distribution's functions ---------------------------------
+
+_SQRT1_2 = 1.0 / math.sqrt(2.0)
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+
+
+def erf(x):
+    """The error function (kiln's erf primitive: float64 within 2 ulp, docs/accuracy.md)."""
+    (x,), dtype = float_operands("erf", x)
+    return narrow(_lax_erf(x), dtype)
+
+
+def erfc(x):
+    """1 - erf(x), accurate in the right tail (kiln's erfc primitive)."""
+    (x,), dtype = float_operands("erfc", x)
+    return narrow(_lax_erfc(x), dtype)
+
+
+def _log_erfc(x):
+    """log(erfc(x)) for x >= 0; beyond 26, where erfc nears the subnormals, from the asymptotic series
+    erfc(x) = exp(-x^2) / (x sqrt(pi)) sum_n (-1)^n (2n-1)!! / (2x^2)^n (8 terms: the next is below 1e-19)."""
+    far = knp.greater(x, 26.0)
+    xf = knp.where(far, x, 26.0)
+    u = knp.reciprocal(knp.multiply(knp.multiply(xf, xf), 2.0))
+    series = _horner(u, [(-1) ** n * math.prod(range(1, 2 * n, 2)) for n in range(9)])
+    asymptotic = knp.subtract(knp.subtract(knp.log(series), knp.multiply(xf, xf)),
+                              knp.add(knp.log(xf), 0.5 * math.log(math.pi)))
+    return knp.where(far, asymptotic, knp.log(_lax_erfc(knp.where(far, 26.0, x))))
+
+
+def _erfinv_core(y, q):
+    """x >= 0 with erf(x) = y, where q = 1 - y is given exactly (y in [0, 1], q in [0, 1]): Winitzki's closed
+    form (relative error below 2e-3) refined by two Halley steps (q is used in the tail, so it keeps its relative
+    accuracy down to the smallest subnormal)."""
+    safe_q = knp.where(knp.greater(q, 0.0), q, 0.5)
+    log_term = knp.log(knp.multiply(safe_q, knp.subtract(2.0, safe_q)))  # log(1 - y^2)
+    a = 0.147
+    c = knp.add(2.0 / (math.pi * a), knp.multiply(log_term, 0.5))
+    x = knp.sqrt(knp.maximum(knp.subtract(knp.sqrt(knp.subtract(knp.multiply(c, c), knp.divide(log_term, a))), c), 0.0))
+    tail = knp.less(q, 0.5)
+    log_q = knp.log(safe_q)
+    for _ in range(2):
+        x2 = knp.multiply(x, x)
+        # Halley's steps (cubic convergence), in the body on erf(x) - y, in the tail on log(erfc(x)) - log(q),
+        # which is nearly linear in x^2 (on erfc(x) - q they converge slowly where x is large)
+        u = knp.divide(knp.subtract(_lax_erf(x), y), knp.multiply(_TWO_OVER_SQRT_PI, knp.exp(knp.negative(x2))))
+        body = knp.subtract(x, knp.divide(u, knp.add(1.0, knp.multiply(x, u))))
+        log_erfc = _log_erfc(x)
+        slope = knp.multiply(-_TWO_OVER_SQRT_PI, knp.exp(knp.subtract(knp.negative(x2), log_erfc)))  # g'
+        g = knp.subtract(log_erfc, log_q)
+        curvature = knp.multiply(slope, knp.subtract(knp.multiply(x, -2.0), slope))  # g''
+        step = knp.divide(g, slope)
+        halley = knp.divide(step, knp.subtract(1.0, knp.divide(knp.multiply(step, curvature), knp.multiply(slope, 2.0))))
+        x = knp.where(tail, knp.subtract(x, halley), body)
+    return knp.where(knp.equal(q, 0.0), np.inf, x)
+
+
+@custom_jvp
+def _erfinv64(y):
+    ay = knp.abs(y)
+    x = _erfinv_core(ay, knp.subtract(1.0, ay))
+    x = knp.where(knp.greater(ay, 1.0), np.nan, x)
+    return knp.where(knp.less(y, 0), knp.negative(x), knp.where(knp.equal(y, 0), y, x))
+
+
+@_erfinv64.defjvp
+def _erfinv64_jvp(primals, tangents):
+    (y,), (dy,) = primals, tangents
+    x = _erfinv64(y)
+    return x, knp.multiply(dy, knp.multiply(math.sqrt(math.pi) / 2.0, knp.exp(knp.multiply(x, x))))
+
+
+def erfinv(y):
+    """The inverse of erf on [-1, 1] (±1 -> ±inf, outside NaN); float64 within a few ulp (docs/scipy.md).
+    The derivative is sqrt(pi)/2 exp(erfinv(y)^2)."""
+    (y,), dtype = float_operands("erfinv", y)
+    return narrow(_erfinv64(y), dtype)
+
+
+@custom_jvp
+def _erfcinv64(q):
+    low = knp.less_equal(q, 1.0)
+    qq = knp.where(low, q, knp.subtract(2.0, q))  # exact for q in [1, 2]
+    qq = knp.where(knp.logical_and(knp.greater_equal(qq, 0.0), knp.less_equal(qq, 1.0)), qq, 1.0)
+    x = _erfinv_core(knp.subtract(1.0, qq), qq)
+    x = knp.where(low, x, knp.negative(x))
+    inside = knp.logical_and(knp.greater_equal(q, 0.0), knp.less_equal(q, 2.0))
+    return knp.where(inside, x, np.nan)
+
+
+@_erfcinv64.defjvp
+def _erfcinv64_jvp(primals, tangents):
+    (q,), (dq,) = primals, tangents
+    x = _erfcinv64(q)
+    return x, knp.multiply(dq, knp.multiply(-math.sqrt(math.pi) / 2.0, knp.exp(knp.multiply(x, x))))
+
+
+def erfcinv(q):
+    """The inverse of erfc on [0, 2] (0 -> inf, 2 -> -inf, outside NaN), accurate in the tail (q down to 1e-308)."""
+    (q,), dtype = float_operands("erfcinv", q)
+    return narrow(_erfcinv64(q), dtype)
+
+
+def ndtr(x):
+    """The standard normal CDF, erfc(-x/sqrt(2)) / 2 (JAX's formula: the rounding of x/sqrt(2) costs a relative
+    2 x^2 2^-53 in the left tail)."""
+    (x,), dtype = float_operands("ndtr", x)
+    return narrow(knp.multiply(_lax_erfc(knp.multiply(x, -_SQRT1_2)), 0.5), dtype)
+
+
+def ndtri(p):
+    """The standard normal quantile, -sqrt(2) erfcinv(2p): 0 -> -inf, 1 -> inf, outside [0, 1] NaN."""
+    (p,), dtype = float_operands("ndtri", p)
+    return narrow(knp.multiply(_erfcinv64(knp.multiply(p, 2.0)), -math.sqrt(2.0)), dtype)
+
+
+def _log_ndtr_asymptotic(x):
+    """log Phi(x) for x <= -20: -x^2/2 - log(-x) - log(2 pi)/2 + log(1 - 1/x^2 + 3/x^4 - 15/x^6 ...), ten terms
+    of the series (the next is below 1e-17)."""
+    z = knp.reciprocal(knp.multiply(x, x))
+    total, term = 0.0, None
+    for k in range(10, 0, -1):  # Horner in z: sum_k (-1)^k (2k-1)!! z^k
+        coeff = (-1) ** k * math.prod(range(1, 2 * k, 2))
+        total = knp.multiply(z, knp.add(total, coeff))
+    series = knp.log1p(total)
+    return knp.add(knp.subtract(knp.subtract(knp.multiply(knp.multiply(x, x), -0.5), knp.log(knp.negative(x))),
+                                0.5 * math.log(2 * math.pi)), series)
+
+
+def log_ndtr(x):
+    """log of the standard normal CDF: log1p(-ndtr(-x)) for x > 0, log(ndtr(x)) down to -20, the asymptotic
+    series below (log_ndtr(-1e5) = -5.0e9 as scipy)."""
+    (x,), dtype = float_operands("log_ndtr", x)
+    right = knp.greater(x, 0.0)
+    deep = knp.less(x, -20.0)
+    xr = knp.where(right, x, 1.0)
+    xm = knp.where(knp.logical_or(right, deep), -1.0, x)
+    xd = knp.where(deep, x, -30.0)
+    r = knp.log1p(knp.multiply(_lax_erfc(knp.multiply(xr, _SQRT1_2)), -0.5))
+    m = knp.log(knp.multiply(_lax_erfc(knp.multiply(xm, -_SQRT1_2)), 0.5))
+    out = knp.where(right, r, knp.where(deep, _log_ndtr_asymptotic(xd), m))
+    return narrow(knp.where(knp.isnan(x), x, out), dtype)
+
+
+# --- gamma function family -----------------------------------------------------------------
+
+_EULER = 0.57721566490153286060651209008240243
+
+
+def _zeta_minus_one(k: int) -> float:
+    """zeta(k) - 1 for k >= 2 to double precision: the sum to N - 1 and the Euler-Maclaurin tail at N = 20."""
+    n = 20
+    head = math.fsum(j ** -float(k) for j in range(n - 1, 1, -1))
+    tail = n ** (1.0 - k) / (k - 1) + 0.5 * n ** -float(k)
+    rising, bernoulli_terms = float(k), [(1 / 6, 2), (-1 / 30, 4), (1 / 42, 6), (-1 / 30, 8), (5 / 66, 10)]
+    for b, two_j in bernoulli_terms:
+        tail += b / math.factorial(two_j) * rising * n ** (-k - two_j + 1.0)
+        rising *= (k + two_j - 1) * (k + two_j)
+    return head + tail
+
+
+# lgamma(2 + t) = (1 - gamma) t + sum_{k >= 2} (-1)^k (zeta(k) - 1) / k t^k, used for |t| <= 1/2 (32 terms:
+# the k-th is below 4^-k).
+_LGAMMA2_COEFFS = [0.0, 1.0 - _EULER] + [(-1) ** k * _zeta_minus_one(k) / k for k in range(2, 33)]
+
+# Stirling's series of lgamma(y) - ((y - 1/2) log y - y + log(2 pi)/2) in 1/y, for y >= 10: B_2k / (2k (2k-1) y^(2k-1)).
+_STIRLING = [1 / 12, -1 / 360, 1 / 1260, -1 / 1680, 1 / 1188, -691 / 360360, 1 / 156, -3617 / 122400]
+
+
+def _horner(t, coeffs):
+    """sum coeffs[k] t^k."""
+    total = coeffs[-1]
+    for c in coeffs[-2::-1]:
+        total = knp.add(knp.multiply(total, t), c)
+    return total
+
+
+def _lgamma_near_two(t):
+    return _horner(t, _LGAMMA2_COEFFS)
+
+
+def _lgamma_positive(x):
+    """lgamma for x > 0 (0 gives inf): the series about 2 on [1/2, 10) after moving x there by the recurrence
+    (every factor positive, so nothing cancels), Stirling's series from 10. The series is evaluated once, at
+    the point each branch moved x to."""
+    small = knp.less(x, 0.5)  # lgamma(x) = lgamma(x + 2) - log(x) - log1p(x)
+    one = knp.logical_and(knp.greater_equal(x, 0.5), knp.less(x, 1.5))  # lgamma(x) = lgamma(x + 1) - log(x)
+    mid = knp.logical_and(knp.greater_equal(x, 1.5), knp.less(x, 10.0))  # lgamma(x - n) + log((x-1)...(x-n))
+    xm = knp.where(mid, x, 2.0)
+    product, shift = 1.0, 0.0
+    for j in range(1, 9):
+        down = knp.greater_equal(knp.subtract(xm, float(j)), 1.5)
+        product = knp.multiply(product, knp.where(down, knp.subtract(xm, float(j)), 1.0))
+        shift = knp.add(shift, knp.where(down, 1.0, 0.0))
+    xs = knp.where(knp.logical_or(small, one), knp.where(knp.greater(x, 0.0), x, 0.25), 1.0)
+    t = knp.where(small, xs, knp.where(one, knp.subtract(xs, 1.0), knp.subtract(knp.subtract(xm, shift), 2.0)))
+    big = knp.greater_equal(x, 10.0)
+    xb = knp.where(big, x, 10.0)
+    # the branches' logarithms (log(x (1 + x)), log(x), log of the product, log(x) for Stirling) as one log
+    log_arg = knp.log(knp.where(big, xb, knp.where(small, knp.multiply(xs, knp.add(xs, 1.0)),
+                                                   knp.where(one, xs, product))))
+    near_two = knp.add(_lgamma_near_two(t), knp.where(knp.logical_or(small, one), knp.negative(log_arg), log_arg))
+    w = knp.reciprocal(xb)
+    stirling = knp.multiply(w, _horner(knp.multiply(w, w), _STIRLING))
+    at_big = knp.add(knp.subtract(knp.multiply(knp.subtract(xb, 0.5), log_arg), xb),
+                     knp.add(0.5 * math.log(2 * math.pi), stirling))
+    at_big = knp.where(knp.isinf(xb), np.inf, at_big)
+    return knp.where(knp.equal(x, 0.0), np.inf, knp.where(big, at_big, near_two))
+
+
+# sin(pi r) = r sum_k s_k r^2k and cos(pi r) = sum_k c_k r^2k for |r| <= 1/2 (Taylor; the first omitted terms are
+# below 1e-24): polynomials compile to far less code than the general sin and tan.
+_SIN_PI = [(-1) ** k * math.pi ** (2 * k + 1) / math.factorial(2 * k + 1) for k in range(14)]
+_COS_PI = [(-1) ** k * math.pi ** (2 * k) / math.factorial(2 * k) for k in range(15)]
+
+
+def _sin_cos_pi(x):
+    """(sin(pi x), cos(pi x)) up to the sign of a whole turn, for finite x: r = x - round(x) is exact, so large
+    x lose nothing."""
+    r = knp.subtract(x, knp.rint(x))
+    r2 = knp.multiply(r, r)
+    return knp.multiply(r, _horner(r2, _SIN_PI)), _horner(r2, _COS_PI)
+
+
+@custom_jvp
+def _gammaln64(x):
+    negative = knp.less(x, 0.0)
+    finite_neg = knp.logical_and(negative, knp.isfinite(x))
+    z = knp.where(finite_neg, knp.subtract(1.0, x), knp.abs(x))
+    positive = _lgamma_positive(z)
+    xn = knp.where(finite_neg, x, -0.5)
+    with np.errstate(divide="ignore"):
+        reflected = knp.subtract(knp.log(knp.divide(math.pi, knp.abs(_sin_cos_pi(xn)[0]))), positive)
+    out = knp.where(finite_neg, reflected, positive)
+    out = knp.where(knp.equal(x, -np.inf), -np.inf, out)  # scipy's value
+    return knp.where(knp.isnan(x), x, out)
+
+
+@_gammaln64.defjvp
+def _gammaln64_jvp(primals, tangents):
+    (x,), (dx,) = primals, tangents
+    return _gammaln64(x), knp.multiply(dx, _digamma64(x))
+
+
+def gammaln(x):
+    """log|Gamma(x)|; inf at the poles 0, -1, -2, ...; the derivative is digamma."""
+    (x,), dtype = float_operands("gammaln", x)
+    return narrow(_gammaln64(x), dtype)
+
+
+# digamma(y) = log y - 1/(2y) - sum_k B_2k / (2k y^2k) for y >= 10, in 1/y^2 (through B_16: the next term is
+# below 1e-17 at y = 10).
+_DIGAMMA_ASYMPTOTIC = [0.0, -1 / 12, 1 / 120, -1 / 252, 1 / 240, -1 / 132, 691 / 32760, -1 / 12, 3617 / 8160]
+# trigamma(y) = 1/y + 1/(2y^2) + sum_k B_2k / y^(2k+1) for y >= 10: the B_2k in 1/y^2, times 1/y.
+_TRIGAMMA_ASYMPTOTIC = [0.0, 1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6, -3617 / 510]
+
+
+def _shift_to_ten(x, power):
+    """(y, s): y = x + n >= 10 for the least n >= 0, and s = sum_{k < n} 1/(x + k)^power (x > 0)."""
+    s, y = 0.0, x
+    for _ in range(10):
+        below = knp.less(y, 10.0)
+        ys = knp.where(below, y, 1.0)
+        term = knp.reciprocal(ys) if power == 1 else knp.reciprocal(knp.multiply(ys, ys))
+        s = knp.add(s, knp.where(below, term, 0.0))
+        y = knp.where(below, knp.add(y, 1.0), y)
+    return y, s
+
+
+def _digamma_positive(x):
+    y, s = _shift_to_ten(x, 1)
+    finite = knp.isfinite(y)
+    yf = knp.where(finite, y, 10.0)
+    w2 = knp.reciprocal(knp.multiply(yf, yf))
+    at_y = knp.add(knp.subtract(knp.log(yf), knp.divide(0.5, yf)), _horner(w2, _DIGAMMA_ASYMPTOTIC))
+    return knp.subtract(knp.where(finite, at_y, np.inf), s)
+
+
+@custom_jvp
+def _digamma64(x):
+    negative = knp.less(x, 0.0)
+    finite_neg = knp.logical_and(negative, knp.isfinite(x))
+    z = knp.where(finite_neg, knp.subtract(1.0, x), knp.where(knp.equal(x, 0.0), 1.0, knp.abs(x)))
+    positive = _digamma_positive(z)
+    xn = knp.where(finite_neg, x, -0.5)
+    r = knp.subtract(xn, knp.rint(xn))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sine, cosine = _sin_cos_pi(r)
+        reflected = knp.subtract(positive, knp.divide(knp.multiply(cosine, math.pi), sine))
+    reflected = knp.where(knp.equal(r, 0.0), np.nan, reflected)
+    out = knp.where(finite_neg, reflected, positive)
+    zero = knp.equal(x, 0.0)
+    with np.errstate(divide="ignore"):
+        minus_zero = knp.less(knp.divide(1.0, knp.where(zero, x, 1.0)), 0.0)
+    out = knp.where(zero, knp.where(minus_zero, np.inf, -np.inf), out)  # scipy: psi(+-0) = -+inf
+    out = knp.where(knp.equal(x, -np.inf), np.nan, out)
+    return knp.where(knp.isnan(x), x, out)
+
+
+@_digamma64.defjvp
+def _digamma64_jvp(primals, tangents):
+    (x,), (dx,) = primals, tangents
+    return _digamma64(x), knp.multiply(dx, _trigamma64(x))
+
+
+def _trigamma64(x):
+    """polygamma(1, x): the recurrence up to 10, the asymptotic series, and pi^2 / sin^2(pi x) - trigamma(1 - x)
+    below 0 (its derivative is that of the composition)."""
+    negative = knp.less(x, 0.0)
+    z = knp.where(negative, knp.subtract(1.0, x), knp.where(knp.equal(x, 0.0), 1.0, x))
+    y, s = _shift_to_ten(z, 2)
+    finite = knp.isfinite(y)
+    yf = knp.where(finite, y, 10.0)
+    w = knp.reciprocal(yf)
+    at_y = knp.add(knp.add(w, knp.multiply(0.5, knp.multiply(w, w))),
+                   knp.multiply(w, _horner(knp.multiply(w, w), _TRIGAMMA_ASYMPTOTIC)))
+    positive = knp.add(knp.where(finite, at_y, 0.0), s)
+    xn = knp.where(negative, x, -0.5)
+    sine = _sin_cos_pi(xn)[0]
+    with np.errstate(divide="ignore"):
+        reflected = knp.subtract(knp.divide(math.pi ** 2, knp.multiply(sine, sine)), positive)
+    out = knp.where(negative, reflected, positive)
+    return knp.where(knp.equal(x, 0.0), np.inf, out)
+
+
+def digamma(x):
+    """The logarithmic derivative of Gamma; scipy's values at the poles (psi(+0) = -inf, psi(-0) = inf, NaN at
+    negative integers). Its derivative is polygamma(1, x)."""
+    (x,), dtype = float_operands("digamma", x)
+    return narrow(_digamma64(x), dtype)
+
+
+psi = digamma
+
+
+def polygamma(n, x):
+    """polygamma(n, x) for n = 0 (digamma) and n = 1 (trigamma); higher orders are not implemented."""
+    if int(n) != n or int(n) not in (0, 1):
+        raise ValueError(f"polygamma: n={n!r} is not supported; kiln implements orders n=0 and n=1")
+    (x,), dtype = float_operands("polygamma", x)
+    return narrow(_digamma64(x) if int(n) == 0 else _trigamma64(x), dtype)
+
+
+def betaln(a, b):
+    """log|B(a, b)| = gammaln(a) + gammaln(b) - gammaln(a + b)."""
+    (a, b), dtype = float_operands("betaln", a, b)
+    return narrow(knp.subtract(knp.add(_gammaln64(a), _gammaln64(b)), _gammaln64(knp.add(a, b))), dtype)
+
+
+# --- x log y -----------------------------------------------------------------------------------
+
+@custom_jvp
+def _xlogy64(x, y):
+    safe_y = knp.where(knp.equal(x, 0.0), 1.0, y)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return knp.where(knp.equal(x, 0.0), 0.0, knp.multiply(x, knp.log(safe_y)))
+
+
+@_xlogy64.defjvp
+def _xlogy64_jvp(primals, tangents):
+    (x, y), (dx, dy) = primals, tangents
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return _xlogy64(x, y), knp.add(knp.multiply(dx, knp.log(y)), knp.multiply(dy, knp.divide(x, y)))
+
+
+def xlogy(x, y):
+    """x * log(y), 0 where x == 0 (even for y == 0); derivatives as JAX: (log y, x / y)."""
+    (x, y), dtype = float_operands("xlogy", x, y)
+    return narrow(_xlogy64(x, y), dtype)
+
+
+@custom_jvp
+def _xlog1py64(x, y):
+    safe_y = knp.where(knp.equal(x, 0.0), 0.0, y)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return knp.where(knp.equal(x, 0.0), 0.0, knp.multiply(x, knp.log1p(safe_y)))
+
+
+@_xlog1py64.defjvp
+def _xlog1py64_jvp(primals, tangents):
+    (x, y), (dx, dy) = primals, tangents
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return _xlog1py64(x, y), knp.add(knp.multiply(dx, knp.log1p(y)),
+                                         knp.multiply(dy, knp.divide(x, knp.add(y, 1.0))))
+
+
+def xlog1py(x, y):
+    """x * log1p(y), 0 where x == 0 (even for y == -1)."""
+    (x, y), dtype = float_operands("xlog1py", x, y)
+    return narrow(_xlog1py64(x, y), dtype)
+
+
+def entr(x):
+    """-x log x for x > 0, 0 at 0, -inf for x < 0 (NaN stays NaN)."""
+    (x,), dtype = float_operands("entr", x)
+    positive = knp.greater(x, 0.0)
+    xp = knp.where(positive, x, 1.0)
+    out = knp.where(positive, knp.negative(knp.multiply(xp, knp.log(xp))), knp.where(knp.equal(x, 0.0), 0.0, -np.inf))
+    return narrow(knp.where(knp.isnan(x), x, out), dtype)
+
+
+# --- regularized incomplete gamma functions --------------------------------------------------------
+
+_MAX_ITERATIONS = 2000
+_EPS = 2.0 ** -53
+
+
+def _gammainc_core(a, x):
+    """(P(a, x), Q(a, x)) for a > 0, x > 0 finite. Where x < a + 1, P by its power series
+    x^a e^-x / Gamma(a + 1) sum_n x^n / ((a + 1) ... (a + n)) and Q = 1 - P; elsewhere Q by Legendre's
+    continued fraction x^a e^-x / Gamma(a) / (x + 1 - a - 1 (1 - a) / (x + 3 - a - 2 (2 - a) / ...)), evaluated
+    by the modified Lentz method, and P = 1 - Q. Both iterate in one while_loop until every element has
+    converged to a relative 2^-53 (at most 2000 steps: enough for a up to about 10^6)."""
+    series = knp.less(x, knp.add(a, 1.0))
+    tiny = 1e-300
+
+    def not_done(state):
+        n, _, _, _, _, _, done = state
+        return knp.logical_and(knp.less(n, _MAX_ITERATIONS), knp.logical_not(knp.all(done)))
+
+    def step(state):
+        n, term, total, f, c, d, done = state
+        nf = knp.asarray(n, np.float64)
+        # series
+        term = knp.multiply(term, knp.divide(x, knp.add(a, nf)))
+        total = knp.add(total, term)
+        series_done = knp.less_equal(knp.abs(term), knp.multiply(knp.abs(total), _EPS))
+        # continued fraction: b_n = x + 2n + 1 - a, a_n = -n (n - a)
+        b_n = knp.add(knp.subtract(x, a), knp.add(knp.multiply(nf, 2.0), 1.0))
+        a_n = knp.negative(knp.multiply(nf, knp.subtract(nf, a)))
+        d = knp.add(b_n, knp.multiply(a_n, d))
+        d = knp.reciprocal(knp.where(knp.less(knp.abs(d), tiny), tiny, d))
+        c = knp.add(b_n, knp.divide(a_n, c))
+        c = knp.where(knp.less(knp.abs(c), tiny), tiny, c)
+        delta = knp.multiply(c, d)
+        f = knp.multiply(f, delta)
+        fraction_done = knp.less_equal(knp.abs(knp.subtract(delta, 1.0)), _EPS)
+        done = knp.logical_or(done, knp.where(series, series_done, fraction_done))
+        return n + 1, term, total, f, c, d, done
+
+    ones = knp.ones_like(x)
+    b0 = knp.add(knp.subtract(x, a), 1.0)
+    f0 = knp.where(knp.less(knp.abs(b0), tiny), tiny, b0)
+    state = (np.int32(1), ones, ones, f0, f0, knp.zeros_like(x), knp.zeros_like(x, dtype=bool))
+    _, _, total, f, _, _, _ = while_loop(not_done, step, state)
+    log_front = knp.subtract(knp.subtract(knp.multiply(a, knp.log(x)), x), _gammaln64(a))  # x^a e^-x / Gamma(a)
+    p_series = knp.multiply(knp.exp(knp.subtract(log_front, knp.log(a))), total)  # Gamma(a + 1) = a Gamma(a)
+    q_fraction = knp.divide(knp.exp(log_front), f)
+    p = knp.where(series, p_series, knp.subtract(1.0, q_fraction))
+    q = knp.where(series, knp.subtract(1.0, p_series), q_fraction)
+    return p, q
+
+
+def _gammainc_both(a, x):
+    """(P, Q) with scipy's values outside the core's domain: x = 0 gives (0, 1), x = inf (1, 0), a = 0 with
+    x > 0 (1, 0), a < 0, x < 0 or NaN give NaN."""
+    inside = knp.logical_and(knp.logical_and(knp.greater(a, 0.0), knp.greater(x, 0.0)),
+                             knp.logical_and(knp.isfinite(x), knp.isfinite(a)))
+    p, q = _gammainc_core(knp.where(inside, a, 1.0), knp.where(inside, x, 1.0))
+    zero_x = knp.logical_and(knp.equal(x, 0.0), knp.greater(a, 0.0))
+    full = knp.logical_or(knp.logical_and(knp.equal(a, 0.0), knp.greater(x, 0.0)),
+                          knp.logical_and(knp.equal(x, np.inf), knp.logical_and(knp.greater(a, 0.0), knp.isfinite(a))))
+    none = knp.logical_and(knp.equal(a, np.inf), knp.greater_equal(x, 0.0))
+    p = knp.where(inside, p, knp.where(zero_x | none, 0.0, knp.where(full, 1.0, np.nan)))
+    q = knp.where(inside, q, knp.where(zero_x | none, 1.0, knp.where(full, 0.0, np.nan)))
+    return p, q
+
+
+def _d_dx_gammainc(a, x):
+    """x^(a-1) e^-x / Gamma(a), the derivative of P in x."""
+    safe = knp.where(knp.greater(x, 0.0), x, 1.0)
+    value = knp.exp(knp.subtract(knp.subtract(knp.multiply(knp.subtract(a, 1.0), knp.log(safe)), safe), _gammaln64(a)))
+    return knp.where(knp.greater(x, 0.0), value, 0.0)
+
+
+def _d_da_gammainc(a, x):
+    """dP/da by a central difference in float64 with step 1e-5 max(a, 1) (relative accuracy about 1e-9)."""
+    h = knp.multiply(knp.maximum(a, 1.0), 1e-5)
+    up, _ = _gammainc_both(knp.add(a, h), x)
+    down, _ = _gammainc_both(knp.subtract(a, h), x)
+    return knp.divide(knp.subtract(up, down), knp.multiply(h, 2.0))
+
+
+@custom_jvp
+def _gammainc64(a, x):
+    return _gammainc_both(a, x)[0]
+
+
+@_gammainc64.defjvp
+def _gammainc64_jvp(primals, tangents):
+    (a, x), (da, dx) = primals, tangents
+    dp = knp.add(knp.multiply(dx, _d_dx_gammainc(a, x)), knp.multiply(da, _d_da_gammainc(a, x)))
+    return _gammainc64(a, x), dp
+
+
+@custom_jvp
+def _gammaincc64(a, x):
+    return _gammainc_both(a, x)[1]
+
+
+@_gammaincc64.defjvp
+def _gammaincc64_jvp(primals, tangents):
+    (a, x), (da, dx) = primals, tangents
+    dp = knp.add(knp.multiply(dx, _d_dx_gammainc(a, x)), knp.multiply(da, _d_da_gammainc(a, x)))
+    return _gammaincc64(a, x), knp.negative(dp)
+
+
+def gammainc(a, x):
+    """The regularized lower incomplete gamma function P(a, x) = gamma(a, x) / Gamma(a). The derivative in x
+    is exact; the one in a is a float64 central difference (relative accuracy about 1e-9)."""
+    (a, x), dtype = float_operands("gammainc", a, x)
+    return narrow(_gammainc64(a, x), dtype)
+
+
+def gammaincc(a, x):
+    """The regularized upper incomplete gamma function Q(a, x) = 1 - P(a, x), accurate where it is small."""
+    (a, x), dtype = float_operands("gammaincc", a, x)
+    return narrow(_gammaincc64(a, x), dtype)

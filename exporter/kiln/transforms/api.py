@@ -1,4 +1,7 @@
-"""The user-facing transformations: grad, value_and_grad, jvp, vjp, jacfwd, jacrev, hessian, vmap."""
+"""The user-facing transformations: grad, value_and_grad, jvp, vjp, jacfwd, jacrev (jacobian), hessian, vmap.
+
+As in JAX, keyword arguments of a call to grad(f), value_and_grad(f), jacfwd(f), jacrev(f) and hessian(f) are
+passed to f and not differentiated."""
 from __future__ import annotations
 
 import functools
@@ -48,6 +51,23 @@ def _argnums(argnums) -> tuple[int, ...]:
     return (argnums,) if isinstance(argnums, int) else tuple(argnums)
 
 
+def _with_kwargs(fn, kwargs: dict):
+    """fn with the call's keyword arguments bound (they are not differentiated); keeps fn's name for messages."""
+    if not kwargs:
+        return fn
+    bound = functools.partial(fn, **kwargs)
+    bound.__name__ = _name(fn)
+    return bound
+
+
+def _split_aux(where: str, fn, out):
+    """(value, aux) of a has_aux function's output, or a TypeError naming fn."""
+    if not (isinstance(out, (tuple, list)) and len(out) == 2):
+        raise TypeError(f"{where} of {_name(fn)} with has_aux=True: fn must return a pair (output, aux); got "
+                        f"{type(out).__name__}")
+    return out[0], out[1]
+
+
 def _select_args(fn, args, nums, where):
     """Leaves of the arguments at nums, and fn as a function of those leaves."""
     for i in nums:
@@ -85,13 +105,25 @@ def stop_gradient(x):
 
 
 @_function_of_arrays
-def value_and_grad(fn: Callable, argnums=0, has_aux: bool = False) -> Callable:
+def _check_real(where: str, fn, holomorphic: bool, allow_int: bool) -> None:
+    """JAX's holomorphic= and allow_int= flags: kiln has no complex dtypes and no float0, so both must be False."""
+    if holomorphic:
+        raise DifferentiationError(f"{where} of {_name(fn)}: holomorphic=True needs complex inputs; kiln has no "
+                                   "complex dtypes")
+    if allow_int:
+        raise DifferentiationError(f"{where} of {_name(fn)}: allow_int=True is not supported (JAX's float0 "
+                                   "gradients of integer inputs); leave integer arguments out of argnums")
+
+
+def value_and_grad(fn: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False,
+                   allow_int: bool = False) -> Callable:
     """(fn(*args), gradient of fn with respect to the arguments at argnums); fn returns a float scalar."""
+    _check_real("grad", fn, holomorphic, allow_int)
     nums = _argnums(argnums)
 
     @_wraps(fn)
-    def wrapped(*args):
-        leaves, tree, call = _select_args(fn, args, nums, "grad")
+    def wrapped(*args, **kwargs):
+        leaves, tree, call = _select_args(_with_kwargs(fn, kwargs), args, nums, "grad")
         _check_float_inputs("grad", fn, leaves, f"input leaf {{k}} of argnums {argnums}")
         aux_tree = []
 
@@ -99,9 +131,7 @@ def value_and_grad(fn: Callable, argnums=0, has_aux: bool = False) -> Callable:
             out = call(*xs)
             aux_leaves = []
             if has_aux:
-                if not (isinstance(out, (tuple, list)) and len(out) == 2):
-                    raise TypeError(f"grad of {_name(fn)} with has_aux=True: fn must return (value, aux)")
-                out, aux = out
+                out, aux = _split_aux("grad", fn, out)
                 aux_leaves, aux_def = tree_flatten(aux)
                 aux_tree.append(aux_def)
             out = asarray(out)
@@ -126,13 +156,14 @@ def value_and_grad(fn: Callable, argnums=0, has_aux: bool = False) -> Callable:
 
 
 @_function_of_arrays
-def grad(fn: Callable, argnums=0, has_aux: bool = False) -> Callable:
+def grad(fn: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False,
+         allow_int: bool = False) -> Callable:
     """The gradient of a scalar-valued fn with respect to the arguments at argnums."""
-    value_and_grad_fn = value_and_grad(fn, argnums, has_aux)
+    value_and_grad_fn = value_and_grad(fn, argnums, has_aux, holomorphic, allow_int)
 
     @_wraps(fn)
-    def wrapped(*args):
-        value, g = value_and_grad_fn(*args)
+    def wrapped(*args, **kwargs):
+        value, g = value_and_grad_fn(*args, **kwargs)
         return (g, value[1]) if has_aux else g
 
     return wrapped
@@ -147,8 +178,16 @@ def _flat_output(fn, in_tree, out_tree: list):
     return flat_fn
 
 
-def jvp(fn: Callable, primals: Sequence, tangents: Sequence):
-    """(fn(*primals), the derivative of fn at primals along tangents)."""
+def jvp(fn: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = False):
+    """(fn(*primals), the derivative of fn at primals along tangents); with has_aux=True fn returns
+    (output, aux) and the result is (output, tangent, aux)."""
+    if has_aux:
+        def with_aux(*args):
+            return _split_aux("jvp", fn, fn(*args))
+
+        with_aux.__name__ = _name(fn)
+        (out, aux), (tangent, _) = jvp(with_aux, primals, tangents)
+        return out, tangent, aux
     p_leaves, p_tree = tree_flatten(tuple(primals))
     try:
         t_leaves = treedef_flatten_up_to(p_tree, tuple(tangents))
@@ -177,7 +216,7 @@ def vjp(fn: Callable, *primals, has_aux: bool = False):
     def flat_fn(*xs):
         out = fn(*tree_unflatten(p_tree, xs))
         if has_aux:
-            out, aux = out
+            out, aux = _split_aux("vjp", fn, out)
             aux_leaves, aux_def = tree_flatten(aux)
             aux_tree.append(aux_def)
         leaves, treedef = tree_flatten(out)
@@ -243,8 +282,12 @@ def _check_axis(where: str, what: str, axis, ndim: int, owner: str, shape) -> in
 
 
 @_function_of_arrays
-def vmap(fn: Callable, in_axes=0, out_axes=0) -> Callable:
-    """fn mapped over an axis of its arguments; in_axes/out_axes are ints, None, or trees of them."""
+def vmap(fn: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size: int | None = None,
+         spmd_axis_name=None) -> Callable:
+    """fn mapped over an axis of its arguments; in_axes/out_axes are ints, None, or trees of them.
+
+    axis_size gives the size where no argument is mapped (every in_axes None) and is checked otherwise.
+    axis_name and spmd_axis_name are accepted for JAX code; kiln has no collectives that would use them."""
 
     @_wraps(fn)
     def wrapped(*args):
@@ -255,7 +298,12 @@ def vmap(fn: Callable, in_axes=0, out_axes=0) -> Callable:
         names = _leaf_names(args)
         dims = [None if d is None else _check_axis(where, "in_axes", d, get_aval(x).ndim, name, get_aval(x).shape)
                 for d, x, name in zip(dims, leaves, names)]
-        size = check_axis_sizes(_name(fn), leaves, dims)
+        if axis_size is not None and all(d is None for d in dims):
+            size = int(axis_size)
+        else:
+            size = check_axis_sizes(_name(fn), leaves, dims)
+            if axis_size is not None and int(axis_size) != size:
+                raise BatchingError(f"{where}: axis_size {axis_size} differs from the mapped axes' size {size}")
         out_tree: list = []
         flat_fn = _flat_output(fn, treedef, out_tree)
         # unmapped Python numbers reach fn as they are, so they stay weak (float32 with float32), as in JAX
@@ -304,13 +352,22 @@ def _move_first_to_last(x):
 
 
 @_function_of_arrays
-def jacfwd(fn: Callable, argnums=0) -> Callable:
-    """The Jacobian by forward mode: vmap of jvp over each input leaf's standard basis."""
+def jacfwd(fn: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False) -> Callable:
+    """The Jacobian by forward mode: vmap of jvp over each input leaf's standard basis.
+
+    has_aux=True: fn returns (output, aux) and the result is (Jacobian, aux); aux comes from one more call of fn
+    at the primal arguments (under jit the compiler shares it with the Jacobian's forward pass)."""
+    _check_real("jacfwd", fn, holomorphic, False)
     nums = _argnums(argnums)
 
     @_wraps(fn)
-    def wrapped(*args):
-        leaves, in_tree, call = _select_args(fn, args, nums, "jacfwd")
+    def wrapped(*args, **kwargs):
+        if has_aux:
+            main = _with_kwargs(fn, kwargs)
+            aux = _split_aux("jacfwd", fn, main(*args))[1]
+            primary = _wraps(fn)(lambda *a: _split_aux("jacfwd", fn, main(*a))[0])
+            return jacfwd(primary, argnums)(*args), aux
+        leaves, in_tree, call = _select_args(_with_kwargs(fn, kwargs), args, nums, "jacfwd")
         _check_float_inputs("jacfwd", fn, leaves, f"input leaf {{k}} of argnums {argnums}")
         out_tree: list = []
         flat_fn = _flat_output(lambda *xs: call(*xs), in_tree, out_tree)
@@ -334,16 +391,30 @@ def jacfwd(fn: Callable, argnums=0) -> Callable:
 
 
 @_function_of_arrays
-def jacrev(fn: Callable, argnums=0) -> Callable:
-    """The Jacobian by reverse mode: vmap of vjp over each output leaf's standard basis."""
+def jacrev(fn: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False,
+           allow_int: bool = False) -> Callable:
+    """The Jacobian by reverse mode: vmap of vjp over each output leaf's standard basis.
+
+    has_aux=True: fn returns (output, aux) and the result is (Jacobian, aux)."""
+    _check_real("jacrev", fn, holomorphic, allow_int)
     nums = _argnums(argnums)
 
     @_wraps(fn)
-    def wrapped(*args):
-        leaves, in_tree, call = _select_args(fn, args, nums, "jacrev")
+    def wrapped(*args, **kwargs):
+        leaves, in_tree, call = _select_args(_with_kwargs(fn, kwargs), args, nums, "jacrev")
         _check_float_inputs("jacrev", fn, leaves, f"input leaf {{k}} of argnums {argnums}")
         out_tree: list = []
-        outs, _, flat_vjp = vjp_flat(_flat_output(lambda *xs: call(*xs), in_tree, out_tree), leaves)
+        aux_tree: list = []
+        flat_fn = _flat_output(lambda *xs: call(*xs), in_tree, out_tree)
+        if has_aux:
+            def flat_fn(*xs):
+                out, aux = _split_aux("jacrev", fn, call(*tree_unflatten(in_tree, xs)))
+                aux_leaves, aux_def = tree_flatten(aux)
+                aux_tree.append(aux_def)
+                out_leaves, treedef = tree_flatten(out)
+                out_tree.append(treedef)
+                return [asarray(x) for x in out_leaves], aux_leaves
+        outs, aux, flat_vjp = vjp_flat(flat_fn, leaves, has_aux=has_aux)
         per_output = []
         for k, y in enumerate(outs):
             shape = get_aval(y).shape
@@ -358,9 +429,13 @@ def jacrev(fn: Callable, argnums=0) -> Callable:
             rows = vmap_flat(pull, [basis], [0], _OutAxes(0, []), m)
             per_output.append([reshape(r, shape + get_aval(x).shape) for r, x in zip(rows, leaves)])
         per_input = [[per_output[o][i] for o in range(len(outs))] for i in range(len(leaves))]
-        return _assemble(out_tree[-1], in_tree, per_input, argnums)
+        jac = _assemble(out_tree[-1], in_tree, per_input, argnums)
+        return (jac, tree_unflatten(aux_tree[-1], aux)) if has_aux else jac
 
     return wrapped
+
+
+jacobian = jacrev
 
 
 def _assemble(out_tree, in_tree, per_input, argnums):
@@ -374,6 +449,21 @@ def _assemble(out_tree, in_tree, per_input, argnums):
 
 
 @_function_of_arrays
-def hessian(fn: Callable, argnums=0) -> Callable:
-    """The Hessian of a scalar fn: jacfwd of jacrev."""
-    return jacfwd(jacrev(fn, argnums), argnums)
+def hessian(fn: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False) -> Callable:
+    """The Hessian of a scalar fn: jacfwd of jacrev (with has_aux=True, (Hessian, aux))."""
+    _check_real("hessian", fn, holomorphic, False)
+    return jacfwd(jacrev(fn, argnums, has_aux=has_aux), argnums, has_aux=has_aux)
+
+
+def linearize(fn: Callable, *primals):
+    """(fn(*primals), f_jvp) with f_jvp(*tangents) the derivative of fn at primals along tangents (jax.linearize).
+    Each f_jvp call evaluates the JVP at the stored primals; under jit the compiler shares the primal work."""
+    out = fn(*primals)
+
+    def f_jvp(*tangents):
+        if len(tangents) != len(primals):
+            raise TypeError(f"linearize of {_name(fn)}: f_jvp takes {len(primals)} tangents (one per primal); got "
+                            f"{len(tangents)}")
+        return jvp(fn, primals, tangents)[1]
+
+    return out, f_jvp

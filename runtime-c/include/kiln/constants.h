@@ -33,9 +33,12 @@ typedef enum kiln_dtype {
   KILN_DTYPE_BOOL = 7,  /* one byte, 0 or 1 */
   KILN_DTYPE_F16 = 8,
   KILN_DTYPE_BF16 = 9,
+  KILN_DTYPE_U16 = 10,
+  KILN_DTYPE_U32 = 11,
+  KILN_DTYPE_U64 = 12,
 } kiln_dtype_t;
 
-#define KILN_DTYPE_COUNT 10
+#define KILN_DTYPE_COUNT 13
 
 /* ---- limits ------------------------------------------------------------ */
 

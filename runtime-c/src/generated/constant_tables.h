@@ -37,6 +37,9 @@
     [KILN_DTYPE_BOOL] = {"bool", 1}, \
     [KILN_DTYPE_F16] = {"f16", 2}, \
     [KILN_DTYPE_BF16] = {"bf16", 2}, \
+    [KILN_DTYPE_U16] = {"u16", 2}, \
+    [KILN_DTYPE_U32] = {"u32", 4}, \
+    [KILN_DTYPE_U64] = {"u64", 8}, \
   }
 
 #endif /* KILN_GENERATED_CONSTANT_TABLES_H_ */

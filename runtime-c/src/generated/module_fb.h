@@ -235,8 +235,11 @@ typedef enum kiln_fb_DType {
   KILN_FB_DTYPE_BOOL = 7,
   KILN_FB_DTYPE_F16 = 8,
   KILN_FB_DTYPE_BF16 = 9,
+  KILN_FB_DTYPE_U16 = 10,
+  KILN_FB_DTYPE_U32 = 11,
+  KILN_FB_DTYPE_U64 = 12,
 } kiln_fb_DType_t;
-#define KILN_FB_DTYPE_COUNT 10
+#define KILN_FB_DTYPE_COUNT 13
 
 typedef struct kiln_fb_Reloc {
   uint64_t offset;

@@ -38,6 +38,11 @@ kiln_status_t kiln_io_parse_type(const char* text, kiln_dtype_t* dtype,
  * "TYPE" alone (zeros), or "@path.npy". */
 kiln_status_t kiln_io_parse_value(const char* text, kiln_buffer_view_t** out);
 
+/* Where bf16 is `expected` and *view is u16 (numpy's raw bfloat16 bits, '<u2', which
+ * .npy files hold since numpy has no bfloat16), replaces *view by a bf16 view of the
+ * same bits; leaves any other view as it is. */
+kiln_status_t kiln_io_bf16_from_bits(kiln_buffer_view_t** view, kiln_dtype_t expected);
+
 /* Writes one element (index `i`) of `view` as text, shortest form that reads
  * back to the same value. */
 void kiln_io_format_element(const kiln_buffer_view_t* view, size_t i,
@@ -56,10 +61,11 @@ kiln_status_t kiln_io_read_file(const char* path, uint8_t** data, size_t* size);
 kiln_status_t kiln_io_write_file(const char* path, const void* data, size_t size);
 
 /* .npy: numpy's array file. Reads versions 1.0-3.0, little or big endian,
- * C or Fortran order, dtypes f4 f8 f2 i1 i2 i4 i8 u1 b1 (and u2, read and
- * written as raw bfloat16 bits since numpy has no bfloat16; V2, what numpy
- * writes for ml_dtypes.bfloat16, is read as bfloat16 too). `what` names
- * the source in error messages. */
+ * C or Fortran order, dtypes f4 f8 f2 i1 i2 i4 i8 u1 u2 u4 u8 b1, and V2 (what
+ * numpy writes for ml_dtypes.bfloat16) as bfloat16. bfloat16 is written as u2,
+ * its raw bits, since numpy has no bfloat16; reading gives u16, which
+ * kiln_io_bf16_from_bits turns back into bf16 where a bf16 value is expected.
+ * `what` names the source in error messages. */
 kiln_status_t kiln_npy_decode(const uint8_t* data, size_t size, const char* what,
                               kiln_buffer_view_t** out);
 kiln_status_t kiln_npy_encode(const kiln_buffer_view_t* view, uint8_t** out,

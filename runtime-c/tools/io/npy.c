@@ -82,7 +82,8 @@ static const struct {
     {"f4", KILN_DTYPE_F32}, {"f8", KILN_DTYPE_F64}, {"f2", KILN_DTYPE_F16},
     {"i1", KILN_DTYPE_I8},  {"i2", KILN_DTYPE_I16}, {"i4", KILN_DTYPE_I32},
     {"i8", KILN_DTYPE_I64}, {"u1", KILN_DTYPE_U8},  {"b1", KILN_DTYPE_BOOL},
-    {"u2", KILN_DTYPE_BF16}, {"V2", KILN_DTYPE_BF16}, /* ml_dtypes.bfloat16 saves as void */
+    {"u2", KILN_DTYPE_U16}, {"u4", KILN_DTYPE_U32}, {"u8", KILN_DTYPE_U64},
+    {"V2", KILN_DTYPE_BF16}, /* ml_dtypes.bfloat16 saves as void */
 };
 
 static const char* kiln_npy_descr_of(kiln_dtype_t dtype) {
@@ -96,7 +97,10 @@ static const char* kiln_npy_descr_of(kiln_dtype_t dtype) {
     case KILN_DTYPE_I64: return "<i8";
     case KILN_DTYPE_U8: return "|u1";
     case KILN_DTYPE_BOOL: return "|b1";
-    case KILN_DTYPE_BF16: return "<u2";
+    case KILN_DTYPE_BF16: return "<u2"; /* raw bits: numpy has no bfloat16 */
+    case KILN_DTYPE_U16: return "<u2";
+    case KILN_DTYPE_U32: return "<u4";
+    case KILN_DTYPE_U64: return "<u8";
   }
   return NULL;
 }
@@ -271,8 +275,8 @@ kiln_status_t kiln_npy_decode(const uint8_t* data, size_t size, const char* what
   if (!found) {
     return kiln_make_status(KILN_INVALID_ARGUMENT,
                             "'%s': unsupported .npy dtype '%s' (expected one of "
-                            "<f4 <f8 <f2 |i1 <i2 <i4 <i8 |u1 |b1, or <u2/<V2 for "
-                            "bfloat16 bits)",
+                            "<f4 <f8 <f2 |i1 <i2 <i4 <i8 |u1 <u2 <u4 <u8 |b1, or <V2 "
+                            "for bfloat16)",
                             what, descr);
   }
   int swap = order == '>' && kiln_dtype_size(dtype) > 1;

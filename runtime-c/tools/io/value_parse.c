@@ -56,7 +56,7 @@ kiln_status_t kiln_io_parse_type(const char* text, kiln_dtype_t* dtype,
   if (kiln_dtype_from_name(p, dtype) != 0) {
     return kiln_make_status(KILN_INVALID_ARGUMENT,
                             "type '%s': unknown dtype '%s' (expected one of "
-                            "f32 f64 f16 bf16 i8 i16 i32 i64 u8 bool)",
+                            "f32 f64 f16 bf16 i8 i16 i32 i64 u8 u16 u32 u64 bool)",
                             text, p);
   }
   *rank = n;
@@ -107,6 +107,24 @@ static kiln_status_t kiln_parse_element(const char* token, kiln_dtype_t dtype,
       ((uint8_t*)dst)[index] = v;
       return NULL;
     }
+    case KILN_DTYPE_U64: {
+      errno = 0;
+      unsigned long long v = strtoull(token, &end, 10); /* takes "-1" as ULLONG_MAX */
+      if (end == token || *end != '\0') {
+        return kiln_make_status(KILN_INVALID_ARGUMENT,
+                                "value %zu '%s' is not an integer (expected a "
+                                "decimal u64 value)",
+                                index, token);
+      }
+      if (errno == ERANGE || (token[strspn(token, " \t")] == '-' && v != 0)) {
+        return kiln_make_status(KILN_INVALID_ARGUMENT,
+                                "value %zu '%s' is out of range for u64 "
+                                "(expected 0..%llu)",
+                                index, token, (unsigned long long)UINT64_MAX);
+      }
+      ((uint64_t*)dst)[index] = (uint64_t)v;
+      return NULL;
+    }
     default: {
       errno = 0;
       long long v = strtoll(token, &end, 10);
@@ -122,6 +140,8 @@ static kiln_status_t kiln_parse_element(const char* token, kiln_dtype_t dtype,
         case KILN_DTYPE_I16: lo = INT16_MIN; hi = INT16_MAX; break;
         case KILN_DTYPE_I32: lo = INT32_MIN; hi = INT32_MAX; break;
         case KILN_DTYPE_U8: lo = 0; hi = UINT8_MAX; break;
+        case KILN_DTYPE_U16: lo = 0; hi = UINT16_MAX; break;
+        case KILN_DTYPE_U32: lo = 0; hi = UINT32_MAX; break;
         default: lo = INT64_MIN; hi = INT64_MAX; break;
       }
       if (errno == ERANGE || v < lo || v > hi) {
@@ -135,6 +155,8 @@ static kiln_status_t kiln_parse_element(const char* token, kiln_dtype_t dtype,
         case KILN_DTYPE_I16: ((int16_t*)dst)[index] = (int16_t)v; break;
         case KILN_DTYPE_I32: ((int32_t*)dst)[index] = (int32_t)v; break;
         case KILN_DTYPE_U8: ((uint8_t*)dst)[index] = (uint8_t)v; break;
+        case KILN_DTYPE_U16: ((uint16_t*)dst)[index] = (uint16_t)v; break;
+        case KILN_DTYPE_U32: ((uint32_t*)dst)[index] = (uint32_t)v; break;
         default: ((int64_t*)dst)[index] = (int64_t)v; break;
       }
       return NULL;
@@ -233,5 +255,18 @@ kiln_status_t kiln_io_parse_value(const char* text, kiln_buffer_view_t** out) {
     return status;
   }
   *out = view;
+  return NULL;
+}
+
+kiln_status_t kiln_io_bf16_from_bits(kiln_buffer_view_t** view, kiln_dtype_t expected) {
+  kiln_buffer_view_t* v = *view;
+  if (expected != KILN_DTYPE_BF16 || kiln_buffer_view_dtype(v) != KILN_DTYPE_U16) return NULL;
+  kiln_buffer_view_t* bits = NULL;
+  kiln_status_t s = kiln_buffer_view_create(KILN_DTYPE_BF16, kiln_buffer_view_rank(v),
+                                            kiln_buffer_view_shape(v), kiln_buffer_view_data(v),
+                                            kiln_buffer_view_byte_size(v), &bits);
+  if (s) return s;
+  kiln_buffer_view_release(v);
+  *view = bits;
   return NULL;
 }

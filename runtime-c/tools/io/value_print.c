@@ -104,6 +104,24 @@ void kiln_io_format_element(const kiln_buffer_view_t* view, size_t i, char* buf,
     case KILN_DTYPE_U8:
       snprintf(buf, buf_size, "%u", ((const uint8_t*)data)[i]);
       break;
+    case KILN_DTYPE_U16: {
+      uint16_t v;
+      memcpy(&v, (const char*)data + 2 * i, 2);
+      snprintf(buf, buf_size, "%u", (unsigned)v);
+      break;
+    }
+    case KILN_DTYPE_U32: {
+      uint32_t v;
+      memcpy(&v, (const char*)data + 4 * i, 4);
+      snprintf(buf, buf_size, "%lu", (unsigned long)v);
+      break;
+    }
+    case KILN_DTYPE_U64: {
+      uint64_t v;
+      memcpy(&v, (const char*)data + 8 * i, 8);
+      snprintf(buf, buf_size, "%llu", (unsigned long long)v);
+      break;
+    }
     case KILN_DTYPE_BOOL:
       snprintf(buf, buf_size, "%s", ((const uint8_t*)data)[i] ? "True" : "False");
       break;

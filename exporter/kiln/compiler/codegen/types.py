@@ -51,6 +51,9 @@ _INFOS = {
     np.dtype(np.int32): DTypeInfo("i32", I32, I32, "i", 4),
     np.dtype(np.int64): DTypeInfo("i64", I64, I64, "i", 8),
     np.dtype(np.uint8): DTypeInfo("u8", I8, I8, "u", 1),
+    np.dtype(np.uint16): DTypeInfo("u16", I16, I16, "u", 2),
+    np.dtype(np.uint32): DTypeInfo("u32", I32, I32, "u", 4),
+    np.dtype(np.uint64): DTypeInfo("u64", I64, I64, "u", 8),
     np.dtype(np.bool_): DTypeInfo("bool", I8, I1, "b", 1),
 }
 

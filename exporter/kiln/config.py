@@ -1,0 +1,105 @@
+"""kiln.config: JAX's `jax.config.update(name, value)` for the flags JAX programs set, with what each means here.
+
+    kiln.config.update("jax_enable_x64", True)   # accepted: kiln always has float64/int64 (numpy's dtypes)
+
+Flags that change kiln: jax_disable_jit (kiln.jit functions run eagerly, as inside kiln.disable_jit()).
+Flags that are checked and have no effect: jax_enable_x64 (kiln follows numpy's dtypes either way; see
+docs/numpy.md), jax_platform_name / jax_platforms ('cpu' only), jax_default_matmul_precision (any
+kiln.lax.Precision value: kiln's products are full precision), jax_default_prng_impl ('threefry2x32' only),
+jax_debug_nans / jax_debug_infs (False only), jax_numpy_rank_promotion ('allow' only), and the logging and
+compilation-cache flags. An unknown name is an AttributeError, as in JAX.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+__all__ = ["config", "Config"]
+
+
+def _bool(name, value):
+    if not isinstance(value, (bool, int)) or value not in (0, 1):
+        raise ValueError(f"config: {name} must be a bool; got {value!r}")
+    return bool(value)
+
+
+def _one_of(*allowed, what: str = ""):
+    def check(name, value):
+        if value not in allowed:
+            raise ValueError(f"config: {name}={value!r} is not supported by kiln{what}; it accepts "
+                             f"{', '.join(repr(a) for a in allowed)}")
+        return value
+
+    return check
+
+
+def _platforms(name, value):
+    if value in (None, ""):
+        return value
+    if not isinstance(value, str) or any(p.strip() != "cpu" for p in value.split(",")):
+        raise ValueError(f"config: {name}={value!r} is not supported by kiln: it runs on the host CPU ('cpu')")
+    return value
+
+
+def _precision(name, value):
+    if value is not None:
+        from .lax.api import canonicalize_precision
+
+        canonicalize_precision(value, f"config {name}")
+    return value
+
+
+def _anything(name, value):
+    return value
+
+
+# name -> (default, check(name, value) -> stored value)
+_FLAGS: dict[str, tuple[Any, Callable]] = {
+    "jax_enable_x64": (False, _bool),
+    "jax_disable_jit": (False, _bool),
+    "jax_platform_name": ("", _platforms),
+    "jax_platforms": (None, _platforms),
+    "jax_default_matmul_precision": (None, _precision),
+    "jax_default_prng_impl": ("threefry2x32", _one_of("threefry2x32")),
+    "jax_debug_nans": (False, _one_of(False, 0, what=" (no NaN checks)")),
+    "jax_debug_infs": (False, _one_of(False, 0, what=" (no inf checks)")),
+    "jax_numpy_rank_promotion": ("allow", _one_of("allow")),
+    "jax_numpy_dtype_promotion": ("standard", _one_of("standard")),
+    "jax_log_compiles": (False, _bool),
+    "jax_traceback_filtering": ("auto", _anything),
+    "jax_compilation_cache_dir": (None, _anything),
+    "jax_persistent_cache_min_compile_time_secs": (1.0, _anything),
+    "jax_persistent_cache_min_entry_size_bytes": (0, _anything),
+}
+
+
+class Config:
+    """The flag values; read them as attributes (kiln.config.jax_enable_x64) or with read()."""
+
+    def __init__(self):
+        object.__setattr__(self, "_values", {name: default for name, (default, _) in _FLAGS.items()})
+
+    def update(self, name: str, value) -> None:
+        """Sets a flag (see the module's docstring for what each does in kiln)."""
+        if name not in _FLAGS:
+            raise AttributeError(f"Unrecognized config option: {name}")
+        self._values[name] = _FLAGS[name][1](name, value)
+
+    def read(self, name: str):
+        if name not in _FLAGS:
+            raise AttributeError(f"Unrecognized config option: {name}")
+        return self._values[name]
+
+    def parse_flags_with_absl(self) -> None:
+        """Accepted for JAX scripts; kiln reads no command-line flags."""
+
+    def __getattr__(self, name):
+        values = object.__getattribute__(self, "_values")
+        if name in values:
+            return values[name]
+        raise AttributeError(f"Unrecognized config option: {name}")
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"set kiln.config flags with kiln.config.update({name!r}, value)")
+
+
+config = Config()

@@ -1,0 +1,423 @@
+"""Rearranging and combining arrays: append/insert/delete (static positions), block, column_stack/row_stack/
+dstack, hsplit/vsplit/dsplit, rot90, broadcast_arrays/broadcast_shapes, put_along_axis, choose, select,
+piecewise, apply_along_axis/apply_over_axes, trim_zeros.
+
+Positions and sizes are static, as shapes are; the arrays may be traced. Functions that would write in
+place in numpy (put_along_axis) return a new array and, as in jax.numpy, need inplace=False.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core import dtypes
+from ..core.trace import Tracer
+from ._base import asarray, aval, broadcast_shapes as _broadcast_shapes, broadcast_to, convert, normalize_axes, promote
+from .elementwise import equal, where
+from .indexing import at, take
+from .shape import array_split, concatenate, expand_dims, flip, moveaxis, ravel, reshape, split, transpose, vstack
+
+
+def _axis(axis, ndim, name):
+    return normalize_axes(axis, ndim, name)[0]
+
+
+def append(arr, values, axis=None):
+    """numpy.append: values joined after arr (both flattened when axis is None)."""
+    x, v = asarray(arr), asarray(values)
+    if axis is None:
+        return concatenate([ravel(x), ravel(v)])
+    return concatenate([x, v], axis=axis)
+
+
+def _static_positions(obj, n, name):
+    if isinstance(obj, Tracer):
+        raise TypeError(f"{name}: the positions `obj` must be concrete (the output shape depends on them); "
+                        "pass a Python int, slice or a numpy array")
+    if isinstance(obj, slice):
+        return np.arange(n)[obj], False
+    positions = np.asarray(obj)
+    if positions.dtype == np.bool_:
+        if positions.shape != (n,):
+            raise ValueError(f"{name}: a boolean `obj` must have the axis length {n}, got shape {positions.shape}")
+        return np.nonzero(positions)[0], False
+    if positions.dtype.kind not in "iu" and positions.size:
+        raise IndexError(f"{name}: positions must be integers, got {positions.dtype}")
+    return positions.astype(np.int64), positions.ndim == 0
+
+
+def delete(arr, obj, axis=None):
+    """numpy.delete with static positions (an int, slice, sequence or boolean mask)."""
+    x = asarray(arr)
+    if axis is None:
+        x, axis = ravel(x), 0
+    ax = _axis(axis, aval(x).ndim, "delete")
+    n = aval(x).shape[ax]
+    positions, _ = _static_positions(obj, n, "delete")
+    if positions.size and (positions.min() < -n or positions.max() >= n):
+        bad = positions.min() if positions.min() < -n else positions.max()
+        raise IndexError(f"delete: index {bad} is out of bounds for axis {ax} with size {n}")
+    keep = np.ones(n, np.bool_)
+    keep[positions % n if n else positions] = False
+    return take(x, np.nonzero(keep)[0], axis=ax)
+
+
+def insert(arr, obj, values, axis=None):
+    """numpy.insert with static positions: an int inserts values as a block before that index, a sequence
+    or slice inserts one slice of values before each position. values take arr's dtype."""
+    x = asarray(arr)
+    if axis is None:
+        x, axis = ravel(x), 0
+    nd = aval(x).ndim
+    ax = _axis(axis, nd, "insert")
+    n = aval(x).shape[ax]
+    positions, scalar = _static_positions(obj, n, "insert")
+    if positions.size and (positions.min() < -n or positions.max() > n):
+        bad = positions.min() if positions.min() < -n else positions.max()
+        raise IndexError(f"insert: index {bad} is out of bounds for axis {ax} with size {n}")
+    positions = np.where(positions < 0, positions + n, positions)
+    v = convert(asarray(values), aval(x).dtype)
+    if aval(v).ndim < nd:
+        v = reshape(v, (1,) * (nd - aval(v).ndim) + aval(v).shape)
+    if scalar:  # numpy: values go in as a block of their own length along axis
+        v = moveaxis(v, 0, ax)
+        count = aval(v).shape[ax]
+        positions = np.full(count, positions.item())
+    else:
+        count = positions.size
+    slab = list(aval(x).shape)
+    slab[ax] = count
+    v = broadcast_to(v, tuple(slab))
+    order = np.argsort(positions, kind="stable")
+    new_at = positions[order] + np.arange(count)
+    source = np.empty(n + count, np.int64)
+    is_new = np.zeros(n + count, np.bool_)
+    is_new[new_at] = True
+    source[new_at] = n + order
+    source[~is_new] = np.arange(n)
+    return take(concatenate([x, v], axis=ax), source, axis=ax)
+
+
+def block(arrays):
+    """numpy.block: nested lists of arrays joined along the last axis at the innermost level, the one before
+    it a level up, and so on; every block first gets the result's number of dimensions (leading 1s)."""
+    depth = _list_depth(arrays, ())
+    leaves = list(_leaves(arrays))
+    nd = max([depth] + [aval(asarray(x)).ndim for x in leaves])
+
+    def build(item, level):
+        if isinstance(item, list):
+            return concatenate([build(e, level + 1) for e in item], axis=level - depth)
+        x = asarray(item)
+        return reshape(x, (1,) * (nd - aval(x).ndim) + aval(x).shape)
+
+    return build(arrays, 0)
+
+
+def _list_depth(item, where):
+    if isinstance(item, tuple):
+        raise TypeError(f"block: arrays{''.join(f'[{i}]' for i in where)} is a tuple; only lists can be used to "
+                        "arrange blocks")
+    if not isinstance(item, list):
+        return 0
+    if not item:
+        raise ValueError(f"block: list arrays{''.join(f'[{i}]' for i in where)} cannot be empty")
+    depths = [_list_depth(e, where + (i,)) for i, e in enumerate(item)]
+    if len(set(depths)) != 1:
+        raise ValueError(f"block: list depths are mismatched inside arrays{''.join(f'[{i}]' for i in where)}")
+    return 1 + depths[0]
+
+
+def _leaves(item):
+    if isinstance(item, list):
+        for e in item:
+            yield from _leaves(e)
+    else:
+        yield item
+
+
+def atleast_3d(*arys):
+    """numpy.atleast_3d: (N,) becomes (1, N, 1) and (M, N) becomes (M, N, 1)."""
+    out = []
+    for a in arys:
+        x = asarray(a)
+        shape = aval(x).shape
+        if len(shape) == 0:
+            x = reshape(x, (1, 1, 1))
+        elif len(shape) == 1:
+            x = reshape(x, (1, shape[0], 1))
+        elif len(shape) == 2:
+            x = reshape(x, shape + (1,))
+        out.append(x)
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def column_stack(tup):
+    """numpy.column_stack: 1-D arrays become columns, then everything joins along axis 1."""
+    cols = []
+    for a in tup:
+        x = asarray(a)
+        cols.append(reshape(x, (aval(x).size, 1)) if aval(x).ndim < 2 else x)
+    return concatenate(cols, axis=1)
+
+
+def row_stack(tup):
+    """numpy.row_stack: vstack."""
+    return vstack(tup)
+
+
+def dstack(tup):
+    """numpy.dstack: joined along the third axis after atleast_3d."""
+    return concatenate([atleast_3d(a) for a in tup], axis=2)
+
+
+def _split_along(name, ary, sections, axis, min_ndim):
+    x = asarray(ary)
+    if aval(x).ndim < min_ndim:
+        raise ValueError(f"{name} only works on arrays of {min_ndim} or more dimensions, got shape {aval(x).shape}")
+    return split(x, sections, axis)
+
+
+def hsplit(ary, indices_or_sections):
+    """numpy.hsplit: split along axis 1 (axis 0 for 1-D arrays)."""
+    x = asarray(ary)
+    if aval(x).ndim == 0:
+        raise ValueError("hsplit only works on arrays of 1 or more dimensions")
+    return split(x, indices_or_sections, 1 if aval(x).ndim > 1 else 0)
+
+
+def vsplit(ary, indices_or_sections):
+    return _split_along("vsplit", ary, indices_or_sections, 0, 2)
+
+
+def dsplit(ary, indices_or_sections):
+    return _split_along("dsplit", ary, indices_or_sections, 2, 3)
+
+
+def rot90(m, k=1, axes=(0, 1)):
+    """numpy.rot90: k quarter turns from the first toward the second of `axes`."""
+    x = asarray(m)
+    nd = aval(x).ndim
+    axes = tuple(axes)
+    if len(axes) != 2:
+        raise ValueError("rot90: len(axes) must be 2")
+    if axes[0] == axes[1] or abs(axes[0] - axes[1]) == nd:
+        raise ValueError("rot90: axes must be different")
+    a0, a1 = (_axis(a, nd, "rot90") for a in axes)
+    k = int(k) % 4
+    if k == 0:
+        return x
+    if k == 2:
+        return flip(flip(x, a0), a1)
+    perm = list(range(nd))
+    perm[a0], perm[a1] = perm[a1], perm[a0]
+    return transpose(flip(x, a1), perm) if k == 1 else flip(transpose(x, perm), a1)
+
+
+def rollaxis(a, axis, start=0):
+    """numpy.rollaxis: axis moved to sit before position start (numpy's older moveaxis)."""
+    x = asarray(a)
+    n = aval(x).ndim
+    ax = _axis(axis, n, "rollaxis")
+    start = int(start)
+    if not -n <= start <= n:
+        raise ValueError(f"rollaxis: 'start' arg requires {-n} <= start < {n + 1}, but {start} was passed in")
+    start = start + n if start < 0 else start
+    if ax < start:
+        start -= 1
+    if ax == start:
+        return x
+    order = [i for i in range(n) if i != ax]
+    order.insert(start, ax)
+    return transpose(x, order)
+
+
+def broadcast_shapes(*shapes):
+    """numpy.broadcast_shapes: the shape that all these shapes broadcast to."""
+    norm = [(int(s),) if isinstance(s, (int, np.integer)) else tuple(int(d) for d in s) for s in shapes]
+    return _broadcast_shapes(*norm, where="broadcast_shapes")
+
+
+def broadcast_arrays(*args):
+    """numpy.broadcast_arrays: the arrays broadcast to their common shape (a tuple, as numpy 2)."""
+    xs = [asarray(a) for a in args]
+    shape = _broadcast_shapes(*[aval(x).shape for x in xs], where="broadcast_arrays")
+    return tuple(broadcast_to(x, shape) for x in xs)
+
+
+def put_along_axis(arr, indices, values, axis, inplace=True, *, mode=None):
+    """numpy.put_along_axis, returning a new array: as in jax.numpy the call must say inplace=False. Indices
+    broadcast against arr over the other axes (axis=None: the flattened array); traced out-of-range
+    indices are dropped (as x.at[].set), jax.numpy's default; mode= 'drop' (or None) only."""
+    if mode not in (None, "drop"):
+        raise ValueError(f"put_along_axis: mode must be None or 'drop', got {mode!r}")
+    if inplace:
+        raise ValueError("put_along_axis: kiln arrays are immutable, so values cannot be put in place; call "
+                         "put_along_axis(arr, indices, values, axis, inplace=False) and use the array it returns")
+    x = asarray(arr)
+    idx = indices if isinstance(indices, Tracer) else np.asarray(indices)
+    if axis is None:
+        flat = ravel(x)
+        return reshape(at(flat)[ravel(idx)].set(ravel(broadcast_to(asarray(values), aval(idx).shape))),
+                       aval(x).shape)
+    nd = aval(x).ndim
+    ax = _axis(axis, nd, "put_along_axis")
+    if aval(idx).ndim != nd:
+        raise ValueError(f"put_along_axis: `indices` and `arr` must have the same number of dimensions, got "
+                         f"{aval(idx).ndim} and {nd}")
+    shape = tuple(aval(idx).shape[d] if d == ax else _broadcast_shapes((aval(idx).shape[d],), (aval(x).shape[d],),
+                                                                        where="put_along_axis")[0] for d in range(nd))
+    key = []
+    for d in range(nd):
+        if d == ax:
+            key.append(broadcast_to(idx, shape))
+        else:
+            grid = np.arange(shape[d]).reshape([-1 if k == d else 1 for k in range(nd)])
+            key.append(np.broadcast_to(grid, shape))
+    return at(x)[tuple(key)].set(broadcast_to(convert(asarray(values), aval(x).dtype), shape))
+
+
+def choose(a, choices, out=None, mode="raise"):
+    """numpy.choose: element i of the result is choices[a[i]][i], all broadcast together. mode 'raise'
+    (a must be concrete), 'wrap' or 'clip'."""
+    if out is not None:
+        raise ValueError("choose: out= is not supported: kiln arrays are immutable; use the returned array")
+    if mode not in ("raise", "wrap", "clip"):
+        raise ValueError(f"choose: mode must be 'raise', 'wrap' or 'clip', got {mode!r}")
+    index = a if isinstance(a, Tracer) else np.asarray(a)
+    if not dtypes.is_int(aval(index).dtype):
+        raise TypeError(f"choose: the index array must be integer, got {aval(index).dtype}")
+    options = promote(*[asarray(c) for c in choices]) if not hasattr(choices, "shape") else \
+        [asarray(choices)[i] for i in range(aval(asarray(choices)).shape[0])]
+    n = len(options)
+    if mode == "raise":
+        if isinstance(index, Tracer):
+            raise ValueError("choose: mode='raise' needs a concrete index array (a traced index cannot raise); "
+                             "pass mode='clip' or 'wrap'")
+        if index.size and (index.min() < 0 or index.max() >= n):
+            raise ValueError(f"choose: invalid entry in choice array (entries must be in [0, {n}))")
+    elif mode == "wrap":
+        from .math import remainder
+
+        index = remainder(index, n)
+    else:
+        from .math import clip
+
+        index = clip(index, 0, n - 1)
+    shape = _broadcast_shapes(aval(index).shape, *[aval(c).shape for c in options], where="choose")
+    result = broadcast_to(options[0], shape)
+    for k in range(1, n):
+        result = where(equal(index, k), options[k], result)
+    return result
+
+
+def select(condlist, choicelist, default=0):
+    """numpy.select: from the first true condition's choice, else default (a Python number is weak)."""
+    if len(condlist) != len(choicelist):
+        raise ValueError("select: list of cases must be same length as list of conditions")
+    if not condlist:
+        raise ValueError("select: select with an empty condition list is not possible")
+    conds = []
+    for i, c in enumerate(condlist):
+        c = asarray(c)
+        if not dtypes.is_bool(aval(c).dtype):
+            raise TypeError(f"select: invalid entry {i} in condlist: should be boolean ndarray")
+        conds.append(c)
+    options = promote(*[c if dtypes.is_python_scalar(c) else asarray(c) for c in choicelist], default)
+    result = options[-1]
+    for c, v in zip(reversed(conds), reversed(options[:-1])):
+        result = where(c, v, result)
+    shape = _broadcast_shapes(*[aval(o).shape for o in options], *[aval(c).shape for c in conds], where="select")
+    return broadcast_to(result, shape)
+
+
+def piecewise(x, condlist, funclist, *args, **kw):
+    """numpy.piecewise: funclist[i] where condlist[i] holds (later conditions win, as numpy), an extra last
+    function where none holds, 0 elsewhere. Each function runs on the whole array and its result is selected
+    (as in jax.numpy), so it must accept any element; the result keeps x's dtype."""
+    v = asarray(x)
+    conds = [asarray(c) for c in (_one_condition(condlist, aval(v).ndim) and [condlist] or condlist)]
+    if len(funclist) == len(conds) + 1:
+        from .math import logical_not, logical_or
+
+        rest = conds[0]
+        for c in conds[1:]:
+            rest = logical_or(rest, c)
+        conds = conds + [logical_not(rest)]
+    elif len(funclist) != len(conds):
+        raise ValueError(f"piecewise: with {len(conds)} condition(s), either {len(conds)} or {len(conds) + 1} "
+                         f"functions are expected, got {len(funclist)}")
+    d = aval(v).dtype
+    result = broadcast_to(np.zeros((), d), aval(v).shape)
+    for c, f in zip(conds, funclist):
+        value = f(v, *args, **kw) if callable(f) else f
+        result = where(c, convert(asarray(value), d), result)
+    return result
+
+
+def _one_condition(condlist, ndim) -> bool:
+    """numpy's reading of piecewise's condlist: a scalar is one condition, and so is a sequence whose first
+    entry is a scalar (when x is not 0-d); an array of x's rank is one condition too (numpy fails there)."""
+    if hasattr(condlist, "shape"):
+        rank = aval(asarray(condlist)).ndim
+        return rank == 0 or rank == ndim
+    if isinstance(condlist, (bool, np.bool_)):
+        return True
+    first = condlist[0]
+    return ndim != 0 and not isinstance(first, list) and not (hasattr(first, "shape") and aval(asarray(first)).ndim)
+
+
+def apply_along_axis(func1d, axis, arr, *args, **kwargs):
+    """numpy.apply_along_axis: func1d applied to every 1-D slice along axis; its result's dimensions take
+    axis's place. Eagerly each slice is passed as numpy does; traced, func1d is vmapped (as jax.numpy), so
+    it must be written with kiln.numpy."""
+    x = asarray(arr)
+    nd = aval(x).ndim
+    ax = _axis(axis, nd, "apply_along_axis")
+    moved = moveaxis(x, ax, -1)
+    if isinstance(x, Tracer):
+        from ..transforms.api import vmap  # numpy sits above transforms; api imports kiln.numpy, so not at top
+
+        fn = lambda row: func1d(row, *args, **kwargs)  # noqa: E731
+        for _ in range(nd - 1):
+            fn = vmap(fn)
+        out = fn(moved)
+    else:
+        lead = moved.shape[:-1]
+        rows = [asarray(func1d(moved[i], *args, **kwargs)) for i in np.ndindex(*lead)]
+        out = np.stack(rows).reshape(lead + np.shape(rows[0])) if rows else np.zeros(lead)
+    out_nd = aval(out).ndim - (nd - 1)
+    return moveaxis(out, tuple(range(nd - 1, nd - 1 + out_nd)), tuple(range(ax, ax + out_nd))) if out_nd else out
+
+
+def apply_over_axes(func, a, axes):
+    """numpy.apply_over_axes: func(a, axis) for each axis in turn, a dropped axis put back with size 1."""
+    x = asarray(a)
+    for axis in (axes if isinstance(axes, (tuple, list)) else (axes,)):
+        ax = axis + aval(x).ndim if axis < 0 else axis
+        out = asarray(func(x, ax))
+        if aval(out).ndim != aval(x).ndim:
+            out = expand_dims(out, ax)
+            if aval(out).ndim != aval(x).ndim:
+                raise ValueError("apply_over_axes: function is not returning an array of the correct shape")
+        x = out
+    return x
+
+
+def trim_zeros(filt, trim="fb", axis=None):
+    """numpy.trim_zeros: leading ('f') and/or trailing ('b') zeros cut off. The result's length depends on
+    the values, so filt must be concrete."""
+    if isinstance(filt, Tracer):
+        from .selection import DataDependentShapeError
+
+        raise DataDependentShapeError("trim_zeros: its output shape depends on the data, so a traced array cannot "
+                                      "be trimmed; trim the concrete array, or keep the shape with knp.where")
+    if trim not in ("f", "b", "fb", "bf", "F", "B", "FB", "BF"):
+        raise ValueError(f"trim_zeros: unexpected character(s) in `trim`: {trim!r}")
+    return np.trim_zeros(np.asarray(filt), trim) if axis is None else np.trim_zeros(np.asarray(filt), trim, axis)
+
+
+__all__ = [
+    "append", "delete", "insert", "block", "atleast_3d", "column_stack", "row_stack", "dstack", "hsplit", "vsplit",
+    "dsplit", "rot90", "rollaxis", "broadcast_shapes", "broadcast_arrays", "put_along_axis", "choose", "select", "piecewise",
+    "apply_along_axis", "apply_over_axes", "trim_zeros",
+]

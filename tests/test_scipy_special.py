@@ -1,0 +1,275 @@
+"""kiln.scipy.special against scipy.special: values over wide ranges (tails included) in float64 and float32,
+special values, dtypes, logsumexp's forms, gradients against float64 central differences, eagerly, under
+kiln.jit and exported through the standalone kiln-run."""
+import numpy as np
+import pytest
+import scipy.special as ss
+
+import kiln
+import kiln.scipy.special as ks
+from kiln_tools import eager_and_jit, eager_jit_and_kiln_run
+from references import numerical_grad, ulps
+
+RNG = np.random.default_rng(20261123)
+
+
+def _real_line(n=200):
+    r = np.random.default_rng(7)
+    return np.concatenate([r.uniform(-30, 30, n), 10 ** r.uniform(-300, 300, n), -(10 ** r.uniform(-10, 5, n // 2)),
+                           np.linspace(0.25, 3.0, 56), [1.0, 2.0, 0.5, 1.5, 10.0, 9.99, 1e-300]])
+
+
+def _probabilities(n=200):
+    r = np.random.default_rng(8)
+    return np.concatenate([r.uniform(0, 1, n), 10 ** r.uniform(-300, 0, n), 1 - 10 ** r.uniform(-16, 0, n // 2),
+                           10 ** r.uniform(-323.5, -308, n // 4), [0.5, 0.25, 0.75, 1e-300, 5e-324]])
+
+
+def _relative_error(got, want):
+    return np.abs(got - want) / np.maximum(np.abs(want), np.finfo(np.float64).tiny)
+
+
+def _check_float64(name, x, rel, absolute=0.0, args=()):
+    got, want = getattr(ks, name)(*args, x), getattr(ss, name)(*args, x)
+    assert got.dtype == np.float64 and got.shape == want.shape
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    finite = np.isfinite(want)
+    np.testing.assert_array_equal(got[~finite & ~np.isnan(want)], want[~finite & ~np.isnan(want)])
+    err = np.abs(got[finite] - want[finite])
+    assert np.all(err <= rel * np.abs(want[finite]) + absolute), (name, x[finite][np.argmax(err / (rel * np.abs(want[finite]) + absolute + 1e-300))])
+
+
+# bounds in relative error over _real_line (with an absolute part near the functions' zeros, where their
+# values come out of a cancellation: lgamma at its negative roots, digamma at 1.4616 and its negative roots)
+FLOAT64_BOUNDS = {
+    "gammaln": (2e-15, 1e-14), "digamma": (6e-15, 4e-15), "expit": (1e-15, 0.0), "erf": (1e-15, 0.0),
+    "erfc": (1e-13, 1e-300), "ndtr": (5e-13, 1e-300), "log_ndtr": (5e-13, 0.0), "entr": (1e-15, 0.0),
+}
+
+
+def test_erfc_tail_against_high_precision():
+    """scipy's erfc is itself off by 6e-14 near x = 25 (the bound above allows for it); against Decimal kiln's
+    is within 4 ulp down to where it underflows."""
+    from decimal import Decimal, localcontext
+
+    from references import decimal_erfc
+
+    x = np.linspace(5.0, 26.5, 40)
+    with localcontext() as ctx:
+        ctx.prec = 40
+        want = np.array([float(decimal_erfc(Decimal(float(v)))) for v in x])
+    assert ulps(ks.erfc(x), want).max() <= 4
+
+
+@pytest.mark.parametrize("name", sorted(FLOAT64_BOUNDS))
+def test_float64_real_line(name):
+    rel, absolute = FLOAT64_BOUNDS[name]
+    _check_float64(name, _real_line(), rel, absolute)
+
+
+def test_digamma_near_negative_poles_against_exact_recurrence():
+    """digamma(x) = digamma(x + n) - sum_k 1/(x + k), the sum in exact rationals: kiln keeps 1e-15 next to the
+    poles, where scipy's psi loses up to 2e-13 (its tan(pi x) is not reduced exactly)."""
+    from fractions import Fraction
+
+    x = np.array([-1.99964901, -6.99898649, -2.99680566, -0.0001234, -11.5000001, -3.0000002])
+    n = np.ceil(-x).astype(int) + 1
+    want = np.array([ss.digamma(v + k) - float(sum(Fraction(1) / (Fraction(float(v)) + j) for j in range(k)))
+                     for v, k in zip(x, n)])
+    np.testing.assert_allclose(ks.digamma(x), want, rtol=2e-15)
+
+
+@pytest.mark.parametrize("name, transform, max_ulps", [
+    ("ndtri", lambda p: p, 6), ("erfinv", lambda p: 2 * p - 1, 4), ("erfcinv", lambda p: 2 * p, 6),
+    ("logit", lambda p: p, 2)])
+def test_float64_inverse_functions_in_ulps(name, transform, max_ulps):
+    arg = transform(_probabilities())
+    got, want = getattr(ks, name)(arg), getattr(ss, name)(arg)
+    finite = np.isfinite(want)
+    assert ulps(got[finite], want[finite]).max() <= max_ulps
+    np.testing.assert_array_equal(got[~finite], want[~finite])
+
+
+@pytest.mark.parametrize("name", ["gammaln", "digamma", "expit", "erf", "erfc", "ndtr", "log_ndtr", "entr"])
+def test_float32_is_correctly_rounded_on_the_grid(name):
+    """float32 is computed in float64 and rounded once: within 1 ulp of scipy's float64 value rounded."""
+    x = np.concatenate([RNG.uniform(-30, 30, 300), 10 ** RNG.uniform(-30, 30, 200)]).astype(np.float32)
+    got = getattr(ks, name)(x)
+    want = getattr(ss, name)(x.astype(np.float64)).astype(np.float32)
+    assert got.dtype == np.float32
+    both = np.isfinite(want) & np.isfinite(got)
+    np.testing.assert_array_equal(np.isfinite(got), np.isfinite(want))
+    assert ulps(got[both], want[both]).max() <= 1
+
+
+@pytest.mark.parametrize("name, transform", [("ndtri", lambda p: p), ("erfinv", lambda p: 2 * p - 1),
+                                             ("erfcinv", lambda p: 2 * p), ("logit", lambda p: p)])
+def test_float32_inverse_functions(name, transform):
+    p = np.concatenate([RNG.uniform(0, 1, 300), 10 ** RNG.uniform(-37, 0, 200)]).astype(np.float32)
+    arg = transform(p)
+    got = getattr(ks, name)(arg)
+    want = getattr(ss, name)(arg.astype(np.float64)).astype(np.float32)
+    finite = np.isfinite(want)
+    assert got.dtype == np.float32 and ulps(got[finite], want[finite]).max() <= 1
+
+
+SPECIAL_VALUES = np.array([0.0, -0.0, -1.0, -2.0, -3.5, 1.0, 2.0, np.inf, -np.inf, np.nan, 1e-300, -1e-300, 1e300])
+
+
+@pytest.mark.parametrize("name", ["gammaln", "digamma", "expit", "erf", "erfc", "ndtr", "log_ndtr", "entr"])
+def test_special_values(name):
+    got, want = getattr(ks, name)(SPECIAL_VALUES), getattr(ss, name)(SPECIAL_VALUES)
+    np.testing.assert_allclose(got, want, rtol=1e-14, atol=0)
+
+
+@pytest.mark.parametrize("name", ["ndtri", "erfinv", "erfcinv", "logit"])
+def test_inverse_special_values(name):
+    x = np.array([0.0, 1.0, 2.0, -1.0, -0.5, 0.5, 1.5, np.nan, np.inf])
+    np.testing.assert_array_equal(getattr(ks, name)(x), getattr(ss, name)(x))
+
+
+def test_dtypes():
+    assert ks.gammaln(np.arange(1, 4, dtype=np.int32)).dtype == np.float64
+    assert ks.erfinv(np.array([0.5], np.float16)).dtype == np.float16
+    assert ks.expit(np.array([True])).dtype == np.float64
+    assert ks.xlogy(np.float32(2), np.array([3.0], np.float32)).dtype == np.float32
+    assert kiln.jit(ks.digamma)(np.array([2.0], np.float32)).dtype == np.float32
+    assert np.asarray(kiln.jit(lambda: ks.erf(1.0))()).dtype == np.float32  # a lone Python number traced: weak
+    np.testing.assert_allclose(ks.erf(1.0), ss.erf(1.0), rtol=1e-15)
+
+
+def test_xlogy_xlog1py():
+    x = np.array([0.0, 0.0, 1.0, 2.5, -1.0, 0.0, 3.0])
+    y = np.array([0.0, -1.0, 0.0, 3.0, 2.0, np.inf, -1.0])
+    np.testing.assert_allclose(ks.xlogy(x, y), ss.xlogy(x, y), rtol=1e-15)
+    np.testing.assert_allclose(ks.xlog1py(x, y), ss.xlog1py(x, y), rtol=1e-15)
+    eager_and_jit(ks.xlogy, ss.xlogy, x[:, None], np.abs(y[None, 2:4]) + 0.5)
+
+
+def test_betaln_polygamma():
+    a = np.array([0.5, 1.0, 3.5, 20.0, 100.0])
+    b = np.array([[0.25], [2.0], [7.5]])
+    # gammaln(a) + gammaln(b) - gammaln(a + b): the error is absolute, of the size of gammaln(a + b)'s rounding
+    np.testing.assert_allclose(ks.betaln(a, b), ss.betaln(a, b), rtol=0, atol=4e-16 * np.abs(ss.gammaln(a + b)).max())
+    x = np.concatenate([np.linspace(0.1, 30, 50), -np.linspace(0.1, 5.3, 20)])
+    np.testing.assert_allclose(ks.polygamma(1, x), ss.polygamma(1, x), rtol=1e-13)
+    np.testing.assert_allclose(ks.polygamma(0, x), ss.polygamma(0, x), rtol=1e-13, atol=4e-15)
+    assert ks.psi is ks.digamma
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"axis": 0}, {"axis": (0, 2)}, {"axis": -1, "keepdims": True},
+                                    {"axis": 1, "b": "weights"}, {"axis": None, "b": "weights", "return_sign": True},
+                                    {"axis": 2, "b": "signed", "return_sign": True}, {"axis": 2, "b": "signed"},
+                                    {"axis": 1, "return_sign": True, "keepdims": True}])
+def test_logsumexp_forms(kwargs):
+    a = RNG.standard_normal((2, 3, 4)) * 10
+    a[0, 0, :] = -np.inf
+    kwargs = dict(kwargs)
+    if kwargs.get("b") == "weights":
+        kwargs["b"] = RNG.uniform(0, 2, (3, 1))
+    elif kwargs.get("b") == "signed":
+        kwargs["b"] = RNG.standard_normal((2, 3, 4))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        want = ss.logsumexp(a, **kwargs)
+    got = ks.logsumexp(a, **kwargs)
+    if kwargs.get("return_sign"):
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-14)
+        np.testing.assert_array_equal(got[1], want[1])
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-14)
+        assert np.shape(got) == np.shape(want)
+    jitted = kiln.jit(lambda a: ks.logsumexp(a, **kwargs))(a)
+    for g, w in zip(np.atleast_1d(*(jitted if isinstance(jitted, tuple) else (jitted,))),
+                    np.atleast_1d(*(want if isinstance(want, tuple) else (want,)))):
+        np.testing.assert_allclose(g, w, rtol=1e-14)
+
+
+def test_softmax_log_softmax_default_axis_is_none():
+    x = RNG.standard_normal((3, 4)).astype(np.float32)
+    eager_and_jit(ks.softmax, lambda x: ss.softmax(x).astype(np.float32), x)
+    eager_and_jit(lambda x: ks.log_softmax(x, axis=0), lambda x: ss.log_softmax(x, axis=0).astype(np.float32), x)
+    eager_and_jit(lambda x: ks.logsumexp(x, axis=1), lambda x: ss.logsumexp(x, axis=1).astype(np.float32), x)
+
+
+def test_kiln_nn_forwards_to_special():
+    import kiln.nn as nn
+
+    x = RNG.standard_normal((3, 4))
+    np.testing.assert_array_equal(nn.softmax(x), ks.softmax(x, axis=-1))
+    np.testing.assert_array_equal(nn.log_softmax(x, axis=0), ks.log_softmax(x, axis=0))
+    np.testing.assert_array_equal(nn.logsumexp(x), ks.logsumexp(x))
+
+
+def _all_functions(x, p):
+    return (ks.gammaln(x), ks.digamma(x), ks.erf(x), ks.erfc(x), ks.expit(x), ks.ndtr(x), ks.log_ndtr(x),
+            ks.entr(x), ks.ndtri(p), ks.erfinv(2 * p - 1), ks.erfcinv(2 * p), ks.logit(p), ks.xlogy(p, x),
+            ks.xlog1py(x, p), ks.betaln(p, p + 1), ks.polygamma(1, p), ks.logsumexp(x, axis=0))
+
+
+def _all_references(x, p):
+    return (ss.gammaln(x), ss.digamma(x), ss.erf(x), ss.erfc(x), ss.expit(x), ss.ndtr(x), ss.log_ndtr(x),
+            ss.entr(x), ss.ndtri(p), ss.erfinv(2 * p - 1), ss.erfcinv(2 * p), ss.logit(p), ss.xlogy(p, x),
+            ss.xlog1py(x, p), ss.betaln(p, p + 1), ss.polygamma(1, p), ss.logsumexp(x, axis=0))
+
+
+def test_eager_jit_and_kiln_run(tmp_path):
+    """float32 in, float32 out; the kernels compute in float64 (the float64 values are tested eagerly above,
+    with the same code)."""
+    dtype = np.float32
+    x = np.array([[-25.5, -3.7, -0.2, 1e-8, 0.7], [1.46, 2.0, 5.5, 12.0, 40.0]], dtype)
+    p = np.array([[1e-30, 0.01, 0.3, 0.5, 0.99], [0.999999, 0.2, 0.7, 0.05, 0.6]], dtype)
+
+    def want(x, p):
+        return tuple(np.asarray(r).astype(dtype) for r in _all_references(x.astype(np.float64), p.astype(np.float64)))
+
+    eager_jit_and_kiln_run(_all_functions, want, x, p, tmp_path=tmp_path, tol=1e-6)
+
+
+@pytest.mark.parametrize("name, x", [
+    ("gammaln", [0.3, 1.0, 2.5, 14.0, -2.5]), ("digamma", [0.3, 1.5, 12.0, -0.7]),
+    ("erfinv", [-0.9, 0.1, 0.99]), ("erfcinv", [0.01, 1.2, 1.9]), ("ndtri", [1e-3, 0.4, 0.97]),
+    ("log_ndtr", [-30.0, -3.0, 0.5, 2.0]), ("ndtr", [-3.0, 0.5]), ("expit", [-5.0, 0.0, 3.0]),
+    ("logit", [0.1, 0.5, 0.8]), ("entr", [0.2, 2.0]), ("erf", [-0.5, 1.2]), ("erfc", [0.5, 3.0])])
+def test_gradients(name, x):
+    x = np.array(x)
+    fn = getattr(ks, name)
+    want = numerical_grad(lambda v: np.sum(getattr(ss, name)(v)), x)
+    got = kiln.grad(lambda v: fn(v).sum())(x)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(kiln.jit(kiln.grad(lambda v: fn(v).sum()))(x), want, rtol=1e-6, atol=1e-9)
+
+
+def test_gradients_of_two_argument_functions():
+    x, y = np.array([0.5, 2.0, 3.0]), np.array([1.5, 0.3, 4.0])
+    for kfn, sfn in [(ks.xlogy, ss.xlogy), (ks.xlog1py, ss.xlog1py), (ks.betaln, ss.betaln)]:
+        gx, gy = kiln.grad(lambda a, b: kfn(a, b).sum(), argnums=(0, 1))(x, y)
+        np.testing.assert_allclose(gx, numerical_grad(lambda v: sfn(v, y).sum(), x), rtol=1e-6)
+        np.testing.assert_allclose(gy, numerical_grad(lambda v: sfn(x, v).sum(), y), rtol=1e-6)
+    # at x == 0 xlogy's derivative in x is log(y) (JAX's rule), in y it is 0
+    gx, gy = kiln.grad(lambda a, b: ks.xlogy(a, b).sum(), argnums=(0, 1))(np.array([0.0]), np.array([2.0]))
+    np.testing.assert_allclose(gx, [np.log(2.0)]) and np.testing.assert_allclose(gy, [0.0])
+
+
+def test_logsumexp_gradient_with_weights():
+    a, b = RNG.standard_normal((3, 4)), RNG.uniform(0.1, 2, (3, 4))
+    want = numerical_grad(lambda v: ss.logsumexp(v, axis=1, b=b).sum(), a)
+    np.testing.assert_allclose(kiln.grad(lambda v: ks.logsumexp(v, axis=1, b=b).sum())(a), want, rtol=1e-6)
+    want = numerical_grad(lambda v: (ss.softmax(v, axis=0) ** 2).sum(), a)
+    np.testing.assert_allclose(kiln.grad(lambda v: (ks.softmax(v, axis=0) ** 2).sum())(a), want, rtol=1e-6)
+
+
+def test_second_derivative_of_gammaln_is_trigamma():
+    x = np.array([0.4, 3.0, 11.0, -1.5])
+    got = kiln.grad(lambda v: kiln.grad(lambda w: ks.gammaln(w).sum())(v).sum())(x)
+    np.testing.assert_allclose(got, ss.polygamma(1, x), rtol=1e-12)
+
+
+def test_errors():
+    with pytest.raises(ValueError, match="polygamma: n=2 is not supported"):
+        ks.polygamma(2, np.ones(2))
+    with pytest.raises(ValueError, match="logsumexp: axis 3 is out of bounds"):
+        ks.logsumexp(np.ones((2, 2)), axis=3)
+    with pytest.raises(ValueError, match="softmax: axis -3 is out of bounds"):
+        ks.softmax(np.ones((2, 2)), axis=-3)
+    with pytest.raises(ValueError, match="xlogy"):
+        ks.xlogy(np.ones(2), np.ones(3))

@@ -1,0 +1,263 @@
+"""kiln.scipy.stats against scipy.stats: every function of every distribution over its support and outside it
+(values, dtypes, shapes; invalid parameters give NaN as in scipy), float32, gradients against float64 central
+differences, multivariate_normal and gaussian_kde, eagerly, under kiln.jit and exported through kiln-run."""
+import numpy as np
+import pytest
+import scipy.special as ss
+import scipy.stats as st
+
+import kiln
+import kiln.scipy.special as ksp
+import kiln.scipy.stats as ks
+from kiln_tools import check_like_numpy, eager_jit_and_kiln_run
+from references import numerical_grad
+
+RNG = np.random.default_rng(11)
+X = np.concatenate([RNG.uniform(-6, 16, 40), [0.0, 1.0, -1e-3, 2.0, 3.0, 0.5, 1e-300]])
+Q = np.concatenate([RNG.uniform(0, 1, 20), [0.0, 1.0, 1e-300, 0.25, 0.75, 0.5, 1 - 1e-16]])
+K = np.array([-1.0, 0.0, 1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 2.5, 40.0])
+XB = np.concatenate([RNG.uniform(-0.2, 1.2, 20), [0.0, 1.0, 0.5]])
+
+# (distribution, function, argument, shape parameters, relative tolerance)
+CASES = [
+    *[("norm", f, X, (1.5, 2.0), 1e-13) for f in ("logpdf", "pdf", "cdf", "logcdf", "sf", "logsf")],
+    *[("norm", f, Q, (1.5, 2.0), 1e-14) for f in ("ppf", "isf")],
+    *[("expon", f, X, (0.5, 2.0), 1e-14) for f in ("logpdf", "pdf", "cdf", "logcdf", "sf", "logsf")],
+    ("expon", "ppf", Q, (0.5, 2.0), 1e-14),
+    *[("gamma", f, X, (2.5, 0.5, 2.0), 1e-12) for f in ("logpdf", "pdf", "cdf", "sf", "logcdf", "logsf")],
+    *[("gamma", f, X, (1.0,), 1e-12) for f in ("logpdf", "pdf", "cdf", "sf", "logcdf", "logsf")],
+    *[("gamma", f, X, (0.3,), 1e-12) for f in ("logpdf", "cdf", "sf")],
+    *[("chi2", f, X, (3,), 1e-12) for f in ("logpdf", "pdf", "cdf", "sf", "logcdf", "logsf")],
+    *[("beta", f, XB, (2.5, 0.7), 1e-13) for f in ("logpdf", "pdf")],
+    *[("beta", f, XB, (1.0, 3.0, -0.1, 1.5), 1e-13) for f in ("logpdf", "pdf")],
+    *[("uniform", f, X, (1.0, 4.0), 1e-15) for f in ("logpdf", "pdf", "cdf")],
+    ("uniform", "ppf", Q, (1.0, 4.0), 1e-15),
+    *[("laplace", f, X, (1.0, 2.0), 1e-14) for f in ("logpdf", "pdf", "cdf")],
+    *[("logistic", f, X, (1.0, 2.0), 1e-14) for f in ("logpdf", "pdf", "cdf", "sf")],
+    *[("logistic", f, Q, (1.0, 2.0), 1e-14) for f in ("ppf", "isf")],
+    *[("cauchy", f, X, (1.0, 2.0), 1e-14) for f in ("logpdf", "pdf", "cdf", "sf")],
+    *[("cauchy", f, Q, (1.0, 2.0), 1e-14) for f in ("ppf", "isf")],
+    *[("t", f, X, (3.5, 1.0, 2.0), 1e-13) for f in ("logpdf", "pdf")],
+    *[("t", f, X, (300.0,), 1e-12) for f in ("logpdf", "pdf")],
+    *[("poisson", f, K, (3.5,), 1e-12) for f in ("logpmf", "pmf", "cdf", "sf")],
+    *[("poisson", f, K, (0.0,), 1e-12) for f in ("logpmf", "pmf")],
+    *[("bernoulli", f, K, (0.3,), 1e-15) for f in ("logpmf", "pmf", "cdf")],
+    ("bernoulli", "ppf", Q, (0.3,), 1e-15),
+    *[("geom", f, K, (0.3,), 1e-14) for f in ("logpmf", "pmf", "cdf")],
+    *[("binom", f, K, (10, 0.3), 1e-13) for f in ("logpmf", "pmf")],
+    *[("truncnorm", f, X, (-0.5, 2.0, 1.0, 2.0), 1e-12) for f in ("logpdf", "pdf", "cdf", "sf")],
+    *[("truncnorm", f, X, (3.0, 9.0, 1.0, 2.0), 1e-11) for f in ("logpdf", "pdf", "cdf", "sf")],
+]
+
+
+@pytest.mark.parametrize("dist, fn, x, params, rtol", CASES, ids=[f"{c[0]}.{c[1]}-{i}" for i, c in enumerate(CASES)])
+def test_against_scipy(dist, fn, x, params, rtol):
+    got = getattr(getattr(ks, dist), fn)(x, *params)
+    want = getattr(getattr(st, dist), fn)(x, *params)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=0)
+
+
+@pytest.mark.parametrize("dist, fn, x, params", [
+    ("norm", "logpdf", 1.0, (0.0, -1.0)), ("norm", "cdf", 1.0, (0.0, 0.0)), ("expon", "pdf", 1.0, (0.0, -2.0)),
+    ("gamma", "logpdf", 1.0, (-1.0,)), ("gamma", "cdf", 1.0, (0.0, 1.0, -1.0)), ("beta", "pdf", 0.5, (0.0, 1.0)),
+    ("t", "logpdf", 1.0, (-2.0,)), ("poisson", "pmf", 1.0, (-1.0,)), ("bernoulli", "pmf", 1.0, (1.5,)),
+    ("binom", "pmf", 1.0, (-3, 0.5)), ("binom", "pmf", 1.0, (3, 1.5)), ("geom", "pmf", 1.0, (0.0,)),
+    ("truncnorm", "pdf", 1.0, (2.0, 1.0)), ("uniform", "cdf", 1.0, (0.0, 0.0)), ("cauchy", "ppf", 1.5, ()),
+    ("expon", "ppf", -0.5, ())])
+def test_invalid_parameters_give_nan(dist, fn, x, params):
+    want = getattr(getattr(st, dist), fn)(x, *params)
+    got = getattr(getattr(ks, dist), fn)(np.float64(x), *params)
+    assert np.isnan(want) and np.isnan(got)
+
+
+@pytest.mark.parametrize("dist, fn, x, params", [
+    ("norm", "logpdf", X, (1.5, 2.0)), ("norm", "logcdf", X, ()), ("gamma", "logpdf", X, (2.5,)),
+    ("gamma", "cdf", X, (2.5,)), ("t", "pdf", X, (4.0,)), ("poisson", "logpmf", K, (3.5,)),
+    ("beta", "logpdf", XB, (2.5, 0.7)), ("norm", "ppf", Q, ()), ("cauchy", "isf", Q, ())])
+def test_float32_and_integer_operands(dist, fn, x, params):
+    f = getattr(getattr(ks, dist), fn)
+    # Python numbers beside float32 arrays are float32 (JAX's weak types): the reference takes them rounded too
+    params32 = [np.float64(np.float32(p)) for p in params]
+    want = getattr(getattr(st, dist), fn)(x.astype(np.float32).astype(np.float64), *params32)
+    got = f(x.astype(np.float32), *params)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, want.astype(np.float32), rtol=2e-7, atol=0)
+    ints = np.arange(0, 5)
+    assert f(ints, *params).dtype == np.float64
+
+
+def _mvn_case():
+    a = RNG.standard_normal((3, 3))
+    cov = a @ a.T + np.eye(3)
+    return RNG.standard_normal((4, 2, 3)), RNG.standard_normal(3), cov
+
+
+def test_multivariate_normal():
+    x, mean, cov = _mvn_case()
+    for fn in ("logpdf", "pdf"):
+        want = getattr(st.multivariate_normal, fn)(x, mean, cov)
+        check_like_numpy(getattr(ks.multivariate_normal, fn)(x, mean, cov), want, tol=1e-12)
+        check_like_numpy(kiln.jit(getattr(ks.multivariate_normal, fn))(x, mean, cov), want, tol=1e-12)
+        check_like_numpy(getattr(ks.multivariate_normal, fn)(x[0, 0], mean, cov),
+                         getattr(st.multivariate_normal, fn)(x[0, 0], mean, cov), tol=1e-12)
+    # a batch of covariances broadcast against x
+    covs = np.stack([cov, 2 * cov])
+    got = ks.multivariate_normal.logpdf(x[:, None, 0], mean, covs)
+    want = np.array([[st.multivariate_normal.logpdf(x[i, 0], mean, c) for c in covs] for i in range(4)])
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    # float32 stays float32
+    got32 = ks.multivariate_normal.logpdf(x.astype(np.float32), mean.astype(np.float32), cov.astype(np.float32))
+    assert got32.dtype == np.float32
+    np.testing.assert_allclose(got32, st.multivariate_normal.logpdf(x, mean, cov), rtol=1e-5)
+
+
+def test_multivariate_normal_gradients():
+    x, mean, cov = _mvn_case()
+    x = x[0]
+
+    def f(xv, mv, cv):
+        return ks.multivariate_normal.logpdf(xv, mv, cv).sum()
+
+    gx, gm, gc = kiln.grad(f, argnums=(0, 1, 2))(x, mean, cov)
+    np.testing.assert_allclose(gx, numerical_grad(lambda v: st.multivariate_normal.logpdf(v, mean, cov).sum(), x),
+                               rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(gm, numerical_grad(lambda v: st.multivariate_normal.logpdf(x, v, cov).sum(), mean),
+                               rtol=1e-6, atol=1e-9)
+    # cov's gradient through a symmetric perturbation: compare directional derivatives
+    direction = RNG.standard_normal((3, 3))
+    direction = direction + direction.T
+    fd = numerical_grad(lambda t: st.multivariate_normal.logpdf(x, mean, cov + t[0] * direction).sum(), np.zeros(1))[0]
+    np.testing.assert_allclose(np.sum(gc * direction), fd, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dist, fn, argnum, args", [
+    ("norm", "logpdf", 0, (0.7, 1.5, 2.0)), ("norm", "logpdf", 1, (0.7, 1.5, 2.0)),
+    ("norm", "logpdf", 2, (0.7, 1.5, 2.0)), ("norm", "cdf", 0, (0.7, 1.5, 2.0)), ("norm", "ppf", 0, (0.3,)),
+    ("norm", "logcdf", 0, (-12.0,)), ("gamma", "logpdf", 1, (1.3, 2.5)), ("gamma", "logpdf", 0, (1.3, 2.5)),
+    ("gamma", "cdf", 0, (1.3, 2.5)), ("gamma", "cdf", 1, (1.3, 2.5)), ("t", "logpdf", 1, (0.8, 3.5)),
+    ("beta", "logpdf", 1, (0.3, 2.5, 0.7)), ("poisson", "logpmf", 1, (3.0, 2.5)), ("expon", "logpdf", 2, (1.0, 0.0, 2.0)),
+    ("cauchy", "cdf", 0, (0.4,)), ("logistic", "logpdf", 0, (0.4,)), ("truncnorm", "logpdf", 0, (0.3, -0.5, 2.0)),
+    ("chi2", "cdf", 0, (2.0, 3.0)), ("binom", "logpmf", 2, (3.0, 10.0, 0.4)), ("laplace", "logpdf", 0, (0.6,))])
+def test_gradients(dist, fn, argnum, args):
+    kfn = getattr(getattr(ks, dist), fn)
+    sfn = getattr(getattr(st, dist), fn)
+    args = [np.float64(a) for a in args]
+
+    def at(v, f):
+        call = list(args)
+        call[argnum] = v
+        return f(*call)
+
+    want = numerical_grad(lambda v: at(v[0], sfn), np.array([args[argnum]]))[0]
+    got = kiln.grad(lambda v: at(v, kfn))(args[argnum])
+    np.testing.assert_allclose(got, want, rtol=2e-6)
+
+
+def test_dirichlet():
+    alpha = np.array([1.5, 2.0, 3.0])
+    x = np.array([[0.2, 0.1], [0.3, 0.6], [0.5, 0.3]])
+    for fn in ("logpdf", "pdf"):
+        np.testing.assert_allclose(getattr(ks.dirichlet, fn)(x, alpha), getattr(st.dirichlet, fn)(x, alpha),
+                                   rtol=1e-13)
+        np.testing.assert_allclose(kiln.jit(getattr(ks.dirichlet, fn))(x[:2], alpha),
+                                   getattr(st.dirichlet, fn)(x, alpha), rtol=1e-13)  # K - 1 components
+    assert ks.dirichlet.logpdf(np.array([0.5, 0.6, 0.1]), alpha) == -np.inf  # off the simplex (JAX's value)
+    grad = kiln.grad(lambda a: ks.dirichlet.logpdf(x[:, 0], a))(alpha)
+    np.testing.assert_allclose(grad, numerical_grad(lambda a: st.dirichlet.logpdf(x[:, 0], a), alpha), rtol=1e-6)
+
+
+@pytest.mark.parametrize("bw_method", [None, "scott", "silverman", 0.4, "callable"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_gaussian_kde(bw_method, weighted):
+    data, weights = RNG.standard_normal((2, 25)), RNG.uniform(0.1, 1, 25)
+    points = RNG.standard_normal((2, 6))
+    bw = (lambda kde: 0.3) if bw_method == "callable" else bw_method
+    w = weights if weighted else None
+    got, want = ks.gaussian_kde(data, bw, w), st.gaussian_kde(data, bw, w)
+    np.testing.assert_allclose(got(points), want(points), rtol=1e-12)
+    np.testing.assert_allclose(got.pdf(points), want.pdf(points), rtol=1e-12)
+    np.testing.assert_allclose(got.logpdf(points), want.logpdf(points), rtol=1e-12)
+    np.testing.assert_allclose(got.covariance, want.covariance, rtol=1e-12)
+    np.testing.assert_allclose(got.factor, want.factor, rtol=1e-14)
+    np.testing.assert_allclose(got.neff, want.neff, rtol=1e-14)
+
+
+def test_gaussian_kde_under_jit_as_pytree_and_one_dimensional():
+    data, points = RNG.standard_normal((2, 25)), RNG.standard_normal((2, 6))
+    weights = RNG.uniform(0.1, 1, 25)
+    built_inside = kiln.jit(lambda d, w, p: ks.gaussian_kde(d, weights=w).logpdf(p))(data, weights, points)
+    np.testing.assert_allclose(built_inside, st.gaussian_kde(data, weights=weights).logpdf(points), rtol=1e-12)
+    kde = ks.gaussian_kde(data, "silverman")
+    passed_in = kiln.jit(lambda k, p: k.evaluate(p))(kde, points)
+    np.testing.assert_allclose(passed_in, st.gaussian_kde(data, "silverman")(points), rtol=1e-12)
+    leaves = kiln.tree_leaves(kde)
+    assert len(leaves) == 5 and any(leaf is kde.dataset for leaf in leaves)
+    one_d = RNG.standard_normal(30)
+    grid = np.linspace(-2, 2, 5)
+    np.testing.assert_allclose(ks.gaussian_kde(one_d)(grid), st.gaussian_kde(one_d)(grid), rtol=1e-12)
+    grad = kiln.grad(lambda p: ks.gaussian_kde(one_d).logpdf(p).sum())(grid)
+    np.testing.assert_allclose(grad, numerical_grad(lambda p: st.gaussian_kde(one_d).logpdf(p).sum(), grid), rtol=1e-6)
+
+
+def test_eager_jit_and_kiln_run(tmp_path):
+    x = np.array([-1.5, 0.2, 0.7, 3.0], np.float32)
+    q = np.array([0.01, 0.3, 0.5, 0.99], np.float32)
+    k = np.array([0.0, 1.0, 3.0, 7.0], np.float32)
+    mvn_x, mean, cov = (a.astype(np.float32) for a in _mvn_case())
+
+    def kfn(x, q, k, mvn_x, mean, cov):
+        return (ks.norm.logpdf(x, 0.5, 2.0), ks.norm.cdf(x), ks.norm.ppf(q), ks.expon.logpdf(x, 0.0, 2.0),
+                ks.gamma.logpdf(x, 2.5), ks.gamma.cdf(x, 2.5), ks.beta.logpdf(q, 2.0, 3.0), ks.t.logpdf(x, 4.0),
+                ks.uniform.pdf(x, -1.0, 3.0), ks.poisson.logpmf(k, 2.5), ks.poisson.cdf(k, 2.5),
+                ks.bernoulli.pmf(k, 0.3), ks.laplace.cdf(x), ks.logistic.ppf(q), ks.cauchy.logpdf(x),
+                ks.truncnorm.logpdf(x, -1.0, 2.0), ks.multivariate_normal.logpdf(mvn_x, mean, cov))
+
+    def want(x, q, k, mvn_x, mean, cov):
+        f64 = [a.astype(np.float64) for a in (x, q, k, mvn_x, mean, cov)]
+        x, q, k, mvn_x, mean, cov = f64
+        out = (st.norm.logpdf(x, 0.5, 2.0), st.norm.cdf(x), st.norm.ppf(q), st.expon.logpdf(x, 0.0, 2.0),
+               st.gamma.logpdf(x, 2.5), st.gamma.cdf(x, 2.5), st.beta.logpdf(q, 2.0, 3.0), st.t.logpdf(x, 4.0),
+               st.uniform.pdf(x, -1.0, 3.0), st.poisson.logpmf(k, 2.5), st.poisson.cdf(k, 2.5),
+               st.bernoulli.pmf(k, 0.3), st.laplace.cdf(x), st.logistic.ppf(q), st.cauchy.logpdf(x),
+               st.truncnorm.logpdf(x, -1.0, 2.0), st.multivariate_normal.logpdf(mvn_x, mean, cov))
+        return tuple(np.asarray(o).astype(np.float32) for o in out)
+
+    eager_jit_and_kiln_run(kfn, want, x, q, k, mvn_x, mean, cov, tmp_path=tmp_path, tol=1e-6)
+
+
+def test_gammainc_gammaincc():
+    a = 10 ** RNG.uniform(-3, 3, 200)
+    x = a * 10 ** RNG.uniform(-2, 1, 200)
+    np.testing.assert_allclose(ksp.gammainc(a, x), ss.gammainc(a, x), rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose(ksp.gammaincc(a, x), ss.gammaincc(a, x), rtol=1e-12, atol=1e-300)
+    edge_a = np.array([0.0, 0.0, 1.0, 1.0, -1.0, 1.0, 2.0, np.inf])
+    edge_x = np.array([1.0, 0.0, 0.0, np.inf, 1.0, -1.0, np.nan, 1.0])
+    np.testing.assert_array_equal(ksp.gammainc(edge_a, edge_x), ss.gammainc(edge_a, edge_x))
+    np.testing.assert_array_equal(ksp.gammaincc(edge_a, edge_x), ss.gammaincc(edge_a, edge_x))
+    got = kiln.jit(ksp.gammaincc)(a[:8].astype(np.float32), x[:8].astype(np.float32))
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, ss.gammaincc(a[:8].astype(np.float32), x[:8].astype(np.float32)), rtol=2e-6)
+
+
+def test_errors():
+    x, mean, cov = _mvn_case()
+    with pytest.raises(NotImplementedError, match="multivariate_normal.logpdf: allow_singular=True is not supported"):
+        ks.multivariate_normal.logpdf(x, mean, cov, allow_singular=True)
+    with pytest.raises(ValueError, match="multivariate_normal.pdf: argument cov must be a square matrix"):
+        ks.multivariate_normal.pdf(x, mean, cov[:2])
+    with pytest.raises(ValueError, match="multivariate_normal.logpdf: the last axis of x and mean must have the "
+                                         "covariance's size 3"):
+        ks.multivariate_normal.logpdf(x[..., :2], mean[:2], cov)
+    with pytest.raises(ValueError, match="dirichlet.logpdf: argument x must have 3 or 2 entries on its first axis"):
+        ks.dirichlet.logpdf(np.ones(5) / 5, np.ones(3))
+    with pytest.raises(ValueError, match="dirichlet.pdf: argument alpha must be 1-D"):
+        ks.dirichlet.pdf(np.ones(3) / 3, np.ones((3, 1)))
+    with pytest.raises(ValueError, match="gaussian_kde: bw_method must be 'scott', 'silverman'"):
+        ks.gaussian_kde(np.ones((1, 5)), "wide")
+    with pytest.raises(ValueError, match="gaussian_kde: argument weights must have shape \\(5,\\)"):
+        ks.gaussian_kde(RNG.standard_normal((1, 5)), weights=np.ones(4))
+    with pytest.raises(ValueError, match="gaussian_kde: argument dataset needs more than one point"):
+        ks.gaussian_kde(np.ones((2, 1)))
+    with pytest.raises(ValueError, match="gaussian_kde.evaluate: points have dimension 3, the dataset has 2"):
+        ks.gaussian_kde(RNG.standard_normal((2, 5))).evaluate(np.ones((3, 4)))
