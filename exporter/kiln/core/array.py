@@ -25,7 +25,18 @@ _IMMUTABLE = ("kiln arrays are immutable: x[idx] = v is not supported; use x = x
 
 
 class Array(np.ndarray):
-    """An immutable n-dimensional array (see the module docstring)."""
+    """An immutable n-dimensional array (see the module docstring).
+
+    `_weak` marks a weakly typed array, as JAX's weak_type: one computed from Python numbers alone
+    (knp.sqrt(2.0)) or made by a creation function without dtype= (knp.ones(3)). It has numpy's
+    dtype (float64, int64) on its own and takes the dtype of the arrays it meets, as a Python number
+    does, so eager code keeps float32 data float32 as traced code and JAX do."""
+
+    _weak = False
+
+    def __array_finalize__(self, obj):
+        if getattr(obj, "_weak", False):
+            self._weak = True
 
     def __setitem__(self, key, value):
         if not self.flags.writeable:
@@ -121,18 +132,22 @@ def _plain_tree(x):
     return x
 
 
-def as_array(x):
+def as_array(x, weak: bool = False):
     """x as a kiln Array without a copy: a read-only Array view of a numpy array, a 0-d Array of a numpy
-    scalar; an Array or anything else (tracers, Python values) as it is."""
-    if type(x) is np.ndarray:
-        view = x.view(Array)
-        view.flags.writeable = False
-        return view
-    if isinstance(x, np.generic):
+    scalar (weakly typed when `weak`); an Array or anything else (tracers, Python values) as it is,
+    except that `weak` marks an Array weak in a new view."""
+    if type(x) is np.ndarray or isinstance(x, np.generic) or (weak and isinstance(x, Array) and not x._weak):
         view = np.asarray(x).view(Array)
         view.flags.writeable = False
+        if weak:
+            view._weak = True
         return view
     return x
+
+
+def is_weak(x) -> bool:
+    """A Python number or a weakly typed kiln array."""
+    return getattr(x, "_weak", False) or type(x) in (int, float, bool)
 
 
 def as_arrays(tree):

@@ -82,4 +82,4 @@ def aval_of(value) -> ShapedArray:
         return ShapedArray((), dtypes.python_scalar_dtype(value), weak_type=True)
     reject_masked(value)
     arr = np.asarray(value)
-    return ShapedArray(arr.shape, arr.dtype)
+    return ShapedArray(arr.shape, arr.dtype, weak_type=getattr(value, "_weak", False))

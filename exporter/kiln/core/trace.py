@@ -72,8 +72,12 @@ class EvalTrace(Trace):
 
     def process_primitive(self, prim, values, params):
         out = prim.impl(*values, **params)
-        as_array = _array.as_array  # eager results are kiln arrays (kiln.core.array)
-        return [as_array(o) for o in out] if prim.multiple_results else [as_array(out)]
+        outs = list(out) if prim.multiple_results else [out]
+        as_array = _array.as_array  # eager results are kiln arrays (kiln.core.array), weak as traced ones
+        if params.get("weak_type") or (values and all(_array.is_weak(v) for v in values)):
+            avals = prim.abstract_eval(*[aval_of(v) for v in values], **params)
+            return [as_array(o, weak=a.weak_type) for o, a in zip(outs, avals)]
+        return [as_array(o) for o in outs]
 
 
 _EVAL = EvalTrace(0)

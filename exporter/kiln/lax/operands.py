@@ -77,14 +77,15 @@ def promote(*operands):
     """Converts operands to their common dtype (numpy rules, Python scalars weak).
 
     Python numbers with no array among them take numpy's dtype (int64, float64) eagerly, as numpy
-    computes them; traced they stay int32/float32 and weakly typed, as in JAX (docs/numpy.md).
+    computes them; traced they stay int32/float32. Either way the result stays weakly typed, as in JAX
+    (docs/numpy.md): a weak kiln array, like a Python number, takes the dtype of the arrays it meets.
     """
     infos = [(get_aval(o).dtype, get_aval(o).weak_type) for o in operands]
     target, weak = dtypes.result_type(*infos)
     if weak and is_eager():
         target = dtypes.numpy_scalar_dtype(target)
     out = [_to_dtype(o, target) for o in operands]
-    if weak and current_graph_trace() is not None:  # the result stays weak, as in JAX
+    if weak:  # the result stays weak, as in JAX (eagerly: weakly typed kiln arrays)
         out = [o if isinstance(o, Tracer) else prims.convert.bind(o, new_dtype=target, weak_type=True) for o in out]
     return out
 

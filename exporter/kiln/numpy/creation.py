@@ -16,7 +16,7 @@ def _shape(shape) -> tuple[int, ...]:
 def _weak(x):
     """x weakly typed in traced code: an array made without dtype= has numpy's default dtype alone, and
     the dtype of the arrays it meets otherwise, as a Python number (docs/numpy.md, "Default dtypes")."""
-    return prims.convert.bind(x, new_dtype=aval(x).dtype, weak_type=True) if _traced() else x
+    return prims.convert.bind(x, new_dtype=aval(x).dtype, weak_type=True)
 
 
 def full(shape, fill_value, dtype=None):
