@@ -86,8 +86,19 @@ def promote(*operands):
         target = dtypes.numpy_scalar_dtype(target)
     out = [_to_dtype(o, target) for o in operands]
     if weak:  # the result stays weak, as in JAX (eagerly: weakly typed kiln arrays)
-        out = [o if isinstance(o, Tracer) else prims.convert.bind(o, new_dtype=target, weak_type=True) for o in out]
+        out = [o if isinstance(o, Tracer) else convert_weak(o, target) for o in out]
     return out
+
+
+def weak_float_dtype() -> np.dtype:
+    """The float dtype weakly typed integers become (sqrt(2), 1 / 2): numpy's float64 eagerly, JAX's
+    float32 traced (docs/numpy.md, "Python scalars and operators")."""
+    return np.dtype(np.float64 if is_eager() else np.float32)
+
+
+def convert_weak(x, dtype):
+    """x converted to dtype and weakly typed (it promotes like a Python number)."""
+    return prims.convert.bind(x, new_dtype=dtypes.canonical(dtype), weak_type=True)
 
 
 def _to_dtype(x, dtype):

@@ -7,7 +7,9 @@ import numpy as np
 
 from ..core import dtypes
 from ..core.trace import Tracer, get_aval
-from ..lax.operands import asarray, broadcast_all, broadcast_shapes, broadcast_to, convert, promote  # noqa: F401
+from ..lax.operands import (  # noqa: F401
+    asarray, broadcast_all, broadcast_shapes, broadcast_to, convert, convert_weak, promote, weak_float_dtype,
+)
 
 
 def is_array(x) -> bool:

@@ -110,7 +110,7 @@ def tri(N, M=None, k=0, dtype=None):
     M = N if M is None else M
     n, m = int(N), int(M)
     if dtype is None:
-        return _weak(tri(n, m, k, np.float64)) if current_graph_trace() is not None else np.tri(n, m, k)
+        return _weak(tri(n, m, k, np.float64))
     d = dtypes.canonical(dtype)
     if current_graph_trace() is None:
         return np.tri(n, m, k, dtype=d)

@@ -14,8 +14,8 @@ def _shape(shape) -> tuple[int, ...]:
 
 
 def _weak(x):
-    """x weakly typed in traced code: an array made without dtype= has numpy's default dtype alone, and
-    the dtype of the arrays it meets otherwise, as a Python number (docs/numpy.md, "Default dtypes")."""
+    """x weakly typed: an array made without dtype= has numpy's default dtype alone, and the dtype of
+    the arrays it meets otherwise, as a Python number (docs/numpy.md, "Default dtypes")."""
     return prims.convert.bind(x, new_dtype=aval(x).dtype, weak_type=True)
 
 
@@ -29,7 +29,8 @@ def full(shape, fill_value, dtype=None):
         dtype = aval(fill_value).dtype if hasattr(fill_value, "aval") else np.asarray(fill_value).dtype
     value = _asarray(fill_value, dtypes.canonical(dtype))
     if isinstance(value, np.ndarray) and current_graph_trace() is None:
-        return np.full(shape, value, dtype=value.dtype)
+        out = np.full(shape, value, dtype=value.dtype)
+        return _weak(out) if weak else out
     return broadcast_to(_weak(value) if weak else value, shape)
 
 
@@ -110,7 +111,7 @@ def arange(start, stop=None, step=None, dtype=None):
         _static_scalar(v, "arange", name)
     ref = np.arange(start, stop, step) if step is not None else np.arange(start, stop) if stop is not None else np.arange(start)
     out_dtype = dtypes.canonical(dtype if dtype is not None else ref.dtype)
-    if dtype is None and _traced():  # numpy's dtype, weakly typed (see full)
+    if dtype is None:  # numpy's dtype, weakly typed (see full)
         return _weak(arange(start, stop, step, out_dtype))
     if not _traced():
         return ref.astype(out_dtype) if dtype is None else np.arange(*[v for v in (start, stop, step) if v is not None], dtype=out_dtype)
@@ -147,7 +148,10 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     if num < 0:
         raise ValueError(f"linspace: number of samples, {num}, must be non-negative")
     if not hasattr(start, "aval") and not hasattr(stop, "aval") and not _traced():
-        return np.linspace(start, stop, num, endpoint, retstep, dtype, axis)
+        out = np.linspace(start, stop, num, endpoint, retstep, dtype, axis)
+        if dtype is None and dtypes.is_python_scalar(start) and dtypes.is_python_scalar(stop):
+            return (_weak(out[0]), out[1]) if retstep else _weak(out)  # numpy's float64, weakly typed
+        return out
     s, e = _asarray(start), _asarray(stop)
     work = _linspace_dtype(start, stop)
     out_dtype = dtypes.canonical(dtype) if dtype is not None else work
@@ -195,10 +199,10 @@ def _linspace_dtype(start, stop):
 
 def eye(N, M=None, k=0, dtype=None):
     """numpy.eye: ones on the k-th diagonal (an iota comparison when traced); without dtype= float64,
-    weakly typed when traced (see full)."""
+    weakly typed (see full)."""
     M = N if M is None else M
     if dtype is None:
-        return np.eye(N, M, k) if not _traced() else _weak(eye(N, M, k, np.float64))
+        return _weak(eye(N, M, k, np.float64))
     dtype = dtypes.canonical(dtype)
     if not _traced():
         return np.eye(N, M, k, dtype)

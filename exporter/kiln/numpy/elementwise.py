@@ -7,7 +7,7 @@ from ..core import dtypes
 from ..core.trace import is_eager
 from ..lax import pooling, prims
 from ..lax.math_prims import P
-from ._base import aval, broadcast_all, convert, numpy_result_dtype, promote
+from ._base import aval, broadcast_all, convert, convert_weak, numpy_result_dtype, promote, weak_float_dtype
 
 
 def _binary(prim, name):
@@ -39,9 +39,9 @@ def _float_operands(name, *xs):
     ops = promote(*xs)
     a = aval(ops[0])
     if not dtypes.is_float(a.dtype):
-        # Python numbers alone under tracing give float32, as in JAX (eagerly promote made them int64)
-        weak = a.weak_type or (all(aval(x).weak_type for x in xs) and not is_eager())
-        target = np.dtype(np.float32) if weak else numpy_result_dtype(name, *([a.dtype] * len(ops)))
+        if a.weak_type:  # Python numbers alone: numpy's float64 eagerly, JAX's float32 traced, still weak
+            return [convert_weak(o, weak_float_dtype()) for o in ops]
+        target = numpy_result_dtype(name, *([a.dtype] * len(ops)))
         ops = [convert(o, target) for o in ops]
     return ops
 

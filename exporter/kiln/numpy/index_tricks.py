@@ -21,7 +21,7 @@ index_exp = np.index_exp
 
 def _constant(values):
     out = np.asarray(values)
-    return _weak(out) if current_graph_trace() is not None else out
+    return _weak(out)
 
 
 class _Grid:

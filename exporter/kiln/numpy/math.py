@@ -13,7 +13,7 @@ import numpy as np
 from ..core import dtypes
 from ..lax import prims
 from ..lax.math_prims import P, integer_pow_p
-from ._base import asarray, aval, broadcast_all, convert, numpy_result_dtype, promote
+from ._base import asarray, aval, broadcast_all, convert, convert_weak, numpy_result_dtype, promote, weak_float_dtype
 from .elementwise import _float_operands, _full, where  # noqa: F401
 from .elementwise import (  # noqa: F401  (re-exported with the rest of the math surface)
     absolute, add, divide, equal, exp, greater, greater_equal, less, less_equal, log, maximum, minimum, multiply,
@@ -85,8 +85,9 @@ def _rounding(prim_name, name):
         d = aval(a).dtype
         if not dtypes.is_float(d):
             if name == "rint":  # numpy's rint has float loops only: bool/int8/uint8 -> float16, int16 -> float32, ...
-                target = np.dtype(np.float32) if aval(a).weak_type else numpy_result_dtype("rint", d)
-                return convert(a, target)
+                if aval(a).weak_type:
+                    return convert_weak(a, weak_float_dtype())
+                return convert(a, numpy_result_dtype("rint", d))
             return a
         return prim.bind(a)
 

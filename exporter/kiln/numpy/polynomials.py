@@ -130,7 +130,7 @@ def polydiv(u, v):
 def _window(values, name):
     """A window's numpy values: a constant, weakly typed float64 when traced (as knp.linspace)."""
     out = np.asarray(values, np.float64)
-    return _weak(out) if current_graph_trace() is not None else out
+    return _weak(out)
 
 
 def _symmetric_positions(M):
