@@ -13,11 +13,12 @@ import numpy as np
 from ..core import dtypes
 from ._base import asarray, aval, broadcast_shapes, broadcast_to, convert, normalize_axes, promote
 from .elementwise import (
-    add, equal, less, less_equal, maximum, minimum, multiply, not_equal, subtract, true_divide, where,
+    add, equal, less, maximum, minimum, multiply, not_equal, subtract, true_divide, where,
 )
 from .indexing import take
 from .reductions import any as any_, cumprod, cumsum, sum as sum_
-from .shape import _slice_axis, concatenate, expand_dims, flip, moveaxis, reshape, stack
+from .searching import searchsorted
+from .shape import _slice_axis, concatenate, flip, moveaxis, reshape, stack
 
 
 def _inexact(dtype) -> np.dtype:
@@ -263,7 +264,7 @@ def correlate(a, v, mode="valid"):
 def interp(x, xp, fp, left=None, right=None, period=None):
     """numpy.interp: piecewise-linear interpolation of (xp, fp) at x, in float64 as numpy; xp increasing.
     left/right (default fp[0], fp[-1]) outside; `period` wraps x and xp. The interval of each x is found
-    by counting the xp at or below it (size of x times size of xp comparisons)."""
+    by a binary search (knp.searchsorted)."""
     f64 = np.dtype(np.float64)
     xs, xps, fps = (convert(asarray(v), f64) for v in (x, xp, fp))
     if aval(xps).ndim != 1 or aval(fps).ndim != 1:
@@ -291,8 +292,7 @@ def interp(x, xp, fp, left=None, right=None, period=None):
     if n == 1:
         out = broadcast_to(fps[0], aval(xs).shape)
     else:
-        at_or_below = less_equal(expand_dims(xps, tuple(range(aval(xs).ndim))), expand_dims(xs, -1))
-        j = _clip_index(subtract(sum_(convert(at_or_below, np.int64), axis=-1), 1), n - 2)
+        j = _clip_index(subtract(searchsorted(xps, xs, side="right"), 1), n - 2)
         x0, x1, f0, f1 = take(xps, j), take(xps, add(j, 1)), take(fps, j), take(fps, add(j, 1))
         slope = true_divide(subtract(f1, f0), subtract(x1, x0))
         out = add(multiply(slope, subtract(xs, x0)), f0)

@@ -182,7 +182,6 @@ def hanning(M):
 def kaiser(M, beta):
     """numpy.kaiser: i0(beta sqrt(1 - ((n - alpha)/alpha)**2)) / i0(beta), alpha = (M-1)/2 (float64); beta
     may be traced."""
-    from .elementwise import sqrt
     from .more_math import i0
 
     M = _static_length(M, "kaiser")

@@ -14,7 +14,7 @@ from ..core.trace import Tracer
 from ._base import asarray, aval, broadcast_shapes as _broadcast_shapes, broadcast_to, convert, normalize_axes, promote
 from .elementwise import equal, where
 from .indexing import at, take
-from .shape import array_split, concatenate, expand_dims, flip, moveaxis, ravel, reshape, split, transpose, vstack
+from .shape import concatenate, expand_dims, flip, moveaxis, ravel, reshape, split, transpose, vstack
 
 
 def _axis(axis, ndim, name):

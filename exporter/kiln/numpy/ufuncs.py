@@ -15,7 +15,7 @@ from ..core import dtypes
 from ..core.trace import Tracer
 from ..lax import control_flow, pooling
 from ..lax import structural_prims as sp
-from . import aliases, elementwise, math, more_math, reductions
+from . import elementwise, math, more_math, reductions
 from ._base import asarray, aval, broadcast_all, broadcast_to, convert, normalize_axes
 from .indexing import at as _at
 from .shape import concatenate, moveaxis, reshape, stack
