@@ -306,6 +306,7 @@ def test_small_math_additions():
     eager_and_jit(lambda z: knp.angle(z, deg=True), lambda z: np.angle(z, deg=True), np.array([-0.0, 1.0, -3.0], np.float32))
     eager_and_jit(knp.unwrap, np.unwrap, np.array([0, 1, 5, 6, 12, 3.0]))
     eager_and_jit(lambda p: knp.unwrap(p, period=4), lambda p: np.unwrap(p, period=4), np.array([0, 1, 5, 6, 12, 3]))
+    eager_and_jit(knp.unwrap, np.unwrap, np.array([0, 1, 5, 6, 12, 3]))  # integer phases, float period: float64
     eager_and_jit(lambda p: knp.unwrap(p, discont=4, axis=0), lambda p: np.unwrap(p, discont=4, axis=0),
                   random_array(RNG, (5, 3)) * 4)
     with pytest.raises(TypeError, match="bitwise_count: only integer"):
