@@ -202,6 +202,18 @@ def test_vmap_over_a_middle_axis():
     check_like_numpy(r, np.linalg.qr(np.moveaxis(x, 2, 0), "complete")[1], TOL[np.float64])
 
 
+def test_jax_keywords_are_accepted():
+    """Ported JAX code passes these; kiln has one algorithm each, so they change nothing."""
+    rng = np.random.default_rng(27)
+    x, a = rng.standard_normal((4, 3)), rng.standard_normal((4, 4))
+    check_like_numpy(lax_linalg.qr(x, use_magma=None), lax_linalg.qr(x))
+    check_like_numpy(lax_linalg.eigh(a, implementation=None), lax_linalg.eigh(a))
+    check_like_numpy(lax_linalg.svd(x, algorithm=None), lax_linalg.svd(x))
+    symmetric_part = (a + a.T) / 2
+    check_like_numpy(knp.linalg.eigvalsh(a, symmetrize_input=True), np.linalg.eigvalsh(symmetric_part), 1e-12)
+    check_like_numpy(knp.linalg.eigh(a, UPLO=None).eigenvalues, np.linalg.eigvalsh(a, "L"), 1e-12)
+
+
 # ---- gradients -----------------------------------------------------------------------------------
 
 def _weights(shape, seed):

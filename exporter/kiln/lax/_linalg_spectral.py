@@ -210,10 +210,11 @@ def _check_float_matrix(fn: str, x, *, square: bool):
         raise TypeError(f"{fn}: argument x must be a floating-point array, got {a.dtype}")
 
 
-def qr(x, *, pivoting: bool = False, full_matrices: bool = True):
+def qr(x, *, pivoting: bool = False, full_matrices: bool = True, use_magma=None):
     """jax.lax.linalg.qr: (q, r) with x = q @ r for a batch (..., m, n); q (..., m, m) orthogonal and r
     (..., m, n) upper triangular, or with full_matrices=False q (..., m, k) and r (..., k, n), k = min(m, n).
-    Signs follow LAPACK (numpy): r's diagonal is -sign(x's pivot) * the column's norm."""
+    Signs follow LAPACK (numpy): r's diagonal is -sign(x's pivot) * the column's norm. use_magma is
+    accepted and ignored (a GPU choice in JAX)."""
     if pivoting:
         raise NotImplementedError("qr: pivoting=True is not supported by kiln")
     x = api.asarray(x)
@@ -340,11 +341,11 @@ eigh_p = composite_primitive("eigh", _jacobi_eigh, multiple_results=True)
 
 
 def eigh(x, *, lower: bool = True, symmetrize_input: bool = True, sort_eigenvalues: bool = True,
-         subset_by_index=None):
+         subset_by_index=None, implementation=None):
     """jax.lax.linalg.eigh: (v, w) with x = v @ diag(w) @ v^T for a batch of symmetric matrices
     (..., n, n): w (..., n) ascending (sort_eigenvalues) and v's columns the unit eigenvectors (each
     one's sign is the Jacobi iteration's). symmetrize_input uses (x + x^T)/2; otherwise only the
-    triangle named by lower is read."""
+    triangle named by lower is read. implementation is accepted and ignored (kiln always uses Jacobi)."""
     if subset_by_index is not None:
         raise NotImplementedError("eigh: subset_by_index is not supported by kiln")
     x = api.asarray(x)
@@ -447,10 +448,11 @@ def _svd_impl(x, *, full_matrices, compute_uv):
 svd_p = composite_primitive("svd", _svd_impl, multiple_results=True)
 
 
-def svd(x, *, full_matrices: bool = True, compute_uv: bool = True, subset_by_index=None):
+def svd(x, *, full_matrices: bool = True, compute_uv: bool = True, subset_by_index=None, algorithm=None):
     """jax.lax.linalg.svd: (u, s, vh) with x = u @ diag(s) @ vh for a batch (..., m, n), s (..., k)
     descending (k = min(m, n)), u (..., m, m) and vh (..., n, n), or (..., m, k) and (..., k, n) without
-    full_matrices; only s when compute_uv is False. Singular vectors' signs are the algorithm's."""
+    full_matrices; only s when compute_uv is False. Singular vectors' signs are the algorithm's.
+    algorithm is accepted and ignored (kiln always uses QR then one-sided Jacobi)."""
     if subset_by_index is not None:
         raise NotImplementedError("svd: subset_by_index is not supported by kiln")
     x = api.asarray(x)
