@@ -324,9 +324,9 @@ def intersect1d(ar1, ar2, assume_unique=False, return_indices=False, *, size=Non
     common = _first_slots(values, keep, size, fill_value)
     if not return_indices:
         return common
-    values2, first2 = unique(y, return_index=True, size=n2)
     in1 = extract(keep, first1, size=size, fill_value=0)
-    in2 = take(first2, searchsorted(values2, common), mode="clip")
+    order2 = argsort(y)  # stable: the first of equal values has the smallest index
+    in2 = take(order2, searchsorted(take(y, order2), common), mode="clip")
     valid = less(prims.iota.bind(shape=(size,), dimension=0, dtype=_INDEX), sum(convert(keep, _INDEX)))
     return common, in1, where(valid, in2, np.zeros((), _INDEX))
 
