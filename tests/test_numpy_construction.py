@@ -383,3 +383,13 @@ def test_exported_additions(tmp_path):
         lambda a: (_numpy_put(a, [0, 5], [1.0, 2.0]), _numpy_place(a, a > 0, [7.0, 8.0]), np.r_[a[0], 0.5, a[1]],
                    np.c_[a[0], a[1]], np.rollaxis(a, 1), np.sum(a * a[0], axis=-1), np.mgrid[0:2, 0:3]),
         z, tmp_path=tmp_path, tol=1e-5)
+
+
+def test_jax_keywords():
+    """jax.numpy's extra keywords, so ported code runs unchanged."""
+    eager_and_jit(lambda: knp.indices((2, 2), dtype=None), lambda: np.indices((2, 2)))
+    eager_and_jit(lambda i, j: knp.ravel_multi_index((i, j), (3, 4), mode="clip", dtype=np.int32),
+                  lambda i, j: np.ravel_multi_index((i, j), (3, 4), mode="clip").astype(np.int32), np.array([0, 2]), np.array([1, 3]))
+    eager_and_jit(lambda: knp.mask_indices(3, np.triu, 0, size=8),
+                  lambda: tuple(np.pad(v, (0, 2)) for v in np.mask_indices(3, np.triu, 0)))
+    eager_and_jit(lambda x: knp.delete(x, [1], assume_unique_indices=True), lambda x: np.delete(x, [1]), np.arange(4))

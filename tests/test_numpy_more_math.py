@@ -369,3 +369,22 @@ def test_exported_additions(tmp_path):
         lambda p: (np.polyadd(p, p[:2]), np.polyder(p), np.polyint(p), np.polymul(p[:3], p[3:]), np.nextafter(p, np.float32(0)),
                    np.spacing(p), np.unwrap(p * 4), np.fabs(p), np.kaiser(5, 2.0)),
         a, tmp_path=tmp_path, tol=1e-5)
+
+
+def test_jax_keywords():
+    """jax.numpy's extra keywords, so ported code runs unchanged."""
+    a, v = np.arange(4, dtype=np.int8), np.array([1, 2], np.int8)
+    eager_and_jit(lambda p, q: knp.convolve(p, q, precision="highest", preferred_element_type=np.int32),
+                  lambda p, q: np.convolve(p.astype(np.int32), q.astype(np.int32)), a, v)
+    eager_and_jit(lambda p, q: knp.correlate(p, q, "full", preferred_element_type=np.float32),
+                  lambda p, q: np.correlate(p.astype(np.float32), q.astype(np.float32), "full"), a, v)
+    eager_and_jit(lambda p: knp.polyval(p, 2.0, unroll=4), lambda p: np.polyval(p, 2.0), np.array([1.0, 2, 3]))
+    eager_and_jit(lambda f: knp.gradient(f, edge_order=None), np.gradient, np.arange(5.0) ** 2)
+    eager_and_jit(lambda: knp.polymul(np.array([0.0, 0, 1, 2]), np.array([0.0, 3]), trim_leading_zeros=True),
+                  lambda: np.polymul([1.0, 2], [3.0]))
+    u, w = np.array([3.0, 5, 2]), np.array([2.0, 1])
+    eager_and_jit(lambda p, q: knp.polydiv(p, q, trim_leading_zeros=False), lambda p, q: (np.polydiv(p, q)[0], np.array([0.0, 0, 0.25])), u, w)
+    with pytest.raises(ValueError, match="convolve: precision must be None"):
+        knp.convolve(a, v, precision="bogus")
+    with pytest.raises(TypeError, match="polydiv: trim_leading_zeros=True needs concrete operands"):
+        kiln.jit(lambda p, q: knp.polydiv(p, q, trim_leading_zeros=True))(u, w)

@@ -57,9 +57,10 @@ def _products():
     return products
 
 
-def vecdot(x1, x2, /, *, axis=-1):
+def vecdot(x1, x2, /, *, axis=-1, precision=None, preferred_element_type=None):
     """numpy.vecdot: the dot product of vectors along axis, broadcast over the other axes (a matmul of
-    1-row by 1-column matrices, so integers keep their dtype as in numpy)."""
+    1-row by 1-column matrices, so integers keep their dtype as in numpy); precision= and
+    preferred_element_type= as jax.numpy's matmul."""
     a, b = promote(asarray(x1), asarray(x2))
     if aval(a).ndim == 0 or aval(b).ndim == 0:
         raise ValueError("vecdot: inputs must be at least 1-d")
@@ -67,7 +68,8 @@ def vecdot(x1, x2, /, *, axis=-1):
     b = moveaxis(b, normalize_axes(axis, aval(b).ndim, "vecdot")[0], -1)
     if aval(a).shape[-1] != aval(b).shape[-1]:
         raise ValueError(f"vecdot: the vectors' lengths differ along axis {axis}: {aval(a).shape[-1]} and {aval(b).shape[-1]}")
-    out = _products().matmul(a[..., None, :], b[..., :, None])
+    out = _products().matmul(a[..., None, :], b[..., :, None], precision=precision,
+                             preferred_element_type=preferred_element_type)
     return out[..., 0, 0]
 
 

@@ -72,7 +72,7 @@ def ediff1d(ary, to_end=None, to_begin=None):
     return concatenate(parts) if len(parts) > 1 else parts[0]
 
 
-def gradient(f, *varargs, axis=None, edge_order=1):
+def gradient(f, *varargs, axis=None, edge_order=None):
     """numpy.gradient: second-order central differences inside, one-sided first- or second-order
     (edge_order) differences at the ends. Spacing per axis: a scalar step, or the coordinates (1-D, one
     per element). One axis gives an array, several a tuple, as numpy 2. Integer input gives float64."""
@@ -81,6 +81,7 @@ def gradient(f, *varargs, axis=None, edge_order=1):
     axes = normalize_axes(axis, nd, "gradient") if axis is not None else tuple(range(nd))
     if axis is not None and not isinstance(axis, (tuple, list)):
         axes = (_axis(axis, nd, "gradient"),)
+    edge_order = 1 if edge_order is None else edge_order
     if edge_order not in (1, 2):
         raise ValueError(f"gradient: edge_order must be 1 or 2, got {edge_order!r}")
     if not varargs:
@@ -241,9 +242,21 @@ def _mode_window(full, mode, name, offset_same, short, long):
     return full[start:start + sizes[mode]]
 
 
-def convolve(a, v, mode="full"):
-    """numpy.convolve of two 1-D arrays (modes 'full', 'same', 'valid'), with numpy's dtype."""
-    x, k = promote(asarray(a), asarray(v))
+def _product_options(name, x, k, precision, preferred_element_type):
+    """jax.numpy's precision= (checked; kiln computes at full precision) and preferred_element_type= (the
+    dtype both operands are computed in)."""
+    from ..lax.api import canonicalize_precision
+
+    canonicalize_precision(precision, name)
+    if preferred_element_type is None:
+        return promote(asarray(x), asarray(k))
+    return convert(asarray(x), preferred_element_type), convert(asarray(k), preferred_element_type)
+
+
+def convolve(a, v, mode="full", *, precision=None, preferred_element_type=None):
+    """numpy.convolve of two 1-D arrays (modes 'full', 'same', 'valid'), with numpy's dtype; precision= and
+    preferred_element_type= as jax.numpy's."""
+    x, k = _product_options("convolve", a, v, precision, preferred_element_type)
     _check_1d("convolve", a=x, v=k)
     n, m = aval(x).shape[0], aval(k).shape[0]
     if m > n:
@@ -251,9 +264,10 @@ def convolve(a, v, mode="full"):
     return _mode_window(_full_convolution(x, k), mode, "convolve", (m - 1) // 2, m, n)
 
 
-def correlate(a, v, mode="valid"):
-    """numpy.correlate of two 1-D arrays: c[k] = sum_n a[n + k] * v[n] (modes 'valid', 'same', 'full')."""
-    x, k = promote(asarray(a), asarray(v))
+def correlate(a, v, mode="valid", *, precision=None, preferred_element_type=None):
+    """numpy.correlate of two 1-D arrays: c[k] = sum_n a[n + k] * v[n] (modes 'valid', 'same', 'full');
+    precision= and preferred_element_type= as jax.numpy's."""
+    x, k = _product_options("correlate", a, v, precision, preferred_element_type)
     _check_1d("correlate", a=x, v=k)
     n, m = aval(x).shape[0], aval(k).shape[0]
     full = _full_convolution(x, flip(k))
@@ -376,8 +390,9 @@ def vander(x, N=None, increasing=False):
     return out if increasing else flip(out, 1)
 
 
-def polyval(p, x):
-    """numpy.polyval: p[0] * x**(N-1) + ... + p[N-1] by Horner's rule, in the promoted dtype of p and x."""
+def polyval(p, x, *, unroll=16):
+    """numpy.polyval: p[0] * x**(N-1) + ... + p[N-1] by Horner's rule, in the promoted dtype of p and x
+    (jax.numpy's unroll= is accepted: the static loop is always unrolled)."""
     coefficients, points = asarray(p), asarray(x)
     if aval(coefficients).ndim != 1:
         raise ValueError(f"polyval: p must be one-dimensional, got shape {aval(coefficients).shape}")

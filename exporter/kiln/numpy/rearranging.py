@@ -45,8 +45,9 @@ def _static_positions(obj, n, name):
     return positions.astype(np.int64), positions.ndim == 0
 
 
-def delete(arr, obj, axis=None):
-    """numpy.delete with static positions (an int, slice, sequence or boolean mask)."""
+def delete(arr, obj, axis=None, *, assume_unique_indices=False):
+    """numpy.delete with static positions (an int, slice, sequence or boolean mask); jax.numpy's
+    assume_unique_indices is accepted (static positions need no such hint)."""
     x = asarray(arr)
     if axis is None:
         x, axis = ravel(x), 0
