@@ -188,6 +188,25 @@ def test_accuracy_bound_against_lapack(dtype):
         assert np.linalg.norm(q @ r - a64, 2) <= bound and orthogonality(q) <= 5 * n * eps
 
 
+@pytest.mark.parametrize("scale", [1e300, 1e-300])
+def test_extreme_scales_neither_overflow_nor_underflow(scale):
+    rng = np.random.default_rng(28)
+    a = rng.standard_normal((5, 4))
+    s = symmetric(rng, (5, 5))
+    np.testing.assert_allclose(lax_linalg.eigh(s * scale)[1] / scale, np.linalg.eigvalsh(s), atol=1e-13)
+    np.testing.assert_allclose(lax_linalg.svd(a * scale, compute_uv=False) / scale,
+                               np.linalg.svd(a, compute_uv=False), atol=1e-13)
+
+
+def test_non_finite_input_gives_nan_and_terminates():
+    s = symmetric(np.random.default_rng(29), (4, 4))
+    s[1, 2] = s[2, 1] = np.nan
+    assert np.isnan(kiln.jit(lambda a: lax_linalg.eigh(a)[1])(s)).all()
+    assert np.isnan(lax_linalg.svd(s, compute_uv=False)).all()
+    s[1, 2] = s[2, 1] = np.inf
+    assert np.isnan(lax_linalg.eigh(s)[1]).all()
+
+
 # ---- vmap --------------------------------------------------------------------------------------------
 
 def test_vmap_over_a_middle_axis():
