@@ -24,7 +24,7 @@ from ..transforms.custom import custom_jvp
 __all__ = [
     "logsumexp", "softmax", "log_softmax", "expit", "logit", "erf", "erfc", "erfinv", "erfcinv", "ndtr",
     "ndtri", "log_ndtr", "gammaln", "digamma", "psi", "polygamma", "betaln", "xlogy", "xlog1py", "entr",
-    "gammainc", "gammaincc",
+    "gammainc", "gammaincc", "betainc",
 ]
 
 
@@ -702,3 +702,108 @@ def gammaincc(a, x):
     """The regularized upper incomplete gamma function Q(a, x) = 1 - P(a, x), accurate where it is small."""
     (a, x), dtype = float_operands("gammaincc", a, x)
     return narrow(_gammaincc64(a, x), dtype)
+
+
+# --- regularized incomplete beta function ----------------------------------------------------------
+
+def _betainc_fraction(a, b, x, y):
+    """I_x(a, b) for x < (a + 1) / (a + b + 2) (where the continued fraction converges fast), y = 1 - x given
+    exactly: x^a y^b / (a B(a, b)) / (1 + d_1 / (1 + d_2 / (1 + ...))), d_2m+1 = -(a + m)(a + b + m) x /
+    ((a + 2m)(a + 2m + 1)), d_2m = m (b - m) x / ((a + 2m - 1)(a + 2m)), by the modified Lentz method in one
+    while_loop (two partial fractions a step) until every element has converged (at most 2000 steps)."""
+    tiny = 1e-300
+
+    def clamp_tiny(v):
+        return knp.where(knp.less(knp.abs(v), tiny), tiny, v)
+
+    def fold(d, c, f, coefficient):
+        d = knp.reciprocal(clamp_tiny(knp.add(1.0, knp.multiply(coefficient, d))))
+        c = clamp_tiny(knp.add(1.0, knp.divide(coefficient, c)))
+        delta = knp.multiply(c, d)
+        return d, c, knp.multiply(f, delta), delta
+
+    def not_done(state):
+        m, _, _, _, done = state
+        return knp.logical_and(knp.less(m, _MAX_ITERATIONS), knp.logical_not(knp.all(done)))
+
+    def step(state):
+        m, d, c, f, done = state
+        mf = knp.asarray(m, np.float64)
+        two_m = knp.multiply(mf, 2.0)
+        even = knp.divide(knp.multiply(knp.multiply(mf, knp.subtract(b, mf)), x),
+                          knp.multiply(knp.add(knp.subtract(a, 1.0), two_m), knp.add(a, two_m)))
+        d, c, f, _ = fold(d, c, f, even)
+        odd = knp.negative(knp.divide(knp.multiply(knp.multiply(knp.add(a, mf), knp.add(knp.add(a, b), mf)), x),
+                                      knp.multiply(knp.add(a, two_m), knp.add(knp.add(a, two_m), 1.0))))
+        d, c, f, delta = fold(d, c, f, odd)
+        done = knp.logical_or(done, knp.less_equal(knp.abs(knp.subtract(delta, 1.0)), _EPS))
+        return m + 1, d, c, f, done
+
+    first = knp.negative(knp.divide(knp.multiply(knp.add(a, b), x), knp.add(a, 1.0)))  # d_1
+    d0 = knp.reciprocal(clamp_tiny(knp.add(1.0, first)))
+    # Lentz's start, the fraction's value f and D both 1 / (1 + d_1), C = 1
+    state = (np.int32(1), d0, knp.ones_like(x), d0, knp.zeros_like(x, dtype=bool))
+    _, _, _, f, _ = while_loop(not_done, step, state)
+    log_front = knp.subtract(knp.add(knp.multiply(a, knp.log(x)), knp.multiply(b, knp.log(y))),
+                             knp.add(knp.log(a), _betaln64(a, b)))
+    return knp.multiply(knp.exp(log_front), f)
+
+
+def _betaln64(a, b):
+    return knp.subtract(knp.add(_gammaln64(a), _gammaln64(b)), _gammaln64(knp.add(a, b)))
+
+
+def _betainc_both(a, b, x, y):
+    """I_x(a, b) for a, b > 0 and x in [0, 1] with y = 1 - x, from the side where the continued fraction
+    converges: 1 - I_y(b, a) for x > (a + 1) / (a + b + 2). scipy's values at the edges; NaN outside."""
+    inside = knp.logical_and(knp.logical_and(knp.greater(a, 0.0), knp.greater(b, 0.0)),
+                             knp.logical_and(knp.greater(x, 0.0), knp.greater(y, 0.0)))
+    inside = knp.logical_and(inside, knp.logical_and(knp.isfinite(a), knp.isfinite(b)))
+    swap = knp.greater(x, knp.divide(knp.add(a, 1.0), knp.add(knp.add(a, b), 2.0)))
+    a1, b1 = knp.where(inside, knp.where(swap, b, a), 1.0), knp.where(inside, knp.where(swap, a, b), 1.0)
+    x1, y1 = knp.where(inside, knp.where(swap, y, x), 0.5), knp.where(inside, knp.where(swap, x, y), 0.5)
+    fraction = _betainc_fraction(a1, b1, x1, y1)
+    value = knp.where(swap, knp.subtract(1.0, fraction), fraction)
+    params_ok = knp.logical_and(knp.greater(a, 0.0), knp.greater(b, 0.0))
+    edge = knp.where(knp.equal(x, 0.0), 0.0, knp.where(knp.equal(y, 0.0), 1.0, np.nan))
+    return knp.where(inside, value, knp.where(params_ok, edge, np.nan))
+
+
+def _d_dx_betainc(a, b, x, y):
+    """x^(a-1) (1-x)^(b-1) / B(a, b), the derivative of I_x(a, b) in x."""
+    ok = knp.logical_and(knp.greater(x, 0.0), knp.greater(y, 0.0))
+    xs, ys = knp.where(ok, x, 0.5), knp.where(ok, y, 0.5)
+    log_density = knp.subtract(knp.add(knp.multiply(knp.subtract(a, 1.0), knp.log(xs)),
+                                       knp.multiply(knp.subtract(b, 1.0), knp.log(ys))), _betaln64(a, b))
+    return knp.where(ok, knp.exp(log_density), 0.0)
+
+
+def _central_difference(fn, v):
+    """d fn / d v by a float64 central difference with step 1e-5 max(v, 1)."""
+    h = knp.multiply(knp.maximum(knp.abs(v), 1.0), 1e-5)
+    return knp.divide(knp.subtract(fn(knp.add(v, h)), fn(knp.subtract(v, h))), knp.multiply(h, 2.0))
+
+
+@custom_jvp
+def _betainc64(a, b, x, y):
+    """I_x(a, b) with y = 1 - x passed along exactly (callers that know 1 - x better than 1 - x rounds give it)."""
+    return _betainc_both(a, b, x, y)
+
+
+@_betainc64.defjvp
+def _betainc64_jvp(primals, tangents):
+    """x and y are one variable: the tangent of x is taken as (dx - dy) / 2, right both for y = 1 - x (dy = -dx)
+    and for x = 1 - p, y = p (dx = -dp, dy = dp)."""
+    (a, b, x, y), (da, db, dx, dy) = primals, tangents
+    d_a = _central_difference(lambda v: _betainc_both(v, b, x, y), a)
+    d_b = _central_difference(lambda v: _betainc_both(a, v, x, y), b)
+    d_x = knp.multiply(knp.subtract(dx, dy), 0.5)
+    dp = knp.add(knp.add(knp.multiply(da, d_a), knp.multiply(db, d_b)), knp.multiply(d_x, _d_dx_betainc(a, b, x, y)))
+    return _betainc64(a, b, x, y), dp
+
+
+def betainc(a, b, x):
+    """The regularized incomplete beta function I_x(a, b) (JAX's argument order). The derivative in x is exact;
+    those in a and b are float64 central differences (relative accuracy about 1e-9)."""
+    (a, b, x), dtype = float_operands("betainc", a, b, x)
+    return narrow(_betainc64(a, b, x, knp.subtract(1.0, x)), dtype)
