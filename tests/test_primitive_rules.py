@@ -121,6 +121,19 @@ def with_ties(r):
     return x, np.where(r.random((2, 3)) < 0.5, x, y)
 
 
+def positive_definite(n):
+    """Symmetric positive definite n x n matrices, well conditioned."""
+    def sample(r):
+        a = r.standard_normal((n, n))
+        return a @ a.T / n + np.eye(n)
+    return sample
+
+
+def well_conditioned(n):
+    """n x n matrices kept away from singular (and from pivot ties) by a diagonal shift."""
+    return lambda r: r.standard_normal((n, n)) + 3 * np.eye(n)
+
+
 def unary(prim):
     return lambda x: prim.bind(x)
 
@@ -256,6 +269,14 @@ CASES = [Case(name, fn, args(s)) for name, fn, s in FLOAT_UNARY] + [
     Case("reduce_window", lambda x: lax.reduce_window(x, 0.0, lax.add, (2, 2), (1, 2), "SAME"), args(normal(3, 5))),
     Case("reduce_window", lambda x: lax.reduce_window(x, -np.inf, lax.max, (2, 2), (1, 1), "VALID"),
          args(distinct(3, 4)), name="reduce_window_max", checks={"jvp", "vmap"}),
+    # kiln.lax.linalg's triangular family
+    Case("cholesky", lax.linalg.cholesky, args(positive_definite(3))),
+    Case("triangular_solve", lambda a, b: lax.linalg.triangular_solve(a, b, left_side=True, lower=True),
+         args(well_conditioned(3), normal(3, 2))),
+    Case("triangular_solve",
+         lambda a, b: lax.linalg.triangular_solve(a, b, left_side=False, transpose_a=True, unit_diagonal=True),
+         args(well_conditioned(3), normal(2, 3)), name="triangular_solve_right_transposed_unit"),
+    Case("lu", lax.linalg.lu, args(well_conditioned(3))),
     # control flow and custom derivatives
     Case("cond", lambda p, x, y: lax.cond(p, lambda v: knp.sin(v) * y, lambda v: knp.exp(v) + y, x),
          args(boolean(), normal(2, 3), normal(2, 3))),
