@@ -166,11 +166,14 @@ def two_sided(a, v):
     rows = (2, h, n) + batch
     stack = (6, h) + batch  # c, s, new a_pp, new a_qq, active, rotated during the sweep
 
+    i = np.arange(h)
+    pair_entries = np.stack([np.stack([i, i], -1), np.stack([i + h, i + h], -1), np.stack([i, i + h], -1)])
+
     def round_fn(values, scalars):
         a4, vt = api.reshape(values[0], quad), api.reshape(values[1], rows)
         same_column = api.eq(api.broadcasted_iota(_I32, quad, 1), api.broadcasted_iota(_I32, quad, 3))
-        m = api.reduce_sum(api.select(same_column, a4, _full(quad, 0, dtype)), (3,))  # m[a, i, b] = a4[a, i, b, i]
-        app, aqq, apq = (_spread(_part(_part(m, i, 0), j, 1), stack, (1,)) for i, j in ((0, 0), (1, 1), (0, 1)))
+        entries = api.gather(values[0], pair_entries.astype(np.int32), (0, 1), mode="promise_in_bounds")
+        app, aqq, apq = (_spread(_part(entries, k, 0), stack, (1,)) for k in range(3))  # a_pp, a_qq, a_pq (h, ...)
         c, s, t, active, flags = _pair_rotation(app, aqq, apq, eps, _spread(_part(scalars, 5, 0), stack, (1,)))
         moved = api.mul(t, apq)
         scalars = _stacked([c, s, api.sub(app, moved), api.add(aqq, moved), active, flags])
