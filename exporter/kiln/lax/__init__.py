@@ -41,15 +41,15 @@ from .api import (  # noqa: E402
     Precision, canonicalize_precision, dot, reduce_window_shape_tuple, stop_gradient,
 )
 from .conv import (  # noqa: E402
-    ConvDimensionNumbers, conv_general_permutations, conv_general_shape_tuple, conv_shape_tuple, conv_transpose,
-    conv_transpose_shape_tuple,
+    ConvDimensionNumbers, conv_general_dilated_patches, conv_general_permutations, conv_general_shape_tuple,
+    conv_shape_tuple, conv_transpose, conv_transpose_shape_tuple,
 )
 from .api import ConvGeneralDilatedDimensionNumbers, DotDimensionNumbers, PrecisionLike  # noqa: E402
 
 __all__ += ["Precision", "canonicalize_precision", "dot", "reduce_window_shape_tuple", "stop_gradient",
             "conv_transpose", "conv_shape_tuple", "conv_general_shape_tuple", "conv_transpose_shape_tuple",
-            "ConvDimensionNumbers", "conv_general_permutations", "PrecisionLike", "DotDimensionNumbers",
-            "ConvGeneralDilatedDimensionNumbers"]
+            "ConvDimensionNumbers", "conv_general_permutations", "conv_general_dilated_patches", "PrecisionLike",
+            "DotDimensionNumbers", "ConvGeneralDilatedDimensionNumbers"]
 from . import elementwise, shape_api  # noqa: E402
 from .elementwise import *  # noqa: E402,F401,F403
 from .shape_api import *  # noqa: E402,F401,F403
