@@ -264,6 +264,36 @@ def test_second_derivative_of_gammaln_is_trigamma():
     np.testing.assert_allclose(got, ss.polygamma(1, x), rtol=1e-12)
 
 
+def test_gamma_family():
+    x = np.array([0.0, -0.0, -1.0, -2.5, -1.5, -0.5, 1.0, np.inf, -np.inf, np.nan, 3.5, 170.5, -170.5, 1e-300, 0.3])
+    np.testing.assert_array_equal(ks.gammasgn(x), ss.gammasgn(x))
+    np.testing.assert_allclose(ks.gamma(x), ss.gamma(x), rtol=2e-13)
+    grid = np.linspace(0.5, 171.5, 500)
+    np.testing.assert_allclose(ks.gamma(grid), ss.gamma(grid), rtol=3e-13)  # exp(gammaln) near the overflow
+    a, b = np.array([1.0, -0.5, 2.0, 0.3, 50.0]), np.array([2.0, 3.0, -1.5, 40.0, 60.0])
+    np.testing.assert_allclose(ks.beta(a, b), ss.beta(a, b), rtol=5e-13)  # exp(betaln): its cancellation
+    n = np.array([-1.0, 0.0, 3.0, 4.5, 170.0, 171.0])
+    np.testing.assert_allclose(ks.factorial(n), ss.factorial(n), rtol=1e-13)
+    a = np.array([1.5, 3.5, 10.0, 200.0])
+    np.testing.assert_allclose(ks.multigammaln(a, 3), [ss.multigammaln(v, 3) for v in a], rtol=1e-14)
+    np.testing.assert_allclose(kiln.grad(lambda v: ks.gamma(v))(3.5), ss.gamma(3.5) * ss.digamma(3.5), rtol=1e-13)
+    eager_and_jit(lambda v: (ks.gamma(v), ks.gammasgn(v), ks.multigammaln(v, 2)),
+                  lambda v: (ss.gamma(v), ss.gammasgn(v), np.array([ss.multigammaln(t, 2) for t in v])),
+                  np.array([1.5, 2.5, 7.0]), tol=1e-13)
+
+
+def test_rel_entr_kl_div():
+    x = np.array([0.0, 0.0, 1.0, 1.0, -1.0, 0.0, 0.3, np.nan, 2.0])
+    y = np.array([0.0, 1.0, 0.0, 2.0, 1.0, -1.0, 0.7, 1.0, np.inf])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for name in ("rel_entr", "kl_div"):
+            np.testing.assert_allclose(getattr(ks, name)(x, y), getattr(ss, name)(x, y), rtol=1e-15)
+    p, q = np.array([0.2, 0.5, 1.5]), np.array([0.4, 0.1, 2.0])
+    for name in ("rel_entr", "kl_div"):
+        got = kiln.grad(lambda v: getattr(ks, name)(v, q).sum())(p)
+        np.testing.assert_allclose(got, numerical_grad(lambda v: getattr(ss, name)(v, q).sum(), p), rtol=1e-7)
+
+
 def test_errors():
     with pytest.raises(ValueError, match="polygamma: n=2 is not supported"):
         ks.polygamma(2, np.ones(2))
@@ -271,5 +301,9 @@ def test_errors():
         ks.logsumexp(np.ones((2, 2)), axis=3)
     with pytest.raises(ValueError, match="softmax: axis -3 is out of bounds"):
         ks.softmax(np.ones((2, 2)), axis=-3)
+    with pytest.raises(ValueError, match="factorial: exact=True is not supported"):
+        ks.factorial(np.arange(3), exact=True)
+    with pytest.raises(ValueError, match="multigammaln: d must be a positive integer, got 0"):
+        ks.multigammaln(np.ones(2), 0)
     with pytest.raises(ValueError, match="xlogy"):
         ks.xlogy(np.ones(2), np.ones(3))
