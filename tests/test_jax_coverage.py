@@ -54,7 +54,7 @@ DELIBERATELY_ABSENT = {
 }
 
 # The coverage (present / names not deliberately absent) each module must keep; raised as names land.
-FLOORS = {}
+FLOORS = {"jax.numpy": 0.99}  # 385 of 388 when the numpy long tail landed (missing: from_dlpack, polyfit, uint)
 
 
 def _module(name):
