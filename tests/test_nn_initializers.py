@@ -104,3 +104,20 @@ def test_errors():
         init.glorot_normal()(KEY, (5,))
     with pytest.raises(TypeError, match="normal initializer: dtype must be floating-point; got int32"):
         init.normal()(KEY, (2,), np.int32)
+
+
+def test_orthogonal(tmp_path):
+    for shape, axis in (((5, 3), -1), ((3, 5), -1), ((4, 2, 3), 0), ((6, 6), -1)):
+        w = np.asarray(init.orthogonal(scale=2.0, column_axis=axis)(KEY, shape, np.float64))
+        flat = np.moveaxis(w, axis, -1).reshape(-1, shape[axis])
+        gram = flat.T @ flat if flat.shape[0] >= flat.shape[1] else flat @ flat.T
+        np.testing.assert_allclose(gram, 4.0 * np.eye(gram.shape[0]), atol=1e-12)
+    # the Q of the QR of kiln.random's normal draws with R's diagonal made positive (Mezzadri), as JAX
+    z = np.asarray(random.normal(KEY, (5, 3), np.float64))
+    q, r = np.linalg.qr(z)
+    check_like_numpy(init.orthogonal()(KEY, (5, 3), np.float64), q * np.sign(np.diag(r)), tol=1e-12)
+    eager_jit_and_kiln_run(lambda k: init.orthogonal()(k, (4, 3)), lambda k: np.asarray(init.orthogonal()(k, (4, 3))),
+                           np.asarray(KEY), tmp_path=tmp_path, tol=1e-5)
+    check_like_numpy(init.orthogonal()(KEY, (0, 3)), np.zeros((0, 3), np.float32))
+    with pytest.raises(ValueError, match=r"orthogonal initializer requires at least a 2-D shape; got \(3,\)"):
+        init.orthogonal()(KEY, (3,))

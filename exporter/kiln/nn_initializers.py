@@ -4,7 +4,7 @@
     w = init(kiln.random.key(0), (784, 128), np.float32)
 
 Each factory returns an initializer `init(key, shape, dtype=None)`; dtype defaults to float32 (JAX's default
-float). Not present: orthogonal and delta_orthogonal (they need a QR factorization of a random matrix).
+float). Not present: delta_orthogonal.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from .core import dtypes
 __all__ = [
     "Initializer", "zeros", "ones", "constant", "uniform", "normal", "truncated_normal", "variance_scaling",
     "glorot_uniform", "glorot_normal", "xavier_uniform", "xavier_normal", "lecun_uniform", "lecun_normal",
-    "he_uniform", "he_normal", "kaiming_uniform", "kaiming_normal",
+    "he_uniform", "he_normal", "kaiming_uniform", "kaiming_normal", "orthogonal",
 ]
 
 # the standard deviation of a standard normal truncated to (-2, 2)
@@ -162,3 +162,34 @@ for _factory, _name in ((glorot_uniform, "glorot_uniform"), (glorot_normal, "glo
     _factory.__name__ = _factory.__qualname__ = _name
 xavier_uniform, xavier_normal = glorot_uniform, glorot_normal
 kaiming_uniform, kaiming_normal = he_uniform, he_normal
+
+
+def _random_orthogonal(key, n: int, m: int, dtype):
+    """An n x m matrix with orthonormal columns (n >= m) or rows, uniformly distributed (Mezzadri 2007), as
+    jax.random.orthogonal: the Q of a normal matrix's QR, its columns' signs fixed by R's diagonal."""
+    z = random.normal(key, (max(n, m), min(n, m)), dtype)
+    work = np.float32 if dtype.itemsize == 2 else dtype  # float16/bfloat16 factorized in float32
+    q, r = knp.linalg.qr(knp.astype(z, work))
+    q = knp.astype(knp.multiply(q, knp.expand_dims(knp.sign(knp.linalg.diagonal(r)), -2)), dtype)
+    return knp.transpose(q) if n < m else q
+
+
+def orthogonal(scale=1.0, column_axis=-1, dtype=None):
+    """An initializer of (scaled) orthogonal matrices: the shape flattened to (rows, shape[column_axis]) has
+    orthonormal columns (or rows, where there are fewer rows than columns)."""
+
+    def init(key, shape, dtype=dtype):
+        shape = _shape(shape)
+        dtype = _float_dtype(dtype, "orthogonal initializer")
+        if len(shape) < 2:
+            raise ValueError(f"orthogonal initializer requires at least a 2-D shape; got {shape}")
+        if any(d == 0 for d in shape):
+            return knp.zeros(shape, dtype)
+        axis = column_axis % len(shape)
+        n_cols = shape[axis]
+        n_rows = math.prod(shape) // n_cols
+        q = _random_orthogonal(key, n_rows, n_cols, dtype)
+        q = knp.reshape(q, shape[:axis] + shape[axis + 1:] + (n_cols,))
+        return knp.multiply(knp.moveaxis(q, -1, axis), np.asarray(scale, dtype))
+
+    return init
