@@ -294,6 +294,37 @@ def test_rel_entr_kl_div():
         np.testing.assert_allclose(got, numerical_grad(lambda v: getattr(ss, name)(v, q).sum(), p), rtol=1e-7)
 
 
+@pytest.mark.parametrize("name", ["i0", "i0e", "i1", "i1e"])
+def test_bessel_i(name):
+    """Within 4e-15 relative of scipy over [-60, 60] and up to 3000 (the power series below 40, the
+    asymptotic series above); the scaled forms stay finite where I0 and I1 overflow."""
+    x = np.concatenate([RNG.uniform(-60, 60, 400), 10 ** RNG.uniform(-300, 3.5, 400), [39.999, 40.0, 713.0, 714.0]])
+    got, want = getattr(ks, name)(x), getattr(ss, name)(x)
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=4e-15, atol=0)
+    if name in ("i0", "i1"):  # scipy overflows from 709.8, exp(x) * i0e(x); kiln's I0 and I1 reach 713.9
+        over = ~finite & (np.abs(x) < 713.9)
+        scaled = getattr(ss, name + "e")(x[over])
+        np.testing.assert_allclose(np.log(np.abs(got[over])), np.abs(x[over]) + np.log(np.abs(scaled)), rtol=1e-15)
+        finite |= over
+    np.testing.assert_array_equal(got[~finite], want[~finite])
+    special = np.array([0.0, -0.0, np.nan])
+    np.testing.assert_array_equal(getattr(ks, name)(special), getattr(ss, name)(special))
+    # at +-inf scipy gives NaN for I0 and I1; kiln gives their limits (inf, and -inf for I1(-inf)), and 0 scaled
+    limits = {"i0": [np.inf, np.inf], "i1": [np.inf, -np.inf], "i0e": [0.0, 0.0], "i1e": [0.0, -0.0]}[name]
+    np.testing.assert_array_equal(getattr(ks, name)(np.array([np.inf, -np.inf])), limits)
+    eager_and_jit(getattr(ks, name), getattr(ss, name), np.array([-45.0, -3.0, 0.5, 12.0, 50.0], np.float32))
+    points = np.array([-2.3, 0.4, 7.0, 41.0])
+    scale = np.abs(getattr(ss, name)(points))  # values from 0.2 to 1e16: each term of the sum weighed alike
+    got = kiln.grad(lambda v: (getattr(ks, name)(v) / scale).sum())(points)
+    np.testing.assert_allclose(got, numerical_grad(lambda v: (getattr(ss, name)(v) / scale).sum(), points), rtol=1e-7)
+
+
+def test_i0_agrees_with_kiln_numpy_i0():
+    x = np.linspace(-50, 50, 101)
+    np.testing.assert_allclose(ks.i0(x), kiln.numpy.i0(x), rtol=2e-15)
+
+
 def test_errors():
     with pytest.raises(ValueError, match="polygamma: n=2 is not supported"):
         ks.polygamma(2, np.ones(2))

@@ -25,7 +25,7 @@ __all__ = [
     "logsumexp", "softmax", "log_softmax", "expit", "logit", "erf", "erfc", "erfinv", "erfcinv", "ndtr",
     "ndtri", "log_ndtr", "gammaln", "digamma", "psi", "polygamma", "betaln", "xlogy", "xlog1py", "entr",
     "gammainc", "gammaincc", "betainc", "gamma", "gammasgn", "beta", "factorial", "multigammaln", "rel_entr",
-    "kl_div",
+    "kl_div", "i0", "i0e", "i1", "i1e",
 ]
 
 
@@ -890,3 +890,70 @@ def rel_entr(x, y):
 def kl_div(x, y):
     """x log(x / y) - x + y for x, y > 0; y at x = 0 <= y; inf elsewhere."""
     return _entropy_terms("kl_div", x, y, with_linear=True)
+
+
+# --- modified Bessel functions of the first kind, orders 0 and 1 -----------------------------------
+
+_BESSEL_SERIES_BELOW = 40.0  # kiln.numpy.i0's split: the power series below, the asymptotic series above
+_BESSEL_SERIES_TERMS = 80
+_BESSEL_ASYMPTOTIC_TERMS = 20
+
+
+def _bessel_i_scaled(x, order: int):
+    """exp(-|x|) I_order(|x|), order 0 or 1: the power series (x/2)^order sum_k (x^2/4)^k / (k! (k + order)!)
+    (positive terms) times exp(-|x|) below 40; above, the asymptotic series
+    (2 pi |x|)^(-1/2) sum_k (-1)^k prod_j (4 order^2 - (2j - 1)^2) / (k! (8|x|)^k), which needs no exponential."""
+    ax = knp.abs(x)
+    near = knp.less(ax, _BESSEL_SERIES_BELOW)
+    xs = knp.where(near, ax, 0.0)
+    quarter = knp.multiply(knp.multiply(xs, xs), 0.25)
+    coeffs = [1.0 / (math.factorial(k) * math.factorial(k + order)) for k in range(_BESSEL_SERIES_TERMS)]
+    series = _horner(quarter, coeffs)
+    if order == 1:
+        series = knp.multiply(series, knp.multiply(xs, 0.5))
+    series = knp.multiply(series, knp.exp(knp.negative(xs)))
+    xf = knp.where(near, _BESSEL_SERIES_BELOW, ax)
+    w = knp.reciprocal(knp.multiply(xf, 8.0))
+    asym_coeffs, c = [1.0], 1.0
+    for k in range(1, _BESSEL_ASYMPTOTIC_TERMS):
+        c *= -(4 * order * order - (2 * k - 1) ** 2) / k
+        asym_coeffs.append(c)
+    far = knp.divide(_horner(w, asym_coeffs), knp.sqrt(knp.multiply(xf, 2 * math.pi)))
+    far = knp.where(knp.isinf(xf), 0.0, far)
+    return knp.where(near, series, far)
+
+
+def _odd(x, value):
+    return knp.where(knp.less(x, 0.0), knp.negative(value), value)
+
+
+def i0e(x):
+    """exp(-|x|) I0(x), finite for every x (I0 itself overflows beyond 713)."""
+    (x,), dtype = float_operands("i0e", x)
+    return narrow(_bessel_i_scaled(x, 0), dtype)
+
+
+def i1e(x):
+    """exp(-|x|) I1(x) (odd in x)."""
+    (x,), dtype = float_operands("i1e", x)
+    return narrow(_odd(x, _bessel_i_scaled(x, 1)), dtype)
+
+
+def _unscaled(x, order):
+    """I_order(|x|) = exp(|x|) i_order_e(|x|), the exponential as exp(|x|/2)^2 so that it overflows only where
+    the result does."""
+    half = knp.exp(knp.multiply(knp.abs(x), 0.5))
+    value = knp.multiply(knp.multiply(_bessel_i_scaled(x, order), half), half)
+    return knp.where(knp.isinf(x), np.inf, value)
+
+
+def i0(x):
+    """The modified Bessel function I0 (the computation of kiln.numpy.i0, in scipy's dtypes)."""
+    (x,), dtype = float_operands("i0", x)
+    return narrow(_unscaled(x, 0), dtype)
+
+
+def i1(x):
+    """The modified Bessel function I1 (odd in x)."""
+    (x,), dtype = float_operands("i1", x)
+    return narrow(_odd(x, _unscaled(x, 1)), dtype)
