@@ -121,3 +121,18 @@ def test_orthogonal(tmp_path):
     check_like_numpy(init.orthogonal()(KEY, (0, 3)), np.zeros((0, 3), np.float32))
     with pytest.raises(ValueError, match=r"orthogonal initializer requires at least a 2-D shape; got \(3,\)"):
         init.orthogonal()(KEY, (3,))
+
+
+def test_delta_orthogonal():
+    for shape in ((3, 2, 4), (2, 3, 3, 3), (3, 3, 3, 1, 2)):
+        w = np.asarray(init.delta_orthogonal(scale=2.0)(KEY, shape, np.float64))
+        centre = tuple((k - 1) // 2 for k in shape[:-2])
+        np.testing.assert_allclose(w[centre], np.asarray(init.orthogonal(2.0)(KEY, shape[-2:], np.float64)),
+                                   rtol=1e-12)
+        rest = w.copy()
+        rest[centre] = 0
+        assert not rest.any()
+    with pytest.raises(ValueError, match=r"delta_orthogonal initializer requires a 3-D, 4-D or 5-D shape; got \(3, 3\)"):
+        init.delta_orthogonal()(KEY, (3, 3))
+    with pytest.raises(ValueError, match="delta_orthogonal initializer: fan_in 4 must be less than or equal to fan_out 2"):
+        init.delta_orthogonal()(KEY, (3, 4, 2))

@@ -4,7 +4,7 @@
     w = init(kiln.random.key(0), (784, 128), np.float32)
 
 Each factory returns an initializer `init(key, shape, dtype=None)`; dtype defaults to float32 (JAX's default
-float). Not present: delta_orthogonal.
+float).
 """
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ __all__ = [
     "Initializer", "zeros", "ones", "constant", "uniform", "normal", "truncated_normal", "variance_scaling",
     "glorot_uniform", "glorot_normal", "xavier_uniform", "xavier_normal", "lecun_uniform", "lecun_normal",
     "he_uniform", "he_normal", "kaiming_uniform", "kaiming_normal", "orthogonal",
+    "delta_orthogonal",
 ]
 
 # the standard deviation of a standard normal truncated to (-2, 2)
@@ -191,5 +192,26 @@ def orthogonal(scale=1.0, column_axis=-1, dtype=None):
         q = _random_orthogonal(key, n_rows, n_cols, dtype)
         q = knp.reshape(q, shape[:axis] + shape[axis + 1:] + (n_cols,))
         return knp.multiply(knp.moveaxis(q, -1, axis), np.asarray(scale, dtype))
+
+    return init
+
+
+def delta_orthogonal(scale=1.0, column_axis=-1, dtype=None):
+    """An initializer of 1-, 2- or 3-D convolution kernels (spatial..., in, out) that are zero except at the
+    spatial centre, which holds an orthogonal (in, out) matrix (Xiao et al. 2018); needs in <= out."""
+
+    def init(key, shape, dtype=dtype):
+        shape = _shape(shape)
+        dtype = _float_dtype(dtype, "delta_orthogonal initializer")
+        if len(shape) not in (3, 4, 5):
+            raise ValueError(f"delta_orthogonal initializer requires a 3-D, 4-D or 5-D shape; got {shape}")
+        if shape[-1] < shape[-2]:
+            raise ValueError(f"delta_orthogonal initializer: fan_in {shape[-2]} must be less than or equal to "
+                             f"fan_out {shape[-1]}")
+        centre = orthogonal(scale=scale, column_axis=column_axis, dtype=dtype)(key, shape[-2:])
+        spatial = shape[:-2]
+        one_hot = np.zeros(spatial, dtype)
+        one_hot[tuple((k - 1) // 2 for k in spatial)] = 1
+        return knp.multiply(one_hot.reshape(spatial + (1, 1)), centre)
 
     return init
