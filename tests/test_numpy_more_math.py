@@ -135,6 +135,15 @@ def test_gradient(edge_order):
                   lambda a: np.gradient(a, 0.5, [0, 1, 1.5, 3.5], **g), x.T.astype(np.float32), tol=1e-5)
 
 
+def test_gradient_traced_spacing():
+    """A traced scalar step (an argument of the jitted function) and the derivative with respect to it."""
+    f = np.arange(6.0) ** 2
+    eager_and_jit(lambda v, h: knp.gradient(v, h, edge_order=2), lambda v, h: np.gradient(v, h, edge_order=2), f, np.float64(0.5))
+    loss = lambda h: knp.sum(knp.gradient(f, h[0]) ** 2)  # noqa: E731
+    h = np.array([0.7])
+    np.testing.assert_allclose(kiln.jit(kiln.grad(loss))(h), numerical_grad(loss, h), rtol=1e-6)
+
+
 def test_gradient_errors():
     with pytest.raises(ValueError, match="gradient: shape of array too small"):
         knp.gradient(np.ones(2), edge_order=2)

@@ -86,7 +86,7 @@ def gradient(f, *varargs, axis=None, edge_order=None):
         raise ValueError(f"gradient: edge_order must be 1 or 2, got {edge_order!r}")
     if not varargs:
         spacings = [1.0] * len(axes)
-    elif len(varargs) == 1 and np.ndim(varargs[0]) == 0 and not hasattr(varargs[0], "aval"):
+    elif len(varargs) == 1 and aval(asarray(varargs[0])).ndim == 0:
         spacings = list(varargs) * len(axes)
     elif len(varargs) == len(axes):
         spacings = list(varargs)
@@ -115,7 +115,7 @@ def _gradient_axis(x, ax, spacing, edge_order):
 
     step = _uniform_step(spacing, n, ax)
     if step is not None:
-        h = np.asarray(step, d)
+        h = convert(asarray(step), d)
         inner = true_divide(subtract(part(2, 0), part(0, -2)), convert(multiply(h, 2), d))
         if edge_order == 1:
             first = true_divide(subtract(part(1, 2), part(0, 1)), h)
@@ -154,10 +154,11 @@ def _second_order_edge(f0, f1, f2, dx1, dx2, start):
 
 
 def _uniform_step(spacing, n, ax):
-    """The step when the spacing is a scalar or evenly spaced concrete coordinates (numpy's test), else None."""
+    """The step when the spacing is a scalar (traced or not) or evenly spaced concrete coordinates (numpy's
+    test), else None."""
     if hasattr(spacing, "aval"):
         if aval(spacing).ndim == 0:
-            raise TypeError("gradient: a traced scalar spacing is not supported; pass the coordinates or a number")
+            return spacing
         _check_coordinates(spacing, n, ax)
         return None
     coords = np.asarray(spacing)
