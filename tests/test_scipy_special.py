@@ -308,11 +308,8 @@ def test_bessel_i(name):
         np.testing.assert_allclose(np.log(np.abs(got[over])), np.abs(x[over]) + np.log(np.abs(scaled)), rtol=1e-15)
         finite |= over
     np.testing.assert_array_equal(got[~finite], want[~finite])
-    special = np.array([0.0, -0.0, np.nan])
+    special = np.array([0.0, -0.0, np.nan, np.inf, -np.inf])  # scipy: NaN for I0 and I1 at +-inf, 0 scaled
     np.testing.assert_array_equal(getattr(ks, name)(special), getattr(ss, name)(special))
-    # at +-inf scipy gives NaN for I0 and I1; kiln gives their limits (inf, and -inf for I1(-inf)), and 0 scaled
-    limits = {"i0": [np.inf, np.inf], "i1": [np.inf, -np.inf], "i0e": [0.0, 0.0], "i1e": [0.0, -0.0]}[name]
-    np.testing.assert_array_equal(getattr(ks, name)(np.array([np.inf, -np.inf])), limits)
     eager_and_jit(getattr(ks, name), getattr(ss, name), np.array([-45.0, -3.0, 0.5, 12.0, 50.0], np.float32))
     points = np.array([-2.3, 0.4, 7.0, 41.0])
     scale = np.abs(getattr(ss, name)(points))  # values from 0.2 to 1e16: each term of the sum weighed alike

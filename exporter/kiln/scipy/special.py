@@ -943,17 +943,16 @@ def _unscaled(x, order):
     """I_order(|x|) = exp(|x|) i_order_e(|x|), the exponential as exp(|x|/2)^2 so that it overflows only where
     the result does."""
     half = knp.exp(knp.multiply(knp.abs(x), 0.5))
-    value = knp.multiply(knp.multiply(_bessel_i_scaled(x, order), half), half)
-    return knp.where(knp.isinf(x), np.inf, value)
+    return knp.multiply(knp.multiply(_bessel_i_scaled(x, order), half), half)  # NaN at +-inf, as scipy
 
 
 def i0(x):
-    """The modified Bessel function I0 (the computation of kiln.numpy.i0, in scipy's dtypes)."""
+    """The modified Bessel function I0: kiln.numpy.i0 (one implementation), in scipy's dtypes."""
     (x,), dtype = float_operands("i0", x)
-    return narrow(_unscaled(x, 0), dtype)
+    return narrow(knp.i0(x), dtype)
 
 
 def i1(x):
-    """The modified Bessel function I1 (odd in x)."""
+    """The modified Bessel function I1 (odd in x), by i1e's series; NaN at +-inf as scipy's."""
     (x,), dtype = float_operands("i1", x)
     return narrow(_odd(x, _unscaled(x, 1)), dtype)
