@@ -295,6 +295,19 @@ def test_vmap():
                      np.array([[1, 2, 3], [0, 5, -1]]))
 
 
+def test_array_methods():
+    """jax.Array's searchsorted, argpartition and ptp methods on traced arrays."""
+    x = random_array(RNG, (2, 5))
+
+    def run(a):
+        row = a[0]
+        return row.sort().searchsorted(a[1], side="right"), a.argpartition(2, axis=1), a.ptp(axis=1, keepdims=True)
+
+    searched, parted, spread = kiln.jit(run)(x)
+    check_like_numpy((searched, spread), (np.searchsorted(np.sort(x[0]), x[1], side="right"), np.ptp(x, 1, keepdims=True)))
+    _check_partition(np.take_along_axis(x, np.asarray(parted), axis=1), x, 2, 1)
+
+
 # ----------------------------------------------------------------------------- kiln-run
 
 
