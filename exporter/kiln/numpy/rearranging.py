@@ -46,13 +46,16 @@ def _static_positions(obj, n, name):
 
 
 def delete(arr, obj, axis=None, *, assume_unique_indices=False):
-    """numpy.delete with static positions (an int, slice, sequence or boolean mask); jax.numpy's
-    assume_unique_indices is accepted (static positions need no such hint)."""
+    """numpy.delete: positions given as an int, slice, sequence or boolean mask. Traced positions (as in
+    jax.numpy) are a scalar, or an integer array with assume_unique_indices=True (so the result's length is
+    known); traced positions out of range delete nothing."""
     x = asarray(arr)
     if axis is None:
         x, axis = ravel(x), 0
     ax = _axis(axis, aval(x).ndim, "delete")
     n = aval(x).shape[ax]
+    if isinstance(obj, Tracer):
+        return _delete_traced(x, obj, ax, n, assume_unique_indices)
     positions, _ = _static_positions(obj, n, "delete")
     if positions.size and (positions.min() < -n or positions.max() >= n):
         bad = positions.min() if positions.min() < -n else positions.max()
@@ -62,15 +65,32 @@ def delete(arr, obj, axis=None, *, assume_unique_indices=False):
     return take(x, np.nonzero(keep)[0], axis=ax)
 
 
+def _delete_traced(x, obj, ax, n, unique):
+    from .selection import nonzero
+
+    if not dtypes.is_int(aval(obj).dtype):
+        raise TypeError(f"delete: traced positions must be integers, got {aval(obj).dtype}")
+    if aval(obj).ndim > 0 and not unique:
+        raise ValueError("delete: traced positions must be a scalar, or an array with assume_unique_indices=True "
+                         "(the result's length must not depend on repeated values)")
+    flat = ravel(obj)
+    keep = at(np.ones(n, np.bool_))[flat].set(np.zeros(aval(flat).shape, np.bool_))
+    (kept,) = nonzero(keep, size=n - aval(flat).shape[0])
+    return take(x, kept, axis=ax)
+
+
 def insert(arr, obj, values, axis=None):
-    """numpy.insert with static positions: an int inserts values as a block before that index, a sequence
-    or slice inserts one slice of values before each position. values take arr's dtype."""
+    """numpy.insert: an int inserts values as a block before that index, a sequence or slice inserts one
+    slice of values before each position; values take arr's dtype. A traced index (as in jax.numpy) must be
+    a scalar; out of range it is clamped into [0, n]."""
     x = asarray(arr)
     if axis is None:
         x, axis = ravel(x), 0
     nd = aval(x).ndim
     ax = _axis(axis, nd, "insert")
     n = aval(x).shape[ax]
+    if isinstance(obj, Tracer):
+        return _insert_traced(x, obj, values, ax, n)
     positions, scalar = _static_positions(obj, n, "insert")
     if positions.size and (positions.min() < -n or positions.max() > n):
         bad = positions.min() if positions.min() < -n else positions.max()
@@ -95,6 +115,31 @@ def insert(arr, obj, values, axis=None):
     is_new[new_at] = True
     source[new_at] = n + order
     source[~is_new] = np.arange(n)
+    return take(concatenate([x, v], axis=ax), source, axis=ax)
+
+
+def _insert_traced(x, obj, values, ax, n):
+    """insert at a traced scalar index: every output position reads arr or values through one gather."""
+    from .elementwise import add, greater_equal, less, subtract
+    from .math import clip, logical_and
+
+    if aval(obj).ndim != 0 or not dtypes.is_int(aval(obj).dtype):
+        raise TypeError("insert: a traced index must be an integer scalar (the result's length must not depend "
+                        "on its values)")
+    nd = aval(x).ndim
+    v = convert(asarray(values), aval(x).dtype)
+    if aval(v).ndim < nd:
+        v = reshape(v, (1,) * (nd - aval(v).ndim) + aval(v).shape)
+    v = moveaxis(v, 0, ax)
+    count = aval(v).shape[ax]
+    slab = list(aval(x).shape)
+    slab[ax] = count
+    v = broadcast_to(v, tuple(slab))
+    i = convert(obj, np.int64)
+    i = clip(where(less(i, 0), add(i, n), i), 0, n)
+    p = np.arange(n + count)
+    is_new = logical_and(greater_equal(p, i), less(p, add(i, count)))
+    source = where(is_new, add(subtract(p, i), n), where(less(p, i), p, subtract(p, count)))
     return take(concatenate([x, v], axis=ax), source, axis=ax)
 
 
