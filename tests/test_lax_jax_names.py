@@ -205,3 +205,42 @@ def test_more_shape_helpers(tmp_path):
     with pytest.raises(TypeError, match="conv_general_permutations: dimension_numbers must be three strings"):
         lax.conv_general_permutations(None)
     assert lax.PrecisionLike is not None and lax.DotDimensionNumbers is tuple
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 8])
+def test_reduce_with_any_computation(n):
+    x = np.arange(1.0, n * 3 + 1).reshape(n, 3)
+    eager_and_jit(lambda v: lax.reduce(v, 0.0, lax.add, (0,)), lambda v: v.sum(0), x)
+    eager_and_jit(lambda v: lax.reduce(v, -np.inf, lax.max, (0, 1)), np.max, x)
+    eager_and_jit(lambda v: lax.reduce(v, 1.0, lambda a, b: a * b, (1,)), lambda v: v.prod(1), x)
+
+    def argmax_pair(a, b):  # a (value, index) pair reduction: the larger value, then the smaller index
+        take_a = knp.logical_or(a[0] > b[0], knp.logical_and(a[0] == b[0], a[1] < b[1]))
+        return knp.where(take_a, a[0], b[0]), knp.where(take_a, a[1], b[1])
+
+    v = np.array([3.0, 9.0, 2.0, 9.0, 1.0])[: max(n, 1)]
+    eager_and_jit(lambda v: lax.reduce((v, np.arange(len(v), dtype=np.int32)), (-np.inf, np.int32(0)), argmax_pair,
+                                       (0,)),
+                  lambda v: (np.max(v), np.int32(np.argmax(v))), v)
+
+
+def test_reduce_edges_and_errors():
+    check_like_numpy(lax.reduce(np.ones((0, 3)), 0.0, lax.add, (0,)), np.zeros(3))
+    with pytest.raises(ValueError, match="reduce: init_values must have the structure of operands"):
+        lax.reduce((np.ones(3), np.ones(3)), 0.0, lax.add, (0,))
+    with pytest.raises(ValueError, match="reduce: the computation must return the structure of the operands"):
+        lax.reduce((np.ones(3), np.ones(3)), (0.0, 0.0), lambda a, b: a[0], (0,))
+
+
+def test_cumlogsumexp():
+    x = np.array([[0.0, 1.0, -3.0, 2.0, 700.0], [-np.inf, -np.inf, 0.0, 5.0, 5.0]])
+    with np.errstate(invalid="ignore"):
+        want = np.logaddexp.accumulate(x, axis=1)
+    eager_and_jit(lambda v: lax.cumlogsumexp(v, axis=1), lambda v: want, x)
+    eager_and_jit(lambda v: lax.cumlogsumexp(v, axis=1, reverse=True),
+                  lambda v: np.logaddexp.accumulate(v[:, ::-1], axis=1)[:, ::-1], x[:, 2:])
+    g = kiln.grad(lambda v: knp.sum(lax.cumlogsumexp(v)))(np.array([0.3, -1.0, 2.0]))
+    np.testing.assert_allclose(g, numerical_grad(lambda v: float(np.sum(np.logaddexp.accumulate(v))),
+                                                 np.array([0.3, -1.0, 2.0])), rtol=1e-6)
+    with pytest.raises(TypeError, match="cumlogsumexp: operand must be floating-point; got int32"):
+        lax.cumlogsumexp(np.arange(3, dtype=np.int32))

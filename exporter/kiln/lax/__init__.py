@@ -58,3 +58,6 @@ __all__ += elementwise.__all__ + shape_api.__all__
 from .associative_scan import associative_scan  # noqa: E402
 
 __all__ += ["associative_scan"]
+from .reduce_api import cumlogsumexp, reduce  # noqa: E402,A004
+
+__all__ += ["cumlogsumexp", "reduce"]
