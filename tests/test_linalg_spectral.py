@@ -156,6 +156,18 @@ def test_svd_under_jit_wide_and_tall():
     check_like_numpy(parts(x.T.copy()), reference(x.T.copy()), 1e-5)
 
 
+def test_eager_rounds_equal_compiled_rounds():
+    """Eagerly the Jacobi rounds run as numpy (kiln.lax._jacobi's mirror), compiled as lax kernels: the same
+    algorithm, so even the signs of the vectors agree and values differ only by rounding."""
+    rng = np.random.default_rng(30)
+    a = rng.standard_normal((2, 7, 7))
+    s = a + np.swapaxes(a, -1, -2)
+    eager, compiled = lax_linalg.eigh(s), kiln.jit(lax_linalg.eigh)(s)
+    check_like_numpy(eager, compiled, 1e-13)
+    eager, compiled = lax_linalg.svd(a[:, :, :5]), kiln.jit(lax_linalg.svd)(a[:, :, :5])
+    check_like_numpy(eager, compiled, 1e-13)
+
+
 # ---- accuracy bound (docs/linalg.md) ---------------------------------------------------------------
 
 def _test_matrices(rng, n):
