@@ -244,3 +244,18 @@ def test_cumlogsumexp():
                                                  np.array([0.3, -1.0, 2.0])), rtol=1e-6)
     with pytest.raises(TypeError, match="cumlogsumexp: operand must be floating-point; got int32"):
         lax.cumlogsumexp(np.arange(3, dtype=np.int32))
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64])
+def test_bit_counting_and_logical_shift(dtype):
+    info = np.iinfo(dtype)
+    width = info.bits
+    x = np.array([0, 1, 5, 100, info.max, info.min, info.max // 3], dtype)
+    as_unsigned = [int(v) & ((1 << width) - 1) for v in x]
+    eager_and_jit(lax.population_count, lambda v: np.array([bin(u).count("1") for u in as_unsigned], dtype), x)
+    eager_and_jit(lax.clz, lambda v: np.array([width - u.bit_length() for u in as_unsigned], dtype), x)
+    shifts = np.array([0, 1, 3, width - 1, width, 2, 1], dtype)
+    want = np.array([(u >> int(s)) if int(s) < width else 0 for u, s in zip(as_unsigned, shifts)]).astype(dtype)
+    eager_and_jit(lax.shift_right_logical, lambda v, s: want, x, shifts)
+    with pytest.raises(TypeError, match="population_count: x must be an integer array; got float32"):
+        lax.population_count(np.ones(2, np.float32))
