@@ -94,11 +94,16 @@ def _dtype_and_weak(x):
         return dtypes.python_scalar_dtype(x), True
     if isinstance(x, Tracer):
         return x.aval.dtype, x.aval.weak_type
-    if isinstance(x, (np.ndarray, np.generic)):
-        return x.dtype, False
     if isinstance(x, (list, tuple)):
         return asarray(x).dtype, False
+    if _is_array_like(x):
+        return dtypes.canonical(x.dtype), False
     return dtypes.canonical(x), False
+
+
+def _is_array_like(x) -> bool:
+    """An array or scalar object with a dtype (numpy's, or another array type's), not a dtype or type itself."""
+    return hasattr(x, "dtype") and not isinstance(x, (type, np.dtype, str))
 
 
 def result_type(*arrays_and_dtypes):
@@ -121,7 +126,7 @@ def can_cast(from_, to, casting="safe"):
     """numpy.can_cast for a dtype or an array (traced arrays included) to a dtype."""
     if dtypes.is_python_scalar(from_):
         raise TypeError("can_cast: a Python number has no dtype of its own (numpy 2 rejects it too); pass a dtype")
-    source = aval(from_).dtype if isinstance(from_, (Tracer, np.ndarray, np.generic)) else np.dtype(from_)
+    source = np.dtype(from_.dtype) if _is_array_like(from_) else np.dtype(from_)
     return bool(np.can_cast(source, np.dtype(to), casting))
 
 
