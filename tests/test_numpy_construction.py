@@ -410,3 +410,8 @@ def test_jax_keywords():
     eager_and_jit(lambda: knp.mask_indices(3, np.triu, 0, size=8),
                   lambda: tuple(np.pad(v, (0, 2)) for v in np.mask_indices(3, np.triu, 0)))
     eager_and_jit(lambda x: knp.delete(x, [1], assume_unique_indices=True), lambda x: np.delete(x, [1]), np.arange(4))
+
+
+def test_choose_out_is_refused():
+    with pytest.raises(NotImplementedError, match="choose: out= is not supported: kiln arrays are immutable"):
+        knp.choose(np.array([0]), [np.ones(1)], out=np.ones(1))

@@ -14,7 +14,7 @@ def choose(a, choices, out=None, mode="raise"):
     """numpy.choose: element i of the result is choices[a[i]][i], all broadcast together. mode 'raise'
     (a must be concrete), 'wrap' or 'clip'."""
     if out is not None:
-        raise ValueError("choose: out= is not supported: kiln arrays are immutable; use the returned array")
+        raise NotImplementedError("choose: out= is not supported: kiln arrays are immutable; use the returned array")
     if mode not in ("raise", "wrap", "clip"):
         raise ValueError(f"choose: mode must be 'raise', 'wrap' or 'clip', got {mode!r}")
     index = a if isinstance(a, Tracer) else np.asarray(a)

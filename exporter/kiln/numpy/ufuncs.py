@@ -24,8 +24,8 @@ _NO_VALUE = object()
 
 
 def _out_error(name):
-    return ValueError(f"{name}: out= is not supported: kiln arrays are immutable, so a result cannot be written "
-                      "into an existing array; use the returned array (out=None is accepted)")
+    return NotImplementedError(f"{name}: out= is not supported: kiln arrays are immutable, so a result cannot be "
+                               "written into an existing array; use the returned array (out=None is accepted)")
 
 
 class ufunc:  # noqa: N801  (numpy's name)
