@@ -52,6 +52,17 @@ CASES = [
     *[("geom", f, K, (0.3,), 1e-14) for f in ("logpmf", "pmf", "cdf")],
     *[("binom", f, K, (10, 0.3), 1e-13) for f in ("logpmf", "pmf")],
     *[("truncnorm", f, X, (-0.5, 2.0, 1.0, 2.0), 1e-12) for f in ("logpdf", "pdf", "cdf", "sf")],
+    *[("pareto", f, X, (2.5, 0.5, 1.5), 1e-13) for f in ("logpdf", "pdf", "cdf", "logcdf", "sf", "logsf")],
+    ("pareto", "ppf", Q, (2.5, 0.5, 1.5), 1e-14),
+    *[(d, f, np.concatenate([X, [-30.0, 40.0]]), (1.0, 2.0), 1e-12) for d in ("gumbel_r", "gumbel_l")
+      for f in ("logpdf", "pdf", "cdf", "logcdf", "sf", "logsf")],
+    *[(d, "ppf", Q, (1.0, 2.0), 1e-14) for d in ("gumbel_r", "gumbel_l")],
+    *[("nbinom", f, K, params, 1e-12) for f in ("logpmf", "pmf") for params in ((5, 0.3), (2.5, 0.7))],
+    *[("betabinom", f, K, (10, 2.5, 0.7), 1e-12) for f in ("logpmf", "pmf")],
+    *[("vonmises", f, X, (2.0, 1.0), 1e-13) for f in ("logpdf", "pdf")],
+    *[("vonmises", f, X, (800.0,), 1e-9) for f in ("logpdf", "pdf")],
+    *[("wrapcauchy", f, X, (0.4,), 1e-13) for f in ("logpdf", "pdf")],
+    *[("gennorm", f, X, (1.5, 1.0, 2.0), 1e-12) for f in ("logpdf", "pdf", "cdf", "sf")],
     *[("truncnorm", f, X, (3.0, 9.0, 1.0, 2.0), 1e-11) for f in ("logpdf", "pdf", "cdf", "sf")],
 ]
 
@@ -61,7 +72,7 @@ def test_against_scipy(dist, fn, x, params, rtol):
     got = getattr(getattr(ks, dist), fn)(x, *params)
     want = getattr(getattr(st, dist), fn)(x, *params)
     assert got.dtype == want.dtype and got.shape == want.shape
-    np.testing.assert_allclose(got, want, rtol=rtol, atol=0)
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=1e-300)  # subnormal results round apart
 
 
 @pytest.mark.parametrize("dist, fn, x, params", [
@@ -145,7 +156,9 @@ def test_multivariate_normal_gradients():
     ("beta", "logpdf", 1, (0.3, 2.5, 0.7)), ("poisson", "logpmf", 1, (3.0, 2.5)), ("expon", "logpdf", 2, (1.0, 0.0, 2.0)),
     ("cauchy", "cdf", 0, (0.4,)), ("logistic", "logpdf", 0, (0.4,)), ("truncnorm", "logpdf", 0, (0.3, -0.5, 2.0)),
     ("chi2", "cdf", 0, (2.0, 3.0)), ("t", "cdf", 0, (0.7, 3.5)), ("beta", "sf", 0, (0.3, 2.5, 0.7)),
-    ("binom", "cdf", 2, (3.0, 10.0, 0.3)), ("t", "sf", 1, (0.7, 3.5)), ("binom", "logpmf", 2, (3.0, 10.0, 0.4)), ("laplace", "logpdf", 0, (0.6,))])
+    ("binom", "cdf", 2, (3.0, 10.0, 0.3)), ("pareto", "logpdf", 1, (2.0, 2.5)), ("gumbel_r", "logcdf", 0, (0.3,)),
+    ("gumbel_l", "logsf", 0, (0.3,)), ("nbinom", "logpmf", 2, (3.0, 2.5, 0.4)), ("vonmises", "logpdf", 1, (0.3, 2.0)),
+    ("gennorm", "cdf", 0, (0.6, 1.5)), ("wrapcauchy", "logpdf", 1, (1.0, 0.4)), ("t", "sf", 1, (0.7, 3.5)), ("binom", "logpmf", 2, (3.0, 10.0, 0.4)), ("laplace", "logpdf", 0, (0.6,))])
 def test_gradients(dist, fn, argnum, args):
     kfn = getattr(getattr(ks, dist), fn)
     sfn = getattr(getattr(st, dist), fn)
@@ -159,6 +172,31 @@ def test_gradients(dist, fn, argnum, args):
     want = numerical_grad(lambda v: at(v[0], sfn), np.array([args[argnum]]))[0]
     got = kiln.grad(lambda v: at(v, kfn))(args[argnum])
     np.testing.assert_allclose(got, want, rtol=2e-6)
+
+
+def test_multinomial():
+    counts = np.array([[1, 2, 3], [1, 2, 2], [0, 0, 6], [6, 0, 0], [-1, 4, 3]])
+    p = np.array([0.2, 0.3, 0.5])
+    for fn in ("logpmf", "pmf"):
+        check_like_numpy(getattr(ks.multinomial, fn)(counts, 6, p), getattr(st.multinomial, fn)(counts, 6, p),
+                         tol=1e-13)
+        check_like_numpy(kiln.jit(getattr(ks.multinomial, fn))(counts, 6, p),
+                         getattr(st.multinomial, fn)(counts, 6, p), tol=1e-13)
+    assert np.isnan(ks.multinomial.logpmf(counts[0], 6, np.array([-0.2, 0.7, 0.5])))
+    grad = kiln.grad(lambda q: ks.multinomial.logpmf(counts[0], 6, q))(p)
+    np.testing.assert_allclose(grad, counts[0] / p)
+
+
+def test_vmap():
+    x, a = RNG.uniform(0.1, 6, (4, 3)), RNG.uniform(0.5, 5, (4, 3))
+    mean, cov = np.zeros(3), 2 * np.eye(3)
+    got = kiln.jit(kiln.vmap(lambda v, w: (ks.gamma.cdf(v, w), ks.t.cdf(v, w), ks.norm.logpdf(v, w),
+                                           ks.multivariate_normal.logpdf(v, mean, cov))))(x, a)
+    want = (st.gamma.cdf(x, a), st.t.cdf(x, a), st.norm.logpdf(x, a), st.multivariate_normal.logpdf(x, mean, cov))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-12)
+    np.testing.assert_allclose(kiln.vmap(lambda v: ks.poisson.logpmf(3.0, v))(a[0]), st.poisson.logpmf(3, a[0]),
+                               rtol=1e-13)
 
 
 def test_dirichlet():
