@@ -116,6 +116,16 @@ CASES = {
     "x64_key_64bit_seed": lambda r, k: r.PRNGKey(np.int64(2**40 + 5)),
 }
 
+# Gradients (jax.grad / kiln.grad in the parameter): JAX's implicit reparameterization of the gamma family.
+GRAD_CASES = {
+    "grad_gamma": (lambda r, k, a: r.gamma(k, a, (20,)).sum(), 2.0),
+    "grad_gamma_small": (lambda r, k, a: r.gamma(k, a, (20,)).sum(), 0.3),
+    "grad_gamma_large": (lambda r, k, a: r.gamma(k, a, (20,)).sum(), 60.0),
+    "grad_beta": (lambda r, k, a: r.beta(k, a, 2.0, (20,)).sum(), 1.5),
+    "grad_dirichlet": (lambda r, k, a: (r.dirichlet(k, a * np.array([1.0, 2.0, 3.0], np.float32), (5,))
+                                        * np.arange(3, dtype=np.float32)).sum(), 1.2),
+}
+
 
 def main():
     import jax
@@ -133,6 +143,11 @@ def main():
             value = np.asarray(fn(jr, jr.PRNGKey(42)))
             out[name] = value.view(np.uint16) if value.dtype == BF16 else value
             out[name + "__dtype"] = np.array(str(value.dtype))
+    jax.config.update("jax_enable_x64", False)
+    for name, (fn, a) in GRAD_CASES.items():
+        value = np.asarray(jax.grad(lambda a: fn(jr, jr.PRNGKey(42), a))(np.float32(a)))
+        out[name] = value
+        out[name + "__dtype"] = np.array(str(value.dtype))
     np.savez(OUT, **out)
     print(f"wrote {len(CASES)} cases to {OUT} (jax {jax.__version__})")
 

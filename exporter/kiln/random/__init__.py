@@ -19,6 +19,7 @@ from .. import numpy as knp
 from ..core import dtypes
 from ..core.trace import Tracer
 from ..transforms.api import vmap
+from ..transforms.custom import custom_jvp
 from ._prng import (
     U32, _UINT, canonical_shape, check_key, dtype_of, fold_in_key, quiet, random_bits, seed_key, shape_of,
     split_key,
@@ -521,15 +522,95 @@ def _gamma_one(key, alpha, log_space):
     return (d * V) * boost
 
 
-@quiet
-def _gamma(key, a, shape, dtype, log_space):
-    a = knp.broadcast_to(knp.astype(knp.asarray(a), dtype), shape)
+def _gamma_samples(key, a, log_space):
+    shape = shape_of(a)
     n = math.prod(shape)
-    if n == 0:
-        return knp.zeros(shape, dtype)
     keys = split_key(key, (n,))
     samples = vmap(lambda k, al: _gamma_one(k, al, log_space))(keys, knp.reshape(a, (n,)))
     return knp.reshape(samples, shape)
+
+
+def _digamma_big(z):
+    """digamma(z) for z >= 1 in float64: the recurrence up to z + 6, then the asymptotic series."""
+    shift = sum(1.0 / (z + k) for k in range(6))
+    w = z + 6.0
+    w2 = 1.0 / (w * w)
+    series = w2 * (1 / 12 - w2 * (1 / 120 - w2 * (1 / 252 - w2 * (1 / 240 - w2 / 132))))
+    return knp.log(w) - 0.5 / w - series - shift
+
+
+def _lgamma_big(x):
+    """log Gamma(x) for x >= 1, in x's dtype: Stirling's series after shifting x up by 6."""
+    shift = knp.log(x * (x + 1) * (x + 2) * (x + 3) * (x + 4) * (x + 5))
+    z = x + 6.0
+    zi = 1.0 / z
+    zi2 = zi * zi
+    series = zi * (1 / 12 - zi2 * (1 / 360 - zi2 * (1 / 1260 - zi2 * (1 / 1680 - zi2 / 1188))))
+    return (z - 0.5) * knp.log(z) - z + float(0.5 * np.log(2 * np.pi)) + series - shift
+
+
+def _gamma_cdf_grad_a(a, x):
+    """d/da of the regularized lower incomplete gamma P(a, x), float64: the series
+    P = sum_n x**(a+n) e**-x / Gamma(a+n+1) differentiated term by term (d log term / da = log x - digamma(a+n+1)),
+    summed past the largest term until the terms no longer count."""
+    log_x = knp.log(x)
+    term = knp.exp(a * log_x - x - _lgamma_big(a + 1.0))
+    psi = _digamma_big(a + 1.0)
+    init = (np.int32(0), term, psi, term * (log_x - psi), term)
+
+    def body(c):
+        n, term, psi, acc, total = c
+        k = knp.astype(n + 1, np.float64)
+        term = term * x / (a + k)
+        psi = psi + 1.0 / (a + k)
+        return n + 1, term, psi, acc + term * (log_x - psi), total + term
+
+    def more(c):
+        n, term, _, _, total = c
+        past_peak = knp.astype(n, np.float64) > x - a
+        return (n < 100000) & knp.any(~past_peak | (term > 1e-18 * total))
+
+    return lax.while_loop(more, body, init)[3]
+
+
+def _gamma_grad(sample, a, log_space):
+    """d sample / d a at a fixed CDF value (implicit reparameterization, as JAX's gamma gradient):
+    -(dP/da) / (dP/dx), dP/dx being the Gamma(a) density; computed in float64."""
+    d, f64 = dtype_of(sample), np.dtype(np.float64)
+    a64 = knp.astype(a, f64)
+    x = knp.exp(knp.astype(sample, f64)) if log_space else knp.astype(sample, f64)
+    x = knp.maximum(x, np.finfo(np.float64).tiny)
+    log_density = (a64 - 1.0) * knp.log(x) - x - (_lgamma_big(a64 + 1.0) - knp.log(a64))
+    grad = -_gamma_cdf_grad_a(a64, x) / knp.exp(log_density)
+    return knp.astype(grad / x if log_space else grad, d)
+
+
+_GAMMA_SAMPLERS = {}
+
+
+def _gamma_sampler(log_space):
+    """The sampler with JAX's gradient in a (the rejection loops themselves are not differentiated)."""
+    if log_space not in _GAMMA_SAMPLERS:
+        @custom_jvp
+        def sample(key, a):
+            return _gamma_samples(key, a, log_space)
+
+        @sample.defjvp
+        def _(primals, tangents):
+            key, a = primals
+            x = _gamma_samples(key, a, log_space)
+            return x, tangents[1] * _gamma_grad(x, a, log_space)
+
+        _GAMMA_SAMPLERS[log_space] = sample
+    return _GAMMA_SAMPLERS[log_space]
+
+
+@quiet
+def _gamma(key, a, shape, dtype, log_space):
+    a = knp.broadcast_to(knp.astype(knp.asarray(a), dtype), shape)
+    if math.prod(shape) == 0:
+        return knp.zeros(shape, dtype)
+    return _gamma_sampler(log_space)(key, a)
 
 
 def gamma(key, a, shape=None, dtype=None):
@@ -576,15 +657,6 @@ def dirichlet(key, alpha, shape=None, dtype=None):
 # ----------------------------------------------------------------------------------------- poisson
 
 
-def _lgamma_pos(x):
-    """log Gamma(x) for x >= 1 (float32): Stirling's series after shifting x up by 6."""
-    shift = knp.log(x * (x + 1) * (x + 2) * (x + 3) * (x + 4) * (x + 5))
-    z = x + np.float32(6)
-    zi = np.float32(1) / z
-    series = zi * (np.float32(1 / 12) - zi * zi * (np.float32(1 / 360) - zi * zi * np.float32(1 / 1260)))
-    return (z - np.float32(0.5)) * knp.log(z) - z + np.float32(0.5 * np.log(2 * np.pi)) + series - shift
-
-
 @quiet
 def _poisson_knuth(key, lam, shape, dtype):
     def body(carry):
@@ -618,7 +690,7 @@ def _poisson_rejection(key, lam, shape, dtype):
         u_shifted = np.float32(0.5) - knp.abs(u)
         k = knp.floor((np.float32(2) * a / u_shifted + b) * u + lam + np.float32(0.43))
         s = knp.log(v * inv_alpha / (a / (u_shifted * u_shifted) + b))
-        t = -lam + k * log_lam - _lgamma_pos(knp.maximum(k, np.float32(0)) + np.float32(1))
+        t = -lam + k * log_lam - _lgamma_big(knp.maximum(k, np.float32(0)) + np.float32(1))
         accept1 = (u_shifted >= np.float32(0.07)) & (v <= v_r)
         reject = (k < np.float32(0)) | ((u_shifted < np.float32(0.013)) & (v > u_shifted))
         accept = accept1 | (~reject & (s <= t))
