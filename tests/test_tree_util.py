@@ -167,3 +167,17 @@ def test_register_static_and_with_keys():
 
     assert tu.keystr(tu.tree_leaves_with_path(Box(1))[0][0]) == ".v"
     assert kiln.tree.map(lambda x: x + 1, Box(1)).v == 2
+
+
+def test_tree_static_marks_a_dataclass_field_static():
+    @tu.register_dataclass
+    @dataclasses.dataclass
+    class Op:
+        x: object
+        op: str = kiln.tree.static(default="add")
+
+    leaves, treedef = kiln.tree.flatten(Op(np.ones(3)))
+    assert len(leaves) == 1 and kiln.tree.unflatten(treedef, leaves).op == "add"
+    assert kiln.tree.structure(Op(1, "mul")) != treedef
+    field = kiln.tree.static(default=1, metadata={"doc": "n"})
+    assert field.metadata == {"doc": "n", "static": True} and field.default == 1
