@@ -259,3 +259,17 @@ def test_bit_counting_and_logical_shift(dtype):
     eager_and_jit(lax.shift_right_logical, lambda v, s: want, x, shifts)
     with pytest.raises(TypeError, match="population_count: x must be an integer array; got float32"):
         lax.population_count(np.ones(2, np.float32))
+
+
+def test_gather_scatter_mode_enum():
+    x = np.arange(5.0)
+    rows = np.array([[1], [7]], np.int32)
+    check_like_numpy(lax.gather(x, rows, (0,), mode=lax.GatherScatterMode.CLIP), lax.gather(x, rows, (0,), mode="clip"))
+    check_like_numpy(lax.gather(x, rows, (0,), mode=lax.GatherScatterMode.FILL_OR_DROP),
+                     lax.gather(x, rows, (0,), mode="fill"))
+    check_like_numpy(lax.scatter(x, rows, np.array([9.0, 9.0]), (0,), mode=lax.GatherScatterMode.FILL_OR_DROP),
+                     np.array([0.0, 9.0, 2.0, 3.0, 4.0]))
+    assert lax.GatherScatterMode.from_any(None) is lax.GatherScatterMode.FILL_OR_DROP
+    assert lax.GatherScatterMode.from_any("promise_in_bounds") is lax.GatherScatterMode.PROMISE_IN_BOUNDS
+    with pytest.raises(ValueError, match="gather: mode must be 'fill', 'clip' or 'promise_in_bounds'"):
+        lax.gather(x, rows, (0,), mode=lax.GatherScatterMode.ONE_HOT)

@@ -44,12 +44,14 @@ from .conv import (  # noqa: E402
     ConvDimensionNumbers, conv_general_dilated_patches, conv_general_permutations, conv_general_shape_tuple,
     conv_shape_tuple, conv_transpose, conv_transpose_shape_tuple,
 )
-from .api import ConvGeneralDilatedDimensionNumbers, DotDimensionNumbers, PrecisionLike  # noqa: E402
+from .api import (  # noqa: E402
+    ConvGeneralDilatedDimensionNumbers, DotDimensionNumbers, GatherScatterMode, PrecisionLike,
+)
 
 __all__ += ["Precision", "canonicalize_precision", "dot", "reduce_window_shape_tuple", "stop_gradient",
             "conv_transpose", "conv_shape_tuple", "conv_general_shape_tuple", "conv_transpose_shape_tuple",
             "ConvDimensionNumbers", "conv_general_permutations", "conv_general_dilated_patches", "PrecisionLike",
-            "DotDimensionNumbers", "ConvGeneralDilatedDimensionNumbers"]
+            "DotDimensionNumbers", "ConvGeneralDilatedDimensionNumbers", "GatherScatterMode"]
 from . import elementwise, shape_api  # noqa: E402
 from .elementwise import *  # noqa: E402,F401,F403
 from .shape_api import *  # noqa: E402,F401,F403
