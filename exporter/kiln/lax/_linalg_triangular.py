@@ -142,10 +142,34 @@ def _cholesky_columns(x):
     return fori_loop(0, n, column, _full(shape, 0, _dtype(x)))
 
 
+def _cholesky_and_inverse(x):
+    """(L, L^-1) for the lower triangle of small matrices x in one loop: step j computes column j of L
+    as _cholesky_columns does, then row j of L^-1 = (e_j - L[j, :j] @ L^-1[:j, :]) / L[j, j]."""
+    shape = _shape(x)
+    nd, n, dtype = len(shape), shape[-1], _dtype(x)
+    rows = _index_grid(shape[:-1] + (1,), nd - 2)
+    cols = _index_grid(shape[:-2] + (1, n), nd - 1)
+    zero_row = _full(shape[:-2] + (1, n), 0, dtype)
+
+    def step(j, carry):
+        factor, inverse = carry
+        v = api.sub(_column(x, j), matmul(factor, swap_last(_row(factor, j))))
+        d = api.sqrt(_expand(_entry(v, j, 0), _shape(v)))
+        col = api.select(api.gt(rows, j), api.div(v, d), api.select(api.eq(rows, j), d, _full(_shape(v), 0, dtype)))
+        factor = api.dynamic_update_slice_in_dim(factor, col, j, axis=nd - 1)
+        known = api.select(api.lt(cols, j), _row(factor, j), zero_row)
+        unit = api.select(api.eq(cols, j), _full(_shape(zero_row), 1, dtype), zero_row)
+        inverse_row = api.div(api.sub(unit, matmul(known, inverse)), _expand(_entry(factor, j, j), _shape(zero_row)))
+        return factor, api.dynamic_update_slice_in_dim(inverse, inverse_row, j, axis=nd - 2)
+
+    zeros = _full(shape, 0, dtype)
+    return fori_loop(0, n, step, (zeros, zeros))
+
+
 def _cholesky_blocked(x):
     """Left-looking Cholesky by panels of _BLOCK columns: panel = x[:, k] - L @ L[k, :]^T (one matrix
-    product), its diagonal block factored by _cholesky_columns, the rows below multiplied by that
-    factor's inverse transpose: n / _BLOCK outer steps, each with two _BLOCK-step loops on small blocks."""
+    product), its diagonal block factored and inverted by _cholesky_and_inverse, the rows below multiplied
+    by that inverse's transpose: n / _BLOCK outer steps, each with one _BLOCK-step loop on a small block."""
     shape = _shape(x)
     batch, n, dtype = shape[:-2], shape[-1], _dtype(x)
     nd = len(shape)
@@ -157,14 +181,12 @@ def _cholesky_blocked(x):
                     _padding_identity(batch, n, padded, dtype))
     full = batch + (padded, size)
     rows = _index_grid(full, nd - 2)
-    identity = _identity(batch, size, dtype)
 
     def panel_step(k, factor):
         start = api.mul(k, np.int32(size))
         panel = api.sub(api.dynamic_slice_in_dim(x, start, size, axis=nd - 1),
                         matmul(factor, swap_last(api.dynamic_slice_in_dim(factor, start, size, axis=nd - 2))))
-        block = _cholesky_columns(api.dynamic_slice_in_dim(panel, start, size, axis=nd - 2))
-        inverse = _substitute(block, identity, lower=True, unit_diagonal=False)
+        block, inverse = _cholesky_and_inverse(api.dynamic_slice_in_dim(panel, start, size, axis=nd - 2))
         below = matmul(panel, swap_last(inverse))
         placed = api.dynamic_update_slice_in_dim(_full(full, 0, dtype), block, start, axis=nd - 2)
         end = api.add(start, np.int32(size))
@@ -489,7 +511,6 @@ def _lu_blocked(a):
     if padded != n:
         a = api.add(pad(a, np.zeros((), dtype), [(0, 0, 0)] * (nd - 2) + [(0, padded - n, 0)] * 2),
                     _padding_identity(batch, n, padded, dtype))
-    full = batch + (padded, padded)
     cols = _index_grid(batch + (size, padded), nd - 1)
     panel_rows = _index_grid(batch + (padded, size), nd - 2)
     identity = _identity(batch, size, dtype)
