@@ -322,9 +322,72 @@ def test_i0_agrees_with_kiln_numpy_i0():
     np.testing.assert_allclose(ks.i0(x), kiln.numpy.i0(x), rtol=2e-15)
 
 
+def test_zeta_and_polygamma():
+    x, q = 1 + 10 ** RNG.uniform(-3, 1.5, 300), 10 ** RNG.uniform(-3, 3, 300)
+    np.testing.assert_allclose(ks.zeta(x, q), ss.zeta(x, q), rtol=2e-15)
+    edge_x = np.array([2.0, 3.0, 1.5, 1.0, 0.5, 2.0, 2.0, 2.0])
+    edge_q = np.array([1.0, 2.5, 0.5, 1.0, 1.0, 0.0, -1.5, -1.0])
+    np.testing.assert_allclose(ks.zeta(edge_x, edge_q), ss.zeta(edge_x, edge_q), rtol=1e-14)
+    np.testing.assert_allclose(ks.zeta(np.array([2.0, 4.0])), ss.zeta([2.0, 4.0]), rtol=1e-15)
+    v = np.concatenate([10 ** RNG.uniform(-3, 3, 200), -RNG.uniform(0.01, 1.99, 50)])
+    for n in (2, 3, 5):
+        np.testing.assert_allclose(ks.polygamma(n, v), ss.polygamma(n, v), rtol=2e-15)
+    np.testing.assert_allclose(kiln.grad(lambda t: ks.polygamma(1, t))(2.5), ss.polygamma(2, 2.5), rtol=1e-12)
+    eager_and_jit(lambda a, b: (ks.zeta(a, b), ks.polygamma(3, b)), lambda a, b: (ss.zeta(a, b), ss.polygamma(3, b)),
+                  np.array([2.0, 3.5, 7.0]), np.array([0.3, 1.0, 20.0]), tol=1e-14)
+
+
+def test_small_functions():
+    np.testing.assert_allclose(ks.loggamma(np.array([-2.5, 0.5, 3.0])), ss.loggamma([-2.5, 0.5, 3.0]), rtol=1e-15)
+    n, k = np.array([5.0, 5.0, 5.0, -1.0, 3.5, 30.0]), np.array([2.0, 6.0, -1.0, 1.0, 1.5, 11.0])
+    np.testing.assert_allclose(ks.comb(n, k), ss.comb(n, k), rtol=1e-13)
+    keep = n >= 0  # scipy's repetition=True gives NaN for a negative N
+    np.testing.assert_allclose(ks.comb(n[keep], k[keep], repetition=True), ss.comb(n[keep], k[keep], repetition=True),
+                               rtol=1e-13)
+    z, m = np.array([1.0, 2.5, -2.5, 0.0, -1.0, 3.0]), np.array([3.0, 2.0, 2.0, 1.0, 2.0, 0.0])
+    np.testing.assert_allclose(ks.poch(z, m), ss.poch(z, m), rtol=1e-13)
+    exact = [1, -1 / 2, 1 / 6, 0, -1 / 30, 0, 1 / 42, 0, -1 / 30, 0, 5 / 66, 0, -691 / 2730]
+    np.testing.assert_array_equal(ks.bernoulli(12), exact)  # scipy's own values are 2e-12 off by B_12
+    np.testing.assert_allclose(ks.bernoulli(12), ss.bernoulli(12), rtol=1e-11)
+    x = 10 ** RNG.uniform(-5, 1, 200)
+    for lmbda in (0.3, -0.7, 0.0, 2.0):
+        np.testing.assert_allclose(ks.boxcox(x, lmbda), ss.boxcox(x, lmbda), rtol=1e-14)
+        np.testing.assert_allclose(ks.boxcox1p(x, lmbda), ss.boxcox1p(x, lmbda), rtol=1e-14)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        np.testing.assert_array_equal(ks.boxcox(np.array([0.0, -1.0]), 0.5), ss.boxcox([0.0, -1.0], 0.5))
+    eager_and_jit(lambda a, b: (ks.comb(a, b), ks.poch(a, b), ks.boxcox(a, 0.4), ks.loggamma(a)),
+                  lambda a, b: (ss.comb(a, b), ss.poch(a, b), ss.boxcox(a, 0.4), ss.loggamma(a)),
+                  np.array([4.0, 7.5, 12.0]), np.array([2.0, 3.0, 0.5]), tol=1e-13)
+
+
+def test_erfcx():
+    """Within 6 ulp of scipy from -2 up (erfc's 4 and the exponential's) and of Decimal on the negative side, where scipy's erfcx is up to 500 ulp
+    off (kiln squares x exactly before the exponential)."""
+    from decimal import Decimal, localcontext
+
+    from references import decimal_erfc
+
+    x = np.concatenate([RNG.uniform(-2, 60, 500), 10 ** RNG.uniform(-300, 300, 200), [26.0, 26.0001]])
+    assert ulps(ks.erfcx(x), ss.erfcx(x)).max() <= 6
+    negative = np.concatenate([RNG.uniform(-26.5, -2, 20), [-4.854000604908231]])
+    with localcontext() as ctx:
+        ctx.prec = 50
+        want = np.array([float(decimal_erfc(Decimal(float(v))) * (Decimal(float(v)) ** 2).exp()) for v in negative])
+    assert ulps(ks.erfcx(negative), want).max() <= 6
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -27.5])
+    np.testing.assert_array_equal(ks.erfcx(special), ss.erfcx(special))
+    eager_and_jit(ks.erfcx, ss.erfcx, np.array([-3.0, 0.1, 5.0, 30.0, 1e5]), tol=1e-14)
+    np.testing.assert_allclose(kiln.grad(lambda v: ks.erfcx(v))(1.3),
+                               numerical_grad(lambda v: ss.erfcx(v[0]), np.array([1.3])), rtol=1e-7)
+
+
 def test_errors():
-    with pytest.raises(ValueError, match="polygamma: n=2 is not supported"):
-        ks.polygamma(2, np.ones(2))
+    with pytest.raises(ValueError, match="polygamma: n must be a non-negative Python integer \\(the order\\), got -1"):
+        ks.polygamma(-1, np.ones(2))
+    with pytest.raises(ValueError, match="comb: exact=True is not supported"):
+        ks.comb(5, 2, exact=True)
+    with pytest.raises(ValueError, match="bernoulli: n must be a non-negative Python integer, got 2.5"):
+        ks.bernoulli(2.5)
     with pytest.raises(ValueError, match="logsumexp: axis 3 is out of bounds"):
         ks.logsumexp(np.ones((2, 2)), axis=3)
     with pytest.raises(ValueError, match="softmax: axis -3 is out of bounds"):

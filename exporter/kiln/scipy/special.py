@@ -25,7 +25,8 @@ __all__ = [
     "logsumexp", "softmax", "log_softmax", "expit", "logit", "erf", "erfc", "erfinv", "erfcinv", "ndtr",
     "ndtri", "log_ndtr", "gammaln", "digamma", "psi", "polygamma", "betaln", "xlogy", "xlog1py", "entr",
     "gammainc", "gammaincc", "betainc", "gamma", "gammasgn", "beta", "factorial", "multigammaln", "rel_entr",
-    "kl_div", "i0", "i0e", "i1", "i1e",
+    "kl_div", "i0", "i0e", "i1", "i1e", "zeta", "loggamma", "comb", "poch", "boxcox", "boxcox1p", "bernoulli",
+    "erfcx",
 ]
 
 
@@ -521,11 +522,16 @@ psi = digamma
 
 
 def polygamma(n, x):
-    """polygamma(n, x) for n = 0 (digamma) and n = 1 (trigamma); higher orders are not implemented."""
-    if int(n) != n or int(n) not in (0, 1):
-        raise ValueError(f"polygamma: n={n!r} is not supported; kiln implements orders n=0 and n=1")
+    """The n-th derivative of digamma for a static integer n >= 0: digamma, trigamma, and for n >= 2
+    (-1)^(n+1) n! zeta(n + 1, x)."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+        raise ValueError(f"polygamma: n must be a non-negative Python integer (the order), got {n!r}")
     (x,), dtype = float_operands("polygamma", x)
-    return narrow(_digamma64(x) if int(n) == 0 else _trigamma64(x), dtype)
+    if n == 0:
+        return narrow(_digamma64(x), dtype)
+    if n == 1:
+        return narrow(_trigamma64(x), dtype)
+    return narrow(knp.multiply((-1.0) ** (n + 1) * math.factorial(n), _zeta64(float(n + 1), x)), dtype)
 
 
 def betaln(a, b):
@@ -956,3 +962,149 @@ def i1(x):
     """The modified Bessel function I1 (odd in x), by i1e's series; NaN at +-inf as scipy's."""
     (x,), dtype = float_operands("i1", x)
     return narrow(_odd(x, _unscaled(x, 1)), dtype)
+
+
+# --- Hurwitz zeta and what is built on it ----------------------------------------------------------
+
+_ZETA_DIRECT_TERMS = 12
+# B_2j / (2j)!, j = 1..9, for the Euler-Maclaurin tail
+_BERNOULLI_OVER_FACTORIAL = [1 / 12, -1 / 720, 1 / 30240, -1 / 1209600, 1 / 47900160, -691 / 1307674368000,
+                             1 / 74724249600, -3617 / 10670622842880000, 43867 / 5109094217170944000]
+
+
+def _zeta64(s, q):
+    """sum_k (q + k)^-s for s > 1: twelve terms directly, then the Euler-Maclaurin tail at a = q + 12
+    (a^(1-s)/(s-1) + a^-s/2 + sum_j B_2j/(2j)! s(s+1)...(s+2j-2) a^(-s-2j+1), nine terms); inf at s = 1 and at
+    the poles q = 0, -1, -2; NaN for s < 1 and for q < -2 (not implemented there)."""
+    s = knp.asarray(s, np.float64) if not hasattr(s, "shape") else s
+    total = 0.0
+    for k in range(_ZETA_DIRECT_TERMS):
+        base = knp.add(q, float(k))
+        safe = knp.where(knp.equal(base, 0.0), 1.0, base)
+        total = knp.add(total, knp.where(knp.equal(base, 0.0), np.inf, knp.power(safe, knp.negative(s))))
+    a = knp.add(q, float(_ZETA_DIRECT_TERMS))
+    a = knp.where(knp.greater(a, 0.0), a, 1.0)
+    a_to_minus_s = knp.power(a, knp.negative(s))
+    tail = knp.add(knp.divide(knp.multiply(a_to_minus_s, a), knp.subtract(s, 1.0)), knp.multiply(a_to_minus_s, 0.5))
+    rising, power = s, knp.divide(a_to_minus_s, a)  # s (s+1) ... (s+2j-2), a^(-s-2j+1)
+    for j, coefficient in enumerate(_BERNOULLI_OVER_FACTORIAL, start=1):
+        tail = knp.add(tail, knp.multiply(knp.multiply(rising, power), coefficient))
+        rising = knp.multiply(rising, knp.multiply(knp.add(s, 2.0 * j - 1), knp.add(s, 2.0 * j)))
+        power = knp.divide(power, knp.multiply(a, a))
+    out = knp.add(total, tail)
+    out = knp.where(knp.equal(s, 1.0), np.inf, knp.where(knp.less(s, 1.0), np.nan, out))
+    return knp.where(knp.logical_or(knp.less(q, -2.0), knp.isnan(q)), np.nan, out)
+
+
+def zeta(x, q=None):
+    """The Hurwitz zeta function sum_k (q + k)^-x for x > 1 (q=None: the Riemann zeta function, q = 1)."""
+    (x, q), dtype = float_operands("zeta", x, 1.0 if q is None else q)
+    return narrow(_zeta64(x, q), dtype)
+
+
+def loggamma(x):
+    """log(Gamma(x)) for real x > 0; NaN elsewhere (JAX's real branch; scipy continues it to complex values)."""
+    (x,), dtype = float_operands("loggamma", x)
+    return narrow(knp.where(knp.greater(x, 0.0), _gammaln64(knp.where(knp.greater(x, 0.0), x, 1.0)), np.nan), dtype)
+
+
+def comb(N, k, *, exact: bool = False, repetition: bool = False):  # noqa: N803 - scipy's name
+    """The binomial coefficient N choose k for real N and k, exp(gammaln(N + 1) - gammaln(k + 1) -
+    gammaln(N - k + 1)); 0 unless 0 <= k <= N; repetition=True counts multisets, comb(N + k - 1, k)."""
+    if exact:
+        raise ValueError("comb: exact=True is not supported (kiln computes with gammaln in floating point)")
+    (n, k), dtype = float_operands("comb", N, k)
+    if repetition:
+        n = knp.subtract(knp.add(n, k), 1.0)
+    inside = knp.logical_and(knp.logical_and(knp.greater_equal(k, 0.0), knp.greater_equal(n, 0.0)), knp.less_equal(k, n))
+    ns, ks = knp.where(inside, n, 1.0), knp.where(inside, k, 0.0)
+    log_value = knp.subtract(knp.subtract(_gammaln64(knp.add(ns, 1.0)), _gammaln64(knp.add(ks, 1.0))),
+                             _gammaln64(knp.add(knp.subtract(ns, ks), 1.0)))
+    return narrow(knp.where(inside, knp.exp(log_value), 0.0), dtype)
+
+
+def poch(z, m):
+    """The rising factorial Gamma(z + m) / Gamma(z), as the signs times exp(gammaln(z + m) - gammaln(z)): 1 for
+    m = 0, 0 where z is a pole and z + m is not (scipy's value); NaN where both are poles."""
+    (z, m), dtype = float_operands("poch", z, m)
+    zm = knp.add(z, m)
+    value = knp.multiply(knp.multiply(_gammasgn64(zm), _gammasgn64(z)), knp.exp(knp.subtract(_gammaln64(zm), _gammaln64(z))))
+
+    def pole(v):
+        return knp.logical_and(knp.less_equal(v, 0.0), knp.equal(v, knp.floor(v)))
+
+    value = knp.where(knp.logical_and(pole(z), knp.logical_not(pole(zm))), 0.0, value)
+    return narrow(knp.where(knp.equal(m, 0.0), 1.0, value), dtype)
+
+
+def boxcox(x, lmbda):
+    """(x^lmbda - 1) / lmbda as expm1(lmbda log x) / lmbda, log(x) at lmbda = 0."""
+    (x, lmbda), dtype = float_operands("boxcox", x, lmbda)
+    return narrow(_boxcox_of_log(knp.log(x), lmbda), dtype)
+
+
+def boxcox1p(x, lmbda):
+    """((1 + x)^lmbda - 1) / lmbda from log1p(x) (accurate for small x), log1p(x) at lmbda = 0."""
+    (x, lmbda), dtype = float_operands("boxcox1p", x, lmbda)
+    return narrow(_boxcox_of_log(knp.log1p(x), lmbda), dtype)
+
+
+def _boxcox_of_log(log_x, lmbda):
+    zero = knp.equal(lmbda, 0.0)
+    safe = knp.where(zero, 1.0, lmbda)
+    return knp.where(zero, log_x, knp.divide(knp.expm1(knp.multiply(safe, log_x)), safe))
+
+
+def bernoulli(n: int):
+    """The Bernoulli numbers B_0 .. B_n (B_1 = -1/2, as scipy), computed exactly in rationals: a float64 array."""
+    from fractions import Fraction
+
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+        raise ValueError(f"bernoulli: n must be a non-negative Python integer, got {n!r}")
+    numbers = []
+    for m in range(int(n) + 1):
+        total = Fraction(0)
+        for k in range(m):
+            total += Fraction(math.comb(m + 1, k)) * numbers[k]
+        numbers.append(Fraction(1) if m == 0 else -total / (m + 1))
+    return np.array([float(b) for b in numbers])
+
+
+# --- scaled complementary error function --------------------------------------------------------------
+
+def _square_exactly(x):
+    """(hi, lo) with hi + lo = x * x exactly (Veltkamp's split of x into two 26-bit halves)."""
+    c = knp.multiply(x, 134217729.0)
+    x_hi = knp.subtract(c, knp.subtract(c, x))
+    x_lo = knp.subtract(x, x_hi)
+    hi = knp.multiply(x, x)
+    lo = knp.add(knp.add(knp.subtract(knp.multiply(x_hi, x_hi), hi), knp.multiply(knp.multiply(x_hi, x_lo), 2.0)),
+                 knp.multiply(x_lo, x_lo))
+    return hi, lo
+
+
+def _erfcx_nonnegative(x):
+    """exp(x^2) erfc(x) for x >= 0: with x^2 split exactly, exp(hi) (1 + lo) erfc(x) up to 26; beyond, the
+    asymptotic series 1 / (x sqrt(pi)) sum_n (-1)^n (2n-1)!! / (2x^2)^n (8 terms)."""
+    far = knp.greater(x, 26.0)
+    xn = knp.where(far, 26.0, x)
+    hi, lo = _square_exactly(xn)
+    near = knp.multiply(knp.multiply(knp.exp(hi), knp.add(1.0, lo)), _lax_erfc(xn))
+    xf = knp.where(far, x, 26.0)
+    u = knp.reciprocal(knp.multiply(knp.multiply(xf, xf), 2.0))
+    series = _horner(u, [(-1) ** n * math.prod(range(1, 2 * n, 2)) for n in range(9)])
+    asymptotic = knp.divide(series, knp.multiply(xf, math.sqrt(math.pi)))
+    return knp.where(far, knp.where(knp.isinf(xf), 0.0, asymptotic), near)
+
+
+def erfcx(x):
+    """The scaled complementary error function exp(x^2) erfc(x): 2 exp(x^2) - erfcx(-x) below 0 (overflowing
+    where exp(x^2) does)."""
+    (x,), dtype = float_operands("erfcx", x)
+    ax = knp.abs(x)
+    positive = _erfcx_nonnegative(ax)
+    hi, lo = _square_exactly(knp.where(knp.less(x, 0.0), knp.minimum(ax, 27.0), 0.0))
+    negative = knp.subtract(knp.multiply(knp.multiply(knp.exp(hi), knp.add(1.0, lo)), 2.0), positive)
+    negative = knp.where(knp.greater(ax, 27.0), np.inf, negative)
+    out = knp.where(knp.less(x, 0.0), negative, positive)
+    return narrow(knp.where(knp.isnan(x), x, out), dtype)
