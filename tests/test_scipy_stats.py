@@ -9,7 +9,7 @@ import scipy.stats as st
 import kiln
 import kiln.scipy.special as ksp
 import kiln.scipy.stats as ks
-from kiln_tools import check_like_numpy, eager_jit_and_kiln_run
+from kiln_tools import check_like_numpy, eager_and_jit, eager_jit_and_kiln_run
 from references import numerical_grad
 
 RNG = np.random.default_rng(11)
@@ -307,6 +307,17 @@ def test_betainc():
     np.testing.assert_allclose(grads, numerical_grad(lambda v: ss.betainc(*v), np.array([2.5, 1.5, 0.3])), rtol=1e-6)
 
 
+@pytest.mark.parametrize("kwargs", [{}, {"axis": 1}, {"axis": None}, {"axis": (0, 2)},
+                                    {"axis": -1, "ddof": 0, "keepdims": True}])
+def test_sem(kwargs):
+    x = RNG.standard_normal((4, 5, 3))
+    eager_and_jit(lambda v: ks.sem(v, **kwargs), lambda v: st.sem(v, **kwargs), x)
+    eager_and_jit(lambda v: ks.sem(v, **kwargs), lambda v: st.sem(v, **kwargs), x.astype(np.float32))
+    eager_and_jit(lambda v: ks.sem(v, **kwargs), lambda v: st.sem(v, **kwargs), RNG.integers(0, 9, (4, 5, 3)))
+    got = kiln.grad(lambda v: ks.sem(v, **kwargs).sum())(x)
+    np.testing.assert_allclose(got, numerical_grad(lambda v: st.sem(v, **kwargs).sum(), x), rtol=1e-6, atol=1e-9)
+
+
 def test_errors():
     x, mean, cov = _mvn_case()
     with pytest.raises(NotImplementedError, match="multivariate_normal.logpdf: allow_singular=True is not supported"):
@@ -326,5 +337,9 @@ def test_errors():
         ks.gaussian_kde(RNG.standard_normal((1, 5)), weights=np.ones(4))
     with pytest.raises(ValueError, match="gaussian_kde: argument dataset needs more than one point"):
         ks.gaussian_kde(np.ones((2, 1)))
+    with pytest.raises(NotImplementedError, match="sem: nan_policy='omit' is not supported"):
+        ks.sem(np.ones(3), nan_policy="omit")
+    with pytest.raises(ValueError, match="sem: axis 3 is out of bounds"):
+        ks.sem(np.ones((2, 2)), axis=3)
     with pytest.raises(ValueError, match="gaussian_kde.evaluate: points have dimension 3, the dataset has 2"):
         ks.gaussian_kde(RNG.standard_normal((2, 5))).evaluate(np.ones((3, 4)))
