@@ -232,6 +232,22 @@ def test_gamma_gradient_is_the_implicit_one(a):
     np.testing.assert_allclose(kiln.grad(lambda a: draw(a).sum())(np.float64(a)), want.sum(), rtol=1e-6)
 
 
+@pytest.mark.parametrize("method", ["cholesky", "eigh", "svd"])
+def test_multivariate_normal_covariance(method):
+    """Every method draws from N(mean, cov) (eigh and svd give other numbers than JAX's: eigenvector signs are
+    arbitrary); eagerly and under jit alike."""
+    mean = np.array([1.0, -2.0, 0.5])
+    cov = np.array([[2.0, 0.6, -0.3], [0.6, 1.0, 0.2], [-0.3, 0.2, 0.5]])
+    x = kr.multivariate_normal(kr.PRNGKey(4), mean, cov, (N,), method=method)
+    assert x.shape == (N, 3) and x.dtype == np.float64
+    np.testing.assert_allclose(np.mean(x, 0), mean, atol=0.05)
+    np.testing.assert_allclose(np.cov(np.asarray(x).T), cov, atol=0.06)
+    jitted = kiln.jit(lambda k: kr.multivariate_normal(k, mean, cov, (50,), method=method))(kr.PRNGKey(4))
+    np.testing.assert_allclose(jitted, x[:50], rtol=1e-9, atol=1e-9)
+    with pytest.raises(ValueError, match=r"multivariate_normal: needs mean \(..., n\) and cov \(..., n, n\)"):
+        kr.multivariate_normal(KEY, mean, cov[:2], method=method)
+
+
 def test_dtypes_and_shapes():
     assert kr.uniform(KEY).shape == () and kr.uniform(KEY).dtype == np.float32
     assert kr.normal(KEY, (2,), np.float16).dtype == np.float16

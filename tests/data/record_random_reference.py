@@ -24,6 +24,7 @@ ALPHAS = np.array([0.3, 0.9, 1.0, 2.5, 7.0, 40.0], np.float32)
 LOGITS = np.log(np.array([[0.1, 0.2, 0.3, 0.25, 0.1, 0.05], [0.5, 0.1, 0.1, 0.1, 0.1, 0.1],
                           [0.01, 0.01, 0.01, 0.01, 0.01, 0.95], [1 / 6] * 6], np.float32))
 P5 = np.array([0.1, 0.4, 0.2, 0.05, 0.25], np.float32)
+COV = np.array([[2.0, 0.6, -0.3], [0.6, 1.0, 0.2], [-0.3, 0.2, 0.5]], np.float32)
 
 
 def _k(random, seed=42):
@@ -93,6 +94,8 @@ CASES = {
     "normal_bf16": lambda r, k: r.normal(k, (200,), BF16),
     "truncated_normal": lambda r, k: r.truncated_normal(k, -1.0, 2.0, (500,)),
     "truncated_normal_tail": lambda r, k: r.truncated_normal(k, 1.5, 4.0, (200,)),
+    "multivariate_normal": lambda r, k: r.multivariate_normal(k, np.array([1.0, -2.0, 0.5], np.float32), COV,
+                                                              (50,)),
     "exponential": lambda r, k: r.exponential(k, (500,)),
     "laplace": lambda r, k: r.laplace(k, (500,)),
     "logistic": lambda r, k: r.logistic(k, (500,)),

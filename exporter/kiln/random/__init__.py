@@ -27,7 +27,8 @@ from ._prng import (
 
 __all__ = [
     "PRNGKey", "key", "key_data", "wrap_key_data", "split", "fold_in", "bits", "uniform", "normal", "bernoulli",
-    "randint", "categorical", "permutation", "choice", "truncated_normal", "gamma", "loggamma", "beta",
+    "randint", "categorical", "permutation", "choice", "truncated_normal", "multivariate_normal", "gamma",
+    "loggamma", "beta",
     "dirichlet", "exponential", "laplace", "logistic", "gumbel", "cauchy", "rademacher", "poisson",
 ]
 
@@ -211,6 +212,38 @@ def normal(key, shape=(), dtype=None):
     """Standard normal draws: sqrt(2) * erf_inv(u) for u uniform in (-1, 1), as JAX."""
     key = check_key("normal", key)
     return _normal(key, canonical_shape(shape, "normal"), _float_dtype(dtype, "normal"))
+
+
+def multivariate_normal(key, mean, cov, shape=None, dtype=None, method="cholesky"):
+    """Draws from N(mean, cov) (mean (..., n), cov (..., n, n)): mean + factor @ z with z standard normal of shape
+    shape + (n,) and cov = factor factor^T from method 'cholesky' (default), 'eigh' or 'svd', as JAX. The dtype
+    is mean's and cov's (a float64 mean stays float64; Python lists are float32)."""
+    key = check_key("multivariate_normal", key)
+    if method not in ("cholesky", "eigh", "svd"):
+        raise ValueError(f"kiln.random.multivariate_normal: method must be 'cholesky', 'eigh' or 'svd', got "
+                         f"{method!r}")
+    mean, cov = (knp.asarray(v, dtype=_F32) if isinstance(v, (list, tuple, int, float)) else knp.asarray(v)
+                 for v in (mean, cov))
+    common = np.result_type(dtype_of(mean), dtype_of(cov))
+    dtype = _float_dtype(common if dtypes.is_float(common) else None, "multivariate_normal") if dtype is None \
+        else _float_dtype(dtype, "multivariate_normal")
+    mshape, cshape = shape_of(mean), shape_of(cov)
+    if len(mshape) < 1 or len(cshape) < 2 or cshape[-2:] != (mshape[-1], mshape[-1]):
+        raise ValueError(f"kiln.random.multivariate_normal: needs mean (..., n) and cov (..., n, n), got shapes "
+                         f"{mshape} and {cshape}")
+    batch = np.broadcast_shapes(mshape[:-1], cshape[:-2])
+    shape = batch if shape is None else _broadcast_shape("multivariate_normal", shape, np.zeros(batch))
+    mean, cov = knp.astype(mean, dtype), knp.astype(cov, dtype)
+    if method == "cholesky":
+        factor = knp.linalg.cholesky(cov)
+    elif method == "eigh":
+        w, v = knp.linalg.eigh(cov)
+        factor = v * knp.expand_dims(knp.sqrt(w), -2)
+    else:
+        u, s, _ = knp.linalg.svd(cov)
+        factor = u * knp.expand_dims(knp.sqrt(s), -2)
+    z = _normal(key, (*shape, mshape[-1]), dtype)
+    return mean + knp.einsum("...ij,...j->...i", factor, z)
 
 
 def _broadcast_shape(name, shape, *params):
