@@ -22,6 +22,7 @@ from ..transforms.jvp import tangent_aval
 from . import _linalg_triangular_eager as eager
 from . import api
 from .composite import composite_primitive
+from .math_prims import P
 from .control_flow import fori_loop
 from .structural_prims import pad
 from .structural_prims import slice as slice_
@@ -65,6 +66,11 @@ _BLOCK = 16  # rows/columns per step of the blocked algorithms (used above 2 * _
 
 def _full(shape, value, dtype):
     return api.broadcast_in_dim(np.asarray(value, dtype), shape, ())
+
+
+def _both(p, q):
+    """Elementwise p and q of two bool arrays."""
+    return P["and"].bind(p, q)
 
 
 def _index_grid(shape, dimension):
@@ -330,7 +336,7 @@ def _padding_identity(batch, m, padded, dtype):
     """Zeros of shape (..., padded, padded) with ones on the diagonal past row m."""
     shape = batch + (padded, padded)
     rows, cols = _index_grid(shape, len(shape) - 2), _index_grid(shape, len(shape) - 1)
-    past = api.select(api.eq(rows, cols), api.ge(rows, np.int32(m)), api.eq(rows, -1))
+    past = _both(api.eq(rows, cols), api.ge(rows, np.int32(m)))
     return api.select(past, _full(shape, 1, dtype), _full(shape, 0, dtype))
 
 
@@ -446,7 +452,7 @@ def _lu_columns(a):
         multipliers = api.select(api.gt(rows_col, j), api.div(col, _expand(safe_pivot, _shape(col))), 0)
         u_row = api.select(api.gt(_index_grid(shape[:-2] + (1, n), nb + 1), j), _row(lu, j), 0)
         updated = api.sub(lu, api.mul(_expand(multipliers, shape), _expand(u_row, shape)))
-        below_pivot = api.select(api.gt(rows, j), api.eq(cols, j), api.eq(rows, -1))
+        below_pivot = _both(api.gt(rows, j), api.eq(cols, j))
         lu = api.select(below_pivot, _expand(multipliers, shape), updated)
         return lu, pivots, perm
 
@@ -479,7 +485,7 @@ def _lu_panel(panel, start):
                                  _full(_shape(col), 0, _dtype(panel)))
         u_row = api.select(api.gt(cols_row, j), _row(panel, r), _full(shape[:-2] + (1, size), 0, _dtype(panel)))
         updated = api.sub(panel, api.mul(_expand(multipliers, shape), _expand(u_row, shape)))
-        below_pivot = api.select(api.gt(rows, r), api.eq(cols, j), api.eq(rows, -1))
+        below_pivot = _both(api.gt(rows, r), api.eq(cols, j))
         return api.select(below_pivot, _expand(multipliers, shape), updated), pivots, order
 
     order = api.broadcast_in_dim(api.iota(_I32, shape[-2]), shape[:-1] + (1,), (nb,))
