@@ -73,8 +73,6 @@ def _take(x, start, stop, axis):
     return slice_(x, tuple(starts), tuple(limits))
 
 
-
-
 def _diagonal(a):
     """The diagonal (..., n) of every square matrix in a."""
     shape = _shape(a)
@@ -83,10 +81,16 @@ def _diagonal(a):
     return api.reduce_sum(api.select(api.eq(rows, cols), a, 0), (nb + 1,))
 
 
+def _eye(batch, rows, cols, dtype):
+    """A batch of (rows, cols) matrices with ones on the diagonal and zeros elsewhere."""
+    shape = tuple(batch) + (rows, cols)
+    nb = len(batch)
+    same = api.eq(api.broadcasted_iota(_I32, shape, nb), api.broadcasted_iota(_I32, shape, nb + 1))
+    return api.select(same, _full(shape, 1, dtype), _full(shape, 0, dtype))
+
+
 def _identity(batch, n, dtype):
-    shape = tuple(batch) + (n, n)
-    rows, cols = api.broadcasted_iota(_I32, shape, len(batch)), api.broadcasted_iota(_I32, shape, len(batch) + 1)
-    return api.select(api.eq(rows, cols), _full(shape, 1, dtype), _full(shape, 0, dtype))
+    return _eye(batch, n, n, dtype)
 
 
 def _batch_max_abs(x):
@@ -107,10 +111,6 @@ def _sign(x):
     return api.select(api.ge(x, 0), _full(_shape(x), 1, _dtype(x)), _full(_shape(x), -1, _dtype(x)))
 
 
-
-
-
-
 def _pad_square(x, n):
     """x (..., m, m) padded with zero rows and columns to (..., n, n)."""
     shape = _shape(x)
@@ -119,16 +119,6 @@ def _pad_square(x, n):
         return x
     config = [(0, 0, 0)] * (len(shape) - 2) + [(0, extra, 0), (0, extra, 0)]
     return pad(x, np.zeros((), _dtype(x)), config)
-
-
-
-
-
-
-
-
-
-
 
 
 # ---- qr --------------------------------------------------------------------------------------------
@@ -175,14 +165,6 @@ def _householder_qr(x):
         return r, q
 
     return fori_loop(0, min(m, n), step, (x, _identity(batch, m, dtype)))[::-1]
-
-
-def _eye(batch, rows, cols, dtype):
-    """Identity matrices (rows, cols) for a batch: what an empty factorization's orthogonal factors are."""
-    shape = tuple(batch) + (rows, cols)
-    nb = len(batch)
-    same = api.eq(api.broadcasted_iota(_I32, shape, nb), api.broadcasted_iota(_I32, shape, nb + 1))
-    return api.select(same, _full(shape, 1, dtype), _full(shape, 0, dtype))
 
 
 def _qr_impl(x, *, full_matrices):
@@ -318,6 +300,8 @@ def _columns_from_rows(xt):
 
 
 def _jacobi_eigh(x, *, lower, sort_eigenvalues):
+    """[v, w] of the symmetric matrices read from one triangle of x: scaled by their largest |entry|,
+    padded to an even size, diagonalized by Jacobi sweeps, then unscaled and (optionally) sorted."""
     shape, dtype = _shape(x), _dtype(x)
     nb, n = len(shape) - 2, shape[-1]
     batch = shape[:nb]
@@ -411,10 +395,9 @@ def _jacobi_svd_tall(x, *, full_matrices, compute_uv):
     v = _take(_take(_columns_from_rows(_take(wt, size, 2 * size, 1)), 0, n, nb), 0, n, nb + 1)
     _, w, v = _sort_columns(descending, w, v)
     s = _column_norms(w)
-    u_q, u_r = _householder_qr(w)
-    u_r = api.mul(u_q, _along(_sign(_diagonal(u_r)), _shape(u_q), nb + 1))
-    q_n = _take(q, 0, n, nb + 1)
-    u = matmul(q_n, u_r)
+    w_q, w_r = _householder_qr(w)
+    u_of_r = api.mul(w_q, _along(_sign(_diagonal(w_r)), _shape(w_q), nb + 1))
+    u = matmul(_take(q, 0, n, nb + 1), u_of_r)
     if full_matrices and m > n:
         u = concatenate([u, _take(q, n, m, nb + 1)], nb + 1)
     return [api.mul(s, _per_matrix(scale, batch + (n,))), u, swap_last(v)]
