@@ -381,6 +381,29 @@ def test_erfcx():
                                numerical_grad(lambda v: ss.erfcx(v[0]), np.array([1.3])), rtol=1e-7)
 
 
+def test_exponential_integrals():
+    x = np.concatenate([10 ** RNG.uniform(-10, 2.8, 400), RNG.uniform(0, 5, 200), [1.0, 1.0000001]])
+    for n in (0, 1, 2, 3, 5, 10, 30):
+        got, want = ks.expn(n, x), ss.expn(n, x)
+        shown = want > 0
+        np.testing.assert_allclose(got[shown], want[shown], rtol=2e-14)  # the fraction's steps just above x = 1
+    np.testing.assert_allclose(ks.exp1(x), ss.exp1(x), rtol=2e-14)
+    xi = np.concatenate([RNG.uniform(-50, 39, 300), 10 ** RNG.uniform(-10, 2.85, 100), -(10 ** RNG.uniform(-10, 2.8, 100))])
+    np.testing.assert_allclose(ks.expi(xi), ss.expi(xi), rtol=2e-14)
+    edges_n = np.array([0.0, 1.0, 2.0, 5.0, 0.0, 1.0, 2.0, -1.0, 2.0, 2.0])
+    edges_x = np.array([1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 1.0, -1.0, np.inf])
+    np.testing.assert_allclose(ks.expn(edges_n, edges_x), ss.expn(edges_n, edges_x), rtol=1e-14)
+    special = np.array([0.0, -1.0, 1.0, 50.0, -800.0, 800.0, -np.inf, np.nan])
+    np.testing.assert_allclose(ks.expi(special), ss.expi(special), rtol=1e-14)
+    eager_and_jit(lambda v: (ks.expn(3, v), ks.exp1(v), ks.expi(v)), lambda v: (ss.expn(3, v), ss.exp1(v), ss.expi(v)),
+                  np.array([0.3, 1.5, 7.0, 60.0]), tol=2e-14)
+    np.testing.assert_allclose(kiln.grad(lambda v: ks.expi(v))(2.5), np.exp(2.5) / 2.5, rtol=1e-13)
+    np.testing.assert_allclose(kiln.grad(lambda v: ks.exp1(v))(0.5), -np.exp(-0.5) / 0.5, rtol=1e-13)
+    for n in (0, 1, 3):
+        np.testing.assert_allclose(kiln.grad(lambda v: ks.expn(n, v))(1.7),
+                                   numerical_grad(lambda v: ss.expn(n, v[0]), np.array([1.7])), rtol=1e-7)
+
+
 def test_errors():
     with pytest.raises(ValueError, match="polygamma: n must be a non-negative Python integer \\(the order\\), got -1"):
         ks.polygamma(-1, np.ones(2))
