@@ -179,6 +179,19 @@ def _check_moments(x, mean, var, n):
     ("gamma", lambda k: kr.gamma(k, 2.5, (2000,)), 2.5, 2.5),
     ("gamma_small", lambda k: kr.gamma(k, 0.4, (2000,)), 0.4, 0.4),
     ("beta", lambda k: kr.beta(k, 2.0, 5.0, (2000,)), 2 / 7, 10 / (49 * 8)),
+    ("chisquare", lambda k: kr.chisquare(k, 3.0, (2000,)), 3.0, 6.0),
+    ("t", lambda k: kr.t(k, 6.0, (2000,)), 0.0, 1.5),
+    ("f", lambda k: kr.f(k, 4.0, 20.0, (2000,)), 20 / 18, 2 * 400 * 22 / (4 * 324 * 16)),
+    ("pareto", lambda k: kr.pareto(k, 5.0, (N,)), 1.25, 5 / 48),
+    ("lognormal", lambda k: kr.lognormal(k, 0.5, (N,)), math.exp(0.125), (math.exp(0.25) - 1) * math.exp(0.25)),
+    ("weibull_min", lambda k: kr.weibull_min(k, 2.0, 1.5, (N,)), 2 * math.gamma(1 + 1 / 1.5),
+     4 * (math.gamma(1 + 2 / 1.5) - math.gamma(1 + 1 / 1.5) ** 2)),
+    ("rayleigh", lambda k: kr.rayleigh(k, 2.0, (N,)), 2 * math.sqrt(math.pi / 2), (4 - math.pi) / 2 * 4),
+    ("maxwell", lambda k: kr.maxwell(k, (N,)), 2 * math.sqrt(2 / math.pi), 3 - 8 / math.pi),
+    ("double_sided_maxwell", lambda k: kr.double_sided_maxwell(k, 1.0, 2.0, (N,)), 1.0, 12.0),
+    ("wald", lambda k: kr.wald(k, 1.5, (N,)), 1.5, 1.5 ** 3),
+    ("triangular", lambda k: kr.triangular(k, -1.0, 0.5, 2.0, (N,)), 0.5, 0.375),
+    ("geometric", lambda k: kr.geometric(k, 0.3, (N,)), 1 / 0.3, 0.7 / 0.09),
 ])
 def test_moments(name, draw, mean, var):
     x = draw(kr.PRNGKey(11))

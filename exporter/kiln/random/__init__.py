@@ -28,7 +28,8 @@ from ._prng import (
 __all__ = [
     "PRNGKey", "key", "key_data", "wrap_key_data", "split", "fold_in", "bits", "uniform", "normal", "bernoulli",
     "randint", "categorical", "permutation", "choice", "truncated_normal", "multivariate_normal", "gamma",
-    "loggamma", "beta",
+    "loggamma", "beta", "chisquare", "t", "f", "pareto", "lognormal", "weibull_min", "rayleigh", "maxwell",
+    "double_sided_maxwell", "wald", "triangular", "geometric",
     "dirichlet", "exponential", "laplace", "logistic", "gumbel", "cauchy", "rademacher", "poisson",
 ]
 
@@ -749,3 +750,135 @@ def poisson(key, lam, shape=None, dtype=None):
     result = knp.where(use_knuth, _poisson_knuth(key, lam_knuth, shape, dtype),
                        _poisson_rejection(key, lam_rejection, shape, dtype))
     return knp.where(lam == np.float32(0), knp.zeros_like(result), result)
+
+
+# ------------------------------------------------------------------- more of jax.random's distributions
+
+
+def _param(x, dtype):
+    return knp.astype(knp.asarray(x), dtype)
+
+
+def chisquare(key, df, shape=None, dtype=None):
+    """Chi-square(df) draws: 2 exp(loggamma(df / 2)), as JAX."""
+    key = check_key("chisquare", key)
+    dtype = _float_dtype(dtype, "chisquare")
+    shape = _broadcast_shape("chisquare", shape, df)
+    return knp.exp(_gamma(key, _param(df, dtype) / _const(2, dtype), shape, dtype, True)) * _const(2, dtype)
+
+
+def t(key, df, shape=None, dtype=None):
+    """Student's t(df) draws: normal * sqrt((df / 2) / gamma(df / 2)), as JAX."""
+    key = check_key("t", key)
+    dtype = _float_dtype(dtype, "t")
+    shape = _broadcast_shape("t", shape, df)
+    key_n, key_g = _split2(key)
+    n = _normal(key_n, shape, dtype)
+    half_df = _param(df, dtype) / _const(2, dtype)
+    return n * knp.sqrt(half_df / _gamma(key_g, half_df, shape, dtype, False))
+
+
+def f(key, dfnum, dfden, shape=None, dtype=None):
+    """F(dfnum, dfden) draws: the ratio of two scaled chi-square draws, as JAX."""
+    key = check_key("f", key)
+    dtype = _float_dtype(dtype, "f")
+    shape = _broadcast_shape("f", shape, dfnum, dfden)
+    key_dfd, key_dfn = _split2(key)
+    dfnum, dfden = _param(dfnum, dtype), _param(dfden, dtype)
+    return (chisquare(key_dfn, dfnum, shape, dtype) / dfnum) / (chisquare(key_dfd, dfden, shape, dtype) / dfden)
+
+
+def pareto(key, b, shape=None, dtype=None):
+    """Pareto(b) draws: exp(exponential / b)."""
+    key = check_key("pareto", key)
+    dtype = _float_dtype(dtype, "pareto")
+    shape = _broadcast_shape("pareto", shape, b)
+    return knp.exp(exponential(key, shape, dtype) / _param(b, dtype))
+
+
+def lognormal(key, sigma=np.float32(1), shape=None, dtype=None):
+    """exp(sigma * normal) draws."""
+    key = check_key("lognormal", key)
+    dtype = _float_dtype(dtype, "lognormal")
+    shape = _broadcast_shape("lognormal", shape, sigma)
+    return knp.exp(_normal(key, shape, dtype) * _param(sigma, dtype))
+
+
+def weibull_min(key, scale, concentration, shape=(), dtype=None):
+    """Weibull draws: (-log1p(-u)) ** (1 / concentration) * scale."""
+    key = check_key("weibull_min", key)
+    dtype = _float_dtype(dtype, "weibull_min")
+    u = _uniform(key, canonical_shape(shape, "weibull_min"), dtype, 0.0, 1.0)
+    return knp.power(-knp.log1p(-u), 1.0 / _param(concentration, dtype)) * _param(scale, dtype)
+
+
+def rayleigh(key, scale, shape=None, dtype=None):
+    """Rayleigh(scale) draws: scale * sqrt(-2 log u)."""
+    key = check_key("rayleigh", key)
+    dtype = _float_dtype(dtype, "rayleigh")
+    shape = _broadcast_shape("rayleigh", shape, scale)
+    u = _uniform(key, shape, dtype, 0.0, 1.0)
+    return knp.broadcast_to(_param(scale, dtype), shape) * knp.sqrt(knp.log(u) * _const(-2, dtype))
+
+
+def maxwell(key, shape=(), dtype=None):
+    """Maxwell draws: the norm of three standard normals."""
+    key = check_key("maxwell", key)
+    dtype = _float_dtype(dtype, "maxwell")
+    z = _normal(key, (*canonical_shape(shape, "maxwell"), 3), dtype)
+    return knp.sqrt(knp.sum(z * z, axis=-1))
+
+
+def double_sided_maxwell(key, loc, scale, shape=(), dtype=None):
+    """A Maxwell draw with a random sign, scaled and shifted: sign * maxwell * scale + loc."""
+    key = check_key("double_sided_maxwell", key)
+    dtype = _float_dtype(dtype, "double_sided_maxwell")
+    params = np.broadcast_shapes(shape_of(knp.asarray(loc)), shape_of(knp.asarray(scale)))
+    shape = canonical_shape(shape, "double_sided_maxwell") or params
+    shape = (*shape, *params) if shape != params else shape
+    maxwell_key, sign_key = _split2(key)
+    sign = rademacher(sign_key, shape, dtype)
+    return sign * maxwell(maxwell_key, shape, dtype) * _param(scale, dtype) + _param(loc, dtype)
+
+
+def wald(key, mean, shape=None, dtype=None):
+    """Wald (inverse Gaussian) draws with the given mean and scale 1, by Michael, Schucany and Haas, as JAX."""
+    key = check_key("wald", key)
+    dtype = _float_dtype(dtype, "wald")
+    shape = _broadcast_shape("wald", shape, mean)
+    k1, k2 = _split2(key)
+    mean = knp.broadcast_to(_param(mean, dtype), shape)
+    v = _normal(k1, shape, dtype)
+    z = _uniform(k2, shape, dtype, 0.0, 1.0)
+    y = v * v
+    mean_sq = mean * mean
+    x = mean + mean_sq * y / 2 - mean / 2 * knp.sqrt(4 * mean * y + mean_sq * (y * y))
+    return knp.where(z <= mean / (mean + x), x, mean_sq / x)
+
+
+def triangular(key, left, mode, right, shape=None, dtype=None):
+    """Triangular(left, mode, right) draws by the inverse CDF."""
+    key = check_key("triangular", key)
+    dtype = _float_dtype(dtype, "triangular")
+    shape = _broadcast_shape("triangular", shape, left, mode, right)
+    left, mode, right = (knp.broadcast_to(_param(v, dtype), shape) for v in (left, mode, right))
+    fc = (mode - left) / (right - left)
+    u = _uniform(key, shape, dtype, 0.0, 1.0)
+    out1 = left + knp.sqrt(u * (right - left) * (mode - left))
+    out2 = right - knp.sqrt((1 - u) * (right - left) * (right - mode))
+    return knp.where(u < fc, out1, out2)
+
+
+def geometric(key, p, shape=None, dtype=None):
+    """Geometric(p) draws on {1, 2, ...} (default int32): floor(log u / log1p(-p)) + 1."""
+    key = check_key("geometric", key)
+    dtype = _int_dtype(dtype, "geometric")
+    p = knp.asarray(p, dtype=_F32) if isinstance(p, (int, float)) else knp.asarray(p)
+    if not dtypes.is_float(dtype_of(p)):
+        p = knp.astype(p, _F32)
+    shape = _broadcast_shape("geometric", shape, p)
+    u = _uniform(key, shape, dtype_of(p), 0.0, 1.0)
+    u = knp.where(u == 0, _const(1, dtype_of(p)), u)
+    g = knp.floor(knp.log(u) / knp.broadcast_to(knp.log1p(-p), shape)) + 1
+    return knp.astype(g, dtype)
+
