@@ -318,6 +318,30 @@ def test_sem(kwargs):
     np.testing.assert_allclose(got, numerical_grad(lambda v: st.sem(v, **kwargs).sum(), x), rtol=1e-6, atol=1e-9)
 
 
+@pytest.mark.parametrize("method", ["average", "min", "max", "dense", "ordinal"])
+@pytest.mark.parametrize("axis", [None, 0, 1])
+def test_rankdata(method, axis):
+    x = RNG.integers(0, 4, (3, 7))  # ties in every row and column
+    eager_and_jit(lambda v: ks.rankdata(v, method, axis=axis), lambda v: st.rankdata(v, method, axis=axis), x)
+    floats = x.astype(np.float64) + 0.5
+    floats[0, 2] = np.nan  # its slice becomes NaN; float input ranks as float64 for every method (as JAX)
+    want = st.rankdata(floats, method, axis=axis).astype(np.float64)
+    np.testing.assert_array_equal(ks.rankdata(floats, method, axis=axis), want)
+    np.testing.assert_array_equal(kiln.jit(lambda v: ks.rankdata(v, method, axis=axis))(floats), want)
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1, None])
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_mode(axis, keepdims):
+    x = RNG.integers(0, 4, (5, 6))
+    for data in (x, x.astype(np.float32) - 1.5):
+        want = st.mode(data, axis, keepdims=keepdims)
+        for got in (ks.mode(data, axis, keepdims=keepdims), kiln.jit(lambda v: ks.mode(v, axis, keepdims=keepdims))(data)):
+            assert isinstance(got, ks.ModeResult)
+            check_like_numpy(got.mode, want.mode)
+            check_like_numpy(got.count, want.count)
+
+
 def test_errors():
     x, mean, cov = _mvn_case()
     with pytest.raises(NotImplementedError, match="multivariate_normal.logpdf: allow_singular=True is not supported"):
@@ -339,6 +363,12 @@ def test_errors():
         ks.gaussian_kde(np.ones((2, 1)))
     with pytest.raises(NotImplementedError, match="sem: nan_policy='omit' is not supported"):
         ks.sem(np.ones(3), nan_policy="omit")
+    with pytest.raises(ValueError, match="rankdata: method must be one of average, min, max, dense, ordinal, got 'mean'"):
+        ks.rankdata(np.ones(3), "mean")
+    with pytest.raises(NotImplementedError, match="mode: nan_policy='omit' is not supported"):
+        ks.mode(np.ones(3), nan_policy="omit")
+    with pytest.raises(ValueError, match="mode: argument a is empty"):
+        ks.mode(np.ones((0,)))
     with pytest.raises(ValueError, match="sem: axis 3 is out of bounds"):
         ks.sem(np.ones((2, 2)), axis=3)
     with pytest.raises(ValueError, match="gaussian_kde.evaluate: points have dimension 3, the dataset has 2"):
