@@ -198,3 +198,40 @@ def test_conv_dimension_numbers_as_jax():
     np.testing.assert_array_equal(by_strings, by_tuple)
     assert "ConvDimensionNumbers" not in kiln.jit(
         lambda a, b: lax.conv_general_dilated(a, b, (1, 1), "SAME", dimension_numbers=dn)).lower(x, w)
+
+
+def _patches_reference(x, filter_shape, strides, pads):
+    """NHWC patches: out[n, i, j, c * S + s] = padded x at (i * stride + a, j * stride + b, c), s = a * fw + b."""
+    fh, fw = filter_shape
+    xp = np.pad(x, [(0, 0), pads[0], pads[1], (0, 0)])
+    oh = (xp.shape[1] - fh) // strides[0] + 1
+    ow = (xp.shape[2] - fw) // strides[1] + 1
+    out = np.zeros((x.shape[0], oh, ow, x.shape[3] * fh * fw))
+    for i in range(oh):
+        for j in range(ow):
+            for a in range(fh):
+                for b in range(fw):
+                    for c in range(x.shape[3]):
+                        out[:, i, j, c * fh * fw + a * fw + b] = xp[:, i * strides[0] + a, j * strides[1] + b, c]
+    return out
+
+
+def test_conv_general_dilated_patches(tmp_path):
+    x = RNG.standard_normal((2, 5, 6, 3))
+    dn = ("NHWC", "HWIO", "NHWC")
+    eager_and_jit(lambda a: lax.conv_general_dilated_patches(a, (2, 3), (1, 2), ((1, 0), (1, 1)), dimension_numbers=dn),
+                  lambda a: _patches_reference(a, (2, 3), (1, 2), ((1, 0), (1, 1))), x)
+    x32 = x.astype(np.float32)
+    eager_jit_and_kiln_run(lambda a: lax.conv_general_dilated_patches(a, (3, 3), (2, 2), "VALID", dimension_numbers=dn),
+                           lambda a: _patches_reference(a, (3, 3), (2, 2), ((0, 0), (0, 0))).astype(np.float32), x32,
+                           tmp_path=tmp_path)
+    nchw = lax.conv_general_dilated_patches(x.transpose(0, 3, 1, 2), (2, 2), (1, 1), "VALID")
+    check_like_numpy(nchw, _patches_reference(x, (2, 2), (1, 1), ((0, 0), (0, 0))).transpose(0, 3, 1, 2))
+    g = kiln.grad(lambda a: knp.sum(lax.conv_general_dilated_patches(a, (2, 2), (1, 1), "VALID", dimension_numbers=dn)))(x)
+    counts = np.zeros((5, 6))  # how many 2x2 windows see each position
+    for r in range(4):
+        for c in range(5):
+            counts[r:r + 2, c:c + 2] += 1
+    np.testing.assert_allclose(g, np.broadcast_to(counts[None, :, :, None], x.shape))
+    with pytest.raises(ValueError, match=r"conv_general_dilated_patches: filter_shape \(2,\) needs 2 spatial sizes"):
+        lax.conv_general_dilated_patches(x, (2,), (1, 1), "VALID", dimension_numbers=dn)

@@ -8,6 +8,7 @@ floor when names land, so none is lost again).
 """
 import importlib
 import json
+import types
 from pathlib import Path
 
 import pytest
@@ -53,7 +54,7 @@ DELIBERATELY_ABSENT = {
 }
 
 # The coverage (present / names not deliberately absent) each module must keep; raised as names land.
-FLOORS = {}
+FLOORS = {"jax.numpy": 0.99}  # 385 of 388 when the numpy long tail landed (missing: from_dlpack, polyfit, uint)
 
 
 def _module(name):
@@ -93,7 +94,8 @@ def test_deliberately_absent_names_are_absent(jax_module):
     for name, why in absent.items():
         assert why, name
         assert name in NAMES["modules"][jax_module], f"{name} is not a {jax_module} name"
-        assert kiln_module is None or not hasattr(kiln_module, name), (
+        # A kiln submodule of that name is not JAX's function (kiln.lax.composite holds composite primitives).
+        assert kiln_module is None or isinstance(getattr(kiln_module, name, None), (types.ModuleType, type(None))), (
             f"{COUNTERPARTS[jax_module]}.{name} exists: remove it from DELIBERATELY_ABSENT")
 
 

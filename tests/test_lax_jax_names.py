@@ -205,3 +205,71 @@ def test_more_shape_helpers(tmp_path):
     with pytest.raises(TypeError, match="conv_general_permutations: dimension_numbers must be three strings"):
         lax.conv_general_permutations(None)
     assert lax.PrecisionLike is not None and lax.DotDimensionNumbers is tuple
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 8])
+def test_reduce_with_any_computation(n):
+    x = np.arange(1.0, n * 3 + 1).reshape(n, 3)
+    eager_and_jit(lambda v: lax.reduce(v, 0.0, lax.add, (0,)), lambda v: v.sum(0), x)
+    eager_and_jit(lambda v: lax.reduce(v, -np.inf, lax.max, (0, 1)), np.max, x)
+    eager_and_jit(lambda v: lax.reduce(v, 1.0, lambda a, b: a * b, (1,)), lambda v: v.prod(1), x)
+
+    def argmax_pair(a, b):  # a (value, index) pair reduction: the larger value, then the smaller index
+        take_a = knp.logical_or(a[0] > b[0], knp.logical_and(a[0] == b[0], a[1] < b[1]))
+        return knp.where(take_a, a[0], b[0]), knp.where(take_a, a[1], b[1])
+
+    v = np.array([3.0, 9.0, 2.0, 9.0, 1.0])[: max(n, 1)]
+    eager_and_jit(lambda v: lax.reduce((v, np.arange(len(v), dtype=np.int32)), (-np.inf, np.int32(0)), argmax_pair,
+                                       (0,)),
+                  lambda v: (np.max(v), np.int32(np.argmax(v))), v)
+
+
+def test_reduce_edges_and_errors():
+    check_like_numpy(lax.reduce(np.ones((0, 3)), 0.0, lax.add, (0,)), np.zeros(3))
+    with pytest.raises(ValueError, match="reduce: init_values must have the structure of operands"):
+        lax.reduce((np.ones(3), np.ones(3)), 0.0, lax.add, (0,))
+    with pytest.raises(ValueError, match="reduce: the computation must return the structure of the operands"):
+        lax.reduce((np.ones(3), np.ones(3)), (0.0, 0.0), lambda a, b: a[0], (0,))
+
+
+def test_cumlogsumexp():
+    x = np.array([[0.0, 1.0, -3.0, 2.0, 700.0], [-np.inf, -np.inf, 0.0, 5.0, 5.0]])
+    with np.errstate(invalid="ignore"):
+        want = np.logaddexp.accumulate(x, axis=1)
+    eager_and_jit(lambda v: lax.cumlogsumexp(v, axis=1), lambda v: want, x)
+    eager_and_jit(lambda v: lax.cumlogsumexp(v, axis=1, reverse=True),
+                  lambda v: np.logaddexp.accumulate(v[:, ::-1], axis=1)[:, ::-1], x[:, 2:])
+    g = kiln.grad(lambda v: knp.sum(lax.cumlogsumexp(v)))(np.array([0.3, -1.0, 2.0]))
+    np.testing.assert_allclose(g, numerical_grad(lambda v: float(np.sum(np.logaddexp.accumulate(v))),
+                                                 np.array([0.3, -1.0, 2.0])), rtol=1e-6)
+    with pytest.raises(TypeError, match="cumlogsumexp: operand must be floating-point; got int32"):
+        lax.cumlogsumexp(np.arange(3, dtype=np.int32))
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64])
+def test_bit_counting_and_logical_shift(dtype):
+    info = np.iinfo(dtype)
+    width = info.bits
+    x = np.array([0, 1, 5, 100, info.max, info.min, info.max // 3], dtype)
+    as_unsigned = [int(v) & ((1 << width) - 1) for v in x]
+    eager_and_jit(lax.population_count, lambda v: np.array([bin(u).count("1") for u in as_unsigned], dtype), x)
+    eager_and_jit(lax.clz, lambda v: np.array([width - u.bit_length() for u in as_unsigned], dtype), x)
+    shifts = np.array([0, 1, 3, width - 1, width, 2, 1], dtype)
+    want = np.array([(u >> int(s)) if int(s) < width else 0 for u, s in zip(as_unsigned, shifts)]).astype(dtype)
+    eager_and_jit(lax.shift_right_logical, lambda v, s: want, x, shifts)
+    with pytest.raises(TypeError, match="population_count: x must be an integer array; got float32"):
+        lax.population_count(np.ones(2, np.float32))
+
+
+def test_gather_scatter_mode_enum():
+    x = np.arange(5.0)
+    rows = np.array([[1], [7]], np.int32)
+    check_like_numpy(lax.gather(x, rows, (0,), mode=lax.GatherScatterMode.CLIP), lax.gather(x, rows, (0,), mode="clip"))
+    check_like_numpy(lax.gather(x, rows, (0,), mode=lax.GatherScatterMode.FILL_OR_DROP),
+                     lax.gather(x, rows, (0,), mode="fill"))
+    check_like_numpy(lax.scatter(x, rows, np.array([9.0, 9.0]), (0,), mode=lax.GatherScatterMode.FILL_OR_DROP),
+                     np.array([0.0, 9.0, 2.0, 3.0, 4.0]))
+    assert lax.GatherScatterMode.from_any(None) is lax.GatherScatterMode.FILL_OR_DROP
+    assert lax.GatherScatterMode.from_any("promise_in_bounds") is lax.GatherScatterMode.PROMISE_IN_BOUNDS
+    with pytest.raises(ValueError, match="gather: mode must be 'fill', 'clip' or 'promise_in_bounds'"):
+        lax.gather(x, rows, (0,), mode=lax.GatherScatterMode.ONE_HOT)

@@ -117,6 +117,19 @@ def test_gradients_at_zero():
     np.testing.assert_allclose(kiln.grad(lambda a: L.norm(a, axis=1).sum())(x), [[0, 0], [0.6, 0.8]])
 
 
+def test_half_precision():
+    """float16 and bfloat16 keep their dtype (numpy's float16 rule) for every norm that needs no singular values."""
+    import ml_dtypes
+
+    x = X3[0]
+    for dtype in (np.float16, ml_dtypes.bfloat16):
+        a = x.astype(dtype)
+        for ord, axis in [(None, None), (1, 0), ("fro", (0, 1)), (np.inf, 1), (3, 1), (-np.inf, (1, 0))]:
+            for got in (L.norm(a, ord, axis), kiln.jit(lambda v: L.norm(v, ord, axis))(a)):
+                assert np.asarray(got).dtype == dtype
+                np.testing.assert_allclose(np.asarray(got, np.float64), np.linalg.norm(x, ord, axis), rtol=2e-2)
+
+
 def test_vecdot_and_cross():
     a, b = RNG.standard_normal((2, 3, 4)), RNG.standard_normal((3, 4))
     eager_and_jit(L.vecdot, np.linalg.vecdot, a, b)
@@ -176,6 +189,9 @@ def test_errors():
         L.multi_dot([np.ones((2, 2))])
     with pytest.raises(np.linalg.LinAlgError, match="multi_dot: argument 1 is 3-dimensional"):
         L.multi_dot([np.ones((2, 2)), np.ones((2, 2, 2)), np.ones((2, 2))])
+    with pytest.raises(TypeError, match="norm: ord='nuc' needs singular values, which linalg does not compute for "
+                                        "dtype float16"):
+        L.norm(np.ones((2, 2), np.float16), "nuc")
     with pytest.raises(TypeError, match="multi_dot: out= is not supported"):
         L.multi_dot([np.ones((2, 2))] * 2, out=np.ones((2, 2)))
 

@@ -156,6 +156,18 @@ def test_svd_under_jit_wide_and_tall():
     check_like_numpy(parts(x.T.copy()), reference(x.T.copy()), 1e-5)
 
 
+def test_eager_rounds_equal_compiled_rounds():
+    """Eagerly the Jacobi rounds run as numpy (kiln.lax._jacobi's mirror), compiled as lax kernels: the same
+    algorithm, so even the signs of the vectors agree and values differ only by rounding."""
+    rng = np.random.default_rng(30)
+    a = rng.standard_normal((2, 7, 7))
+    s = a + np.swapaxes(a, -1, -2)
+    eager, compiled = lax_linalg.eigh(s), kiln.jit(lax_linalg.eigh)(s)
+    check_like_numpy(eager, compiled, 1e-13)
+    eager, compiled = lax_linalg.svd(a[:, :, :5]), kiln.jit(lax_linalg.svd)(a[:, :, :5])
+    check_like_numpy(eager, compiled, 1e-13)
+
+
 # ---- accuracy bound (docs/linalg.md) ---------------------------------------------------------------
 
 def _test_matrices(rng, n):
@@ -188,6 +200,25 @@ def test_accuracy_bound_against_lapack(dtype):
         assert np.linalg.norm(q @ r - a64, 2) <= bound and orthogonality(q) <= 5 * n * eps
 
 
+@pytest.mark.parametrize("scale", [1e300, 1e-300])
+def test_extreme_scales_neither_overflow_nor_underflow(scale):
+    rng = np.random.default_rng(28)
+    a = rng.standard_normal((5, 4))
+    s = symmetric(rng, (5, 5))
+    np.testing.assert_allclose(lax_linalg.eigh(s * scale)[1] / scale, np.linalg.eigvalsh(s), atol=1e-13)
+    np.testing.assert_allclose(lax_linalg.svd(a * scale, compute_uv=False) / scale,
+                               np.linalg.svd(a, compute_uv=False), atol=1e-13)
+
+
+def test_non_finite_input_gives_nan_and_terminates():
+    s = symmetric(np.random.default_rng(29), (4, 4))
+    s[1, 2] = s[2, 1] = np.nan
+    assert np.isnan(kiln.jit(lambda a: lax_linalg.eigh(a)[1])(s)).all()
+    assert np.isnan(lax_linalg.svd(s, compute_uv=False)).all()
+    s[1, 2] = s[2, 1] = np.inf
+    assert np.isnan(lax_linalg.eigh(s)[1]).all()
+
+
 # ---- vmap --------------------------------------------------------------------------------------------
 
 def test_vmap_over_a_middle_axis():
@@ -200,6 +231,18 @@ def test_vmap_over_a_middle_axis():
     check_like_numpy(sv, np.linalg.svd(np.moveaxis(x, 1, 0), compute_uv=False), TOL[np.float64])
     r = kiln.vmap(lambda a: lax_linalg.qr(a)[1], in_axes=2)(x)
     check_like_numpy(r, np.linalg.qr(np.moveaxis(x, 2, 0), "complete")[1], TOL[np.float64])
+
+
+def test_jax_keywords_are_accepted():
+    """Ported JAX code passes these; kiln has one algorithm each, so they change nothing."""
+    rng = np.random.default_rng(27)
+    x, a = rng.standard_normal((4, 3)), rng.standard_normal((4, 4))
+    check_like_numpy(lax_linalg.qr(x, use_magma=None), lax_linalg.qr(x))
+    check_like_numpy(lax_linalg.eigh(a, implementation=None), lax_linalg.eigh(a))
+    check_like_numpy(lax_linalg.svd(x, algorithm=None), lax_linalg.svd(x))
+    symmetric_part = (a + a.T) / 2
+    check_like_numpy(knp.linalg.eigvalsh(a, symmetrize_input=True), np.linalg.eigvalsh(symmetric_part), 1e-12)
+    check_like_numpy(knp.linalg.eigh(a, UPLO=None).eigenvalues, np.linalg.eigvalsh(a, "L"), 1e-12)
 
 
 # ---- gradients -----------------------------------------------------------------------------------

@@ -191,3 +191,9 @@ def test_numpy_eager_helpers(tmp_path):
     seen = []
     kiln.jit(lambda p, q: seen.append(knp.einsum_path("ij,jk->ik", p, q)[0]) or p)(a, b)
     assert seen == [np.einsum_path("ij,jk->ik", a, b)[0]]
+
+
+def test_vecdot_jax_keywords():
+    a, v = np.arange(4, dtype=np.int8).reshape(2, 2), np.array([1, 2], np.int8)
+    eager_and_jit(lambda p, q: knp.vecdot(p, q, precision="highest", preferred_element_type=np.int32),
+                  lambda p, q: np.vecdot(p.astype(np.int32), q.astype(np.int32)), a, v)

@@ -140,8 +140,25 @@ def test_append_delete():
     eager_and_jit(lambda a: knp.delete(a, [0, 5, 11]), lambda a: np.delete(a, [0, 5, 11]), X)
     with pytest.raises(IndexError, match="delete: index 4 is out of bounds for axis 1 with size 4"):
         knp.delete(X, 4, axis=1)
-    with pytest.raises(TypeError, match="delete: the positions `obj` must be concrete"):
-        kiln.jit(lambda a, i: knp.delete(a, i))(X, np.int32(1))
+    with pytest.raises(ValueError, match="delete: traced positions must be a scalar, or an array with assume_unique"):
+        kiln.jit(lambda a, i: knp.delete(a, i))(X, np.array([1, 2]))
+
+
+def test_traced_positions():
+    """A traced index for insert (a scalar) and delete (a scalar, or unique positions), as in jax.numpy."""
+    for obj, values, axis in ((1, 9.0, 1), (1, [1.0, 2, 3], 1), (-1, [[1.0, 2, 3, 4]], 0), (0, [7.0, 8], None),
+                              (12, [1.0, 2], None), (4, [[1.0], [2], [3]], 1)):
+        got = kiln.jit(lambda a, i: knp.insert(a, i, values, axis=axis))(X, np.int32(obj))
+        check_like_numpy(got, np.insert(X, obj, values, axis=axis))
+    for obj in (1, -1, np.array([0, 2]), np.array([3, 0, 1])):
+        got = kiln.jit(lambda a, i: knp.delete(a, i, axis=1, assume_unique_indices=True))(X, np.asarray(obj, np.int32))
+        check_like_numpy(got, np.delete(X, obj, axis=1))
+    check_like_numpy(kiln.jit(lambda a, i: knp.delete(a, i))(X, np.int32(5)), np.delete(X, 5))
+    f = lambda v: knp.sum(knp.insert(v, np.int32(1), v[:2] * 3) ** 2 + knp.delete(v, np.int32(2))[0])  # noqa: E731
+    x = np.array([0.3, 1.2, 2.5, 0.7])
+    np.testing.assert_allclose(kiln.jit(kiln.grad(f))(x), numerical_grad(f, x), rtol=1e-6, atol=1e-8)
+    with pytest.raises(TypeError, match="insert: a traced index must be an integer scalar"):
+        kiln.jit(lambda a, i: knp.insert(a, i, 1.0))(X, np.array([1, 2]))
 
 
 @pytest.mark.parametrize("obj, values, axis", [
@@ -383,3 +400,18 @@ def test_exported_additions(tmp_path):
         lambda a: (_numpy_put(a, [0, 5], [1.0, 2.0]), _numpy_place(a, a > 0, [7.0, 8.0]), np.r_[a[0], 0.5, a[1]],
                    np.c_[a[0], a[1]], np.rollaxis(a, 1), np.sum(a * a[0], axis=-1), np.mgrid[0:2, 0:3]),
         z, tmp_path=tmp_path, tol=1e-5)
+
+
+def test_jax_keywords():
+    """jax.numpy's extra keywords, so ported code runs unchanged."""
+    eager_and_jit(lambda: knp.indices((2, 2), dtype=None), lambda: np.indices((2, 2)))
+    eager_and_jit(lambda i, j: knp.ravel_multi_index((i, j), (3, 4), mode="clip", dtype=np.int32),
+                  lambda i, j: np.ravel_multi_index((i, j), (3, 4), mode="clip").astype(np.int32), np.array([0, 2]), np.array([1, 3]))
+    eager_and_jit(lambda: knp.mask_indices(3, np.triu, 0, size=8),
+                  lambda: tuple(np.pad(v, (0, 2)) for v in np.mask_indices(3, np.triu, 0)))
+    eager_and_jit(lambda x: knp.delete(x, [1], assume_unique_indices=True), lambda x: np.delete(x, [1]), np.arange(4))
+
+
+def test_choose_out_is_refused():
+    with pytest.raises(NotImplementedError, match="choose: out= is not supported: kiln arrays are immutable"):
+        knp.choose(np.array([0]), [np.ones(1)], out=np.ones(1))

@@ -135,6 +135,15 @@ def test_gradient(edge_order):
                   lambda a: np.gradient(a, 0.5, [0, 1, 1.5, 3.5], **g), x.T.astype(np.float32), tol=1e-5)
 
 
+def test_gradient_traced_spacing():
+    """A traced scalar step (an argument of the jitted function) and the derivative with respect to it."""
+    f = np.arange(6.0) ** 2
+    eager_and_jit(lambda v, h: knp.gradient(v, h, edge_order=2), lambda v, h: np.gradient(v, h, edge_order=2), f, np.float64(0.5))
+    loss = lambda h: knp.sum(knp.gradient(f, h[0]) ** 2)  # noqa: E731
+    h = np.array([0.7])
+    np.testing.assert_allclose(kiln.jit(kiln.grad(loss))(h), numerical_grad(loss, h), rtol=1e-6)
+
+
 def test_gradient_errors():
     with pytest.raises(ValueError, match="gradient: shape of array too small"):
         knp.gradient(np.ones(2), edge_order=2)
@@ -306,6 +315,7 @@ def test_small_math_additions():
     eager_and_jit(lambda z: knp.angle(z, deg=True), lambda z: np.angle(z, deg=True), np.array([-0.0, 1.0, -3.0], np.float32))
     eager_and_jit(knp.unwrap, np.unwrap, np.array([0, 1, 5, 6, 12, 3.0]))
     eager_and_jit(lambda p: knp.unwrap(p, period=4), lambda p: np.unwrap(p, period=4), np.array([0, 1, 5, 6, 12, 3]))
+    eager_and_jit(knp.unwrap, np.unwrap, np.array([0, 1, 5, 6, 12, 3]))  # integer phases, float period: float64
     eager_and_jit(lambda p: knp.unwrap(p, discont=4, axis=0), lambda p: np.unwrap(p, discont=4, axis=0),
                   random_array(RNG, (5, 3)) * 4)
     with pytest.raises(TypeError, match="bitwise_count: only integer"):
@@ -368,3 +378,22 @@ def test_exported_additions(tmp_path):
         lambda p: (np.polyadd(p, p[:2]), np.polyder(p), np.polyint(p), np.polymul(p[:3], p[3:]), np.nextafter(p, np.float32(0)),
                    np.spacing(p), np.unwrap(p * 4), np.fabs(p), np.kaiser(5, 2.0)),
         a, tmp_path=tmp_path, tol=1e-5)
+
+
+def test_jax_keywords():
+    """jax.numpy's extra keywords, so ported code runs unchanged."""
+    a, v = np.arange(4, dtype=np.int8), np.array([1, 2], np.int8)
+    eager_and_jit(lambda p, q: knp.convolve(p, q, precision="highest", preferred_element_type=np.int32),
+                  lambda p, q: np.convolve(p.astype(np.int32), q.astype(np.int32)), a, v)
+    eager_and_jit(lambda p, q: knp.correlate(p, q, "full", preferred_element_type=np.float32),
+                  lambda p, q: np.correlate(p.astype(np.float32), q.astype(np.float32), "full"), a, v)
+    eager_and_jit(lambda p: knp.polyval(p, 2.0, unroll=4), lambda p: np.polyval(p, 2.0), np.array([1.0, 2, 3]))
+    eager_and_jit(lambda f: knp.gradient(f, edge_order=None), np.gradient, np.arange(5.0) ** 2)
+    eager_and_jit(lambda: knp.polymul(np.array([0.0, 0, 1, 2]), np.array([0.0, 3]), trim_leading_zeros=True),
+                  lambda: np.polymul([1.0, 2], [3.0]))
+    u, w = np.array([3.0, 5, 2]), np.array([2.0, 1])
+    eager_and_jit(lambda p, q: knp.polydiv(p, q, trim_leading_zeros=False), lambda p, q: (np.polydiv(p, q)[0], np.array([0.0, 0, 0.25])), u, w)
+    with pytest.raises(ValueError, match="convolve: precision must be None"):
+        knp.convolve(a, v, precision="bogus")
+    with pytest.raises(TypeError, match="polydiv: trim_leading_zeros=True needs concrete operands"):
+        kiln.jit(lambda p, q: knp.polydiv(p, q, trim_leading_zeros=True))(u, w)

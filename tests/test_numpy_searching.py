@@ -181,10 +181,11 @@ SET_INPUTS = [
     (np.array([3, 1, 2, 3, 5, 1, 9]), np.array([1, 5, 7, 7, 0])),
     (np.array([0.5, np.nan, 2.0, 0.5, -1.0]), np.array([np.nan, 2.0, 4.0])),
     (np.array([4, 4], np.int32), np.array([1, 2], np.int32)),
+    (np.array([5, 0, 0, 2, 2, 5, 4]), np.array([2, 3, 3, 5, 0, 2, 4])),  # duplicates in ar2: its first indices
 ]
 
 
-@pytest.mark.parametrize("ar1, ar2", SET_INPUTS, ids=["int", "float-nan", "disjoint"])
+@pytest.mark.parametrize("ar1, ar2", SET_INPUTS, ids=["int", "float-nan", "disjoint", "repeats"])
 def test_set_functions_eagerly(ar1, ar2):
     for name in ("union1d", "setdiff1d", "setxor1d", "intersect1d"):
         check_like_numpy(getattr(knp, name)(ar1, ar2), getattr(np, name)(ar1, ar2))
@@ -195,7 +196,7 @@ def test_set_functions_eagerly(ar1, ar2):
                          getattr(np, name)(u1, u2, assume_unique=True))
 
 
-@pytest.mark.parametrize("ar1, ar2", SET_INPUTS, ids=["int", "float-nan", "disjoint"])
+@pytest.mark.parametrize("ar1, ar2", SET_INPUTS, ids=["int", "float-nan", "disjoint", "repeats"])
 def test_set_functions_with_size(ar1, ar2):
     size = 6
 
@@ -292,6 +293,19 @@ def test_vmap():
     rows = np.array([[3, 1, 3, 2], [5, 5, 5, 0]])
     check_like_numpy(kiln.jit(kiln.vmap(lambda r: knp.unique_values(r, size=3, fill_value=-1)))(rows),
                      np.array([[1, 2, 3], [0, 5, -1]]))
+
+
+def test_array_methods():
+    """jax.Array's searchsorted, argpartition and ptp methods on traced arrays."""
+    x = random_array(RNG, (2, 5))
+
+    def run(a):
+        row = a[0]
+        return row.sort().searchsorted(a[1], side="right"), a.argpartition(2, axis=1), a.ptp(axis=1, keepdims=True)
+
+    searched, parted, spread = kiln.jit(run)(x)
+    check_like_numpy((searched, spread), (np.searchsorted(np.sort(x[0]), x[1], side="right"), np.ptp(x, 1, keepdims=True)))
+    _check_partition(np.take_along_axis(x, np.asarray(parted), axis=1), x, 2, 1)
 
 
 # ----------------------------------------------------------------------------- kiln-run

@@ -322,8 +322,12 @@ def test_cov_errors():
         knp.cov(m, ddof=0.5)
     with pytest.raises(ValueError, match="cov: m and y have different numbers of observations"):
         knp.cov(m, np.ones((1, 3)))
+    with pytest.raises(ValueError, match="cov: y has more than 2 dimensions"):
+        knp.cov(m, np.ones((2, 2, 4)))
     with pytest.raises(ValueError, match="corrcoef: x has more than 2 dimensions"):
         knp.corrcoef(np.ones((2, 2, 2)))
+    with pytest.raises(ValueError, match="corrcoef: y has more than 2 dimensions"):
+        knp.corrcoef(m, np.ones((2, 2, 4)))
 
 
 # ----------------------------------------------------------------------------- bincount, digitize, histogram
@@ -450,6 +454,8 @@ def test_histogram_errors():
         knp.histogram(np.array([0.0, np.nan]))
     with pytest.raises(TypeError, match=r"histogram: range must be concrete \(Python numbers\)"):
         kiln.jit(lambda a, hi: knp.histogram(a, range=(0.0, hi)))(x, np.float64(3))
+    with pytest.raises(ValueError, match="histogram: bins must hold at least two edges"):
+        knp.histogram(x, bins=np.array([1.0]))
     with pytest.raises(ValueError, match="histogram: weights should have the same shape as a"):
         knp.histogram(x, weights=np.ones(3))
     with pytest.raises(ValueError, match="histogram_bin_edges: bins must be 1-dimensional"):

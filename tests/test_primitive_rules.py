@@ -39,6 +39,8 @@ NO_RULES = {
     "global_load": "Program globals: only inside exported functions, outside any transformation",
     "global_store": "Program globals: only inside exported functions, outside any transformation",
     "kernel_call": "transformations trace through the callee (inline_rule, tested in test_transforms.py)",
+    "jacobi_two_sided": "inside eigh's graph only: transformations apply eigh's rules and never see it",
+    "jacobi_one_sided": "inside svd's graph only: transformations apply svd's rules and never see it",
 }
 
 RULES = {"jvp": "jvp_rule", "transpose": "transpose_rule", "vmap": "batching_rule"}
@@ -119,6 +121,19 @@ def rem_args(r):
 def with_ties(r):
     x, y = r.standard_normal((2, 3)), r.standard_normal((2, 3))
     return x, np.where(r.random((2, 3)) < 0.5, x, y)
+
+
+def positive_definite(n):
+    """Symmetric positive definite n x n matrices, well conditioned."""
+    def sample(r):
+        a = r.standard_normal((n, n))
+        return a @ a.T / n + np.eye(n)
+    return sample
+
+
+def well_conditioned(n):
+    """n x n matrices kept away from singular (and from pivot ties) by a diagonal shift."""
+    return lambda r: r.standard_normal((n, n)) + 3 * np.eye(n)
 
 
 def unary(prim):
@@ -256,6 +271,22 @@ CASES = [Case(name, fn, args(s)) for name, fn, s in FLOAT_UNARY] + [
     Case("reduce_window", lambda x: lax.reduce_window(x, 0.0, lax.add, (2, 2), (1, 2), "SAME"), args(normal(3, 5))),
     Case("reduce_window", lambda x: lax.reduce_window(x, -np.inf, lax.max, (2, 2), (1, 1), "VALID"),
          args(distinct(3, 4)), name="reduce_window_max", checks={"jvp", "vmap"}),
+    # kiln.lax.linalg's triangular family
+    Case("cholesky", lax.linalg.cholesky, args(positive_definite(3))),
+    Case("triangular_solve", lambda a, b: lax.linalg.triangular_solve(a, b, left_side=True, lower=True),
+         args(well_conditioned(3), normal(3, 2))),
+    Case("triangular_solve",
+         lambda a, b: lax.linalg.triangular_solve(a, b, left_side=False, transpose_a=True, unit_diagonal=True),
+         args(well_conditioned(3), normal(2, 3)), name="triangular_solve_right_transposed_unit"),
+    Case("lu", lax.linalg.lu, args(well_conditioned(3))),
+    # kiln.lax.linalg's spectral family (vectors through sign-free products: their signs are the algorithm's)
+    Case("qr", lambda x: lax.linalg.qr(x, full_matrices=False), args(normal(4, 3)), name="qr_reduced"),
+    Case("qr", lax.linalg.qr, args(normal(4, 2)), name="qr_complete_tall"),
+    Case("qr", lax.linalg.qr, args(normal(2, 3)), name="qr_wide"),
+    Case("eigh", lambda x: (lambda v, w: (v * v, w))(*lax.linalg.eigh(x)), args(normal(3, 3))),
+    Case("svd", lambda x: (lambda u, s, vh: (u @ vh, s))(*lax.linalg.svd(x, full_matrices=False)),
+         args(normal(3, 2)), name="svd_tall"),
+    Case("svd", lambda x: lax.linalg.svd(x, compute_uv=False), args(normal(2, 3)), name="svd_values_wide"),
     # control flow and custom derivatives
     Case("cond", lambda p, x, y: lax.cond(p, lambda v: knp.sin(v) * y, lambda v: knp.exp(v) + y, x),
          args(boolean(), normal(2, 3), normal(2, 3))),

@@ -290,3 +290,68 @@ def test_spectral_errors():
         kl.eigh(np.eye(2), np.eye(2), type=2)
     with pytest.raises(ValueError, match=r"scipy.linalg.eigh: subset_by_index \(1, 3\) must satisfy"):
         kl.eigh(np.eye(2), subset_by_index=(1, 3))
+
+
+# ---- special matrices, polar, expm_frechet, eigh_tridiagonal ----------------------------------------------
+
+SPECIAL = [
+    ("toeplitz", ([1, 2, 3],)), ("toeplitz", ([1.0, 2, 3], [9.0, 5, 6, 7])), ("toeplitz", (np.arange(6.0).reshape(2, 3),)),
+    ("hankel", ([1, 2, 3],)), ("hankel", ([1, 2, 3], [3, 4, 5, 6])), ("circulant", (np.arange(6.0).reshape(2, 3),)),
+    ("hilbert", (4,)), ("helmert", (4,)), ("helmert", (4, True)), ("hadamard", (8,)),
+    ("leslie", ([0.1, 2, 1], [0.2, 0.8])), ("leslie", ([1, 2, 1], [2, 3])), ("companion", ([1, -10, 31, -30],)),
+    ("fiedler", ([1, 4, 12, 45],)),
+] + [("convolution_matrix", ([1.0, 2, 3, 4], n, mode)) for mode in ("full", "same", "valid") for n in (2, 6)]
+
+
+@pytest.mark.parametrize("name,args", SPECIAL)
+def test_special_matrices(name, args):
+    check_like_numpy(getattr(kl, name)(*args), getattr(sl, name)(*args))
+
+
+def test_special_matrices_trace_and_differentiate():
+    c, r = np.arange(3.0), np.arange(4.0) + 1
+    eager_and_jit(kl.toeplitz, sl.toeplitz, c, r)
+    eager_and_jit(lambda x: kl.companion(x), sl.companion, np.array([2.0, -3.0, 1.0, 5.0]))
+    w = np.random.default_rng(17).standard_normal((3, 4))
+    got = kiln.grad(lambda x: knp.sum(kl.toeplitz(x, r) * w))(c)
+    np.testing.assert_allclose(got, numerical_grad(lambda x: np.sum(sl.toeplitz(x, r) * w), c), atol=1e-8)
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+@pytest.mark.parametrize("shape", [(4, 4), (5, 3)])
+def test_polar(side, shape):
+    a = np.random.default_rng(18).standard_normal(shape)
+    check_like_numpy(kl.polar(a, side), sl.polar(a, side), 1e-10)
+
+
+def test_expm_frechet_and_eigh_tridiagonal():
+    rng = np.random.default_rng(19)
+    a, e = rng.standard_normal((4, 4)), rng.standard_normal((4, 4))
+    eager_and_jit(kl.expm_frechet, sl.expm_frechet, a, e, tol=1e-10)
+    check_like_numpy(kl.expm_frechet(a, e, compute_expm=False), sl.expm_frechet(a, e, compute_expm=False), 1e-10)
+    d, off = rng.standard_normal(5), rng.standard_normal(4)
+    eager_and_jit(lambda x, y: kl.eigh_tridiagonal(x, y, eigvals_only=True),
+                  lambda x, y: sl.eigh_tridiagonal(x, y, eigvals_only=True), d, off, tol=1e-10)
+    check_like_numpy(kl.eigh_tridiagonal(d, off, eigvals_only=True, select="i", select_range=(1, 3)),
+                     sl.eigh_tridiagonal(d, off, eigvals_only=True, select="i", select_range=(1, 3)), 1e-10)
+
+
+def test_special_and_matrix_function_errors():
+    with pytest.raises(ValueError, match=r"scipy.linalg.hadamard: n must be a positive power of 2, got 6"):
+        kl.hadamard(6)
+    with pytest.raises(TypeError, match=r"scipy.linalg.hilbert: argument n must be an integer, got 2.5"):
+        kl.hilbert(2.5)
+    with pytest.raises(ValueError, match=r"scipy.linalg.leslie: s must have one element fewer than f"):
+        kl.leslie([1, 2], [1, 2])
+    with pytest.raises(ValueError, match=r"scipy.linalg.companion: the length of a must be at least 2, got 1"):
+        kl.companion([1.0])
+    with pytest.raises(ValueError, match=r"scipy.linalg.convolution_matrix: mode must be 'full', 'same' or 'valid'"):
+        kl.convolution_matrix([1.0], 2, "wrap")
+    with pytest.raises(ValueError, match=r"scipy.linalg.polar: side must be 'right' or 'left', got 'up'"):
+        kl.polar(np.eye(2), "up")
+    with pytest.raises(ValueError, match=r"scipy.linalg.expm_frechet: A and E must have the same shape"):
+        kl.expm_frechet(np.eye(2), np.eye(3))
+    with pytest.raises(NotImplementedError, match=r"scipy.linalg.eigh_tridiagonal: only eigvals_only=True"):
+        kl.eigh_tridiagonal(np.ones(3), np.ones(2))
+    with pytest.raises(ValueError, match=r"scipy.linalg.eigh_tridiagonal: d must be 1-D of length n and e of length"):
+        kl.eigh_tridiagonal(np.ones(3), np.ones(3), eigvals_only=True)

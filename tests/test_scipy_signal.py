@@ -88,6 +88,28 @@ def test_gradients(fn, mode, extra):
     np.testing.assert_allclose(gb, numerical_grad(lambda y: loss(ss, a, y), b), rtol=1e-6, atol=1e-8)
 
 
+def test_fftconvolve():
+    a, b = RNG.standard_normal((5, 7)), RNG.standard_normal((2, 3))
+    modes = ("full", "same", "valid")
+    eager_and_jit(lambda x, y: tuple(ks.fftconvolve(x, y, m) for m in modes),
+                  lambda x, y: tuple(ss.fftconvolve(x, y, m) for m in modes), a, b)
+    ints = RNG.integers(0, 5, (6,))
+    eager_and_jit(ks.fftconvolve, ss.fftconvolve, ints, ints)  # float64, as scipy's FFT
+
+
+@pytest.mark.parametrize("kind", ["linear", "constant", "l", "c"])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_detrend(kind, axis):
+    x = RNG.standard_normal((4, 9)) + np.arange(9) * 0.5
+    eager_and_jit(lambda v: ks.detrend(v, axis, kind), lambda v: ss.detrend(v, axis, kind), x)
+    eager_and_jit(lambda v: ks.detrend(v, axis, kind), lambda v: ss.detrend(v, axis, kind), x.astype(np.float32),
+                  tol=1e-5)
+    weights = RNG.standard_normal(x.shape)
+    got = kiln.grad(lambda v: (ks.detrend(v, axis, kind) * weights).sum())(x)
+    np.testing.assert_allclose(got, numerical_grad(lambda v: (ss.detrend(v, axis, kind) * weights).sum(), x),
+                               rtol=1e-6, atol=1e-8)
+
+
 def test_errors():
     with pytest.raises(ValueError, match="convolve: mode must be 'full', 'same' or 'valid', got 'wide'"):
         ks.convolve(np.ones(3), np.ones(2), "wide")
@@ -101,5 +123,11 @@ def test_errors():
         ks.convolve2d(np.ones(3), np.ones(2))
     with pytest.raises(ValueError, match="correlate2d: boundary must be 'fill', 'wrap' or 'symm', got 'reflect'"):
         ks.correlate2d(np.ones((3, 3)), np.ones((2, 2)), boundary="reflect")
+    with pytest.raises(NotImplementedError, match="fftconvolve: axes= is not supported"):
+        ks.fftconvolve(np.ones((3, 3)), np.ones((2, 2)), axes=0)
+    with pytest.raises(ValueError, match="detrend: type must be 'linear' or 'constant', got 'quadratic'"):
+        ks.detrend(np.ones(5), type="quadratic")
+    with pytest.raises(NotImplementedError, match="detrend: breakpoints \\(bp\\) are not supported"):
+        ks.detrend(np.ones(5), bp=[2])
     with pytest.raises(ValueError, match="convolve2d: fillvalue must be a scalar"):
         ks.convolve2d(np.ones((3, 3)), np.ones((2, 2)), fillvalue=[1, 2])

@@ -264,12 +264,160 @@ def test_second_derivative_of_gammaln_is_trigamma():
     np.testing.assert_allclose(got, ss.polygamma(1, x), rtol=1e-12)
 
 
+def test_gamma_family():
+    x = np.array([0.0, -0.0, -1.0, -2.5, -1.5, -0.5, 1.0, np.inf, -np.inf, np.nan, 3.5, 170.5, -170.5, 1e-300, 0.3])
+    np.testing.assert_array_equal(ks.gammasgn(x), ss.gammasgn(x))
+    np.testing.assert_allclose(ks.gamma(x), ss.gamma(x), rtol=2e-13)
+    grid = np.linspace(0.5, 171.5, 500)
+    np.testing.assert_allclose(ks.gamma(grid), ss.gamma(grid), rtol=3e-13)  # exp(gammaln) near the overflow
+    a, b = np.array([1.0, -0.5, 2.0, 0.3, 50.0]), np.array([2.0, 3.0, -1.5, 40.0, 60.0])
+    np.testing.assert_allclose(ks.beta(a, b), ss.beta(a, b), rtol=5e-13)  # exp(betaln): its cancellation
+    n = np.array([-1.0, 0.0, 3.0, 4.5, 170.0, 171.0])
+    np.testing.assert_allclose(ks.factorial(n), ss.factorial(n), rtol=1e-13)
+    a = np.array([1.5, 3.5, 10.0, 200.0])
+    np.testing.assert_allclose(ks.multigammaln(a, 3), [ss.multigammaln(v, 3) for v in a], rtol=1e-14)
+    np.testing.assert_allclose(kiln.grad(lambda v: ks.gamma(v))(3.5), ss.gamma(3.5) * ss.digamma(3.5), rtol=1e-13)
+    eager_and_jit(lambda v: (ks.gamma(v), ks.gammasgn(v), ks.multigammaln(v, 2)),
+                  lambda v: (ss.gamma(v), ss.gammasgn(v), np.array([ss.multigammaln(t, 2) for t in v])),
+                  np.array([1.5, 2.5, 7.0]), tol=1e-13)
+
+
+def test_rel_entr_kl_div():
+    x = np.array([0.0, 0.0, 1.0, 1.0, -1.0, 0.0, 0.3, np.nan, 2.0])
+    y = np.array([0.0, 1.0, 0.0, 2.0, 1.0, -1.0, 0.7, 1.0, np.inf])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for name in ("rel_entr", "kl_div"):
+            np.testing.assert_allclose(getattr(ks, name)(x, y), getattr(ss, name)(x, y), rtol=1e-15)
+    p, q = np.array([0.2, 0.5, 1.5]), np.array([0.4, 0.1, 2.0])
+    for name in ("rel_entr", "kl_div"):
+        got = kiln.grad(lambda v: getattr(ks, name)(v, q).sum())(p)
+        np.testing.assert_allclose(got, numerical_grad(lambda v: getattr(ss, name)(v, q).sum(), p), rtol=1e-7)
+
+
+@pytest.mark.parametrize("name", ["i0", "i0e", "i1", "i1e"])
+def test_bessel_i(name):
+    """Within 4e-15 relative of scipy over [-60, 60] and up to 3000 (the power series below 40, the
+    asymptotic series above); the scaled forms stay finite where I0 and I1 overflow."""
+    x = np.concatenate([RNG.uniform(-60, 60, 400), 10 ** RNG.uniform(-300, 3.5, 400), [39.999, 40.0, 713.0, 714.0]])
+    got, want = getattr(ks, name)(x), getattr(ss, name)(x)
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=4e-15, atol=0)
+    if name in ("i0", "i1"):  # scipy overflows from 709.8, exp(x) * i0e(x); kiln's I0 and I1 reach 713.9
+        over = ~finite & (np.abs(x) < 713.9)
+        scaled = getattr(ss, name + "e")(x[over])
+        np.testing.assert_allclose(np.log(np.abs(got[over])), np.abs(x[over]) + np.log(np.abs(scaled)), rtol=1e-15)
+        finite |= over
+    np.testing.assert_array_equal(got[~finite], want[~finite])
+    special = np.array([0.0, -0.0, np.nan, np.inf, -np.inf])  # scipy: NaN for I0 and I1 at +-inf, 0 scaled
+    np.testing.assert_array_equal(getattr(ks, name)(special), getattr(ss, name)(special))
+    eager_and_jit(getattr(ks, name), getattr(ss, name), np.array([-45.0, -3.0, 0.5, 12.0, 50.0], np.float32))
+    points = np.array([-2.3, 0.4, 7.0, 41.0])
+    scale = np.abs(getattr(ss, name)(points))  # values from 0.2 to 1e16: each term of the sum weighed alike
+    got = kiln.grad(lambda v: (getattr(ks, name)(v) / scale).sum())(points)
+    np.testing.assert_allclose(got, numerical_grad(lambda v: (getattr(ss, name)(v) / scale).sum(), points), rtol=1e-7)
+
+
+def test_i0_agrees_with_kiln_numpy_i0():
+    x = np.linspace(-50, 50, 101)
+    np.testing.assert_allclose(ks.i0(x), kiln.numpy.i0(x), rtol=2e-15)
+
+
+def test_zeta_and_polygamma():
+    x, q = 1 + 10 ** RNG.uniform(-3, 1.5, 300), 10 ** RNG.uniform(-3, 3, 300)
+    np.testing.assert_allclose(ks.zeta(x, q), ss.zeta(x, q), rtol=2e-15)
+    edge_x = np.array([2.0, 3.0, 1.5, 1.0, 0.5, 2.0, 2.0, 2.0])
+    edge_q = np.array([1.0, 2.5, 0.5, 1.0, 1.0, 0.0, -1.5, -1.0])
+    np.testing.assert_allclose(ks.zeta(edge_x, edge_q), ss.zeta(edge_x, edge_q), rtol=1e-14)
+    np.testing.assert_allclose(ks.zeta(np.array([2.0, 4.0])), ss.zeta([2.0, 4.0]), rtol=1e-15)
+    v = np.concatenate([10 ** RNG.uniform(-3, 3, 200), -RNG.uniform(0.01, 1.99, 50)])
+    for n in (2, 3, 5):
+        np.testing.assert_allclose(ks.polygamma(n, v), ss.polygamma(n, v), rtol=2e-15)
+    np.testing.assert_allclose(kiln.grad(lambda t: ks.polygamma(1, t))(2.5), ss.polygamma(2, 2.5), rtol=1e-12)
+    eager_and_jit(lambda a, b: (ks.zeta(a, b), ks.polygamma(3, b)), lambda a, b: (ss.zeta(a, b), ss.polygamma(3, b)),
+                  np.array([2.0, 3.5, 7.0]), np.array([0.3, 1.0, 20.0]), tol=1e-14)
+
+
+def test_small_functions():
+    np.testing.assert_allclose(ks.loggamma(np.array([-2.5, 0.5, 3.0])), ss.loggamma([-2.5, 0.5, 3.0]), rtol=1e-15)
+    n, k = np.array([5.0, 5.0, 5.0, -1.0, 3.5, 30.0]), np.array([2.0, 6.0, -1.0, 1.0, 1.5, 11.0])
+    np.testing.assert_allclose(ks.comb(n, k), ss.comb(n, k), rtol=1e-13)
+    keep = n >= 0  # scipy's repetition=True gives NaN for a negative N
+    np.testing.assert_allclose(ks.comb(n[keep], k[keep], repetition=True), ss.comb(n[keep], k[keep], repetition=True),
+                               rtol=1e-13)
+    z, m = np.array([1.0, 2.5, -2.5, 0.0, -1.0, 3.0]), np.array([3.0, 2.0, 2.0, 1.0, 2.0, 0.0])
+    np.testing.assert_allclose(ks.poch(z, m), ss.poch(z, m), rtol=1e-13)
+    exact = [1, -1 / 2, 1 / 6, 0, -1 / 30, 0, 1 / 42, 0, -1 / 30, 0, 5 / 66, 0, -691 / 2730]
+    np.testing.assert_array_equal(ks.bernoulli(12), exact)  # scipy's own values are 2e-12 off by B_12
+    np.testing.assert_allclose(ks.bernoulli(12), ss.bernoulli(12), rtol=1e-11)
+    x = 10 ** RNG.uniform(-5, 1, 200)
+    for lmbda in (0.3, -0.7, 0.0, 2.0):
+        np.testing.assert_allclose(ks.boxcox(x, lmbda), ss.boxcox(x, lmbda), rtol=1e-14)
+        np.testing.assert_allclose(ks.boxcox1p(x, lmbda), ss.boxcox1p(x, lmbda), rtol=1e-14)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        np.testing.assert_array_equal(ks.boxcox(np.array([0.0, -1.0]), 0.5), ss.boxcox([0.0, -1.0], 0.5))
+    eager_and_jit(lambda a, b: (ks.comb(a, b), ks.poch(a, b), ks.boxcox(a, 0.4), ks.loggamma(a)),
+                  lambda a, b: (ss.comb(a, b), ss.poch(a, b), ss.boxcox(a, 0.4), ss.loggamma(a)),
+                  np.array([4.0, 7.5, 12.0]), np.array([2.0, 3.0, 0.5]), tol=1e-13)
+
+
+def test_erfcx():
+    """Within 6 ulp of scipy from -2 up (erfc's 4 and the exponential's) and of Decimal on the negative side, where scipy's erfcx is up to 500 ulp
+    off (kiln squares x exactly before the exponential)."""
+    from decimal import Decimal, localcontext
+
+    from references import decimal_erfc
+
+    x = np.concatenate([RNG.uniform(-2, 60, 500), 10 ** RNG.uniform(-300, 300, 200), [26.0, 26.0001]])
+    assert ulps(ks.erfcx(x), ss.erfcx(x)).max() <= 6
+    negative = np.concatenate([RNG.uniform(-26.5, -2, 20), [-4.854000604908231]])
+    with localcontext() as ctx:
+        ctx.prec = 50
+        want = np.array([float(decimal_erfc(Decimal(float(v))) * (Decimal(float(v)) ** 2).exp()) for v in negative])
+    assert ulps(ks.erfcx(negative), want).max() <= 6
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -27.5])
+    np.testing.assert_array_equal(ks.erfcx(special), ss.erfcx(special))
+    eager_and_jit(ks.erfcx, ss.erfcx, np.array([-3.0, 0.1, 5.0, 30.0, 1e5]), tol=1e-14)
+    np.testing.assert_allclose(kiln.grad(lambda v: ks.erfcx(v))(1.3),
+                               numerical_grad(lambda v: ss.erfcx(v[0]), np.array([1.3])), rtol=1e-7)
+
+
+def test_exponential_integrals():
+    x = np.concatenate([10 ** RNG.uniform(-10, 2.8, 400), RNG.uniform(0, 5, 200), [1.0, 1.0000001]])
+    for n in (0, 1, 2, 3, 5, 10, 30):
+        got, want = ks.expn(n, x), ss.expn(n, x)
+        shown = want > 0
+        np.testing.assert_allclose(got[shown], want[shown], rtol=2e-14)  # the fraction's steps just above x = 1
+    np.testing.assert_allclose(ks.exp1(x), ss.exp1(x), rtol=2e-14)
+    xi = np.concatenate([RNG.uniform(-50, 39, 300), 10 ** RNG.uniform(-10, 2.85, 100), -(10 ** RNG.uniform(-10, 2.8, 100))])
+    np.testing.assert_allclose(ks.expi(xi), ss.expi(xi), rtol=2e-14)
+    edges_n = np.array([0.0, 1.0, 2.0, 5.0, 0.0, 1.0, 2.0, -1.0, 2.0, 2.0])
+    edges_x = np.array([1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 1.0, -1.0, np.inf])
+    np.testing.assert_allclose(ks.expn(edges_n, edges_x), ss.expn(edges_n, edges_x), rtol=1e-14)
+    special = np.array([0.0, -1.0, 1.0, 50.0, -800.0, 800.0, -np.inf, np.nan])
+    np.testing.assert_allclose(ks.expi(special), ss.expi(special), rtol=1e-14)
+    eager_and_jit(lambda v: (ks.expn(3, v), ks.exp1(v), ks.expi(v)), lambda v: (ss.expn(3, v), ss.exp1(v), ss.expi(v)),
+                  np.array([0.3, 1.5, 7.0, 60.0]), tol=2e-14)
+    np.testing.assert_allclose(kiln.grad(lambda v: ks.expi(v))(2.5), np.exp(2.5) / 2.5, rtol=1e-13)
+    np.testing.assert_allclose(kiln.grad(lambda v: ks.exp1(v))(0.5), -np.exp(-0.5) / 0.5, rtol=1e-13)
+    for n in (0, 1, 3):
+        np.testing.assert_allclose(kiln.grad(lambda v: ks.expn(n, v))(1.7),
+                                   numerical_grad(lambda v: ss.expn(n, v[0]), np.array([1.7])), rtol=1e-7)
+
+
 def test_errors():
-    with pytest.raises(ValueError, match="polygamma: n=2 is not supported"):
-        ks.polygamma(2, np.ones(2))
+    with pytest.raises(ValueError, match="polygamma: n must be a non-negative Python integer \\(the order\\), got -1"):
+        ks.polygamma(-1, np.ones(2))
+    with pytest.raises(ValueError, match="comb: exact=True is not supported"):
+        ks.comb(5, 2, exact=True)
+    with pytest.raises(ValueError, match="bernoulli: n must be a non-negative Python integer, got 2.5"):
+        ks.bernoulli(2.5)
     with pytest.raises(ValueError, match="logsumexp: axis 3 is out of bounds"):
         ks.logsumexp(np.ones((2, 2)), axis=3)
     with pytest.raises(ValueError, match="softmax: axis -3 is out of bounds"):
         ks.softmax(np.ones((2, 2)), axis=-3)
+    with pytest.raises(ValueError, match="factorial: exact=True is not supported"):
+        ks.factorial(np.arange(3), exact=True)
+    with pytest.raises(ValueError, match="multigammaln: d must be a positive integer, got 0"):
+        ks.multigammaln(np.ones(2), 0)
     with pytest.raises(ValueError, match="xlogy"):
         ks.xlogy(np.ones(2), np.ones(3))

@@ -167,3 +167,33 @@ def test_register_static_and_with_keys():
 
     assert tu.keystr(tu.tree_leaves_with_path(Box(1))[0][0]) == ".v"
     assert kiln.tree.map(lambda x: x + 1, Box(1)).v == 2
+
+
+def test_tree_static_marks_a_dataclass_field_static():
+    @tu.register_dataclass
+    @dataclasses.dataclass
+    class Op:
+        x: object
+        op: str = kiln.tree.static(default="add")
+
+    leaves, treedef = kiln.tree.flatten(Op(np.ones(3)))
+    assert len(leaves) == 1 and kiln.tree.unflatten(treedef, leaves).op == "add"
+    assert kiln.tree.structure(Op(1, "mul")) != treedef
+    field = kiln.tree.static(default=1, metadata={"doc": "n"})
+    assert field.metadata == {"doc": "n", "static": True} and field.default == 1
+
+
+def test_unhashable_static_data_under_jit():
+    """A registered class whose static data is a list (JAX's example optimizers keep lists of treedefs) is a jit
+    argument as in JAX: equal data reuses the trace, different data retraces."""
+    State = collections.namedtuple("State", ["value", "meta"])
+    tu.register_pytree_node(State, lambda s: ((s.value,), s.meta), lambda meta, xs: State(xs[0], meta))
+    f = kiln.jit(lambda s: s.value * len(s.meta))
+    np.testing.assert_array_equal(f(State(np.ones(2), [1, 2])), np.full(2, 2.0))
+    np.testing.assert_array_equal(f(State(np.ones(2), [1, 2])), np.full(2, 2.0))
+    assert f.trace_count == 1
+    np.testing.assert_array_equal(f(State(np.ones(2), [1, 2, 3])), np.full(2, 3.0))
+    assert f.trace_count == 2
+    inner = [kiln.tree.structure((1, 2))]
+    a, b = tu.tree_structure(State(1, inner)), tu.tree_structure(State(5, list(inner)))
+    assert a == b and hash(a) == hash(b)

@@ -76,26 +76,24 @@ class Config:
     """The flag values; read them as attributes (kiln.config.jax_enable_x64) or with read()."""
 
     def __init__(self):
-        object.__setattr__(self, "_values", {name: default for name, (default, _) in _FLAGS.items()})
+        for name, (default, _) in _FLAGS.items():  # plain attributes: kiln.jit reads jax_disable_jit per call
+            object.__setattr__(self, name, default)
 
     def update(self, name: str, value) -> None:
         """Sets a flag (see the module's docstring for what each does in kiln)."""
         if name not in _FLAGS:
             raise AttributeError(f"Unrecognized config option: {name}")
-        self._values[name] = _FLAGS[name][1](name, value)
+        object.__setattr__(self, name, _FLAGS[name][1](name, value))
 
     def read(self, name: str):
         if name not in _FLAGS:
             raise AttributeError(f"Unrecognized config option: {name}")
-        return self._values[name]
+        return getattr(self, name)
 
     def parse_flags_with_absl(self) -> None:
         """Accepted for JAX scripts; kiln reads no command-line flags."""
 
-    def __getattr__(self, name):
-        values = object.__getattribute__(self, "_values")
-        if name in values:
-            return values[name]
+    def __getattr__(self, name):  # only reached for names that are not flags
         raise AttributeError(f"Unrecognized config option: {name}")
 
     def __setattr__(self, name, value):

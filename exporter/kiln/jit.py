@@ -100,7 +100,10 @@ class Jitted:
     def __call__(self, *args, **kwargs):
         if _jit_disabled.get() or config.jax_disable_jit:
             return self.fn(*args, **kwargs)
-        dynamic, statics = self._split(args, kwargs)
+        if kwargs or self._keywords or len(args) != self._plain_arity:
+            dynamic, statics = self._split(args, kwargs)
+        else:  # the common call: positional arguments only, nothing to bind
+            dynamic, statics = split_static(args, self.static_argnums)
         signature, leaves = signature_of(dynamic, statics, self.name)
         traced = self._trace(signature)
         if traced.captured or any(isinstance(x, Tracer) for x in leaves):

@@ -546,6 +546,17 @@ def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None
     residual = knp.reshape(knp.transpose(knp.reshape(residual, (b, heads, t)), (0, 2, 1)), out_shape[:-1])
     return encoded, prims.stop_gradient.bind(residual)
 
+
+# ----------------------------------------------------------------------------- initializers
+
+import sys  # noqa: E402
+
+from . import nn_initializers as initializers  # noqa: E402
+
+# kiln.nn is a module, not a package: registered so that `import kiln.nn.initializers` finds it too
+sys.modules[__name__ + ".initializers"] = initializers
+__all__ += ["initializers"]
+
 from .core.array import wrap_namespace as _wrap_namespace  # noqa: E402
 
 _wrap_namespace(globals())

@@ -42,6 +42,15 @@ class TreeDef:
     def num_nodes(self) -> int:
         return 1 + sum(c.num_nodes for c in self.children)
 
+    def __hash__(self):
+        """Equal treedefs hash alike; a registered class's static data need not be hashable (a list, as in
+        JAX's example optimizers): such nodes hash by their kind and class alone and compare with ==."""
+        try:
+            data = hash(self.data)
+        except TypeError:
+            data = hash(self.data[0]) if self.kind == "custom" else 0
+        return hash((self.kind, data, self.children))
+
     def unflatten(self, leaves) -> Any:
         """The tree of this structure holding `leaves` (jax's PyTreeDef.unflatten)."""
         return tree_unflatten(self, leaves)

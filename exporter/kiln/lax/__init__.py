@@ -41,15 +41,17 @@ from .api import (  # noqa: E402
     Precision, canonicalize_precision, dot, reduce_window_shape_tuple, stop_gradient,
 )
 from .conv import (  # noqa: E402
-    ConvDimensionNumbers, conv_general_permutations, conv_general_shape_tuple, conv_shape_tuple, conv_transpose,
-    conv_transpose_shape_tuple,
+    ConvDimensionNumbers, conv_general_dilated_patches, conv_general_permutations, conv_general_shape_tuple,
+    conv_shape_tuple, conv_transpose, conv_transpose_shape_tuple,
 )
-from .api import ConvGeneralDilatedDimensionNumbers, DotDimensionNumbers, PrecisionLike  # noqa: E402
+from .api import (  # noqa: E402
+    ConvGeneralDilatedDimensionNumbers, DotDimensionNumbers, GatherScatterMode, PrecisionLike,
+)
 
 __all__ += ["Precision", "canonicalize_precision", "dot", "reduce_window_shape_tuple", "stop_gradient",
             "conv_transpose", "conv_shape_tuple", "conv_general_shape_tuple", "conv_transpose_shape_tuple",
-            "ConvDimensionNumbers", "conv_general_permutations", "PrecisionLike", "DotDimensionNumbers",
-            "ConvGeneralDilatedDimensionNumbers"]
+            "ConvDimensionNumbers", "conv_general_permutations", "conv_general_dilated_patches", "PrecisionLike",
+            "DotDimensionNumbers", "ConvGeneralDilatedDimensionNumbers", "GatherScatterMode"]
 from . import elementwise, shape_api  # noqa: E402
 from .elementwise import *  # noqa: E402,F401,F403
 from .shape_api import *  # noqa: E402,F401,F403
@@ -58,6 +60,9 @@ __all__ += elementwise.__all__ + shape_api.__all__
 from .associative_scan import associative_scan  # noqa: E402
 
 __all__ += ["associative_scan"]
+from .reduce_api import cumlogsumexp, reduce  # noqa: E402,A004
+
+__all__ += ["cumlogsumexp", "reduce"]
 
 from ..core.array import wrap_namespace as _wrap_namespace  # noqa: E402
 

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..core.trace import get_aval
 from . import api
+from .composite import composite_primitive
 from .control_flow import fori_loop, while_loop
 from .structural_prims import rev
 from .structural_prims import slice as slice_
@@ -153,11 +154,8 @@ def _pair_rotation(p, q, pq, threshold_scale, flags):
     return c, s, t, api.select(active, ones, zeros), api.select(active, ones, flags)
 
 
-def two_sided(a, v):
-    """Diagonalizes the symmetric a (n, n, *batch), n even, by Jacobi rotations. Returns (d, vt): d (n, *batch)
-    the diagonal reached (the eigenvalues) and vt (n, n, *batch), v (usually the identity) with the same
-    rotations applied to its rows, so that row k of vt is the eigenvector of d[k].
-    """
+def _two_sided_graph(a, v):
+    """two_sided as lax operations (what a compiled module runs)."""
     shape, dtype = _shape(a), _dtype(a)
     n, batch = shape[0], shape[2:]
     h = n // 2
@@ -166,11 +164,14 @@ def two_sided(a, v):
     rows = (2, h, n) + batch
     stack = (6, h) + batch  # c, s, new a_pp, new a_qq, active, rotated during the sweep
 
+    i = np.arange(h)
+    pair_entries = np.stack([np.stack([i, i], -1), np.stack([i + h, i + h], -1), np.stack([i, i + h], -1)])
+
     def round_fn(values, scalars):
         a4, vt = api.reshape(values[0], quad), api.reshape(values[1], rows)
         same_column = api.eq(api.broadcasted_iota(_I32, quad, 1), api.broadcasted_iota(_I32, quad, 3))
-        m = api.reduce_sum(api.select(same_column, a4, _full(quad, 0, dtype)), (3,))  # m[a, i, b] = a4[a, i, b, i]
-        app, aqq, apq = (_spread(_part(_part(m, i, 0), j, 1), stack, (1,)) for i, j in ((0, 0), (1, 1), (0, 1)))
+        entries = api.gather(values[0], pair_entries.astype(np.int32), (0, 1), mode="promise_in_bounds")
+        app, aqq, apq = (_spread(_part(entries, k, 0), stack, (1,)) for k in range(3))  # a_pp, a_qq, a_pq (h, ...)
         c, s, t, active, flags = _pair_rotation(app, aqq, apq, eps, _spread(_part(scalars, 5, 0), stack, (1,)))
         moved = api.mul(t, apq)
         scalars = _stacked([c, s, api.sub(app, moved), api.add(aqq, moved), active, flags])
@@ -192,9 +193,8 @@ def two_sided(a, v):
     return api.reduce_sum(api.select(diagonal, a, _full(shape, 0, dtype)), (1,)), vt
 
 
-def one_sided(wt, rows: int):
-    """Orthogonalizes the rows wt[:, :rows] (n, k, *batch) (n even) by rotating pairs of rows; the rest of
-    each row (e.g. an identity, to accumulate V) is rotated along. Returns the rotated wt."""
+def _one_sided_graph(wt, *, rows: int):
+    """one_sided as lax operations (what a compiled module runs)."""
     shape, dtype = _shape(wt), _dtype(wt)
     n, k, batch = shape[0], shape[1], shape[2:]
     h = n // 2
@@ -220,3 +220,114 @@ def one_sided(wt, rows: int):
         return _permute(w, 1), scalars
 
     return _sweeps(round_fn, wt, n, stack, dtype)
+
+
+# ---- eager evaluation: the same rounds with numpy -----------------------------------------------------
+# Evaluating the traced rounds equation by equation costs ~35 us of interpretation per equation
+# (seconds for n = 64); these mirror _two_sided_graph and _one_sided_graph step for step on whole numpy
+# arrays (same formulas, order and stopping rule), so eager results equal compiled ones up to rounding.
+
+def _rotation_numpy(theta, active):
+    with np.errstate(all="ignore"):
+        big = np.abs(theta) > 1
+        inverse = 1 / np.where(big, theta, 1)
+        root_big = np.abs(theta) * (1 + np.sqrt(1 + inverse * inverse))
+        root_small = np.abs(theta) + np.sqrt(1 + theta * theta)
+        sign = np.where(theta >= 0, 1, -1).astype(theta.dtype)
+        t = np.where(active, sign / np.where(big, root_big, root_small), 0).astype(theta.dtype)
+        c = (1 / np.sqrt(1 + t * t)).astype(theta.dtype)
+    return c, (t * c).astype(theta.dtype), t
+
+
+def _member_signs(dtype, ndim):
+    """-1 for the first member of each pair, +1 for the second, shaped to broadcast along axis 0."""
+    return np.array([-1, 1], dtype).reshape((2,) + (1,) * (ndim - 1))
+
+
+def _sweeps_numpy(round_fn, values, n, flags_shape):
+    count, rotated = 0, True
+    while count < MAX_SWEEPS and rotated:
+        flags = np.zeros(flags_shape, bool)
+        for _ in range(n - 1):
+            values, active = round_fn(values)
+            flags |= active
+        count, rotated = count + 1, bool(flags.any())
+    return values
+
+
+def _two_sided_numpy(a, v):
+    n, batch, dtype = a.shape[0], a.shape[2:], a.dtype
+    h = n // 2
+    eps = np.finfo(dtype).eps
+    order = round_robin_order(n)
+    i = np.arange(h)
+    along = (1, h) + batch
+
+    def round_fn(values):
+        a, vt = values
+        app, aqq, apq = a[i, i], a[i + h, i + h], a[i, i + h]
+        with np.errstate(all="ignore"):
+            active = np.abs(apq) > eps * (np.sqrt(np.abs(app)) * np.sqrt(np.abs(aqq)))
+            theta = (aqq - app) / (2 * np.where(active, apq, 1))
+        c, s, t = _rotation_numpy(theta, active)
+        moved = t * apq
+        c2, s2 = c.reshape(along), s.reshape(along) * _member_signs(dtype, 2 + len(batch))
+        c_r, s_r = c2[:, :, None, None], s2[:, :, None, None]
+        c_c, s_c = c2[None, None], s2[None, None]
+        a4 = a.reshape((2, h, 2, h) + batch)
+        with np.errstate(all="ignore"):
+            rotated = (c_r * c_c * a4 + s_r * c_c * a4[::-1] + c_r * s_c * a4[:, :, ::-1]
+                       + s_r * s_c * a4[::-1, :, ::-1]).astype(dtype)
+            rotated[0, i, 0, i] = app - moved
+            rotated[1, i, 1, i] = aqq + moved
+        rotated[0, i, 1, i] = np.where(active, 0, rotated[0, i, 1, i])
+        rotated[1, i, 0, i] = np.where(active, 0, rotated[1, i, 0, i])
+        vt3 = vt.reshape((2, h, n) + batch)
+        with np.errstate(all="ignore"):
+            vt3 = (c2[:, :, None] * vt3 + s2[:, :, None] * vt3[::-1]).astype(dtype)
+        a = rotated.reshape(a.shape)[order][:, order]
+        return (a, vt3.reshape(vt.shape)[order]), active
+
+    a, vt = _sweeps_numpy(round_fn, (np.asarray(a), np.asarray(v)), n, (h,) + batch)
+    return [np.ascontiguousarray(a[np.arange(n), np.arange(n)]), vt]
+
+
+def _one_sided_numpy(wt, *, rows):
+    n, k, batch, dtype = wt.shape[0], wt.shape[1], wt.shape[2:], wt.dtype
+    h = n // 2
+    tol = np.sqrt(max(rows, 1)) * np.finfo(dtype).eps
+    order = round_robin_order(n)
+
+    def round_fn(w):
+        w3 = w.reshape((2, h, k) + batch)
+        first, second = w3[0, :, :rows], w3[1, :, :rows]
+        with np.errstate(all="ignore"):
+            alpha, beta, gamma = (np.sum(p, axis=1) for p in (first * first, second * second, first * second))
+            active = np.abs(gamma) > tol * (np.sqrt(alpha) * np.sqrt(beta))
+            c, s, _ = _rotation_numpy((beta - alpha) / (2 * np.where(active, gamma, 1)), active)
+            c3 = c[None, :, None]
+            s3 = s[None, :, None] * _member_signs(dtype, 3 + len(batch))
+            w3 = (c3 * w3 + s3 * w3[::-1]).astype(dtype)
+        return w3.reshape(w.shape)[order], active
+
+    return _sweeps_numpy(round_fn, np.asarray(wt), n, (h,) + batch)
+
+
+_two_sided_p = composite_primitive("jacobi_two_sided", _two_sided_graph, multiple_results=True)
+_two_sided_p.def_impl(lambda a, v, *, graph: _two_sided_numpy(a, v))
+_one_sided_p = composite_primitive("jacobi_one_sided", _one_sided_graph)
+_one_sided_p.def_impl(lambda wt, *, graph, rows: _one_sided_numpy(wt, rows=rows))
+
+
+def two_sided(a, v):
+    """Diagonalizes the symmetric a (n, n, *batch), n even, by Jacobi rotations. Returns (d, vt): d (n, *batch)
+    the diagonal reached (the eigenvalues) and vt (n, n, *batch), v (usually the identity) with the same
+    rotations applied to its rows, so that row k of vt is the eigenvector of d[k]. Used inside eigh's
+    graph: compiled, its rounds are inlined; evaluated eagerly, the numpy mirror runs."""
+    return tuple(_two_sided_p.apply(a, v))
+
+
+def one_sided(wt, rows: int):
+    """Orthogonalizes the rows wt[:, :rows] (n, k, *batch) (n even) by rotating pairs of rows; the rest of
+    each row (e.g. an identity, to accumulate V) is rotated along. Returns the rotated wt."""
+    return _one_sided_p.apply(wt, rows=int(rows))

@@ -73,8 +73,6 @@ def _take(x, start, stop, axis):
     return slice_(x, tuple(starts), tuple(limits))
 
 
-
-
 def _diagonal(a):
     """The diagonal (..., n) of every square matrix in a."""
     shape = _shape(a)
@@ -83,10 +81,16 @@ def _diagonal(a):
     return api.reduce_sum(api.select(api.eq(rows, cols), a, 0), (nb + 1,))
 
 
+def _eye(batch, rows, cols, dtype):
+    """A batch of (rows, cols) matrices with ones on the diagonal and zeros elsewhere."""
+    shape = tuple(batch) + (rows, cols)
+    nb = len(batch)
+    same = api.eq(api.broadcasted_iota(_I32, shape, nb), api.broadcasted_iota(_I32, shape, nb + 1))
+    return api.select(same, _full(shape, 1, dtype), _full(shape, 0, dtype))
+
+
 def _identity(batch, n, dtype):
-    shape = tuple(batch) + (n, n)
-    rows, cols = api.broadcasted_iota(_I32, shape, len(batch)), api.broadcasted_iota(_I32, shape, len(batch) + 1)
-    return api.select(api.eq(rows, cols), _full(shape, 1, dtype), _full(shape, 0, dtype))
+    return _eye(batch, n, n, dtype)
 
 
 def _batch_max_abs(x):
@@ -107,10 +111,6 @@ def _sign(x):
     return api.select(api.ge(x, 0), _full(_shape(x), 1, _dtype(x)), _full(_shape(x), -1, _dtype(x)))
 
 
-
-
-
-
 def _pad_square(x, n):
     """x (..., m, m) padded with zero rows and columns to (..., n, n)."""
     shape = _shape(x)
@@ -119,16 +119,6 @@ def _pad_square(x, n):
         return x
     config = [(0, 0, 0)] * (len(shape) - 2) + [(0, extra, 0), (0, extra, 0)]
     return pad(x, np.zeros((), _dtype(x)), config)
-
-
-
-
-
-
-
-
-
-
 
 
 # ---- qr --------------------------------------------------------------------------------------------
@@ -177,14 +167,6 @@ def _householder_qr(x):
     return fori_loop(0, min(m, n), step, (x, _identity(batch, m, dtype)))[::-1]
 
 
-def _eye(batch, rows, cols, dtype):
-    """Identity matrices (rows, cols) for a batch: what an empty factorization's orthogonal factors are."""
-    shape = tuple(batch) + (rows, cols)
-    nb = len(batch)
-    same = api.eq(api.broadcasted_iota(_I32, shape, nb), api.broadcasted_iota(_I32, shape, nb + 1))
-    return api.select(same, _full(shape, 1, dtype), _full(shape, 0, dtype))
-
-
 def _qr_impl(x, *, full_matrices):
     shape, dtype = _shape(x), _dtype(x)
     batch, (m, n) = shape[:-2], shape[-2:]
@@ -210,10 +192,11 @@ def _check_float_matrix(fn: str, x, *, square: bool):
         raise TypeError(f"{fn}: argument x must be a floating-point array, got {a.dtype}")
 
 
-def qr(x, *, pivoting: bool = False, full_matrices: bool = True):
+def qr(x, *, pivoting: bool = False, full_matrices: bool = True, use_magma=None):
     """jax.lax.linalg.qr: (q, r) with x = q @ r for a batch (..., m, n); q (..., m, m) orthogonal and r
     (..., m, n) upper triangular, or with full_matrices=False q (..., m, k) and r (..., k, n), k = min(m, n).
-    Signs follow LAPACK (numpy): r's diagonal is -sign(x's pivot) * the column's norm."""
+    Signs follow LAPACK (numpy): r's diagonal is -sign(x's pivot) * the column's norm. use_magma is
+    accepted and ignored (a GPU choice in JAX)."""
     if pivoting:
         raise NotImplementedError("qr: pivoting=True is not supported by kiln")
     x = api.asarray(x)
@@ -317,6 +300,8 @@ def _columns_from_rows(xt):
 
 
 def _jacobi_eigh(x, *, lower, sort_eigenvalues):
+    """[v, w] of the symmetric matrices read from one triangle of x: scaled by their largest |entry|,
+    padded to an even size, diagonalized by Jacobi sweeps, then unscaled and (optionally) sorted."""
     shape, dtype = _shape(x), _dtype(x)
     nb, n = len(shape) - 2, shape[-1]
     batch = shape[:nb]
@@ -340,11 +325,11 @@ eigh_p = composite_primitive("eigh", _jacobi_eigh, multiple_results=True)
 
 
 def eigh(x, *, lower: bool = True, symmetrize_input: bool = True, sort_eigenvalues: bool = True,
-         subset_by_index=None):
+         subset_by_index=None, implementation=None):
     """jax.lax.linalg.eigh: (v, w) with x = v @ diag(w) @ v^T for a batch of symmetric matrices
     (..., n, n): w (..., n) ascending (sort_eigenvalues) and v's columns the unit eigenvectors (each
     one's sign is the Jacobi iteration's). symmetrize_input uses (x + x^T)/2; otherwise only the
-    triangle named by lower is read."""
+    triangle named by lower is read. implementation is accepted and ignored (kiln always uses Jacobi)."""
     if subset_by_index is not None:
         raise NotImplementedError("eigh: subset_by_index is not supported by kiln")
     x = api.asarray(x)
@@ -410,10 +395,9 @@ def _jacobi_svd_tall(x, *, full_matrices, compute_uv):
     v = _take(_take(_columns_from_rows(_take(wt, size, 2 * size, 1)), 0, n, nb), 0, n, nb + 1)
     _, w, v = _sort_columns(descending, w, v)
     s = _column_norms(w)
-    u_q, u_r = _householder_qr(w)
-    u_r = api.mul(u_q, _along(_sign(_diagonal(u_r)), _shape(u_q), nb + 1))
-    q_n = _take(q, 0, n, nb + 1)
-    u = matmul(q_n, u_r)
+    w_q, w_r = _householder_qr(w)
+    u_of_r = api.mul(w_q, _along(_sign(_diagonal(w_r)), _shape(w_q), nb + 1))
+    u = matmul(_take(q, 0, n, nb + 1), u_of_r)
     if full_matrices and m > n:
         u = concatenate([u, _take(q, n, m, nb + 1)], nb + 1)
     return [api.mul(s, _per_matrix(scale, batch + (n,))), u, swap_last(v)]
@@ -447,10 +431,11 @@ def _svd_impl(x, *, full_matrices, compute_uv):
 svd_p = composite_primitive("svd", _svd_impl, multiple_results=True)
 
 
-def svd(x, *, full_matrices: bool = True, compute_uv: bool = True, subset_by_index=None):
+def svd(x, *, full_matrices: bool = True, compute_uv: bool = True, subset_by_index=None, algorithm=None):
     """jax.lax.linalg.svd: (u, s, vh) with x = u @ diag(s) @ vh for a batch (..., m, n), s (..., k)
     descending (k = min(m, n)), u (..., m, m) and vh (..., n, n), or (..., m, k) and (..., k, n) without
-    full_matrices; only s when compute_uv is False. Singular vectors' signs are the algorithm's."""
+    full_matrices; only s when compute_uv is False. Singular vectors' signs are the algorithm's.
+    algorithm is accepted and ignored (kiln always uses QR then one-sided Jacobi)."""
     if subset_by_index is not None:
         raise NotImplementedError("svd: subset_by_index is not supported by kiln")
     x = api.asarray(x)

@@ -22,6 +22,7 @@ from ..transforms.jvp import tangent_aval
 from . import _linalg_triangular_eager as eager
 from . import api
 from .composite import composite_primitive
+from .math_prims import P
 from .control_flow import fori_loop
 from .structural_prims import pad
 from .structural_prims import slice as slice_
@@ -65,6 +66,11 @@ _BLOCK = 16  # rows/columns per step of the blocked algorithms (used above 2 * _
 
 def _full(shape, value, dtype):
     return api.broadcast_in_dim(np.asarray(value, dtype), shape, ())
+
+
+def _both(p, q):
+    """Elementwise p and q of two bool arrays."""
+    return P["and"].bind(p, q)
 
 
 def _index_grid(shape, dimension):
@@ -142,10 +148,34 @@ def _cholesky_columns(x):
     return fori_loop(0, n, column, _full(shape, 0, _dtype(x)))
 
 
+def _cholesky_and_inverse(x):
+    """(L, L^-1) for the lower triangle of small matrices x in one loop: step j computes column j of L
+    as _cholesky_columns does, then row j of L^-1 = (e_j - L[j, :j] @ L^-1[:j, :]) / L[j, j]."""
+    shape = _shape(x)
+    nd, n, dtype = len(shape), shape[-1], _dtype(x)
+    rows = _index_grid(shape[:-1] + (1,), nd - 2)
+    cols = _index_grid(shape[:-2] + (1, n), nd - 1)
+    zero_row = _full(shape[:-2] + (1, n), 0, dtype)
+
+    def step(j, carry):
+        factor, inverse = carry
+        v = api.sub(_column(x, j), matmul(factor, swap_last(_row(factor, j))))
+        d = api.sqrt(_expand(_entry(v, j, 0), _shape(v)))
+        col = api.select(api.gt(rows, j), api.div(v, d), api.select(api.eq(rows, j), d, _full(_shape(v), 0, dtype)))
+        factor = api.dynamic_update_slice_in_dim(factor, col, j, axis=nd - 1)
+        known = api.select(api.lt(cols, j), _row(factor, j), zero_row)
+        unit = api.select(api.eq(cols, j), _full(_shape(zero_row), 1, dtype), zero_row)
+        inverse_row = api.div(api.sub(unit, matmul(known, inverse)), _expand(_entry(factor, j, j), _shape(zero_row)))
+        return factor, api.dynamic_update_slice_in_dim(inverse, inverse_row, j, axis=nd - 2)
+
+    zeros = _full(shape, 0, dtype)
+    return fori_loop(0, n, step, (zeros, zeros))
+
+
 def _cholesky_blocked(x):
     """Left-looking Cholesky by panels of _BLOCK columns: panel = x[:, k] - L @ L[k, :]^T (one matrix
-    product), its diagonal block factored by _cholesky_columns, the rows below multiplied by that
-    factor's inverse transpose: n / _BLOCK outer steps, each with two _BLOCK-step loops on small blocks."""
+    product), its diagonal block factored and inverted by _cholesky_and_inverse, the rows below multiplied
+    by that inverse's transpose: n / _BLOCK outer steps, each with one _BLOCK-step loop on a small block."""
     shape = _shape(x)
     batch, n, dtype = shape[:-2], shape[-1], _dtype(x)
     nd = len(shape)
@@ -157,14 +187,12 @@ def _cholesky_blocked(x):
                     _padding_identity(batch, n, padded, dtype))
     full = batch + (padded, size)
     rows = _index_grid(full, nd - 2)
-    identity = _identity(batch, size, dtype)
 
     def panel_step(k, factor):
         start = api.mul(k, np.int32(size))
         panel = api.sub(api.dynamic_slice_in_dim(x, start, size, axis=nd - 1),
                         matmul(factor, swap_last(api.dynamic_slice_in_dim(factor, start, size, axis=nd - 2))))
-        block = _cholesky_columns(api.dynamic_slice_in_dim(panel, start, size, axis=nd - 2))
-        inverse = _substitute(block, identity, lower=True, unit_diagonal=False)
+        block, inverse = _cholesky_and_inverse(api.dynamic_slice_in_dim(panel, start, size, axis=nd - 2))
         below = matmul(panel, swap_last(inverse))
         placed = api.dynamic_update_slice_in_dim(_full(full, 0, dtype), block, start, axis=nd - 2)
         end = api.add(start, np.int32(size))
@@ -308,7 +336,7 @@ def _padding_identity(batch, m, padded, dtype):
     """Zeros of shape (..., padded, padded) with ones on the diagonal past row m."""
     shape = batch + (padded, padded)
     rows, cols = _index_grid(shape, len(shape) - 2), _index_grid(shape, len(shape) - 1)
-    past = api.select(api.eq(rows, cols), api.ge(rows, np.int32(m)), api.eq(rows, -1))
+    past = _both(api.eq(rows, cols), api.ge(rows, np.int32(m)))
     return api.select(past, _full(shape, 1, dtype), _full(shape, 0, dtype))
 
 
@@ -424,7 +452,7 @@ def _lu_columns(a):
         multipliers = api.select(api.gt(rows_col, j), api.div(col, _expand(safe_pivot, _shape(col))), 0)
         u_row = api.select(api.gt(_index_grid(shape[:-2] + (1, n), nb + 1), j), _row(lu, j), 0)
         updated = api.sub(lu, api.mul(_expand(multipliers, shape), _expand(u_row, shape)))
-        below_pivot = api.select(api.gt(rows, j), api.eq(cols, j), api.eq(rows, -1))
+        below_pivot = _both(api.gt(rows, j), api.eq(cols, j))
         lu = api.select(below_pivot, _expand(multipliers, shape), updated)
         return lu, pivots, perm
 
@@ -457,7 +485,7 @@ def _lu_panel(panel, start):
                                  _full(_shape(col), 0, _dtype(panel)))
         u_row = api.select(api.gt(cols_row, j), _row(panel, r), _full(shape[:-2] + (1, size), 0, _dtype(panel)))
         updated = api.sub(panel, api.mul(_expand(multipliers, shape), _expand(u_row, shape)))
-        below_pivot = api.select(api.gt(rows, r), api.eq(cols, j), api.eq(rows, -1))
+        below_pivot = _both(api.gt(rows, r), api.eq(cols, j))
         return api.select(below_pivot, _expand(multipliers, shape), updated), pivots, order
 
     order = api.broadcast_in_dim(api.iota(_I32, shape[-2]), shape[:-1] + (1,), (nb,))
@@ -489,7 +517,6 @@ def _lu_blocked(a):
     if padded != n:
         a = api.add(pad(a, np.zeros((), dtype), [(0, 0, 0)] * (nd - 2) + [(0, padded - n, 0)] * 2),
                     _padding_identity(batch, n, padded, dtype))
-    full = batch + (padded, padded)
     cols = _index_grid(batch + (size, padded), nd - 1)
     panel_rows = _index_grid(batch + (padded, size), nd - 2)
     identity = _identity(batch, size, dtype)

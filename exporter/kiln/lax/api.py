@@ -342,6 +342,23 @@ def dynamic_update_slice_in_dim(operand, update, start_index, axis):
     return dynamic_update_slice(operand, update, starts)
 
 
+class GatherScatterMode(str, enum.Enum):
+    """jax.lax.GatherScatterMode; each member equals its string, so gather and scatter take either
+    (ONE_HOT is not supported)."""
+
+    CLIP = "clip"
+    FILL_OR_DROP = "fill"
+    PROMISE_IN_BOUNDS = "promise_in_bounds"
+    ONE_HOT = "one_hot"
+
+    @classmethod
+    def from_any(cls, s):
+        """A member from a member, its string, or None (FILL_OR_DROP, JAX's default)."""
+        if s is None:
+            return cls.FILL_OR_DROP
+        return s if isinstance(s, cls) else cls(s)
+
+
 _GATHER_MODES = {"clip": "clip", "promise_in_bounds": "clip", "fill": "fill", None: "fill"}
 _SCATTER_MODES = {"clip": "clip", "promise_in_bounds": "clip", "drop": "drop", "fill": "drop", None: "drop"}
 

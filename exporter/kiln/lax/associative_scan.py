@@ -12,18 +12,14 @@ from ..core.trace import get_aval
 from . import prims
 from .api import _axis
 from .operands import asarray
+from .shape_api import slice_in_dim
 from .structural_prims import concatenate, pad, rev
-from .structural_prims import slice as _slice
 
 __all__ = ["associative_scan"]
 
 
 def _take(x, axis: int, start: int, stop: int | None, step: int = 1):
-    shape = get_aval(x).shape
-    starts, limits, strides = [0] * len(shape), list(shape), [1] * len(shape)
-    n = shape[axis]
-    starts[axis], limits[axis], strides[axis] = start, n if stop is None else (stop if stop >= 0 else n + stop), step
-    return _slice(x, starts, limits, strides)
+    return slice_in_dim(x, start, stop, step, axis)
 
 
 def _interleave(even, odd, axis: int):

@@ -37,7 +37,7 @@ from .structural_prims import rev
 
 __all__ = ["conv_general_dilated", "conv", "conv_with_general_padding", "conv_dimension_numbers", "padtype_to_pads",
            "conv_transpose", "conv_shape_tuple", "conv_general_shape_tuple", "conv_transpose_shape_tuple",
-           "ConvDimensionNumbers", "conv_general_permutations"]
+           "ConvDimensionNumbers", "conv_general_permutations", "conv_general_dilated_patches"]
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -301,6 +301,28 @@ def conv(lhs, rhs, window_strides, padding, precision=None, preferred_element_ty
 def conv_with_general_padding(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation, precision=None,
                               preferred_element_type=None):
     return conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation, precision=precision,
+                                preferred_element_type=preferred_element_type)
+
+
+def conv_general_dilated_patches(lhs, filter_shape, window_strides, padding, lhs_dilation=None, rhs_dilation=None,
+                                 dimension_numbers=None, precision=None, preferred_element_type=None):
+    """jax.lax.conv_general_dilated_patches: the patches a convolution with a kernel of filter_shape (spatial)
+    would see, as C x prod(filter_shape) output features (channel-major, then the filter positions in order):
+    a grouped convolution with one-hot kernels, as JAX computes it."""
+    lhs = asarray(lhs)
+    la = get_aval(lhs)
+    filter_shape = tuple(int(d) for d in filter_shape)
+    if len(filter_shape) != la.ndim - 2:
+        raise ValueError(f"conv_general_dilated_patches: filter_shape {filter_shape} needs {la.ndim - 2} spatial "
+                         "sizes")
+    lhs_spec, rhs_spec, _ = dn = conv_dimension_numbers(la.shape, (1, 1) + filter_shape, dimension_numbers)
+    spatial_size = int(np.prod(filter_shape, dtype=np.int64))
+    channels = la.shape[lhs_spec[1]]
+    one_hot = np.broadcast_to(np.eye(spatial_size, dtype=la.dtype), (channels, spatial_size, spatial_size))
+    rhs = np.moveaxis(one_hot.reshape((channels * spatial_size, 1) + filter_shape), (0, 1), (rhs_spec[0], rhs_spec[1]))
+    canonicalize_precision(precision, "conv_general_dilated_patches")
+    return conv_general_dilated(lhs, np.ascontiguousarray(rhs), window_strides, padding, lhs_dilation, rhs_dilation,
+                                tuple(dn), feature_group_count=channels,
                                 preferred_element_type=preferred_element_type)
 
 

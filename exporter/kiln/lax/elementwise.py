@@ -17,6 +17,7 @@ __all__ = [
     "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "exp2", "expm1", "log1p",
     "floor", "ceil", "round", "RoundingMethod", "sign", "is_finite", "logistic", "square", "reciprocal",
     "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "shift_left", "shift_right_arithmetic",
+    "shift_right_logical", "population_count", "clz",
 ]
 
 (sin, cos, tan, asin, acos, atan, sinh, cosh, asinh, acosh, atanh, exp2, expm1, log1p, floor, ceil, sign) = (
@@ -83,3 +84,70 @@ def reciprocal(x):
     """1 / x."""
     (x,) = _operands(x)
     return prims.div.bind(_like(np.asarray(1, get_aval(x).dtype), x), x)
+
+
+def _unsigned(dtype) -> np.dtype:
+    return np.dtype(f"uint{dtype.itemsize * 8}")
+
+
+def _integer_operand(where: str, x):
+    (x,) = _operands(x)
+    dtype = get_aval(x).dtype
+    if not dtypes.is_int(dtype):
+        raise TypeError(f"{where}: x must be an integer array; got {dtype}")
+    return x, dtype
+
+
+def _as(x, dtype):
+    return x if get_aval(x).dtype == dtype else prims.convert.bind(x, new_dtype=np.dtype(dtype))
+
+
+def _const_like(value, x):
+    return _like(np.asarray(value, get_aval(x).dtype), x)
+
+
+def shift_right_logical(x, y):
+    """x shifted right by y with zeros shifted in (the bits of a signed x read as unsigned); shifts of the
+    width or more give 0."""
+    x, y = _operands(x, y)
+    dtype = get_aval(x).dtype
+    if not dtypes.is_int(dtype):
+        raise TypeError(f"shift_right_logical: operands must be integers; got {dtype}")
+    unsigned = _unsigned(dtype)
+    out = P["shift_right"].bind(_as(x, unsigned), _as(y, unsigned))
+    return _as(out, dtype)
+
+
+def population_count(x):
+    """The number of set bits of each element (of its two's-complement bits for signed x)."""
+    x, dtype = _integer_operand("population_count", x)
+    v = _as(x, _unsigned(dtype))
+    bits = dtype.itemsize * 8
+    pattern = lambda byte: int.from_bytes(bytes([byte]) * dtype.itemsize, "little")  # noqa: E731
+
+    def shifted(value, n):
+        return P["shift_right"].bind(value, _const_like(n, value))
+
+    v = prims.sub.bind(v, P["and"].bind(shifted(v, 1), _const_like(pattern(0x55), v)))
+    v = prims.add.bind(P["and"].bind(v, _const_like(pattern(0x33), v)),
+                       P["and"].bind(shifted(v, 2), _const_like(pattern(0x33), v)))
+    v = P["and"].bind(prims.add.bind(v, shifted(v, 4)), _const_like(pattern(0x0F), v))
+    if bits > 8:
+        v = shifted(prims.mul.bind(v, _const_like(pattern(0x01), v)), bits - 8)
+    return _as(v, dtype)
+
+
+def clz(x):
+    """The number of leading zero bits of each element (the width for 0)."""
+    x, dtype = _integer_operand("clz", x)
+    y = _as(x, _unsigned(dtype))
+    bits = dtype.itemsize * 8
+    count = _const_like(bits, y)
+    step = bits // 2
+    while step:
+        top = P["shift_right"].bind(y, _const_like(step, y))
+        nonzero = prims.ne.bind(top, _const_like(0, y))
+        count = prims.select.bind(nonzero, prims.sub.bind(count, _const_like(step, y)), count)
+        y = prims.select.bind(nonzero, top, y)
+        step //= 2
+    return _as(prims.sub.bind(count, y), dtype)

@@ -49,6 +49,7 @@ from .statistics import *  # noqa: E402,F401,F403
 from .searching import *  # noqa: E402,F401,F403
 from .construction import *  # noqa: E402,F401,F403
 from .rearranging import *  # noqa: E402,F401,F403
+from .conditional import *  # noqa: E402,F401,F403
 from .aliases import *  # noqa: E402,F401,F403
 from .more_math import *  # noqa: E402,F401,F403
 from .array_math import *  # noqa: E402,F401,F403

@@ -95,6 +95,11 @@ def install() -> None:
         "conj": lambda self: self,  # kiln has no complex dtypes
         "conjugate": lambda self: self,
         "nonzero": lambda self, *, size=None, fill_value=None: selection.nonzero(self, size=size, fill_value=fill_value),
+        # jax.Array's methods over kiln.numpy.statistics and searching, looked up when called
+        "ptp": lambda self, axis=None, out=None, keepdims=False: namespace.ptp(self, axis, out, keepdims),
+        "searchsorted": lambda self, v, side="left", sorter=None, *, method="scan": namespace.searchsorted(
+            self, v, side, sorter, method=method),
+        "argpartition": lambda self, kth, axis=-1: namespace.argpartition(self, kth, axis),
     }
     attributes = {name: aval_property(fn) for name, fn in properties.items()}
     attributes.update({name: aval_method(fn) for name, fn in methods.items()})

@@ -57,9 +57,10 @@ def _products():
     return products
 
 
-def vecdot(x1, x2, /, *, axis=-1):
+def vecdot(x1, x2, /, *, axis=-1, precision=None, preferred_element_type=None):
     """numpy.vecdot: the dot product of vectors along axis, broadcast over the other axes (a matmul of
-    1-row by 1-column matrices, so integers keep their dtype as in numpy)."""
+    1-row by 1-column matrices, so integers keep their dtype as in numpy); precision= and
+    preferred_element_type= as jax.numpy's matmul."""
     a, b = promote(asarray(x1), asarray(x2))
     if aval(a).ndim == 0 or aval(b).ndim == 0:
         raise ValueError("vecdot: inputs must be at least 1-d")
@@ -67,7 +68,8 @@ def vecdot(x1, x2, /, *, axis=-1):
     b = moveaxis(b, normalize_axes(axis, aval(b).ndim, "vecdot")[0], -1)
     if aval(a).shape[-1] != aval(b).shape[-1]:
         raise ValueError(f"vecdot: the vectors' lengths differ along axis {axis}: {aval(a).shape[-1]} and {aval(b).shape[-1]}")
-    out = _products().matmul(a[..., None, :], b[..., :, None])
+    out = _products().matmul(a[..., None, :], b[..., :, None], precision=precision,
+                             preferred_element_type=preferred_element_type)
     return out[..., 0, 0]
 
 
@@ -92,11 +94,16 @@ def _dtype_and_weak(x):
         return dtypes.python_scalar_dtype(x), True
     if isinstance(x, Tracer):
         return x.aval.dtype, x.aval.weak_type
-    if isinstance(x, (np.ndarray, np.generic)):
-        return x.dtype, False
     if isinstance(x, (list, tuple)):
         return asarray(x).dtype, False
+    if _is_array_like(x):
+        return dtypes.canonical(x.dtype), False
     return dtypes.canonical(x), False
+
+
+def _is_array_like(x) -> bool:
+    """An array or scalar object with a dtype (numpy's, or another array type's), not a dtype or type itself."""
+    return hasattr(x, "dtype") and not isinstance(x, (type, np.dtype, str))
 
 
 def result_type(*arrays_and_dtypes):
@@ -119,7 +126,7 @@ def can_cast(from_, to, casting="safe"):
     """numpy.can_cast for a dtype or an array (traced arrays included) to a dtype."""
     if dtypes.is_python_scalar(from_):
         raise TypeError("can_cast: a Python number has no dtype of its own (numpy 2 rejects it too); pass a dtype")
-    source = aval(from_).dtype if isinstance(from_, (Tracer, np.ndarray, np.generic)) else np.dtype(from_)
+    source = np.dtype(from_.dtype) if _is_array_like(from_) else np.dtype(from_)
     return bool(np.can_cast(source, np.dtype(to), casting))
 
 

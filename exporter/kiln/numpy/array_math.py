@@ -13,11 +13,12 @@ import numpy as np
 from ..core import dtypes
 from ._base import asarray, aval, broadcast_shapes, broadcast_to, convert, normalize_axes, promote
 from .elementwise import (
-    add, equal, less, less_equal, maximum, minimum, multiply, not_equal, subtract, true_divide, where,
+    add, equal, less, maximum, minimum, multiply, not_equal, subtract, true_divide, where,
 )
 from .indexing import take
 from .reductions import any as any_, cumprod, cumsum, sum as sum_
-from .shape import _slice_axis, concatenate, expand_dims, flip, moveaxis, reshape, stack
+from .searching import searchsorted
+from .shape import _slice_axis, concatenate, flip, moveaxis, reshape, stack
 
 
 def _inexact(dtype) -> np.dtype:
@@ -71,7 +72,7 @@ def ediff1d(ary, to_end=None, to_begin=None):
     return concatenate(parts) if len(parts) > 1 else parts[0]
 
 
-def gradient(f, *varargs, axis=None, edge_order=1):
+def gradient(f, *varargs, axis=None, edge_order=None):
     """numpy.gradient: second-order central differences inside, one-sided first- or second-order
     (edge_order) differences at the ends. Spacing per axis: a scalar step, or the coordinates (1-D, one
     per element). One axis gives an array, several a tuple, as numpy 2. Integer input gives float64."""
@@ -80,11 +81,12 @@ def gradient(f, *varargs, axis=None, edge_order=1):
     axes = normalize_axes(axis, nd, "gradient") if axis is not None else tuple(range(nd))
     if axis is not None and not isinstance(axis, (tuple, list)):
         axes = (_axis(axis, nd, "gradient"),)
+    edge_order = 1 if edge_order is None else edge_order
     if edge_order not in (1, 2):
         raise ValueError(f"gradient: edge_order must be 1 or 2, got {edge_order!r}")
     if not varargs:
         spacings = [1.0] * len(axes)
-    elif len(varargs) == 1 and np.ndim(varargs[0]) == 0 and not hasattr(varargs[0], "aval"):
+    elif len(varargs) == 1 and aval(asarray(varargs[0])).ndim == 0:
         spacings = list(varargs) * len(axes)
     elif len(varargs) == len(axes):
         spacings = list(varargs)
@@ -113,7 +115,7 @@ def _gradient_axis(x, ax, spacing, edge_order):
 
     step = _uniform_step(spacing, n, ax)
     if step is not None:
-        h = np.asarray(step, d)
+        h = convert(asarray(step), d)
         inner = true_divide(subtract(part(2, 0), part(0, -2)), convert(multiply(h, 2), d))
         if edge_order == 1:
             first = true_divide(subtract(part(1, 2), part(0, 1)), h)
@@ -152,10 +154,11 @@ def _second_order_edge(f0, f1, f2, dx1, dx2, start):
 
 
 def _uniform_step(spacing, n, ax):
-    """The step when the spacing is a scalar or evenly spaced concrete coordinates (numpy's test), else None."""
+    """The step when the spacing is a scalar (traced or not) or evenly spaced concrete coordinates (numpy's
+    test), else None."""
     if hasattr(spacing, "aval"):
         if aval(spacing).ndim == 0:
-            raise TypeError("gradient: a traced scalar spacing is not supported; pass the coordinates or a number")
+            return spacing
         _check_coordinates(spacing, n, ax)
         return None
     coords = np.asarray(spacing)
@@ -240,9 +243,21 @@ def _mode_window(full, mode, name, offset_same, short, long):
     return full[start:start + sizes[mode]]
 
 
-def convolve(a, v, mode="full"):
-    """numpy.convolve of two 1-D arrays (modes 'full', 'same', 'valid'), with numpy's dtype."""
-    x, k = promote(asarray(a), asarray(v))
+def _product_options(name, x, k, precision, preferred_element_type):
+    """jax.numpy's precision= (checked; kiln computes at full precision) and preferred_element_type= (the
+    dtype both operands are computed in)."""
+    from ..lax.api import canonicalize_precision
+
+    canonicalize_precision(precision, name)
+    if preferred_element_type is None:
+        return promote(asarray(x), asarray(k))
+    return convert(asarray(x), preferred_element_type), convert(asarray(k), preferred_element_type)
+
+
+def convolve(a, v, mode="full", *, precision=None, preferred_element_type=None):
+    """numpy.convolve of two 1-D arrays (modes 'full', 'same', 'valid'), with numpy's dtype; precision= and
+    preferred_element_type= as jax.numpy's."""
+    x, k = _product_options("convolve", a, v, precision, preferred_element_type)
     _check_1d("convolve", a=x, v=k)
     n, m = aval(x).shape[0], aval(k).shape[0]
     if m > n:
@@ -250,9 +265,10 @@ def convolve(a, v, mode="full"):
     return _mode_window(_full_convolution(x, k), mode, "convolve", (m - 1) // 2, m, n)
 
 
-def correlate(a, v, mode="valid"):
-    """numpy.correlate of two 1-D arrays: c[k] = sum_n a[n + k] * v[n] (modes 'valid', 'same', 'full')."""
-    x, k = promote(asarray(a), asarray(v))
+def correlate(a, v, mode="valid", *, precision=None, preferred_element_type=None):
+    """numpy.correlate of two 1-D arrays: c[k] = sum_n a[n + k] * v[n] (modes 'valid', 'same', 'full');
+    precision= and preferred_element_type= as jax.numpy's."""
+    x, k = _product_options("correlate", a, v, precision, preferred_element_type)
     _check_1d("correlate", a=x, v=k)
     n, m = aval(x).shape[0], aval(k).shape[0]
     full = _full_convolution(x, flip(k))
@@ -263,7 +279,7 @@ def correlate(a, v, mode="valid"):
 def interp(x, xp, fp, left=None, right=None, period=None):
     """numpy.interp: piecewise-linear interpolation of (xp, fp) at x, in float64 as numpy; xp increasing.
     left/right (default fp[0], fp[-1]) outside; `period` wraps x and xp. The interval of each x is found
-    by counting the xp at or below it (size of x times size of xp comparisons)."""
+    by a binary search (knp.searchsorted)."""
     f64 = np.dtype(np.float64)
     xs, xps, fps = (convert(asarray(v), f64) for v in (x, xp, fp))
     if aval(xps).ndim != 1 or aval(fps).ndim != 1:
@@ -291,8 +307,7 @@ def interp(x, xp, fp, left=None, right=None, period=None):
     if n == 1:
         out = broadcast_to(fps[0], aval(xs).shape)
     else:
-        at_or_below = less_equal(expand_dims(xps, tuple(range(aval(xs).ndim))), expand_dims(xs, -1))
-        j = _clip_index(subtract(sum_(convert(at_or_below, np.int64), axis=-1), 1), n - 2)
+        j = _clip_index(subtract(searchsorted(xps, xs, side="right"), 1), n - 2)
         x0, x1, f0, f1 = take(xps, j), take(xps, add(j, 1)), take(fps, j), take(fps, add(j, 1))
         slope = true_divide(subtract(f1, f0), subtract(x1, x0))
         out = add(multiply(slope, subtract(xs, x0)), f0)
@@ -376,8 +391,9 @@ def vander(x, N=None, increasing=False):
     return out if increasing else flip(out, 1)
 
 
-def polyval(p, x):
-    """numpy.polyval: p[0] * x**(N-1) + ... + p[N-1] by Horner's rule, in the promoted dtype of p and x."""
+def polyval(p, x, *, unroll=16):
+    """numpy.polyval: p[0] * x**(N-1) + ... + p[N-1] by Horner's rule, in the promoted dtype of p and x
+    (jax.numpy's unroll= is accepted: the static loop is always unrolled)."""
     coefficients, points = asarray(p), asarray(x)
     if aval(coefficients).ndim != 1:
         raise ValueError(f"polyval: p must be one-dimensional, got shape {aval(coefficients).shape}")

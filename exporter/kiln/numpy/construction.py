@@ -80,11 +80,11 @@ def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
     return result if dtype is None else convert(result, dtype)
 
 
-def indices(dimensions, dtype=int, sparse=False):
+def indices(dimensions, dtype=None, sparse=False):
     """numpy.indices: an index grid of shape (len(dimensions), *dimensions), or a tuple of broadcastable
     index vectors with sparse=True."""
     dims = tuple(int(d) for d in dimensions)
-    d = dtypes.canonical(dtype)
+    d = dtypes.canonical(int if dtype is None else dtype)
     out = []
     for i, n in enumerate(dims):
         shape = tuple(n if k == i else 1 for k in range(len(dims)))
@@ -249,7 +249,7 @@ def unravel_index(indices, shape, order="C"):
     return tuple(reversed(out)) if order == "C" else tuple(out)
 
 
-def ravel_multi_index(multi_index, dims, mode="raise", order="C"):
+def ravel_multi_index(multi_index, dims, mode="raise", order="C", *, dtype=None):
     """numpy.ravel_multi_index: a tuple of coordinate arrays to flat indices (int64). mode 'raise' (concrete
     indices only), 'wrap' or 'clip'; one mode per dimension allowed."""
     from .math import clip, remainder
@@ -279,7 +279,7 @@ def ravel_multi_index(multi_index, dims, mode="raise", order="C"):
             v = clip(v, 0, d - 1)
         term = multiply(v, np.int64(s))
         total = term if total is None else add(total, term)
-    return total
+    return total if dtype is None else convert(total, dtype)
 
 
 def copy(a, order="K"):

@@ -1,4 +1,4 @@
-"""numpy's function-building helpers: vectorize and fromfunction.
+"""numpy's function-applying helpers: vectorize, fromfunction, apply_along_axis and apply_over_axes.
 
 Eagerly, vectorize is numpy.vectorize (the function sees numpy scalars, or the core-dimension slices of a
 signature, one call each). Traced, the function is vmapped over the broadcast loop dimensions, as in
@@ -12,8 +12,8 @@ import re
 import numpy as np
 
 from ..core.trace import Tracer
-from ._base import asarray, aval, broadcast_shapes, broadcast_to
-from .shape import reshape
+from ._base import asarray, aval, broadcast_shapes, broadcast_to, normalize_axes
+from .shape import expand_dims, moveaxis, reshape
 
 
 def fromfunction(function, shape, *, dtype=float, **kwargs):
@@ -83,8 +83,45 @@ class vectorize:  # noqa: N801  (numpy's name)
         return tuple(unflatten(y) for y in out) if isinstance(out, tuple) else unflatten(out)
 
 
+def apply_along_axis(func1d, axis, arr, *args, **kwargs):
+    """numpy.apply_along_axis: func1d applied to every 1-D slice along axis; its result's dimensions take
+    axis's place. Eagerly each slice is passed as numpy does; traced, func1d is vmapped (as jax.numpy), so
+    it must be written with kiln.numpy."""
+    x = asarray(arr)
+    nd = aval(x).ndim
+    ax = normalize_axes(axis, nd, "apply_along_axis")[0]
+    moved = moveaxis(x, ax, -1)
+    if isinstance(x, Tracer):
+        from ..transforms.api import vmap  # numpy sits above transforms; api imports kiln.numpy, so not at top
+
+        fn = lambda row: func1d(row, *args, **kwargs)  # noqa: E731
+        for _ in range(nd - 1):
+            fn = vmap(fn)
+        out = fn(moved)
+    else:
+        lead = moved.shape[:-1]
+        rows = [asarray(func1d(moved[i], *args, **kwargs)) for i in np.ndindex(*lead)]
+        out = np.stack(rows).reshape(lead + np.shape(rows[0])) if rows else np.zeros(lead)
+    out_nd = aval(out).ndim - (nd - 1)
+    return moveaxis(out, tuple(range(nd - 1, nd - 1 + out_nd)), tuple(range(ax, ax + out_nd))) if out_nd else out
+
+
+def apply_over_axes(func, a, axes):
+    """numpy.apply_over_axes: func(a, axis) for each axis in turn, a dropped axis put back with size 1."""
+    x = asarray(a)
+    for axis in (axes if isinstance(axes, (tuple, list)) else (axes,)):
+        ax = axis + aval(x).ndim if axis < 0 else axis
+        out = asarray(func(x, ax))
+        if aval(out).ndim != aval(x).ndim:
+            out = expand_dims(out, ax)
+            if aval(out).ndim != aval(x).ndim:
+                raise ValueError("apply_over_axes: function is not returning an array of the correct shape")
+        x = out
+    return x
+
+
 def _any_traced(args, kwargs):
     return any(isinstance(v, Tracer) for v in (*args, *kwargs.values()))
 
 
-__all__ = ["fromfunction", "vectorize"]
+__all__ = ["fromfunction", "vectorize", "apply_along_axis", "apply_over_axes"]

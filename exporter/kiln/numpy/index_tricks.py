@@ -82,7 +82,7 @@ r_ = _Concatenator(columns=False)
 c_ = _Concatenator(columns=True)
 
 
-def mask_indices(n, mask_func, k=0):
+def mask_indices(n, mask_func, k=0, *, size=None):
     """numpy.mask_indices: the (rows, cols) where mask_func(ones((n, n)), k) is nonzero (numpy arrays: they
     depend on n, k and the function only)."""
     from .shape import tril, triu
@@ -92,7 +92,10 @@ def mask_indices(n, mask_func, k=0):
     if isinstance(mask, Tracer):
         raise TypeError("mask_indices: mask_func gave a traced array; inside a traced function pass a numpy function "
                         "(np.triu) or call mask_indices outside it: the indices depend on n and k only")
-    return np.nonzero(np.asarray(mask) != 0)
+    rows, cols = np.nonzero(np.asarray(mask) != 0)
+    if size is not None:  # jax.numpy's size=: the first `size` pairs, padded with 0
+        rows, cols = (np.pad(v[:size], (0, max(size - v.size, 0))) for v in (rows, cols))
+    return rows, cols
 
 
 def put(a, ind, v, mode=None, *, inplace=True):

@@ -393,6 +393,8 @@ def unwrap(p, discont=None, axis=-1, *, period=2 * np.pi):
     if discont is None:
         discont = period / 2
     work = aval(promote(dd, period)[0]).dtype
+    if dtypes.is_int(aval(dd).dtype) and isinstance(period, float):
+        work = np.dtype(np.float64)  # numpy's: integer phases with a float period unwrap in float64
     if dtypes.is_int(work):
         high, rest = divmod(period, 2)
         ambiguous = rest == 0

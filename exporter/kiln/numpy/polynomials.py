@@ -46,9 +46,19 @@ def polysub(a1, a2):
     return subtract(*_aligned(a1, a2, "polysub"))
 
 
-def polymul(a1, a2):
-    """numpy.polymul: the product (a convolution of the coefficients)."""
-    return convolve(_coefficients(a1, "polymul"), _coefficients(a2, "polymul"))
+def polymul(a1, a2, *, trim_leading_zeros=False):
+    """numpy.polymul: the product (a convolution of the coefficients); trim_leading_zeros=True (jax.numpy's)
+    drops the operands' leading zeros first, so they must be concrete."""
+    x, y = _coefficients(a1, "polymul"), _coefficients(a2, "polymul")
+    if trim_leading_zeros:
+        x, y = _trimmed(x, "polymul"), _trimmed(y, "polymul")
+    return convolve(x, y)
+
+
+def _trimmed(c, name):
+    if isinstance(c, Tracer):
+        raise TypeError(f"{name}: trim_leading_zeros=True needs concrete coefficients (the length depends on them)")
+    return np.trim_zeros(np.asarray(c), "f") if np.any(np.asarray(c)) else np.asarray(c)[-1:]
 
 
 def polyder(p, m=1):
@@ -100,9 +110,11 @@ def poly(seq_of_zeros):
     return coefficients
 
 
-def polydiv(u, v):
-    """numpy.polydiv: (quotient, remainder) by long division, in floating point. Eagerly the remainder's
-    leading (near-)zeros are trimmed as numpy does; traced, it keeps the dividend's length."""
+def polydiv(u, v, *, trim_leading_zeros=None):
+    """numpy.polydiv: (quotient, remainder) by long division, in floating point. The remainder's leading
+    (near-)zeros are trimmed eagerly, as numpy does, and kept when traced (their number depends on the
+    values); trim_leading_zeros=True or False (jax.numpy's keyword) decides it in both modes (True needs
+    concrete operands)."""
     num = _coefficients(u, "polydiv")
     den = _coefficients(v, "polydiv")
     work = aval(add(num[:1], den[:1])).dtype
@@ -119,7 +131,10 @@ def polydiv(u, v):
             rest[k + j] = subtract(rest[k + j], multiply(d, den[j]))
     q = stack(quotient) if quotient else np.zeros((1,), work)
     remainder = stack(rest)
-    if not isinstance(remainder, Tracer) and current_graph_trace() is None:
+    trim = current_graph_trace() is None if trim_leading_zeros is None else trim_leading_zeros
+    if trim:
+        if isinstance(remainder, Tracer):
+            raise TypeError("polydiv: trim_leading_zeros=True needs concrete operands (the length depends on them)")
         r = np.asarray(remainder)
         while np.allclose(r[0], 0, rtol=1e-14) and r.shape[-1] > 1:
             r = r[1:]
@@ -182,7 +197,6 @@ def hanning(M):
 def kaiser(M, beta):
     """numpy.kaiser: i0(beta sqrt(1 - ((n - alpha)/alpha)**2)) / i0(beta), alpha = (M-1)/2 (float64); beta
     may be traced."""
-    from .elementwise import sqrt
     from .more_math import i0
 
     M = _static_length(M, "kaiser")

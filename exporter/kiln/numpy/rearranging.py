@@ -1,6 +1,5 @@
-"""Rearranging and combining arrays: append/insert/delete (static positions), block, column_stack/row_stack/
-dstack, hsplit/vsplit/dsplit, rot90, broadcast_arrays/broadcast_shapes, put_along_axis, choose, select,
-piecewise, apply_along_axis/apply_over_axes, trim_zeros.
+"""Rearranging and combining arrays: append/insert/delete, block, column_stack/row_stack/dstack,
+hsplit/vsplit/dsplit, rot90, rollaxis, broadcast_arrays/broadcast_shapes, put_along_axis, trim_zeros.
 
 Positions and sizes are static, as shapes are; the arrays may be traced. Functions that would write in
 place in numpy (put_along_axis) return a new array and, as in jax.numpy, need inplace=False.
@@ -11,10 +10,10 @@ import numpy as np
 
 from ..core import dtypes
 from ..core.trace import Tracer
-from ._base import asarray, aval, broadcast_shapes as _broadcast_shapes, broadcast_to, convert, normalize_axes, promote
-from .elementwise import equal, where
+from ._base import asarray, aval, broadcast_shapes as _broadcast_shapes, broadcast_to, convert, normalize_axes
+from .elementwise import where
 from .indexing import at, take
-from .shape import array_split, concatenate, expand_dims, flip, moveaxis, ravel, reshape, split, transpose, vstack
+from .shape import concatenate, flip, moveaxis, ravel, reshape, split, transpose, vstack
 
 
 def _axis(axis, ndim, name):
@@ -45,13 +44,17 @@ def _static_positions(obj, n, name):
     return positions.astype(np.int64), positions.ndim == 0
 
 
-def delete(arr, obj, axis=None):
-    """numpy.delete with static positions (an int, slice, sequence or boolean mask)."""
+def delete(arr, obj, axis=None, *, assume_unique_indices=False):
+    """numpy.delete: positions given as an int, slice, sequence or boolean mask. Traced positions (as in
+    jax.numpy) are a scalar, or an integer array with assume_unique_indices=True (so the result's length is
+    known); traced positions out of range delete nothing."""
     x = asarray(arr)
     if axis is None:
         x, axis = ravel(x), 0
     ax = _axis(axis, aval(x).ndim, "delete")
     n = aval(x).shape[ax]
+    if isinstance(obj, Tracer):
+        return _delete_traced(x, obj, ax, n, assume_unique_indices)
     positions, _ = _static_positions(obj, n, "delete")
     if positions.size and (positions.min() < -n or positions.max() >= n):
         bad = positions.min() if positions.min() < -n else positions.max()
@@ -61,15 +64,32 @@ def delete(arr, obj, axis=None):
     return take(x, np.nonzero(keep)[0], axis=ax)
 
 
+def _delete_traced(x, obj, ax, n, unique):
+    from .selection import nonzero
+
+    if not dtypes.is_int(aval(obj).dtype):
+        raise TypeError(f"delete: traced positions must be integers, got {aval(obj).dtype}")
+    if aval(obj).ndim > 0 and not unique:
+        raise ValueError("delete: traced positions must be a scalar, or an array with assume_unique_indices=True "
+                         "(the result's length must not depend on repeated values)")
+    flat = ravel(obj)
+    keep = at(np.ones(n, np.bool_))[flat].set(np.zeros(aval(flat).shape, np.bool_))
+    (kept,) = nonzero(keep, size=n - aval(flat).shape[0])
+    return take(x, kept, axis=ax)
+
+
 def insert(arr, obj, values, axis=None):
-    """numpy.insert with static positions: an int inserts values as a block before that index, a sequence
-    or slice inserts one slice of values before each position. values take arr's dtype."""
+    """numpy.insert: an int inserts values as a block before that index, a sequence or slice inserts one
+    slice of values before each position; values take arr's dtype. A traced index (as in jax.numpy) must be
+    a scalar; out of range it is clamped into [0, n]."""
     x = asarray(arr)
     if axis is None:
         x, axis = ravel(x), 0
     nd = aval(x).ndim
     ax = _axis(axis, nd, "insert")
     n = aval(x).shape[ax]
+    if isinstance(obj, Tracer):
+        return _insert_traced(x, obj, values, ax, n)
     positions, scalar = _static_positions(obj, n, "insert")
     if positions.size and (positions.min() < -n or positions.max() > n):
         bad = positions.min() if positions.min() < -n else positions.max()
@@ -94,6 +114,31 @@ def insert(arr, obj, values, axis=None):
     is_new[new_at] = True
     source[new_at] = n + order
     source[~is_new] = np.arange(n)
+    return take(concatenate([x, v], axis=ax), source, axis=ax)
+
+
+def _insert_traced(x, obj, values, ax, n):
+    """insert at a traced scalar index: every output position reads arr or values through one gather."""
+    from .elementwise import add, greater_equal, less, subtract
+    from .math import clip, logical_and
+
+    if aval(obj).ndim != 0 or not dtypes.is_int(aval(obj).dtype):
+        raise TypeError("insert: a traced index must be an integer scalar (the result's length must not depend "
+                        "on its values)")
+    nd = aval(x).ndim
+    v = convert(asarray(values), aval(x).dtype)
+    if aval(v).ndim < nd:
+        v = reshape(v, (1,) * (nd - aval(v).ndim) + aval(v).shape)
+    v = moveaxis(v, 0, ax)
+    count = aval(v).shape[ax]
+    slab = list(aval(x).shape)
+    slab[ax] = count
+    v = broadcast_to(v, tuple(slab))
+    i = convert(obj, np.int64)
+    i = clip(where(less(i, 0), add(i, n), i), 0, n)
+    p = np.arange(n + count)
+    is_new = logical_and(greater_equal(p, i), less(p, add(i, count)))
+    source = where(is_new, add(subtract(p, i), n), where(less(p, i), p, subtract(p, count)))
     return take(concatenate([x, v], axis=ax), source, axis=ax)
 
 
@@ -276,133 +321,6 @@ def put_along_axis(arr, indices, values, axis, inplace=True, *, mode=None):
     return at(x)[tuple(key)].set(broadcast_to(convert(asarray(values), aval(x).dtype), shape))
 
 
-def choose(a, choices, out=None, mode="raise"):
-    """numpy.choose: element i of the result is choices[a[i]][i], all broadcast together. mode 'raise'
-    (a must be concrete), 'wrap' or 'clip'."""
-    if out is not None:
-        raise ValueError("choose: out= is not supported: kiln arrays are immutable; use the returned array")
-    if mode not in ("raise", "wrap", "clip"):
-        raise ValueError(f"choose: mode must be 'raise', 'wrap' or 'clip', got {mode!r}")
-    index = a if isinstance(a, Tracer) else np.asarray(a)
-    if not dtypes.is_int(aval(index).dtype):
-        raise TypeError(f"choose: the index array must be integer, got {aval(index).dtype}")
-    options = promote(*[asarray(c) for c in choices]) if not hasattr(choices, "shape") else \
-        [asarray(choices)[i] for i in range(aval(asarray(choices)).shape[0])]
-    n = len(options)
-    if mode == "raise":
-        if isinstance(index, Tracer):
-            raise ValueError("choose: mode='raise' needs a concrete index array (a traced index cannot raise); "
-                             "pass mode='clip' or 'wrap'")
-        if index.size and (index.min() < 0 or index.max() >= n):
-            raise ValueError(f"choose: invalid entry in choice array (entries must be in [0, {n}))")
-    elif mode == "wrap":
-        from .math import remainder
-
-        index = remainder(index, n)
-    else:
-        from .math import clip
-
-        index = clip(index, 0, n - 1)
-    shape = _broadcast_shapes(aval(index).shape, *[aval(c).shape for c in options], where="choose")
-    result = broadcast_to(options[0], shape)
-    for k in range(1, n):
-        result = where(equal(index, k), options[k], result)
-    return result
-
-
-def select(condlist, choicelist, default=0):
-    """numpy.select: from the first true condition's choice, else default (a Python number is weak)."""
-    if len(condlist) != len(choicelist):
-        raise ValueError("select: list of cases must be same length as list of conditions")
-    if not condlist:
-        raise ValueError("select: select with an empty condition list is not possible")
-    conds = []
-    for i, c in enumerate(condlist):
-        c = asarray(c)
-        if not dtypes.is_bool(aval(c).dtype):
-            raise TypeError(f"select: invalid entry {i} in condlist: should be boolean ndarray")
-        conds.append(c)
-    options = promote(*[c if dtypes.is_python_scalar(c) else asarray(c) for c in choicelist], default)
-    result = options[-1]
-    for c, v in zip(reversed(conds), reversed(options[:-1])):
-        result = where(c, v, result)
-    shape = _broadcast_shapes(*[aval(o).shape for o in options], *[aval(c).shape for c in conds], where="select")
-    return broadcast_to(result, shape)
-
-
-def piecewise(x, condlist, funclist, *args, **kw):
-    """numpy.piecewise: funclist[i] where condlist[i] holds (later conditions win, as numpy), an extra last
-    function where none holds, 0 elsewhere. Each function runs on the whole array and its result is selected
-    (as in jax.numpy), so it must accept any element; the result keeps x's dtype."""
-    v = asarray(x)
-    conds = [asarray(c) for c in (_one_condition(condlist, aval(v).ndim) and [condlist] or condlist)]
-    if len(funclist) == len(conds) + 1:
-        from .math import logical_not, logical_or
-
-        rest = conds[0]
-        for c in conds[1:]:
-            rest = logical_or(rest, c)
-        conds = conds + [logical_not(rest)]
-    elif len(funclist) != len(conds):
-        raise ValueError(f"piecewise: with {len(conds)} condition(s), either {len(conds)} or {len(conds) + 1} "
-                         f"functions are expected, got {len(funclist)}")
-    d = aval(v).dtype
-    result = broadcast_to(np.zeros((), d), aval(v).shape)
-    for c, f in zip(conds, funclist):
-        value = f(v, *args, **kw) if callable(f) else f
-        result = where(c, convert(asarray(value), d), result)
-    return result
-
-
-def _one_condition(condlist, ndim) -> bool:
-    """numpy's reading of piecewise's condlist: a scalar is one condition, and so is a sequence whose first
-    entry is a scalar (when x is not 0-d); an array of x's rank is one condition too (numpy fails there)."""
-    if hasattr(condlist, "shape"):
-        rank = aval(asarray(condlist)).ndim
-        return rank == 0 or rank == ndim
-    if isinstance(condlist, (bool, np.bool_)):
-        return True
-    first = condlist[0]
-    return ndim != 0 and not isinstance(first, list) and not (hasattr(first, "shape") and aval(asarray(first)).ndim)
-
-
-def apply_along_axis(func1d, axis, arr, *args, **kwargs):
-    """numpy.apply_along_axis: func1d applied to every 1-D slice along axis; its result's dimensions take
-    axis's place. Eagerly each slice is passed as numpy does; traced, func1d is vmapped (as jax.numpy), so
-    it must be written with kiln.numpy."""
-    x = asarray(arr)
-    nd = aval(x).ndim
-    ax = _axis(axis, nd, "apply_along_axis")
-    moved = moveaxis(x, ax, -1)
-    if isinstance(x, Tracer):
-        from ..transforms.api import vmap  # numpy sits above transforms; api imports kiln.numpy, so not at top
-
-        fn = lambda row: func1d(row, *args, **kwargs)  # noqa: E731
-        for _ in range(nd - 1):
-            fn = vmap(fn)
-        out = fn(moved)
-    else:
-        lead = moved.shape[:-1]
-        rows = [asarray(func1d(moved[i], *args, **kwargs)) for i in np.ndindex(*lead)]
-        out = np.stack(rows).reshape(lead + np.shape(rows[0])) if rows else np.zeros(lead)
-    out_nd = aval(out).ndim - (nd - 1)
-    return moveaxis(out, tuple(range(nd - 1, nd - 1 + out_nd)), tuple(range(ax, ax + out_nd))) if out_nd else out
-
-
-def apply_over_axes(func, a, axes):
-    """numpy.apply_over_axes: func(a, axis) for each axis in turn, a dropped axis put back with size 1."""
-    x = asarray(a)
-    for axis in (axes if isinstance(axes, (tuple, list)) else (axes,)):
-        ax = axis + aval(x).ndim if axis < 0 else axis
-        out = asarray(func(x, ax))
-        if aval(out).ndim != aval(x).ndim:
-            out = expand_dims(out, ax)
-            if aval(out).ndim != aval(x).ndim:
-                raise ValueError("apply_over_axes: function is not returning an array of the correct shape")
-        x = out
-    return x
-
-
 def trim_zeros(filt, trim="fb", axis=None):
     """numpy.trim_zeros: leading ('f') and/or trailing ('b') zeros cut off. The result's length depends on
     the values, so filt must be concrete."""
@@ -418,6 +336,5 @@ def trim_zeros(filt, trim="fb", axis=None):
 
 __all__ = [
     "append", "delete", "insert", "block", "atleast_3d", "column_stack", "row_stack", "dstack", "hsplit", "vsplit",
-    "dsplit", "rot90", "rollaxis", "broadcast_shapes", "broadcast_arrays", "put_along_axis", "choose", "select", "piecewise",
-    "apply_along_axis", "apply_over_axes", "trim_zeros",
+    "dsplit", "rot90", "rollaxis", "broadcast_shapes", "broadcast_arrays", "put_along_axis", "trim_zeros",
 ]

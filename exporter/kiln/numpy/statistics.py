@@ -20,13 +20,13 @@ from .elementwise import (
     add, equal, greater_equal, less_equal, maximum, multiply, not_equal, sqrt, subtract, true_divide,
     where as select,
 )
-from .indexing import sort, take_along_axis
+from .indexing import take_along_axis
 from .math import ceil, clip, floor, isnan, logical_and, logical_not, rint
 from .products import diagonal, dot
 from .reductions import (
     all as _all, argmax, argmin, cumprod, cumsum, max as _max, mean, min as _min, prod, std, sum as _sum, var,
 )
-from .searching import searchsorted
+from .searching import searchsorted, sorted_values
 from .selection import _check_size, _data_dependent
 from .shape import atleast_2d, concatenate, moveaxis, ravel, reshape, squeeze, transpose
 
@@ -211,7 +211,7 @@ def _quantile(name, a, q, axis, method, keepdims, skip_nans, scale):
     n = int(np.prod([shape[i] for i in axes], dtype=np.int64))
     if n == 0:
         return full(q_shape + kept_shape, np.nan, out_dtype)
-    values = sort(reshape(transpose(x, rest + list(axes)), rest_shape + (n,)), axis=-1)
+    values = sorted_values(reshape(transpose(x, rest + list(axes)), rest_shape + (n,)), -1)
     k = int(np.prod(q_shape, dtype=np.int64))
     # positions in q's float dtype (float64 for Python numbers and integers), as numpy computes them
     position_dtype = aval(qs).dtype if _is_float(qs) and not dtypes.is_python_scalar(q) else _F64

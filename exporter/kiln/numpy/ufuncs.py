@@ -15,7 +15,7 @@ from ..core import dtypes
 from ..core.trace import Tracer
 from ..lax import control_flow, pooling
 from ..lax import structural_prims as sp
-from . import aliases, elementwise, math, more_math, reductions
+from . import elementwise, math, more_math, reductions
 from ._base import asarray, aval, broadcast_all, broadcast_to, convert, normalize_axes
 from .indexing import at as _at
 from .shape import concatenate, moveaxis, reshape, stack
@@ -24,8 +24,8 @@ _NO_VALUE = object()
 
 
 def _out_error(name):
-    return ValueError(f"{name}: out= is not supported: kiln arrays are immutable, so a result cannot be written "
-                      "into an existing array; use the returned array (out=None is accepted)")
+    return NotImplementedError(f"{name}: out= is not supported: kiln arrays are immutable, so a result cannot be "
+                               "written into an existing array; use the returned array (out=None is accepted)")
 
 
 class ufunc:  # noqa: N801  (numpy's name)
@@ -183,6 +183,31 @@ class ufunc:  # noqa: N801  (numpy's name)
             acc = self._fn(acc, moved[i])
             parts.append(acc)
         return moveaxis(stack(parts), 0, ax)
+
+    def reduceat(self, array, indices, axis=0, dtype=None, out=None):
+        """ufunc.reduceat with concrete indices: the reduction of array[indices[i]:indices[i+1]] along axis for
+        each i (array[indices[i]] where the next index is not larger; the last runs to the end)."""
+        name = f"{self.__name__}.reduceat"
+        self._binary_only("reduceat")
+        if out is not None:
+            raise _out_error(name)
+        if isinstance(indices, Tracer):
+            raise TypeError(f"{name}: indices must be concrete (the slices they cut are static)")
+        x = asarray(array)
+        ax = normalize_axes(axis, aval(x).ndim, name)[0]
+        n = aval(x).shape[ax]
+        starts = np.asarray(indices).reshape(-1)
+        if starts.dtype.kind not in "iu" or (starts.size and (starts.min() < 0 or starts.max() >= n)):
+            raise IndexError(f"{name}: indices must be integers in [0, {n}) along axis {ax}, got {starts.tolist()}")
+        moved = moveaxis(x, ax, 0)
+        pieces = []
+        for i, start in enumerate(starts):
+            stop = starts[i + 1] if i + 1 < starts.size else n
+            if stop <= start:
+                pieces.append(convert(moved[int(start)], aval(self.reduce(moved[:1], axis=0, dtype=dtype)).dtype))
+            else:
+                pieces.append(self.reduce(moved[int(start):int(stop)], axis=0, dtype=dtype))
+        return moveaxis(stack(pieces), 0, ax)
 
     def outer(self, A, B, /, **kwargs):
         """ufunc.outer: the function of every pair, result shape A.shape + B.shape."""

@@ -1,6 +1,7 @@
 """kiln.scipy.linalg: scipy.linalg's functions over kiln arrays (jax.scipy.linalg's set): cholesky,
 cho_factor, cho_solve, solve_triangular, lu, lu_factor, lu_solve, solve, inv, det, expm, block_diag, and qr,
-eigh, svd on kiln.numpy.linalg's spectral factorizations.
+eigh, svd, polar on kiln.numpy.linalg's spectral factorizations; the special matrices (toeplitz, hankel,
+...) live in _special_matrices.
 
 Values follow scipy (which triangle is read, the shapes of b, trans codes), computed by kiln.lax.linalg's
 factorizations; leading axes of a and b are a batch, as in JAX. scipy's overwrite_*/check_finite flags
@@ -17,10 +18,13 @@ from ..lax.control_flow import fori_loop
 from ..numpy._base import broadcast_shapes
 from ..numpy.linalg import _decompositions as np_decompositions
 from ..numpy.linalg import _solve as np_linalg
-from ..transforms.api import stop_gradient
+from ..transforms.api import jvp, stop_gradient
+from ._special_matrices import *  # noqa: F401,F403
+from ._special_matrices import __all__ as _special_names
 
 __all__ = ["cholesky", "cho_factor", "cho_solve", "solve_triangular", "lu", "lu_factor", "lu_solve", "solve", "inv",
-           "det", "expm", "block_diag", "qr", "eigh", "svd"]
+           "det", "expm", "expm_frechet", "block_diag", "qr", "eigh", "eigh_tridiagonal", "svd", "polar",
+           *_special_names]
 
 LinAlgError = np.linalg.LinAlgError
 
@@ -325,3 +329,54 @@ def svd(a, full_matrices=True, compute_uv=True, overwrite_a=False, check_finite=
     x = _lu_float("svd", a)
     out = np_decompositions.svd(x, full_matrices=full_matrices, compute_uv=compute_uv)
     return tuple(out) if compute_uv else out
+
+
+def expm_frechet(A, E, method=None, compute_expm=True, check_finite=True):
+    """scipy.linalg.expm_frechet: (expm(A), L) where L is the Frechet derivative of expm at A in the
+    direction E (the JVP of expm, exact for kiln's Pade approximant), or L alone without compute_expm."""
+    a = _matrix("expm_frechet", A, "A")
+    e = _matrix("expm_frechet", E, "E")
+    if a.shape != e.shape:
+        raise ValueError(f"scipy.linalg.expm_frechet: A and E must have the same shape, got {a.shape} and {e.shape}")
+    value, derivative = jvp(expm, (a,), (e.astype(a.dtype),))
+    return (value, derivative) if compute_expm else derivative
+
+
+def polar(a, side="right"):
+    """scipy.linalg.polar: (u, p) with a = u @ p (side='right') or a = p @ u (side='left'), u with
+    orthonormal columns (rows) and p symmetric positive semidefinite, from the SVD a = W S V^T."""
+    if side not in ("right", "left"):
+        raise ValueError(f"scipy.linalg.polar: side must be 'right' or 'left', got {side!r}")
+    x = _lu_float("polar", a)
+    w, s, vh = np_decompositions.svd(x, full_matrices=False)
+    u = knp.matmul(w, vh)
+    if side == "right":
+        p = knp.matmul(_swap_last(vh) * s[..., None, :], vh)
+    else:
+        p = knp.matmul(w * s[..., None, :], _swap_last(w))
+    return u, p
+
+
+def eigh_tridiagonal(d, e, eigvals_only=False, select="a", select_range=None, check_finite=True, tol=0.0,
+                     lapack_driver="auto"):
+    """scipy.linalg.eigh_tridiagonal with eigvals_only=True (JAX's support): the ascending eigenvalues of
+    the symmetric tridiagonal matrix with diagonal d and off-diagonal e (through eigh of the dense matrix).
+    select='i' with select_range=(lo, hi) keeps eigenvalues lo..hi."""
+    if not eigvals_only:
+        raise NotImplementedError("scipy.linalg.eigh_tridiagonal: only eigvals_only=True is supported (as in JAX)")
+    d = knp.asarray(d)
+    e = knp.asarray(e)
+    if d.ndim != 1 or e.shape != (max(d.shape[0] - 1, 0),):
+        raise ValueError(f"scipy.linalg.eigh_tridiagonal: d must be 1-D of length n and e of length n - 1, got "
+                         f"shapes {d.shape} and {e.shape}")
+    dtype = np.promote_types(np.promote_types(d.dtype, e.dtype), np.float32 if d.dtype == np.float32 else np.float64)
+    n = d.shape[0]
+    off = knp.diag(e.astype(dtype), 1) if n > 1 else knp.zeros((n, n), dtype)
+    dense = knp.diag(d.astype(dtype)) + off + _swap_last(off)
+    if select == "a":
+        return np_decompositions.eigvalsh(dense)
+    if select == "i":
+        lo, hi = (int(i) for i in select_range)
+        return np_decompositions.eigvalsh(dense)[lo:hi + 1]
+    raise NotImplementedError(f"scipy.linalg.eigh_tridiagonal: select={select!r} (by value) gives a data-dependent "
+                              "number of eigenvalues; use select='a' or 'i'")

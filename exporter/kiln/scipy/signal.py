@@ -11,9 +11,9 @@ import numpy as np
 from .. import numpy as knp
 from ..core import dtypes
 from ..lax.conv import conv_general_dilated
-from ..numpy._base import aval, convert, promote
+from ..numpy._base import aval, convert, normalize_axes, promote
 
-__all__ = ["convolve", "correlate", "convolve2d", "correlate2d"]
+__all__ = ["convolve", "correlate", "convolve2d", "correlate2d", "fftconvolve", "detrend"]
 
 _MODES = ("full", "same", "valid")
 _METHODS = ("auto", "direct", "fft")
@@ -145,3 +145,36 @@ def correlate2d(in1, in2, mode="full", boundary="fill", fillvalue=0):
         full = _convolve2d(a, knp.flip(b), "full", boundary, fillvalue)
         return full[tuple(slice(n // 2, n // 2 + m) for m, n in zip(s1, s2))]
     return _convolve2d(a, knp.flip(b), mode, boundary, fillvalue)
+
+
+def fftconvolve(in1, in2, mode="full", axes=None):
+    """scipy.signal.fftconvolve: the values of convolve (kiln computes directly, so they are the exact
+    convolution rather than an FFT's rounding). Convolving along some axes only (axes=) is not supported."""
+    if axes is not None:
+        raise NotImplementedError("fftconvolve: axes= is not supported; convolve along every axis (axes=None)")
+    a, b = _operands("fftconvolve", in1, in2, mode)
+    if not dtypes.is_float(aval(a).dtype):  # scipy's FFT gives floats for integer input
+        a, b = convert(a, np.float64), convert(b, np.float64)
+    return convolve(a, b, mode)
+
+
+def detrend(data, axis=-1, type="linear", bp=0, overwrite_data=False):  # noqa: A002 - scipy's name
+    """scipy.signal.detrend: data minus its mean (type='constant') or minus its least-squares line
+    (type='linear') along axis. Breakpoints (bp) are not supported; overwrite_data is accepted and ignored."""
+    if type not in ("linear", "l", "constant", "c"):
+        raise ValueError(f"detrend: type must be 'linear' or 'constant', got {type!r}")
+    if not (isinstance(bp, (int, np.integer)) and bp == 0):
+        raise NotImplementedError("detrend: breakpoints (bp) are not supported; detrend each segment separately")
+    x = knp.asarray(data)
+    if not dtypes.is_float(aval(x).dtype):
+        x = convert(x, np.float64)
+    axis = normalize_axes(axis, aval(x).ndim, "detrend")[0]
+    centred = knp.subtract(x, knp.mean(x, axis=axis, keepdims=True))
+    if type in ("constant", "c"):
+        return centred
+    n = aval(x).shape[axis]
+    t = np.arange(n, dtype=np.float64) - (n - 1) / 2.0
+    t = t.reshape([n if i == axis else 1 for i in range(aval(x).ndim)]).astype(aval(x).dtype)
+    denominator = float(np.sum(t.astype(np.float64) ** 2)) or 1.0
+    slope = knp.divide(knp.sum(knp.multiply(centred, t), axis=axis, keepdims=True), denominator)
+    return knp.subtract(centred, knp.multiply(slope, t))

@@ -133,24 +133,30 @@ def svdvals(x, /):
     return lax_spectral.svd(_matrices("svdvals", x, "x"), compute_uv=False)
 
 
-def _uplo(fn: str, UPLO: str) -> bool:
+def _uplo(fn: str, UPLO) -> bool:
+    if UPLO is None:  # JAX's default
+        return True
     if UPLO not in ("L", "U"):
         raise ValueError(f"{fn}: UPLO argument must be 'L' or 'U', got {UPLO!r}")
     return UPLO == "L"
 
 
-def eigh(a, UPLO: str = "L"):
+def eigh(a, UPLO: str = "L", *, symmetrize_input: bool = False):
     """numpy.linalg.eigh: EighResult(eigenvalues ascending, eigenvectors as columns) of the symmetric
-    matrices read from a's lower (UPLO='L') or upper triangle."""
+    matrices read from a's lower (UPLO='L') or upper triangle. symmetrize_input=True (JAX's keyword, and
+    JAX's default) uses (a + a^T)/2 instead."""
     lower = _uplo("eigh", UPLO)
-    v, w = lax_spectral.eigh(_matrices("eigh", a, square=True), lower=lower, symmetrize_input=False)
+    x = _matrices("eigh", a, square=True)
+    v, w = lax_spectral.eigh(x, lower=lower, symmetrize_input=bool(symmetrize_input))
     return EighResult(w, v)
 
 
-def eigvalsh(a, UPLO: str = "L"):
-    """numpy.linalg.eigvalsh: the ascending eigenvalues of the symmetric matrices read from one triangle."""
+def eigvalsh(a, UPLO: str = "L", *, symmetrize_input: bool = False):
+    """numpy.linalg.eigvalsh: the ascending eigenvalues of the symmetric matrices read from one triangle
+    (or of (a + a^T)/2 with JAX's symmetrize_input=True)."""
     lower = _uplo("eigvalsh", UPLO)
-    return lax_spectral.eigh(_matrices("eigvalsh", a, square=True), lower=lower, symmetrize_input=False)[1]
+    x = _matrices("eigvalsh", a, square=True)
+    return lax_spectral.eigh(x, lower=lower, symmetrize_input=bool(symmetrize_input))[1]
 
 
 class _Unset:

@@ -80,6 +80,9 @@ def _singular_values(x, row, col):
 def _matrix_norm(x, ord, row, col, keepdims, fn):  # noqa: A002 - numpy's name
     nd = aval(x).ndim
     if ord in (2, -2, "nuc"):
+        if aval(x).dtype not in (np.float32, np.float64):
+            raise TypeError(f"{fn}: ord={ord!r} needs singular values, which linalg does not compute for dtype "
+                            f"{aval(x).dtype} (numpy's rule); convert x to float32 or float64")
         s = _singular_values(x, row, col)
         out = {2: lambda: max_(s, axis=-1), -2: lambda: min_(s, axis=-1), "nuc": lambda: sum_(s, axis=-1)}[ord]()
     elif ord in (None, "fro", "f"):

@@ -7,7 +7,7 @@ from ... import numpy as knp
 from .. import special
 from ._common import float_operands, invalid_to_nan, narrow, standardize
 
-__all__ = ["logpdf", "pdf"]
+__all__ = ["logpdf", "pdf", "cdf", "sf"]
 
 
 def _logpdf(where, x, df, loc, scale):
@@ -30,3 +30,25 @@ def logpdf(x, df, loc=0, scale=1):
 def pdf(x, df, loc=0, scale=1):
     y, dtype = _logpdf("t.pdf", x, df, loc, scale)
     return narrow(knp.exp(y), dtype)
+
+
+def _probability(where, x, df, loc, scale, upper):
+    """The tail beyond |z| is I_w(df/2, 1/2) / 2 with w = df / (df + z^2) and 1 - w = z^2 / (df + z^2) given
+    exactly, so both the tails and the middle keep their accuracy."""
+    (x, df, loc, scale), dtype = float_operands(where, x, df, loc, scale)
+    z = standardize(x, loc, scale)
+    z2 = knp.multiply(z, z)
+    total = knp.add(df, z2)
+    tail = knp.multiply(special._betainc64(knp.multiply(df, 0.5), 0.5, knp.divide(df, total), knp.divide(z2, total)), 0.5)
+    tail = knp.where(knp.isinf(z2), 0.0, tail)
+    on_tail_side = knp.greater(z, 0) if upper else knp.less(z, 0)
+    y = knp.where(on_tail_side, tail, knp.subtract(1.0, tail))
+    return narrow(invalid_to_nan(knp.logical_and(knp.greater(df, 0), knp.greater(scale, 0)), y), dtype)
+
+
+def cdf(x, df, loc=0, scale=1):
+    return _probability("t.cdf", x, df, loc, scale, upper=False)
+
+
+def sf(x, df, loc=0, scale=1):
+    return _probability("t.sf", x, df, loc, scale, upper=True)

@@ -1,0 +1,884 @@
+"""kiln.random: JAX's key-based random numbers (jax.random) on JAX's threefry-2x32 generator.
+
+Keys are uint32 arrays of shape (2,) (JAX's raw keys, what jax.random.PRNGKey returns); `key` returns the
+same. For the same key, the integer-valued draws (bits, randint, bernoulli, rademacher, permutation, choice,
+categorical, split, fold_in) and uniform floats are bit-identical to JAX 0.10; draws that go through a
+transcendental function (normal, exponential, gamma, ...) follow JAX's algorithm on the same bits and agree
+to a few ulp (kiln's exp/log/erf are not XLA's). docs/random.md has the details. Every function works eagerly
+on numpy, under kiln.jit and kiln.vmap (map over a batch of keys), and in exported Programs.
+"""
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+import numpy as np
+
+from .. import lax
+from .. import numpy as knp
+from ..core import dtypes
+from ..core.trace import Tracer
+from ..transforms.api import vmap
+from ..transforms.custom import custom_jvp
+from ._prng import (
+    U32, _UINT, canonical_shape, check_key, dtype_of, fold_in_key, quiet, random_bits, seed_key, shape_of,
+    split_key,
+)
+
+__all__ = [
+    "PRNGKey", "key", "key_data", "wrap_key_data", "split", "fold_in", "bits", "uniform", "normal", "bernoulli",
+    "randint", "categorical", "permutation", "choice", "truncated_normal", "multivariate_normal", "gamma",
+    "loggamma", "beta", "chisquare", "t", "f", "pareto", "lognormal", "weibull_min", "rayleigh", "maxwell",
+    "double_sided_maxwell", "wald", "triangular", "geometric",
+    "dirichlet", "exponential", "laplace", "logistic", "gumbel", "cauchy", "rademacher", "poisson",
+]
+
+_F32 = np.dtype(np.float32)
+_I32 = np.dtype(np.int32)
+
+
+# --------------------------------------------------------------------------------------------- keys
+
+
+def PRNGKey(seed):
+    """A key from an integer seed: uint32[2] (JAX's raw key). A seed in int32's range gives (0, seed mod 2**32)
+    as JAX does with its default 32-bit types; a wider seed gives its two 32-bit halves (JAX with x64)."""
+    return seed_key(seed)
+
+
+def key(seed, *, impl=None):
+    """jax.random.key: here the same uint32[2] as PRNGKey (kiln has no typed key arrays; see docs/random.md)."""
+    if impl not in (None, "threefry2x32"):
+        raise ValueError(f"kiln.random.key: only the 'threefry2x32' implementation exists, got {impl!r}")
+    return seed_key(seed)
+
+
+def key_data(keys):
+    """The uint32 data of a key or of an array of keys (shape (..., 2)): the keys themselves."""
+    keys = knp.asarray(keys)
+    if dtype_of(keys) != U32 or shape_of(keys)[-1:] != (2,):
+        raise TypeError(f"kiln.random.key_data: expected keys (uint32, last axis 2), got "
+                        f"{dtype_of(keys)}{list(shape_of(keys))}")
+    return keys
+
+
+def wrap_key_data(key_bits_array, *, impl=None):
+    """Keys from their uint32 data (shape (..., 2)): the data itself, checked."""
+    if impl not in (None, "threefry2x32"):
+        raise ValueError(f"kiln.random.wrap_key_data: only 'threefry2x32' exists, got {impl!r}")
+    return key_data(key_bits_array)
+
+
+def split(key, num=2):
+    """`num` new keys (an int or a shape), shape (*num, 2): key i hashes the counter (0, i)."""
+    key = check_key("split", key)
+    return split_key(key, canonical_shape(num, "split"))
+
+
+def fold_in(key, data):
+    """A new key from a key and a 32-bit integer (scalar; vmap for a batch)."""
+    key = check_key("fold_in", key)
+    data = knp.asarray(data)
+    if shape_of(data) != ():
+        raise TypeError(f"kiln.random.fold_in: data must be a scalar, got shape {shape_of(data)} (use kiln.vmap)")
+    return fold_in_key(key, knp.astype(data, U32))
+
+
+def _split2(key):
+    keys = split_key(key, (2,))
+    return keys[0], keys[1]
+
+
+# ----------------------------------------------------------------------------------------- dtypes
+
+
+def _float_dtype(dtype, name) -> np.dtype:
+    """JAX's default float (float32) for None or `float`; a floating dtype otherwise."""
+    if dtype is None or dtype is float:
+        return _F32
+    d = np.dtype(dtype)
+    if not dtypes.is_float(d):
+        raise ValueError(f"kiln.random.{name}: dtype must be a floating dtype, got {d}")
+    return d
+
+
+def _int_dtype(dtype, name) -> np.dtype:
+    if dtype is None or dtype is int:
+        return _I32
+    d = np.dtype(dtype)
+    if not dtypes.is_int(d):
+        raise TypeError(f"kiln.random.{name}: dtype must be an integer dtype, got {d}")
+    return d
+
+
+def _finfo(dtype):
+    return ml_dtypes.finfo(dtype) if dtype == dtypes.BFLOAT16 else np.finfo(dtype)
+
+
+def _const(value, dtype):
+    return np.asarray(value, dtype=dtype)
+
+
+# ------------------------------------------------------------------------------------------- bits
+
+
+def bits(key, shape=(), dtype=None):
+    """Uniform random bits as unsigned integers (default uint32)."""
+    key = check_key("bits", key)
+    d = U32 if dtype is None else np.dtype(dtype)
+    if d.kind != "u":
+        raise ValueError(f"kiln.random.bits: dtype must be an unsigned integer dtype, got {d}")
+    return random_bits(key, d.itemsize * 8, canonical_shape(shape, "bits"))
+
+
+@quiet
+def _uniform(key, shape, dtype, minval, maxval):
+    info = _finfo(dtype)
+    nbits, nmant = info.bits, info.nmant
+    rng_bits = 8 if nmant < 8 else nbits
+    u = random_bits(key, rng_bits, shape)
+    # JAX ORs the top nmant bits into 1.0's and subtracts 1 (bitcasts): m * 2**-nmant, exactly.
+    mantissa = u >> _const(rng_bits - nmant, _UINT[rng_bits])
+    floats = knp.astype(mantissa, dtype) * _const(2.0 ** -nmant, dtype)
+    minval = knp.astype(knp.asarray(minval), dtype)
+    maxval = knp.astype(knp.asarray(maxval), dtype)
+    if dtype == _F32 or dtype.itemsize == 2:
+        # XLA contracts floats * span + minval into one fused multiply-add, in float32 for float16 and
+        # bfloat16 too (rounded once to them; the span is rounded to them first); _fma32 gives the same
+        # value through float64.
+        f = lambda v: knp.astype(v, _F32)  # noqa: E731
+        out = knp.astype(_fma32(f(floats), f(maxval - minval), f(minval)), dtype)
+    else:
+        out = floats * (maxval - minval) + minval
+    return knp.maximum(minval, knp.reshape(out, shape))
+
+
+def uniform(key, shape=(), dtype=None, minval=0.0, maxval=1.0):
+    """Floats in [minval, maxval) (default float32)."""
+    key = check_key("uniform", key)
+    return _uniform(key, canonical_shape(shape, "uniform"), _float_dtype(dtype, "uniform"), minval, maxval)
+
+
+# ---------------------------------------------------------------------------------------- erf_inv
+
+_ERFINV_LT5 = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503,
+               -0.00417768164, 0.246640727, 1.50140941)
+_ERFINV_GE5 = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613,
+               0.00943887047, 1.00167406, 2.83297682)
+
+
+def _fma32(a, b, c):
+    """a * b + c for float32 rounded once, as XLA's fused multiply-add (the float64 product is exact)."""
+    f64 = np.dtype(np.float64)
+    return knp.astype(knp.astype(a, f64) * knp.astype(b, f64) + knp.astype(c, f64), _F32)
+
+
+def _erf_inv32(x):
+    """XLA's float32 erf_inv (Giles' approximation), operation for operation."""
+    w = -knp.log1p(-x * x)
+    lt = w < np.float32(5.0)
+    w = knp.where(lt, w - np.float32(2.5), knp.sqrt(w) - np.float32(3.0))
+    p = knp.where(lt, np.float32(_ERFINV_LT5[0]), np.float32(_ERFINV_GE5[0]))
+    for a, b in zip(_ERFINV_LT5[1:], _ERFINV_GE5[1:]):
+        p = _fma32(p, w, knp.where(lt, np.float32(a), np.float32(b)))  # XLA fuses each step
+    return knp.where(knp.abs(x) == np.float32(1), x * np.float32(np.inf), p * x)
+
+
+def _erf_inv(x):
+    """erf_inv in x's dtype: float32's as XLA computes it; float16/bfloat16 through float32 as XLA does; float64
+    from the float32 value refined by two Newton steps on erf (accurate to a few float64 ulp)."""
+    d = dtype_of(x)
+    if d == np.float64:
+        y = knp.astype(_erf_inv32(knp.astype(x, _F32)), np.float64)
+        finite = knp.abs(x) < 1
+        z = knp.where(finite, y, 0.0)
+        for _ in range(2):
+            z = z - (lax.erf(z) - x) / (np.float64(2 / math.sqrt(math.pi)) * knp.exp(-z * z))
+        return knp.where(finite, z, y)
+    if d == _F32:
+        return _erf_inv32(x)
+    return knp.astype(_erf_inv32(knp.astype(x, _F32)), d)
+
+
+# ------------------------------------------------------------------------------ continuous draws
+
+
+def _normal(key, shape, dtype):
+    lo = np.nextafter(np.array(-1.0, dtype), np.array(0.0, dtype))
+    u = _uniform(key, shape, dtype, lo, np.array(1.0, dtype))
+    return _const(np.sqrt(2), dtype) * _erf_inv(u)
+
+
+def normal(key, shape=(), dtype=None):
+    """Standard normal draws: sqrt(2) * erf_inv(u) for u uniform in (-1, 1), as JAX."""
+    key = check_key("normal", key)
+    return _normal(key, canonical_shape(shape, "normal"), _float_dtype(dtype, "normal"))
+
+
+def multivariate_normal(key, mean, cov, shape=None, dtype=None, method="cholesky"):
+    """Draws from N(mean, cov) (mean (..., n), cov (..., n, n)): mean + factor @ z with z standard normal of shape
+    shape + (n,) and cov = factor factor^T from method 'cholesky' (default), 'eigh' or 'svd', as JAX. The dtype
+    is mean's and cov's (a float64 mean stays float64; Python lists are float32)."""
+    key = check_key("multivariate_normal", key)
+    if method not in ("cholesky", "eigh", "svd"):
+        raise ValueError(f"kiln.random.multivariate_normal: method must be 'cholesky', 'eigh' or 'svd', got "
+                         f"{method!r}")
+    mean, cov = (knp.asarray(v, dtype=_F32) if isinstance(v, (list, tuple, int, float)) else knp.asarray(v)
+                 for v in (mean, cov))
+    common = np.result_type(dtype_of(mean), dtype_of(cov))
+    dtype = _float_dtype(common if dtypes.is_float(common) else None, "multivariate_normal") if dtype is None \
+        else _float_dtype(dtype, "multivariate_normal")
+    mshape, cshape = shape_of(mean), shape_of(cov)
+    if len(mshape) < 1 or len(cshape) < 2 or cshape[-2:] != (mshape[-1], mshape[-1]):
+        raise ValueError(f"kiln.random.multivariate_normal: needs mean (..., n) and cov (..., n, n), got shapes "
+                         f"{mshape} and {cshape}")
+    batch = np.broadcast_shapes(mshape[:-1], cshape[:-2])
+    shape = batch if shape is None else _broadcast_shape("multivariate_normal", shape, np.zeros(batch))
+    mean, cov = knp.astype(mean, dtype), knp.astype(cov, dtype)
+    if method == "cholesky":
+        factor = knp.linalg.cholesky(cov)
+    elif method == "eigh":
+        w, v = knp.linalg.eigh(cov)
+        factor = v * knp.expand_dims(knp.sqrt(w), -2)
+    else:
+        u, s, _ = knp.linalg.svd(cov)
+        factor = u * knp.expand_dims(knp.sqrt(s), -2)
+    z = _normal(key, (*shape, mshape[-1]), dtype)
+    return mean + knp.einsum("...ij,...j->...i", factor, z)
+
+
+def _broadcast_shape(name, shape, *params):
+    shapes = [shape_of(knp.asarray(p)) for p in params]
+    if shape is None:
+        return np.broadcast_shapes(*shapes)
+    shape = canonical_shape(shape, name)
+    try:
+        if np.broadcast_shapes(shape, *shapes) != shape:
+            raise ValueError
+    except ValueError:
+        raise ValueError(f"kiln.random.{name}: shape {shape} is not broadcast-compatible with the parameters' "
+                         f"shapes {shapes}") from None
+    return shape
+
+
+def _concrete(x):
+    """x as a numpy array, or None when it is traced."""
+    return None if isinstance(x, Tracer) else np.asarray(x)
+
+
+def truncated_normal(key, lower, upper, shape=None, dtype=None):
+    """Normal draws within (lower, upper), by the inverse CDF as JAX: erf_inv of a uniform between erf(lower/√2)
+    and erf(upper/√2), clipped inside the open interval. Traced bounds clip to the closed interval."""
+    key = check_key("truncated_normal", key)
+    dtype = _float_dtype(dtype, "truncated_normal")
+    shape = _broadcast_shape("truncated_normal", shape, lower, upper)
+    sqrt2 = _const(np.sqrt(2), dtype)
+    lo = knp.astype(knp.asarray(lower), dtype)
+    hi = knp.astype(knp.asarray(upper), dtype)
+    a = knp.astype(lax.erf(knp.astype(lo / sqrt2, _wide(dtype))), dtype)
+    b = knp.astype(lax.erf(knp.astype(hi / sqrt2, _wide(dtype))), dtype)
+    out = sqrt2 * _erf_inv(_uniform(key, shape, dtype, a, b))
+    clo, chi = _concrete(lower), _concrete(upper)
+    if clo is not None and chi is not None:
+        lo = np.nextafter(clo.astype(dtype), np.array(np.inf, dtype))
+        hi = np.nextafter(chi.astype(dtype), np.array(-np.inf, dtype))
+    return knp.clip(out, lo, hi)
+
+
+def _wide(dtype):
+    return _F32 if dtype.itemsize < 4 else dtype
+
+
+def exponential(key, shape=(), dtype=None):
+    """Exponential(1) draws: -log1p(-u)."""
+    key = check_key("exponential", key)
+    dtype = _float_dtype(dtype, "exponential")
+    u = _uniform(key, canonical_shape(shape, "exponential"), dtype, 0.0, 1.0)
+    return -knp.log1p(-u)
+
+
+def laplace(key, shape=(), dtype=None):
+    """Laplace(0, 1) draws: sign(u) * log1p(-|u|) for u uniform in (-1, 1)."""
+    key = check_key("laplace", key)
+    dtype = _float_dtype(dtype, "laplace")
+    u = _uniform(key, canonical_shape(shape, "laplace"), dtype, -1.0 + float(_finfo(dtype).epsneg), 1.0)
+    return knp.sign(u) * knp.log1p(-knp.abs(u))
+
+
+def logistic(key, shape=(), dtype=None):
+    """Logistic draws: log(u) - log1p(-u)."""
+    key = check_key("logistic", key)
+    dtype = _float_dtype(dtype, "logistic")
+    x = _uniform(key, canonical_shape(shape, "logistic"), dtype, _finfo(dtype).tiny, 1.0)
+    return knp.log(x) - knp.log1p(-x)
+
+
+def _gumbel(key, shape, dtype):
+    u = _uniform(key, shape, dtype, _finfo(dtype).tiny, 1.0)
+    return -knp.log(-knp.log(u))
+
+
+def gumbel(key, shape=(), dtype=None, mode=None):
+    """Gumbel draws: -log(-log(u)) (JAX's default 'low' mode)."""
+    key = check_key("gumbel", key)
+    if mode not in (None, "low"):
+        raise ValueError(f"kiln.random.gumbel: only mode='low' (JAX's default) is implemented, got {mode!r}")
+    return _gumbel(key, canonical_shape(shape, "gumbel"), _float_dtype(dtype, "gumbel"))
+
+
+def cauchy(key, shape=(), dtype=None):
+    """Cauchy draws: tan(pi * (u - 1/2))."""
+    key = check_key("cauchy", key)
+    dtype = _float_dtype(dtype, "cauchy")
+    u = _uniform(key, canonical_shape(shape, "cauchy"), dtype, _finfo(dtype).eps, 1.0)
+    return knp.tan(_const(np.pi, dtype) * (u - _const(0.5, dtype)))
+
+
+# -------------------------------------------------------------------------------- discrete draws
+
+
+def bernoulli(key, p=0.5, shape=None, mode="low"):
+    """Booleans true with probability p: uniform(dtype of p) < p (a Python p is float32)."""
+    key = check_key("bernoulli", key)
+    if mode not in ("low", "high"):
+        raise ValueError(f"kiln.random.bernoulli: mode must be 'low' or 'high', got {mode!r}")
+    p = knp.asarray(p, dtype=_F32) if isinstance(p, (int, float)) else knp.asarray(p)
+    if not dtypes.is_float(dtype_of(p)):
+        raise TypeError(f"kiln.random.bernoulli: p must have a floating dtype, got {dtype_of(p)}")
+    shape = _broadcast_shape("bernoulli", shape, p)
+    d = dtype_of(p)
+    if mode == "high":
+        u = _uniform(key, (2, *shape), d, 0.0, 1.0)
+        return u[1] * _const(2.0 ** -_finfo(d).nmant, d) < p - u[0]
+    return _uniform(key, shape, d, 0.0, 1.0) < p
+
+
+def rademacher(key, shape=(), dtype=None):
+    """-1 or +1 with equal probability (default int32)."""
+    key = check_key("rademacher", key)
+    dtype = _int_dtype(dtype, "rademacher") if dtype is None or dtypes.is_int(np.dtype(dtype)) \
+        else np.dtype(dtype)
+    b = knp.astype(bernoulli(key, 0.5, canonical_shape(shape, "rademacher")), dtype)
+    return knp.astype(2 * b - 1, dtype)
+
+
+def _clip_to(val, dtype):
+    """JAX's _convert_and_clip_integer: val (an integer array) clipped to dtype's range, then converted."""
+    info, have = np.iinfo(dtype), np.iinfo(dtype_of(val))
+    lo, hi = max(info.min, have.min), min(info.max, have.max)
+    return knp.astype(knp.clip(val, _const(lo, dtype_of(val)), _const(hi, dtype_of(val))), dtype)
+
+
+def _as_int(x):
+    x = knp.asarray(x) if not isinstance(x, int) else knp.asarray(x, dtype=np.int64)
+    return x if dtypes.is_int(dtype_of(x)) else knp.astype(x, np.int64)
+
+
+@quiet
+def _randint(key, shape, minval, maxval, dtype):
+    info = np.iinfo(dtype)
+    maxval_out_of_range = maxval > _clip_to(knp.asarray(_const(info.max, dtype)), dtype_of(maxval))
+    minval, maxval = _clip_to(minval, dtype), _clip_to(maxval, dtype)
+    nbits = info.bits
+    k1, k2 = _split2(key)
+    higher, lower = random_bits(k1, nbits, shape), random_bits(k2, nbits, shape)
+    udt = _UINT[nbits]
+    span = knp.astype(maxval - minval, udt)
+    span = knp.where(maxval <= minval, _const(1, udt), span)
+    span = knp.where(maxval_out_of_range & (maxval > minval), span + _const(1, udt), span)
+    multiplier = knp.remainder(_const(2 ** (nbits // 2) % 2**nbits, udt), span)
+    multiplier = knp.remainder(multiplier * multiplier, span)
+    offset = knp.remainder(higher, span) * multiplier + knp.remainder(lower, span)
+    offset = knp.remainder(offset, span)
+    return knp.broadcast_to(minval + knp.astype(offset, dtype), shape)
+
+
+def randint(key, shape, minval, maxval, dtype=None):
+    """Integers in [minval, maxval) (default int32), JAX's algorithm: two draws of random bits combined modulo
+    the span. Bounds outside dtype's range are clipped to it."""
+    key = check_key("randint", key)
+    dtype = _int_dtype(dtype, "randint")
+    shape = canonical_shape(shape, "randint")
+    _broadcast_shape("randint", shape, minval, maxval)
+    minval, maxval = _as_int(minval), _as_int(maxval)
+    info = np.iinfo(dtype)
+    if info.bits < 32:
+        minval = knp.clip(knp.astype(minval, _I32), int(info.min), int(info.max))
+        maxval = knp.clip(knp.astype(maxval, _I32), int(info.min), int(info.max) + 1)
+        return knp.astype(_randint(key, shape, minval, maxval, _I32), dtype)
+    return _randint(key, shape, minval, maxval, dtype)
+
+
+def _shuffle(key, x, axis):
+    """JAX's shuffle: sorts by fresh 32-bit keys, ceil(3 log n / log(2**32 - 1)) times (once below 2**10 items)."""
+    size = math.prod(shape_of(x))
+    rounds = int(np.ceil(3 * np.log(max(1, size)) / np.log(np.iinfo(np.uint32).max)))
+    for _ in range(rounds):
+        key, subkey = _split2(key)
+        sort_keys = random_bits(subkey, 32, shape_of(x))
+        _, x = lax.sort_key_val(sort_keys, x, dimension=axis)
+    return x
+
+
+def permutation(key, x, axis=0, independent=False):
+    """A random permutation of arange(x) (x an int) or of x along `axis` (all rows alike unless independent)."""
+    key = check_key("permutation", key)
+    if isinstance(x, (int, np.integer)) or (not isinstance(x, (list, tuple)) and shape_of(knp.asarray(x)) == ()):
+        n = int(x) if isinstance(x, (int, np.integer)) else int(np.asarray(x))
+        return _shuffle(key, knp.arange(n, dtype=_I32), 0)
+    x = knp.asarray(x)
+    nd = len(shape_of(x))
+    axis = axis % nd
+    if independent or nd == 1:
+        return _shuffle(key, x, axis)
+    ind = _shuffle(key, knp.arange(shape_of(x)[axis], dtype=_I32), 0)
+    return knp.take(x, ind, axis=axis)
+
+
+def _top_k_indices(v, k):
+    """lax.top_k's indices of a 1-d array: the k largest, ties to the lower index."""
+    return knp.argsort(-v)[:k]
+
+
+def choice(key, a, shape=(), replace=True, p=None, axis=0):
+    """Draws from arange(a) (a an int) or from a's entries along `axis`, as JAX: randint with replacement,
+    a permutation's prefix without; with p, inverse-CDF draws (replace) or Gumbel top-k (no replace)."""
+    key = check_key("choice", key)
+    shape = canonical_shape(shape, "choice")
+    arr = knp.asarray(a)
+    scalar = shape_of(arr) == ()
+    if scalar:
+        n = int(np.asarray(a))
+    else:
+        axis = axis % len(shape_of(arr))
+        n = shape_of(arr)[axis]
+    draws = math.prod(shape)
+    if draws == 0:
+        return knp.zeros(shape, dtype_of(arr) if not scalar else _I32)
+    if n <= 0:
+        raise ValueError("kiln.random.choice: a must be greater than 0 unless no samples are taken")
+    if not replace and draws > n:
+        raise ValueError(f"kiln.random.choice: cannot take a larger sample (size {draws}) than the population "
+                         f"(size {n}) when replace=False")
+    if p is None:
+        if replace:
+            ind = randint(key, shape, 0, n)
+            result = ind if scalar else knp.take(arr, ind, axis=axis)
+        else:
+            perm = permutation(key, n if scalar else arr, axis)
+            result = perm[:draws] if scalar else knp.take(perm, knp.arange(draws), axis=axis)
+    else:
+        p = knp.asarray(p)
+        if not dtypes.is_float(dtype_of(p)):
+            p = knp.astype(p, _F32)
+        if shape_of(p) != (n,):
+            raise ValueError(f"kiln.random.choice: p must be None or a 1-d vector of size {n}, got shape "
+                             f"{shape_of(p)}")
+        if replace:
+            cdf = knp.cumsum(p)
+            r = cdf[-1] * (1 - _uniform(key, shape, dtype_of(p), 0.0, 1.0))
+            ind = knp.sum(knp.astype(cdf < knp.expand_dims(r, -1), _I32), axis=-1)  # searchsorted, left
+        else:
+            g = _gumbel(key, (n,), dtype_of(p)) + knp.log(p)
+            ind = _top_k_indices(g, draws)
+        ind = knp.astype(ind, _I32)
+        result = ind if scalar else knp.take(arr, ind, axis=axis)
+    out_shape = tuple(shape) if scalar else shape_of(arr)[:axis] + tuple(shape) + shape_of(arr)[axis + 1:]
+    return knp.reshape(result, out_shape)
+
+
+def categorical(key, logits, axis=-1, shape=None, replace=True):
+    """Category indices drawn with probabilities softmax(logits) along `axis` (the Gumbel-max trick, as JAX)."""
+    key = check_key("categorical", key)
+    logits = knp.asarray(logits)
+    lshape = shape_of(logits)
+    nd = len(lshape)
+    axis = axis % nd
+    batch = lshape[:axis] + lshape[axis + 1:]
+    shape = batch if shape is None else canonical_shape(shape, "categorical")
+    if shape[len(shape) - len(batch):] != batch:
+        raise ValueError(f"kiln.random.categorical: shape {shape} must end with the logits' batch shape {batch}")
+    prefix = shape[:len(shape) - len(batch)]
+    d = dtype_of(logits)
+    if replace:
+        g = _gumbel(key, (*prefix, *lshape), d)
+        return knp.astype(knp.argmax(g + knp.reshape(logits, (1,) * len(prefix) + lshape), axis=len(prefix) + axis),
+                          _I32)
+    g = logits + _gumbel(key, lshape, d)
+    k = math.prod(prefix)
+    if k > lshape[axis]:
+        raise ValueError(f"kiln.random.categorical: {k} samples without replacement exceed the "
+                         f"{lshape[axis]} categories")
+    moved = knp.moveaxis(g, axis, -1)
+    idx = knp.argsort(-moved, axis=-1)[..., :k]              # top_k, ties to the lower index
+    idx = knp.moveaxis(idx, -1, 0)
+    return knp.reshape(knp.astype(idx, _I32), shape)
+
+
+# ------------------------------------------------------------------------------------------ gamma
+
+
+def _gamma_one(key, alpha, log_space):
+    """JAX's _gamma_one: Marsaglia and Tsang's rejection sampler for one alpha, boosted below 1."""
+    d_ = dtype_of(alpha)
+    zero, one, minus_one, two = (_const(v, d_) for v in (0, 1, -1, 2))
+    boost_mask = alpha >= one
+    alpha_orig = alpha
+    alpha = knp.where(boost_mask, alpha, alpha + one)
+    d = alpha - _const(1.0 / 3.0, d_)
+    c = _const(1.0 / 3.0, d_) / knp.sqrt(d)
+
+    def cond_fn(state):
+        _, X, V, U = state
+        return (U >= one - _const(0.0331, d_) * (X * X)) & \
+            (knp.log(U) >= X * _const(0.5, d_) + d * ((one - V) + knp.log(V)))
+
+    def body_fn(state):
+        keys = split_key(state[0], (3,))
+        k, x_key, u_key = keys[0], keys[1], keys[2]
+
+        def next_kxv(kxv):
+            kk, sub = _split2(kxv[0])
+            x = _normal(sub, (), d_)
+            return kk, x, one + x * c
+
+        _, x, v = lax.while_loop(lambda kxv: kxv[2] <= zero, next_kxv, (x_key, zero, minus_one))
+        return k, x * x, (v * v) * v, _uniform(u_key, (), d_, 0.0, 1.0)
+
+    k, subkey = _split2(key)
+    _, _, V, _ = lax.while_loop(cond_fn, body_fn, (k, zero, one, two))
+    if log_space:
+        log_samples = knp.log1p(-_uniform(subkey, (), d_, 0.0, 1.0))  # -exponential
+        log_boost = knp.where(boost_mask | (log_samples == zero), zero, log_samples * (one / alpha_orig))
+        return (knp.log(d) + knp.log(V)) + log_boost
+    samples = one - _uniform(subkey, (), d_, 0.0, 1.0)
+    boost = knp.where(boost_mask, one, knp.power(samples, one / alpha_orig))
+    return (d * V) * boost
+
+
+def _gamma_samples(key, a, log_space):
+    shape = shape_of(a)
+    n = math.prod(shape)
+    keys = split_key(key, (n,))
+    samples = vmap(lambda k, al: _gamma_one(k, al, log_space))(keys, knp.reshape(a, (n,)))
+    return knp.reshape(samples, shape)
+
+
+def _digamma_big(z):
+    """digamma(z) for z >= 1 in float64: the recurrence up to z + 6, then the asymptotic series."""
+    shift = sum(1.0 / (z + k) for k in range(6))
+    w = z + 6.0
+    w2 = 1.0 / (w * w)
+    series = w2 * (1 / 12 - w2 * (1 / 120 - w2 * (1 / 252 - w2 * (1 / 240 - w2 / 132))))
+    return knp.log(w) - 0.5 / w - series - shift
+
+
+def _lgamma_big(x):
+    """log Gamma(x) for x >= 1, in x's dtype: Stirling's series after shifting x up by 6."""
+    shift = knp.log(x * (x + 1) * (x + 2) * (x + 3) * (x + 4) * (x + 5))
+    z = x + 6.0
+    zi = 1.0 / z
+    zi2 = zi * zi
+    series = zi * (1 / 12 - zi2 * (1 / 360 - zi2 * (1 / 1260 - zi2 * (1 / 1680 - zi2 / 1188))))
+    return (z - 0.5) * knp.log(z) - z + float(0.5 * np.log(2 * np.pi)) + series - shift
+
+
+def _gamma_cdf_grad_a(a, x):
+    """d/da of the regularized lower incomplete gamma P(a, x), float64: the series
+    P = sum_n x**(a+n) e**-x / Gamma(a+n+1) differentiated term by term (d log term / da = log x - digamma(a+n+1)),
+    summed past the largest term until the terms no longer count."""
+    log_x = knp.log(x)
+    term = knp.exp(a * log_x - x - _lgamma_big(a + 1.0))
+    psi = _digamma_big(a + 1.0)
+    init = (np.int32(0), term, psi, term * (log_x - psi), term)
+
+    def body(c):
+        n, term, psi, acc, total = c
+        k = knp.astype(n + 1, np.float64)
+        term = term * x / (a + k)
+        psi = psi + 1.0 / (a + k)
+        return n + 1, term, psi, acc + term * (log_x - psi), total + term
+
+    def more(c):
+        n, term, _, _, total = c
+        past_peak = knp.astype(n, np.float64) > x - a
+        return (n < 100000) & knp.any(~past_peak | (term > 1e-18 * total))
+
+    return lax.while_loop(more, body, init)[3]
+
+
+def _gamma_grad(sample, a, log_space):
+    """d sample / d a at a fixed CDF value (implicit reparameterization, as JAX's gamma gradient):
+    -(dP/da) / (dP/dx), dP/dx being the Gamma(a) density; computed in float64."""
+    d, f64 = dtype_of(sample), np.dtype(np.float64)
+    a64 = knp.astype(a, f64)
+    x = knp.exp(knp.astype(sample, f64)) if log_space else knp.astype(sample, f64)
+    x = knp.maximum(x, np.finfo(np.float64).tiny)
+    log_density = (a64 - 1.0) * knp.log(x) - x - (_lgamma_big(a64 + 1.0) - knp.log(a64))
+    grad = -_gamma_cdf_grad_a(a64, x) / knp.exp(log_density)
+    return knp.astype(grad / x if log_space else grad, d)
+
+
+_GAMMA_SAMPLERS = {}
+
+
+def _gamma_sampler(log_space):
+    """The sampler with JAX's gradient in a (the rejection loops themselves are not differentiated)."""
+    if log_space not in _GAMMA_SAMPLERS:
+        @custom_jvp
+        def sample(key, a):
+            return _gamma_samples(key, a, log_space)
+
+        @sample.defjvp
+        def _(primals, tangents):
+            key, a = primals
+            x = _gamma_samples(key, a, log_space)
+            return x, tangents[1] * _gamma_grad(x, a, log_space)
+
+        _GAMMA_SAMPLERS[log_space] = sample
+    return _GAMMA_SAMPLERS[log_space]
+
+
+@quiet
+def _gamma(key, a, shape, dtype, log_space):
+    a = knp.broadcast_to(knp.astype(knp.asarray(a), dtype), shape)
+    if math.prod(shape) == 0:
+        return knp.zeros(shape, dtype)
+    return _gamma_sampler(log_space)(key, a)
+
+
+def gamma(key, a, shape=None, dtype=None):
+    """Gamma(a, 1) draws: JAX's rejection sampler, one key per element (split(key, size))."""
+    key = check_key("gamma", key)
+    dtype = _float_dtype(dtype, "gamma")
+    return _gamma(key, a, _broadcast_shape("gamma", shape, a), dtype, False)
+
+
+def loggamma(key, a, shape=None, dtype=None):
+    """log of Gamma(a, 1) draws, computed in log space (accurate for small a)."""
+    key = check_key("loggamma", key)
+    dtype = _float_dtype(dtype, "loggamma")
+    return _gamma(key, a, _broadcast_shape("loggamma", shape, a), dtype, True)
+
+
+def beta(key, a, b, shape=None, dtype=None):
+    """Beta(a, b) draws from two log-gamma draws, as JAX."""
+    key = check_key("beta", key)
+    dtype = _float_dtype(dtype, "beta")
+    shape = _broadcast_shape("beta", shape, a, b)
+    key_a, key_b = _split2(key)
+    log_a = _gamma(key_a, a, shape, dtype, True)
+    log_b = _gamma(key_b, b, shape, dtype, True)
+    log_max = knp.maximum(log_a, log_b)
+    ga, gb = knp.exp(log_a - log_max), knp.exp(log_b - log_max)
+    return ga / (ga + gb)
+
+
+def dirichlet(key, alpha, shape=None, dtype=None):
+    """Dirichlet(alpha) draws (alpha's last axis is the simplex): the softmax of log-gamma draws, as JAX."""
+    key = check_key("dirichlet", key)
+    dtype = _float_dtype(dtype, "dirichlet")
+    ashape = shape_of(knp.asarray(alpha))
+    if len(ashape) < 1:
+        raise ValueError("kiln.random.dirichlet: alpha must have at least one axis")
+    shape = ashape[:-1] if shape is None else canonical_shape(shape, "dirichlet")
+    _broadcast_shape("dirichlet", shape, np.zeros(ashape[:-1]))
+    log_g = _gamma(key, alpha, (*shape, ashape[-1]), dtype, True)
+    e = knp.exp(log_g - knp.max(log_g, axis=-1, keepdims=True))
+    return e / knp.sum(e, axis=-1, keepdims=True)
+
+
+# ----------------------------------------------------------------------------------------- poisson
+
+
+@quiet
+def _poisson_knuth(key, lam, shape, dtype):
+    def body(carry):
+        i, k, rng, log_prod = carry
+        rng, sub = _split2(rng)
+        k = knp.where(log_prod > -lam, k + 1, k)
+        return i + 1, k, rng, log_prod + knp.log(_uniform(sub, shape, _F32, 0.0, 1.0))
+
+    def cond(carry):
+        return knp.any(carry[3] > -lam)
+
+    init = (np.int32(0), knp.zeros(shape, dtype), key, knp.zeros(shape, _F32))
+    k = lax.while_loop(cond, body, init)[1]
+    return knp.astype(k - 1, dtype)
+
+
+@quiet
+def _poisson_rejection(key, lam, shape, dtype):
+    log_lam = knp.log(lam)
+    b = np.float32(0.931) + np.float32(2.53) * knp.sqrt(lam)
+    a = np.float32(-0.059) + np.float32(0.02483) * b
+    inv_alpha = np.float32(1.1239) + np.float32(1.1328) / (b - np.float32(3.4))
+    v_r = np.float32(0.9277) - np.float32(3.6224) / (b - np.float32(2))
+
+    def body(carry):
+        i, k_out, accepted, rng = carry
+        keys = split_key(rng, (3,))
+        rng, k0, k1 = keys[0], keys[1], keys[2]
+        u = _uniform(k0, shape, _F32, 0.0, 1.0) - np.float32(0.5)
+        v = _uniform(k1, shape, _F32, 0.0, 1.0)
+        u_shifted = np.float32(0.5) - knp.abs(u)
+        k = knp.floor((np.float32(2) * a / u_shifted + b) * u + lam + np.float32(0.43))
+        s = knp.log(v * inv_alpha / (a / (u_shifted * u_shifted) + b))
+        t = -lam + k * log_lam - _lgamma_big(knp.maximum(k, np.float32(0)) + np.float32(1))
+        accept1 = (u_shifted >= np.float32(0.07)) & (v <= v_r)
+        reject = (k < np.float32(0)) | ((u_shifted < np.float32(0.013)) & (v > u_shifted))
+        accept = accept1 | (~reject & (s <= t))
+        return i + 1, knp.where(accept, k, k_out), accepted | accept, rng
+
+    def cond(carry):
+        return knp.any(~carry[2])
+
+    init = (np.int32(0), knp.full(shape, -1.0, _F32), knp.zeros(shape, np.bool_), key)
+    return knp.astype(lax.while_loop(cond, body, init)[1], dtype)
+
+
+def poisson(key, lam, shape=None, dtype=None):
+    """Poisson(lam) draws (default int32): Knuth's method below lam = 10, transformed rejection (Hörmann's PTRS)
+    from 10 on, both as JAX (float32, one loop over the whole array)."""
+    key = check_key("poisson", key)
+    dtype = _int_dtype(dtype, "poisson")
+    shape = _broadcast_shape("poisson", shape, lam)
+    lam = knp.broadcast_to(knp.astype(knp.asarray(lam), _F32), shape)
+    use_knuth = knp.isnan(lam) | (lam < np.float32(10))
+    lam_knuth = knp.where(use_knuth, lam, np.float32(0))
+    lam_rejection = knp.where(use_knuth, np.float32(1e5), lam)
+    result = knp.where(use_knuth, _poisson_knuth(key, lam_knuth, shape, dtype),
+                       _poisson_rejection(key, lam_rejection, shape, dtype))
+    return knp.where(lam == np.float32(0), knp.zeros_like(result), result)
+
+
+# ------------------------------------------------------------------- more of jax.random's distributions
+
+
+def _param(x, dtype):
+    return knp.astype(knp.asarray(x), dtype)
+
+
+def chisquare(key, df, shape=None, dtype=None):
+    """Chi-square(df) draws: 2 exp(loggamma(df / 2)), as JAX."""
+    key = check_key("chisquare", key)
+    dtype = _float_dtype(dtype, "chisquare")
+    shape = _broadcast_shape("chisquare", shape, df)
+    return knp.exp(_gamma(key, _param(df, dtype) / _const(2, dtype), shape, dtype, True)) * _const(2, dtype)
+
+
+def t(key, df, shape=None, dtype=None):
+    """Student's t(df) draws: normal * sqrt((df / 2) / gamma(df / 2)), as JAX."""
+    key = check_key("t", key)
+    dtype = _float_dtype(dtype, "t")
+    shape = _broadcast_shape("t", shape, df)
+    key_n, key_g = _split2(key)
+    n = _normal(key_n, shape, dtype)
+    half_df = _param(df, dtype) / _const(2, dtype)
+    return n * knp.sqrt(half_df / _gamma(key_g, half_df, shape, dtype, False))
+
+
+def f(key, dfnum, dfden, shape=None, dtype=None):
+    """F(dfnum, dfden) draws: the ratio of two scaled chi-square draws, as JAX."""
+    key = check_key("f", key)
+    dtype = _float_dtype(dtype, "f")
+    shape = _broadcast_shape("f", shape, dfnum, dfden)
+    key_dfd, key_dfn = _split2(key)
+    dfnum, dfden = _param(dfnum, dtype), _param(dfden, dtype)
+    return (chisquare(key_dfn, dfnum, shape, dtype) / dfnum) / (chisquare(key_dfd, dfden, shape, dtype) / dfden)
+
+
+def pareto(key, b, shape=None, dtype=None):
+    """Pareto(b) draws: exp(exponential / b)."""
+    key = check_key("pareto", key)
+    dtype = _float_dtype(dtype, "pareto")
+    shape = _broadcast_shape("pareto", shape, b)
+    return knp.exp(exponential(key, shape, dtype) / _param(b, dtype))
+
+
+def lognormal(key, sigma=np.float32(1), shape=None, dtype=None):
+    """exp(sigma * normal) draws."""
+    key = check_key("lognormal", key)
+    dtype = _float_dtype(dtype, "lognormal")
+    shape = _broadcast_shape("lognormal", shape, sigma)
+    return knp.exp(_normal(key, shape, dtype) * _param(sigma, dtype))
+
+
+def weibull_min(key, scale, concentration, shape=(), dtype=None):
+    """Weibull draws: (-log1p(-u)) ** (1 / concentration) * scale."""
+    key = check_key("weibull_min", key)
+    dtype = _float_dtype(dtype, "weibull_min")
+    u = _uniform(key, canonical_shape(shape, "weibull_min"), dtype, 0.0, 1.0)
+    return knp.power(-knp.log1p(-u), 1.0 / _param(concentration, dtype)) * _param(scale, dtype)
+
+
+def rayleigh(key, scale, shape=None, dtype=None):
+    """Rayleigh(scale) draws: scale * sqrt(-2 log u)."""
+    key = check_key("rayleigh", key)
+    dtype = _float_dtype(dtype, "rayleigh")
+    shape = _broadcast_shape("rayleigh", shape, scale)
+    u = _uniform(key, shape, dtype, 0.0, 1.0)
+    return knp.broadcast_to(_param(scale, dtype), shape) * knp.sqrt(knp.log(u) * _const(-2, dtype))
+
+
+def maxwell(key, shape=(), dtype=None):
+    """Maxwell draws: the norm of three standard normals."""
+    key = check_key("maxwell", key)
+    dtype = _float_dtype(dtype, "maxwell")
+    z = _normal(key, (*canonical_shape(shape, "maxwell"), 3), dtype)
+    return knp.sqrt(knp.sum(z * z, axis=-1))
+
+
+def double_sided_maxwell(key, loc, scale, shape=(), dtype=None):
+    """A Maxwell draw with a random sign, scaled and shifted: sign * maxwell * scale + loc."""
+    key = check_key("double_sided_maxwell", key)
+    dtype = _float_dtype(dtype, "double_sided_maxwell")
+    params = np.broadcast_shapes(shape_of(knp.asarray(loc)), shape_of(knp.asarray(scale)))
+    shape = canonical_shape(shape, "double_sided_maxwell") or params
+    shape = (*shape, *params) if shape != params else shape
+    maxwell_key, sign_key = _split2(key)
+    sign = rademacher(sign_key, shape, dtype)
+    return sign * maxwell(maxwell_key, shape, dtype) * _param(scale, dtype) + _param(loc, dtype)
+
+
+def wald(key, mean, shape=None, dtype=None):
+    """Wald (inverse Gaussian) draws with the given mean and scale 1, by Michael, Schucany and Haas, as JAX."""
+    key = check_key("wald", key)
+    dtype = _float_dtype(dtype, "wald")
+    shape = _broadcast_shape("wald", shape, mean)
+    k1, k2 = _split2(key)
+    mean = knp.broadcast_to(_param(mean, dtype), shape)
+    v = _normal(k1, shape, dtype)
+    z = _uniform(k2, shape, dtype, 0.0, 1.0)
+    y = v * v
+    mean_sq = mean * mean
+    x = mean + mean_sq * y / 2 - mean / 2 * knp.sqrt(4 * mean * y + mean_sq * (y * y))
+    return knp.where(z <= mean / (mean + x), x, mean_sq / x)
+
+
+def triangular(key, left, mode, right, shape=None, dtype=None):
+    """Triangular(left, mode, right) draws by the inverse CDF."""
+    key = check_key("triangular", key)
+    dtype = _float_dtype(dtype, "triangular")
+    shape = _broadcast_shape("triangular", shape, left, mode, right)
+    left, mode, right = (knp.broadcast_to(_param(v, dtype), shape) for v in (left, mode, right))
+    fc = (mode - left) / (right - left)
+    u = _uniform(key, shape, dtype, 0.0, 1.0)
+    out1 = left + knp.sqrt(u * (right - left) * (mode - left))
+    out2 = right - knp.sqrt((1 - u) * (right - left) * (right - mode))
+    return knp.where(u < fc, out1, out2)
+
+
+def geometric(key, p, shape=None, dtype=None):
+    """Geometric(p) draws on {1, 2, ...} (default int32): floor(log u / log1p(-p)) + 1."""
+    key = check_key("geometric", key)
+    dtype = _int_dtype(dtype, "geometric")
+    p = knp.asarray(p, dtype=_F32) if isinstance(p, (int, float)) else knp.asarray(p)
+    if not dtypes.is_float(dtype_of(p)):
+        p = knp.astype(p, _F32)
+    shape = _broadcast_shape("geometric", shape, p)
+    u = _uniform(key, shape, dtype_of(p), 0.0, 1.0)
+    u = knp.where(u == 0, _const(1, dtype_of(p)), u)
+    g = knp.floor(knp.log(u) / knp.broadcast_to(knp.log1p(-p), shape)) + 1
+    return knp.astype(g, dtype)
+
