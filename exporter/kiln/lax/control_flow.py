@@ -36,7 +36,7 @@ def _leaf(x):
         return x
     if dtypes.is_python_scalar(x):
         return np.asarray(x, dtypes.python_scalar_dtype(x))
-    arr = np.asarray(x)
+    arr = x if isinstance(x, np.ndarray) else np.asarray(x)  # a kiln array keeps its weak type
     dtypes.canonical(arr.dtype)
     return arr
 
@@ -179,17 +179,26 @@ def _check_structure(where: str, fn, init_tree, out_tree):
 
 
 def _promote_weak_carry(where: str, fn, leaves: list, weak: list[bool], init_tree, trace_carry) -> list:
-    """Initial carries given as Python scalars take the dtype the body gives them, as in JAX.
+    """Weakly typed initial carries (Python scalars, knp.zeros(3) without dtype=, ...) take the dtype
+    the body gives them, as in JAX (its _promote_weak_typed_inputs).
 
     trace_carry(avals) -> (carry treedef, carry avals) of the body; the structure is checked
     first, so that a body returning another structure gets the ControlFlowError.
     """
     if not any(weak):
         return leaves
-    out_tree, out_avals = trace_carry([get_aval(x).strip_weak() for x in leaves])
+    out_tree, out_avals = trace_carry([get_aval(x) if w else get_aval(x).strip_weak() for x, w in zip(leaves, weak)])
     _check_structure(where, fn, init_tree, out_tree)
-    return [np.asarray(x, o.dtype) if w and o.shape == () and o.dtype != get_aval(x).strip_weak().dtype else x
+    return [_to_carry_dtype(x, o.dtype) if w and o.shape == get_aval(x).shape and o.dtype != get_aval(x).dtype else x
             for x, w, o in zip(leaves, weak, out_avals)]
+
+
+def _to_carry_dtype(x, dtype):
+    return prims.convert.bind(x, new_dtype=dtype) if isinstance(x, Tracer) else np.asarray(x, dtype)
+
+
+def _is_weak(x) -> bool:
+    return dtypes.is_python_scalar(x) or get_aval(x).weak_type
 
 
 def _check_carry(where: str, fn, init_tree, init_avals, out_tree, out_avals):
@@ -204,7 +213,7 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val):
     """Repeats val = body_fun(val) while cond_fun(val); the carry keeps its shapes and dtypes."""
     leaves, tree = tree_flatten(init_val)
     args_tree = tree_flatten((init_val,))[1]
-    weak = [dtypes.is_python_scalar(x) for x in leaves]
+    weak = [_is_weak(x) for x in leaves]
     leaves = [_leaf(x) for x in leaves]
     def body_carry(avals):
         graph, out_tree, _ = trace_function(body_fun, args_tree, avals)
@@ -280,7 +289,7 @@ def _scan_impl(*operands, body, length, reverse, n_carry, n_xs):
 def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = False):
     """(carry, ys): carry, y = f(carry, x) for each x in xs along the leading axis; ys stacked."""
     carry_leaves, carry_tree = tree_flatten(init)
-    weak = [dtypes.is_python_scalar(x) for x in carry_leaves]
+    weak = [_is_weak(x) for x in carry_leaves]
     carry_leaves = [_leaf(x) for x in carry_leaves]
     x_leaves, x_tree = tree_flatten(xs)
     x_leaves = [_leaf(x) for x in x_leaves]
@@ -293,7 +302,7 @@ def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = 
         detail = sorted(lengths) if lengths else "none (no xs and no length)"
         raise ControlFlowError(f"scan of {_name(f)}: cannot tell the length: leading axes / length give {detail}")
     n = lengths.pop()
-    x_avals = [ShapedArray(get_aval(x).strip_weak().shape[1:], get_aval(x).strip_weak().dtype) for x in x_leaves]
+    x_avals = [ShapedArray(get_aval(x).shape[1:], get_aval(x).dtype, get_aval(x).weak_type) for x in x_leaves]
     n_carry = len(carry_leaves)
     pair_tree = tree_flatten((init, xs))[1]
 

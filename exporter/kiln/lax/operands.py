@@ -24,7 +24,10 @@ def asarray(x, dtype=None):
         src = np.asarray(x)
         if dtypes.is_float(src.dtype):  # float -> int as compiled code converts (saturating, NaN -> 0)
             return convert(src, dtype)
-    arr = np.asarray(x, dtype=dtype)
+    if isinstance(x, np.ndarray) and (dtype is None or x.dtype == np.dtype(dtype)):
+        arr = x  # a kiln array stays one, with its weak type
+    else:
+        arr = np.asarray(x, dtype=dtype)
     dtypes.canonical(arr.dtype)
     return arr
 

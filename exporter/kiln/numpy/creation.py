@@ -76,6 +76,8 @@ def asarray(a, dtype=None, order=None, *, copy=None):
 
 def _copied(a, dtype, copy, where):
     x = _asarray(a, dtype)
+    if dtype is None and _python_numbers_only(a):
+        return _weak(x)  # numpy's dtype (float64, int64), weakly typed like the numbers themselves
     if isinstance(x, np.ndarray):
         if copy is False and x is not a and not (isinstance(a, np.ndarray) and x.base is a):
             raise ValueError(f"{where}: unable to avoid a copy while creating an array as requested (copy=False); "
@@ -92,6 +94,13 @@ def empty(shape, dtype=None):
 
 def empty_like(a, dtype=None):
     return zeros_like(a, dtype)
+
+
+def _python_numbers_only(a) -> bool:
+    """A Python number, or a (nested) list or tuple of nothing else."""
+    if isinstance(a, (list, tuple)):
+        return bool(a) and all(_python_numbers_only(e) for e in a)
+    return dtypes.is_python_scalar(a)
 
 
 def _traced() -> bool:

@@ -1,0 +1,96 @@
+"""The programs of tests/programs/: JAX programs written in JAX's idiom against kiln's names (swapping the
+imports back runs them under JAX unchanged; tests/programs/record_jax.py does that and records JAX's
+results in tests/programs/recorded/). Each runs here eagerly (kiln.disable_jit), under kiln.jit, and with
+its core function exported and run by the standalone kiln-run, and must match JAX's recorded numbers.
+
+kiln.random is bit-identical to JAX's, so the programs draw the same data and initial parameters as under
+JAX; differences come only from float32 rounding (summation order), which a few training steps amplify,
+hence the tolerances per program.
+"""
+import importlib
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import kiln
+from kiln import random
+from kiln_tools import kiln_run_exported
+
+HERE = Path(__file__).resolve().parent / "programs"
+sys.path.insert(0, str(HERE))
+
+MAIN_SEED, EXPORT_SEED = 0, 1  # as in record_jax.py
+# program -> (rtol, atol) against JAX's float32 results
+PROGRAMS = {
+    "mlp_classifier": (2e-4, 2e-5),
+    "convnet_clipped": (2e-4, 2e-5),
+    "kernel_least_squares": (2e-3, 2e-4),
+    "gp_regression": (2e-3, 2e-4),
+    "hmm": (1e-4, 1e-5),
+    "lqr": (1e-4, 1e-5),
+    "attention": (1e-4, 1e-5),
+    "lstm": (1e-4, 1e-5),
+    "nbody": (1e-4, 1e-5),
+    "kmeans": (1e-4, 1e-5),
+}
+
+
+# Results whose dtype follows numpy's rule where JAX (without x64) gives the 32-bit type: (program, result)
+# -> why. Everything else must have JAX's dtype exactly.
+NUMPY_DTYPES = {
+    ("mlp_classifier", "accuracy"): "the mean of a bool array is float64, numpy's rule",
+    ("kmeans", "sizes"): "bincount counts in int64, numpy's intp",
+    ("kmeans", "export/1"): "argmin gives int64, numpy's intp",
+}
+
+
+def recorded(name):
+    return np.load(HERE / "recorded" / f"{name}.npz")
+
+
+def check(got, want, tol, what, numpy_dtype=False):
+    got = np.asarray(got)
+    assert got.shape == want.shape, f"{what}: shape {got.shape}, JAX {want.shape}"
+    if numpy_dtype:
+        assert got.dtype.kind == want.dtype.kind and got.dtype.itemsize == 8, f"{what}: dtype {got.dtype}"
+    else:
+        assert got.dtype == want.dtype, f"{what}: dtype {got.dtype}, JAX {want.dtype}"
+    if want.dtype.kind == "f":
+        np.testing.assert_allclose(got, want, rtol=tol[0], atol=tol[1], err_msg=what)
+    else:
+        np.testing.assert_array_equal(got, want, err_msg=what)
+
+
+def check_main(name, results):
+    want = recorded(name)
+    keys = sorted(k[len("main/"):] for k in want.files if k.startswith("main/"))
+    assert sorted(results) == keys
+    for key in keys:
+        check(results[key], want[f"main/{key}"], PROGRAMS[name], f"{name}: {key}", (name, key) in NUMPY_DTYPES)
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_under_jit(name):
+    check_main(name, importlib.import_module(name).main(random.PRNGKey(MAIN_SEED)))
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_eagerly(name):
+    with kiln.disable_jit():
+        results = importlib.import_module(name).main(random.PRNGKey(MAIN_SEED))
+    check_main(name, results)
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_exported_through_kiln_run(name, tmp_path):
+    fn, args = importlib.import_module(name).export(random.PRNGKey(EXPORT_SEED))
+    leaves, treedef = kiln.tree_util.tree_flatten(args)
+    outputs = kiln_run_exported(lambda *flat: fn(*kiln.tree_util.tree_unflatten(treedef, flat)), *leaves,
+                                tmp_path=tmp_path)
+    want = recorded(name)
+    count = len([k for k in want.files if k.startswith("export/")])
+    assert len(outputs) == count
+    for i, got in enumerate(outputs):
+        check(got, want[f"export/{i}"], PROGRAMS[name], f"{name}: exported output {i}", (name, f"export/{i}") in NUMPY_DTYPES)
