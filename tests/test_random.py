@@ -59,7 +59,7 @@ def test_seeds(seed):
     (lambda: kr.categorical(KEY, np.zeros((2, 3)), shape=(4,)), ValueError, r"must end with the logits' batch"),
     (lambda: kr.bernoulli(KEY, np.array([1, 0])), TypeError, "bernoulli: p must have a floating dtype"),
     (lambda: kr.key(0, impl="rbg"), ValueError, "only the 'threefry2x32' implementation"),
-    (lambda: kr.gumbel(KEY, (2,), mode="high"), ValueError, "only mode='low'"),
+    (lambda: kr.gumbel(KEY, (2,), mode="highest"), ValueError, "mode must be 'low' or 'high'"),
 ])
 def test_errors_name_the_function(call, error, message):
     with pytest.raises(error, match=message):
@@ -192,6 +192,8 @@ def _check_moments(x, mean, var, n):
     ("wald", lambda k: kr.wald(k, 1.5, (N,)), 1.5, 1.5 ** 3),
     ("triangular", lambda k: kr.triangular(k, -1.0, 0.5, 2.0, (N,)), 0.5, 0.375),
     ("geometric", lambda k: kr.geometric(k, 0.3, (N,)), 1 / 0.3, 0.7 / 0.09),
+    ("gumbel_high", lambda k: kr.gumbel(k, (N,), mode="high"), 0.5772156649, math.pi ** 2 / 6),
+    ("generalized_normal", lambda k: kr.generalized_normal(k, 2.0, (2000,)), 0.0, 0.5),
 ])
 def test_moments(name, draw, mean, var):
     x = draw(kr.PRNGKey(11))
@@ -259,6 +261,21 @@ def test_multivariate_normal_covariance(method):
     np.testing.assert_allclose(jitted, x[:50], rtol=1e-9, atol=1e-9)
     with pytest.raises(ValueError, match=r"multivariate_normal: needs mean \(..., n\) and cov \(..., n, n\)"):
         kr.multivariate_normal(KEY, mean, cov[:2], method=method)
+
+
+def test_orthogonal_and_ball():
+    q = np.asarray(kr.orthogonal(KEY, 4, (3,)), np.float64)
+    assert q.shape == (3, 4, 4)
+    np.testing.assert_allclose(np.swapaxes(q, -1, -2) @ q, np.broadcast_to(np.eye(4), (3, 4, 4)), atol=1e-5)
+    wide = np.asarray(kr.orthogonal(KEY, 2, m=5), np.float64)
+    assert wide.shape == (2, 5)
+    np.testing.assert_allclose(wide @ wide.T, np.eye(2), atol=1e-5)
+    b = np.asarray(kr.ball(KEY, 3, 2, (2000,)), np.float64)
+    r = np.linalg.norm(b, axis=-1)
+    assert b.shape == (2000, 3) and r.max() < 1
+    assert abs(np.mean(r ** 3) - 0.5) < 0.03  # uniform in the ball: |x|**3 is uniform on [0, 1]
+    b1 = np.asarray(kr.ball(KEY, 2, 1, (2000,)), np.float64)
+    assert np.abs(b1).sum(-1).max() < 1
 
 
 def test_dtypes_and_shapes():

@@ -119,6 +119,11 @@ CASES = {
     "wald": lambda r, k: r.wald(k, 1.5, (200,)),
     "triangular": lambda r, k: r.triangular(k, -1.0, 0.5, 2.0, (200,)),
     "geometric": lambda r, k: r.geometric(k, 0.3, (300,)),
+    "gumbel_high": lambda r, k: r.gumbel(k, (300,), mode="high"),
+    "generalized_normal": lambda r, k: r.generalized_normal(k, 1.5, (200,)),
+    "ball": lambda r, k: r.ball(k, 3, 2, (50,)),
+    "orthogonal": lambda r, k: r.orthogonal(k, 4, (3,)),
+    "orthogonal_wide": lambda r, k: r.orthogonal(k, 2, (), m=5),
     "poisson_small": lambda r, k: r.poisson(k, 3.0, (300,)),
     "poisson_large": lambda r, k: r.poisson(k, 25.0, (300,)),
     # 64-bit (JAX with jax_enable_x64)

@@ -29,7 +29,7 @@ __all__ = [
     "PRNGKey", "key", "key_data", "wrap_key_data", "split", "fold_in", "bits", "uniform", "normal", "bernoulli",
     "randint", "categorical", "permutation", "choice", "truncated_normal", "multivariate_normal", "gamma",
     "loggamma", "beta", "chisquare", "t", "f", "pareto", "lognormal", "weibull_min", "rayleigh", "maxwell",
-    "double_sided_maxwell", "wald", "triangular", "geometric",
+    "double_sided_maxwell", "wald", "triangular", "geometric", "generalized_normal", "ball", "orthogonal",
     "dirichlet", "exponential", "laplace", "logistic", "gumbel", "cauchy", "rademacher", "poisson",
 ]
 
@@ -319,11 +319,21 @@ def _gumbel(key, shape, dtype):
 
 
 def gumbel(key, shape=(), dtype=None, mode=None):
-    """Gumbel draws: -log(-log(u)) (JAX's default 'low' mode)."""
+    """Gumbel draws: -log(-log(u)) (JAX's default mode 'low'); mode 'high' draws a second uniform to fill in the
+    low bits of u below 1/2 and takes -log(-log1p(-u)), as JAX."""
     key = check_key("gumbel", key)
-    if mode not in (None, "low"):
-        raise ValueError(f"kiln.random.gumbel: only mode='low' (JAX's default) is implemented, got {mode!r}")
-    return _gumbel(key, canonical_shape(shape, "gumbel"), _float_dtype(dtype, "gumbel"))
+    if mode not in (None, "low", "high"):
+        raise ValueError(f"kiln.random.gumbel: mode must be 'low' or 'high' ('highest' is not implemented), "
+                         f"got {mode!r}")
+    shape, dtype = canonical_shape(shape, "gumbel"), _float_dtype(dtype, "gumbel")
+    if mode != "high":
+        return _gumbel(key, shape, dtype)
+    info = _finfo(dtype)
+    u = _uniform(key, (2, *shape), dtype, 0.0, 1.0)
+    high, low = u[0], u[1]
+    x = knp.where(high >= _const(0.5, dtype), high,
+                  high + _const(2.0 ** -info.nmant, dtype) * low + _const(info.tiny, dtype))
+    return -knp.log(-knp.log1p(-x))
 
 
 def cauchy(key, shape=(), dtype=None):
@@ -881,4 +891,39 @@ def geometric(key, p, shape=None, dtype=None):
     u = knp.where(u == 0, _const(1, dtype_of(p)), u)
     g = knp.floor(knp.log(u) / knp.broadcast_to(knp.log1p(-p), shape)) + 1
     return knp.astype(g, dtype)
+
+
+def generalized_normal(key, p, shape=(), dtype=None):
+    """Generalized normal draws of power p: a random sign times gamma(1/p) ** (1/p), as JAX."""
+    key = check_key("generalized_normal", key)
+    dtype = _float_dtype(dtype, "generalized_normal")
+    shape = canonical_shape(shape, "generalized_normal")
+    k0, k1 = _split2(key)
+    g = _gamma(k0, 1 / p, shape, dtype, False)
+    return rademacher(k1, shape, dtype) * g ** (1 / p)
+
+
+def ball(key, d, p=2, shape=(), dtype=None):
+    """Points uniform in the d-dimensional unit p-norm ball (shape + (d,)), as JAX."""
+    key = check_key("ball", key)
+    dtype = _float_dtype(dtype, "ball")
+    shape = canonical_shape(shape, "ball")
+    k1, k2 = _split2(key)
+    g = generalized_normal(k1, p, (*shape, int(d)), dtype)
+    e = exponential(k2, shape, dtype)
+    return g / knp.expand_dims((knp.sum(knp.abs(g) ** p, axis=-1) + e) ** (1 / p), -1)
+
+
+def orthogonal(key, n, shape=(), dtype=None, m=None):
+    """Matrices (shape + (n, m), m = n by default) with orthonormal columns (or rows when n < m), Haar
+    distributed: the Q of a Gaussian matrix's QR with the signs of R's diagonal moved into it, as JAX."""
+    key = check_key("orthogonal", key)
+    dtype = _float_dtype(dtype, "orthogonal")
+    shape = canonical_shape(shape, "orthogonal")
+    n = int(n)
+    m = n if m is None else int(m)
+    z = _normal(key, (*shape, max(n, m), min(n, m)), dtype)
+    q, r = knp.linalg.qr(z)
+    x = q * knp.expand_dims(knp.sign(knp.linalg.diagonal(r)), -2)
+    return knp.linalg.matrix_transpose(x) if n < m else x
 
