@@ -26,7 +26,7 @@ __all__ = [
     "ndtri", "log_ndtr", "gammaln", "digamma", "psi", "polygamma", "betaln", "xlogy", "xlog1py", "entr",
     "gammainc", "gammaincc", "betainc", "gamma", "gammasgn", "beta", "factorial", "multigammaln", "rel_entr",
     "kl_div", "i0", "i0e", "i1", "i1e", "zeta", "loggamma", "comb", "poch", "boxcox", "boxcox1p", "bernoulli",
-    "erfcx", "exp1", "expn", "expi",
+    "erfcx", "exp1", "expn", "expi", "spence",
 ]
 
 
@@ -1241,3 +1241,42 @@ def _expi64(x):
 def _expi64_jvp(primals, tangents):
     (x,), (dx,) = primals, tangents
     return _expi64(x), knp.multiply(dx, knp.divide(knp.exp(x), x))
+
+
+# --- Spence's function (the dilogarithm) -------------------------------------------------------------------
+
+_DILOG_TERMS = 60  # |y| <= 1/2: the k-th term is below 2^-k / k^2
+
+
+def _dilog_small(y):
+    """Li2(y) = sum_k y^k / k^2 for |y| <= 1/2."""
+    return knp.multiply(y, _horner(y, [1.0 / (k + 1) ** 2 for k in range(_DILOG_TERMS)]))
+
+
+def spence(x):
+    """Spence's function for real x >= 0 (scipy's convention): integral_1^x log(t) / (t - 1) dt = Li2(1 - x),
+    from the series of Li2 on [-1/2, 1/2] and its reflection and inversion formulas; NaN below 0."""
+    (x,), dtype = float_operands("spence", x)
+    pi2_6 = math.pi ** 2 / 6.0
+    y = knp.subtract(1.0, x)
+    near = knp.less_equal(knp.abs(y), 0.5)  # x in [1/2, 3/2]: the series in y
+    small = knp.less(x, 0.5)  # reflection: Li2(y) = pi^2/6 - log(y) log(x) - Li2(x)
+    xs = knp.where(small, x, 0.25)
+    ys = knp.subtract(1.0, xs)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        reflected = knp.subtract(knp.subtract(pi2_6, knp.multiply(knp.log(ys), knp.log(xs))), _dilog_small(xs))
+    reflected = knp.where(knp.equal(x, 0.0), pi2_6, reflected)
+    # x > 3/2: Li2(1 - x) = -Li2(1 - 1/x) - log(x)^2 / 2, and Li2(1 - 1/x) by the series in 1 - 1/x up to x = 2,
+    # by reflection (series in 1/x) beyond
+    large = knp.greater(x, 1.5)
+    xl = knp.where(large, x, 2.0)
+    w = knp.subtract(1.0, knp.reciprocal(xl))
+    inner = knp.where(knp.less_equal(w, 0.5), _dilog_small(knp.where(knp.less_equal(w, 0.5), w, 0.5)),
+                      knp.subtract(knp.subtract(pi2_6, knp.multiply(knp.log(w), knp.negative(knp.log(xl)))),
+                                   _dilog_small(knp.reciprocal(xl))))
+    log_x = knp.log(xl)
+    inverted = knp.subtract(knp.negative(inner), knp.multiply(knp.multiply(log_x, log_x), 0.5))
+    inverted = knp.where(knp.isinf(xl), -np.inf, inverted)
+    out = knp.where(near, _dilog_small(knp.where(near, y, 0.0)), knp.where(small, reflected, inverted))
+    out = knp.where(knp.less(x, 0.0), np.nan, out)
+    return narrow(knp.where(knp.isnan(x), x, out), dtype)
