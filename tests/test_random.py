@@ -59,6 +59,7 @@ def test_seeds(seed):
     (lambda: kr.categorical(KEY, np.zeros((2, 3)), shape=(4,)), ValueError, r"must end with the logits' batch"),
     (lambda: kr.bernoulli(KEY, np.array([1, 0])), TypeError, "bernoulli: p must have a floating dtype"),
     (lambda: kr.key(0, impl="rbg"), ValueError, "only the 'threefry2x32' implementation"),
+    (lambda: kr.permutation(KEY, 2.5), TypeError, "permutation: x must be a concrete integer or an array"),
     (lambda: kr.gumbel(KEY, (2,), mode="highest"), ValueError, "mode must be 'low' or 'high'"),
 ])
 def test_errors_name_the_function(call, error, message):

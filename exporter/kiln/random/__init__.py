@@ -364,10 +364,9 @@ def bernoulli(key, p=0.5, shape=None, mode="low"):
 
 
 def rademacher(key, shape=(), dtype=None):
-    """-1 or +1 with equal probability (default int32)."""
+    """-1 or +1 with equal probability (default int32; a float dtype as JAX allows)."""
     key = check_key("rademacher", key)
-    dtype = _int_dtype(dtype, "rademacher") if dtype is None or dtypes.is_int(np.dtype(dtype)) \
-        else np.dtype(dtype)
+    dtype = _I32 if dtype is None or dtype is int else np.dtype(dtype)
     b = knp.astype(bernoulli(key, 0.5, canonical_shape(shape, "rademacher")), dtype)
     return knp.astype(2 * b - 1, dtype)
 
@@ -380,7 +379,8 @@ def _clip_to(val, dtype):
 
 
 def _as_int(x):
-    x = knp.asarray(x) if not isinstance(x, int) else knp.asarray(x, dtype=np.int64)
+    """A randint bound as an integer array (Python ints as int64, so any bound clips rather than overflows)."""
+    x = knp.asarray(x, dtype=np.int64) if isinstance(x, int) else knp.asarray(x)
     return x if dtypes.is_int(dtype_of(x)) else knp.astype(x, np.int64)
 
 
@@ -433,10 +433,11 @@ def _shuffle(key, x, axis):
 def permutation(key, x, axis=0, independent=False):
     """A random permutation of arange(x) (x an int) or of x along `axis` (all rows alike unless independent)."""
     key = check_key("permutation", key)
-    if isinstance(x, (int, np.integer)) or (not isinstance(x, (list, tuple)) and shape_of(knp.asarray(x)) == ()):
-        n = int(x) if isinstance(x, (int, np.integer)) else int(np.asarray(x))
-        return _shuffle(key, knp.arange(n, dtype=_I32), 0)
     x = knp.asarray(x)
+    if shape_of(x) == ():
+        if isinstance(x, Tracer) or not dtypes.is_int(dtype_of(x)):
+            raise TypeError("kiln.random.permutation: x must be a concrete integer or an array of at least one axis")
+        return _shuffle(key, knp.arange(int(x), dtype=_I32), 0)
     nd = len(shape_of(x))
     axis = axis % nd
     if independent or nd == 1:
