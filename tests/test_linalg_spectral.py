@@ -489,6 +489,14 @@ def test_pinv_gradient_with_repeated_singular_values(hermitian):
         np.testing.assert_allclose(g, want, atol=1e-7)
 
 
+def test_lstsq_gradient_with_orthonormal_columns():
+    """lstsq's x is pinv(a) @ b, so it shares pinv's gap-free derivative (orthonormal columns: all s = 1)."""
+    q, _ = np.linalg.qr(np.random.default_rng(32).standard_normal((4, 3)))
+    b, w = _weights(4, 13), _weights(3, 14)
+    g = kiln.grad(lambda a: knp.sum(knp.linalg.lstsq(a, b)[0] * w))(q)
+    np.testing.assert_allclose(g, numerical_grad(lambda a: np.sum(np.linalg.lstsq(a, b)[0] * w), q), atol=1e-7)
+
+
 # ---- exported through kiln-run -------------------------------------------------------------------------
 
 def test_program_with_pinv_and_eigh_of_a_batch_runs_in_kiln_run(tmp_path):

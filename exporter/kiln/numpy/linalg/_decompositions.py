@@ -238,7 +238,7 @@ def lstsq(a, b, rcond=None):
     (m, k), through the SVD: singular values at or below rcond * s[0] count as zero (rcond None:
     max(m, n) * eps; negative: eps). residuals are the squared column norms of b - a x: eagerly numpy's
     rule (empty unless rank == n < m); traced, the rank is not known, so they are always computed, as
-    JAX does."""
+    JAX does. x is pinv(a) @ b, so that its derivative is pinv's (finite for repeated singular values)."""
     x = _float_operand("lstsq", a, "a")
     y = _float_operand("lstsq", b, "b")
     if aval(x).ndim != 2:
@@ -260,11 +260,10 @@ def lstsq(a, b, rcond=None):
     if rcond is None:
         rcond = eps * max(m, n)
     rcond = where(asarray(rcond) < 0, eps, rcond)
-    u, s, vh = lax_spectral.svd(x, full_matrices=False)
-    cutoff = convert(asarray(rcond), dtype) * s[..., :1]
-    inverse = _reciprocal_above(s, cutoff)
-    rank = convert(sum_(s > cutoff), np.int32)
-    solution = matmul(swapaxes(vh, -1, -2), inverse[:, None] * matmul(swapaxes(u, -1, -2), y2))
+    rcond = convert(asarray(rcond), dtype)
+    s = lax_spectral.svd(x, compute_uv=False)
+    rank = convert(sum_(s > rcond * s[..., :1]), np.int32)
+    solution = matmul(_PSEUDO_INVERSE[False](x, rcond), y2)  # pinv's cutoff rcond * max(s) is numpy's
     residual = y2 - matmul(x, solution)
     residuals = sum_(residual * residual, axis=0)
     if is_eager() and (int(rank) != n or m <= n):
