@@ -306,7 +306,7 @@ def _log_ndtr_asymptotic(x):
     """log Phi(x) for x <= -20: -x^2/2 - log(-x) - log(2 pi)/2 + log(1 - 1/x^2 + 3/x^4 - 15/x^6 ...), ten terms
     of the series (the next is below 1e-17)."""
     z = knp.reciprocal(knp.multiply(x, x))
-    total, term = 0.0, None
+    total = 0.0
     for k in range(10, 0, -1):  # Horner in z: sum_k (-1)^k (2k-1)!! z^k
         coeff = (-1) ** k * math.prod(range(1, 2 * k, 2))
         total = knp.multiply(z, knp.add(total, coeff))
@@ -1115,7 +1115,6 @@ def erfcx(x):
 # --- exponential integrals ---------------------------------------------------------------------------
 
 _EN_SERIES_TERMS = 26  # x <= 1: the k-th term is below 1 / k! (1e-26 at k = 26)
-_EULER_GAMMA = _EULER
 
 
 def _en_series(n, x):
@@ -1227,7 +1226,7 @@ def _expi64(x):
     near = knp.logical_and(knp.greater(x, 0.0), knp.less(x, _EI_SERIES_BELOW))
     xs = knp.where(near, x, 1.0)
     series = _horner(xs, [0.0] + [1.0 / (k * math.factorial(k)) for k in range(1, _EI_SERIES_TERMS)])
-    at_near = knp.add(knp.add(_EULER_GAMMA, knp.log(xs)), series)
+    at_near = knp.add(knp.add(_EULER, knp.log(xs)), series)
     far = knp.greater_equal(x, _EI_SERIES_BELOW)
     xf = knp.where(far, x, _EI_SERIES_BELOW)
     asymptotic = _horner(knp.reciprocal(xf), [float(math.factorial(k)) for k in range(_EI_ASYMPTOTIC_TERMS)])
