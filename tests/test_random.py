@@ -193,6 +193,9 @@ def _check_moments(x, mean, var, n):
     ("wald", lambda k: kr.wald(k, 1.5, (N,)), 1.5, 1.5 ** 3),
     ("triangular", lambda k: kr.triangular(k, -1.0, 0.5, 2.0, (N,)), 0.5, 0.375),
     ("geometric", lambda k: kr.geometric(k, 0.3, (N,)), 1 / 0.3, 0.7 / 0.09),
+    ("binomial", lambda k: kr.binomial(k, 12.0, 0.3, (N,)), 3.6, 2.52),
+    ("binomial_large", lambda k: kr.binomial(k, 200.0, 0.4, (N,)), 80.0, 48.0),
+    ("binomial_high_p", lambda k: kr.binomial(k, 40.0, 0.9, (N,)), 36.0, 3.6),
     ("gumbel_high", lambda k: kr.gumbel(k, (N,), mode="high"), 0.5772156649, math.pi ** 2 / 6),
     ("generalized_normal", lambda k: kr.generalized_normal(k, 2.0, (2000,)), 0.0, 0.5),
 ])
@@ -262,6 +265,16 @@ def test_multivariate_normal_covariance(method):
     np.testing.assert_allclose(jitted, x[:50], rtol=1e-9, atol=1e-9)
     with pytest.raises(ValueError, match=r"multivariate_normal: needs mean \(..., n\) and cov \(..., n, n\)"):
         kr.multivariate_normal(KEY, mean, cov[:2], method=method)
+
+
+def test_multinomial_counts():
+    p = np.array([0.2, 0.5, 0.3], np.float32)
+    x = np.asarray(kr.multinomial(kr.PRNGKey(9), 30.0, p, shape=(3000, 3)))
+    assert x.dtype == np.float32 and np.all(x.sum(-1) == 30) and np.all(x >= 0)
+    np.testing.assert_allclose(x.mean(0), 30 * p, atol=0.2)
+    np.testing.assert_allclose(x.var(0), 30 * p * (1 - p), rtol=0.1)
+    bad = np.asarray(kr.binomial(KEY, np.array([-1.0, np.inf, 5.0]), np.array([0.5, 0.5, np.nan])))
+    assert np.isnan(bad[0]) and bad[1] == np.inf and np.isnan(bad[2])
 
 
 def test_orthogonal_and_ball():

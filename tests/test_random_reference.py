@@ -67,7 +67,8 @@ def test_eager_matches_jax(name):
 # Under jit, one case of each kind (compiling every case would take minutes; eagerly all of them run).
 JIT_CASES = ["split_2x3", "fold_in_chain", "bits_u8", "bits_u32_odd", "uniform_f32_range", "uniform_f16_range",
              "randint_i32_wide", "randint_i8", "bernoulli_p_array", "permutation_array", "choice_p",
-             "categorical_shape", "normal_f32", "multivariate_normal", "gamma_alphas", "poisson_small", "chisquare", "wald", "geometric", "orthogonal", "x64_bits_u64",
+             "categorical_shape", "normal_f32", "multivariate_normal", "gamma_alphas", "poisson_small", "chisquare", "wald", "geometric", "orthogonal", "binomial_large", "multinomial",
+             "x64_bits_u64",
              "x64_randint_i64", "x64_uniform_f64"]
 
 
