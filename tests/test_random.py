@@ -27,6 +27,8 @@ def test_keys_are_uint32_pairs():
     assert kr.split(k).shape == (2, 2) and kr.split(k, 3).shape == (3, 2) and kr.split(k, (2, 3)).shape == (2, 3, 2)
     assert kr.key_data(kr.split(k, (2, 3))).shape == (2, 3, 2)
     np.testing.assert_array_equal(kr.split(k, 4)[2], kr.fold_in(k, 2))  # both hash the counter (0, i)
+    np.testing.assert_array_equal(kr.clone(k), k)
+    assert kr.key_impl(k) == kr.key_impl(kr.split(k, 3)) == "threefry2x32"
 
 
 @pytest.mark.parametrize("seed", [0, 5, -1, 2**31 - 1, -2**31, 2**40 + 3, -2**40, 2**64 - 1])
@@ -58,6 +60,7 @@ def test_seeds(seed):
     (lambda: kr.gamma(KEY, np.ones(3), (2,)), ValueError, r"gamma: shape \(2,\) is not broadcast-compatible"),
     (lambda: kr.categorical(KEY, np.zeros((2, 3)), shape=(4,)), ValueError, r"must end with the logits' batch"),
     (lambda: kr.bernoulli(KEY, np.array([1, 0])), TypeError, "bernoulli: p must have a floating dtype"),
+    (lambda: kr.key_impl(np.zeros(3, np.float32)), TypeError, r"key_data: expected keys \(uint32, last axis 2\)"),
     (lambda: kr.key(0, impl="rbg"), ValueError, "only the 'threefry2x32' implementation"),
     (lambda: kr.permutation(KEY, 2.5), TypeError, "permutation: x must be a concrete integer or an array"),
     (lambda: kr.gumbel(KEY, (2,), mode="highest"), ValueError, "mode must be 'low' or 'high'"),

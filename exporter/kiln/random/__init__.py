@@ -26,7 +26,7 @@ from ._prng import (
 )
 
 __all__ = [
-    "PRNGKey", "key", "key_data", "wrap_key_data", "split", "fold_in", "bits", "uniform", "normal", "bernoulli",
+    "PRNGKey", "key", "key_data", "wrap_key_data", "key_impl", "clone", "split", "fold_in", "bits", "uniform", "normal", "bernoulli",
     "randint", "categorical", "permutation", "choice", "truncated_normal", "multivariate_normal", "gamma",
     "loggamma", "beta", "chisquare", "t", "f", "pareto", "lognormal", "weibull_min", "rayleigh", "maxwell",
     "double_sided_maxwell", "wald", "triangular", "geometric", "generalized_normal", "ball", "orthogonal",
@@ -68,6 +68,17 @@ def wrap_key_data(key_bits_array, *, impl=None):
     if impl not in (None, "threefry2x32"):
         raise ValueError(f"kiln.random.wrap_key_data: only 'threefry2x32' exists, got {impl!r}")
     return key_data(key_bits_array)
+
+
+def key_impl(keys):
+    """The generator behind keys: always 'threefry2x32'."""
+    key_data(keys)
+    return "threefry2x32"
+
+
+def clone(key):
+    """jax.random.clone: the same key (kiln's keys are plain arrays, never consumed)."""
+    return check_key("clone", key)
 
 
 def split(key, num=2):
