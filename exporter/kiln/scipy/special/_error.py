@@ -1,5 +1,5 @@
 """The error function family and the normal distribution's functions: erf, erfc, erfinv, erfcinv, erfcx,
-ndtr, ndtri, log_ndtr."""
+dawsn, ndtr, ndtri, log_ndtr."""
 from __future__ import annotations
 
 import math
@@ -12,7 +12,7 @@ from ...lax.math_prims import erfc as _lax_erfc
 from ...transforms.custom import custom_jvp
 from ._common import float_operands, horner, narrow, square_exactly
 
-__all__ = ["erf", "erfc", "erfinv", "erfcinv", "ndtr", "ndtri", "log_ndtr", "erfcx"]
+__all__ = ["erf", "erfc", "erfinv", "erfcinv", "ndtr", "ndtri", "log_ndtr", "erfcx", "dawsn"]
 
 
 _SQRT1_2 = 1.0 / math.sqrt(2.0)
@@ -184,3 +184,25 @@ def erfcx(x):
     negative = knp.where(knp.greater(ax, 27.0), np.inf, negative)
     out = knp.where(knp.less(x, 0.0), negative, positive)
     return narrow(knp.where(knp.isnan(x), x, out), dtype)
+
+
+_DAWSON_SERIES_BELOW = 6.5
+_DAWSON_SERIES_TERMS = 130  # |x| < 6.5: positive terms x^(2k+1) / (k! (2k+1)), the last below 1e-22 of the sum
+_DAWSON_ASYMPTOTIC_TERMS = 36  # |x| >= 6.5: 1/(2x) sum (2k-1)!! / (2x^2)^k, smallest term near k = 42
+
+
+def dawsn(x):
+    """Dawson's integral exp(-x^2) integral_0^x exp(t^2) dt: exp(-x^2) sum_k x^(2k+1) / (k! (2k+1)) (positive
+    terms, x^2 split exactly for the exponential) below 6.5, the asymptotic series 1/(2x) sum (2k-1)!! / (2x^2)^k
+    above; odd in x."""
+    (x,), dtype = float_operands("dawsn", x)
+    near = knp.less(knp.abs(x), _DAWSON_SERIES_BELOW)
+    xs = knp.where(near, x, 1.0)  # signed: both series are odd in x, -0.0 included
+    hi, lo = square_exactly(xs)
+    series = knp.multiply(xs, horner(hi, [1.0 / (math.factorial(k) * (2 * k + 1)) for k in range(_DAWSON_SERIES_TERMS)]))
+    at_near = knp.multiply(knp.multiply(knp.exp(knp.negative(hi)), knp.subtract(1.0, lo)), series)
+    xf = knp.where(near, _DAWSON_SERIES_BELOW, x)
+    u = knp.reciprocal(knp.multiply(knp.multiply(xf, xf), 2.0))
+    asymptotic = knp.divide(horner(u, [float(math.prod(range(1, 2 * k, 2))) for k in range(_DAWSON_ASYMPTOTIC_TERMS)]),
+                            knp.multiply(xf, 2.0))
+    return narrow(knp.where(near, at_near, asymptotic), dtype)
