@@ -191,9 +191,25 @@ def test_softmax_log_softmax_default_axis_is_none():
     eager_and_jit(lambda x: ks.logsumexp(x, axis=1), lambda x: ss.logsumexp(x, axis=1).astype(np.float32), x)
 
 
+def test_logsumexp_where():
+    x = RNG.standard_normal((3, 4))
+    mask = x > 0
+    mask[1] = False
+    want = [np.log(np.sum(np.exp(row[keep]))) if keep.any() else -np.inf for row, keep in zip(x, mask)]
+    np.testing.assert_allclose(ks.logsumexp(x, axis=1, where=mask), want, rtol=1e-14)
+    np.testing.assert_allclose(kiln.jit(lambda v, w: ks.logsumexp(v, axis=1, where=w))(x, mask), want, rtol=1e-14)
+    b = RNG.uniform(0.5, 2, (3, 4))
+    np.testing.assert_allclose(ks.logsumexp(x, axis=0, b=b, where=mask), ss.logsumexp(x, axis=0, b=b * mask), rtol=1e-14)
+    grad = kiln.grad(lambda v: ks.logsumexp(v, where=mask))(x)
+    np.testing.assert_allclose(grad, np.where(mask, np.exp(x - ss.logsumexp(x, b=mask)), 0.0), rtol=1e-13)
+    with pytest.raises(TypeError, match="logsumexp: argument where must be a boolean array, got dtype float64"):
+        ks.logsumexp(x, where=x)
+
+
 def test_kiln_nn_forwards_to_special():
     import kiln.nn as nn
 
+    assert nn.logsumexp is ks.logsumexp  # as jax.nn.logsumexp is jax.scipy.special.logsumexp
     x = RNG.standard_normal((3, 4))
     np.testing.assert_array_equal(nn.softmax(x), ks.softmax(x, axis=-1))
     np.testing.assert_array_equal(nn.log_softmax(x, axis=0), ks.log_softmax(x, axis=0))

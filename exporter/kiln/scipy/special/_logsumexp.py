@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import numpy as knp
+from ...core import dtypes
 from ...numpy._base import aval, broadcast_all, convert, normalize_axes
 from ...transforms.api import stop_gradient
 from ._common import narrow, wide_float
@@ -61,10 +62,16 @@ def _weighted_log_sum_exp(x, b, axes):
     return knp.add(knp.log(knp.abs(s)), convert(m, row)), sign
 
 
-def logsumexp(a, axis=None, b=None, keepdims: bool = False, return_sign: bool = False):
-    """scipy.special.logsumexp: log(sum(b * exp(a), axis)), the max subtracted first. With b, a negative sum
-    gives NaN unless return_sign=True, which returns (log|sum|, sign of the sum) as scipy does."""
+def logsumexp(a, axis=None, b=None, keepdims: bool = False, return_sign: bool = False, where=None):
+    """scipy.special.logsumexp (and jax.nn.logsumexp): log(sum(b * exp(a), axis)), the max subtracted first.
+    With b, a negative sum gives NaN unless return_sign=True, which returns (log|sum|, sign of the sum) as scipy
+    does. where= (JAX's) leaves out the entries where it is False (a row with none left gives -inf)."""
     x, dtype = wide_float(a)
+    if where is not None:
+        mask = knp.asarray(where)
+        if not dtypes.is_bool(aval(mask).dtype):
+            raise TypeError(f"logsumexp: argument where must be a boolean array, got dtype {aval(mask).dtype}")
+        b = knp.where(mask, 1.0 if b is None else b, 0.0)
     if b is not None:
         b = knp.asarray(b)
         x, b = broadcast_all(x, convert(b, aval(x).dtype), where="logsumexp")
