@@ -250,14 +250,35 @@ def polygamma(n, x):
     return narrow(knp.multiply((-1.0) ** (n + 1) * math.factorial(n), _zeta64(float(n + 1), x)), dtype)
 
 
+def _stirling_correction(x):
+    """lgamma(x) - ((x - 1/2) log x - x + log(2 pi)/2) for x >= 10."""
+    w = knp.reciprocal(x)
+    return knp.multiply(w, horner(knp.multiply(w, w), _STIRLING))
+
+
 def betaln64(a, b):
-    return knp.subtract(knp.add(gammaln64(a), gammaln64(b)), gammaln64(knp.add(a, b)))
+    """log|B(a, b)|. With p = min(a, b) > 0 and q = max(a, b) >= 10, gammaln(p) plus
+    lgamma(q) - lgamma(p + q) from Stirling's formula written so that nothing of size q log q cancels:
+    -(q - 1/2) log1p(p/q) - p log(p + q) + p + (correction(q) - correction(p + q)). Otherwise
+    gammaln(a) + gammaln(b) - gammaln(a + b)."""
+    p, q = knp.minimum(a, b), knp.maximum(a, b)
+    large = knp.logical_and(knp.greater_equal(q, 10.0), knp.greater(p, 0.0))
+    ps, qs = knp.where(large, p, 1.0), knp.where(large, q, 10.0)
+    total = knp.add(ps, qs)
+    difference = knp.add(knp.subtract(knp.add(knp.negative(knp.multiply(knp.subtract(qs, 0.5),
+                                                                          knp.log1p(knp.divide(ps, qs)))),
+                                              ps), knp.multiply(ps, knp.log(total))),
+                         knp.subtract(_stirling_correction(qs), _stirling_correction(total)))
+    at_large = knp.add(gammaln64(ps), difference)
+    at_large = knp.where(knp.isinf(q), -np.inf, at_large)
+    plain = knp.subtract(knp.add(gammaln64(a), gammaln64(b)), gammaln64(knp.add(a, b)))
+    return knp.where(large, at_large, plain)
 
 
 def betaln(a, b):
-    """log|B(a, b)| = gammaln(a) + gammaln(b) - gammaln(a + b)."""
+    """log|B(a, b)|, accurate also where one argument is large and the other small (see betaln64)."""
     (a, b), dtype = float_operands("betaln", a, b)
-    return narrow(knp.subtract(knp.add(gammaln64(a), gammaln64(b)), gammaln64(knp.add(a, b))), dtype)
+    return narrow(betaln64(a, b), dtype)
 
 
 def _gammasgn64(x):
