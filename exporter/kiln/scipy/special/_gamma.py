@@ -250,7 +250,7 @@ def polygamma(n, x):
     return narrow(knp.multiply((-1.0) ** (n + 1) * math.factorial(n), _zeta64(float(n + 1), x)), dtype)
 
 
-def _stirling_correction(x):
+def stirling_correction(x):
     """lgamma(x) - ((x - 1/2) log x - x + log(2 pi)/2) for x >= 10."""
     w = knp.reciprocal(x)
     return knp.multiply(w, horner(knp.multiply(w, w), _STIRLING))
@@ -268,7 +268,7 @@ def betaln64(a, b):
     difference = knp.add(knp.subtract(knp.add(knp.negative(knp.multiply(knp.subtract(qs, 0.5),
                                                                           knp.log1p(knp.divide(ps, qs)))),
                                               ps), knp.multiply(ps, knp.log(total))),
-                         knp.subtract(_stirling_correction(qs), _stirling_correction(total)))
+                         knp.subtract(stirling_correction(qs), stirling_correction(total)))
     at_large = knp.add(gammaln64(ps), difference)
     at_large = knp.where(knp.isinf(q), -np.inf, at_large)
     plain = knp.subtract(knp.add(gammaln64(a), gammaln64(b)), gammaln64(knp.add(a, b)))
