@@ -477,6 +477,26 @@ def test_numpy_gradients():
         np.testing.assert_allclose(kiln.grad(f)(arg), numerical_grad(ref, arg), atol=1e-6)
 
 
+@pytest.mark.parametrize("hermitian", [False, True])
+def test_pinv_gradient_with_repeated_singular_values(hermitian):
+    """pinv has JAX's own JVP, which needs no gaps between singular values (the SVD's rule gives NaN at an
+    identity or an orthogonal matrix); with hermitian the derivative follows the lower triangle read."""
+    q, _ = np.linalg.qr(np.random.default_rng(31).standard_normal((3, 3)))
+    w = _weights((3, 3), 12)
+    for x in (np.eye(3), q @ q.T * 2.0 if hermitian else q):
+        g = kiln.grad(lambda a: knp.sum(knp.linalg.pinv(a, hermitian=hermitian) * w))(x)
+        want = numerical_grad(lambda a: np.sum(np.linalg.pinv(a, hermitian=hermitian) * w), x)
+        np.testing.assert_allclose(g, want, atol=1e-7)
+
+
+def test_lstsq_gradient_with_orthonormal_columns():
+    """lstsq's x is pinv(a) @ b, so it shares pinv's gap-free derivative (orthonormal columns: all s = 1)."""
+    q, _ = np.linalg.qr(np.random.default_rng(32).standard_normal((4, 3)))
+    b, w = _weights(4, 13), _weights(3, 14)
+    g = kiln.grad(lambda a: knp.sum(knp.linalg.lstsq(a, b)[0] * w))(q)
+    np.testing.assert_allclose(g, numerical_grad(lambda a: np.sum(np.linalg.lstsq(a, b)[0] * w), q), atol=1e-7)
+
+
 # ---- exported through kiln-run -------------------------------------------------------------------------
 
 def test_program_with_pinv_and_eigh_of_a_batch_runs_in_kiln_run(tmp_path):

@@ -10,7 +10,7 @@ import kiln
 import kiln.numpy as knp
 import kiln.random as kr
 from kiln import Program
-from kiln_tools import run_kiln_run
+from kiln_tools import kiln_run_exported, run_kiln_run
 
 KEY = kr.PRNGKey(0)
 
@@ -27,6 +27,8 @@ def test_keys_are_uint32_pairs():
     assert kr.split(k).shape == (2, 2) and kr.split(k, 3).shape == (3, 2) and kr.split(k, (2, 3)).shape == (2, 3, 2)
     assert kr.key_data(kr.split(k, (2, 3))).shape == (2, 3, 2)
     np.testing.assert_array_equal(kr.split(k, 4)[2], kr.fold_in(k, 2))  # both hash the counter (0, i)
+    np.testing.assert_array_equal(kr.clone(k), k)
+    assert kr.key_impl(k) == kr.key_impl(kr.split(k, 3)) == "threefry2x32"
 
 
 @pytest.mark.parametrize("seed", [0, 5, -1, 2**31 - 1, -2**31, 2**40 + 3, -2**40, 2**64 - 1])
@@ -58,8 +60,10 @@ def test_seeds(seed):
     (lambda: kr.gamma(KEY, np.ones(3), (2,)), ValueError, r"gamma: shape \(2,\) is not broadcast-compatible"),
     (lambda: kr.categorical(KEY, np.zeros((2, 3)), shape=(4,)), ValueError, r"must end with the logits' batch"),
     (lambda: kr.bernoulli(KEY, np.array([1, 0])), TypeError, "bernoulli: p must have a floating dtype"),
+    (lambda: kr.key_impl(np.zeros(3, np.float32)), TypeError, r"key_data: expected keys \(uint32, last axis 2\)"),
     (lambda: kr.key(0, impl="rbg"), ValueError, "only the 'threefry2x32' implementation"),
-    (lambda: kr.gumbel(KEY, (2,), mode="high"), ValueError, "only mode='low'"),
+    (lambda: kr.permutation(KEY, 2.5), TypeError, "permutation: x must be a concrete integer or an array"),
+    (lambda: kr.gumbel(KEY, (2,), mode="highest"), ValueError, "mode must be 'low' or 'high'"),
 ])
 def test_errors_name_the_function(call, error, message):
     with pytest.raises(error, match=message):
@@ -94,6 +98,26 @@ def test_jit_key_argument_and_split_chain():
                           kr.permutation(kr.split(KEY)[1], 6))
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
+
+
+def _exported_draws(k):
+    k1, k2 = kr.split(k)
+    return (kr.uniform(k1, (5,), minval=-1.0, maxval=3.0), kr.normal(k2, (5,)), kr.randint(k, (5,), -4, 9),
+            kr.permutation(k1, 7), kr.bits(k2, (3,), np.uint64), kr.exponential(k, (3,)),
+            kr.categorical(k, np.log(np.array([0.2, 0.3, 0.5], np.float32)), shape=(6,)), kr.fold_in(k, 5))
+
+
+def test_draws_through_kiln_run(tmp_path):
+    """The draws exported as a Program function (the key an argument) and run by the standalone kiln-run: the
+    same values as eagerly (the transcendental ones to an ulp)."""
+    got = kiln_run_exported(_exported_draws, kr.PRNGKey(21), tmp_path=tmp_path)
+    want = _exported_draws(kr.PRNGKey(21))
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        w = np.asarray(w)
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=3e-7) if w.dtype.kind == "f" else \
+            np.testing.assert_array_equal(g, w)
 
 
 X = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
@@ -192,6 +216,11 @@ def _check_moments(x, mean, var, n):
     ("wald", lambda k: kr.wald(k, 1.5, (N,)), 1.5, 1.5 ** 3),
     ("triangular", lambda k: kr.triangular(k, -1.0, 0.5, 2.0, (N,)), 0.5, 0.375),
     ("geometric", lambda k: kr.geometric(k, 0.3, (N,)), 1 / 0.3, 0.7 / 0.09),
+    ("binomial", lambda k: kr.binomial(k, 12.0, 0.3, (N,)), 3.6, 2.52),
+    ("binomial_large", lambda k: kr.binomial(k, 200.0, 0.4, (N,)), 80.0, 48.0),
+    ("binomial_high_p", lambda k: kr.binomial(k, 40.0, 0.9, (N,)), 36.0, 3.6),
+    ("gumbel_high", lambda k: kr.gumbel(k, (N,), mode="high"), 0.5772156649, math.pi ** 2 / 6),
+    ("generalized_normal", lambda k: kr.generalized_normal(k, 2.0, (2000,)), 0.0, 0.5),
 ])
 def test_moments(name, draw, mean, var):
     x = draw(kr.PRNGKey(11))
@@ -259,6 +288,31 @@ def test_multivariate_normal_covariance(method):
     np.testing.assert_allclose(jitted, x[:50], rtol=1e-9, atol=1e-9)
     with pytest.raises(ValueError, match=r"multivariate_normal: needs mean \(..., n\) and cov \(..., n, n\)"):
         kr.multivariate_normal(KEY, mean, cov[:2], method=method)
+
+
+def test_multinomial_counts():
+    p = np.array([0.2, 0.5, 0.3], np.float32)
+    x = np.asarray(kr.multinomial(kr.PRNGKey(9), 30.0, p, shape=(3000, 3)))
+    assert x.dtype == np.float32 and np.all(x.sum(-1) == 30) and np.all(x >= 0)
+    np.testing.assert_allclose(x.mean(0), 30 * p, atol=0.2)
+    np.testing.assert_allclose(x.var(0), 30 * p * (1 - p), rtol=0.1)
+    bad = np.asarray(kr.binomial(KEY, np.array([-1.0, np.inf, 5.0]), np.array([0.5, 0.5, np.nan])))
+    assert np.isnan(bad[0]) and bad[1] == np.inf and np.isnan(bad[2])
+
+
+def test_orthogonal_and_ball():
+    q = np.asarray(kr.orthogonal(KEY, 4, (3,)), np.float64)
+    assert q.shape == (3, 4, 4)
+    np.testing.assert_allclose(np.swapaxes(q, -1, -2) @ q, np.broadcast_to(np.eye(4), (3, 4, 4)), atol=1e-5)
+    wide = np.asarray(kr.orthogonal(KEY, 2, m=5), np.float64)
+    assert wide.shape == (2, 5)
+    np.testing.assert_allclose(wide @ wide.T, np.eye(2), atol=1e-5)
+    b = np.asarray(kr.ball(KEY, 3, 2, (2000,)), np.float64)
+    r = np.linalg.norm(b, axis=-1)
+    assert b.shape == (2000, 3) and r.max() < 1
+    assert abs(np.mean(r ** 3) - 0.5) < 0.03  # uniform in the ball: |x|**3 is uniform on [0, 1]
+    b1 = np.asarray(kr.ball(KEY, 2, 1, (2000,)), np.float64)
+    assert np.abs(b1).sum(-1).max() < 1
 
 
 def test_dtypes_and_shapes():

@@ -29,7 +29,8 @@ BOUNDS = {
     "beta_small": (2e-6, 3e-7), "dirichlet": F32_ULPS,
     "chisquare": (1e-6, 1e-6), "t": F32_ULPS, "f": F32_ULPS, "pareto": F32_ULPS, "lognormal": F32_ULPS,
     "weibull_min": F32_ULPS, "rayleigh": F32_ULPS, "maxwell": F32_ULPS, "double_sided_maxwell": (2e-6, 5e-7),
-    "wald": (3e-6, 3e-7),
+    "wald": (3e-6, 3e-7), "gumbel_high": F32_ULPS, "generalized_normal": F32_ULPS, "ball": F32_ULPS,
+    "orthogonal": (1e-6, 5e-7), "orthogonal_wide": (1e-6, 5e-7),
     "x64_uniform_f64_range": (1e-14, 1e-15),  # XLA fuses floats * span + min into one float64 fma
     "x64_normal_f64": (1e-13, 1e-13),
 }
@@ -66,7 +67,8 @@ def test_eager_matches_jax(name):
 # Under jit, one case of each kind (compiling every case would take minutes; eagerly all of them run).
 JIT_CASES = ["split_2x3", "fold_in_chain", "bits_u8", "bits_u32_odd", "uniform_f32_range", "uniform_f16_range",
              "randint_i32_wide", "randint_i8", "bernoulli_p_array", "permutation_array", "choice_p",
-             "categorical_shape", "normal_f32", "multivariate_normal", "gamma_alphas", "poisson_small", "chisquare", "wald", "geometric", "x64_bits_u64",
+             "categorical_shape", "normal_f32", "multivariate_normal", "gamma_alphas", "poisson_small", "chisquare", "wald", "geometric", "orthogonal", "binomial_large", "multinomial",
+             "x64_bits_u64",
              "x64_randint_i64", "x64_uniform_f64"]
 
 

@@ -139,9 +139,7 @@ def gelu(x, approximate: bool = True):
     return _narrow(out, dtype)
 
 
-def logsumexp(a, axis=None, keepdims: bool = False):
-    """log(sum(exp(a), axis)), stable (kiln.scipy.special.logsumexp, which also takes b= and return_sign=)."""
-    return special.logsumexp(a, axis=axis, keepdims=keepdims)
+logsumexp = special.logsumexp  # jax.nn.logsumexp is jax.scipy.special.logsumexp (b=, return_sign=, where=)
 
 
 def softmax(x, axis=-1):

@@ -26,10 +26,11 @@ from ._prng import (
 )
 
 __all__ = [
-    "PRNGKey", "key", "key_data", "wrap_key_data", "split", "fold_in", "bits", "uniform", "normal", "bernoulli",
+    "PRNGKey", "key", "key_data", "wrap_key_data", "key_impl", "clone", "split", "fold_in", "bits", "uniform", "normal", "bernoulli",
     "randint", "categorical", "permutation", "choice", "truncated_normal", "multivariate_normal", "gamma",
     "loggamma", "beta", "chisquare", "t", "f", "pareto", "lognormal", "weibull_min", "rayleigh", "maxwell",
-    "double_sided_maxwell", "wald", "triangular", "geometric",
+    "double_sided_maxwell", "wald", "triangular", "geometric", "generalized_normal", "ball", "orthogonal",
+    "binomial", "multinomial",
     "dirichlet", "exponential", "laplace", "logistic", "gumbel", "cauchy", "rademacher", "poisson",
 ]
 
@@ -67,6 +68,17 @@ def wrap_key_data(key_bits_array, *, impl=None):
     if impl not in (None, "threefry2x32"):
         raise ValueError(f"kiln.random.wrap_key_data: only 'threefry2x32' exists, got {impl!r}")
     return key_data(key_bits_array)
+
+
+def key_impl(keys):
+    """The generator behind keys: always 'threefry2x32'."""
+    key_data(keys)
+    return "threefry2x32"
+
+
+def clone(key):
+    """jax.random.clone: the same key (kiln's keys are plain arrays, never consumed)."""
+    return check_key("clone", key)
 
 
 def split(key, num=2):
@@ -319,11 +331,21 @@ def _gumbel(key, shape, dtype):
 
 
 def gumbel(key, shape=(), dtype=None, mode=None):
-    """Gumbel draws: -log(-log(u)) (JAX's default 'low' mode)."""
+    """Gumbel draws: -log(-log(u)) (JAX's default mode 'low'); mode 'high' draws a second uniform to fill in the
+    low bits of u below 1/2 and takes -log(-log1p(-u)), as JAX."""
     key = check_key("gumbel", key)
-    if mode not in (None, "low"):
-        raise ValueError(f"kiln.random.gumbel: only mode='low' (JAX's default) is implemented, got {mode!r}")
-    return _gumbel(key, canonical_shape(shape, "gumbel"), _float_dtype(dtype, "gumbel"))
+    if mode not in (None, "low", "high"):
+        raise ValueError(f"kiln.random.gumbel: mode must be 'low' or 'high' ('highest' is not implemented), "
+                         f"got {mode!r}")
+    shape, dtype = canonical_shape(shape, "gumbel"), _float_dtype(dtype, "gumbel")
+    if mode != "high":
+        return _gumbel(key, shape, dtype)
+    info = _finfo(dtype)
+    u = _uniform(key, (2, *shape), dtype, 0.0, 1.0)
+    high, low = u[0], u[1]
+    x = knp.where(high >= _const(0.5, dtype), high,
+                  high + _const(2.0 ** -info.nmant, dtype) * low + _const(info.tiny, dtype))
+    return -knp.log(-knp.log1p(-x))
 
 
 def cauchy(key, shape=(), dtype=None):
@@ -354,10 +376,9 @@ def bernoulli(key, p=0.5, shape=None, mode="low"):
 
 
 def rademacher(key, shape=(), dtype=None):
-    """-1 or +1 with equal probability (default int32)."""
+    """-1 or +1 with equal probability (default int32; a float dtype as JAX allows)."""
     key = check_key("rademacher", key)
-    dtype = _int_dtype(dtype, "rademacher") if dtype is None or dtypes.is_int(np.dtype(dtype)) \
-        else np.dtype(dtype)
+    dtype = _I32 if dtype is None or dtype is int else np.dtype(dtype)
     b = knp.astype(bernoulli(key, 0.5, canonical_shape(shape, "rademacher")), dtype)
     return knp.astype(2 * b - 1, dtype)
 
@@ -370,7 +391,8 @@ def _clip_to(val, dtype):
 
 
 def _as_int(x):
-    x = knp.asarray(x) if not isinstance(x, int) else knp.asarray(x, dtype=np.int64)
+    """A randint bound as an integer array (Python ints as int64, so any bound clips rather than overflows)."""
+    x = knp.asarray(x, dtype=np.int64) if isinstance(x, int) else knp.asarray(x)
     return x if dtypes.is_int(dtype_of(x)) else knp.astype(x, np.int64)
 
 
@@ -423,10 +445,11 @@ def _shuffle(key, x, axis):
 def permutation(key, x, axis=0, independent=False):
     """A random permutation of arange(x) (x an int) or of x along `axis` (all rows alike unless independent)."""
     key = check_key("permutation", key)
-    if isinstance(x, (int, np.integer)) or (not isinstance(x, (list, tuple)) and shape_of(knp.asarray(x)) == ()):
-        n = int(x) if isinstance(x, (int, np.integer)) else int(np.asarray(x))
-        return _shuffle(key, knp.arange(n, dtype=_I32), 0)
     x = knp.asarray(x)
+    if shape_of(x) == ():
+        if isinstance(x, Tracer) or not dtypes.is_int(dtype_of(x)):
+            raise TypeError("kiln.random.permutation: x must be a concrete integer or an array of at least one axis")
+        return _shuffle(key, knp.arange(int(x), dtype=_I32), 0)
     nd = len(shape_of(x))
     axis = axis % nd
     if independent or nd == 1:
@@ -881,4 +904,162 @@ def geometric(key, p, shape=None, dtype=None):
     u = knp.where(u == 0, _const(1, dtype_of(p)), u)
     g = knp.floor(knp.log(u) / knp.broadcast_to(knp.log1p(-p), shape)) + 1
     return knp.astype(g, dtype)
+
+
+def generalized_normal(key, p, shape=(), dtype=None):
+    """Generalized normal draws of power p: a random sign times gamma(1/p) ** (1/p), as JAX."""
+    key = check_key("generalized_normal", key)
+    dtype = _float_dtype(dtype, "generalized_normal")
+    shape = canonical_shape(shape, "generalized_normal")
+    k0, k1 = _split2(key)
+    g = _gamma(k0, 1 / p, shape, dtype, False)
+    return rademacher(k1, shape, dtype) * g ** (1 / p)
+
+
+def ball(key, d, p=2, shape=(), dtype=None):
+    """Points uniform in the d-dimensional unit p-norm ball (shape + (d,)), as JAX."""
+    key = check_key("ball", key)
+    dtype = _float_dtype(dtype, "ball")
+    shape = canonical_shape(shape, "ball")
+    k1, k2 = _split2(key)
+    g = generalized_normal(k1, p, (*shape, int(d)), dtype)
+    e = exponential(k2, shape, dtype)
+    return g / knp.expand_dims((knp.sum(knp.abs(g) ** p, axis=-1) + e) ** (1 / p), -1)
+
+
+def orthogonal(key, n, shape=(), dtype=None, m=None):
+    """Matrices (shape + (n, m), m = n by default) with orthonormal columns (or rows when n < m), Haar
+    distributed: the Q of a Gaussian matrix's QR with the signs of R's diagonal moved into it, as JAX."""
+    key = check_key("orthogonal", key)
+    dtype = _float_dtype(dtype, "orthogonal")
+    shape = canonical_shape(shape, "orthogonal")
+    n = int(n)
+    m = n if m is None else int(m)
+    z = _normal(key, (*shape, max(n, m), min(n, m)), dtype)
+    q, r = knp.linalg.qr(z)
+    x = q * knp.expand_dims(knp.sign(knp.linalg.diagonal(r)), -2)
+    return knp.linalg.matrix_transpose(x) if n < m else x
+
+
+_STIRLING_TAIL = (0.0810614667953272, 0.0413406959554092, 0.0276779256849983, 0.02079067210376509,
+                  0.0166446911898211, 0.0138761288230707, 0.0118967099458917, 0.0104112652619720,
+                  0.00925546218271273, 0.00833056343336287)
+
+
+def _stirling_approx_tail(k):
+    """log k! minus Stirling's approximation: a table below 10, the series above (JAX's)."""
+    d = dtype_of(k)
+    kc = knp.clip(k, _const(0, d), _const(9, d))
+    kp1sq = (kc + 1) * (kc + 1)
+    approx = (1.0 / 12 - (1.0 / 360 - 1.0 / 1260 / kp1sq) / kp1sq) / (kc + 1)
+    table = knp.take(np.asarray(_STIRLING_TAIL, d), knp.astype(knp.floor(kc), _I32))
+    return knp.where(k <= 9, table, approx)
+
+
+@quiet
+def _binomial_inversion(key, count, prob, shape, dtype):
+    log1minusprob = knp.log1p(-prob)
+
+    def body(carry):
+        i, num_geom, geom_sum, rng = carry
+        keys = split_key(rng, (2,))
+        num_geom = knp.where(geom_sum <= count, num_geom + 1, num_geom)
+        u = _uniform(keys[0], shape, dtype_of(prob), 0.0, 1.0)
+        return i + 1, num_geom, geom_sum + knp.ceil(knp.log(u) / log1minusprob), keys[1]
+
+    zeros = knp.zeros(shape, dtype_of(prob))
+    k = lax.while_loop(lambda c: knp.any(c[2] <= count), body, (np.int32(0), zeros, zeros, key))[1]
+    return knp.astype(k - 1, dtype)
+
+
+@quiet
+def _btrs(key, count, prob, shape, dtype):
+    """Hörmann's transformed rejection with squeeze (BTRS) for count * prob > 10, as JAX."""
+    stddev = knp.sqrt(count * prob * (1 - prob))
+    b = 1.15 + 2.53 * stddev
+    a = -0.0873 + 0.0248 * b + 0.01 * prob
+    c = count * prob + 0.5
+    v_r = 0.92 - 4.2 / b
+    r = prob / (1 - prob)
+    alpha = (2.83 + 5.1 / b) * stddev
+    m = knp.floor((count + 1) * prob)
+
+    def body(carry):
+        i, k_out, accepted, rng = carry
+        keys = split_key(rng, (3,))
+        u = _uniform(keys[1], shape, dtype_of(prob), 0.0, 1.0) - 0.5
+        v = _uniform(keys[2], shape, dtype_of(prob), 0.0, 1.0)
+        us = 0.5 - knp.abs(u)
+        accept1 = (us >= 0.07) & (v <= v_r)
+        k = knp.floor((2 * a / us + b) * u + c)
+        reject = (k < 0) | (k > count)
+        v = knp.log(v * alpha / (a / (us * us) + b))
+        ub = ((m + 0.5) * knp.log((m + 1) / (r * (count - m + 1)))
+              + (count + 1) * knp.log((count - m + 1) / (count - k + 1))
+              + (k + 0.5) * knp.log(r * (count - k + 1) / (k + 1))
+              + _stirling_approx_tail(m) + _stirling_approx_tail(count - m)
+              - _stirling_approx_tail(k) - _stirling_approx_tail(count - k))
+        accept = accept1 | (~reject & (v <= ub))
+        return i + 1, knp.where(accept, k, k_out), accepted | accept, keys[0]
+
+    init = (np.int32(0), knp.full(shape, -1, dtype_of(prob)), knp.zeros(shape, np.bool_), key)
+    return knp.astype(lax.while_loop(lambda c: knp.any(~c[2]), body, init)[1], dtype)
+
+
+@quiet
+def binomial(key, n, p, shape=None, dtype=None):
+    """Binomial(n, p) draws as floats (default float32, as JAX): inversion by geometric waiting times where
+    n * min(p, 1 - p) <= 10, BTRS rejection above; NaN for an invalid p or n, inf for infinite n."""
+    key = check_key("binomial", key)
+    dtype = _float_dtype(dtype, "binomial")
+    shape = _broadcast_shape("binomial", shape, n, p)
+    p = knp.asarray(p, dtype=_F32) if isinstance(p, (int, float)) else knp.asarray(p)
+    if not dtypes.is_float(dtype_of(p)):
+        p = knp.astype(p, _F32)
+    pd = dtype_of(p)
+    count = knp.broadcast_to(_param(n, pd), shape)
+    prob = knp.broadcast_to(p, shape)
+    p_lt_half = prob < 0.5
+    q = knp.where(p_lt_half, prob, 1.0 - prob)
+    count_nan_or_neg = knp.isnan(count) | (count < 0.0)
+    count_inf = knp.isinf(count)
+    q_is_nan, q_l_0 = knp.isnan(q), q < 0.0
+    q = knp.where(q_is_nan | q_l_0, _const(0.01, pd), q)
+    use_inversion = count_nan_or_neg | (count * q <= 10.0)
+    count = knp.floor(count)
+    count_inv = knp.where(use_inversion, count, _const(0, pd))
+    count_btrs = knp.where(use_inversion, _const(1e4, pd), count)
+    q_btrs = knp.where(use_inversion, _const(0.5, pd), q)
+    samples = knp.where(use_inversion, _binomial_inversion(key, count_inv, q, shape, dtype),
+                        _btrs(key, count_btrs, q_btrs, shape, dtype))
+    invalid = q_l_0 | q_is_nan | count_nan_or_neg
+    samples = knp.where(invalid, _const(np.nan, dtype), samples)
+    samples = knp.where(count_inf & ~invalid, _const(np.inf, dtype), samples)
+    return knp.where(p_lt_half | count_nan_or_neg | q_is_nan | count_inf, samples,
+                     knp.astype(count, dtype) - samples)
+
+
+def multinomial(key, n, p, *, shape=None, dtype=None):
+    """Multinomial(n, p) counts over p's last axis (default float32): one binomial per category on what
+    remains, in a scan, as JAX."""
+    key = check_key("multinomial", key)
+    dtype = _float_dtype(dtype, "multinomial")
+    p = knp.asarray(p, dtype=_F32) if isinstance(p, (list, tuple)) else knp.asarray(p)
+    if not dtypes.is_float(dtype_of(p)):
+        p = knp.astype(p, _F32)
+    pd = dtype_of(p)
+    shape = shape_of(p) if shape is None else canonical_shape(shape, "multinomial")
+    n = knp.broadcast_to(_param(n, pd), shape[:-1])
+    p = knp.moveaxis(knp.broadcast_to(p, shape), -1, 0)
+    remaining = knp.flip(knp.cumsum(knp.flip(p, 0), axis=0), 0)
+    ratios = p / knp.where(remaining == 0, _const(1, pd), remaining)
+    keys = split_key(key, (shape[-1],))
+
+    def step(remainder, ratio_key):
+        ratio, k = ratio_key
+        count = binomial(k, remainder, knp.clip(ratio, 0, 1), dtype=pd)
+        return remainder - count, count
+
+    _, counts = lax.scan(step, n, (ratios, keys))
+    return knp.astype(knp.moveaxis(counts, 0, -1), dtype)
 

@@ -18,6 +18,7 @@ import numpy as np
 from ...core import dtypes
 from ...core.trace import is_eager
 from ...lax import _linalg_spectral as lax_spectral
+from ...transforms.custom import custom_jvp
 from .._base import asarray, aval, convert
 from ..elementwise import abs as abs_, sqrt, where
 from ..indexing import argsort, take_along_axis
@@ -192,10 +193,44 @@ def pinv(a, rcond=None, hermitian: bool = False, *, rtol=_UNSET):
         return convert(np.zeros(shape[:-2] + (shape[-1], shape[-2])), aval(x).dtype)
     if rcond is None:
         rcond = max(aval(x).shape[-2:]) * _eps(x)
-    u, s, vh = svd(x, full_matrices=False, hermitian=hermitian)
-    cutoff = convert(asarray(rcond), aval(s).dtype)[..., None] * max_(s, axis=-1, keepdims=True)
-    inverse = _reciprocal_above(s, cutoff)
-    return matmul(swapaxes(vh, -1, -2), inverse[..., None] * swapaxes(u, -1, -2))
+    return _PSEUDO_INVERSE[bool(hermitian)](x, convert(asarray(rcond), aval(x).dtype))
+
+
+def _from_lower_triangle(x):
+    """The symmetric matrices that x's lower triangles define."""
+    n = aval(x).shape[-1]
+    return where(np.tril(np.ones((n, n), bool)), x, 0) + swapaxes(where(np.tril(np.ones((n, n), bool), -1), x, 0), -1, -2)
+
+
+def _pseudo_inverse(hermitian: bool):
+    """pinv(x, rcond) with JAX's JVP (Golub and Pereyra), which needs no singular-value gaps, so repeated
+    singular values (an identity, an orthogonal matrix) have finite derivatives, unlike the SVD's rule:
+    dP = -P dA P + P P^T dA^T (I - A P) + (I - P A) dA^T P^T P (the rank held fixed; rcond's tangent is
+    not used). With hermitian, A and dA are the symmetric matrices read from the lower triangles."""
+
+    @custom_jvp
+    def pseudo_inverse(x, rcond):
+        u, s, vh = svd(x, full_matrices=False, hermitian=hermitian)
+        cutoff = rcond[..., None] * max_(s, axis=-1, keepdims=True)
+        return matmul(swapaxes(vh, -1, -2), _reciprocal_above(s, cutoff)[..., None] * swapaxes(u, -1, -2))
+
+    @pseudo_inverse.defjvp
+    def _jvp(primals, tangents):
+        (x, rcond), (dx, _) = primals, tangents
+        p = pseudo_inverse(x, rcond)
+        if hermitian:  # the matrix computed with is the one read from x's lower triangle
+            x, dx = _from_lower_triangle(x), _from_lower_triangle(dx)
+        m, n = aval(x).shape[-2:]
+        dx_t, p_t = swapaxes(dx, -1, -2), swapaxes(p, -1, -2)
+        dp = -matmul(matmul(p, dx), p)
+        dp = dp + matmul(matmul(matmul(p, p_t), dx_t), np.eye(m, dtype=aval(x).dtype) - matmul(x, p))
+        dp = dp + matmul(matmul(np.eye(n, dtype=aval(x).dtype) - matmul(p, x), dx_t), matmul(p_t, p))
+        return p, dp
+
+    return pseudo_inverse
+
+
+_PSEUDO_INVERSE = {False: _pseudo_inverse(False), True: _pseudo_inverse(True)}
 
 
 def lstsq(a, b, rcond=None):
@@ -203,7 +238,7 @@ def lstsq(a, b, rcond=None):
     (m, k), through the SVD: singular values at or below rcond * s[0] count as zero (rcond None:
     max(m, n) * eps; negative: eps). residuals are the squared column norms of b - a x: eagerly numpy's
     rule (empty unless rank == n < m); traced, the rank is not known, so they are always computed, as
-    JAX does."""
+    JAX does. x is pinv(a) @ b, so that its derivative is pinv's (finite for repeated singular values)."""
     x = _float_operand("lstsq", a, "a")
     y = _float_operand("lstsq", b, "b")
     if aval(x).ndim != 2:
@@ -225,11 +260,10 @@ def lstsq(a, b, rcond=None):
     if rcond is None:
         rcond = eps * max(m, n)
     rcond = where(asarray(rcond) < 0, eps, rcond)
-    u, s, vh = lax_spectral.svd(x, full_matrices=False)
-    cutoff = convert(asarray(rcond), dtype) * s[..., :1]
-    inverse = _reciprocal_above(s, cutoff)
-    rank = convert(sum_(s > cutoff), np.int32)
-    solution = matmul(swapaxes(vh, -1, -2), inverse[:, None] * matmul(swapaxes(u, -1, -2), y2))
+    rcond = convert(asarray(rcond), dtype)
+    s = lax_spectral.svd(x, compute_uv=False)
+    rank = convert(sum_(s > rcond * s[..., :1]), np.int32)
+    solution = matmul(_PSEUDO_INVERSE[False](x, rcond), y2)  # pinv's cutoff rcond * max(s) is numpy's
     residual = y2 - matmul(x, solution)
     residuals = sum_(residual * residual, axis=0)
     if is_eager() and (int(rank) != n or m <= n):

@@ -12,7 +12,7 @@ from .. import products
 from .._base import asarray, aval, convert, normalize_axes
 from ..array_math import cross as _numpy_cross
 from ..elementwise import abs as abs_
-from ..elementwise import add, equal, maximum, multiply, not_equal, power, sqrt, where
+from ..elementwise import equal, multiply, not_equal, power, sqrt, where
 from ..reductions import max as max_
 from ..reductions import min as min_
 from ..reductions import sum as sum_

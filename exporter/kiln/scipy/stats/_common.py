@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import numpy as knp
-from ..special import float_operands, narrow
+from ..special._common import float_operands, narrow
 
 __all__ = ["float_operands", "narrow", "standardize", "invalid_to_nan", "outside"]
 

@@ -10,7 +10,7 @@ from ... import numpy as knp
 from ...core.pytree import register_pytree_node
 from ...lax import linalg as lax_linalg
 from .. import special
-from ._common import float_operands
+from ._common import float_operands, narrow
 
 __all__ = ["gaussian_kde"]
 
@@ -95,12 +95,12 @@ class gaussian_kde:  # noqa: N801 - scipy's name
     def logpdf(self, points):
         """log of the density at points (d, m) (or (m,) for d = 1), by a logsumexp over the data."""
         y, dtype = self._log_density(points)
-        return special.narrow(y, dtype)
+        return narrow(y, dtype)
 
     def evaluate(self, points):
         """The density at points (d, m) (or (m,) for d = 1): shape (m,)."""
         y, dtype = self._log_density(points)
-        return special.narrow(knp.exp(y), dtype)
+        return narrow(knp.exp(y), dtype)
 
     __call__ = pdf = evaluate
 

@@ -5,6 +5,7 @@ import numpy as np
 
 from ... import numpy as knp
 from .. import special
+from ..special._incomplete import betainc64
 from ._common import float_operands, invalid_to_nan, narrow, standardize
 
 __all__ = ["logpdf", "pdf", "cdf", "sf"]
@@ -35,7 +36,7 @@ def _probability(where, x, a, b, loc, scale, upper):
     (x, a, b, loc, scale), dtype = float_operands(where, x, a, b, loc, scale)
     z = knp.clip(standardize(x, loc, scale), 0.0, 1.0)
     y = knp.subtract(1.0, z)
-    value = special._betainc64(b, a, y, z) if upper else special._betainc64(a, b, z, y)
+    value = betainc64(b, a, y, z) if upper else betainc64(a, b, z, y)
     valid = knp.logical_and(knp.logical_and(knp.greater(a, 0), knp.greater(b, 0)), knp.greater(scale, 0))
     return narrow(invalid_to_nan(valid, value), dtype)
 

@@ -5,6 +5,7 @@ import numpy as np
 
 from ... import numpy as knp
 from .. import special
+from ..special._incomplete import betainc64
 from ._common import float_operands, invalid_to_nan, narrow
 
 __all__ = ["logpmf", "pmf", "cdf", "sf"]
@@ -43,10 +44,10 @@ def _probability(where, k, n, p, loc, upper):
     ns = knp.where(inside, n, 1.0)
     q = knp.subtract(1.0, p)
     if upper:
-        value = special._betainc64(knp.add(ks, 1.0), knp.subtract(ns, ks), p, q)
+        value = betainc64(knp.add(ks, 1.0), knp.subtract(ns, ks), p, q)
         value = knp.where(inside, value, knp.where(knp.less(k, 0), 1.0, 0.0))
     else:
-        value = special._betainc64(knp.subtract(ns, ks), knp.add(ks, 1.0), q, p)
+        value = betainc64(knp.subtract(ns, ks), knp.add(ks, 1.0), q, p)
         value = knp.where(inside, value, knp.where(knp.less(k, 0), 0.0, 1.0))
     valid = knp.logical_and(knp.logical_and(knp.greater_equal(p, 0), knp.less_equal(p, 1)),
                             knp.logical_and(knp.greater_equal(n, 0), knp.equal(n, knp.floor(n))))

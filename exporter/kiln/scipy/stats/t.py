@@ -5,6 +5,7 @@ import math
 
 from ... import numpy as knp
 from .. import special
+from ..special._incomplete import betainc64
 from ._common import float_operands, invalid_to_nan, narrow, standardize
 
 __all__ = ["logpdf", "pdf", "cdf", "sf"]
@@ -39,7 +40,7 @@ def _probability(where, x, df, loc, scale, upper):
     z = standardize(x, loc, scale)
     z2 = knp.multiply(z, z)
     total = knp.add(df, z2)
-    tail = knp.multiply(special._betainc64(knp.multiply(df, 0.5), 0.5, knp.divide(df, total), knp.divide(z2, total)), 0.5)
+    tail = knp.multiply(betainc64(knp.multiply(df, 0.5), 0.5, knp.divide(df, total), knp.divide(z2, total)), 0.5)
     tail = knp.where(knp.isinf(z2), 0.0, tail)
     on_tail_side = knp.greater(z, 0) if upper else knp.less(z, 0)
     y = knp.where(on_tail_side, tail, knp.subtract(1.0, tail))
