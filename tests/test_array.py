@@ -111,3 +111,13 @@ def test_kiln_arrays_closed_over_and_indexed_by_traced_values():
     assert g(np.int32(7)) == 7.0
     with pytest.raises(Exception, match="dynamic_slice"):
         kiln.jit(lambda i: table[i:i + 2])(np.int32(1))
+
+
+def test_from_dlpack_is_a_zero_copy_kiln_array():
+    source = np.arange(6.0).reshape(2, 3)
+    x = knp.from_dlpack(source)
+    assert isinstance(x, kiln.Array) and np.shares_memory(x, source)
+    y = knp.from_dlpack(knp.arange(3.0) * 2)
+    np.testing.assert_array_equal(y, [0.0, 2.0, 4.0])
+    assert knp.from_dlpack(source, copy=True).base is not source
+    assert np.dtype(knp.uint) == np.dtype(np.uint)

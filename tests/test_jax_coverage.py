@@ -54,7 +54,21 @@ DELIBERATELY_ABSENT = {
 }
 
 # The coverage (present / names not deliberately absent) each module must keep; raised as names land.
-FLOORS = {"jax.numpy": 0.99}  # 385 of 388 when the numpy long tail landed (missing: from_dlpack, polyfit, uint)
+# recorded 2026-11-23 (jax.numpy: only polyfit missing; jax.numpy.fft waits for complex dtypes, docs/numpy.md)
+FLOORS = {
+    "jax.numpy": 0.997,
+    "jax.numpy.linalg": 1.0,
+    "jax.scipy.special": 0.849,
+    "jax.scipy.linalg": 0.7,
+    "jax.scipy.stats": 1.0,
+    "jax.scipy.signal": 0.6,
+    "jax.random": 0.958,
+    "jax.nn": 0.914,
+    "jax.nn.initializers": 1.0,
+    "jax.lax": 0.781,
+    "jax.tree": 1.0,
+    "jax.tree_util": 0.972,
+}
 
 
 def _module(name):

@@ -171,7 +171,7 @@ TRACING_ERRORS = [
     (item, ConcretizationError, r"x\.item\(\) needs the value of a traced array \(f32\[2,3\]\)"),
     (tolist, ConcretizationError, r"x\.tolist\(\) needs the value"),
     (bad_dtype, TypeError, "complex64 is not supported"),
-    (out_keyword, TypeError, "unexpected keyword argument 'out'"),
+    (out_keyword, NotImplementedError, "exp: out= is not supported: kiln arrays are immutable"),
     (bad_axis, ValueError, "axis 4 is out of bounds"),
     (bad_reshape, ValueError, r"cannot reshape array of size 6 into shape \(5,\)"),
     (bad_matmul, ValueError, r"matmul.*\(2, 3\) @ \(2, 3\)"),

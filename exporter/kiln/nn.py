@@ -554,7 +554,3 @@ from . import nn_initializers as initializers  # noqa: E402
 # kiln.nn is a module, not a package: registered so that `import kiln.nn.initializers` finds it too
 sys.modules[__name__ + ".initializers"] = initializers
 __all__ += ["initializers"]
-
-from .core.array import wrap_namespace as _wrap_namespace  # noqa: E402
-
-_wrap_namespace(globals())

@@ -63,7 +63,3 @@ __all__ += ["associative_scan"]
 from .reduce_api import cumlogsumexp, reduce  # noqa: E402,A004
 
 __all__ += ["cumlogsumexp", "reduce"]
-
-from ..core.array import wrap_namespace as _wrap_namespace  # noqa: E402
-
-_wrap_namespace(globals())

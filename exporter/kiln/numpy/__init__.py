@@ -3,8 +3,9 @@
 Eagerly the functions return kiln.Array (immutable read-only numpy arrays, like jax.Array); traced
 (under kiln.jit, grad, vmap, in a Program) they return traced arrays. See docs/numpy.md for where kiln differs from numpy.
 """
+import numpy as np  # noqa: E402
 from numpy import bool_, dtype, e, float16, float32, float64, inf, int8, int16, int32, int64, nan, newaxis, pi, uint8
-from numpy import uint16, uint32, uint64  # noqa: E402,F401
+from numpy import uint, uint16, uint32, uint64  # noqa: E402,F401
 from numpy import generic, inexact, floating, integer, number, signedinteger, unsignedinteger  # noqa: F401
 
 from ..core.dtypes import BFLOAT16 as _BFLOAT16, SUPPORTED as _SUPPORTED
@@ -60,6 +61,13 @@ from .bits import *  # noqa: E402,F401,F403
 from .ufuncs import *  # noqa: E402,F401,F403  (last: the public ufunc names are ufunc objects)
 
 _methods.install()
+
+
+def from_dlpack(x, /, *, device=None, copy=None):
+    """numpy.from_dlpack: a kiln array over the memory of any DLPack exporter (a kiln array, a numpy array,
+    a torch CPU tensor, ...), without a copy unless copy=True."""
+    return np.from_dlpack(x, device=device, copy=copy)
+
 
 from ..core.array import wrap_namespace as _wrap_namespace  # noqa: E402
 

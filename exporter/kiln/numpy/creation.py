@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import dtypes
+from ..core.array import as_array
 from ..core.trace import current_graph_trace
 from ..lax import prims
 from ._base import asarray as _asarray, aval, broadcast_to
@@ -76,14 +77,14 @@ def asarray(a, dtype=None, order=None, *, copy=None):
 
 def _copied(a, dtype, copy, where):
     x = _asarray(a, dtype)
-    if dtype is None and _python_numbers_only(a):
-        return _weak(x)  # numpy's dtype (float64, int64), weakly typed like the numbers themselves
     if isinstance(x, np.ndarray):
         if copy is False and x is not a and not (isinstance(a, np.ndarray) and x.base is a):
             raise ValueError(f"{where}: unable to avoid a copy while creating an array as requested (copy=False); "
                              "pass copy=None to allow one")
         if copy and (x is a or x.base is a):
             x = x.copy()
+    if dtype is None and not _traced() and _python_numbers_only(a):
+        return as_array(x, weak=True)  # numpy's dtype (float64, int64), weakly typed like the numbers themselves
     return x
 
 

@@ -87,7 +87,7 @@ def mask_indices(n, mask_func, k=0, *, size=None):
     depend on n, k and the function only)."""
     from .shape import tril, triu
 
-    mask_func = {triu: np.triu, tril: np.tril}.get(mask_func, mask_func)  # numpy's own, so traced code gets constants
+    mask_func = {triu: np.triu, tril: np.tril}.get(getattr(mask_func, "__kiln_unwrapped__", mask_func), mask_func)  # numpy's own, so traced code gets constants
     mask = mask_func(np.ones((int(n), int(n)), int), k)
     if isinstance(mask, Tracer):
         raise TypeError("mask_indices: mask_func gave a traced array; inside a traced function pass a numpy function "

@@ -225,7 +225,7 @@ def clip(a, a_min=None, a_max=None, *, min=None, max=None):  # noqa: A002 - nump
         if a_max is not None:
             raise TypeError("clip: give the upper bound once, as a_max or as max, not both")
         a_max = max
-    out = asarray(a)
+    out = a if dtypes.is_python_scalar(a) and (a_min is not None or a_max is not None) else asarray(a)  # stays weak
     if a_min is not None:
         out = maximum(out, a_min)
     if a_max is not None:
