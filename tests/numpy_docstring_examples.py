@@ -4,7 +4,7 @@ value the examples display is compared (shape, dtype, values; NaN equal to NaN; 
 floats, since kiln may round float32 differently in the last place).
 
 Out of scope, as issue 9 states: examples that involve complex, string, object, datetime, structured or
-masked data, and examples whose numpy result is not reproducible (unseeded random numbers).
+masked data, and examples whose numpy result is not reproducible (unseeded random numbers, timings).
 
     python tests/numpy_docstring_examples.py            # the report, per function and in total
 """
@@ -24,7 +24,7 @@ _OUT_OF_SCOPE_SOURCE = re.compile(
     r"np\.bytes_|np\.void|np\.char\b|np\.rec\b|recarray|np\.random\.(?!seed|default_rng\(\d)|np\.matrix|np\.poly1d|"
     r"np\.lib\.|np\.testing|np\.empty|np\.errstate|set_printoptions|printoptions|tofile|fromfile|np\.save|np\.load|"
     r"StringIO|BytesIO|\bstr\(|np\.memmap|__array_function__|np\.emath|np\.polynomial|np\.fft|ctypes|"
-    r"np\.dtype\(\[|np\.array\(\[\(|dtype=\[")
+    r"np\.dtype\(\[|np\.array\(\[\(|dtype=\[|timeit|\(t2 ?- ?t1\)")
 
 
 @dataclass
