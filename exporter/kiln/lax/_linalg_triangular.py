@@ -172,6 +172,18 @@ def _cholesky_and_inverse(x):
     return fori_loop(0, n, step, (zeros, zeros))
 
 
+def _pad_to_blocks(x):
+    """(x, size): square matrices x grown to a multiple of _BLOCK with an identity in the new corner (so a
+    factorization of the padded matrix holds the original's in its top-left block), and that size."""
+    shape = _shape(x)
+    batch, n, dtype, nd = shape[:-2], shape[-1], _dtype(x), len(shape)
+    padded = -(-n // _BLOCK) * _BLOCK
+    if padded != n:
+        x = api.add(pad(x, np.zeros((), dtype), [(0, 0, 0)] * (nd - 2) + [(0, padded - n, 0)] * 2),
+                    _padding_identity(batch, n, padded, dtype))
+    return x, padded
+
+
 def _cholesky_blocked(x):
     """Left-looking Cholesky by panels of _BLOCK columns: panel = x[:, k] - L @ L[k, :]^T (one matrix
     product), its diagonal block factored and inverted by _cholesky_and_inverse, the rows below multiplied
@@ -180,11 +192,8 @@ def _cholesky_blocked(x):
     batch, n, dtype = shape[:-2], shape[-1], _dtype(x)
     nd = len(shape)
     size = _BLOCK
-    nb = -(-n // size)
-    padded = nb * size
-    if padded != n:
-        x = api.add(pad(x, np.zeros((), dtype), [(0, 0, 0)] * (nd - 2) + [(0, padded - n, 0)] * 2),
-                    _padding_identity(batch, n, padded, dtype))
+    x, padded = _pad_to_blocks(x)
+    nb = padded // size
     full = batch + (padded, size)
     rows = _index_grid(full, nd - 2)
 
@@ -512,11 +521,8 @@ def _lu_blocked(a):
     batch, n, dtype = shape[:-2], shape[-1], _dtype(a)
     nd = len(shape)
     size = _BLOCK
-    steps = -(-n // size)
-    padded = steps * size
-    if padded != n:
-        a = api.add(pad(a, np.zeros((), dtype), [(0, 0, 0)] * (nd - 2) + [(0, padded - n, 0)] * 2),
-                    _padding_identity(batch, n, padded, dtype))
+    a, padded = _pad_to_blocks(a)
+    steps = padded // size
     cols = _index_grid(batch + (size, padded), nd - 1)
     panel_rows = _index_grid(batch + (padded, size), nd - 2)
     identity = _identity(batch, size, dtype)
