@@ -126,12 +126,15 @@ class _Partitioner:
             if self.kind[id(eqn)] in ("host", "reduction", "dot"):
                 self.materialized.update(v.id for v in eqn.outvars)
         self.roots: list[int] = []
+        self.root_set: set[int] = set()
+        self.position = {id(e): i for i, e in enumerate(graph.eqns)}
         self._views: dict[int, object] = {}
 
     def add_root(self, var: Var) -> None:
         if var.id not in self.materialized:
             self.materialized.add(var.id)
             self.roots.append(var.id)
+            self.root_set.add(var.id)
             self._views.clear()
 
     def view(self, var: Var):
@@ -195,52 +198,79 @@ class _Partitioner:
         self.add_root(atom)
 
     def tree(self, start: list) -> list[Equation]:
-        """Equations (in graph order) a kernel computing `start` contains."""
+        """Equations (in graph order) a kernel computing `start` contains: the producers of `start`
+        and, upstream, every producer of a value that is not materialized."""
         chosen: dict[int, Equation] = {}
+        start_ids = {a.id for a in start if isinstance(a, Var)}
         stack = [a for a in start if isinstance(a, Var)]
         while stack:
             var = stack.pop()
             eqn = self.producer.get(var.id)
             if eqn is None or id(eqn) in chosen:
                 continue
-            if var.id in self.materialized and not any(var is s for s in start):
+            if var.id in self.materialized and var.id not in start_ids:
                 continue
             chosen[id(eqn)] = eqn
             stack.extend(a for a in eqn.invars if isinstance(a, Var))
-        return [e for e in self.graph.eqns if id(e) in chosen]
-
-    def kernel_trees(self) -> list[list[Equation]]:
-        trees = [self.tree([self._var(r)]) for r in self.roots]
-        for eqn in self.graph.eqns:
-            if self.kind[id(eqn)] == "reduction":
-                trees.append(self.tree(eqn.outvars))
-        return trees
-
-    def _var(self, var_id: int) -> Var:
-        eqn = self.producer[var_id]
-        return next(v for v in eqn.outvars if v.id == var_id)
+        return sorted(chosen.values(), key=lambda e: self.position[id(e)])
 
     def avoid_expensive_duplicates(self) -> None:
-        while True:
-            users: dict[int, int] = {}
-            for tree in self.kernel_trees():
-                for eqn in tree:
-                    users[id(eqn)] = users.get(id(eqn), 0) + 1
-            candidates = [
-                eqn for eqn in self.graph.eqns
-                if self.kind[id(eqn)] == "elementwise" and users.get(id(eqn), 0) > 1
-                and eqn.outvars[0].id not in self.materialized
-                and self._cost(self.tree(eqn.outvars)) >= _DUPLICATION_LIMIT
-            ]
-            if not candidates:
-                return
-            self.add_root(candidates[-1].outvars[0])
+        """Materializes each elementwise value that two or more kernels would recompute at a cost of
+        _DUPLICATION_LIMIT or more, in one sweep from the last equation to the first.
 
-    def _cost(self, eqns) -> int:
-        return sum(_EXPENSIVE.get(e.primitive.name, 1) for e in eqns if self.kind[id(e)] == "elementwise")
+        A kernel is a root's tree or a reduction's; a value's users are the kernels whose trees hold
+        its producer, i.e. the roots and reductions reachable downstream through values that are not
+        materialized. Materializing a value only cuts paths, so no value becomes a candidate later;
+        and every materialization happens downstream of the equations still to visit, so the
+        candidate met first from the end is the last one in graph order. This is the result of
+        repeatedly materializing the last candidate in graph order, in linear time.
+        """
+        consumers: dict[int, list[Equation]] = {}
+        for eqn in self.graph.eqns:
+            for a in eqn.invars:
+                if isinstance(a, Var):
+                    consumers.setdefault(a.id, []).append(eqn)
+        reach: dict[int, tuple] = {}  # id(eqn) -> up to two kernels (root var ids, reduction eqn ids)
+
+        def kernels_of(eqn: Equation) -> tuple:
+            found: list = [("r", id(eqn))] if self.kind[id(eqn)] == "reduction" else []
+            for v in eqn.outvars:
+                if v.id in self.materialized:
+                    if v.id in self.root_set:
+                        _add_capped(found, v.id)
+                    continue
+                for user in consumers.get(v.id, ()):
+                    for k in reach[id(user)]:
+                        _add_capped(found, k)
+            return tuple(found)
+
+        for eqn in reversed(self.graph.eqns):
+            if self.kind[id(eqn)] == "elementwise" and eqn.outvars[0].id not in self.materialized:
+                if len(kernels_of(eqn)) > 1 and self._cost_reaches(eqn, _DUPLICATION_LIMIT):
+                    self.add_root(eqn.outvars[0])
+            reach[id(eqn)] = kernels_of(eqn)
+
+    def _cost_reaches(self, eqn: Equation, limit: int) -> bool:
+        """Whether the elementwise work of tree(eqn.outvars) costs `limit` or more (stops early)."""
+        seen: set[int] = set()
+        stack = [eqn]
+        cost = 0
+        while stack:
+            e = stack.pop()
+            if id(e) in seen:
+                continue
+            seen.add(id(e))
+            if self.kind[id(e)] == "elementwise":
+                cost += _EXPENSIVE.get(e.primitive.name, 1)
+                if cost >= limit:
+                    return True
+            for a in e.invars:
+                if isinstance(a, Var) and a.id not in self.materialized and a.id in self.producer:
+                    stack.append(self.producer[a.id])
+        return False
 
     def steps(self) -> list:
-        root_set = set(self.roots)
+        root_set = self.root_set
         steps: list = []
         count = 0
         for eqn in self.graph.eqns:
@@ -254,7 +284,7 @@ class _Partitioner:
             eqns = self.tree(outputs)
             label = {"reduction": eqn.primitive.name, "dot": eqn.primitive.name}.get(kind, "fused")
             steps.append(_Pending(label, eqns, outputs))
-        steps = _merge_elementwise(steps, {id(e): i for i, e in enumerate(self.graph.eqns)})
+        steps = _merge_elementwise(steps, self.position)
         result = []
         for s in steps:
             if isinstance(s, _Pending):
@@ -273,6 +303,12 @@ class _Pending:
 
     def inputs(self) -> list[Var]:
         return _region_inputs(self.eqns)
+
+
+def _add_capped(found: list, kernel) -> None:
+    """Adds `kernel` to `found` unless present or two are known (two decide 'more than one')."""
+    if len(found) < 2 and kernel not in found:
+        found.append(kernel)
 
 
 def _region_inputs(eqns: list[Equation]) -> list[Var]:
