@@ -224,7 +224,8 @@ def test_validation_catches_bad_specs(mutate, message):
 def test_dump_text():
     data = serialize(sample_spec())
     text = dump_text(data)
-    assert "module 'axpy' (format 2.0" in text
+    assert "module 'axpy' (format 2.1" in text
+    assert "kernel images: 1, bindings aligned to 64 bytes" in text  # a hand-made spec: not marked
     assert f"checksum: crc32 0x{zlib.crc32(data[:-4]):08x} (verified)" in text
     assert "entry points [0x0]" in text and "at most 3 workgroups" in text
     assert "export func#0 predict(x: 4xf32) -> (y: 4xf32)" in text

@@ -82,6 +82,7 @@ def _declare(lib):
         "kiln_status_free": (None, [P]),
         "kiln_status_code_name": (ctypes.c_char_p, [ctypes.c_int]),
         "kiln_dtype_size": (S, [ctypes.c_int]),
+        "kiln_dtype_alignment": (S, [ctypes.c_int]),
         "kiln_buffer_view_create": (P, [ctypes.c_int, S, ctypes.POINTER(ctypes.c_int64), P, S, P]),
         "kiln_buffer_view_wrap": (P, [ctypes.c_int, S, ctypes.POINTER(ctypes.c_int64), P, S, P, P, P]),
         "kiln_buffer_view_retain": (None, [P]),

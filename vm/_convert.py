@@ -3,10 +3,12 @@
 _to_view makes the view of an argument, or of a global's new value, by the
 rules kiln.vm.runtime's docstring states (never a silent cast or change of
 kind): a copy, or, for a call's large arguments (borrow=True), the caller's
-own memory when it is contiguous and 64-byte aligned. _from_view copies a
-result or a global out as a numpy array; _shared_from_view gives a large
-result as a read-only numpy array over the runtime's memory, which it keeps
-alive, so that results cost no copy and go back into calls without one.
+own memory when it is contiguous and aligned to its elements (the runtime
+makes the one aligned copy that a module compiled before format 2.1 needs,
+kernel_abi.h). _from_view copies a result or a global out as a numpy array;
+_shared_from_view gives a large result as a read-only numpy array over the
+runtime's memory, which it keeps alive, so that results cost no copy and go
+back into calls without one.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import numpy as np
 
 from kiln.vm._clib import INTERNAL, INVALID_ARGUMENT, KilnRuntimeError, _check, _lib
 from kiln.vm._dtypes import _BF16, _DTYPE_CODE, _KILN_OF_NUMPY, _NUMPY_OF, KILN_DTYPES, kiln_dtype
-from kiln.vm._generated.constants import BUFFER_ALIGNMENT, MAX_RANK
+from kiln.vm._generated.constants import MAX_RANK
 
 if TYPE_CHECKING:
     from kiln.vm._reflection import GlobalInfo, ValueInfo
@@ -109,6 +111,17 @@ def _runtime_memory_of(array: np.ndarray) -> _RuntimeMemory | None:
     return base
 
 
+_ALIGNMENT: dict[int, int] = {}
+
+
+def _alignment(code: int) -> int:
+    """The alignment kiln_buffer_view_wrap needs of data of dtype `code` (kiln_dtype_alignment)."""
+    alignment = _ALIGNMENT.get(code)
+    if alignment is None:
+        alignment = _ALIGNMENT[code] = _lib().kiln_dtype_alignment(code)
+    return alignment
+
+
 def _release_function() -> int:
     return ctypes.cast(_lib().kiln_buffer_view_release, ctypes.c_void_p).value
 
@@ -116,9 +129,10 @@ def _release_function() -> int:
 def _to_view(value, expected: ValueInfo | GlobalInfo | None, what, out: int, borrow: bool = False):
     """Writes to `out` (the address of a view pointer) a new C buffer view of `value` (a numpy
     array or array-like); `what` names it in errors (see _label). The view holds a copy, unless
-    `borrow` and the array is large, contiguous and aligned: then it wraps the array's memory,
-    and the caller keeps the returned array alive until the view is released (runtime memory,
-    a kiln result going back in, is kept alive by the view itself). Returns the (start, end)
+    `borrow` and the array is large, contiguous and aligned to its elements: then it wraps the
+    array's memory, and the caller keeps the returned array alive until the view is released
+    (runtime memory, a kiln result going back in, is kept alive by the view itself). A module
+    compiled before format 2.1 gets an aligned copy from the runtime. Returns the (start, end)
     addresses of borrowed caller memory, which results must not alias, or None.
 
     Writing through `out` rather than returning keeps the view reachable for the
@@ -152,18 +166,19 @@ def _to_view(value, expected: ValueInfo | GlobalInfo | None, what, out: int, bor
     shape = _SHAPE_TYPES[ndim](*array.shape)
     nbytes = array.nbytes
     lib = _lib()
+    code = _DTYPE_CODE[kdtype]
     if borrow and nbytes >= SHARE_MIN_BYTES:
         address = _address(array)
-        if address % BUFFER_ALIGNMENT == 0:
+        if address % _alignment(code) == 0:
             memory = _runtime_memory_of(array)
             if memory is not None:
                 lib.kiln_buffer_view_retain(memory.view)
-                _check(lib.kiln_buffer_view_wrap(_DTYPE_CODE[kdtype], ndim, shape, address, nbytes,
+                _check(lib.kiln_buffer_view_wrap(code, ndim, shape, address, nbytes,
                                                  _release_function(), memory.view, out))
                 return None
-            _check(lib.kiln_buffer_view_wrap(_DTYPE_CODE[kdtype], ndim, shape, address, nbytes, None, None, out))
+            _check(lib.kiln_buffer_view_wrap(code, ndim, shape, address, nbytes, None, None, out))
             return (address, address + nbytes, array)
-    _check(lib.kiln_buffer_view_create(_DTYPE_CODE[kdtype], ndim, shape,
+    _check(lib.kiln_buffer_view_create(code, ndim, shape,
                                        _address(array) if nbytes else None, nbytes, out))
     return None
 

@@ -20,6 +20,7 @@ DTYPE_SIZES = constants.DTYPE_SIZES
 _NUMPY_NAMES = {"float32": "f32", "float64": "f64", "int8": "i8", "int16": "i16",
                 "int32": "i32", "int64": "i64", "uint8": "u8", "uint16": "u16",
                 "uint32": "u32", "uint64": "u64", "bool": "bool",
+                "complex64": "c64", "complex128": "c128",
                 "float16": "f16", "bfloat16": "bf16"}
 
 
@@ -142,3 +143,7 @@ class ModuleSpec:
     constants: list[ConstantSpec] = field(default_factory=list)
     kernel_images: list[KernelImageSpec] = field(default_factory=list)
     kernels: list[KernelSpec] = field(default_factory=list)
+    # The kernels need each binding aligned only to its elements (kiln's compiler
+    # from format 2.1 on); False: 64-byte aligned bindings (kernel_abi.h), so the
+    # runtime passes them an aligned copy of a less aligned argument.
+    element_aligned_bindings: bool = False

@@ -27,7 +27,7 @@ def _numpy_dtype(name: str) -> numpy.dtype:
         return numpy.dtype(ml_dtypes.bfloat16)
     return numpy.dtype({"f32": "<f4", "f64": "<f8", "i8": "i1", "i16": "<i2",
                         "i32": "<i4", "i64": "<i8", "u8": "u1", "u16": "<u2",
-                        "u32": "<u4", "u64": "<u8", "bool": "?",
+                        "u32": "<u4", "u64": "<u8", "bool": "?", "c64": "<c8", "c128": "<c16",
                         "f16": "<f2"}[name])
 
 
@@ -118,6 +118,7 @@ class ModuleFile:
         self.functions = functions
         self.kernel_images = images
         self.kernels = kernels
+        self.element_aligned_bindings = root.element_aligned_bindings()
 
     @property
     def spec(self) -> ModuleSpec:
@@ -126,7 +127,7 @@ class ModuleFile:
                     for name, t, mutable, data in self.globals]
         constants = [ConstantSpec(_array(data, t)) for t, data in self.constants]
         return ModuleSpec(self.name, self.functions, globals_, constants, self.kernel_images,
-                          self.kernels)
+                          self.kernels, self.element_aligned_bindings)
 
     def _type(self, index: int) -> TensorType:
         if not 0 <= index < len(self.types):
@@ -176,7 +177,8 @@ def _dump(m: ModuleFile) -> str:
     out.append(f"constants: {len(m.constants)}")
     for i, (t, data) in enumerate(m.constants):
         out.append(f"  const#{i}: {t} ({len(data)} bytes)")
-    out.append(f"kernel images: {len(m.kernel_images)}")
+    out.append(f"kernel images: {len(m.kernel_images)}, bindings aligned to "
+               f"{'their elements' if m.element_aligned_bindings else '64 bytes'}")
     for i, img in enumerate(m.kernel_images):
         out.append(f"  image#{i} {img.target_triple} features={img.cpu_features or '-'}: "
                    f"{len(img.code)} bytes (text {img.text_size}, align "

@@ -17,7 +17,7 @@ different contexts run concurrently (ctypes releases the GIL). Ctrl-C
 (SIGINT) during a call made on the main thread cancels the call and raises
 KeyboardInterrupt; the context stays usable (see kiln.vm._ctrl_c).
 
-dtypes: f32 f64 f16 i8 i16 i32 i64 u8 u16 u32 u64 bool map onto the numpy dtypes of the
+dtypes: f32 f64 f16 i8 i16 i32 i64 u8 u16 u32 u64 bool c64 c128 map onto the numpy dtypes of the
 same name; bf16 maps onto ``ml_dtypes.bfloat16`` when ml_dtypes is installed,
 else onto uint16 arrays holding the raw bits (either is accepted as input).
 
@@ -319,8 +319,10 @@ class Context(_Handle):
     def invoke(self, name: str, args: Sequence = ()) -> list[np.ndarray]:
         """Calls exported function `name` with numpy arrays; returns its results as read-only arrays.
 
-        Large contiguous 64-byte aligned arguments are read in place for the call, and large results
-        are the runtime's memory itself (no copy either way); small ones are copied."""
+        Large contiguous arguments aligned to their elements (any numpy array's own memory) are read
+        in place for the call, and large results are the runtime's memory itself (no copy either
+        way); small ones are copied. A module compiled before format 2.1 gets, from the runtime, a
+        64-byte aligned copy of an argument that is not (docs/vm.md)."""
         lib = _lib()
         self._handle  # noqa: B018 - raises when closed
         fn, info = self._reflection.resolve(name)

@@ -1,4 +1,4 @@
-/* Buffer views: dtype + shape + 64-byte aligned row-major data, refcounted.
+/* Buffer views: dtype + shape + row-major data, refcounted; owned data is 64-byte aligned.
  *
  * An owned view is one allocation: the header padded to 64 bytes, then the
  * data rounded up to a multiple of 64 bytes (the padding is zeroed so that
@@ -46,6 +46,11 @@ static int kiln_dtype_valid(kiln_dtype_t dtype) {
 
 size_t kiln_dtype_size(kiln_dtype_t dtype) {
   return kiln_dtype_valid(dtype) ? kiln_dtype_table[dtype].size : 0;
+}
+
+size_t kiln_dtype_alignment(kiln_dtype_t dtype) {
+  size_t size = kiln_dtype_size(dtype);
+  return size < 8 ? size : 8;
 }
 
 const char* kiln_dtype_name(kiln_dtype_t dtype) {
@@ -244,9 +249,11 @@ kiln_status_t kiln_buffer_view_wrap(kiln_dtype_t dtype, size_t rank,
     return kiln_make_status(KILN_INVALID_ARGUMENT,
                             "wrapped memory is NULL for %zu bytes", byte_size);
   }
-  if (data && ((uintptr_t)data % KILN_BUFFER_ALIGN) != 0) {
+  if (data && ((uintptr_t)data % kiln_dtype_alignment(dtype)) != 0) {
     return kiln_make_status(KILN_INVALID_ARGUMENT,
-                            "wrapped memory at %p is not 64-byte aligned", data);
+                            "wrapped memory at %p is not aligned to its %s elements "
+                            "(a multiple of %zu bytes)",
+                            data, kiln_dtype_name(dtype), kiln_dtype_alignment(dtype));
   }
   kiln_buffer_view_t* view = malloc(sizeof(*view));
   if (!view) {

@@ -112,6 +112,46 @@ static kiln_status_t invoke_bounded(kiln_context_t* c, uint32_t ordinal,
   return s;
 }
 
+/* A call into a module whose kernels need 64-byte aligned bindings (format
+ * before 2.1): each argument whose data is less aligned (caller memory that
+ * kiln_buffer_view_wrap accepted at its element alignment) is replaced by an
+ * aligned copy for the call. */
+static kiln_status_t invoke_aligned(kiln_context_t* c, uint32_t ordinal,
+                                    kiln_buffer_view_t* const* args, size_t arg_count,
+                                    kiln_buffer_view_t** results) {
+  kiln_buffer_view_t* small[16];
+  kiln_buffer_view_t** local = small;
+  kiln_status_t s = NULL;
+  size_t i, copies = 0;
+  for (i = 0; i < arg_count; ++i)
+    copies += ((uintptr_t)kiln_buffer_view_data(args[i]) % KILN_BUFFER_ALIGN) != 0;
+  if (!copies) return invoke_bounded(c, ordinal, args, results);
+  if (arg_count > 16 && !(local = calloc(arg_count, sizeof *local)))
+    return kiln_make_status(KILN_OUT_OF_MEMORY, "%s: allocating %zu arguments",
+                            c->module->functions[ordinal].name, arg_count);
+  for (i = 0; i < arg_count; ++i) local[i] = NULL;
+  for (i = 0; i < arg_count && !s; ++i) {
+    const kiln_buffer_view_t* a = args[i];
+    if (((uintptr_t)kiln_buffer_view_data(a) % KILN_BUFFER_ALIGN) == 0) continue;
+    s = kiln_buffer_view_create(kiln_buffer_view_dtype(a), kiln_buffer_view_rank(a),
+                                kiln_buffer_view_shape(a), kiln_buffer_view_data(a),
+                                kiln_buffer_view_byte_size(a), &local[i]);
+    if (s)
+      s = kiln_status_annotate(s, "%s: aligning argument %zu '%s' for kernels compiled before "
+                               "format 2.1", c->module->functions[ordinal].name, i,
+                               c->module->functions[ordinal].args[i].name);
+  }
+  if (!s) {
+    for (i = 0; i < arg_count; ++i)
+      if (!local[i]) local[i] = args[i];
+    s = invoke_bounded(c, ordinal, local, results);
+  }
+  for (i = 0; i < arg_count; ++i)
+    if (local[i] && local[i] != args[i]) kiln_buffer_view_release(local[i]);
+  if (local != small) free(local);
+  return s;
+}
+
 void kiln_call_limits_initialize(kiln_call_limits_t* limits) {
   if (limits) memset(limits, 0, sizeof *limits);
 }
@@ -164,6 +204,8 @@ kiln_status_t kiln_context_invoke(kiln_context_t* context, kiln_function_t funct
     return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: argument %zu '%s' expects %s, got %s",
                             f->name, i, f->args[i].name, want, got);
   }
+  if (!context->module->element_aligned_bindings)
+    return invoke_aligned(context, function.ordinal, args, arg_count, results);
   return invoke_bounded(context, function.ordinal, args, results);
 }
 

@@ -354,6 +354,7 @@ static kiln_status_t decode_kernels(kiln_module_t* m, const uint8_t* root) {
   kiln_status_t s;
   m->image_count = kiln_fb_Module_kernel_images_len(root);
   ALLOC(m->images, m->image_count, "kernel images");
+  m->element_aligned_bindings = kiln_fb_Module_element_aligned_bindings(root) != 0;
   for (i = 0; i < m->image_count; ++i) {
     const uint8_t* img = kiln_fb_Module_kernel_images_at(root, i);
     const char* triple = kiln_fb_KernelImage_target_triple(img);

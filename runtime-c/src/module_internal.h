@@ -80,6 +80,9 @@ struct kiln_module {
   kiln_constant_info_t* constants;
   uint32_t image_count;
   kiln_kernel_image_t** images;
+  /* The kernels need only element-aligned bindings (format 2.1 on); else
+   * KILN_BUFFER_ALIGNMENT (kernel_abi.h). */
+  int element_aligned_bindings;
   uint32_t kernel_count;
   kiln_kernel_info_t* kernels;
 };

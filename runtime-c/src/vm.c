@@ -359,11 +359,12 @@ static size_t row_bytes(const kiln_buffer_view_t* view) {
   return kiln_buffer_view_byte_size(view) / (size_t)kiln_buffer_view_shape(view)[0];
 }
 
-/* buffer.row dst, src, index. The row is a view into src's memory when it
- * starts on a KILN_BUFFER_ALIGN boundary (kernels are compiled to assume
- * 64-byte aligned bindings, kernel_abi.h), else a copy into a new aligned
- * buffer. Either way dst is read-only, and src is frozen so that the row
- * cannot change under its reader: the two cases cannot be told apart. */
+/* buffer.row dst, src, index. The row is a view into src's memory when the
+ * module's kernels need only element-aligned bindings (kernel_abi.h), or when
+ * it starts on a KILN_BUFFER_ALIGN boundary; else (kernels compiled before
+ * format 2.1) a copy into a new aligned buffer. Either way dst is read-only,
+ * and src is frozen so that the row cannot change under its reader: the two
+ * cases cannot be told apart. */
 static kiln_status_t do_row(kiln_frame_t* fr, const kiln_bc_operand_t* op) {
   kiln_ref_t src = {NULL, 0, 0};
   kiln_buffer_view_t* v = NULL;
@@ -383,7 +384,8 @@ static kiln_status_t do_row(kiln_frame_t* fr, const kiln_bc_operand_t* op) {
   bytes = row_bytes(src.view);
   offset = (size_t)index * bytes; /* <= byte_size - bytes: no overflow */
   base = kiln_buffer_view_data(src.view);
-  if (((uintptr_t)base + offset) % KILN_BUFFER_ALIGN == 0) {
+  if (fr->module->element_aligned_bindings ||
+      ((uintptr_t)base + offset) % KILN_BUFFER_ALIGN == 0) {
     /* offset is 0 whenever base may be NULL (an empty constant). */
     void* data = (void*)(uintptr_t)(offset ? base + offset : base);
     kiln_buffer_view_retain(src.view);

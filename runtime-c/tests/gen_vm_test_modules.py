@@ -101,6 +101,14 @@ def rows() -> ModuleSpec:
     ])
 
 
+def rows_element_aligned() -> ModuleSpec:
+    """rows() for kernels that need only element-aligned bindings (format 2.1): the runtime
+    reads arguments at any element-aligned address in place and shares every row."""
+    spec = rows()
+    spec.name, spec.element_aligned_bindings = "vmrows_element_aligned", True
+    return spec
+
+
 def safety() -> ModuleSpec:
     """The runtime's promises (test_call_safety.c): a global keeps a copy of an
     argument, alloc'd memory reads as zeros, and calls can be bounded and
@@ -197,6 +205,7 @@ def render() -> str:
              "#ifndef KILN_VM_TEST_MODULES_H_", "#define KILN_VM_TEST_MODULES_H_", "",
              "#include <stddef.h>", "", c_bytes("kiln_vm_test_good", serialize(good())),
              c_bytes("kiln_vm_test_rows", serialize(rows())),
+             c_bytes("kiln_vm_test_rows_element_aligned", serialize(rows_element_aligned())),
              c_bytes("kiln_vm_test_safety", serialize(safety()))]
     entries = []
     for name, data, expect in bad_modules():

@@ -141,8 +141,25 @@ int main(void) {
   }
   CHECK_ERROR(kiln_buffer_view_wrap(KILN_DTYPE_I32, 2, wshape, table, 60, NULL, NULL, &v),
               KILN_INVALID_ARGUMENT, "expected 64 bytes", "got 60");
-  CHECK_ERROR(kiln_buffer_view_wrap(KILN_DTYPE_I8, 0, NULL, (char*)table + 1, 1, NULL, NULL, &v),
-              KILN_INVALID_ARGUMENT, "64-byte aligned");
+  /* Element alignment is enough: memory at any multiple of the element's size
+   * (at most 8) is wrapped in place. */
+  CHECK(kiln_dtype_alignment(KILN_DTYPE_I8) == 1 && kiln_dtype_alignment(KILN_DTYPE_F16) == 2 &&
+        kiln_dtype_alignment(KILN_DTYPE_F32) == 4 && kiln_dtype_alignment(KILN_DTYPE_F64) == 8 &&
+        kiln_dtype_alignment(KILN_DTYPE_BOOL) == 1 && kiln_dtype_alignment((kiln_dtype_t)-1) == 0);
+  int64_t three[1] = {3};
+  CHECK_OK(kiln_buffer_view_wrap(KILN_DTYPE_I32, 1, three, table + 1, 12, NULL, NULL, &v));
+  if (v) {
+    CHECK(kiln_buffer_view_data(v) == table + 1);
+    CHECK(((const int32_t*)kiln_buffer_view_data(v))[2] == 3);
+    kiln_buffer_view_release(v);
+  }
+  CHECK_OK(kiln_buffer_view_wrap(KILN_DTYPE_I8, 0, NULL, (char*)table + 1, 1, NULL, NULL, &v));
+  if (v) CHECK(kiln_buffer_view_data(v) == (char*)table + 1);
+  kiln_buffer_view_release(v);
+  CHECK_ERROR(kiln_buffer_view_wrap(KILN_DTYPE_I32, 1, three, (char*)table + 2, 12, NULL, NULL, &v),
+              KILN_INVALID_ARGUMENT, "is not aligned to its i32 elements (a multiple of 4 bytes)");
+  CHECK_ERROR(kiln_buffer_view_wrap(KILN_DTYPE_F64, 1, three, (char*)table + 4, 24, NULL, NULL, &v),
+              KILN_INVALID_ARGUMENT, "is not aligned to its f64 elements (a multiple of 8 bytes)");
   CHECK(keepalive_calls == 1);
 
   /* formatting types */

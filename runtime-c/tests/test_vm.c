@@ -316,6 +316,61 @@ static void test_rows(kiln_instance_t* inst) {
   kiln_module_release(m);
 }
 
+/* Caller memory wrapped at element (not 64-byte) alignment: a module whose
+ * kernels need only element alignment (format 2.1) reads it in place and
+ * shares every row; an older module (vmrows: no element_aligned_bindings)
+ * gets a 64-byte aligned copy of the argument for the call. */
+static void test_element_aligned_arguments(kiln_instance_t* inst) {
+  _Alignas(64) static float memory[1 + 6 * 16];
+  const int64_t s16[2] = {6, 16}, s4[2] = {5, 4};
+  kiln_module_t *old = NULL, *aligned = NULL;
+  kiln_context_t *c_old = NULL, *c_aligned = NULL;
+  kiln_buffer_view_t *x16 = NULL, *x4 = NULL, *r;
+  kiln_status_t s;
+  const float* base = memory + 1; /* 4 bytes past a 64-byte boundary */
+  int64_t i;
+  for (i = 0; i < 1 + 6 * 16; ++i) memory[i] = (float)i - 1.0f;
+  OK(kiln_module_load_memory(inst, kiln_vm_test_rows, sizeof kiln_vm_test_rows, &old));
+  OK(kiln_module_load_memory(inst, kiln_vm_test_rows_element_aligned,
+                             sizeof kiln_vm_test_rows_element_aligned, &aligned));
+  if (old) OK(kiln_context_create(old, &c_old));
+  if (aligned) OK(kiln_context_create(aligned, &c_aligned));
+  OK(kiln_buffer_view_wrap(KILN_DTYPE_F32, 2, s16, (void*)base, 6 * 16 * sizeof(float), NULL,
+                           NULL, &x16));
+  OK(kiln_buffer_view_wrap(KILN_DTYPE_F32, 2, s4, (void*)base, 5 * 4 * sizeof(float), NULL,
+                           NULL, &x4));
+  if (!c_old || !c_aligned || !x16 || !x4) goto done;
+  for (i = 0; i < 6; ++i) {
+    r = row_of(c_aligned, aligned, "row16", x16, i, &s);
+    OK(s);
+    if (r) {
+      CHECK(kiln_buffer_view_data(r) == base + 16 * i); /* the caller's memory itself */
+      CHECK(same_row(r, x16, i, 16) && ((const float*)kiln_buffer_view_data(r))[0] == 16.0f * i);
+    }
+    kiln_buffer_view_release(r);
+    r = row_of(c_old, old, "row16", x16, i, &s);
+    OK(s);
+    if (r) {
+      CHECK(((uintptr_t)kiln_buffer_view_data(r) % 64) == 0); /* a row of the aligned copy */
+      CHECK(same_row(r, x16, i, 16));
+    }
+    kiln_buffer_view_release(r);
+  }
+  for (i = 0; i < 5; ++i) { /* 16-byte rows: views at every index */
+    r = row_of(c_aligned, aligned, "row4", x4, i, &s);
+    OK(s);
+    if (r) CHECK(kiln_buffer_view_data(r) == base + 4 * i && same_row(r, x4, i, 4));
+    kiln_buffer_view_release(r);
+  }
+done:
+  kiln_buffer_view_release(x16);
+  kiln_buffer_view_release(x4);
+  kiln_context_release(c_old);
+  kiln_context_release(c_aligned);
+  kiln_module_release(old);
+  kiln_module_release(aligned);
+}
+
 typedef struct worker {
   kiln_module_t* module;
   int64_t result;
@@ -464,6 +519,7 @@ int main(void) {
     kiln_module_release(m);
   }
   test_rows(inst);
+  test_element_aligned_arguments(inst);
   test_bad_modules(inst);
   test_corruption(inst, kiln_vm_test_good, sizeof kiln_vm_test_good);
   test_corruption(inst, kiln_vm_test_rows, sizeof kiln_vm_test_rows);

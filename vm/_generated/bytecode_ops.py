@@ -24,6 +24,6 @@ OPS = (
     (18, 'i.eq', (('i', 'dst'), ('i', 'a'), ('i', 'b')), False, 'dst = 1 if a == b else 0'),
     (19, 'i.ne', (('i', 'dst'), ('i', 'a'), ('i', 'b')), False, 'dst = 1 if a != b else 0'),
     (20, 'i.store', (('r', 'dst'), ('i', 'src'), ('type', 't')), False, 'dst = a new 0-d buffer of type t holding src converted to its dtype'),
-    (21, 'buffer.row', (('r', 'dst'), ('r', 'src'), ('i', 'index')), False, 'dst = a read-only view of row index of src along its leading axis (shape src.shape[1:]); a 64-byte aligned copy when the row does not start on a 64-byte boundary; src becomes read-only'),
+    (21, 'buffer.row', (('r', 'dst'), ('r', 'src'), ('i', 'index')), False, 'dst = a read-only view of row index of src along its leading axis (shape src.shape[1:]); in a module without element_aligned_bindings, a 64-byte aligned copy when the row does not start on a 64-byte boundary; src becomes read-only'),
     (22, 'buffer.set_row', (('r', 'dst'), ('i', 'index'), ('r', 'src')), False, "row index of dst along its leading axis = src, in place (dst writable; src of dst's dtype and shape dst.shape[1:])"),
 )

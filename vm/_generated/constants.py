@@ -43,8 +43,9 @@ MAX_RANK = 16
 """The most dimensions a buffer view, argument, result or global may have."""
 
 BUFFER_ALIGNMENT = 64
-"""The byte alignment of every buffer view's data: the runtime's own allocations, and the memory
-a caller wraps with kiln_buffer_view_wrap (kernels rely on it)."""
+"""The byte alignment of the runtime's own allocations and of module bytes used in place. Kernels
+of modules without element_aligned_bindings (format before 2.1) need it of every binding;
+memory a caller wraps needs only its elements' alignment."""
 
 MAX_WORKERS = 1024
 """The most worker threads an instance may have (a larger worker_count is an INVALID_ARGUMENT; 0,
@@ -59,6 +60,6 @@ MAX_REGISTERS = 1 << 20
 
 # ---- module format version
 
-FORMAT_VERSION = (2, 0)
+FORMAT_VERSION = (2, 1)
 """(major, minor): the version the writer writes; the runtime reads modules of this major version
 (KILN_MODULE_VERSION_MAJOR/MINOR in C)."""

@@ -165,7 +165,7 @@ def build_Kernel(b, *, name=None, image=0, entry_offset=0, bindings=None, push_c
     return b.EndObject()
 
 
-def build_Module(b, *, version_major=0, version_minor=0, name=None, types=None, functions=None, globals=None, constants=None, kernel_images=None, kernels=None):
+def build_Module(b, *, version_major=0, version_minor=0, name=None, types=None, functions=None, globals=None, constants=None, kernel_images=None, kernels=None, element_aligned_bindings=0):
     """Write a Module; vectors of tables take offsets from build_* calls."""
     _name = None if name is None else b.CreateString(name)
     _types = None if types is None else _offsets(b, list(types))
@@ -174,7 +174,7 @@ def build_Module(b, *, version_major=0, version_minor=0, name=None, types=None, 
     _constants = None if constants is None else _offsets(b, list(constants))
     _kernel_images = None if kernel_images is None else _offsets(b, list(kernel_images))
     _kernels = None if kernels is None else _offsets(b, list(kernels))
-    b.StartObject(9)
+    b.StartObject(10)
     if _name is not None:
         b.PrependUOffsetTRelativeSlot(2, _name, 0)
     if _types is not None:
@@ -191,6 +191,7 @@ def build_Module(b, *, version_major=0, version_minor=0, name=None, types=None, 
         b.PrependUOffsetTRelativeSlot(8, _kernels, 0)
     b.PrependSlot(_N.Uint16Flags, 0, version_major, 0)
     b.PrependSlot(_N.Uint16Flags, 1, version_minor, 0)
+    b.PrependBoolSlot(9, bool(element_aligned_bindings), False)
     return b.EndObject()
 
 
@@ -536,6 +537,10 @@ class Module:
         if v + 4 * n > len(self._tab.Bytes):
             raise IndexError('vector runs past the end of the buffer')
         return [Kernel(self._tab.Bytes, self._tab.Indirect(v + 4 * k)) for k in range(n)]
+
+    def element_aligned_bindings(self):
+        o = self._tab.Offset(22)
+        return self._tab.Get(_N.BoolFlags, o + self._tab.Pos) if o else False
 
 
 def get_root_Module(buf):

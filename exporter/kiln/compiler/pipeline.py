@@ -75,6 +75,7 @@ def compile_module(name: str, procedures: list[ProcedureSource], globals_: list[
     from kiln.vm.module_spec import GlobalSpec, ModuleSpec
     from kiln.vm.writer import serialize
 
+    from .codegen.kernel import ELEMENT_ALIGNED_BINDINGS
     from .compile import compile_plan
     from .fusion import partition
     from .target import Target
@@ -103,6 +104,7 @@ def compile_module(name: str, procedures: list[ProcedureSource], globals_: list[
         constants=ctx.constants.constants,
         kernel_images=[kernels.image] if kernels.kernels else [],
         kernels=kernels.kernels,
+        element_aligned_bindings=ELEMENT_ALIGNED_BINDINGS,
     )
     by_name = {proc.name: plans[id(optimized[proc.name])] for proc in procedures}
     return CompileResult(spec, serialize(spec), optimized, by_name)

@@ -44,8 +44,9 @@ typedef enum kiln_dtype {
 
 /* The most dimensions a buffer view, argument, result or global may have. */
 #define KILN_MAX_RANK 16
-/* The byte alignment of every buffer view's data: the runtime's own allocations,
- * and the memory a caller wraps with kiln_buffer_view_wrap (kernels rely on it). */
+/* The byte alignment of the runtime's own allocations and of module bytes used in
+ * place. Kernels of modules without element_aligned_bindings (format before 2.1) need it
+ * of every binding; memory a caller wraps needs only its elements' alignment. */
 #define KILN_BUFFER_ALIGNMENT 64
 /* The most worker threads an instance may have (a larger worker_count is an
  * INVALID_ARGUMENT; 0, one per core, is capped at it). */
@@ -60,6 +61,6 @@ typedef enum kiln_dtype {
 
 /* Format version the runtime supports (major) and the module's own. */
 #define KILN_MODULE_VERSION_MAJOR 2
-#define KILN_MODULE_VERSION_MINOR 0
+#define KILN_MODULE_VERSION_MINOR 1
 
 #endif /* KILN_CONSTANTS_H_ */

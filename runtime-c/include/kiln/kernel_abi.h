@@ -17,21 +17,28 @@ extern "C" {
 /* Arguments shared by every workgroup of one dispatch. */
 typedef struct kiln_dispatch_args {
   /* Base pointers of the bound buffers, in the kernel's binding order.
-   * Every pointer is 64-byte aligned and its buffer is at least as large as
-   * the byte size the module declares for that binding.
+   * Every buffer is at least as large as the byte size the module declares
+   * for that binding, and every pointer is aligned to its buffer's elements
+   * (kiln_dtype_alignment: the element size, at most 8).
    *
-   * The 64-byte alignment is a hard guarantee, not just element alignment:
-   * the compiler declares every binding parameter `align 64` to LLVM
-   * (kiln.compiler.codegen.kernel), so generated code may use aligned vector
-   * accesses and fold address arithmetic on that assumption. The runtime keeps
-   * it for every buffer a dispatch can see: owned buffers are allocated
-   * 64-byte aligned, module bytes used in place are laid out 64-byte aligned,
-   * and the VM's `buffer.row` shares src's memory only when the row starts on
-   * a 64-byte boundary ((row bytes * index) % 64 == 0) and otherwise copies
-   * the row into a fresh 64-byte aligned buffer. Reading on to the next 64-byte
-   * boundary past a buffer's end stays in readable memory, but only owned
-   * buffers have zeros there (past a row view come the next row's elements,
-   * past a constant other module bytes): kernels must not use those values. */
+   * That is all the alignment the kernels of a module marked
+   * element_aligned_bindings may assume (kiln's compiler from module format
+   * 2.1 on: kiln.compiler.codegen.kernel declares no `align` on the binding
+   * parameters, so vector loads and stores are unaligned ones, which cost
+   * nothing extra on x86-64 and AArch64); such bindings may be the caller's
+   * memory (kiln_buffer_view_wrap) or rows at any index (`buffer.row`).
+   *
+   * Kernels of a module without that mark (format before 2.1, compiled with
+   * `align 64` binding parameters) may assume 64-byte aligned pointers, and
+   * the runtime keeps that for every such module: owned
+   * buffers are allocated 64-byte aligned, module bytes used in place are
+   * laid out 64-byte aligned, kiln_context_invoke copies an argument that is
+   * not, and `buffer.row` shares src's memory only when the row starts on a
+   * 64-byte boundary, copying it into a fresh aligned buffer otherwise.
+   *
+   * Reading on to the next 64-byte boundary (of the address) past a buffer's
+   * end stays in readable memory, but only owned buffers have zeros there:
+   * kernels must not use those values. */
   void* const* bindings;
   /* Scalar operands (loop indices, dynamic offsets), push_constant_count of them. */
   const int64_t* push_constants;

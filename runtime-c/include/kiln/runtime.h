@@ -7,7 +7,7 @@
  *             may run concurrently; calls on one context must be serialized
  *             by the caller.
  *   function  an exported function of a module (a small value type).
- *   buffer view  a dense array: dtype, shape, 64-byte aligned data; refcounted.
+ *   buffer view  a dense array: dtype, shape, row-major data; refcounted.
  *
  * Errors: every fallible call returns a kiln_status_t, NULL meaning success.
  * A non-NULL status carries a code and a message naming what was wrong; the
@@ -54,6 +54,9 @@ const char* kiln_status_code_name(kiln_status_code_t code);
 
 /* Bytes per element; 0 for an unknown dtype. */
 size_t kiln_dtype_size(kiln_dtype_t dtype);
+/* The alignment kiln_buffer_view_wrap needs of data of this dtype: the
+ * element's size, at most 8; 0 for an unknown dtype. */
+size_t kiln_dtype_alignment(kiln_dtype_t dtype);
 /* Short name as used on the command line: "f32", "i64", "bool", ... */
 const char* kiln_dtype_name(kiln_dtype_t dtype);
 /* Parses a short name; returns 0 on success. */
@@ -70,8 +73,12 @@ kiln_status_t kiln_buffer_view_create(kiln_dtype_t dtype, size_t rank,
                                       size_t data_size,
                                       kiln_buffer_view_t** out);
 /* Wraps the caller's memory in a view without copying it (zero-copy
- * arguments). `data` must be 64-byte aligned (KILN_BUFFER_ALIGNMENT) and hold
- * exactly byte_size bytes of the given type in row-major order. The runtime
+ * arguments). `data` must be aligned to its elements (kiln_dtype_alignment)
+ * and hold exactly byte_size bytes of the given type in row-major order.
+ * A module whose kernels need only element alignment (marked
+ * element_aligned_bindings: kiln's compiler from module format 2.1 on) reads
+ * it in place; for any other module kiln_context_invoke passes a copy
+ * aligned to KILN_BUFFER_ALIGNMENT in place of an argument that is not. The runtime
  * never writes through such a view, and a global stored from it stores a
  * copy; the caller keeps the memory valid and unchanged until the view's last
  * reference goes, when `release(release_context)` runs (release may be NULL).
@@ -182,7 +189,10 @@ void kiln_context_release(kiln_context_t* context);
  * kiln_function_result_count(function) new references into `results`
  * (result_capacity must be at least that); the caller releases them.
  * Arguments are checked against the function's signature: a wrong count,
- * dtype or shape is an INVALID_ARGUMENT naming the function and argument. */
+ * dtype or shape is an INVALID_ARGUMENT naming the function and argument.
+ * Arguments are read in place, except that a module whose kernels need
+ * 64-byte aligned bindings (format before 2.1) gets an aligned copy of an
+ * argument whose data is not (see kiln_buffer_view_wrap). */
 kiln_status_t kiln_context_invoke(kiln_context_t* context,
                                   kiln_function_t function,
                                   kiln_buffer_view_t* const* args,

@@ -82,7 +82,7 @@ static inline const kiln_op_info_t* kiln_op_info(uint32_t opcode) {
       [18] = {"i.eq", 3, 0, {KILN_OPERAND_I, KILN_OPERAND_I, KILN_OPERAND_I}, {"dst", "a", "b"}, "dst = 1 if a == b else 0"},
       [19] = {"i.ne", 3, 0, {KILN_OPERAND_I, KILN_OPERAND_I, KILN_OPERAND_I}, {"dst", "a", "b"}, "dst = 1 if a != b else 0"},
       [20] = {"i.store", 3, 0, {KILN_OPERAND_R, KILN_OPERAND_I, KILN_OPERAND_TYPE}, {"dst", "src", "t"}, "dst = a new 0-d buffer of type t holding src converted to its dtype"},
-      [21] = {"buffer.row", 3, 0, {KILN_OPERAND_R, KILN_OPERAND_R, KILN_OPERAND_I}, {"dst", "src", "index"}, "dst = a read-only view of row index of src along its leading axis (shape src.shape[1:]); a 64-byte aligned copy when the row does not start on a 64-byte boundary; src becomes read-only"},
+      [21] = {"buffer.row", 3, 0, {KILN_OPERAND_R, KILN_OPERAND_R, KILN_OPERAND_I}, {"dst", "src", "index"}, "dst = a read-only view of row index of src along its leading axis (shape src.shape[1:]); in a module without element_aligned_bindings, a 64-byte aligned copy when the row does not start on a 64-byte boundary; src becomes read-only"},
       [22] = {"buffer.set_row", 3, 0, {KILN_OPERAND_R, KILN_OPERAND_I, KILN_OPERAND_R}, {"dst", "index", "src"}, "row index of dst along its leading axis = src, in place (dst writable; src of dst's dtype and shape dst.shape[1:])"},
   };
   if (opcode >= KILN_OP_COUNT || table[opcode].name == NULL) return NULL;

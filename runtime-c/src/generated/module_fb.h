@@ -645,6 +645,9 @@ static inline int kiln_fb_verify_Module(kiln_fb_verifier_t* v, uint64_t pos) {
     }
   }
   kiln_fb__pop(v);
+  kiln_fb__push(v, "element_aligned_bindings");
+  if (!kiln_fb__verify_field(v, &t, 9, 1, 1, &at, &present)) return 0;
+  kiln_fb__pop(v);
   (void)present;
   return 1;
 }
@@ -944,6 +947,12 @@ static inline uint32_t kiln_fb_Module_kernels_len(const uint8_t* t) {
 }
 static inline const uint8_t* kiln_fb_Module_kernels_at(const uint8_t* t, uint32_t i) {
   return kiln_fb__deref(kiln_fb__vec_data(t, 8) + 4u * i);
+}
+static inline uint8_t kiln_fb_Module_element_aligned_bindings(const uint8_t* t) {
+  const uint8_t* f = kiln_fb__field_ptr(t, 9);
+  uint8_t v = 0;
+  if (f) memcpy(&v, f, sizeof v);
+  return v;
 }
 
 #endif /* KILN_GENERATED_MODULE_FB_H_ */

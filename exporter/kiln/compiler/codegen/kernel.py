@@ -12,6 +12,11 @@ DISPATCH_ARGS = ir.LiteralStructType([PTR, PTR, I32, I32])
 
 BodyEmitter = Callable[[ir.IRBuilder, list[ir.Value], ir.Value, ir.Value], None]
 
+ELEMENT_ALIGNED_BINDINGS = True
+"""Kernels assume each binding pointer aligned only to its elements (the parameters carry no `align`;
+loads and stores have their type's natural alignment). compile_module records it in the module
+(Module.element_aligned_bindings, kernel_abi.h), so the runtime binds caller memory in place."""
+
 
 def define_kernel(module: ir.Module, name: str, binding_sizes: list[int], writable: list[bool], emit_body: BodyEmitter) -> ir.Function:
     """Defines the exported entry `name` and an internal body over noalias binding pointers.
@@ -25,7 +30,6 @@ def define_kernel(module: ir.Module, name: str, binding_sizes: list[int], writab
     body.attributes.add("nounwind")
     for arg, size in zip(body.args[:count], binding_sizes):
         arg.add_attribute("noalias")
-        arg.attributes.align = 64
         if size > 0:
             arg.attributes.dereferenceable = size
     builder = ir.IRBuilder(body.append_basic_block("entry"))
