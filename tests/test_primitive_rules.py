@@ -287,6 +287,17 @@ CASES = [Case(name, fn, args(s)) for name, fn, s in FLOAT_UNARY] + [
     Case("svd", lambda x: (lambda u, s, vh: (u @ vh, s))(*lax.linalg.svd(x, full_matrices=False)),
          args(normal(3, 2)), name="svd_tall"),
     Case("svd", lambda x: lax.linalg.svd(x, compute_uv=False), args(normal(2, 3)), name="svd_values_wide"),
+    # kiln.lax's special functions (lax/special_math.py: composite primitives with JAX's derivative rules)
+    Case("lgamma", lax.lgamma, args(uniform(0.3, 6, 2, 3))),
+    Case("digamma", lax.digamma, args(uniform(0.3, 6, 2, 3))),
+    Case("erf_inv", lax.erf_inv, args(uniform(-0.9, 0.9, 2, 3))),
+    Case("erf_inv32", lambda x: lax.erf_inv(x.astype(np.float32)).astype(np.float64), args(uniform(-0.9, 0.9, 2, 3)),
+         eps=1e-3, rtol=1e-3),
+    Case("erfcinv", kiln.scipy.special.erfcinv, args(uniform(0.1, 1.9, 2, 3))),
+    Case("igamma", lax.igamma, args(uniform(0.5, 4, 2, 3), uniform(0.2, 5, 2, 3))),
+    Case("igammac", lax.igammac, args(uniform(0.5, 4, 2, 3), uniform(0.2, 5, 2, 3))),
+    Case("betainc", lax.betainc, args(uniform(0.5, 4, 2, 3), uniform(0.5, 4, 2, 3), uniform(0.1, 0.9, 2, 3)),
+         rtol=1e-5),
     # control flow and custom derivatives
     Case("cond", lambda p, x, y: lax.cond(p, lambda v: knp.sin(v) * y, lambda v: knp.exp(v) + y, x),
          args(boolean(), normal(2, 3), normal(2, 3))),

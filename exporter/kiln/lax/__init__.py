@@ -36,6 +36,9 @@ from . import math_prims  # noqa: E402
 from .math_prims import atan2, clamp, erf, erfc, integer_pow, rem, rsqrt  # noqa: E402
 
 __all__ += ["math_prims", "atan2", "clamp", "erf", "erfc", "integer_pow", "rem", "rsqrt"]
+from .complex_prims import complex, conj, imag, real  # noqa: E402,A004
+
+__all__ += ["complex", "conj", "imag", "real"]
 from . import linalg  # noqa: E402,F401
 from .api import (  # noqa: E402
     Precision, canonicalize_precision, dot, reduce_window_shape_tuple, stop_gradient,
@@ -63,3 +66,10 @@ __all__ += ["associative_scan"]
 from .reduce_api import cumlogsumexp, reduce  # noqa: E402,A004
 
 __all__ += ["cumlogsumexp", "reduce"]
+from . import special_math  # noqa: E402
+from .special_math import (  # noqa: E402
+    bessel_i0e, bessel_i1e, betainc, digamma, erf_inv, igamma, igamma_grad_a, igammac, lgamma, polygamma,
+    random_gamma_grad, zeta,
+)
+
+__all__ += special_math.__all__

@@ -18,6 +18,7 @@ from .. import lax
 from .. import numpy as knp
 from ..core import dtypes
 from ..core.trace import Tracer
+from ..lax.special_math import fma32
 from ..transforms.api import vmap
 from ..transforms.custom import custom_jvp
 from ._prng import (
@@ -156,10 +157,10 @@ def _uniform(key, shape, dtype, minval, maxval):
     maxval = knp.astype(knp.asarray(maxval), dtype)
     if dtype == _F32 or dtype.itemsize == 2:
         # XLA contracts floats * span + minval into one fused multiply-add, in float32 for float16 and
-        # bfloat16 too (rounded once to them; the span is rounded to them first); _fma32 gives the same
+        # bfloat16 too (rounded once to them; the span is rounded to them first); fma32 gives the same
         # value through float64.
         f = lambda v: knp.astype(v, _F32)  # noqa: E731
-        out = knp.astype(_fma32(f(floats), f(maxval - minval), f(minval)), dtype)
+        out = knp.astype(fma32(f(floats), f(maxval - minval), f(minval)), dtype)
     else:
         out = floats * (maxval - minval) + minval
     return knp.maximum(minval, knp.reshape(out, shape))
@@ -171,54 +172,13 @@ def uniform(key, shape=(), dtype=None, minval=0.0, maxval=1.0):
     return _uniform(key, canonical_shape(shape, "uniform"), _float_dtype(dtype, "uniform"), minval, maxval)
 
 
-# ---------------------------------------------------------------------------------------- erf_inv
-
-_ERFINV_LT5 = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503,
-               -0.00417768164, 0.246640727, 1.50140941)
-_ERFINV_GE5 = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613,
-               0.00943887047, 1.00167406, 2.83297682)
-
-
-def _fma32(a, b, c):
-    """a * b + c for float32 rounded once, as XLA's fused multiply-add (the float64 product is exact)."""
-    f64 = np.dtype(np.float64)
-    return knp.astype(knp.astype(a, f64) * knp.astype(b, f64) + knp.astype(c, f64), _F32)
-
-
-def _erf_inv32(x):
-    """XLA's float32 erf_inv (Giles' approximation), operation for operation."""
-    w = -knp.log1p(-x * x)
-    lt = w < np.float32(5.0)
-    w = knp.where(lt, w - np.float32(2.5), knp.sqrt(w) - np.float32(3.0))
-    p = knp.where(lt, np.float32(_ERFINV_LT5[0]), np.float32(_ERFINV_GE5[0]))
-    for a, b in zip(_ERFINV_LT5[1:], _ERFINV_GE5[1:]):
-        p = _fma32(p, w, knp.where(lt, np.float32(a), np.float32(b)))  # XLA fuses each step
-    return knp.where(knp.abs(x) == np.float32(1), x * np.float32(np.inf), p * x)
-
-
-def _erf_inv(x):
-    """erf_inv in x's dtype: float32's as XLA computes it; float16/bfloat16 through float32 as XLA does; float64
-    from the float32 value refined by two Newton steps on erf (accurate to a few float64 ulp)."""
-    d = dtype_of(x)
-    if d == np.float64:
-        y = knp.astype(_erf_inv32(knp.astype(x, _F32)), np.float64)
-        finite = knp.abs(x) < 1
-        z = knp.where(finite, y, 0.0)
-        for _ in range(2):
-            z = z - (lax.erf(z) - x) / (np.float64(2 / math.sqrt(math.pi)) * knp.exp(-z * z))
-        return knp.where(finite, z, y)
-    if d == _F32:
-        return _erf_inv32(x)
-    return knp.astype(_erf_inv32(knp.astype(x, _F32)), d)
-
-
 # ------------------------------------------------------------------------------ continuous draws
 
 
 def _normal(key, shape, dtype):
     lo = np.nextafter(np.array(-1.0, dtype), np.array(0.0, dtype))
     u = _uniform(key, shape, dtype, lo, np.array(1.0, dtype))
-    return _const(np.sqrt(2), dtype) * _erf_inv(u)
+    return _const(np.sqrt(2), dtype) * lax.erf_inv(u)
 
 
 def normal(key, shape=(), dtype=None):
@@ -289,7 +249,7 @@ def truncated_normal(key, lower, upper, shape=None, dtype=None):
     hi = knp.astype(knp.asarray(upper), dtype)
     a = knp.astype(lax.erf(knp.astype(lo / sqrt2, _wide(dtype))), dtype)
     b = knp.astype(lax.erf(knp.astype(hi / sqrt2, _wide(dtype))), dtype)
-    out = sqrt2 * _erf_inv(_uniform(key, shape, dtype, a, b))
+    out = sqrt2 * lax.erf_inv(_uniform(key, shape, dtype, a, b))
     clo, chi = _concrete(lower), _concrete(upper)
     if clo is not None and chi is not None:
         lo = np.nextafter(clo.astype(dtype), np.array(np.inf, dtype))
@@ -587,58 +547,13 @@ def _gamma_samples(key, a, log_space):
     return knp.reshape(samples, shape)
 
 
-def _digamma_big(z):
-    """digamma(z) for z >= 1 in float64: the recurrence up to z + 6, then the asymptotic series."""
-    shift = sum(1.0 / (z + k) for k in range(6))
-    w = z + 6.0
-    w2 = 1.0 / (w * w)
-    series = w2 * (1 / 12 - w2 * (1 / 120 - w2 * (1 / 252 - w2 * (1 / 240 - w2 / 132))))
-    return knp.log(w) - 0.5 / w - series - shift
-
-
-def _lgamma_big(x):
-    """log Gamma(x) for x >= 1, in x's dtype: Stirling's series after shifting x up by 6."""
-    shift = knp.log(x * (x + 1) * (x + 2) * (x + 3) * (x + 4) * (x + 5))
-    z = x + 6.0
-    zi = 1.0 / z
-    zi2 = zi * zi
-    series = zi * (1 / 12 - zi2 * (1 / 360 - zi2 * (1 / 1260 - zi2 * (1 / 1680 - zi2 / 1188))))
-    return (z - 0.5) * knp.log(z) - z + float(0.5 * np.log(2 * np.pi)) + series - shift
-
-
-def _gamma_cdf_grad_a(a, x):
-    """d/da of the regularized lower incomplete gamma P(a, x), float64: the series
-    P = sum_n x**(a+n) e**-x / Gamma(a+n+1) differentiated term by term (d log term / da = log x - digamma(a+n+1)),
-    summed past the largest term until the terms no longer count."""
-    log_x = knp.log(x)
-    term = knp.exp(a * log_x - x - _lgamma_big(a + 1.0))
-    psi = _digamma_big(a + 1.0)
-    init = (np.int32(0), term, psi, term * (log_x - psi), term)
-
-    def body(c):
-        n, term, psi, acc, total = c
-        k = knp.astype(n + 1, np.float64)
-        term = term * x / (a + k)
-        psi = psi + 1.0 / (a + k)
-        return n + 1, term, psi, acc + term * (log_x - psi), total + term
-
-    def more(c):
-        n, term, _, _, total = c
-        past_peak = knp.astype(n, np.float64) > x - a
-        return (n < 100000) & knp.any(~past_peak | (term > 1e-18 * total))
-
-    return lax.while_loop(more, body, init)[3]
-
-
 def _gamma_grad(sample, a, log_space):
     """d sample / d a at a fixed CDF value (implicit reparameterization, as JAX's gamma gradient):
-    -(dP/da) / (dP/dx), dP/dx being the Gamma(a) density; computed in float64."""
+    lax.random_gamma_grad in float64 (for log-space samples, divided by the sample)."""
     d, f64 = dtype_of(sample), np.dtype(np.float64)
-    a64 = knp.astype(a, f64)
     x = knp.exp(knp.astype(sample, f64)) if log_space else knp.astype(sample, f64)
     x = knp.maximum(x, np.finfo(np.float64).tiny)
-    log_density = (a64 - 1.0) * knp.log(x) - x - (_lgamma_big(a64 + 1.0) - knp.log(a64))
-    grad = -_gamma_cdf_grad_a(a64, x) / knp.exp(log_density)
+    grad = lax.random_gamma_grad(knp.astype(a, f64), x)
     return knp.astype(grad / x if log_space else grad, d)
 
 
@@ -747,7 +662,7 @@ def _poisson_rejection(key, lam, shape, dtype):
         u_shifted = np.float32(0.5) - knp.abs(u)
         k = knp.floor((np.float32(2) * a / u_shifted + b) * u + lam + np.float32(0.43))
         s = knp.log(v * inv_alpha / (a / (u_shifted * u_shifted) + b))
-        t = -lam + k * log_lam - _lgamma_big(knp.maximum(k, np.float32(0)) + np.float32(1))
+        t = -lam + k * log_lam - lax.lgamma(knp.maximum(k, np.float32(0)) + np.float32(1))
         accept1 = (u_shifted >= np.float32(0.07)) & (v <= v_r)
         reject = (k < np.float32(0)) | ((u_shifted < np.float32(0.013)) & (v > u_shifted))
         accept = accept1 | (~reject & (s <= t))

@@ -9,7 +9,7 @@ import numpy as np
 from ... import numpy as knp
 from ...lax.math_prims import erf as _lax_erf
 from ...lax.math_prims import erfc as _lax_erfc
-from ...transforms.custom import custom_jvp
+from ...lax.special_math import erfcinv64, erfinv64
 from ._common import float_operands, horner, narrow, square_exactly
 
 __all__ = ["erf", "erfc", "erfinv", "erfcinv", "ndtr", "ndtri", "log_ndtr", "erfcx", "dawsn"]
@@ -33,89 +33,17 @@ def erfc(x):
     return narrow(_lax_erfc(x), dtype)
 
 
-def _log_erfc(x):
-    """log(erfc(x)) for x >= 0; beyond 26, where erfc nears the subnormals, from the asymptotic series
-    erfc(x) = exp(-x^2) / (x sqrt(pi)) sum_n (-1)^n (2n-1)!! / (2x^2)^n (8 terms: the next is below 1e-19)."""
-    far = knp.greater(x, 26.0)
-    xf = knp.where(far, x, 26.0)
-    u = knp.reciprocal(knp.multiply(knp.multiply(xf, xf), 2.0))
-    series = horner(u, [(-1) ** n * math.prod(range(1, 2 * n, 2)) for n in range(9)])
-    asymptotic = knp.subtract(knp.subtract(knp.log(series), knp.multiply(xf, xf)),
-                              knp.add(knp.log(xf), 0.5 * math.log(math.pi)))
-    return knp.where(far, asymptotic, knp.log(_lax_erfc(knp.where(far, 26.0, x))))
-
-
-def _erfinv_core(y, q):
-    """x >= 0 with erf(x) = y, where q = 1 - y is given exactly (y in [0, 1], q in [0, 1]): Winitzki's closed
-    form (relative error below 2e-3) refined by two Halley steps (q is used in the tail, so it keeps its relative
-    accuracy down to the smallest subnormal)."""
-    safe_q = knp.where(knp.greater(q, 0.0), q, 0.5)
-    log_term = knp.log(knp.multiply(safe_q, knp.subtract(2.0, safe_q)))  # log(1 - y^2)
-    a = 0.147
-    c = knp.add(2.0 / (math.pi * a), knp.multiply(log_term, 0.5))
-    x = knp.sqrt(knp.maximum(knp.subtract(knp.sqrt(knp.subtract(knp.multiply(c, c), knp.divide(log_term, a))), c), 0.0))
-    tail = knp.less(q, 0.5)
-    log_q = knp.log(safe_q)
-    for _ in range(2):
-        x2 = knp.multiply(x, x)
-        # Halley's steps (cubic convergence), in the body on erf(x) - y, in the tail on log(erfc(x)) - log(q),
-        # which is nearly linear in x^2 (on erfc(x) - q they converge slowly where x is large)
-        u = knp.divide(knp.subtract(_lax_erf(x), y), knp.multiply(_TWO_OVER_SQRT_PI, knp.exp(knp.negative(x2))))
-        body = knp.subtract(x, knp.divide(u, knp.add(1.0, knp.multiply(x, u))))
-        log_erfc = _log_erfc(x)
-        slope = knp.multiply(-_TWO_OVER_SQRT_PI, knp.exp(knp.subtract(knp.negative(x2), log_erfc)))  # g'
-        g = knp.subtract(log_erfc, log_q)
-        curvature = knp.multiply(slope, knp.subtract(knp.multiply(x, -2.0), slope))  # g''
-        step = knp.divide(g, slope)
-        halley = knp.divide(step, knp.subtract(1.0, knp.divide(knp.multiply(step, curvature), knp.multiply(slope, 2.0))))
-        x = knp.where(tail, knp.subtract(x, halley), body)
-    return knp.where(knp.equal(q, 0.0), np.inf, x)
-
-
-@custom_jvp
-def _erfinv64(y):
-    ay = knp.abs(y)
-    x = _erfinv_core(ay, knp.subtract(1.0, ay))
-    x = knp.where(knp.greater(ay, 1.0), np.nan, x)
-    return knp.where(knp.less(y, 0), knp.negative(x), knp.where(knp.equal(y, 0), y, x))
-
-
-@_erfinv64.defjvp
-def _erfinv64_jvp(primals, tangents):
-    (y,), (dy,) = primals, tangents
-    x = _erfinv64(y)
-    return x, knp.multiply(dy, knp.multiply(math.sqrt(math.pi) / 2.0, knp.exp(knp.multiply(x, x))))
-
-
 def erfinv(y):
     """The inverse of erf on [-1, 1] (±1 -> ±inf, outside NaN); float64 within a few ulp (docs/scipy.md).
     The derivative is sqrt(pi)/2 exp(erfinv(y)^2)."""
     (y,), dtype = float_operands("erfinv", y)
-    return narrow(_erfinv64(y), dtype)
-
-
-@custom_jvp
-def _erfcinv64(q):
-    low = knp.less_equal(q, 1.0)
-    qq = knp.where(low, q, knp.subtract(2.0, q))  # exact for q in [1, 2]
-    qq = knp.where(knp.logical_and(knp.greater_equal(qq, 0.0), knp.less_equal(qq, 1.0)), qq, 1.0)
-    x = _erfinv_core(knp.subtract(1.0, qq), qq)
-    x = knp.where(low, x, knp.negative(x))
-    inside = knp.logical_and(knp.greater_equal(q, 0.0), knp.less_equal(q, 2.0))
-    return knp.where(inside, x, np.nan)
-
-
-@_erfcinv64.defjvp
-def _erfcinv64_jvp(primals, tangents):
-    (q,), (dq,) = primals, tangents
-    x = _erfcinv64(q)
-    return x, knp.multiply(dq, knp.multiply(-math.sqrt(math.pi) / 2.0, knp.exp(knp.multiply(x, x))))
+    return narrow(erfinv64(y), dtype)
 
 
 def erfcinv(q):
     """The inverse of erfc on [0, 2] (0 -> inf, 2 -> -inf, outside NaN), accurate in the tail (q down to 1e-308)."""
     (q,), dtype = float_operands("erfcinv", q)
-    return narrow(_erfcinv64(q), dtype)
+    return narrow(erfcinv64(q), dtype)
 
 
 def ndtr(x):
@@ -128,7 +56,7 @@ def ndtr(x):
 def ndtri(p):
     """The standard normal quantile, -sqrt(2) erfcinv(2p): 0 -> -inf, 1 -> inf, outside [0, 1] NaN."""
     (p,), dtype = float_operands("ndtri", p)
-    return narrow(knp.multiply(_erfcinv64(knp.multiply(p, 2.0)), -math.sqrt(2.0)), dtype)
+    return narrow(knp.multiply(erfcinv64(knp.multiply(p, 2.0)), -math.sqrt(2.0)), dtype)
 
 
 def _log_ndtr_asymptotic(x):
