@@ -1,5 +1,5 @@
 """numpy's polynomial helpers on coefficient vectors (highest power first): poly, polyadd, polysub, polymul,
-polyder, polyint, polydiv; and the window functions bartlett, blackman, hamming, hanning, kaiser.
+polyder, polyint, polydiv, polyfit; and the window functions bartlett, blackman, hamming, hanning, kaiser.
 
 Lengths and orders are static; the coefficients may be traced. polydiv's remainder keeps its full length
 when traced (numpy trims leading zeros, which makes its length depend on the values; eagerly kiln trims as
@@ -7,14 +7,19 @@ numpy does).
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from ..core import dtypes
-from ..core.trace import Tracer, current_graph_trace
+from ..core.trace import Tracer, current_graph_trace, is_eager
 from ._base import asarray, aval, convert, promote
-from .array_math import convolve
+from .array_math import convolve, vander
 from .creation import _weak
-from .elementwise import add, multiply, subtract, true_divide
+from .elementwise import add, multiply, sqrt, subtract, true_divide
+from .linalg import inv, lstsq
+from .products import matmul, outer
+from .reductions import sum as sum_
 from .shape import atleast_1d, concatenate, stack
 
 
@@ -212,5 +217,57 @@ def kaiser(M, beta):
     return true_divide(i0(multiply(b, inside)), i0(b))
 
 
-__all__ = ["poly", "polyadd", "polysub", "polymul", "polyder", "polyint", "polydiv", "bartlett", "blackman",
+def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
+    """numpy.polyfit: the least-squares polynomial of degree deg (static) through the points (x, y), y 1-D or
+    one column per data set, highest power first, with numpy's steps: the Vandermonde matrix (weighted rows
+    with w), its columns scaled to unit norm, kiln.numpy.linalg.lstsq with rcond (default len(x) * eps).
+    full=True also returns (residuals, rank, singular values, rcond); cov=True the coefficients' covariance
+    (scaled by residuals / (len(x) - deg - 1), or not with cov='unscaled'). Eagerly a rank-deficient fit
+    warns as numpy does; residuals follow lstsq's rule (always computed when traced)."""
+    order = int(deg) + 1
+    if order < 1:
+        raise ValueError("polyfit: expected deg >= 0")
+    x, y = add(asarray(x), 0.0), add(asarray(y), 0.0)
+    if aval(x).ndim != 1:
+        raise TypeError("polyfit: expected 1D vector for x")
+    if aval(x).shape[0] == 0:
+        raise TypeError("polyfit: expected non-empty vector for x")
+    if aval(y).ndim not in (1, 2):
+        raise TypeError("polyfit: expected 1D or 2D array for y")
+    n = aval(x).shape[0]
+    if aval(y).shape[0] != n:
+        raise TypeError("polyfit: expected x and y to have same length")
+    if rcond is None:
+        rcond = n * float(np.finfo(aval(x).dtype).eps)
+    lhs, rhs = vander(x, order), y
+    if w is not None:
+        w = add(asarray(w), 0.0)
+        if aval(w).ndim != 1:
+            raise TypeError("polyfit: expected a 1-d array for weights")
+        if aval(w).shape[0] != n:
+            raise TypeError("polyfit: expected w and y to have the same length")
+        lhs = multiply(lhs, w[:, None])
+        rhs = multiply(rhs, w[:, None] if aval(rhs).ndim == 2 else w)
+    scale = sqrt(sum_(multiply(lhs, lhs), axis=0))
+    lhs = true_divide(lhs, scale)
+    c, residuals, rank, s = lstsq(lhs, rhs, rcond)
+    c = true_divide(c, scale[:, None]) if aval(c).ndim == 2 else true_divide(c, scale)
+    if is_eager() and not full and int(rank) != order:
+        warnings.warn("Polyfit may be poorly conditioned", np.exceptions.RankWarning, stacklevel=2)
+    if full:
+        return c, residuals, rank, s, rcond
+    if not cov:
+        return c
+    covariance = true_divide(inv(matmul(lhs.T, lhs)), outer(scale, scale))
+    if cov != "unscaled":
+        if n <= order:
+            raise ValueError("polyfit: the number of data points must exceed order to scale the covariance matrix")
+        covariance = multiply(covariance, true_divide(residuals, n - order)) if aval(y).ndim == 1 else \
+            multiply(covariance[:, :, None], true_divide(residuals, n - order))
+    elif aval(y).ndim == 2:
+        covariance = covariance[:, :, None]
+    return c, covariance
+
+
+__all__ = ["polyfit", "poly", "polyadd", "polysub", "polymul", "polyder", "polyint", "polydiv", "bartlett", "blackman",
            "hamming", "hanning", "kaiser"]
