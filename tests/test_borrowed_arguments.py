@@ -94,6 +94,32 @@ def test_jit_reads_an_unaligned_argument_in_place(result_addresses):
     assert not np.shares_memory(same, x)  # a result never aliases the caller's array
 
 
+def _softmax(np_, x):
+    e = np_.exp(x - np_.max(x, axis=1, keepdims=True))
+    return e / np_.sum(e, axis=1, keepdims=True)
+
+
+# Every kernel family on arguments that start 4 (f32) or 8 (f64) bytes past a 64-byte boundary, read in
+# place: elementwise, reductions along and across rows, matmul's packed fast path, softmax, a
+# convolution. An aligned vector access to such memory would fault; the results match numpy.
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name, fn, shapes, rtol", [
+    ("elementwise", lambda np_, x, y: np_.tanh(x * 0.5 + y) * 3.0, [(300, 257), (300, 257)], 1e-6),
+    ("sum_axis0", lambda np_, x: np_.sum(x, axis=0), [(301, 129)], 1e-5),
+    ("sum_axis1", lambda np_, x: np_.sum(x, axis=1), [(301, 129)], 1e-5),
+    ("matmul", lambda np_, a, b: a @ b, [(130, 97), (97, 75)], 1e-5),
+    ("softmax", _softmax, [(67, 301)], 1e-5),
+    ("conv", lambda np_, x, w: np_.convolve(x, w, mode="valid"), [(9000,), (33,)], 1e-5),
+])
+def test_kernels_read_unaligned_arguments(dtype, name, fn, shapes, rtol):
+    offset = 4 if dtype == np.float32 else 8
+    args = [at_offset(shape, dtype, offset, seed=i) for i, shape in enumerate(shapes)]
+    got = kiln.jit(lambda *a: fn(knp, *a))(*args)
+    want = fn(np, *[a.astype(np.float64) for a in args])
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * np.abs(want).max())
+    assert got.dtype == dtype
+
+
 def test_scan_over_rows_of_an_unaligned_argument():
     """Rows of 5 floats at 20-byte strides from an address 4 past a 64-byte boundary: every row the
     kernels see is unaligned (buffer.row shares them all in a 2.1 module)."""
