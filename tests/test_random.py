@@ -63,7 +63,7 @@ def test_seeds(seed):
     (lambda: kr.key_impl(np.zeros(3, np.float32)), TypeError, r"key_data: expected keys \(uint32, last axis 2\)"),
     (lambda: kr.key(0, impl="rbg"), ValueError, "only the 'threefry2x32' implementation"),
     (lambda: kr.permutation(KEY, 2.5), TypeError, "permutation: x must be a concrete integer or an array"),
-    (lambda: kr.gumbel(KEY, (2,), mode="highest"), ValueError, "mode must be 'low' or 'high'"),
+    (lambda: kr.gumbel(KEY, (2,), mode="higher"), ValueError, "mode must be 'low', 'high' or 'highest', got 'higher'"),
 ])
 def test_errors_name_the_function(call, error, message):
     with pytest.raises(error, match=message):

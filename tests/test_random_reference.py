@@ -29,7 +29,7 @@ BOUNDS = {
     "beta_small": (2e-6, 3e-7), "dirichlet": F32_ULPS,
     "chisquare": (1e-6, 1e-6), "t": F32_ULPS, "f": F32_ULPS, "pareto": F32_ULPS, "lognormal": F32_ULPS,
     "weibull_min": F32_ULPS, "rayleigh": F32_ULPS, "maxwell": F32_ULPS, "double_sided_maxwell": (2e-6, 5e-7),
-    "wald": (3e-6, 3e-7), "gumbel_high": F32_ULPS, "generalized_normal": F32_ULPS, "ball": F32_ULPS,
+    "wald": (3e-6, 3e-7), "gumbel_high": F32_ULPS, "gumbel_highest": F32_ULPS, "gumbel_highest_f16": (1e-3, 1e-3), "generalized_normal": F32_ULPS, "ball": F32_ULPS,
     "orthogonal": (1e-6, 5e-7), "orthogonal_wide": (1e-6, 5e-7),
     "x64_uniform_f64_range": (1e-14, 1e-15),  # XLA fuses floats * span + min into one float64 fma
     "x64_normal_f64": (1e-13, 1e-13),

@@ -120,6 +120,8 @@ CASES = {
     "triangular": lambda r, k: r.triangular(k, -1.0, 0.5, 2.0, (200,)),
     "geometric": lambda r, k: r.geometric(k, 0.3, (300,)),
     "gumbel_high": lambda r, k: r.gumbel(k, (300,), mode="high"),
+    "gumbel_highest": lambda r, k: r.gumbel(k, (300,), mode="highest"),
+    "gumbel_highest_f16": lambda r, k: r.gumbel(k, (100,), np.float16, mode="highest"),
     "generalized_normal": lambda r, k: r.generalized_normal(k, 1.5, (200,)),
     "ball": lambda r, k: r.ball(k, 3, 2, (50,)),
     "orthogonal": lambda r, k: r.orthogonal(k, 4, (3,)),

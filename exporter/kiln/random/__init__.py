@@ -27,7 +27,7 @@ from ._prng import (
 )
 
 __all__ = [
-    "PRNGKey", "key", "key_data", "wrap_key_data", "key_impl", "clone", "split", "fold_in", "bits", "uniform", "normal", "bernoulli",
+    "PRNGKey", "key", "key_data", "wrap_key_data", "key_impl", "key_dtype", "clone", "split", "fold_in", "bits", "uniform", "normal", "bernoulli",
     "randint", "categorical", "permutation", "choice", "truncated_normal", "multivariate_normal", "gamma",
     "loggamma", "beta", "chisquare", "t", "f", "pareto", "lognormal", "weibull_min", "rayleigh", "maxwell",
     "double_sided_maxwell", "wald", "triangular", "geometric", "generalized_normal", "ball", "orthogonal",
@@ -75,6 +75,14 @@ def key_impl(keys):
     """The generator behind keys: always 'threefry2x32'."""
     key_data(keys)
     return "threefry2x32"
+
+
+def key_dtype(impl_spec=None):
+    """jax.random.key_dtype: the dtype of kiln's keys, uint32 (kiln has no typed key arrays: a key is JAX's
+    raw uint32[2] data, so this is the dtype of key(seed) and of key_data's result)."""
+    if impl_spec not in (None, "threefry2x32"):
+        raise ValueError(f"kiln.random.key_dtype: only the 'threefry2x32' implementation exists, got {impl_spec!r}")
+    return U32
 
 
 def clone(key):
@@ -290,16 +298,49 @@ def _gumbel(key, shape, dtype):
     return -knp.log(-knp.log(u))
 
 
+def _fixed_point_to_float32(hi, lo):
+    """The 64-bit fixed-point fraction (hi, lo) / 2**64 as float32, truncated to 24 significant bits, as JAX's
+    _safe_int_to_float: the bits after the leading one as the mantissa, the exponent from the leading zeros
+    (the value assembled from them by exact float32 products, without a bitcast)."""
+    hi_zeros, lo_zeros = lax.clz(hi), lax.clz(lo)
+    all_high = hi_zeros == np.uint32(32)
+    top = lax.shift_left(hi, hi_zeros) | knp.where(all_high, lax.shift_left(lo, lo_zeros),
+                                                   lax.shift_right_logical(lo, np.uint32(32) - hi_zeros))
+    mantissa = (top >> np.uint32(8)) & np.uint32((1 << 23) - 1)
+    zeros = knp.where(all_high, lo_zeros + np.uint32(32), hi_zeros)  # the value is 2**-(zeros + 1) (1 + m 2**-23)
+    scale = np.float32(0.5)
+    for b in range(7):
+        scale = scale * knp.where((zeros & np.uint32(1 << b)) != np.uint32(0), np.float32(2.0 ** -(1 << b)),
+                                  np.float32(1))
+    return (np.float32(1) + knp.astype(mantissa, _F32) * np.float32(2.0 ** -23)) * scale
+
+
+def _gumbel_highest32(key, shape):
+    """JAX's mode 'highest' for float32: a 64-bit fixed-point uniform u from two 32-bit words; below 1/2 u
+    itself, in float32, gives -log(-log1p(-u)); above, 1 - u (the words' two's complement) gives
+    -log(-log(1 - u)), so that both tails keep 24 significant bits."""
+    words = random_bits(key, 32, (2, *shape))
+    neg = ~words
+    carry = knp.astype(neg[1] == np.uint32(0xFFFFFFFF), U32)
+    neg = knp.stack([neg[0] + carry, neg[1] + np.uint32(1)])
+    low_half = words[0] < np.uint32(1 << 31)
+    chosen = knp.where(low_half, words, neg)
+    x = _fixed_point_to_float32(chosen[0], chosen[1])
+    return knp.where(low_half, -knp.log(-knp.log1p(-x)), -knp.log(-knp.log(x)))
+
+
 def gumbel(key, shape=(), dtype=None, mode=None):
     """Gumbel draws: -log(-log(u)) (JAX's default mode 'low'); mode 'high' draws a second uniform to fill in the
-    low bits of u below 1/2 and takes -log(-log1p(-u)), as JAX."""
+    low bits of u below 1/2 and takes -log(-log1p(-u)), as JAX; mode 'highest' (float32; other dtypes as
+    'high', as JAX) uses 64 random bits (_gumbel_highest32)."""
     key = check_key("gumbel", key)
-    if mode not in (None, "low", "high"):
-        raise ValueError(f"kiln.random.gumbel: mode must be 'low' or 'high' ('highest' is not implemented), "
-                         f"got {mode!r}")
+    if mode not in (None, "low", "high", "highest"):
+        raise ValueError(f"kiln.random.gumbel: mode must be 'low', 'high' or 'highest', got {mode!r}")
     shape, dtype = canonical_shape(shape, "gumbel"), _float_dtype(dtype, "gumbel")
-    if mode != "high":
+    if mode is None or mode == "low":
         return _gumbel(key, shape, dtype)
+    if mode == "highest" and dtype == _F32:
+        return _gumbel_highest32(key, shape)
     info = _finfo(dtype)
     u = _uniform(key, (2, *shape), dtype, 0.0, 1.0)
     high, low = u[0], u[1]
