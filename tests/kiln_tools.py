@@ -53,6 +53,9 @@ def check_like_numpy(got, want, tol=None):
         if w.dtype.kind == "f" or w.dtype == ml_dtypes.bfloat16:
             t = tol or {2: 2e-3, 4: 2e-6, 8: 1e-12}[w.dtype.itemsize]
             np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=t, atol=t)
+        elif w.dtype.kind == "c":
+            t = tol or {8: 2e-6, 16: 1e-12}[w.dtype.itemsize]
+            np.testing.assert_allclose(g.astype(np.complex128), w.astype(np.complex128), rtol=t, atol=t)
         else:
             np.testing.assert_array_equal(g, w)
 

@@ -41,6 +41,8 @@ NO_RULES = {
     "kernel_call": "transformations trace through the callee (inline_rule, tested in test_transforms.py)",
     "jacobi_two_sided": "inside eigh's graph only: transformations apply eigh's rules and never see it",
     "jacobi_one_sided": "inside svd's graph only: transformations apply svd's rules and never see it",
+    "complex_parts": "made by the compiler's complex lowering, after every transformation",
+    "complex_from_parts": "made by the compiler's complex lowering, after every transformation",
 }
 
 RULES = {"jvp": "jvp_rule", "transpose": "transpose_rule", "vmap": "batching_rule"}
@@ -231,6 +233,13 @@ CASES = [Case(name, fn, args(s)) for name, fn, s in FLOAT_UNARY] + [
          lambda x, y: (lax.broadcast_in_dim(x, (2, 3), (1,)), lax.broadcast_in_dim(y, (2, 4, 3), (0, 2))),
          args(normal(3), normal(2, 1))),
     Case("reshape", lambda x: lax.reshape(x, (3, 2, 1)), args(normal(2, 3))),
+    # complex intermediates of real functions (JAX's transposes; tests/test_complex.py checks more)
+    Case("complex", lambda x, y: lax.real(lax.complex(x, y) * lax.complex(y, x)) + lax.imag(lax.complex(x, y) ** 2),
+         args(normal(2, 3), normal(2, 3))),
+    Case("real", lambda x, y: lax.real(lax.complex(x, y) * lax.complex(y, 2 * x)), args(normal(2, 3), normal(2, 3))),
+    Case("imag", lambda x, y: lax.imag(lax.complex(x, y) * lax.complex(y, 2 * x)), args(normal(2, 3), normal(2, 3))),
+    Case("conj", lambda x, y: lax.real(lax.conj(lax.complex(x, y)) * lax.complex(y, x) * lax.complex(x, 1.5 * y)),
+         args(normal(2, 3), normal(2, 3))),
     Case("transpose", lambda x: lax.transpose(x, (2, 0, 1)), args(normal(2, 3, 2))),
     Case("reduce_sum", lambda x: lax.reduce_sum(x, (1,)), args(normal(2, 3, 2))),
     Case("reduce_max", lambda x: lax.reduce_max(x, (0, 2)), args(distinct(2, 3, 2))),

@@ -195,8 +195,10 @@ def test_globals_state_and_contexts(instance, axpy_bytes, ident):
     (lambda c: c.invoke("predict", []), INVALID_ARGUMENT, r"predict.*expects 1 argument.*got 0"),
     (lambda c: c.invoke("predict", [np.zeros(4, np.float32)] * 2), INVALID_ARGUMENT,
      r"predict.*expects 1 argument.*got 2"),
+    (lambda c: c.invoke("predict", [np.zeros(4, np.longdouble)]), INVALID_ARGUMENT,
+     r"predict: argument 0 'x' expects 4xf32, got numpy dtype float128"),
     (lambda c: c.invoke("predict", [np.zeros(4, np.complex64)]), INVALID_ARGUMENT,
-     r"predict: argument 0 'x' expects 4xf32, got numpy dtype complex64"),
+     r"predict.*argument 0 'x'.*4xf32.*got 4xc64"),
     (lambda c: c.invoke("predict", [np.zeros(4, np.uint16)]), INVALID_ARGUMENT,
      r"predict: argument 0 'x' expects 4xf32, got 4xu16"),
     (lambda c: c.invoke("predict", [np.zeros(4, np.uint64)]), INVALID_ARGUMENT,
@@ -249,7 +251,7 @@ def test_argument_conversion(instance, axpy_bytes, ident):
         (lambda: ctx.set_global("counter", [1, -2**63 - 1]), r"got Python ints, out of i64's range$"),
         (lambda: ctx.invoke("predict", [[1, 2, 3]]), r"predict.*'x' expects 4xf32, got 3xf32"),
         (lambda: ctx.invoke("predict", [["a"] * 4]), r"predict.*'x' expects 4xf32, got numpy dtype <U1"),
-        (lambda: ctx.invoke("predict", [1j]), r"predict.*'x' expects 4xf32, got numpy dtype complex128"),
+        (lambda: ctx.invoke("predict", [1j]), r"predict: argument 0 'x' expects 4xf32, got c128$"),
     ]
     for call, pattern in bad:
         with pytest.raises(KilnRuntimeError, match=pattern) as e:

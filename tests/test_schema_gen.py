@@ -44,14 +44,14 @@ def test_shared_constants():
     from kiln.vm.runtime import CODE_NAMES, DEADLINE_EXCEEDED, KILN_DTYPES
 
     assert (DTYPES, KILN_DTYPES) == (constants.DTYPES, constants.DTYPES)
-    assert DTYPES[-3:] == ("u16", "u32", "u64")  # appended: codes are never renumbered
+    assert DTYPES[-5:] == ("u16", "u32", "u64", "c64", "c128")  # appended: codes are never renumbered
     assert (DTYPE_SIZES["bf16"], DTYPE_SIZES["u16"], DTYPE_SIZES["u32"], DTYPE_SIZES["u64"]) == (2, 2, 4, 8) and (MAX_WORKGROUPS, MAX_REGISTERS) == (1 << 24, 1 << 20)
     assert (DEADLINE_EXCEEDED, CODE_NAMES[10], writer.FORMAT_VERSION) == (10, "DEADLINE_EXCEEDED", (2, 1))
     header = (schema_gen.ROOT / "runtime-c" / "include" / "kiln" / "constants.h").read_text()
     for line in ("KILN_DEADLINE_EXCEEDED = 10,", "#define KILN_MAX_RANK 16", "#define KILN_MAX_WORKERS 1024",
                  "#define KILN_MAX_WORKGROUPS (1u << 24)", "#define KILN_MAX_REGISTERS (1u << 20)",
                  "#define KILN_MODULE_VERSION_MAJOR 2", "#define KILN_DTYPE_COUNT 13",
-                 "KILN_DTYPE_U16 = 10,", "KILN_DTYPE_U32 = 11,", "KILN_DTYPE_U64 = 12,"):
+                 "KILN_DTYPE_U16 = 10,", "KILN_DTYPE_U32 = 11,", "KILN_DTYPE_U64 = 12,", "KILN_DTYPE_C64 = 13,", "KILN_DTYPE_C128 = 14,"):
         assert line in header
 
 
@@ -64,7 +64,7 @@ _CONSTANTS = schema_gen.CONSTANTS.read_text()
     (lambda t: t.replace("value = 16\n", "value = 16\nshift = 4\n"), "exactly one of value and shift"),
     (lambda t: t.replace("shift = 24", "shift = 40"), "does not fit a uint32"),
     (lambda t: t.replace('short = "f64"', 'short = "f32"'), "unique"),
-    (lambda t: t.replace("size = 8", "size = 3", 1), "is not 1, 2, 4 or 8"),
+    (lambda t: t.replace("size = 8", "size = 3", 1), "is not 1, 2, 4, 8 or 16"),
     (lambda t: t + "\n[[status]]\nname = \"OK\"\ncode = 11\n", "duplicate name"),
     (lambda t: t + "\n[extra]\nx = 1\n", "unknown tables"),
 ])

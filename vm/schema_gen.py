@@ -994,8 +994,8 @@ def load_constants(text: str, schema: Schema) -> Constants:
             isinstance(n, str) and re.fullmatch(r"[a-z][a-z0-9]*", n) for n in shorts):
         raise SchemaError(f"dtype short names must be unique lower-case words: {shorts}")
     for e in dtypes:
-        if e["size"] not in (1, 2, 4, 8) or isinstance(e["size"], bool):
-            raise SchemaError(f"dtype {e['name']!r}: size {e['size']!r} is not 1, 2, 4 or 8")
+        if e["size"] not in (1, 2, 4, 8, 16) or isinstance(e["size"], bool):
+            raise SchemaError(f"dtype {e['name']!r}: size {e['size']!r} is not 1, 2, 4, 8 or 16")
     limits = _entries(table, "limit", {"name", "doc"}, {"value", "shift"})
     for e in limits:
         what = f"limit {e['name']!r}"

@@ -2,8 +2,8 @@
  * opcodes, operand indices, list lengths and branch targets are trusted here;
  * what remains to check at run time is values: unassigned registers, types
  * stored into globals or passed between functions, buffer sizes bound to
- * kernels, writability, and the shapes and indices of buffer.row and
- * buffer.set_row. */
+ * kernels, writability, the shapes and indices of buffer.row and
+ * buffer.set_row, and the byte sizes of buffer.view. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,7 +112,7 @@ static int64_t double_to_i64(double d) {
 static int64_t load_i64(kiln_dtype_t dtype, const void* p) {
   union { float f32; double f64; int8_t i8; int16_t i16; int32_t i32; int64_t i64;
           uint8_t u8; uint16_t u16; uint32_t u32; uint64_t u64; } v;
-  memcpy(&v, p, kiln_dtype_size(dtype));
+  memcpy(&v, p, kiln_dtype_size(dtype) < sizeof v ? kiln_dtype_size(dtype) : sizeof v);
   switch (dtype) {
     case KILN_DTYPE_F32: return double_to_i64(v.f32);
     case KILN_DTYPE_F64: return double_to_i64(v.f64);
@@ -127,6 +127,8 @@ static int64_t load_i64(kiln_dtype_t dtype, const void* p) {
     case KILN_DTYPE_BOOL: return v.u8 != 0;
     case KILN_DTYPE_F16: return double_to_i64(half_to_float(v.u16));
     case KILN_DTYPE_BF16: return double_to_i64(bf16_to_float(v.u16));
+    case KILN_DTYPE_C64: return double_to_i64(v.f32); /* the real part, which comes first */
+    case KILN_DTYPE_C128: return double_to_i64(v.f64);
   }
   return 0;
 }
@@ -139,6 +141,8 @@ static void store_i64(kiln_dtype_t dtype, void* p, int64_t x) {
     case KILN_DTYPE_BOOL: *(uint8_t*)p = x != 0; return;
     case KILN_DTYPE_F16: { uint16_t h = float_to_half((float)x); memcpy(p, &h, 2); return; }
     case KILN_DTYPE_BF16: { uint16_t h = float_to_bf16((float)x); memcpy(p, &h, 2); return; }
+    case KILN_DTYPE_C64: { float f[2] = {(float)x, 0}; memcpy(p, f, 8); return; }
+    case KILN_DTYPE_C128: { double d[2] = {(double)x, 0}; memcpy(p, d, 16); return; }
     default: memcpy(p, &u, kiln_dtype_size(dtype)); return; /* low bytes: wrapping */
   }
 }
@@ -446,6 +450,36 @@ static kiln_status_t do_set_row(kiln_frame_t* fr, const kiln_bc_operand_t* op) {
   return NULL;
 }
 
+/* buffer.view dst, src, t: src's memory read as type t (same byte size). dst is
+ * read-only and src is frozen, as for buffer.row, so neither changes under the
+ * other. */
+static kiln_status_t do_view(kiln_frame_t* fr, const kiln_bc_operand_t* op) {
+  const kiln_type_info_t* t = &fr->module->types[op[2].value];
+  kiln_ref_t src = {NULL, 0, 0};
+  kiln_buffer_view_t* v = NULL;
+  kiln_status_t s;
+  if ((s = get_ref(fr, op[1].value, &src))) return s;
+  if (kiln_buffer_view_byte_size(src.view) != t->byte_size) {
+    char want[128], got[128];
+    kiln_format_type_info(t, want, sizeof want);
+    kiln_format_view_type(src.view, got, sizeof got);
+    return RUNTIME_ERROR("buffer.view: src r%u is %s (%zu bytes), which cannot be viewed as "
+                         "%s (%zu bytes)", (unsigned)op[1].value, got,
+                         kiln_buffer_view_byte_size(src.view), want, (size_t)t->byte_size);
+  }
+  kiln_buffer_view_retain(src.view);
+  s = kiln_buffer_view_wrap(t->dtype, t->rank, t->shape,
+                            (void*)(uintptr_t)kiln_buffer_view_data(src.view), t->byte_size,
+                            release_view, src.view, &v);
+  if (s) {
+    kiln_buffer_view_release(src.view);
+    return s;
+  }
+  freeze(src); /* before set_ref: dst may be src's register */
+  set_ref(fr, op[0].value, v, 0, src.external);
+  return NULL;
+}
+
 /* ---- one instruction ----------------------------------------------------------- */
 
 static kiln_status_t step(kiln_context_t* c, kiln_frame_t* fr, const kiln_bc_instr_t* in,
@@ -562,6 +596,7 @@ static kiln_status_t step(kiln_context_t* c, kiln_frame_t* fr, const kiln_bc_ins
     }
     case KILN_OP_BUFFER_ROW: return do_row(fr, op);
     case KILN_OP_BUFFER_SET_ROW: return do_set_row(fr, op);
+    case KILN_OP_BUFFER_VIEW: return do_view(fr, op);
     case KILN_OP_INVALID:
       break;
   }

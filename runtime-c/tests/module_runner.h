@@ -99,7 +99,8 @@ static uint64_t runner_next(uint64_t* state) { /* splitmix64 */
 }
 
 /* Fills `n` elements of `dtype`: floats in [-1, 1] (multiples of 1/128),
- * integers in [0, 24) (loop counts and indices stay small), bools 0/1. */
+ * integers in [0, 24) (loop counts and indices stay small), bools 0/1; complex
+ * numbers have such a float for each part. */
 static void runner_fill(kiln_dtype_t dtype, void* data, size_t n, uint64_t* rng) {
   static const uint16_t f16[] = {0x0000, 0x3c00, 0xbc00, 0x3800, 0x4000, 0xb400};
   static const uint16_t bf16[] = {0x0000, 0x3f80, 0xbf80, 0x3f00, 0x4000, 0xbe80};
@@ -122,6 +123,14 @@ static void runner_fill(kiln_dtype_t dtype, void* data, size_t n, uint64_t* rng)
       case KILN_DTYPE_BOOL: ((uint8_t*)data)[i] = (uint8_t)(r & 1); break;
       case KILN_DTYPE_F16: ((uint16_t*)data)[i] = f16[r % 6]; break;
       case KILN_DTYPE_BF16: ((uint16_t*)data)[i] = bf16[r % 6]; break;
+      case KILN_DTYPE_C64:
+        ((float*)data)[2 * i] = (float)f;
+        ((float*)data)[2 * i + 1] = (float)((double)((int)(r >> 32) % 257) / 128.0);
+        break;
+      case KILN_DTYPE_C128:
+        ((double*)data)[2 * i] = f;
+        ((double*)data)[2 * i + 1] = (double)((int)(r >> 32) % 257) / 128.0;
+        break;
     }
   }
 }

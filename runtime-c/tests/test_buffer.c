@@ -13,8 +13,8 @@ static void keepalive_release(void* p) {
 int main(void) {
   /* dtype table */
   const char* names[] = {"f32", "f64", "i8", "i16", "i32", "i64", "u8", "bool", "f16", "bf16",
-                         "u16", "u32", "u64"};
-  const size_t sizes[] = {4, 8, 1, 2, 4, 8, 1, 1, 2, 2, 2, 4, 8};
+                         "u16", "u32", "u64", "c64", "c128"};
+  const size_t sizes[] = {4, 8, 1, 2, 4, 8, 1, 1, 2, 2, 2, 4, 8, 8, 16};
   CHECK(KILN_DTYPE_COUNT == sizeof(sizes) / sizeof(sizes[0]));
   for (int i = 0; i < KILN_DTYPE_COUNT; ++i) {
     CHECK(strcmp(kiln_dtype_name((kiln_dtype_t)i), names[i]) == 0);

@@ -71,7 +71,7 @@ static const char* kUsage =
     "  --globals-partial    let --globals-in hold a subset of the globals (the\n"
     "                       others keep their initial values)\n"
     "\n"
-    "dtypes: f32 f64 f16 bf16 i8 i16 i32 i64 u8 u16 u32 u64 bool\n";
+    "dtypes: f32 f64 f16 bf16 i8 i16 i32 i64 u8 u16 u32 u64 bool c64 c128\n";
 
 /* Length of the UTF-8 sequence at `s` (1-4), or 0 when it is not one. */
 static size_t utf8_length(const unsigned char* s) {

@@ -26,4 +26,5 @@ OPS = (
     (20, 'i.store', (('r', 'dst'), ('i', 'src'), ('type', 't')), False, 'dst = a new 0-d buffer of type t holding src converted to its dtype'),
     (21, 'buffer.row', (('r', 'dst'), ('r', 'src'), ('i', 'index')), False, 'dst = a read-only view of row index of src along its leading axis (shape src.shape[1:]); in a module without element_aligned_bindings, a 64-byte aligned copy when the row does not start on a 64-byte boundary; src becomes read-only'),
     (22, 'buffer.set_row', (('r', 'dst'), ('i', 'index'), ('r', 'src')), False, "row index of dst along its leading axis = src, in place (dst writable; src of dst's dtype and shape dst.shape[1:])"),
+    (23, 'buffer.view', (('r', 'dst'), ('r', 'src'), ('type', 't')), False, "dst = a read-only view of src's bytes as type t, which must have src's byte size (a complex buffer of shape S as its float parts of shape S+(2,), and back); src becomes read-only"),
 )

@@ -31,10 +31,10 @@ STATUS_CODE_NAMES = {
 
 # ---- dtypes (kiln_dtype_t, the DType enum of schemas/module.fbs)
 
-DTYPES = ('f32', 'f64', 'i8', 'i16', 'i32', 'i64', 'u8', 'bool', 'f16', 'bf16', 'u16', 'u32', 'u64')
+DTYPES = ('f32', 'f64', 'i8', 'i16', 'i32', 'i64', 'u8', 'bool', 'f16', 'bf16', 'u16', 'u32', 'u64', 'c64', 'c128')
 """Short dtype names, in code order: DTYPES[code]."""
 
-DTYPE_SIZES = {'f32': 4, 'f64': 8, 'i8': 1, 'i16': 2, 'i32': 4, 'i64': 8, 'u8': 1, 'bool': 1, 'f16': 2, 'bf16': 2, 'u16': 2, 'u32': 4, 'u64': 8}
+DTYPE_SIZES = {'f32': 4, 'f64': 8, 'i8': 1, 'i16': 2, 'i32': 4, 'i64': 8, 'u8': 1, 'bool': 1, 'f16': 2, 'bf16': 2, 'u16': 2, 'u32': 4, 'u64': 8, 'c64': 8, 'c128': 16}
 """Bytes per element of each dtype."""
 
 # ---- limits

@@ -43,10 +43,12 @@ class CompileResult:
 
 
 def prepare_graph(graph: Graph) -> Graph:
-    """Inlines kernel calls and optimizes a graph and, recursively, the graphs its control flow holds."""
+    """Inlines kernel calls, computes complex values as float parts and optimizes a graph and, recursively,
+    the graphs its control flow holds."""
+    from .complex_lowering import lower_complex
     from .passes import optimize
 
-    graph = optimize(inline_calls(graph))
+    graph = optimize(lower_complex(inline_calls(graph)))
     eqns = []
     for eqn in graph.eqns:
         if any(True for _ in subgraphs_of(eqn)):

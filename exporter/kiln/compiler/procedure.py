@@ -14,6 +14,7 @@ from ..core.errors import CompileError
 from ..core.ir import Graph, Literal, Var
 from ..lax.control_flow import cond_p, scan_p, while_p
 from ..program.prims import global_load, global_store
+from .complex_lowering import complex_from_parts_p, complex_parts_p
 from ..vm_types import tensor_type
 
 
@@ -153,6 +154,9 @@ class _GraphLowering:
             self._while(eqn)
         elif prim is scan_p:
             self._scan(eqn)
+        elif prim in (complex_parts_p, complex_from_parts_p):
+            self.frame.emit("buffer.view", self.define(eqn.outvars[0]), self.use(eqn.invars[0]),
+                            tensor_type(eqn.outvars[0].aval))
         else:
             where = f" (at {eqn.source_info})" if eqn.source_info else ""
             raise CompileError(f"primitive {prim.name} cannot run outside a kernel{where}")

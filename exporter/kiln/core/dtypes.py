@@ -23,6 +23,8 @@ _SHORT_NAMES = {
     np.dtype(np.bool_): "bool",
     np.dtype(np.float16): "f16",
     BFLOAT16: "bf16",
+    np.dtype(np.complex64): "c64",
+    np.dtype(np.complex128): "c128",
 }
 _FROM_SHORT = {v: k for k, v in _SHORT_NAMES.items()}
 
@@ -58,6 +60,29 @@ def is_float(dtype) -> bool:
     return d.kind == "f" or d == BFLOAT16
 
 
+def is_complex(dtype) -> bool:
+    return np.dtype(dtype).kind == "c"
+
+
+def is_inexact(dtype) -> bool:
+    """Floating or complex: the dtypes of values with derivatives."""
+    return is_float(dtype) or is_complex(dtype)
+
+
+def real_dtype(dtype) -> np.dtype:
+    """The dtype of a complex dtype's parts (complex64 -> float32); any other dtype itself."""
+    d = np.dtype(dtype)
+    return np.finfo(d).dtype if d.kind == "c" else d
+
+
+def complex_dtype(dtype) -> np.dtype:
+    """The complex dtype with parts of `dtype`: float64 -> complex128, anything else -> complex64 (JAX's)."""
+    d = np.dtype(dtype)
+    if d.kind == "c":
+        return d
+    return np.dtype(np.complex128) if d == np.float64 else np.dtype(np.complex64)
+
+
 def is_int(dtype) -> bool:
     return np.dtype(dtype).kind in "iu"
 
@@ -67,7 +92,7 @@ def is_bool(dtype) -> bool:
 
 
 def _category(dtype) -> int:
-    return 2 if is_float(dtype) else {"b": 0, "u": 1, "i": 1}[np.dtype(dtype).kind]
+    return 2 if is_float(dtype) else {"b": 0, "u": 1, "i": 1, "c": 3}[np.dtype(dtype).kind]
 
 
 def _np_result_type(*ds) -> np.dtype:
@@ -86,8 +111,8 @@ def result_type(*operands) -> tuple[np.dtype, bool]:
     """numpy promotion between arrays, with Python scalars weakly typed as in JAX.
 
     Each operand is (dtype, weak). A weak operand only decides the result when
-    it is of a higher category (bool < int < float) than every strong operand.
-    Returns (dtype, weak).
+    it is of a higher category (bool < int < float < complex) than every strong operand: a weak float
+    gives float32, a weak complex complex64, or complex128 with float64 (as JAX). Returns (dtype, weak).
     """
     strong = [canonical(d) for d, weak in operands if not weak]
     weak = [canonical(d) for d, w in operands if w]
@@ -95,30 +120,35 @@ def result_type(*operands) -> tuple[np.dtype, bool]:
         result = _np_result_type(*strong)
         top = max(weak, key=_category, default=None)
         if top is not None and _category(top) > _category(result):
-            result = np.dtype(np.float32) if is_float(top) else np.dtype(np.int32)
+            if is_complex(top):
+                result = complex_dtype(result)
+            else:
+                result = np.dtype(np.float32) if is_float(top) else np.dtype(np.int32)
         return canonical(result), False
-    result = max(weak, key=_category)
+    result = max(weak, key=lambda d: (_category(d), d.itemsize))  # a weak float64 array beats a Python float
     return canonical(result), True
 
 
 def numpy_scalar_dtype(weak_dtype) -> np.dtype:
-    """numpy's dtype for Python scalars of the kind of `weak_dtype` (bool, int64, float64): what
+    """numpy's dtype for Python scalars of the kind of `weak_dtype` (bool, int64, float64, complex128): what
     Python numbers computed with only each other give eagerly, where no array decides the dtype."""
-    return np.dtype({0: np.bool_, 1: np.int64, 2: np.float64}[_category(weak_dtype)])
+    return np.dtype({0: np.bool_, 1: np.int64, 2: np.float64, 3: np.complex128}[_category(weak_dtype)])
 
 
 def is_python_scalar(x) -> bool:
-    """A Python bool, int or float (numpy's scalar types, which subclass some of them, are not):
-    the values that are weakly typed."""
-    return isinstance(x, (bool, int, float)) and not isinstance(x, np.generic)
+    """A Python bool, int, float or complex (numpy's scalar types, which subclass some of them, are
+    not): the values that are weakly typed."""
+    return isinstance(x, (bool, int, float, complex)) and not isinstance(x, np.generic)
 
 
 def python_scalar_dtype(value) -> np.dtype:
-    """The weak dtype of a Python scalar: bool, int32-like int, float32-like float."""
+    """The weak dtype of a Python scalar: bool, int32-like int, float32-like float, complex64-like complex."""
     if isinstance(value, (bool, np.bool_)):
         return np.dtype(np.bool_)
     if isinstance(value, int):
         return np.dtype(np.int32)
     if isinstance(value, float):
         return np.dtype(np.float32)
+    if isinstance(value, complex):
+        return np.dtype(np.complex64)
     raise DTypeError(f"unsupported Python scalar type {type(value).__name__}")

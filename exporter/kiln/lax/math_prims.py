@@ -102,7 +102,10 @@ _UNARY_FLOAT = {
     "erf": _erf_numpy, "erfc": _erfc_numpy, "rsqrt": lambda x: 1 / np.sqrt(x),
     "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "round": np.rint,
 }
-P = {name: _elementwise(name, _widen(fn), 1, accepts=_float_only) for name, fn in _UNARY_FLOAT.items()}
+# These also take complex operands (kiln.compiler.complex_lowering computes them on the parts).
+_COMPLEX_TOO = ("sin", "cos", "tan", "sinh", "cosh")
+P = {name: _elementwise(name, _widen(fn), 1, accepts=dtypes.is_inexact if name in _COMPLEX_TOO else _float_only)
+     for name, fn in _UNARY_FLOAT.items()}
 P["sign"] = _elementwise("sign", _widen(np.sign), 1, accepts=_not_bool)
 P["atan2"] = _elementwise("atan2", _widen(np.arctan2), 2, accepts=_float_only)
 P["rem"] = _elementwise("rem", _widen(_fmod), 2, accepts=_not_bool)

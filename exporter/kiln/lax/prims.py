@@ -40,12 +40,12 @@ def _elementwise(name: str, numpy_fn, arity: int, *, result_dtype=None, accepts=
         base = _same_operands(name, *avals)
         if accepts is not None and not accepts(base.dtype):
             raise ShapeError(f"{name} does not accept dtype {base.dtype}")
-        dtype = result_dtype if result_dtype is not None else base.dtype
-        weak = all(a.weak_type for a in avals) and result_dtype is None
+        dtype = _result_dtype(result_dtype, base.dtype)
+        weak = all(a.weak_type for a in avals) and (result_dtype is None or callable(result_dtype))
         return ShapedArray(base.shape, dtype, weak)
 
     def impl(*values):
-        dtype = result_dtype if result_dtype is not None else np.asarray(values[0]).dtype
+        dtype = _result_dtype(result_dtype, np.asarray(values[0]).dtype)
         with np.errstate(all="ignore"):
             return np.asarray(numpy_fn(*values)).astype(dtype, copy=False)
 
@@ -55,12 +55,19 @@ def _elementwise(name: str, numpy_fn, arity: int, *, result_dtype=None, accepts=
     return prim
 
 
+def _result_dtype(result_dtype, operand_dtype):
+    """An elementwise primitive's result dtype: the operands', a fixed one, or a function of the operands'."""
+    if result_dtype is None:
+        return operand_dtype
+    return result_dtype(operand_dtype) if callable(result_dtype) else result_dtype
+
+
 def _not_bool(d):
     return not dtypes.is_bool(d)
 
 
 def _is_float(d):
-    return dtypes.is_float(d)
+    return dtypes.is_inexact(d)
 
 
 def _int_div(a, b):
@@ -90,7 +97,7 @@ pow = _elementwise("pow", _pow, 2, accepts=_not_bool)
 max = _elementwise("max", np.maximum, 2)
 min = _elementwise("min", np.minimum, 2)
 neg = _elementwise("neg", np.negative, 1, accepts=_not_bool)
-abs = _elementwise("abs", np.abs, 1, accepts=_not_bool)
+abs = _elementwise("abs", np.abs, 1, accepts=_not_bool, result_dtype=dtypes.real_dtype)  # |complex| is real
 exp = _elementwise("exp", np.exp, 1, accepts=_is_float)
 log = _elementwise("log", np.log, 1, accepts=_is_float)
 tanh = _elementwise("tanh", np.tanh, 1, accepts=_is_float)
@@ -139,6 +146,8 @@ def _convert_impl(x, *, new_dtype, weak_type=False):
     x = np.asarray(x)
     if dtypes.is_bool(new_dtype):
         return x != 0
+    if dtypes.is_complex(x.dtype) and not dtypes.is_complex(new_dtype):
+        x = x.real
     with np.errstate(all="ignore"):
         if dtypes.is_int(new_dtype) and dtypes.is_float(x.dtype):
             info = np.iinfo(new_dtype)
@@ -423,7 +432,7 @@ def _select_rule(primals, tangents):
 def _convert_rule(primals, tangents, *, new_dtype, weak_type=False):
     (x,), (t,) = primals, tangents
     out = convert.bind(x, new_dtype=new_dtype, weak_type=weak_type)
-    if np.dtype(new_dtype).kind != "f" or isinstance(t, Zero):
+    if np.dtype(new_dtype).kind not in "fc" or isinstance(t, Zero):
         return out, Zero(tangent_aval(get_aval(out)))
     return out, convert.bind(t, new_dtype=new_dtype)
 

@@ -6,6 +6,8 @@ Eagerly the functions return kiln.Array (immutable read-only numpy arrays, like 
 import numpy as np  # noqa: E402
 from numpy import bool_, dtype, e, float16, float32, float64, inf, int8, int16, int32, int64, nan, newaxis, pi, uint8
 from numpy import uint, uint16, uint32, uint64  # noqa: E402,F401
+from numpy import complex64, complex128, complexfloating  # noqa: E402,F401
+from numpy import complex128 as complex_, complex64 as csingle, complex128 as cdouble  # noqa: E402,F401  (JAX's aliases)
 from numpy import generic, inexact, floating, integer, number, signedinteger, unsignedinteger  # noqa: F401
 
 from ..core.dtypes import BFLOAT16 as _BFLOAT16, SUPPORTED as _SUPPORTED
@@ -74,7 +76,7 @@ from ..core.array import wrap_namespace as _wrap_namespace  # noqa: E402
 _wrap_namespace(globals())
 
 # numpy dtypes that kiln cannot compile: a clear error instead of a bare AttributeError
-_UNSUPPORTED_DTYPES = ("complex64", "complex128", "complex_", "longdouble",
+_UNSUPPORTED_DTYPES = ("longdouble",
                        "float128", "clongdouble", "str_", "bytes_", "object_", "datetime64", "timedelta64")
 
 

@@ -14,7 +14,7 @@ from ..core.trace import install_array_methods
 
 
 def install() -> None:
-    from . import creation, elementwise as ew, indexing as ix, math as m, products as linalg, reductions as red, selection
+    from . import creation, elementwise as ew, indexing as ix, math as m, more_math as mm, products as linalg, reductions as red, selection
 
     namespace = sys.modules[__package__]
     sh = sys.modules[__package__ + ".shape"]  # the submodule: kiln.numpy.shape is numpy's shape() function
@@ -49,8 +49,8 @@ def install() -> None:
         "T": lambda self: sh.transpose(self),
         "at": lambda self: ix._IndexUpdateHelper(self),
         "mT": lambda self: sh.matrix_transpose(self),
-        "real": lambda self: self,
-        "imag": lambda self: creation.zeros_like(self),
+        "real": lambda self: mm.real(self),
+        "imag": lambda self: mm.imag(self),
         "itemsize": lambda self: self.aval.dtype.itemsize,
         "nbytes": lambda self: self.aval.size * self.aval.dtype.itemsize,
     }
@@ -92,8 +92,8 @@ def install() -> None:
         "clip": lambda self, min=None, max=None: namespace.clip(self, min, max),
         "round": lambda self, decimals=0: m.round(self, decimals),
         "copy": lambda self, order="C": self,  # kiln arrays are immutable: a copy is the array itself
-        "conj": lambda self: self,  # kiln has no complex dtypes
-        "conjugate": lambda self: self,
+        "conj": lambda self: mm.conjugate(self),
+        "conjugate": lambda self: mm.conjugate(self),
         "nonzero": lambda self, *, size=None, fill_value=None: selection.nonzero(self, size=size, fill_value=fill_value),
         # jax.Array's methods over kiln.numpy.statistics and searching, looked up when called
         "ptp": lambda self, axis=None, out=None, keepdims=False: namespace.ptp(self, axis, out, keepdims),

@@ -139,9 +139,9 @@ def isscalar(element):
 
 
 def iscomplexobj(x):
-    """numpy.iscomplexobj: kiln has no complex dtypes, so False for kiln arrays (numpy's answer otherwise)."""
+    """numpy.iscomplexobj: whether x has a complex dtype (traced arrays included)."""
     if isinstance(x, Tracer):
-        return False
+        return dtypes.is_complex(x.dtype)
     return bool(np.iscomplexobj(x))
 
 
@@ -150,14 +150,20 @@ def isrealobj(x):
 
 
 def iscomplex(x):
-    """numpy.iscomplex of a real array: all False."""
+    """numpy.iscomplex: where the imaginary part is nonzero (all False for a real array)."""
     v = asarray(x)
+    if dtypes.is_complex(aval(v).dtype):
+        from .more_math import imag
+        return imag(v) != 0
     return _bool_full(v, False)
 
 
 def isreal(x):
-    """numpy.isreal of a real array: all True."""
+    """numpy.isreal: where the imaginary part is zero (all True for a real array)."""
     v = asarray(x)
+    if dtypes.is_complex(aval(v).dtype):
+        from .more_math import imag
+        return imag(v) == 0
     return _bool_full(v, True)
 
 

@@ -35,10 +35,10 @@ greater_equal = _binary(prims.ge, "greater_equal")
 
 
 def _float_operands(name, *xs):
-    """Promotes, then moves integer and bool results to the float dtype numpy picks."""
+    """Promotes, then moves integer and bool results to the float dtype numpy picks (complex stays complex)."""
     ops = promote(*xs)
     a = aval(ops[0])
-    if not dtypes.is_float(a.dtype):
+    if not dtypes.is_inexact(a.dtype):
         if a.weak_type:  # Python numbers alone: numpy's float64 eagerly, JAX's float32 traced, still weak
             return [convert_weak(o, weak_float_dtype()) for o in ops]
         target = numpy_result_dtype(name, *([a.dtype] * len(ops)))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import dtypes
-from ..lax import control_flow, prims
+from ..lax import complex_prims, control_flow, prims
 from ..lax.math_prims import P
 from ._base import asarray, aval, broadcast_all, convert, normalize_axes, promote
 from .elementwise import _float_operands, _full
@@ -228,24 +228,24 @@ def positive(x):
 
 
 def conjugate(x):
-    """numpy.conjugate: kiln has no complex dtypes, so the conjugate of a real array is the array."""
+    """numpy.conjugate: the complex conjugate; a real array is its own conjugate."""
     (a,) = promote(x)
-    return a
+    return complex_prims.conj(a) if dtypes.is_complex(aval(a).dtype) else a
 
 
 conj = conjugate
 
 
 def real(val):
-    """numpy.real: the array itself (kiln has no complex dtypes)."""
+    """numpy.real: the real part (float32 of complex64, float64 of complex128); a real array itself."""
     (a,) = promote(val)
-    return a
+    return complex_prims.real(a) if dtypes.is_complex(aval(a).dtype) else a
 
 
 def imag(val):
-    """numpy.imag: zeros of the array's shape and dtype (kiln has no complex dtypes)."""
+    """numpy.imag: the imaginary part; zeros of a real array's shape and dtype."""
     (a,) = promote(val)
-    return _full(a, 0)
+    return complex_prims.imag(a) if dtypes.is_complex(aval(a).dtype) else _full(a, 0)
 
 
 _I0_SERIES_TERMS = 80
@@ -370,11 +370,12 @@ def bitwise_count(x):
 
 
 def angle(z, deg=False):
-    """numpy.angle of a real array: 0 for x >= 0 (and +0.0), pi for negative x (and -0.0); in degrees with
-    deg=True. numpy's dtypes: arctan2(0, z)."""
+    """numpy.angle: arctan2(imag(z), real(z)), in degrees with deg=True. A real array's angle is 0 for
+    x >= 0 (and +0.0), pi for negative x (and -0.0), numpy's dtypes: arctan2(0, z)."""
     from .math import arctan2
 
-    out = arctan2(0, z)
+    (a,) = promote(z)
+    out = arctan2(imag(a), real(a)) if dtypes.is_complex(aval(a).dtype) else arctan2(0, z)
     return prims.mul.bind(out, _full(out, 180 / np.pi)) if deg else out
 
 

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..lax import prims
+from ..core import dtypes
+from ..lax import complex_prims, prims
 from ..lax import structural_prims as sp
 from ..lax.api import canonicalize_precision, dot_operand_dtypes
 from ._base import asarray, aval, broadcast_shapes, broadcast_to, convert, promote
@@ -74,9 +75,11 @@ def _contract(x, y, x_axes, y_axes):
 
 
 def vdot(a, b):
-    """numpy.vdot: the dot product of the flattened arrays."""
+    """numpy.vdot: the dot product of the flattened arrays, the first conjugated when complex."""
     x, y = promote(asarray(a), asarray(b))
     x, y = reshape(x, (-1,)), reshape(y, (-1,))
+    if dtypes.is_complex(aval(x).dtype):
+        x = complex_prims.conj(x)
     if aval(x).shape != aval(y).shape:
         raise ValueError(f"vdot: vectors have different lengths {aval(x).shape[0]} and {aval(y).shape[0]}")
     return _contract(x, y, (0,), (0,))

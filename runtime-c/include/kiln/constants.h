@@ -30,15 +30,17 @@ typedef enum kiln_dtype {
   KILN_DTYPE_I32 = 4,
   KILN_DTYPE_I64 = 5,
   KILN_DTYPE_U8 = 6,
-  KILN_DTYPE_BOOL = 7,  /* one byte, 0 or 1 */
+  KILN_DTYPE_BOOL = 7,   /* one byte, 0 or 1 */
   KILN_DTYPE_F16 = 8,
   KILN_DTYPE_BF16 = 9,
   KILN_DTYPE_U16 = 10,
   KILN_DTYPE_U32 = 11,
   KILN_DTYPE_U64 = 12,
+  KILN_DTYPE_C64 = 13,   /* complex64: two f32, real then imaginary (numpy's layout) */
+  KILN_DTYPE_C128 = 14,  /* complex128: two f64, real then imaginary */
 } kiln_dtype_t;
 
-#define KILN_DTYPE_COUNT 13
+#define KILN_DTYPE_COUNT 15
 
 /* ---- limits ------------------------------------------------------------ */
 

@@ -40,6 +40,8 @@
     [KILN_DTYPE_U16] = {"u16", 2}, \
     [KILN_DTYPE_U32] = {"u32", 4}, \
     [KILN_DTYPE_U64] = {"u64", 8}, \
+    [KILN_DTYPE_C64] = {"c64", 8}, \
+    [KILN_DTYPE_C128] = {"c128", 16}, \
   }
 
 #endif /* KILN_GENERATED_CONSTANT_TABLES_H_ */

@@ -238,8 +238,10 @@ typedef enum kiln_fb_DType {
   KILN_FB_DTYPE_U16 = 10,
   KILN_FB_DTYPE_U32 = 11,
   KILN_FB_DTYPE_U64 = 12,
+  KILN_FB_DTYPE_C64 = 13,
+  KILN_FB_DTYPE_C128 = 14,
 } kiln_fb_DType_t;
-#define KILN_FB_DTYPE_COUNT 13
+#define KILN_FB_DTYPE_COUNT 15
 
 typedef struct kiln_fb_Reloc {
   uint64_t offset;

@@ -61,7 +61,7 @@ kiln_status_t kiln_io_read_file(const char* path, uint8_t** data, size_t* size);
 kiln_status_t kiln_io_write_file(const char* path, const void* data, size_t size);
 
 /* .npy: numpy's array file. Reads versions 1.0-3.0, little or big endian,
- * C or Fortran order, dtypes f4 f8 f2 i1 i2 i4 i8 u1 u2 u4 u8 b1, and V2 (what
+ * C or Fortran order, dtypes f4 f8 f2 i1 i2 i4 i8 u1 u2 u4 u8 b1 c8 c16, and V2 (what
  * numpy writes for ml_dtypes.bfloat16) as bfloat16. bfloat16 is written as u2,
  * its raw bits, since numpy has no bfloat16; reading gives u16, which
  * kiln_io_bf16_from_bits turns back into bf16 where a bf16 value is expected.

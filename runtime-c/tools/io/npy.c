@@ -83,6 +83,7 @@ static const struct {
     {"i1", KILN_DTYPE_I8},  {"i2", KILN_DTYPE_I16}, {"i4", KILN_DTYPE_I32},
     {"i8", KILN_DTYPE_I64}, {"u1", KILN_DTYPE_U8},  {"b1", KILN_DTYPE_BOOL},
     {"u2", KILN_DTYPE_U16}, {"u4", KILN_DTYPE_U32}, {"u8", KILN_DTYPE_U64},
+    {"c8", KILN_DTYPE_C64}, {"c16", KILN_DTYPE_C128},
     {"V2", KILN_DTYPE_BF16}, /* ml_dtypes.bfloat16 saves as void */
 };
 
@@ -101,6 +102,8 @@ static const char* kiln_npy_descr_of(kiln_dtype_t dtype) {
     case KILN_DTYPE_U16: return "<u2";
     case KILN_DTYPE_U32: return "<u4";
     case KILN_DTYPE_U64: return "<u8";
+    case KILN_DTYPE_C64: return "<c8";
+    case KILN_DTYPE_C128: return "<c16";
   }
   return NULL;
 }
@@ -275,7 +278,7 @@ kiln_status_t kiln_npy_decode(const uint8_t* data, size_t size, const char* what
   if (!found) {
     return kiln_make_status(KILN_INVALID_ARGUMENT,
                             "'%s': unsupported .npy dtype '%s' (expected one of "
-                            "<f4 <f8 <f2 |i1 <i2 <i4 <i8 |u1 <u2 <u4 <u8 |b1, or <V2 "
+                            "<f4 <f8 <f2 |i1 <i2 <i4 <i8 |u1 <u2 <u4 <u8 |b1 <c8 <c16, or <V2 "
                             "for bfloat16)",
                             what, descr);
   }
@@ -318,6 +321,10 @@ kiln_status_t kiln_npy_decode(const uint8_t* data, size_t size, const char* what
     }
   }
   if (swap) {
+    if (dtype == KILN_DTYPE_C64 || dtype == KILN_DTYPE_C128) { /* each part on its own */
+      elem /= 2;
+      count *= 2;
+    }
     for (size_t i = 0; i < count; ++i) {
       uint8_t* e = dst + i * elem;
       for (size_t a = 0, b = elem - 1; a < b; ++a, --b) {

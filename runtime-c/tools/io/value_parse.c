@@ -56,11 +56,36 @@ kiln_status_t kiln_io_parse_type(const char* text, kiln_dtype_t* dtype,
   if (kiln_dtype_from_name(p, dtype) != 0) {
     return kiln_make_status(KILN_INVALID_ARGUMENT,
                             "type '%s': unknown dtype '%s' (expected one of "
-                            "f32 f64 f16 bf16 i8 i16 i32 i64 u8 u16 u32 u64 bool)",
+                            "f32 f64 f16 bf16 i8 i16 i32 i64 u8 u16 u32 u64 bool c64 c128)",
                             text, p);
   }
   *rank = n;
   return NULL;
+}
+
+/* A complex token as Python writes one: "1.5", "2j", "1-2j", "-1e-3+4.5j", "nan+infj".
+ * Returns 0 and the parts, or -1. */
+static int kiln_parse_complex(const char* token, double* re, double* im) {
+  char* end = NULL;
+  double first = strtod(token, &end);
+  if (end == token) return -1;
+  if (*end == '\0') {
+    *re = first;
+    *im = 0;
+    return 0;
+  }
+  if (*end == 'j' && end[1] == '\0') {
+    *re = 0;
+    *im = first;
+    return 0;
+  }
+  if (*end != '+' && *end != '-') return -1;
+  const char* rest = end;
+  double second = strtod(rest, &end);
+  if (end == rest || *end != 'j' || end[1] != '\0') return -1;
+  *re = first;
+  *im = second;
+  return 0;
 }
 
 /* Parses one token into element `index` of `dst` (of `dtype`). */
@@ -68,6 +93,25 @@ static kiln_status_t kiln_parse_element(const char* token, kiln_dtype_t dtype,
                                         void* dst, size_t index) {
   char* end = NULL;
   switch (dtype) {
+    case KILN_DTYPE_C64:
+    case KILN_DTYPE_C128: {
+      double re, im;
+      errno = 0;
+      if (kiln_parse_complex(token, &re, &im) != 0) {
+        return kiln_make_status(KILN_INVALID_ARGUMENT,
+                                "value %zu '%s' is not a complex number (expected a "
+                                "%s value such as 1.5, 2j, 1-2j, nan+infj)",
+                                index, token, kiln_dtype_name(dtype));
+      }
+      if (dtype == KILN_DTYPE_C128) {
+        ((double*)dst)[2 * index] = re;
+        ((double*)dst)[2 * index + 1] = im;
+      } else {
+        ((float*)dst)[2 * index] = (float)re;
+        ((float*)dst)[2 * index + 1] = (float)im;
+      }
+      return NULL;
+    }
     case KILN_DTYPE_F32:
     case KILN_DTYPE_F64:
     case KILN_DTYPE_F16:

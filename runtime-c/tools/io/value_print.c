@@ -52,6 +52,38 @@ static void kiln_format_float(double v, int max_precision, int kind, char* buf,
   }
 }
 
+/* One part of a complex number as Python's repr writes it: shortest round trip,
+ * no ".0" on whole numbers ("1", "-2.5", "1e+20", "nan", "inf"). */
+static void kiln_format_complex_part(double v, int f32, char* buf, size_t buf_size) {
+  if (isnan(v)) {
+    snprintf(buf, buf_size, "nan");
+    return;
+  }
+  if (isinf(v)) {
+    snprintf(buf, buf_size, v < 0 ? "-inf" : "inf");
+    return;
+  }
+  for (int p = 1; p <= 17; ++p) {
+    snprintf(buf, buf_size, "%.*g", p, v);
+    double back = strtod(buf, NULL);
+    if (f32 ? (float)back == (float)v : back == v) return;
+  }
+}
+
+/* A complex element as numpy's str of a complex scalar: "(1+2j)", "(-0.5-1j)", "1j"
+ * for a zero real part (+0 only), "(nan+infj)". */
+static void kiln_format_complex(double re, double im, int f32, char* buf, size_t buf_size) {
+  char a[40], b[40];
+  kiln_format_complex_part(im, f32, b, sizeof b);
+  if (re == 0 && !signbit(re)) {
+    snprintf(buf, buf_size, "%sj", b);
+    return;
+  }
+  kiln_format_complex_part(re, f32, a, sizeof a);
+  int sign = b[0] != '-';
+  snprintf(buf, buf_size, "(%s%s%sj)", a, sign ? "+" : "", b);
+}
+
 void kiln_io_format_element(const kiln_buffer_view_t* view, size_t i, char* buf,
                             size_t buf_size) {
   const void* data = kiln_buffer_view_data(view);
@@ -125,6 +157,18 @@ void kiln_io_format_element(const kiln_buffer_view_t* view, size_t i, char* buf,
     case KILN_DTYPE_BOOL:
       snprintf(buf, buf_size, "%s", ((const uint8_t*)data)[i] ? "True" : "False");
       break;
+    case KILN_DTYPE_C64: {
+      float v[2];
+      memcpy(v, (const char*)data + 8 * i, 8);
+      kiln_format_complex(v[0], v[1], 1, buf, buf_size);
+      break;
+    }
+    case KILN_DTYPE_C128: {
+      double v[2];
+      memcpy(v, (const char*)data + 16 * i, 16);
+      kiln_format_complex(v[0], v[1], 0, buf, buf_size);
+      break;
+    }
     default:
       snprintf(buf, buf_size, "?");
       break;
