@@ -2,6 +2,7 @@
 globals, and structured control flow (cond, while, scan) as branches and loops."""
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -55,13 +56,12 @@ class _Frame:
 
     def take(self) -> int:
         if self._free:
-            return self._free.pop()
+            return heapq.heappop(self._free)
         self.ref_count += 1
         return self.ref_count - 1
 
     def give_back(self, reg: int) -> None:
-        self._free.append(reg)
-        self._free.sort(reverse=True)
+        heapq.heappush(self._free, reg)  # take() reuses the lowest free register
 
     def take_i64(self) -> int:
         self.i64_count += 1
@@ -82,7 +82,9 @@ class _GraphLowering:
         self.reg_of: dict[int, int] = {v.id: r for v, r in zip(graph.invars, input_regs)}
         self.borrowed = set(input_regs)
         self.const_value = {v.id: c for v, c in zip(graph.constvars, graph.consts)}
-        self.last_use = _last_uses(graph, self.plan.steps)
+        self.dies_after: dict[int, list[int]] = {}
+        for var_id, last in _last_uses(graph, self.plan.steps).items():
+            self.dies_after.setdefault(last, []).append(var_id)
         self._dying: list[int] = []
 
     def run(self) -> list[int]:
@@ -122,8 +124,8 @@ class _GraphLowering:
         self.reg_of[var.id] = reg
 
     def _release_after(self, index: int) -> None:
-        for var_id, last in list(self.last_use.items()):
-            if last == index and var_id in self.reg_of:
+        for var_id in self.dies_after.get(index, ()):
+            if var_id in self.reg_of:
                 reg = self.reg_of.pop(var_id)
                 if reg not in self.borrowed:
                     self.frame.give_back(reg)
