@@ -200,7 +200,7 @@ def _emit_fast(region, plan: DotPlan, t: _Tiling):
             for_range(b, lo, hi, lambda i: b.store(ir.Constant(ty, 0.0), b.gep(out_ptr, [i], source_etype=ty)), name="z")
             return
         module = b.module
-        kernels = {mr: _microkernel(module, ty, t, mr) for mr in range(1, t.mr + 1)}
+        kernels = {rows: _microkernel(module, ty, t, rows) for rows in _tile_rows(m, t.mr)}
         pack = _packer(module, ty, t)
         panel = b.alloca(ty, size=const64(panel_len), name="panel")
         panel.align = 64
@@ -256,15 +256,25 @@ def _min(b, x, y):
     return b.select(b.icmp_signed("<", x, y), x, y)
 
 
+def _tile_rows(m: int, mr: int) -> list[int]:
+    """The row counts tiles of m rows have: mr (full tiles) and m % mr (the last one), as row chunks
+    are whole tiles; only their microkernels are generated."""
+    return sorted(({mr} if m >= mr else set()) | ({m % mr} if m % mr else set()))
+
+
 def _dispatch_rows(b: ir.IRBuilder, rows, kernels, args, mr: int) -> None:
-    """Calls the microkernel for `rows` (1..mr) rows: full tiles first, tails by a switch."""
+    """Calls the microkernel for `rows` rows (a key of `kernels`): the largest by default, the others by a switch."""
+    largest = max(kernels)
+    if len(kernels) == 1:
+        b.call(kernels[largest], args)
+        return
     done = b.function.append_basic_block("rows.done")
     default = b.function.append_basic_block("rows.full")
     switch = b.switch(rows, default)
     with b.goto_block(default):
-        b.call(kernels[mr], args)
+        b.call(kernels[largest], args)
         b.branch(done)
-    for r in range(1, mr):
+    for r in sorted(kernels)[:-1]:
         block = b.function.append_basic_block(f"rows.{r}")
         switch.add_case(ir.Constant(I64, r), block)
         with b.goto_block(block):
