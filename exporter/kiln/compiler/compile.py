@@ -1,18 +1,24 @@
-"""The compiler's entry point: dispatch steps of one or more plans -> one linked kernel image."""
+"""The compiler's entry point: dispatch steps of one or more plans -> one linked kernel image.
+
+Each distinct kernel is an LLVM module of its own, optimized and emitted to an object that the
+persistent cache (`kiln.compiler.cache`) keeps; the objects are linked into one image.
+"""
 from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
 
 from ..core.ir import Graph, Literal
+from . import cache as kernel_cache
 from .codegen import elementwise, matmul, reduce
 from .codegen.kernel import define_kernel
 from .codegen.pipeline import emit_assembly, emit_object, new_module, optimize
 from .codegen.types import byte_size
 from .fusion import DispatchStep, Plan, region_kind
-from .link import link_object
+from .link import link_objects
 from .specs import BindingSpec, KernelImageSpec, KernelSpec
 from .target import Target
+from .timing import stage
 
 _WORK_PER_GROUP = 1 << 16
 _MAX_WORKGROUPS = 64
@@ -28,7 +34,7 @@ class CompiledKernels:
     workgroups: list[int]
     _by_step: dict[int, tuple[int, int]] = field(default_factory=dict, repr=False)
     _steps: list = field(default_factory=list, repr=False)
-    _optimized: object = field(default=None, repr=False)
+    _regions: list = field(default_factory=list, repr=False)
     _target: Target | None = field(default=None, repr=False)
 
     def dispatch_info(self, step: DispatchStep) -> tuple[int, int]:
@@ -42,8 +48,11 @@ class CompiledKernels:
         return self._by_step[id(step)][1]
 
     def assembly(self) -> str:
-        """The optimized kernels as target assembly text (for inspection and tests)."""
-        return emit_assembly(self._optimized, self._target)
+        """The optimized kernels as target assembly text (for inspection and tests; generated again,
+        never read from the cache)."""
+        matmul.configure(self._target)
+        return "\n".join(emit_assembly(_optimized_kernel(spec.name, region, self._target), self._target)
+                         for spec, region in zip(self.kernels, self._regions))
 
 
 def structural_key(region: Graph) -> str:
@@ -85,14 +94,20 @@ def choose_workgroups(work: int, parallel_items: int) -> int:
     return max(1, min(_MAX_WORKGROUPS, work // _WORK_PER_GROUP, parallel_items))
 
 
-def compile_plan(plans: Plan | list[Plan], target: Target | None = None) -> CompiledKernels:
-    """Compiles every DispatchStep of `plans` into one kernel image; identical regions share a kernel."""
+def compile_plan(plans: Plan | list[Plan], target: Target | None = None, cache="default") -> CompiledKernels:
+    """Compiles every DispatchStep of `plans` into one kernel image; identical regions share a kernel.
+
+    cache: a kiln.compiler.cache.KernelCache, None (compile everything) or "default" (the cache
+    the environment asks for: kernel_cache.default_cache()).
+    """
     target = target or Target.host()
     plans = [plans] if isinstance(plans, Plan) else list(plans)
+    cache = kernel_cache.default_cache() if cache == "default" else cache
     matmul.configure(target)
-    module = new_module("kiln_kernels", target)
     kernels: list[KernelSpec] = []
     workgroups: list[int] = []
+    objects: list[bytes] = []
+    regions: list[Graph] = []
     by_key: dict[str, int] = {}
     by_step: dict[int, tuple[int, int]] = {}
     steps = []
@@ -107,15 +122,47 @@ def compile_plan(plans: Plan | list[Plan], target: Target | None = None) -> Comp
                 index = by_key[key] = len(kernels)
                 region = step.region
                 name = f"kiln_{region_kind(region)}_{index}"
-                emit_body, items, work = _emitter_for(region)
                 bindings = [BindingSpec(byte_size(v.aval), False) for v in region.invars]
                 bindings += [BindingSpec(byte_size(v.aval), True) for v in region.outvars]
-                define_kernel(module, name, [b.byte_size for b in bindings], [b.writable for b in bindings], emit_body)
+                with stage("kernel", name) as timed:
+                    compiled, hit = _compile_kernel(name, region, key, bindings, target, cache)
+                    timed.detail = f"{name} ({'cached' if hit else 'compiled'})"
                 kernels.append(KernelSpec(name, 0, 0, bindings, 0))
-                workgroups.append(choose_workgroups(work, items))
+                workgroups.append(compiled.workgroups)
+                objects.append(compiled.obj)
+                regions.append(region)
             by_step[id(step)] = (index, workgroups[index])
-    optimized = optimize(module, target)
-    linked = link_object(emit_object(optimized, target), target)
-    for k in kernels:
-        k.entry_offset = linked.entries[k.name]
-    return CompiledKernels(linked.to_spec(), kernels, workgroups, by_step, steps, optimized, target)
+    with stage("link", f"{len(objects)} objects"):
+        linked = link_objects(objects, target)
+    for k, entries in zip(kernels, linked.object_entries):
+        (k.entry_offset,) = entries.values()
+    return CompiledKernels(linked.to_spec(), kernels, workgroups, by_step, steps, regions, target)
+
+
+def _compile_kernel(name: str, region: Graph, region_key: str, bindings: list[BindingSpec], target: Target,
+                    cache) -> tuple[kernel_cache.CachedKernel, bool]:
+    """The kernel's object and workgroup count, read from the cache or compiled (then cached); and
+    whether it came from the cache."""
+    entry = None
+    if cache is not None:
+        entry = kernel_cache.kernel_key(region_key, [(b.byte_size, b.writable) for b in bindings], target)
+        found = cache.get(entry)
+        if found is not None:
+            return found, True
+    emit_body, items, work = _emitter_for(region)
+    module = new_module(name, target)
+    define_kernel(module, name, [b.byte_size for b in bindings], [b.writable for b in bindings], emit_body)
+    kernel = kernel_cache.CachedKernel(emit_object(optimize(module, target), target), choose_workgroups(work, items))
+    if cache is not None:
+        cache.put(entry, kernel)
+    return kernel, False
+
+
+def _optimized_kernel(name: str, region: Graph, target: Target):
+    """The kernel's optimized LLVM module, generated afresh."""
+    emit_body, _, _ = _emitter_for(region)
+    module = new_module(name, target)
+    sizes = [byte_size(v.aval) for v in region.invars + region.outvars]
+    writable = [False] * len(region.invars) + [True] * len(region.outvars)
+    define_kernel(module, name, sizes, writable, emit_body)
+    return optimize(module, target)

@@ -1,4 +1,4 @@
-"""Links an ELF64 relocatable object into a kernel image: [text | padding | rodata].
+"""Links ELF64 relocatable objects into a kernel image: [text | padding | rodata].
 
 Every PC-relative relocation is resolved here; absolute 64-bit ones become
 (offset, addend) pairs the loader applies as image_base + addend. GOT-relative
@@ -24,7 +24,7 @@ class LinkError(Exception):
 
 @dataclass
 class LinkedImage:
-    """The image bytes and layout, and the text offset of every exported function."""
+    """The image bytes and layout, and the text offset of every exported function (per object)."""
 
     target_triple: str
     cpu_features: str
@@ -33,6 +33,7 @@ class LinkedImage:
     segment_align: int
     relocs: list[tuple[int, int]]
     entries: dict[str, int] = field(default_factory=dict)
+    object_entries: list[dict[str, int]] = field(default_factory=list)
 
     def to_spec(self):
         """As kiln.vm.module_spec.KernelImageSpec."""
@@ -105,46 +106,46 @@ def _kept(section: _Section) -> bool:
 
 def link_object(obj: bytes, target) -> LinkedImage:
     """Links `obj` (from llvmlite's emit_object for `target`) into a kernel image."""
-    elf = _Elf(obj)
-    arch = {EM_X86_64: "x86_64", EM_AARCH64: "aarch64"}.get(elf.machine)
-    if arch is None or arch != target.arch:
-        raise LinkError(f"object machine {elf.machine} does not match target {target.triple}")
+    return link_objects([obj], target)
+
+
+def link_objects(objects: list[bytes], target) -> LinkedImage:
+    """Links several objects into one image: every object's text, in order, then every object's
+    rodata. `object_entries[k]` holds the exported functions of `objects[k]` (names may repeat
+    across objects); `entries` merges them for a single object."""
+    elves = [_Elf(obj) for obj in objects]
+    arch = target.arch
+    for elf in elves:
+        if {EM_X86_64: "x86_64", EM_AARCH64: "aarch64"}.get(elf.machine) != arch:
+            raise LinkError(f"object machine {elf.machine} does not match target {target.triple}")
     segment_align = target.segment_align
-    kept = [s for s in elf.sections if _kept(s)]
-    for s in kept:
+    kept = [[s for s in elf.sections if _kept(s)] for elf in elves]
+    for s in (s for sections in kept for s in sections):
         if s.flags & SHF_WRITE and s.size and not s.name.startswith(".data.rel.ro"):
             raise LinkError(f"section {s.name} is writable data; kernels may not have mutable global state")
-    base: dict[int, int] = {}
+    base: list[dict[int, int]] = [{} for _ in elves]
     cursor = 0
-    for s in kept:
-        if s.flags & SHF_EXECINSTR:
-            cursor = _align(cursor, s.align)
-            base[s.index] = cursor
-            cursor += s.size
+    for k, sections in enumerate(kept):
+        for s in sections:
+            if s.flags & SHF_EXECINSTR:
+                cursor = _align(cursor, s.align)
+                base[k][s.index] = cursor
+                cursor += s.size
     text_size = _align(max(cursor, 1), segment_align)
     cursor = text_size
-    for s in kept:
-        if not s.flags & SHF_EXECINSTR:
-            cursor = _align(cursor, s.align)
-            base[s.index] = cursor
-            cursor += s.size
+    for k, sections in enumerate(kept):
+        for s in sections:
+            if not s.flags & SHF_EXECINSTR:
+                cursor = _align(cursor, s.align)
+                base[k][s.index] = cursor
+                cursor += s.size
     got_start = _align(cursor, 8)
     image = bytearray(b"\xcc" * text_size if arch == "x86_64" else bytes(text_size))
     image.extend(bytes(got_start - text_size))
-    for s in kept:
-        if s.type != SHT_NOBITS:
-            image[base[s.index]: base[s.index] + s.size] = elf.data[s.offset: s.offset + s.size]
-
-    def symbol_address(sym_index: int) -> int:
-        sym = elf.symbols[sym_index]
-        if sym.shndx == SHN_UNDEF:
-            raise LinkError(
-                f"undefined symbol {sym.name!r}: a kernel image imports nothing "
-                "(a libm or libc call was emitted; generate the function in IR instead)"
-            )
-        if sym.shndx in (SHN_ABS, SHN_COMMON) or sym.shndx not in base:
-            raise LinkError(f"symbol {sym.name!r} is not in a loadable section")
-        return base[sym.shndx] + sym.value
+    for k, (elf, sections) in enumerate(zip(elves, kept)):
+        for s in sections:
+            if s.type != SHT_NOBITS:
+                image[base[k][s.index]: base[k][s.index] + s.size] = elf.data[s.offset: s.offset + s.size]
 
     got: dict[int, int] = {}
     runtime_relocs: list[tuple[int, int]] = []
@@ -156,22 +157,37 @@ def link_object(obj: bytes, target) -> LinkedImage:
         return got[address]
 
     patcher = _RELOCATORS[arch]
-    for rs in elf.sections:
-        if rs.type == SHT_REL:
-            raise LinkError("REL relocations are not supported (expected RELA)")
-        if rs.type != SHT_RELA or rs.info not in base:
-            continue
-        for offset, rtype, sym_index, addend in elf.relocations(rs):
-            place = base[rs.info] + offset
-            patcher(image, rtype, place, symbol_address(sym_index), addend, got_entry, runtime_relocs, elf.symbols[sym_index].name)
+    for elf, where in zip(elves, base):
+        def symbol_address(sym_index: int) -> int:
+            sym = elf.symbols[sym_index]
+            if sym.shndx == SHN_UNDEF:
+                raise LinkError(
+                    f"undefined symbol {sym.name!r}: a kernel image imports nothing "
+                    "(a libm or libc call was emitted; generate the function in IR instead)"
+                )
+            if sym.shndx in (SHN_ABS, SHN_COMMON) or sym.shndx not in where:
+                raise LinkError(f"symbol {sym.name!r} is not in a loadable section")
+            return where[sym.shndx] + sym.value
+
+        for rs in elf.sections:
+            if rs.type == SHT_REL:
+                raise LinkError("REL relocations are not supported (expected RELA)")
+            if rs.type != SHT_RELA or rs.info not in where:
+                continue
+            for offset, rtype, sym_index, addend in elf.relocations(rs):
+                place = where[rs.info] + offset
+                patcher(image, rtype, place, symbol_address(sym_index), addend, got_entry, runtime_relocs, elf.symbols[sym_index].name)
     if got:
         image.extend(bytes(8 * len(got)))
-    entries = {
-        sym.name: base[sym.shndx] + sym.value
-        for sym in elf.symbols
-        if sym.info >> 4 == STB_GLOBAL and sym.info & 0xF == STT_FUNC and sym.shndx in base
-    }
-    return LinkedImage(target.triple, target.features, bytes(image), text_size, segment_align, sorted(runtime_relocs), entries)
+    object_entries = [
+        {sym.name: where[sym.shndx] + sym.value
+         for sym in elf.symbols
+         if sym.info >> 4 == STB_GLOBAL and sym.info & 0xF == STT_FUNC and sym.shndx in where}
+        for elf, where in zip(elves, base)
+    ]
+    entries = {name: offset for found in object_entries for name, offset in found.items()}
+    return LinkedImage(target.triple, target.features, bytes(image), text_size, segment_align, sorted(runtime_relocs),
+                       entries, object_entries)
 
 
 def _put(image: bytearray, fmt: str, place: int, value: int, name: str, rtype: int) -> None:

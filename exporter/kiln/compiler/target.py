@@ -66,9 +66,12 @@ class Target:
         return 32
 
     def target_machine(self, *, opt: int = 3):
-        """An llvmlite TargetMachine: PIC, small code model."""
-        initialize_llvm()
-        target = llvm.Target.from_triple(self.triple)
-        return target.create_target_machine(
-            cpu=self.cpu, features=self.features, opt=opt, reloc="pic", codemodel="small"
-        )
+        """An llvmlite TargetMachine: PIC, small code model (one per target and level, reused)."""
+        return _target_machine(self.triple, self.cpu, self.features, opt)
+
+
+@functools.cache
+def _target_machine(triple: str, cpu: str, features: str, opt: int):
+    initialize_llvm()
+    target = llvm.Target.from_triple(triple)
+    return target.create_target_machine(cpu=cpu, features=features, opt=opt, reloc="pic", codemodel="small")

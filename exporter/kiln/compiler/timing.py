@@ -1,0 +1,71 @@
+"""Wall-clock time of each compilation stage, for `kiln --verbose export`.
+
+Stages call `stage(name, detail)` around their work; nothing is kept unless a caller has opened
+`recording()`, so the stages cost a context-variable read otherwise.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import time
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Timings:
+    """Stages in the order they ended: (name, seconds, detail)."""
+
+    stages: list[tuple[str, float, str]] = field(default_factory=list)
+
+    def total(self, name: str) -> float:
+        return sum(s for n, s, _ in self.stages if n == name)
+
+    def format(self) -> str:
+        """One line per stage in order; the kernels as one line (count, cache hits) and one line each."""
+        lines = []
+        kernels = [(s, d) for n, s, d in self.stages if n == "kernel"]
+        for name, seconds, detail in self.stages:
+            if name != "kernel":
+                lines.append(f"  {name:<10} {seconds * 1000:9.1f} ms  {detail}".rstrip())
+            elif (seconds, detail) == kernels[0]:
+                hits = sum(1 for _, d in kernels if d.endswith("(cached)"))
+                total = sum(s for s, _ in kernels)
+                lines.append(f"  {'kernels':<10} {total * 1000:9.1f} ms  {len(kernels)} kernels, {hits} from the cache")
+                lines.extend(f"    {s * 1000:9.1f} ms  {d}" for s, d in kernels)
+        return "\n".join(lines)
+
+
+_current: contextvars.ContextVar[Timings | None] = contextvars.ContextVar("kiln_compile_timings", default=None)
+
+
+@contextlib.contextmanager
+def recording():
+    """Collects the stages run inside the block into the Timings it yields."""
+    timings = Timings()
+    token = _current.set(timings)
+    try:
+        yield timings
+    finally:
+        _current.reset(token)
+
+
+class _Stage:
+    __slots__ = ("name", "detail", "start")
+
+    def __init__(self, name: str, detail: str):
+        self.name, self.detail = name, detail
+
+    def __enter__(self):
+        self.start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        timings = _current.get()
+        if timings is not None:
+            timings.stages.append((self.name, time.perf_counter() - self.start, self.detail))
+        return False
+
+
+def stage(name: str, detail: str = "") -> _Stage:
+    """Times the block as stage `name`; the detail may be changed inside it (stage.detail = ...)."""
+    return _Stage(name, detail)
