@@ -50,7 +50,7 @@ class _Group(click.Group):
 
 
 @click.group(cls=_Group)
-@click.option("--verbose", is_flag=True, help="Show full tracebacks on errors.")
+@click.option("--verbose", is_flag=True, help="Show full tracebacks on errors; export also prints each stage's time.")
 @click.pass_context
 def main(ctx, verbose):
     """kiln: compile Python array programs into .vmfb modules and run them."""
@@ -61,16 +61,29 @@ def main(ctx, verbose):
 @click.argument("program")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Module file to write (.vmfb).")
 @click.option("--ir", "print_ir", is_flag=True, help="Also print the program's IR.")
-def export(program, output, print_ir):
-    """Trace and compile PROGRAM (FILE.py:ClassName or package.module:ClassName) into a module file."""
-    from kiln import Program
+@click.pass_context
+def export(ctx, program, output, print_ir):
+    """Trace and compile PROGRAM (FILE.py:ClassName or package.module:ClassName) into a module file.
 
-    cls = load_program_class(program)
-    artifact = Program.get_compiled_artifact(cls)
-    if print_ir:
-        click.echo(Program.get_ir(cls))
-    artifact.save(output)
+    With --verbose (before the command: kiln --verbose export ...), prints the time of each stage:
+    load, trace, passes, fusion, each kernel (compiled or read from the cache), link, lower,
+    serialize, write.
+    """
+    from kiln import Program
+    from kiln.compiler.timing import recording, stage
+
+    with recording() as timings:
+        with stage("load", program):
+            cls = load_program_class(program)
+        artifact = Program.get_compiled_artifact(cls)
+        if print_ir:
+            click.echo(Program.get_ir(cls))
+        with stage("write", output):
+            artifact.save(output)
     click.echo(f"wrote {output} ({len(artifact.bytes)} bytes)")
+    if ctx.obj and ctx.obj.get("verbose"):
+        click.echo("export stages (wall clock):")
+        click.echo(timings.format())
 
 
 @main.command(context_settings={"ignore_unknown_options": True})

@@ -29,6 +29,36 @@ def test_export_run_and_dump(tmp_path, linear_example):
         assert expected in dump, expected
 
 
+def test_verbose_export_prints_the_time_of_each_stage(tmp_path):
+    stages = ("load", "trace", "passes", "fusion", "kernels", "link", "lower", "serialize", "write")
+
+    def stage_lines(proc):
+        lines = proc.stdout.splitlines()
+        assert lines[0].startswith("wrote ") and lines[1] == "export stages (wall clock):", proc.stdout
+        found: dict[str, list[str]] = {}  # stage -> its lines (one per public function for some)
+        for line in lines[2:]:
+            if line.startswith("  ") and not line.startswith("    "):
+                found.setdefault(line.split()[0], []).append(line)
+        return found
+
+    first = stage_lines(run_kiln_cli("--verbose", "export", f"{EXAMPLE}:Linear", "-o", str(tmp_path / "a.vmfb")))
+    assert list(first) == list(stages)
+    assert all(" ms " in line for lines in first.values() for line in lines)
+    assert any("predict: " in line and "equations" in line for line in first["trace"])
+    assert any("predict: " in line and "equations" in line for line in first["passes"])
+    assert any("predict: " in line and "dispatches" in line for line in first["fusion"])
+    assert len(first["trace"]) == len(first["passes"]) == len(first["fusion"]) == len(first["lower"]) > 1
+    (kernels,) = first["kernels"]
+    count = int(kernels.split("ms")[1].split()[0])
+    assert count > 0
+    second = run_kiln_cli("--verbose", "export", f"{EXAMPLE}:Linear", "-o", str(tmp_path / "b.vmfb"))
+    assert f"{count} kernels, {count} from the cache" in stage_lines(second)["kernels"][0]
+    assert second.stdout.count("(cached)") == count
+    assert (tmp_path / "a.vmfb").read_bytes() == (tmp_path / "b.vmfb").read_bytes()
+    quiet = run_kiln_cli("export", f"{EXAMPLE}:Linear", "-o", str(tmp_path / "c.vmfb"))
+    assert quiet.stdout.splitlines() == [f"wrote {tmp_path / 'c.vmfb'} ({(tmp_path / 'c.vmfb').stat().st_size} bytes)"]
+
+
 def _installed_kiln(*args, cwd):
     """Runs the installed `kiln` script (not `python -m`) in `cwd`, without PYTHONPATH."""
     script = os.path.join(os.path.dirname(sys.executable), "kiln")

@@ -1,4 +1,6 @@
-"""From traced procedures to module bytes: inline, optimize, fuse, compile kernels, lower, serialize."""
+"""From traced procedures to module bytes: inline, optimize, fuse, compile kernels, lower, serialize.
+
+Each stage is timed (kiln.compiler.timing) for `kiln --verbose export`."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -9,6 +11,7 @@ from ..core.ir import Equation, Graph, subgraphs_of, verify_graph
 from ..vm_types import tensor_type
 from .inline import inline_calls
 from .procedure import ConstantPool, LoweringContext, lower_procedure
+from .timing import stage
 
 
 @dataclass
@@ -86,19 +89,23 @@ def compile_module(name: str, procedures: list[ProcedureSource], globals_: list[
     optimized: dict[str, Graph] = {}
     plans: dict[int, object] = {}
     for proc in procedures:
-        graph = prepare_graph(proc.graph)
-        verify_graph(graph)
+        with stage("passes", proc.name) as timed:
+            graph = prepare_graph(proc.graph)
+            verify_graph(graph)
+            timed.detail = f"{proc.name}: {len(proc.graph.eqns)} -> {len(graph.eqns)} equations"
         optimized[proc.name] = graph
-        for g in _all_graphs(graph):
-            plans[id(g)] = partition(g)
+        with stage("fusion", proc.name) as timed:
+            for g in _all_graphs(graph):
+                plans[id(g)] = partition(g)
+            timed.detail = f"{proc.name}: {sum(len(plans[id(g)].dispatches) for g in _all_graphs(graph))} dispatches"
     kernels = compile_plan(list(plans.values()), target)
     ctx = LoweringContext(plan_for=lambda g: plans[id(g)], dispatch_info=kernels.dispatch_info, constants=ConstantPool())
-    functions = [
-        lower_procedure(ctx, name=proc.name, exported=proc.exported, graph=optimized[proc.name],
-                        arg_names=proc.arg_names, result_names=proc.result_names,
-                        arg_tree=proc.arg_tree, result_tree=proc.result_tree)
-        for proc in procedures
-    ]
+    functions = []
+    for proc in procedures:
+        with stage("lower", proc.name):
+            functions.append(lower_procedure(ctx, name=proc.name, exported=proc.exported, graph=optimized[proc.name],
+                                             arg_names=proc.arg_names, result_names=proc.result_names,
+                                             arg_tree=proc.arg_tree, result_tree=proc.result_tree))
     spec = ModuleSpec(
         name=name,
         functions=functions,
@@ -109,7 +116,10 @@ def compile_module(name: str, procedures: list[ProcedureSource], globals_: list[
         element_aligned_bindings=ELEMENT_ALIGNED_BINDINGS,
     )
     by_name = {proc.name: plans[id(optimized[proc.name])] for proc in procedures}
-    return CompileResult(spec, serialize(spec), optimized, by_name)
+    with stage("serialize") as timed:
+        module_bytes = serialize(spec)
+        timed.detail = f"{len(module_bytes)} bytes"
+    return CompileResult(spec, module_bytes, optimized, by_name)
 
 
 def build_module(name: str, procedures: list[ProcedureSource], globals_: list[GlobalSource], target=None) -> bytes:

@@ -135,6 +135,7 @@ _current_table: list = []
 def trace_public_function(cls, name: str, fn) -> PublicFunction:
     """Traces public method `name` at the signature its Program.like defaults declare."""
     from ..compiler.pipeline import ProcedureSource
+    from ..compiler.timing import stage
 
     signature = inspect.signature(fn)
     params = list(signature.parameters.values())[1:]
@@ -168,7 +169,9 @@ def trace_public_function(cls, name: str, fn) -> PublicFunction:
 
     _current_table.append(cls._kiln_globals)
     try:
-        graph: Graph = trace_to_graph(flat_fn, in_leaves)
+        with stage("trace", name) as timed:
+            graph: Graph = trace_to_graph(flat_fn, in_leaves)
+            timed.detail = f"{name}: {len(graph.eqns)} equations"
     finally:
         _current_table.pop()
         _loaded_slot.clear()
