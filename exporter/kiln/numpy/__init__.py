@@ -32,6 +32,7 @@ from .math import (  # noqa: E402  (float floor_divide/remainder replace the int
 )
 from .products import diag, diagonal, dot, einsum, inner, matmul, outer, tensordot, trace, vdot  # noqa: E402
 from . import linalg  # noqa: E402  (numpy.linalg semantics; the module is a package)
+from . import fft  # noqa: E402  (numpy.fft's functions)
 from .reductions import (  # noqa: E402
     all, amax, amin, any, argmax, argmin, cumprod, cumsum, max, mean, min, prod, std, sum, var,
 )
