@@ -92,7 +92,8 @@ TRACED = {  # name: (kiln function of (x, i), numpy reference of (x, i))
     "at.get fill_value": (lambda x, i: knp.at(x)[i].get(mode="fill", fill_value=7),
                           lambda x, i: _fill_read(x, i) if 0 <= _position(int(i), len(x)) < len(x) else x.dtype.type(7)),
     "take": (lambda x, i: knp.take(x, i), _fill_read),
-    "take clip": (lambda x, i: knp.take(x, i, mode="clip"), _clamp_read),
+    # numpy's and JAX's take clip: negative indices are 0, not counted from the end (take_along_axis counts)
+    "take clip": (lambda x, i: knp.take(x, i, mode="clip"), lambda x, i: x[min(max(int(i), 0), len(x) - 1)]),
     "take wrap": (lambda x, i: knp.take(x, i, mode="wrap"), lambda x, i: x[int(i) % len(x)]),
     "take_along_axis": (lambda x, i: knp.take_along_axis(x, knp.stack([i, -i]), 0),
                         lambda x, i: np.array([_fill_read(x, i), _fill_read(x, -i)])),
@@ -160,3 +161,16 @@ def test_out_of_range_in_kiln_run(tmp_path):
         _check(outs["reads"][3], _window(X, i, 2))
         _check(outs["updates"][0], _drop_update(X, i, -1.0))
         _check(outs["updates"][1], _drop_update(_drop_update(X, i, 3.0, add=True), 0, 3.0, add=True))
+
+
+@pytest.mark.parametrize("index", [-7, -2, -1, 0, 3, 4, 5, 100])
+def test_take_clip_clamps_negative_indices_like_numpy(index):
+    """mode='clip' clamps to [0, n-1]: a negative index is 0 (numpy's rule, and JAX's), not counted from
+    the end, eagerly and with a traced index."""
+    x = np.arange(5.0, dtype=np.float32)
+    want = np.take(x, index, mode="clip")
+    assert float(knp.take(x, index, mode="clip")) == want
+    assert float(kiln.jit(lambda i: knp.take(x, i, mode="clip"))(np.int32(index))) == want
+    many = np.array([index, 1, -index], np.int32)
+    np.testing.assert_array_equal(kiln.jit(lambda i: knp.take(x, i, mode="clip"))(many),
+                                  np.take(x, many, mode="clip"))

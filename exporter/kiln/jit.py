@@ -7,8 +7,10 @@ import functools
 import inspect
 from typing import Callable
 
+import numpy as np
+
 from .config import config
-from .core.array import as_array
+from .core.array import Array, as_array
 from .core.calls import bind_call, plain_arity, positional_arguments
 from .core.kernel_call import kernel_call
 from .core.pytree import tree_flatten, tree_unflatten, treedef_to_json
@@ -25,6 +27,8 @@ class TracedFunction:
         self.signature = signature
         # Values of enclosing transformations the function closed over (extra trailing inputs).
         self.captured = captured
+        # results keep their weak type, as jax.jit's do
+        self.out_weak = tuple(a.weak_type for a in graph.out_avals)
 
 
 class Jitted:
@@ -39,6 +43,9 @@ class Jitted:
         self.name = name or getattr(fn, "__name__", "fn")
         self._traces: dict[Signature, TracedFunction] = {}
         self._executables: dict[Signature, object] = {}
+        # (shape, dtype, weak) per positional argument -> (executable, out treedef, out weak types): the
+        # common call (arrays and Python numbers, no keywords, no statics) skips flattening and avals
+        self._fast: dict[tuple, tuple] = {}
         self.trace_count = 0
         self._limits = limits  # kiln.vm.runtime.CallLimits of calls made from Python, or None
         self._plain_arity = plain_arity(fn)
@@ -100,6 +107,13 @@ class Jitted:
     def __call__(self, *args, **kwargs):
         if _jit_disabled.get() or config.jax_disable_jit:
             return self.fn(*args, **kwargs)
+        fast_key = None if kwargs or self._keywords or self.static_argnums or len(args) != self._plain_arity \
+            else _fast_key(args)
+        if fast_key is not None:
+            known = self._fast.get(fast_key)
+            if known is not None:
+                executable, out_treedef, out_weak = known
+                return tree_unflatten(out_treedef, [as_array(x, w) for x, w in zip(executable(args), out_weak)])
         if kwargs or self._keywords or len(args) != self._plain_arity:
             dynamic, statics = self._split(args, kwargs)
         else:  # the common call: positional arguments only, nothing to bind
@@ -112,8 +126,10 @@ class Jitted:
         executable = self._executables.get(signature)
         if executable is None:
             executable = self._executables[signature] = _compile_traced(self.name, traced, self._limits)
+        if fast_key is not None:
+            self._fast[fast_key] = (executable, traced.out_treedef, traced.out_weak)
         # the runtime binding converts the leaves (Python scalars take the traced dtype)
-        return tree_unflatten(traced.out_treedef, [as_array(x) for x in executable(leaves)])
+        return tree_unflatten(traced.out_treedef, [as_array(x, w) for x, w in zip(executable(leaves), traced.out_weak)])
 
     def lower(self, *args, **kwargs) -> "Lowered":
         """The traced IR at these arguments: its text (a str), with JAX's Lowered methods as_text() and
@@ -149,6 +165,28 @@ class Compiled:
 
     def as_text(self) -> str:
         return self._text
+
+
+_INT32_MIN, _INT32_MAX = -2 ** 31, 2 ** 31 - 1
+
+
+def _fast_key(args: tuple):
+    """A key that determines the signature of plain positional arguments: numpy or kiln arrays of native
+    byte order (shape, dtype, weak type) and Python floats, bools and int32-sized ints (their type); None
+    for anything else (trees, tracers, masked arrays, wide ints), which takes the full path."""
+    key = []
+    for a in args:
+        kind = type(a)
+        if kind is np.ndarray or kind is Array:
+            dtype = a.dtype
+            if not dtype.isnative:
+                return None
+            key.append((a.shape, dtype, kind is Array and a._weak))
+        elif kind is float or kind is bool or (kind is int and _INT32_MIN <= a <= _INT32_MAX):
+            key.append(kind)
+        else:
+            return None
+    return tuple(key)
 
 
 def _merge_static(dynamic: list, statics: dict) -> list:

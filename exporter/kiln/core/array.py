@@ -199,7 +199,7 @@ def install_methods(functions: dict, properties: dict) -> None:
         if _has_tracer(key):
             return traced_getitem(self, key)
         out = plain_getitem(self, _plain_tree(key))
-        return as_array(out) if isinstance(out, np.generic) else out
+        return as_array(out, weak=self._weak) if isinstance(out, np.generic) else out
 
     Array.__getitem__ = __getitem__
     for name, fn in properties.items():

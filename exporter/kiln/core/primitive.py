@@ -33,6 +33,9 @@ class Primitive:
         self.call_graph_param: str | None = None
         # Optional params -> text for the IR printer, for params too noisy to show raw.
         self.format_params = None
+        # Results of weakly typed operands alone are weakly typed (see abstract_eval); False for the ops
+        # whose params decide it (convert) and for call-like ones (their graph decides).
+        self.weak_from_operands = True
 
     def __repr__(self):
         return self.name
@@ -48,7 +51,11 @@ class Primitive:
     def abstract_eval(self, *avals: ShapedArray, **params) -> list[ShapedArray]:
         """Output abstract values (always a list)."""
         out = self._abstract_eval(*avals, **params)
-        return list(out) if self.multiple_results else [out]
+        outs = list(out) if self.multiple_results else [out]
+        if avals and self.weak_from_operands and self.call_graph_param is None and \
+                all(getattr(a, "weak_type", False) for a in avals):
+            return [_weak_if_operand_dtype(o, avals) for o in outs]
+        return outs
 
     def bind(self, *args, **params) -> Any:
         from .trace import find_top_trace
@@ -74,3 +81,13 @@ def lookup(name: str) -> Primitive:
 
 def all_primitives() -> dict[str, Primitive]:
     return dict(_REGISTRY)
+
+
+def _weak_if_operand_dtype(out, avals):
+    """An output of an operand's dtype made weakly typed: a value computed from weakly typed values alone
+    (Python numbers, arrays made without dtype=) stays weak through every operation, not only those JAX
+    marks, because kiln's weak values are float64/int64 (numpy's) where JAX's are 32-bit: a strong 64-bit
+    result would turn the float32 values it later meets into float64 (docs/numpy.md, "Default dtypes")."""
+    if out.weak_type or not any(out.dtype == a.dtype for a in avals):
+        return out
+    return out.update(weak_type=True)

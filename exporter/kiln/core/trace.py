@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import dis
+import sys
 import types
 from typing import Any, Callable, Sequence
 
@@ -20,6 +22,19 @@ from .errors import ConcretizationError, NumpyOnTracerError, UnexpectedTracerErr
 from .ir import Equation, Graph, Literal, Var
 from .primitive import Primitive
 from .source_info import user_frame_info
+
+
+def _subscript_hint(tracer) -> str:
+    """The message for a traced index into a numpy array, list or tuple (x[i] on the user's line, where a
+    kiln array would have taken the traced index), as JAX refuses it too; '' on any other line."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("kiln."):
+        frame = frame.f_back
+    if frame is None or dis.opname[frame.f_code.co_code[frame.f_lasti]] != "BINARY_SUBSCR":
+        return ""
+    return (f"a numpy array, list or tuple was indexed by a traced value ({tracer.aval}), which only kiln arrays "
+            "accept: make the indexed value a kiln array first, kiln.numpy.asarray(table)[i] (or index a kiln "
+            "array argument); under jit the index is clamped to the bounds as in JAX")
 
 
 class Trace(abc.ABC):
@@ -74,7 +89,7 @@ class EvalTrace(Trace):
         out = prim.impl(*values, **params)
         outs = list(out) if prim.multiple_results else [out]
         as_array = _array.as_array  # eager results are kiln arrays (kiln.core.array), weak as traced ones
-        if params.get("weak_type") or (values and all(_array.is_weak(v) for v in values)):
+        if params.get("weak_type") or any(_array.is_weak(v) for v in values):
             avals = prim.abstract_eval(*[aval_of(v) for v in values], **params)
             return [as_array(o, weak=a.weak_type) for o, a in zip(outs, avals)]
         return [as_array(o) for o in outs]
@@ -172,17 +187,23 @@ class Tracer:
         return float(self.concrete_value())
 
     def __index__(self):
-        return int(self.concrete_value())
+        try:
+            return int(self.concrete_value())
+        except ConcretizationError as e:
+            hint = _subscript_hint(self)
+            if hint:
+                raise ConcretizationError(hint) from None
+            raise e from None
 
     def __array__(self, dtype=None, copy=None):
         try:
             value = self.concrete_value()
         except ConcretizationError:
-            raise NumpyOnTracerError(
+            raise NumpyOnTracerError(_subscript_hint(self) or (
                 f"a traced array ({self.aval}) was converted to a numpy array (numpy.asarray, numpy.array or "
                 "a numpy function); its value is only known when the compiled program runs. "
                 "Use kiln.numpy functions on traced arrays (kiln.numpy.asarray, kiln.numpy.sin, ...)"
-            ) from None
+            )) from None
         return np.asarray(value, dtype=dtype)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
@@ -351,7 +372,7 @@ class GraphTrace(Trace):
         self.eqns: list[Equation] = []
         self.constvars: list[Var] = []
         self.consts: list[np.ndarray] = []
-        self._const_ids: dict[int, Var] = {}
+        self._const_ids: dict[int, tuple[object, Var]] = {}
         self.captured: list[tuple[Var, Tracer]] = []
         self._captured_ids: dict[int, GraphTracer] = {}
 
@@ -362,13 +383,15 @@ class GraphTrace(Trace):
         aval = aval_of(value)
         if aval.shape == ():
             return GraphTracer(self, Literal(value, aval))
-        arr = np.asarray(value)
-        var = self._const_ids.get(id(value))
-        if var is None:
-            var = Var(aval)
-            self._const_ids[id(value)] = var
-            self.constvars.append(var)
-            self.consts.append(arr)
+        known = self._const_ids.get(id(value))
+        if known is not None:
+            return GraphTracer(self, known[1])
+        var = Var(aval)
+        # value itself is kept alive with its id: np.asarray of a kiln array is another object, and a freed
+        # value's id may be reused by a later constant
+        self._const_ids[id(value)] = (value, var)
+        self.constvars.append(var)
+        self.consts.append(np.asarray(value))
         return GraphTracer(self, var)
 
     def lift(self, tracer):

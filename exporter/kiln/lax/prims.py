@@ -131,6 +131,7 @@ def _select_impl(pred, on_true, on_false):
 
 convert = register(Primitive("convert"))
 convert.elementwise = True
+convert.weak_from_operands = False  # weak_type= decides (astype is strong)
 
 
 @convert.def_abstract_eval
@@ -303,14 +304,18 @@ stop_gradient.def_impl(lambda x: np.asarray(x))
 
 
 def zeros_like_shaped_array(aval: ShapedArray):
-    """Zeros of aval's shape and dtype: a numpy array eagerly and for 0-d, a broadcast when traced."""
+    """Zeros of aval's shape, dtype and weak type: a numpy array eagerly and for 0-d (a kiln array when
+    weak), a broadcast when traced."""
     if aval.shape == () or current_graph_trace() is None:
-        return np.zeros(aval.shape, aval.dtype)
-    return broadcast_in_dim.bind(np.zeros((), aval.dtype), shape=aval.shape, broadcast_dimensions=())
+        zeros = np.zeros(aval.shape, aval.dtype)
+    else:
+        zeros = broadcast_in_dim.bind(np.zeros((), aval.dtype), shape=aval.shape, broadcast_dimensions=())
+    return convert.bind(zeros, new_dtype=aval.dtype, weak_type=True) if aval.weak_type else zeros
 
 
 ad_util.register_add(add.bind)
 ad_util.register_zeros(ShapedArray, zeros_like_shaped_array)
+ad_util.register_convert(convert.bind)
 
 
 # ----------------------------------------------------------------------------- JVP rules
@@ -434,7 +439,7 @@ def _convert_rule(primals, tangents, *, new_dtype, weak_type=False):
     out = convert.bind(x, new_dtype=new_dtype, weak_type=weak_type)
     if np.dtype(new_dtype).kind not in "fc" or isinstance(t, Zero):
         return out, Zero(tangent_aval(get_aval(out)))
-    return out, convert.bind(t, new_dtype=new_dtype)
+    return out, convert.bind(t, new_dtype=new_dtype, weak_type=weak_type)
 
 
 def _reduce_extremum_rule(prim):
@@ -546,7 +551,7 @@ def _dtype(x):
 
 
 def _convert_t(ct, x, *, new_dtype, weak_type=False):
-    return [convert.bind(ct, new_dtype=x.aval.dtype)]
+    return [convert.bind(ct, new_dtype=x.aval.dtype, weak_type=x.aval.weak_type)]
 
 
 def _broadcast_t(ct, x, *, shape, broadcast_dimensions):

@@ -362,7 +362,7 @@ def _scatter_abstract(operand, indices, updates, *, axes, update, mode):
         raise ShapeError(f"scatter: updates must be {ShapedArray(batch + rest, operand.dtype)}, got {updates}")
     if mode == "clip" and int(np.prod(batch, dtype=np.int64)) and any(operand.shape[a] == 0 for a in axes):
         raise ShapeError(f"scatter: cannot index into a zero-size axis of {operand}")
-    return operand.update(weak_type=operand.weak_type and updates.weak_type)
+    return operand  # the operand's weak type too, as JAX's scatter
 
 
 _UFUNCS = {"add": np.add, "mul": np.multiply, "min": np.minimum, "max": np.maximum}

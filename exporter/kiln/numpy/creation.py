@@ -45,16 +45,20 @@ def ones(shape, dtype=None):
     return full(shape, 1.0 if dtype is None else np.ones((), dtype), dtype)
 
 
-def full_like(a, fill_value, dtype=None):
-    return full(aval(a).shape, fill_value, dtype or aval(a).dtype)
+def full_like(a, fill_value, dtype=None, shape=None):
+    """numpy.full_like; without dtype= the result keeps a's weak type too, as JAX's (so the state an
+    optimizer builds with zeros_like of a weakly typed parameter promotes as the parameter does)."""
+    a_aval = aval(a)
+    out = full(a_aval.shape if shape is None else shape, fill_value, dtype or a_aval.dtype)
+    return _weak(out) if dtype is None and a_aval.weak_type else out
 
 
-def zeros_like(a, dtype=None):
-    return full_like(a, 0, dtype)
+def zeros_like(a, dtype=None, shape=None):
+    return full_like(a, 0, dtype, shape)
 
 
-def ones_like(a, dtype=None):
-    return full_like(a, 1, dtype)
+def ones_like(a, dtype=None, shape=None):
+    return full_like(a, 1, dtype, shape)
 
 
 def array(object, dtype=None, *, copy=True, order="K", ndmin=0):
@@ -93,8 +97,8 @@ def empty(shape, dtype=None):
     return zeros(shape, dtype)
 
 
-def empty_like(a, dtype=None):
-    return zeros_like(a, dtype)
+def empty_like(a, dtype=None, shape=None):
+    return zeros_like(a, dtype, shape)
 
 
 def _python_numbers_only(a) -> bool:

@@ -380,8 +380,13 @@ def take(a, indices, axis=None, mode=None, *, fill_value=None):
         from .elementwise import remainder
 
         idx = remainder(idx, n) if isinstance(idx, Tracer) else np.mod(idx, n)
-    elif mode == "clip" and not isinstance(idx, Tracer):
-        idx = np.clip(idx, 0, max(n - 1, 0))
+    elif mode == "clip":  # numpy's clip: a negative index is 0, not counted from the end
+        if isinstance(idx, Tracer):
+            from .elementwise import maximum, minimum
+
+            idx = maximum(minimum(idx, max(n - 1, 0)), 0)
+        else:
+            idx = np.clip(idx, 0, max(n - 1, 0))
     key = (slice(None),) * ax + (idx,)
     if mode in (None, "raise", "fill"):
         return _getitem_fill(x, key, fill_value)

@@ -176,7 +176,9 @@ def diag(v, k=0):
     j = prims.iota.bind(shape=(n, n), dimension=1, dtype=np.dtype(np.int32))
     on = prims.eq.bind(prims.sub.bind(j, i), prims.broadcast_in_dim.bind(np.int32(k), shape=(n, n), broadcast_dimensions=()))
     spread = prims.broadcast_in_dim.bind(padded, shape=(n, n), broadcast_dimensions=(0,) if k >= 0 else (1,))
-    return where(on, spread, np.zeros((), aval(x).dtype))
+    from .creation import zeros_like
+
+    return where(on, spread, zeros_like(x, shape=()))  # zeros_like keeps x's weak type
 
 
 _SUBLIST_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"

@@ -8,7 +8,7 @@ import numpy as np
 from ..lax import prims
 from ..lax import structural_prims as sp
 from ..core import dtypes
-from ._base import asarray, aval, convert, normalize_axes, numpy_result_dtype
+from ._base import asarray, aval, convert, convert_weak, normalize_axes, numpy_result_dtype
 
 
 def _keep(out, shape, axes, keepdims):
@@ -18,8 +18,20 @@ def _keep(out, shape, axes, keepdims):
     return out
 
 
+def _weak_as_input(out, x_aval, dtype):
+    """out weakly typed when the operand was and no dtype= was asked for, as JAX's reductions: the sum
+    of values computed from Python numbers alone still promotes like a Python number; strong with dtype=."""
+    if dtype is not None:
+        return convert(out, dtype) if aval(out).weak_type else out  # dtype= asks for a strong result
+    return convert_weak(out, aval(out).dtype) if x_aval.weak_type else out
+
+
 def _reduce(prim, name, x, axis, keepdims, dtype=None, initial=None, where=None):
     x = asarray(x)
+    return _weak_as_input(_reduce_strong(prim, name, x, axis, keepdims, dtype, initial, where), aval(x), dtype)
+
+
+def _reduce_strong(prim, name, x, axis, keepdims, dtype=None, initial=None, where=None):
     a = aval(x)
     axes = normalize_axes(axis, a.ndim, name)
     out_dtype = np.dtype(dtype) if dtype is not None else numpy_result_dtype(name, a.dtype)
@@ -185,7 +197,7 @@ def mean(a, axis=None, dtype=None, keepdims=False, *, where=None):
     axes = normalize_axes(axis, av.ndim, "mean")
     out_dtype = np.dtype(dtype) if dtype is not None else numpy_result_dtype("mean", av.dtype)
     m, _ = _mean_in(x, axes, keepdims, where, "mean", _accumulation_dtype(out_dtype))
-    return convert(m, out_dtype)
+    return _weak_as_input(convert(m, out_dtype), av, dtype)
 
 
 def var(a, axis=None, dtype=None, ddof=0, keepdims=False, *, where=None):
@@ -206,7 +218,7 @@ def var(a, axis=None, dtype=None, ddof=0, keepdims=False, *, where=None):
         count = np.asarray(int(count) - int(ddof), acc)
     else:
         count = subtract(count if keepdims else _drop(count, axes), np.asarray(ddof, acc))
-    return convert(true_divide(total, count), out_dtype)
+    return _weak_as_input(convert(true_divide(total, count), out_dtype), av, dtype)
 
 
 def _drop(x, axes):
@@ -221,7 +233,8 @@ def std(a, axis=None, dtype=None, ddof=0, keepdims=False, *, where=None):
 
     x = asarray(a)
     out_dtype = np.dtype(dtype) if dtype is not None else numpy_result_dtype("std", aval(x).dtype)
-    return convert(sqrt(var(x, axis, _accumulation_dtype(out_dtype), ddof, keepdims, where=where)), out_dtype)
+    out = convert(sqrt(var(x, axis, _accumulation_dtype(out_dtype), ddof, keepdims, where=where)), out_dtype)
+    return _weak_as_input(out, aval(x), dtype)
 
 
 def _arg(prim, name, a, axis, keepdims):
@@ -261,8 +274,7 @@ def _cumulative(prim, name, a, axis, dtype):
     av = aval(x)
     (ax,) = normalize_axes(axis, av.ndim, name)
     out_dtype = np.dtype(dtype) if dtype is not None else numpy_result_dtype(name, av.dtype)
-    x = convert(x, out_dtype)
-    return prim.bind(x, axis=ax, reverse=False)
+    return _weak_as_input(prim.bind(convert(x, out_dtype), axis=ax, reverse=False), av, dtype)
 
 
 def cumsum(a, axis=None, dtype=None):

@@ -13,6 +13,7 @@ import re
 
 import numpy as np
 
+from ..core.array import Array
 from ..core.aval import ShapedArray, aval_of
 from ..core.calls import bind_call
 from ..core.pytree import tree_map, tree_unflatten, treedef_flatten_up_to
@@ -79,8 +80,10 @@ class Program:
 
     @staticmethod
     def like(tree):
-        """A tree of abstract values (shape, dtype) mirroring a tree of arrays."""
-        return tree_map(lambda x: x if isinstance(x, ShapedArray) else aval_of(np.asarray(x)).strip_weak(), tree)
+        """A tree of abstract values (shape, dtype) mirroring a tree of arrays; a weakly typed kiln array
+        gives a weakly typed parameter, so the function traces as kiln.jit traces it at that array."""
+        return tree_map(lambda x: x if isinstance(x, ShapedArray) else
+                        aval_of(x) if isinstance(x, Array) else aval_of(np.asarray(x)).strip_weak(), tree)
 
     @staticmethod
     def export_global(tree, initialize: bool = True, mutable: bool = True):

@@ -10,13 +10,13 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..core import dtypes
-from ..core.array import as_arrays
-from ..core.ad_util import instantiate
+from ..core.array import as_array, as_arrays
+from ..core.ad_util import instantiate, zeros_like_aval
 from ..core.trace import get_aval
 from ..core.pytree import tree_flatten, tree_unflatten, treedef_flatten_up_to
 from ..lax import prims
 from ..numpy import reshape, transpose
-from ..numpy._base import asarray
+from ..numpy._base import asarray, convert_weak, weak_float_dtype
 from .batching import BatchingError, check_axis_sizes, vmap_flat
 from .jvp import DifferentiationError, is_differentiable, jvp_flat, tangent_aval
 from .linearize import vjp_flat
@@ -75,7 +75,7 @@ def _select_args(fn, args, nums, where):
             raise TypeError(f"{where} of {_name(fn)}: argnums {i} but only {len(args)} positional arguments given")
     chosen = tuple(args[i] for i in nums)
     leaves, tree = tree_flatten(chosen)
-    leaves = [asarray(x) for x in leaves]
+    leaves = [_differentiated_leaf(x) for x in leaves]
 
     def call(*xs):
         full = list(args)
@@ -84,6 +84,14 @@ def _select_args(fn, args, nums, where):
         return fn(*full)
 
     return leaves, tree, call
+
+
+def _differentiated_leaf(x):
+    """An argument leaf as an array; a Python float is weakly typed (numpy's float64 eagerly, float32
+    traced), so grad(f)(2.0) is a weak value of that dtype as in JAX."""
+    if isinstance(x, float):
+        return convert_weak(np.asarray(x), weak_float_dtype())
+    return asarray(x)
 
 
 def _check_float_inputs(where: str, fn, leaves, what: str) -> None:
@@ -230,7 +238,7 @@ def vjp(fn: Callable, *primals, has_aux: bool = False):
     def vjp_fn(cotangent):
         cts = [asarray(c) for c in treedef_flatten_up_to(treedef, cotangent)]
         grads = flat_vjp(cts)
-        return as_arrays(tree_unflatten(p_tree, [np.zeros(get_aval(p).shape, get_aval(p).dtype) if g is None else g
+        return as_arrays(tree_unflatten(p_tree, [zeros_like_aval(get_aval(p)) if g is None else g
                                                  for g, p in zip(grads, p_leaves)]))
 
     primal_out = as_arrays(tree_unflatten(treedef, outs))
@@ -374,11 +382,10 @@ def jacfwd(fn: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = F
         per_input = []
         for k, x in enumerate(leaves):
             shape = get_aval(x).shape
-            n = int(np.prod(shape, dtype=np.int64))
-            basis = np.eye(n, dtype=get_aval(x).dtype).reshape((n,) + shape)
+            n, basis = _standard_basis(get_aval(x))
 
             def push(t, k=k):
-                tangents = [t if j == k else np.zeros(get_aval(y).shape, get_aval(y).dtype) for j, y in enumerate(leaves)]
+                tangents = [t if j == k else zeros_like_aval(get_aval(y)) for j, y in enumerate(leaves)]
                 outs, out_tangents = jvp_flat(flat_fn, leaves, tangents)
                 # an output that does not depend on the inputs has a symbolic Zero tangent: its columns are zeros
                 return [instantiate(t, tangent_aval(get_aval(o))) for t, o in zip(out_tangents, outs)]
@@ -418,13 +425,11 @@ def jacrev(fn: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = F
         per_output = []
         for k, y in enumerate(outs):
             shape = get_aval(y).shape
-            m = int(np.prod(shape, dtype=np.int64))
-            basis = np.eye(m, dtype=get_aval(y).dtype).reshape((m,) + shape)
+            m, basis = _standard_basis(get_aval(y))
 
             def pull(c, k=k):
-                cts = [c if j == k else np.zeros(get_aval(o).shape, get_aval(o).dtype) for j, o in enumerate(outs)]
-                return [g if g is not None else np.zeros(get_aval(x).shape, get_aval(x).dtype)
-                        for g, x in zip(flat_vjp(cts), leaves)]
+                cts = [c if j == k else zeros_like_aval(get_aval(o)) for j, o in enumerate(outs)]
+                return [g if g is not None else zeros_like_aval(get_aval(x)) for g, x in zip(flat_vjp(cts), leaves)]
 
             rows = vmap_flat(pull, [basis], [0], _OutAxes(0, []), m)
             per_output.append([reshape(r, shape + get_aval(x).shape) for r, x in zip(rows, leaves)])
@@ -436,6 +441,14 @@ def jacrev(fn: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = F
 
 
 jacobian = jacrev
+
+
+def _standard_basis(aval) -> tuple:
+    """(n, the n unit arrays of aval's shape stacked): the tangents (cotangents) that give a Jacobian's
+    columns (rows); weakly typed for a weakly typed value, so a Jacobian of values computed from Python
+    numbers alone promotes as they do."""
+    n = int(np.prod(aval.shape, dtype=np.int64))
+    return n, as_array(np.eye(n, dtype=aval.dtype).reshape((n,) + aval.shape), weak=aval.weak_type)
 
 
 def _assemble(out_tree, in_tree, per_input, argnums):

@@ -15,7 +15,9 @@ from ..core.trace import Trace, Tracer, get_aval, new_trace
 
 
 def tangent_aval(aval: ShapedArray) -> ShapedArray:
-    return aval.strip_weak()
+    """The abstract value of a tangent (and cotangent) of a primal with this aval: the same, weak type
+    included, as JAX's to_tangent_aval, so the gradient of a weakly typed input is weakly typed."""
+    return aval
 
 
 class JVPTracer(Tracer):

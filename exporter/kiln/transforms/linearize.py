@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
-import numpy as np
 
-from ..core.ad_util import Zero, add_any, instantiate
+from ..core.ad_util import Zero, add_any, instantiate, with_primal_type, zeros_like_aval
 from ..core.ir import Equation, Graph, Literal, Var
 from ..core.trace import get_aval, trace_to_graph_with_captures
 from .jvp import DifferentiationError, is_differentiable, jvp_flat, tangent_aval
@@ -81,10 +80,6 @@ def evaluate_equations(eqns: Iterable[Equation], env: dict[int, object]) -> None
             env[v.id] = o
 
 
-def zeros_for(aval):
-    return np.zeros(aval.shape, aval.dtype)
-
-
 def vjp_flat(fn: Callable, primals: list, has_aux: bool = False):
     """(outputs, aux, vjp_fn) of fn at primals; vjp_fn(output cotangents) -> input cotangents.
 
@@ -92,7 +87,7 @@ def vjp_flat(fn: Callable, primals: list, has_aux: bool = False):
     (outputs, aux leaves) whose aux leaves are returned but not differentiated.
     Input cotangents are None for non-float inputs.
     """
-    in_avals = [get_aval(p).strip_weak() for p in primals]
+    in_avals = [get_aval(p) for p in primals]
     diff = [is_differentiable(a) for a in in_avals]
     tangent_avals = [tangent_aval(a) for a, d in zip(in_avals, diff) if d]
     n = len(primals)
@@ -136,13 +131,12 @@ def vjp_flat(fn: Callable, primals: list, has_aux: bool = False):
         cts = backward_pass(linear_eqns, linear, read, list(zip(tangent_outs, cotangents)))
         grads = iter(tangent_inputs)
         result = []
-        for d in diff:
+        for d, aval in zip(diff, in_avals):
             if not d:
                 result.append(None)
                 continue
-            v = next(grads)
-            ct = cts.get(v.id)
-            result.append(zeros_for(v.aval) if ct is None else ct)
+            ct = cts.get(next(grads).id)
+            result.append(zeros_like_aval(aval) if ct is None else with_primal_type(ct, aval))
         return result
 
     return primal_outs, aux_outs, vjp_fn
@@ -162,6 +156,6 @@ def transpose_graph(graph: Graph, linear_mask: list[bool]) -> Callable:
             return atom.value if isinstance(atom, Literal) else env[atom.id]
 
         cts = backward_pass(linear_eqns, linear, read, list(zip(graph.outvars, output_cts)))
-        return [cts.get(v.id, None) if cts.get(v.id) is not None else zeros_for(v.aval) for v in linear_inputs]
+        return [cts.get(v.id, None) if cts.get(v.id) is not None else zeros_like_aval(v.aval) for v in linear_inputs]
 
     return transposed
