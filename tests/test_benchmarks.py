@@ -88,3 +88,21 @@ def test_missing_peers_are_skipped_with_a_reason(tmp_path):
     peers = [r for r in results if r["system"] in ("jax", "iree")]
     assert peers and all(r["status"] == "skipped" and "setup_peers.sh" in r["reason"] for r in peers)
     assert "skip" in proc.stdout
+
+
+def test_export_time_script_reports_cold_and_warm_exports(tmp_path):
+    """benchmarks/export_time.py at 1 and 2 layers: every stage reported, the warm export reads every
+    kernel from the cache and gives the same module size (its times are printed, never checked)."""
+    from benchmarks.export_time import STAGES
+
+    out = tmp_path / "export.json"
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.export_time", "--layers", "1,2", "--json", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = json.loads(out.read_text())
+    assert [(r["layers"], r["cache"]) for r in rows] == [(1, "cold"), (1, "warm"), (2, "cold"), (2, "warm")]
+    for cold, warm in zip(rows[::2], rows[1::2]):
+        assert cold["cached"] == 0 and warm["cached"] == warm["kernels"] == cold["kernels"] > 0
+        assert cold["module_bytes"] == warm["module_bytes"] > 0
+        assert set(cold["stages_s"]) == set(STAGES)
+    assert sum(" layers  cold " in line or " layers  warm " in line for line in proc.stdout.splitlines()) == 4

@@ -134,7 +134,7 @@ _current_table: list = []
 
 def trace_public_function(cls, name: str, fn) -> PublicFunction:
     """Traces public method `name` at the signature its Program.like defaults declare."""
-    from ..compiler.pipeline import ProcedureSource
+    from ..compiler.pipeline import ProcedureSource, collection_paused
     from ..compiler.timing import stage
 
     signature = inspect.signature(fn)
@@ -169,7 +169,7 @@ def trace_public_function(cls, name: str, fn) -> PublicFunction:
 
     _current_table.append(cls._kiln_globals)
     try:
-        with stage("trace", name) as timed:
+        with stage("trace", name) as timed, collection_paused():
             graph: Graph = trace_to_graph(flat_fn, in_leaves)
             timed.detail = f"{name}: {len(graph.eqns)} equations"
     finally:
