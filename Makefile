@@ -23,11 +23,12 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml setup.py $(wildcard runtime-c/s
 install: $(VENV)/.installed
 
 runtime:
-	cmake -S runtime-c -B $(RUNTIME_BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake -S runtime-c -B $(RUNTIME_BUILD) -DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_TESTS=ON >/dev/null
 	cmake --build $(RUNTIME_BUILD) --parallel $(JOBS)
 
 runtime-sanitize:
-	cmake -S runtime-c -B $(SANITIZE_BUILD) -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON >/dev/null
+	cmake -S runtime-c -B $(SANITIZE_BUILD) -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON \
+		-DKILN_BUILD_TESTS=ON >/dev/null
 	cmake --build $(SANITIZE_BUILD) --parallel $(JOBS)
 
 demo: install runtime
@@ -58,14 +59,14 @@ test-modules: install
 # layout fails on kernels with high mmap entropy (vm.mmap_rnd_bits > 28).
 NO_ASLR := $(shell setarch $$(uname -m) -R true >/dev/null 2>&1 && echo setarch $$(uname -m) -R)
 ctest-tsan: test-modules
-	cmake -S runtime-c -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_TSAN=ON \
+	cmake -S runtime-c -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_TSAN=ON -DKILN_BUILD_TESTS=ON \
 		-DKILN_TEST_MODULES=$(abspath $(TEST_MODULES)) >/dev/null
 	cmake --build $(TSAN_BUILD) --parallel $(JOBS)
 	$(NO_ASLR) ctest --test-dir $(TSAN_BUILD) --output-on-failure
 
 # The allocation-failure and stress tests with those modules under ASan+UBSan+LSan.
 ctest-alloc-fail: test-modules
-	cmake -S runtime-c -B $(ALLOC_FAIL_BUILD) -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON \
+	cmake -S runtime-c -B $(ALLOC_FAIL_BUILD) -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON -DKILN_BUILD_TESTS=ON \
 		-DKILN_TEST_MODULES=$(abspath $(TEST_MODULES)) >/dev/null
 	cmake --build $(ALLOC_FAIL_BUILD) --parallel $(JOBS) --target test_alloc_fail test_stress
 	ctest --test-dir $(ALLOC_FAIL_BUILD) --output-on-failure -R '^(alloc_fail|stress)$$'

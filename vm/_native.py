@@ -80,7 +80,8 @@ def kiln_run_path() -> str:
 
 def build_runtime(build_dir: str | os.PathLike | None = None, *, sanitize: bool = False,
                   build_type: str = "Release", quiet: bool = True) -> Path:
-    """Configures and builds runtime-c with CMake (incrementally); returns the build folder.
+    """Configures and builds runtime-c with CMake (incrementally), its C tests and examples
+    included (``KILN_BUILD_TESTS=ON``); returns the build folder.
 
     Only available in a source checkout. The artifacts are found there by
     :func:`runtime_library_path` and :func:`kiln_run_path` when the folder is
@@ -93,7 +94,7 @@ def build_runtime(build_dir: str | os.PathLike | None = None, *, sanitize: bool 
         raise NativeArtifactNotFound("cmake is required to build the kiln runtime")
     out = Path(build_dir) if build_dir else DEV_BUILD_DIR
     configure = [cmake, "-S", str(_RUNTIME_SOURCE), "-B", str(out), f"-DCMAKE_BUILD_TYPE={build_type}",
-                 f"-DKILN_SANITIZE={'ON' if sanitize else 'OFF'}"]
+                 f"-DKILN_SANITIZE={'ON' if sanitize else 'OFF'}", "-DKILN_BUILD_TESTS=ON"]
     build = [cmake, "--build", str(out), "--parallel", str(os.cpu_count() or 2)]
     for cmd in (configure, build):
         proc = subprocess.run(cmd, capture_output=quiet, text=True)
