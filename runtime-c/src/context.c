@@ -172,11 +172,11 @@ void kiln_context_cancel(kiln_context_t* context) {
   if (call) atomic_store_explicit(&context->cancelled, call, memory_order_relaxed);
 }
 
-kiln_status_t kiln_context_invoke(kiln_context_t* context, kiln_function_t function,
-                                  kiln_buffer_view_t* const* args, size_t arg_count,
-                                  kiln_buffer_view_t** results, size_t result_capacity) {
+/* The function a call names, once it is known to belong to the context's
+ * module and to take `arg_count` arguments. */
+static kiln_status_t called_function(kiln_context_t* context, kiln_function_t function,
+                                     size_t arg_count, const kiln_function_info_t** out) {
   const kiln_function_info_t* f;
-  size_t i;
   if (!context)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "invoke: context is NULL");
   if (function.module != context->module || function.ordinal >= context->module->function_count)
@@ -187,6 +187,27 @@ kiln_status_t kiln_context_invoke(kiln_context_t* context, kiln_function_t funct
   if (arg_count != f->arg_count)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: expects %u arguments, got %zu",
                             f->name, (unsigned)f->arg_count, arg_count);
+  *out = f;
+  return NULL;
+}
+
+/* Runs a call on type-checked arguments, aligning them for a module that
+ * needs it. */
+static kiln_status_t invoke_checked(kiln_context_t* c, uint32_t ordinal,
+                                    kiln_buffer_view_t* const* args, size_t arg_count,
+                                    kiln_buffer_view_t** results) {
+  if (!c->module->element_aligned_bindings)
+    return invoke_aligned(c, ordinal, args, arg_count, results);
+  return invoke_bounded(c, ordinal, args, results);
+}
+
+kiln_status_t kiln_context_invoke(kiln_context_t* context, kiln_function_t function,
+                                  kiln_buffer_view_t* const* args, size_t arg_count,
+                                  kiln_buffer_view_t** results, size_t result_capacity) {
+  const kiln_function_info_t* f = NULL;
+  size_t i;
+  kiln_status_t s = called_function(context, function, arg_count, &f);
+  if (s) return s;
   if (result_capacity < f->result_count || (f->result_count && !results))
     return kiln_make_status(KILN_INVALID_ARGUMENT,
                             "%s: returns %u results, result capacity is %zu", f->name,
@@ -204,9 +225,149 @@ kiln_status_t kiln_context_invoke(kiln_context_t* context, kiln_function_t funct
     return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: argument %zu '%s' expects %s, got %s",
                             f->name, i, f->args[i].name, want, got);
   }
-  if (!context->module->element_aligned_bindings)
-    return invoke_aligned(context, function.ordinal, args, arg_count, results);
-  return invoke_bounded(context, function.ordinal, args, results);
+  return invoke_checked(context, function.ordinal, args, arg_count, results);
+}
+
+/* ---- calls on host memory (kiln_context_invoke_host) -------------------- */
+
+static void release_view(void* view) { kiln_buffer_view_release(view); }
+
+/* Whether host argument `a` of type `t` is read in place (wrapped) rather
+ * than copied: its data is aligned to its elements. */
+static int host_in_place(const kiln_type_info_t* t, const kiln_host_buffer_t* a) {
+  return ((uintptr_t)a->data % kiln_dtype_alignment(t->dtype)) == 0;
+}
+
+static kiln_status_t host_argument_view(const kiln_type_info_t* t, const kiln_host_buffer_t* a,
+                                        kiln_buffer_view_t** out) {
+  kiln_status_t s;
+  if (!host_in_place(t, a))
+    return kiln_buffer_view_create(t->dtype, t->rank, t->shape, a->data, a->byte_size, out);
+  if (!a->owner)
+    return kiln_buffer_view_wrap(t->dtype, t->rank, t->shape, a->data, a->byte_size, NULL,
+                                 NULL, out);
+  kiln_buffer_view_retain(a->owner);
+  s = kiln_buffer_view_wrap(t->dtype, t->rank, t->shape, a->data, a->byte_size, release_view,
+                            a->owner, out);
+  if (s) kiln_buffer_view_release(a->owner);
+  return s;
+}
+
+/* Whether `data` lies in the caller's memory of an argument read in place. */
+static int in_borrowed_argument(const kiln_module_t* m, const kiln_function_info_t* f,
+                                const kiln_host_buffer_t* args, const void* data) {
+  uint32_t i;
+  for (i = 0; i < f->arg_count; ++i) {
+    const char* start = args[i].data;
+    if (!args[i].owner && host_in_place(&m->types[f->arg_types[i]], &args[i]) && start &&
+        (const char*)data >= start && (const char*)data < start + args[i].byte_size)
+      return 1;
+  }
+  return 0;
+}
+
+/* Checks the sizes of a host call's arguments and result destinations. */
+static kiln_status_t check_host_buffers(const kiln_module_t* m, const kiln_function_info_t* f,
+                                        const kiln_host_buffer_t* args,
+                                        const kiln_host_buffer_t* results) {
+  char want[128];
+  uint32_t i;
+  for (i = 0; i < f->arg_count; ++i) {
+    const kiln_type_info_t* t = &m->types[f->arg_types[i]];
+    if (args[i].byte_size == t->byte_size && (args[i].data || !t->byte_size)) continue;
+    kiln_format_type_info(t, want, sizeof want);
+    if (args[i].byte_size == t->byte_size)
+      return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: argument %zu '%s' (%s): data is NULL",
+                              f->name, (size_t)i, f->args[i].name, want);
+    return kiln_make_status(KILN_INVALID_ARGUMENT,
+                            "%s: argument %zu '%s' expects %s (%zu bytes), got %zu bytes",
+                            f->name, (size_t)i, f->args[i].name, want, t->byte_size,
+                            args[i].byte_size);
+  }
+  for (i = 0; results && i < f->result_count; ++i) {
+    const kiln_type_info_t* t = &m->types[f->result_types[i]];
+    if (!results[i].data || results[i].byte_size == t->byte_size) continue;
+    kiln_format_type_info(t, want, sizeof want);
+    return kiln_make_status(KILN_INVALID_ARGUMENT,
+                            "%s: result %zu '%s' is %s (%zu bytes), its destination holds "
+                            "%zu bytes", f->name, (size_t)i, f->results[i].name, want,
+                            t->byte_size, results[i].byte_size);
+  }
+  return NULL;
+}
+
+/* Copies results into their destinations, and out of borrowed argument
+ * memory into views of their own. */
+static kiln_status_t deliver_host_results(const kiln_module_t* m, const kiln_function_info_t* f,
+                                          const kiln_host_buffer_t* args,
+                                          const kiln_host_buffer_t* results,
+                                          kiln_buffer_view_t** views) {
+  uint32_t i;
+  for (i = 0; i < f->result_count; ++i) {
+    kiln_buffer_view_t* v = views[i];
+    kiln_buffer_view_t* copy = NULL;
+    size_t size = kiln_buffer_view_byte_size(v);
+    kiln_status_t s;
+    if (results && results[i].data) {
+      if (size) memcpy(results[i].data, kiln_buffer_view_data(v), size);
+      views[i] = NULL;
+      kiln_buffer_view_release(v);
+      continue;
+    }
+    if (!in_borrowed_argument(m, f, args, kiln_buffer_view_data(v))) continue;
+    s = kiln_buffer_view_create(kiln_buffer_view_dtype(v), kiln_buffer_view_rank(v),
+                                kiln_buffer_view_shape(v), kiln_buffer_view_data(v), size,
+                                &copy);
+    if (s)
+      return kiln_status_annotate(s, "%s: copying result %u '%s' out of an argument's memory",
+                                  f->name, (unsigned)i, f->results[i].name);
+    views[i] = copy;
+    kiln_buffer_view_release(v);
+  }
+  return NULL;
+}
+
+kiln_status_t kiln_context_invoke_host(kiln_context_t* context, kiln_function_t function,
+                                       const kiln_host_buffer_t* args, size_t arg_count,
+                                       const kiln_host_buffer_t* results,
+                                       kiln_buffer_view_t** result_views,
+                                       size_t result_count) {
+  const kiln_function_info_t* f = NULL;
+  const kiln_module_t* m;
+  kiln_buffer_view_t* small[16];
+  kiln_buffer_view_t** views = small;
+  kiln_status_t s;
+  size_t i, made = 0;
+  if (result_views)
+    for (i = 0; i < result_count; ++i) result_views[i] = NULL;
+  if ((s = called_function(context, function, arg_count, &f))) return s;
+  m = context->module;
+  if (result_count != f->result_count || (result_count && !result_views))
+    return kiln_make_status(KILN_INVALID_ARGUMENT,
+                            "%s: returns %u results, result count is %zu", f->name,
+                            (unsigned)f->result_count, result_views ? result_count : 0);
+  if (arg_count && !args)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: args is NULL", f->name);
+  if ((s = check_host_buffers(m, f, args, results))) return s;
+  if (arg_count > 16 && !(views = calloc(arg_count, sizeof *views)))
+    return kiln_make_status(KILN_OUT_OF_MEMORY, "%s: allocating %zu arguments", f->name,
+                            arg_count);
+  for (; made < arg_count && !s; ++made) {
+    s = host_argument_view(&m->types[f->arg_types[made]], &args[made], &views[made]);
+    if (s)
+      s = kiln_status_annotate(s, "%s: argument %zu '%s'", f->name, made, f->args[made].name);
+  }
+  if (!s) s = invoke_checked(context, function.ordinal, views, arg_count, result_views);
+  if (!s) s = deliver_host_results(m, f, args, results, result_views);
+  for (i = 0; i < made; ++i)
+    if (views[i]) kiln_buffer_view_release(views[i]);
+  if (views != small) free(views);
+  if (s)
+    for (i = 0; i < result_count; ++i) {
+      kiln_buffer_view_release(result_views[i]);
+      result_views[i] = NULL;
+    }
+  return s;
 }
 
 static kiln_status_t find_global(kiln_context_t* context, const char* name, uint32_t* out,

@@ -371,6 +371,147 @@ done:
   kiln_module_release(aligned);
 }
 
+/* kiln_context_invoke_host: arguments in host memory of the declared types,
+ * results copied into destinations or returned as views that never share the
+ * caller's memory; every check names the function and the value. */
+static kiln_function_t lookup(kiln_module_t* m, const char* name) {
+  kiln_function_t f = {NULL, 0};
+  OK(kiln_module_lookup_function(m, name, &f));
+  return f;
+}
+
+static void test_invoke_host(kiln_instance_t* inst) {
+  _Alignas(64) static float x[1 + 6 * 16];
+  kiln_module_t *good = NULL, *rows = NULL, *old = NULL;
+  kiln_context_t *c = NULL, *cr = NULL, *co = NULL;
+  kiln_function_t triangle, weights, unset, row16, reverse;
+  kiln_buffer_view_t *views[2] = {NULL, NULL}, *xv = NULL;
+  int64_t n = 10, sum = -1, i2 = 2;
+  float w[4] = {0}, ys[5 * 4], *xs4;
+  _Alignas(8) char bytes[5 * 4 * sizeof(float) + 1];
+  const int64_t s16[2] = {6, 16};
+  kiln_host_buffer_t a[2], r[2];
+  size_t i;
+  for (i = 0; i < 1 + 6 * 16; ++i) x[i] = (float)i;
+  OK(kiln_module_load_memory(inst, kiln_vm_test_good, sizeof kiln_vm_test_good, &good));
+  OK(kiln_module_load_memory(inst, kiln_vm_test_rows_element_aligned,
+                             sizeof kiln_vm_test_rows_element_aligned, &rows));
+  OK(kiln_module_load_memory(inst, kiln_vm_test_rows, sizeof kiln_vm_test_rows, &old));
+  if (good) OK(kiln_context_create(good, &c));
+  if (rows) OK(kiln_context_create(rows, &cr));
+  if (old) OK(kiln_context_create(old, &co));
+  if (!c || !cr || !co) goto done;
+  triangle = lookup(good, "triangle");
+  weights = lookup(good, "weights");
+  unset = lookup(good, "unset");
+  row16 = lookup(rows, "row16");
+  reverse = lookup(rows, "reverse");
+
+  /* A result into its destination, then as a view. */
+  a[0] = (kiln_host_buffer_t){&n, sizeof n, NULL};
+  r[0] = (kiln_host_buffer_t){&sum, sizeof sum, NULL};
+  views[0] = (kiln_buffer_view_t*)&n; /* overwritten with NULL */
+  OK(kiln_context_invoke_host(c, triangle, a, 1, r, views, 1));
+  CHECK(sum == 55 && views[0] == NULL);
+  n = 4;
+  OK(kiln_context_invoke_host(c, triangle, a, 1, NULL, views, 1));
+  CHECK(views[0] && *(const int64_t*)kiln_buffer_view_data(views[0]) == 10);
+  kiln_buffer_view_release(views[0]);
+  views[0] = NULL;
+  /* Two results: the first copied out, the second a view; no arguments. */
+  r[0] = (kiln_host_buffer_t){w, sizeof w, NULL};
+  r[1] = (kiln_host_buffer_t){NULL, 0, NULL};
+  OK(kiln_context_invoke_host(c, weights, NULL, 0, r, views, 2));
+  CHECK(w[0] == 1.5f && w[3] == 4.0f && views[0] == NULL);
+  CHECK(views[1] && *(const int64_t*)kiln_buffer_view_data(views[1]) == 42);
+  kiln_buffer_view_release(views[1]);
+  views[1] = NULL;
+
+  /* A row of caller memory read in place comes back as a copy of its own;
+   * a row of an owner's memory shares it. */
+  a[0] = (kiln_host_buffer_t){x, 6 * 16 * sizeof(float), NULL};
+  a[1] = (kiln_host_buffer_t){&i2, sizeof i2, NULL};
+  OK(kiln_context_invoke_host(cr, row16, a, 2, NULL, views, 1));
+  if (views[0]) {
+    const float* row = kiln_buffer_view_data(views[0]);
+    CHECK((const char*)row < (const char*)x || (const char*)row >= (const char*)(x + 6 * 16));
+    CHECK(row[0] == 32.0f && row[15] == 47.0f);
+  }
+  kiln_buffer_view_release(views[0]);
+  views[0] = NULL;
+  OK(kiln_buffer_view_create(KILN_DTYPE_F32, 2, s16, x, 6 * 16 * sizeof(float), &xv));
+  if (xv) {
+    a[0] = (kiln_host_buffer_t){kiln_buffer_view_mutable_data(xv), 6 * 16 * sizeof(float), xv};
+    OK(kiln_context_invoke_host(cr, row16, a, 2, NULL, views, 1));
+    if (views[0])
+      CHECK(kiln_buffer_view_data(views[0]) == (const float*)kiln_buffer_view_data(xv) + 32);
+    kiln_buffer_view_release(xv); /* the row keeps the owner alive */
+    if (views[0]) CHECK(((const float*)kiln_buffer_view_data(views[0]))[15] == 47.0f);
+    kiln_buffer_view_release(views[0]);
+    views[0] = NULL;
+  }
+  /* Element-aligned memory into a module that needs 64-byte alignment, and
+   * memory not aligned to its elements (copied): the same values. */
+  a[0] = (kiln_host_buffer_t){x + 1, 6 * 16 * sizeof(float), NULL};
+  OK(kiln_context_invoke_host(co, lookup(old, "row16"), a, 2, NULL, views, 1));
+  if (views[0]) CHECK(((const float*)kiln_buffer_view_data(views[0]))[0] == 33.0f);
+  kiln_buffer_view_release(views[0]);
+  views[0] = NULL;
+  xs4 = (float*)(bytes + 1);
+  memcpy(xs4, x, 5 * 4 * sizeof(float));
+  a[0] = (kiln_host_buffer_t){xs4, 5 * 4 * sizeof(float), NULL};
+  r[0] = (kiln_host_buffer_t){ys, sizeof ys, NULL};
+  OK(kiln_context_invoke_host(cr, reverse, a, 1, r, views, 1));
+  CHECK(ys[0] == 16.0f && ys[19] == 3.0f);
+
+  /* Errors. */
+  a[0] = (kiln_host_buffer_t){&n, sizeof n, NULL};
+  r[0] = (kiln_host_buffer_t){&sum, sizeof sum, NULL};
+  EXPECT_ERROR(kiln_context_invoke_host(NULL, triangle, a, 1, r, views, 1),
+               KILN_INVALID_ARGUMENT, "invoke: context is NULL");
+  EXPECT_ERROR(kiln_context_invoke_host(cr, triangle, a, 1, r, views, 1), KILN_INVALID_ARGUMENT,
+               "invoke: the function does not belong to this context's module "
+               "'vmrows_element_aligned'");
+  EXPECT_ERROR(kiln_context_invoke_host(c, triangle, a, 2, r, views, 1), KILN_INVALID_ARGUMENT,
+               "triangle: expects 1 arguments, got 2");
+  EXPECT_ERROR(kiln_context_invoke_host(c, triangle, a, 1, r, views, 2), KILN_INVALID_ARGUMENT,
+               "triangle: returns 1 results, result count is 2");
+  EXPECT_ERROR(kiln_context_invoke_host(c, triangle, a, 1, r, NULL, 1), KILN_INVALID_ARGUMENT,
+               "triangle: returns 1 results, result count is 0");
+  EXPECT_ERROR(kiln_context_invoke_host(c, triangle, NULL, 1, r, views, 1),
+               KILN_INVALID_ARGUMENT, "triangle: args is NULL");
+  a[0].byte_size = 4;
+  EXPECT_ERROR(kiln_context_invoke_host(c, triangle, a, 1, r, views, 1), KILN_INVALID_ARGUMENT,
+               "triangle: argument 0 'n' expects i64 (8 bytes), got 4 bytes");
+  a[0] = (kiln_host_buffer_t){NULL, sizeof n, NULL};
+  EXPECT_ERROR(kiln_context_invoke_host(c, triangle, a, 1, r, views, 1), KILN_INVALID_ARGUMENT,
+               "triangle: argument 0 'n' (i64): data is NULL");
+  a[0] = (kiln_host_buffer_t){&n, sizeof n, NULL};
+  r[0].byte_size = 16;
+  EXPECT_ERROR(kiln_context_invoke_host(c, triangle, a, 1, r, views, 1), KILN_INVALID_ARGUMENT,
+               "triangle: result 0 'sum' is i64 (8 bytes), its destination holds 16 bytes");
+  views[0] = (kiln_buffer_view_t*)&n;
+  EXPECT_ERROR(kiln_context_invoke_host(c, unset, NULL, 0, NULL, views, 1),
+               KILN_FAILED_PRECONDITION, "register r3 read before assignment in function 'unset'");
+  CHECK(views[0] == NULL);
+  {
+    kiln_call_limits_t limits = {0, 20};
+    n = 1000;
+    OK(kiln_context_set_call_limits(c, &limits));
+    EXPECT_ERROR(kiln_context_invoke_host(c, triangle, a, 1, NULL, views, 1),
+                 KILN_DEADLINE_EXCEEDED, "");
+    CHECK(views[0] == NULL);
+    OK(kiln_context_set_call_limits(c, NULL));
+  }
+done:
+  kiln_context_release(c);
+  kiln_context_release(cr);
+  kiln_context_release(co);
+  kiln_module_release(good);
+  kiln_module_release(rows);
+  kiln_module_release(old);
+}
+
 typedef struct worker {
   kiln_module_t* module;
   int64_t result;
@@ -520,6 +661,7 @@ int main(void) {
   }
   test_rows(inst);
   test_element_aligned_arguments(inst);
+  test_invoke_host(inst);
   test_bad_modules(inst);
   test_corruption(inst, kiln_vm_test_good, sizeof kiln_vm_test_good);
   test_corruption(inst, kiln_vm_test_rows, sizeof kiln_vm_test_rows);

@@ -200,6 +200,41 @@ kiln_status_t kiln_context_invoke(kiln_context_t* context,
                                   kiln_buffer_view_t** results,
                                   size_t result_capacity);
 
+/* Host memory for kiln_context_invoke_host: `byte_size` bytes at `data`,
+ * row-major data of the type the function declares for that argument or
+ * result. */
+typedef struct kiln_host_buffer {
+  void* data;
+  size_t byte_size;
+  /* Arguments only. NULL: `data` is the caller's memory, read in place when
+   * aligned to its elements (else copied) and kept valid and unchanged by the
+   * caller until the call returns. Otherwise a view whose memory holds `data`
+   * (a result of an earlier call going back in), which the call keeps alive
+   * while it uses `data`. */
+  kiln_buffer_view_t* owner;
+} kiln_host_buffer_t;
+
+/* kiln_context_invoke for a caller whose values are plain memory of the
+ * function's declared types (a prepared call: dtypes and shapes come from the
+ * signature, so one call does what a view per argument and per result would).
+ * `args[i].byte_size` must be argument i's declared size: a wrong count or
+ * size is an INVALID_ARGUMENT naming the function and argument. For each
+ * result i (result_count must be kiln_function_result_count): when
+ * `results[i].data` is non-NULL the result is copied there
+ * (`results[i].byte_size` must be its declared size) and `result_views[i]`
+ * is set to NULL; otherwise `result_views[i]` receives a new reference to the
+ * result's view, which the caller releases. A result view never shares the
+ * memory of an argument whose owner is NULL: such a result is copied into a
+ * view of its own. `results` may be NULL when every result comes back as a
+ * view. On failure every `result_views[i]` is NULL. */
+kiln_status_t kiln_context_invoke_host(kiln_context_t* context,
+                                       kiln_function_t function,
+                                       const kiln_host_buffer_t* args,
+                                       size_t arg_count,
+                                       const kiln_host_buffer_t* results,
+                                       kiln_buffer_view_t** result_views,
+                                       size_t result_count);
+
 /* Reads a global's current value by name (a new reference). */
 kiln_status_t kiln_context_get_global(kiln_context_t* context, const char* name,
                                       kiln_buffer_view_t** out);
