@@ -2,7 +2,8 @@
 
 An entry is keyed by the SHA-256 of the kernel's region IR (`compile.structural_key`), its bindings,
 the target (triple, CPU, features) and the compiler's version: a digest of every source file of
-`kiln.compiler` with the llvmlite and LLVM versions, so any change to the compiler misses.
+`kiln.compiler`, `kiln.core` and `kiln.lax` with the llvmlite and LLVM versions, so any change to
+the compiler or to the primitives misses.
 
 Where: `$KILN_CACHE_DIR`, else `$XDG_CACHE_HOME/kiln`, else `~/.cache/kiln`; entries lie under
 `kernels/`. `KILN_CACHE=0` (or `off`, `false`, `no`) turns it off. Safe under concurrent
@@ -28,17 +29,24 @@ ENTRY_FORMAT = 1
 _HEADER = struct.Struct("<8sI32sI")  # magic, format, sha256 of the rest, length of the JSON metadata
 
 
+_VERSIONED_PACKAGES = ("compiler", "core", "lax")
+"""The parts of kiln whose sources decide a kernel's code: code generation, and the primitives'
+definitions and traits it reads (reduction ops, kernel kinds, dtypes)."""
+
+
 @functools.cache
 def compiler_version() -> str:
-    """Digest of kiln.compiler's sources and the llvmlite/LLVM versions (part of every key)."""
+    """Digest of the sources of kiln.compiler, kiln.core and kiln.lax and of the llvmlite/LLVM
+    versions (part of every key)."""
     import llvmlite
     import llvmlite.binding as llvm
 
     digest = hashlib.sha256(f"{ENTRY_FORMAT};{llvmlite.__version__};{llvm.llvm_version_info}".encode())
-    root = Path(__file__).resolve().parent
-    for path in sorted(root.rglob("*.py")):
-        digest.update(str(path.relative_to(root)).encode() + b"\0")
-        digest.update(path.read_bytes())
+    kiln_root = Path(__file__).resolve().parent.parent
+    for package in _VERSIONED_PACKAGES:
+        for path in sorted((kiln_root / package).rglob("*.py")):
+            digest.update(str(path.relative_to(kiln_root)).encode() + b"\0")
+            digest.update(path.read_bytes())
     return digest.hexdigest()
 
 
