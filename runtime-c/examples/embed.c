@@ -7,9 +7,10 @@
  * views, invoke, read the results, and release everything. Every call
  * returns a kiln_status_t: NULL on success, otherwise an error the caller
  * reports and frees. Link against libkiln_runtime (include/kiln/runtime.h is
- * the only header an application needs); this example also uses the small
- * value parser and printer from tools/io to turn its command line into
- * inputs and its results into text.
+ * the only header an application needs); this example also uses the value
+ * parser and printer of kiln_io.h (libkiln_io, installed with the runtime) to
+ * turn its command line into inputs and its results into text, so it links
+ * kiln::io (CMake) or kiln-io (pkg-config); runtime-c/README.md shows both.
  *
  *   kiln-embed-example MODULE.vmfb FUNCTION [VALUE...]
  *   kiln-embed-example linear.vmfb predict 8x3xf32=0.5

@@ -20,7 +20,9 @@
  *
  * Prints "step I loss L" per step, then "accuracy A (K/N)", "checkpoint: ...",
  * "restored predictions identical: yes" and "resumed step identical: yes";
- * exits 1 on any error or mismatch. */
+ * exits 1 on any error or mismatch. Reads and writes .npy/.npz with kiln_io.h,
+ * so it links kiln::io (CMake) or kiln-io (pkg-config) from an installed
+ * runtime (runtime-c/README.md). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
