@@ -147,7 +147,7 @@ _SIN_PI = [(-1) ** k * math.pi ** (2 * k + 1) / math.factorial(2 * k + 1) for k 
 _COS_PI = [(-1) ** k * math.pi ** (2 * k) / math.factorial(2 * k) for k in range(15)]
 
 
-def _sin_cos_pi(x):
+def sin_cos_pi(x):
     """(sin(pi x), cos(pi x)) up to the sign of a whole turn, for finite x: r = x - round(x) is exact, so large
     x lose nothing."""
     r = ops.subtract(x, ops.rint(x))
@@ -163,7 +163,7 @@ def gammaln64(x):
     positive = _lgamma_positive(z)
     xn = ops.where(finite_neg, x, -0.5)
     with np.errstate(divide="ignore"):
-        reflected = ops.subtract(ops.log(ops.divide(math.pi, ops.abs(_sin_cos_pi(xn)[0]))), positive)
+        reflected = ops.subtract(ops.log(ops.divide(math.pi, ops.abs(sin_cos_pi(xn)[0]))), positive)
     out = ops.where(finite_neg, reflected, positive)
     out = ops.where(ops.equal(x, -np.inf), -np.inf, out)  # scipy's value
     return ops.where(ops.isnan(x), x, out)
@@ -213,7 +213,7 @@ def digamma64(x):
     xn = ops.where(finite_neg, x, -0.5)
     r = ops.subtract(xn, ops.rint(xn))
     with np.errstate(divide="ignore", invalid="ignore"):
-        sine, cosine = _sin_cos_pi(r)
+        sine, cosine = sin_cos_pi(r)
         reflected = ops.subtract(positive, ops.divide(ops.multiply(cosine, math.pi), sine))
     reflected = ops.where(ops.equal(r, 0.0), np.nan, reflected)
     out = ops.where(finite_neg, reflected, positive)
@@ -243,7 +243,7 @@ def trigamma64(x):
                    ops.multiply(w, ops.horner(ops.multiply(w, w), _TRIGAMMA_ASYMPTOTIC)))
     positive = ops.add(ops.where(finite, at_y, 0.0), s)
     xn = ops.where(negative, x, -0.5)
-    sine = _sin_cos_pi(xn)[0]
+    sine = sin_cos_pi(xn)[0]
     with np.errstate(divide="ignore"):
         reflected = ops.subtract(ops.divide(math.pi ** 2, ops.multiply(sine, sine)), positive)
     out = ops.where(negative, reflected, positive)

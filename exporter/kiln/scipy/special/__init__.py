@@ -4,17 +4,24 @@ Every function is composed from kiln.numpy and kiln.lax operations, so it runs e
 numpy arrays out), under kiln.jit and in exported modules alike. float16, bfloat16 and float32 inputs are
 computed in float64 and rounded once to their own dtype; integer and bool inputs give float64 (float32 for
 Python numbers in traced code, as JAX's weak types). docs/scipy.md states the accuracy of each function.
-One module per family: _logsumexp, _logistic, _error, _gamma, _incomplete, _expint, _bessel, _elementary.
+One module per family: _logsumexp, _logistic, _error, _gamma, _incomplete, _expint, _bessel, _elementary,
+_integrals, _hypergeometric.
 """
-from . import _bessel, _elementary, _error, _expint, _gamma, _incomplete, _logistic, _logsumexp
+from . import (
+    _bessel, _elementary, _error, _expint, _gamma, _hypergeometric, _incomplete, _integrals, _logistic,
+    _logsumexp,
+)
 from ._bessel import *  # noqa: F401,F403
 from ._elementary import *  # noqa: F401,F403
 from ._error import *  # noqa: F401,F403
 from ._expint import *  # noqa: F401,F403
 from ._gamma import *  # noqa: F401,F403
+from ._hypergeometric import *  # noqa: F401,F403
 from ._incomplete import *  # noqa: F401,F403
+from ._integrals import *  # noqa: F401,F403
 from ._logistic import *  # noqa: F401,F403
 from ._logsumexp import *  # noqa: F401,F403
 
-__all__ = [name for module in (_logsumexp, _logistic, _error, _gamma, _incomplete, _expint, _bessel, _elementary)
+__all__ = [name for module in (_logsumexp, _logistic, _error, _gamma, _incomplete, _expint, _bessel, _elementary,
+                                 _integrals, _hypergeometric)
            for name in module.__all__]
