@@ -65,9 +65,19 @@ class PeakRss:
         return max(0, peak - self.base_kib) * 1024
 
 
+def _page_faults() -> int | None:
+    try:
+        import resource
+    except ImportError:
+        return None
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_minflt + usage.ru_majflt
+
+
 def time_calls(call, settings: Settings) -> dict:
     """Times call() (which must block until its results are on the host); returns a result dict
-    with first_call_s, median_s, min_s, mean_s, repeats, peak_rss_delta and the last results."""
+    with first_call_s, median_s, min_s, mean_s, repeats, page_faults_per_call (of the timed calls),
+    peak_rss_delta and the last results."""
     rss = PeakRss()
     rss.start()
     start = time.perf_counter()
@@ -78,6 +88,7 @@ def time_calls(call, settings: Settings) -> dict:
     times: list[float] = []
     gc_was_enabled = gc.isenabled()
     gc.disable()
+    faults_before = _page_faults()
     try:
         begin = time.perf_counter()
         while len(times) < settings.min_repeats or (
@@ -89,12 +100,14 @@ def time_calls(call, settings: Settings) -> dict:
     finally:
         if gc_was_enabled:
             gc.enable()
+    faults_after = _page_faults()
     return {
         "first_call_s": first,
         "median_s": statistics.median(times),
         "min_s": min(times),
         "mean_s": statistics.fmean(times),
         "repeats": len(times),
+        "page_faults_per_call": None if faults_before is None else (faults_after - faults_before) / len(times),
         "peak_rss_delta": rss.delta_bytes(),
         "results": results,
     }

@@ -1,10 +1,11 @@
 """Formatting the measurements as Markdown tables (printed, and pasted into the README).
 
-Table 1 gives time per call: median with the minimum in parentheses (kiln-run:
-mean and minimum, which is what its --benchmark mode prints), then kiln.jit's
-time over each other system's (above 1: kiln is slower), from the medians or,
-with basis "min", from the minima. Table 2 gives the
-first call (compilation included) and the peak RSS growth. Cells say WRONG,
+Table 1 gives time per call: median with the minimum in parentheses (kiln-run's
+from its --benchmark statistics), then kiln.jit's time over each other system's
+(above 1: kiln is slower), from the medians or, with basis "min", from the
+minima. Table 2 gives the first call (compilation included), the peak RSS
+growth and the page faults per timed call (a steady-state call that allocates
+its intermediates afresh shows here). Cells say WRONG,
 error or skip where a system did not produce a checked time.
 """
 from __future__ import annotations
@@ -98,7 +99,7 @@ def time_table(results: list[dict], systems=SYSTEMS, basis: str = "median") -> s
 def first_call_and_memory_table(results: list[dict], systems=SYSTEMS) -> str:
     compiled = [s for s in systems if s != "numpy"]
     header = ["workload", "size", *(f"{s} first call" if s != "kiln-run" else "kiln export" for s in compiled),
-              *(f"ΔRSS {s}" for s in systems)]
+              *(f"ΔRSS {s}" for s in systems), *(f"faults/call {s}" for s in systems)]
     rows = []
     for workload, size, by in group_rows(results):
         row = [workload, size]
@@ -108,6 +109,10 @@ def first_call_and_memory_table(results: list[dict], systems=SYSTEMS) -> str:
         for s in systems:
             r = by.get(s)
             row.append(format_bytes(r.get("peak_rss_delta")) if r and r.get("status") == "ok" else "—")
+        for s in systems:
+            r = by.get(s)
+            faults = r.get("page_faults_per_call") if r and r.get("status") == "ok" else None
+            row.append("—" if faults is None else f"{faults:.1f}")
         rows.append(row)
     return _table(header, rows)
 

@@ -191,7 +191,7 @@ def main(argv=None) -> int:
     if any(x is not None and x > 0.5 * (m["cores"] or 1) for x in loads):
         print("WARNING: the machine was busy with other work: times are inflated and noisy; "
               "the minima are the steadier numbers.")
-    print(f"\nTime per call: median (min); kiln-run: mean (min). "
+    print(f"\nTime per call: median (min), kiln-run's after its warm-up calls. "
           f"kiln/X = kiln.jit {args.ratios} / X {args.ratios}.\n")
     print(report.time_table(results, args.system_list, args.ratios))
     print("\nFirst call (compile included) and peak RSS growth (see benchmarks/README.md):\n")

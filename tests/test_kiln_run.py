@@ -210,11 +210,31 @@ def test_every_dtype_through_globals(kiln_run, modules, tmp_path):
         np.testing.assert_array_equal(back[k], v, err_msg=k)
 
 
+_TIME = r"[\d.]+ (us|ms|s)"
+
+
 def test_benchmark(kiln_run, modules):
     out = run(kiln_run, f"--module={modules / 'axpy.vmfb'}", "--function=predict",
               "--input=4xf32=1", "--benchmark=50").stdout
-    assert re.fullmatch(r"benchmark: predict: 50 calls, mean [\d.]+ (us|ms|s), "
-                        r"min [\d.]+ (us|ms|s) per call\n", out), out
+    assert re.fullmatch(rf"benchmark: predict: 50 calls after 1 warm-up, median {_TIME}, mean {_TIME}, "
+                        rf"min {_TIME}, max {_TIME}, stddev {_TIME} per call; [\d.]+ page faults per call\n",
+                        out), out
+
+
+def test_benchmark_json_statistics_are_consistent(kiln_run, modules):
+    import json
+
+    out = run(kiln_run, f"--module={modules / 'axpy.vmfb'}", "--function=predict", "--input=4xf32=1",
+              "--benchmark=9", "--warmup=3", "--benchmark_format=json").stdout
+    stats = json.loads(out)
+    assert stats["function"] == "predict" and stats["calls"] == 9 and stats["warmup"] == 3
+    assert 0 < stats["min_s"] <= stats["median_s"] <= stats["max_s"]
+    assert stats["min_s"] <= stats["mean_s"] <= stats["max_s"] and stats["stddev_s"] >= 0
+    assert stats["page_faults_per_call"] >= 0
+    single = json.loads(run(kiln_run, f"--module={modules / 'axpy.vmfb'}", "--function=predict",
+                            "--input=4xf32=1", "--benchmark=1", "--warmup=0",
+                            "--benchmark_format=json").stdout)
+    assert single["stddev_s"] == 0 and single["min_s"] == single["median_s"] == single["max_s"]
 
 
 def test_help(kiln_run):
@@ -299,6 +319,10 @@ ERRORS = [
     (["--bogus"], ["unknown argument '--bogus'"]),
     (["--workers=x", "--list"], ["--workers expects an integer", "got 'x'"]),
     (["--benchmark=0", "--function=step"], ["--benchmark expects an integer"]),
+    (["--function=step", "--warmup=2"], ["--warmup and --benchmark_format need --benchmark=N"]),
+    (["--function=step", "--benchmark=2", "--warmup=-1"], ["--warmup expects an integer"]),
+    (["--function=step", "--benchmark=2", "--benchmark_format=xml"],
+     ["--benchmark_format expects text or json, got 'xml'"]),
     (["--input=f32=1", "--list"], ["need --function"]),
     (["stray"], ["unknown argument 'stray'"]),
     (["--function"], ["--function needs a value"]),

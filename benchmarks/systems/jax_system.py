@@ -16,7 +16,7 @@ def jax_ops():
         import jax.numpy as jnp
     except ImportError as e:
         raise Skip(f"JAX is not installed ({e}); run benchmarks/setup_peers.sh")
-    return jax, Ops("jax", jnp, scan=jax.lax.scan, value_and_grad=jax.value_and_grad)
+    return jax, Ops("jax", jnp, scan=jax.lax.scan, value_and_grad=jax.value_and_grad, lax=jax.lax)
 
 
 def benchmark(workload, inputs, settings):

@@ -3,9 +3,9 @@
 This is the deployment path: no Python in the timed loop. The workload is
 wrapped in a Program with one public function ``main`` (its argument types
 taken from the inputs), exported, and run by kiln-run with the inputs as .npy
-files. kiln-run reports the mean and the minimum per call (no median); the
-call count is chosen from a short calibration run so the timed run lasts about
-``settings.min_time``. Results for the numerical check come from a separate
+files. kiln-run reports, as JSON, the median, mean and minimum per call after
+its warm-up calls and the page faults per call; the call count is chosen from a
+short calibration run so the timed run lasts about ``settings.min_time``. Results for the numerical check come from a separate
 run with ``--output``. Memory is the kiln-run process's peak RSS minus that
 of a run that only loads the module (``--list``) and minus the inputs' bytes,
 so it counts results and temporaries like the in-process systems do.
@@ -13,9 +13,9 @@ so it counts results and temporaries like the in-process systems do.
 from __future__ import annotations
 
 import inspect
+import json
 import math
 import os
-import re
 import subprocess
 import tempfile
 import time
@@ -26,8 +26,6 @@ import numpy as np
 from . import Skip
 from .kiln_system import kiln_ops
 
-_TIME = re.compile(r"mean ([0-9.]+) (us|ms|s), min ([0-9.]+) (us|ms|s)")
-_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
 
 
 def export_module(workload, inputs, path: Path) -> float:
@@ -66,13 +64,11 @@ def _run_with_rss(argv: list[str]) -> tuple[str, int]:
     return stdout, usage.ru_maxrss * 1024
 
 
-def _parse_times(stdout: str) -> tuple[float, float]:
-    match = _TIME.search(stdout)
-    if not match:
-        raise RuntimeError(f"kiln-run printed no benchmark line: {stdout.strip()[:200]}")
-    mean = float(match.group(1)) * _UNITS[match.group(2)]
-    best = float(match.group(3)) * _UNITS[match.group(4)]
-    return mean, best
+def _parse_statistics(stdout: str) -> dict:
+    try:
+        return json.loads(stdout)
+    except ValueError:
+        raise RuntimeError(f"kiln-run printed no benchmark statistics: {stdout.strip()[:200]}") from None
 
 
 def benchmark(workload, inputs, settings):
@@ -101,21 +97,22 @@ def benchmark(workload, inputs, settings):
         _run_with_rss(base + [f"--output=@{p}" for p in paths])
         outputs = tuple(np.load(p) for p in paths)
 
-        calib = max(1, settings.warmup)
-        mean, _ = _parse_times(_run_with_rss(base + [f"--benchmark={calib}"])[0])
+        timed = base + [f"--warmup={settings.warmup}", "--benchmark_format=json"]
+        mean = _parse_statistics(_run_with_rss(timed + ["--benchmark=1"])[0])["mean_s"]
         calls = settings.min_repeats
         if settings.min_time > 0 and mean > 0:
             calls = max(calls, min(settings.max_repeats, math.ceil(settings.min_time / mean)))
-        stdout, bench_rss = _run_with_rss(base + [f"--benchmark={calls}"])
-        mean, best = _parse_times(stdout)
+        stdout, bench_rss = _run_with_rss(timed + [f"--benchmark={calls}"])
+        stats = _parse_statistics(stdout)
         input_bytes = sum(np.asarray(a).nbytes for a in inputs)
     result = {
         "first_call_s": export_s,
         "first_call_note": "export (trace+compile+write), not a call",
-        "median_s": None,
-        "min_s": best,
-        "mean_s": mean,
+        "median_s": stats["median_s"],
+        "min_s": stats["min_s"],
+        "mean_s": stats["mean_s"],
         "repeats": calls,
+        "page_faults_per_call": stats["page_faults_per_call"],
         "peak_rss_delta": max(0, bench_rss - load_rss - input_bytes),
         "version": "kiln-run (C runtime)",
     }

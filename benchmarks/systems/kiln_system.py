@@ -13,7 +13,7 @@ def kiln_ops() -> Ops:
     import kiln
     import kiln.numpy as knp
 
-    return Ops("kiln", knp, scan=kiln.lax.scan, value_and_grad=kiln.value_and_grad)
+    return Ops("kiln", knp, scan=kiln.lax.scan, value_and_grad=kiln.value_and_grad, lax=kiln.lax)
 
 
 def benchmark(workload, inputs, settings):

@@ -87,11 +87,12 @@ def _numpy_scan(body, init, xs):
 class Ops:
     """A backend: array module plus the transformations a workload may use."""
 
-    def __init__(self, name: str, array_module, scan=None, value_and_grad=None):
+    def __init__(self, name: str, array_module, scan=None, value_and_grad=None, lax=None):
         self.name = name
         self.np = array_module
         self.scan = scan
         self.value_and_grad = value_and_grad
+        self.lax = lax  # jax.lax-like module (conv_general_dilated), None for numpy
 
 
 NUMPY_OPS = Ops("numpy", np, scan=_numpy_scan)

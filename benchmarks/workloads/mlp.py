@@ -86,12 +86,15 @@ def train_compare_view(inputs, outputs):
 
 
 FULL = (Size("b256", {"batch": 256, "dims": (784, 512, 512, 10)}),)
+INFERENCE = (Size("b1", {"batch": 1, "dims": (784, 512, 512, 10)}),
+             Size("b64", {"batch": 64, "dims": (784, 512, 512, 10)}), *FULL)
+TRAIN = (Size("b128", {"batch": 128, "dims": (784, 512, 512, 10)}), *FULL)
 QUICK = (Size("b4-tiny", {"batch": 4, "dims": (6, 5, 5, 3)}),)
 
 WORKLOADS = [
-    Workload("mlp_forward", "MLP 784-512-512-10 forward (tanh, relu), batch 256", make_forward_inputs,
-             forward_fn, FULL, QUICK, tolerance=1e-4),
-    Workload("mlp_train", "value_and_grad of the MLP's MSE loss + SGD update, batch 256", make_train_inputs,
-             train_fn, FULL, QUICK, tolerance=1e-4, numpy_fn=train_numpy, needs=("grad",),
+    Workload("mlp_forward", "MLP 784-512-512-10 forward (tanh, relu)", make_forward_inputs,
+             forward_fn, INFERENCE, QUICK, tolerance=1e-4),
+    Workload("mlp_train", "value_and_grad of the MLP's MSE loss + SGD update", make_train_inputs,
+             train_fn, TRAIN, QUICK, tolerance=1e-4, numpy_fn=train_numpy, needs=("grad",),
              compare_view=train_compare_view),
 ]

@@ -1,14 +1,18 @@
-"""Reductions over a 2-D f32 matrix: column sums, row sums and a row softmax.
+"""Reductions over a 2-D f32 matrix: column sums, row sums, a row softmax and a layer norm.
 
 Sum over axis 0 (strided across rows) and axis 1 (contiguous rows) stress the
 two reduction layouts; the softmax (max, subtract, exp, sum, divide per row)
-needs two reductions feeding elementwise work, the usual fusion test.
+needs two reductions feeding elementwise work, the usual fusion test; the
+layer norm (mean, variance, normalize, scale and shift per row) is the other
+row-fused reduction of every transformer.
 """
 import numpy as np
 
 from .base import Size, Workload
 
 SIZES = (Size("1024x1024", {"shape": (1024, 1024)}), Size("4096x4096", {"shape": (4096, 4096)}))
+ROW_SIZES = (Size("1024x4096", {"shape": (1024, 4096)}), Size("4096x4096", {"shape": (4096, 4096)}))
+EPSILON = 1e-5
 QUICK = (Size("8x16", {"shape": (8, 16)}),)
 
 
@@ -34,11 +38,27 @@ def softmax(ops, x):
     return (e / xnp.sum(e, axis=1, keepdims=True),)
 
 
+def make_layernorm(p, rng):
+    (x,) = make_normal(p, rng)
+    n = p["shape"][-1]
+    return x, rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
+
+
+def layernorm(ops, x, gamma, beta):
+    xnp = ops.np
+    mean = xnp.mean(x, axis=-1, keepdims=True)
+    centered = x - mean
+    var = xnp.mean(centered * centered, axis=-1, keepdims=True)
+    return (centered / xnp.sqrt(var + EPSILON) * gamma + beta,)
+
+
 WORKLOADS = [
     Workload("sum_axis0", "sum(x, axis=0) on f32 [0,1) values", make_uniform, sum_axis0, SIZES, QUICK,
              tolerance=1e-5),
     Workload("sum_axis1", "sum(x, axis=1) on f32 [0,1) values", make_uniform, sum_axis1, SIZES, QUICK,
              tolerance=1e-5),
     Workload("softmax", "row softmax: exp(x - max(x,1)) / sum(exp(...),1) on f32", make_normal, softmax,
-             SIZES, QUICK, tolerance=1e-5),
+             ROW_SIZES, QUICK, tolerance=1e-5),
+    Workload("layernorm", "row layer norm (mean, variance, scale, shift) on f32", make_layernorm, layernorm,
+             ROW_SIZES, QUICK, tolerance=1e-4),
 ]

@@ -4,7 +4,8 @@
  *   kiln-run --module=m.vmfb --disassemble
  *   kiln-run --module=m.vmfb --function=predict --input=8x3xf32=1 \
  *            [--input=@x.npy ...] [--output=@y.npy ...] [--workers=N]
- *            [--benchmark=N] [--globals-in=state.npz] [--globals-out=state.npz]
+ *            [--benchmark=N [--warmup=K] [--benchmark_format=json]]
+ *            [--globals-in=state.npz] [--globals-out=state.npz]
  *            [--globals-partial]
  *
  * Values: SHAPExDTYPE=v1,v2,... (dims joined by 'x'; "f32=3.5" is a 0-d
@@ -22,11 +23,13 @@
  * UTF-8 escaped as \xNN, so a damaged module cannot garble a terminal. */
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "buffer_internal.h"
@@ -45,7 +48,8 @@ static volatile sig_atomic_t g_interrupted;
 static const char* kUsage =
     "usage: kiln-run --module=PATH.vmfb [--list] [--disassemble] [--function=NAME]\n"
     "                [--input=VALUE]... [--output=@PATH.npy]...\n"
-    "                [--workers=N] [--benchmark=N] [--timeout=SECONDS]\n"
+    "                [--workers=N] [--benchmark=N] [--warmup=K]\n"
+    "                [--benchmark_format=text|json] [--timeout=SECONDS]\n"
     "                [--max-steps=N]\n"
     "                [--globals-in=PATH.npz] [--globals-out=PATH.npz]\n"
     "                [--globals-partial]\n"
@@ -61,7 +65,11 @@ static const char* kUsage =
     "  --output=@PATH.npy   one per result: write it to a .npy file instead of\n"
     "                       printing it\n"
     "  --workers=N          worker threads (0, the default: one per core; 1: none)\n"
-    "  --benchmark=N        call the function N times; print mean and min per call\n"
+    "  --benchmark=N        call the function N times after the warm-up calls;\n"
+    "                       print the median, mean, min, max and standard\n"
+    "                       deviation per call and the page faults per call\n"
+    "  --warmup=K           calls before the timed ones, not counted (default 1)\n"
+    "  --benchmark_format=F text (the default) or json (one object on stdout)\n"
     "  --timeout=SECONDS    stop a call that runs longer (checked between dispatches\n"
     "                       and at loop back-edges); exit status 1\n"
     "  --max-steps=N        stop a call after N bytecode instructions; exit status 1\n"
@@ -142,6 +150,8 @@ typedef struct {
   size_t output_count;
   long workers;
   long benchmark;
+  long warmup;
+  int benchmark_json;
   double timeout;
   long max_steps;
   const char* globals_in;
@@ -182,6 +192,7 @@ static int parse_options(int argc, char** argv, options_t* o) {
   memset(o, 0, sizeof(*o));
   o->workers = 0;
   o->benchmark = 0;
+  o->warmup = -1; /* not given: 1 */
   o->inputs = calloc((size_t)argc, sizeof(char*));
   o->outputs = calloc((size_t)argc, sizeof(char*));
   if (!o->inputs || !o->outputs) {
@@ -191,7 +202,8 @@ static int parse_options(int argc, char** argv, options_t* o) {
   static const char* const flags[] = {"--module",     "--function",    "--input",
                                       "--output",     "--workers",     "--benchmark",
                                       "--globals-in", "--globals-out", "--timeout",
-                                      "--max-steps",  NULL};
+                                      "--max-steps",  "--warmup",      "--benchmark_format",
+                                      NULL};
   for (int i = 1; i < argc; ++i) {
     const char* arg = argv[i];
     if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
@@ -247,6 +259,14 @@ static int parse_options(int argc, char** argv, options_t* o) {
       if (!parse_count(flag, value, 0, KILN_MAX_WORKERS, &o->workers)) return EXIT_USAGE;
     } else if (!strcmp(flag, "--benchmark")) {
       if (!parse_count(flag, value, 1, LONG_MAX, &o->benchmark)) return EXIT_USAGE;
+    } else if (!strcmp(flag, "--warmup")) {
+      if (!parse_count(flag, value, 0, LONG_MAX, &o->warmup)) return EXIT_USAGE;
+    } else if (!strcmp(flag, "--benchmark_format")) {
+      if (strcmp(value, "text") && strcmp(value, "json")) {
+        error_line("--benchmark_format expects text or json, got '%s'", value);
+        return EXIT_USAGE;
+      }
+      o->benchmark_json = !strcmp(value, "json");
     } else if (!strcmp(flag, "--timeout")) {
       if (!parse_seconds(flag, value, &o->timeout)) return EXIT_USAGE;
     } else if (!strcmp(flag, "--max-steps")) {
@@ -270,6 +290,11 @@ static int parse_options(int argc, char** argv, options_t* o) {
     error_line("--globals-partial needs --globals-in=PATH.npz");
     return EXIT_USAGE;
   }
+  if (!o->benchmark && (o->warmup >= 0 || o->benchmark_json)) {
+    error_line("--warmup and --benchmark_format need --benchmark=N");
+    return EXIT_USAGE;
+  }
+  if (o->warmup < 0) o->warmup = 1;
   if (!o->function &&
       (o->input_count || o->output_count || o->benchmark || o->timeout || o->max_steps)) {
     error_line("--input, --output, --benchmark, --timeout and --max-steps need "
@@ -530,6 +555,60 @@ static void print_time(const char* label, double seconds) {
   else printf("%s %.3f s", label, seconds);
 }
 
+/* Minor and major page faults of this process so far (-1 where unknown). */
+static long page_faults(void) {
+  struct rusage usage;
+  if (getrusage(RUSAGE_SELF, &usage) != 0) return -1;
+  return usage.ru_minflt + usage.ru_majflt;
+}
+
+static int compare_doubles(const void* a, const void* b) {
+  double x = *(const double*)a, y = *(const double*)b;
+  return (x > y) - (x < y);
+}
+
+/* A JSON string: quotes, backslashes and control characters escaped. */
+static void print_json_string(const char* text) {
+  putchar('"');
+  for (const unsigned char* c = (const unsigned char*)text; *c; ++c) {
+    if (*c == '"' || *c == '\\') printf("\\%c", *c);
+    else if (*c < 0x20) printf("\\u%04x", *c);
+    else putchar(*c);
+  }
+  putchar('"');
+}
+
+/* The statistics of `calls` timed calls (times sorted here): text or JSON. */
+static void print_benchmark(const options_t* o, double* times, long calls, double faults) {
+  double sum = 0, squares = 0;
+  for (long i = 0; i < calls; ++i) sum += times[i];
+  double mean = sum / (double)calls;
+  for (long i = 0; i < calls; ++i) squares += (times[i] - mean) * (times[i] - mean);
+  double stddev = calls > 1 ? sqrt(squares / (double)(calls - 1)) : 0.0;
+  qsort(times, (size_t)calls, sizeof(double), compare_doubles);
+  double median = calls % 2 ? times[calls / 2] : 0.5 * (times[calls / 2 - 1] + times[calls / 2]);
+  if (o->benchmark_json) {
+    printf("{\"function\": ");
+    print_json_string(o->function);
+    printf(", \"calls\": %ld, \"warmup\": %ld, \"median_s\": %.9g, \"mean_s\": %.9g, "
+           "\"min_s\": %.9g, \"max_s\": %.9g, \"stddev_s\": %.9g, \"page_faults_per_call\": ",
+           calls, o->warmup, median, mean, times[0], times[calls - 1], stddev);
+    if (faults >= 0) printf("%.3f}\n", faults);
+    else printf("null}\n");
+    return;
+  }
+  printf("benchmark: %s: %ld call%s after %ld warm-up,", o->function, calls, calls == 1 ? "" : "s",
+         o->warmup);
+  print_time(" median", median);
+  print_time(", mean", mean);
+  print_time(", min", times[0]);
+  print_time(", max", times[calls - 1]);
+  print_time(", stddev", stddev);
+  printf(" per call");
+  if (faults >= 0) printf("; %.2f page faults per call", faults);
+  printf("\n");
+}
+
 typedef struct {
   kiln_instance_t* instance;
   kiln_module_t* module;
@@ -631,23 +710,36 @@ static int run_function(state_t* st, const options_t* o) {
     }
   }
 
+  long warmup = o->benchmark > 0 ? o->warmup : 0;
+  for (long call = 0; call < warmup && !g_interrupted; ++call) {
+    release_results(st);
+    s = kiln_context_invoke(st->context, fn, st->args, st->arg_count, st->results,
+                            st->result_count);
+    if (s) return fail_status(kiln_status_annotate(s, "warm-up call %ld", call + 1));
+  }
   long calls = o->benchmark > 0 ? o->benchmark : 1;
-  double total = 0, best = 0;
+  double* times = o->benchmark > 0 ? malloc((size_t)calls * sizeof(double)) : NULL;
+  if (o->benchmark > 0 && !times) {
+    error_line("out of memory for the times of %ld calls", calls);
+    return EXIT_RUNTIME;
+  }
+  long faults_before = page_faults();
   for (long call = 0; call < calls && !g_interrupted; ++call) {
     release_results(st);
     double start = now_seconds();
     s = kiln_context_invoke(st->context, fn, st->args, st->arg_count, st->results,
                             st->result_count);
     double elapsed = now_seconds() - start;
-    if (s) return fail_status(s);
-    total += elapsed;
-    if (call == 0 || elapsed < best) best = elapsed;
+    if (s) {
+      free(times);
+      return fail_status(s);
+    }
+    if (times) times[call] = elapsed;
   }
-  if (o->benchmark > 0) {
-    printf("benchmark: %s: %ld call%s,", o->function, calls, calls == 1 ? "" : "s");
-    print_time(" mean", total / (double)calls);
-    print_time(", min", best);
-    printf(" per call\n");
+  if (times) {
+    double faults = (double)(page_faults() - faults_before) / (double)calls;
+    print_benchmark(o, times, calls, faults);
+    free(times);
   }
 
   for (size_t i = 0; i < results; ++i) {
