@@ -32,9 +32,12 @@ def at_offset(shape, dtype, offset: int, seed: int = 0) -> np.ndarray:
 
 @pytest.fixture
 def result_addresses(monkeypatch):
-    """The data address of every result view the runtime returns to kiln.vm.runtime.Context.invoke."""
+    """The data address of every result view the runtime returns to kiln.vm.runtime.Context.invoke,
+    whose calls take the view per argument path (kiln_context_invoke), where the runtime returns an
+    argument's own view (kiln_context_invoke_host copies such a result before returning it)."""
     seen = []
     original = rt._shared_from_view
+    monkeypatch.setattr(rt._HostCall, "__call__", lambda call, args: call.context._invoke_views(call.name, args))
 
     def spy(view, expected, borrowed):
         seen.append(_lib().kiln_buffer_view_data(view))
@@ -92,6 +95,38 @@ def test_jit_reads_an_unaligned_argument_in_place(result_addresses):
     np.testing.assert_array_equal(affine, x * np.float32(2) + np.float32(1))
     np.testing.assert_allclose(total, x.astype(np.float64).sum(), rtol=1e-5, atol=1e-3)
     assert not np.shares_memory(same, x)  # a result never aliases the caller's array
+
+
+@pytest.fixture
+def host_argument_addresses(monkeypatch):
+    """The data address of every argument that Context.invoke passes to kiln_context_invoke_host."""
+    seen = []
+    lib = _lib()
+    original = lib.kiln_context_invoke_host
+
+    def spy(context, function, args, arg_count, results, views, result_count):
+        seen.extend(args[i].data for i in range(arg_count))
+        return original(context, function, args, arg_count, results, views, result_count)
+
+    monkeypatch.setattr(lib, "kiln_context_invoke_host", spy)
+    return seen
+
+
+@pytest.mark.parametrize("offset", [0, 4])
+def test_prepared_calls_pass_arguments_in_place(host_argument_addresses, offset):
+    """kiln.jit's calls (one kiln_context_invoke_host each) hand the runtime the caller's memory, large
+    or small; the identity result comes back as a copy, never over the caller's array."""
+    x = at_offset((N,), np.float32, offset, seed=3)
+    small = np.arange(3, dtype=np.float32)
+    f = kiln.jit(lambda x, s: (x, knp.sum(x) + s, s))
+    f(x, small)
+    host_argument_addresses.clear()
+    same, total, s_again = f(x, small)
+    assert host_argument_addresses == [x.ctypes.data, small.ctypes.data]
+    np.testing.assert_array_equal(same, x)
+    np.testing.assert_array_equal(s_again, small)
+    np.testing.assert_allclose(total, x.astype(np.float64).sum() + small, rtol=1e-5, atol=1e-3)
+    assert not np.shares_memory(same, x) and not np.shares_memory(s_again, small)
 
 
 def _softmax(np_, x):

@@ -69,8 +69,8 @@ def jitted_spin():
 
 
 def _context_of(jitted):
-    (executable,) = jitted._executables.values()
-    return executable.__closure__[0].cell_contents
+    (executable,) = jitted._executables.values()  # the context's prepared call of "main"
+    return executable.context
 
 
 class _SafetyNet:

@@ -45,6 +45,11 @@ class _Function(ctypes.Structure):
     _fields_ = [("module", ctypes.c_void_p), ("ordinal", ctypes.c_uint32)]
 
 
+class _HostBuffer(ctypes.Structure):
+    """kiln_host_buffer_t: an argument or result of kiln_context_invoke_host in host memory."""
+    _fields_ = [("data", ctypes.c_void_p), ("byte_size", ctypes.c_size_t), ("owner", ctypes.c_void_p)]
+
+
 class _InstanceOptions(ctypes.Structure):
     _fields_ = [("worker_count", ctypes.c_uint32)]
 
@@ -116,6 +121,7 @@ def _declare(lib):
         "kiln_context_create": (P, [P, PP]),
         "kiln_context_release": (None, [P]),
         "kiln_context_invoke": (_Status, [P, _Function, PP, S, PP, S]),
+        "kiln_context_invoke_host": (_Status, [P, _Function, P, S, P, P, S]),
         "kiln_context_get_global": (P, [P, ctypes.c_char_p, PP]),
         "kiln_context_set_global": (P, [P, ctypes.c_char_p, P]),
         "kiln_context_set_call_limits": (P, [P, ctypes.POINTER(_CallLimits)]),

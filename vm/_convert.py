@@ -39,6 +39,13 @@ def _address(array: np.ndarray) -> int:
     try:
         return ctypes.addressof(ctypes.c_char.from_buffer(array))
     except (TypeError, ValueError):  # read-only, or no buffer format for its dtype (bfloat16)
+        base = array.base
+        # a read-only view of all of a writable array's memory (a kiln Array of a result) starts there
+        if type(base) is np.ndarray and base.nbytes == array.nbytes and base.flags.c_contiguous:
+            try:
+                return ctypes.addressof(ctypes.c_char.from_buffer(base))
+            except (TypeError, ValueError):
+                pass
         return array.ctypes.data
 
 
@@ -126,17 +133,10 @@ def _release_function() -> int:
     return ctypes.cast(_lib().kiln_buffer_view_release, ctypes.c_void_p).value
 
 
-def _to_view(value, expected: ValueInfo | GlobalInfo | None, what, out: int, borrow: bool = False):
-    """Writes to `out` (the address of a view pointer) a new C buffer view of `value` (a numpy
-    array or array-like); `what` names it in errors (see _label). The view holds a copy, unless
-    `borrow` and the array is large, contiguous and aligned to its elements: then it wraps the
-    array's memory, and the caller keeps the returned array alive until the view is released
-    (runtime memory, a kiln result going back in, is kept alive by the view itself). A module
-    compiled before format 2.1 gets an aligned copy from the runtime. Returns the (start, end)
-    addresses of borrowed caller memory, which results must not alias, or None.
-
-    Writing through `out` rather than returning keeps the view reachable for the
-    caller's cleanup when a KeyboardInterrupt is raised as the C call returns."""
+def _host_array(value, expected: ValueInfo | GlobalInfo | None, what) -> tuple[np.ndarray, str]:
+    """(a C-contiguous array of native byte order holding `value`, its kiln dtype), by the rules of
+    kiln.vm.runtime's docstring; `what` names it in errors (see _label). The array is `value` itself
+    when that is one already."""
     if not isinstance(value, np.ndarray):
         if isinstance(value, (bool, int, float, list, tuple)) and not isinstance(value, np.generic):
             value = _python_data(value, expected, what)
@@ -159,10 +159,25 @@ def _to_view(value, expected: ValueInfo | GlobalInfo | None, what, out: int, bor
                 f"float32 float64 float16 bfloat16 int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool)")
     # (np.ascontiguousarray would turn a 0-d array into a 1-d one)
     array = value if value.flags.c_contiguous else np.ascontiguousarray(value)
-    ndim = array.ndim
-    if ndim > MAX_RANK:
+    if array.ndim > MAX_RANK:
         raise KilnRuntimeError(INVALID_ARGUMENT,
-                               f"{_label(what)} has rank {ndim}: expected at most {MAX_RANK}")
+                               f"{_label(what)} has rank {array.ndim}: expected at most {MAX_RANK}")
+    return array, kdtype
+
+
+def _to_view(value, expected: ValueInfo | GlobalInfo | None, what, out: int, borrow: bool = False):
+    """Writes to `out` (the address of a view pointer) a new C buffer view of `value` (a numpy
+    array or array-like, converted by _host_array); `what` names it in errors (see _label). The
+    view holds a copy, unless `borrow` and the array is large, contiguous and aligned to its
+    elements: then it wraps the array's memory, and the caller keeps the returned array alive until
+    the view is released (runtime memory, a kiln result going back in, is kept alive by the view
+    itself). A module compiled before format 2.1 gets an aligned copy from the runtime. Returns
+    the (start, end) addresses of borrowed caller memory, which results must not alias, or None.
+
+    Writing through `out` rather than returning keeps the view reachable for the
+    caller's cleanup when a KeyboardInterrupt is raised as the C call returns."""
+    array, kdtype = _host_array(value, expected, what)
+    ndim = array.ndim
     shape = _SHAPE_TYPES[ndim](*array.shape)
     nbytes = array.nbytes
     lib = _lib()

@@ -42,6 +42,8 @@ import math
 import operator
 import os
 import threading
+import weakref
+from _thread import get_ident
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -51,11 +53,11 @@ from kiln.vm import _clib
 from kiln.vm._clib import (  # noqa: F401 - re-exported
     CANCELLED, CODE_NAMES, DATA_LOSS, DEADLINE_EXCEEDED, FAILED_PRECONDITION, INTERNAL,
     INVALID_ARGUMENT, IO, NOT_FOUND, OK, OUT_OF_MEMORY, UNIMPLEMENTED, KilnRuntimeError,
-    _CallLimits, _check, _declare, _Function, _InstanceOptions, _lib, _lib_lock, _Status, _text,
-    _ValueInfo)
+    _CallLimits, _check, _declare, _Function, _HostBuffer, _InstanceOptions, _lib, _lib_lock, _Status,
+    _text, _ValueInfo)
 from kiln.vm._convert import (  # noqa: F401 - re-exported
-    _CONVERTS_TO, _KIND_NAMES, _KIND_OF, _PTR_SIZE, _SHAPE_TYPES, _VIEW_ARRAYS, _address,
-    _from_view, _label, _python_data, _shared_from_view, _to_view, _views)
+    _CONVERTS_TO, _KIND_NAMES, _KIND_OF, _PTR_SIZE, _SHAPE_TYPES, _VIEW_ARRAYS, SHARE_MIN_BYTES, _address,
+    _from_view, _host_array, _label, _python_data, _runtime_memory_of, _shared_from_view, _to_view, _views)
 from kiln.vm._ctrl_c import _CTRL_C, _MAIN_THREAD, _CtrlC  # noqa: F401 - re-exported
 from kiln.vm._dtypes import (  # noqa: F401 - re-exported
     _BF16, _DTYPE_CODE, _KILN_OF_NUMPY, _NUMPY_OF, KILN_DTYPES, kiln_dtype, numpy_dtype)
@@ -269,6 +271,7 @@ class Context(_Handle):
         self._lock = threading.Lock()         # serializes calls (the C API requires it)
         self._cancel_lock = threading.Lock()  # keeps the pointer alive during cancel()
         self._limits = CallLimits()
+        self._calls: dict[str, _HostCall] = {}  # by function name
         lib = _lib()
         module_ptr = module._handle
         self._reflection = module._reflection
@@ -323,10 +326,23 @@ class Context(_Handle):
         in place for the call, and large results are the runtime's memory itself (no copy either
         way); small ones are copied. A module compiled before format 2.1 gets, from the runtime, a
         64-byte aligned copy of an argument that is not (docs/vm.md)."""
+        call = self._calls.get(name)
+        if call is None:
+            self._handle  # noqa: B018 - raises when closed
+            call = self._calls[name] = _HostCall(self, name)
+        return call(args if isinstance(args, (list, tuple)) else list(args))
+
+    def _caller(self, name: str) -> "_HostCall":
+        """invoke(name, args) as a callable of args that keeps this context alive (kiln.jit's)."""
+        self._handle  # noqa: B018 - raises when closed
+        return _HostCall(self, name, keep_alive=True)
+
+    def _invoke_views(self, name: str, args: Sequence) -> list[np.ndarray]:
+        """invoke through a C buffer view per argument and result (kiln_context_invoke): for the
+        calls _HostCall leaves to it, whose errors (a wrong count, dtype or shape) come from here."""
         lib = _lib()
         self._handle  # noqa: B018 - raises when closed
         fn, info = self._reflection.resolve(name)
-        args = args if isinstance(args, (list, tuple)) else list(args)
         n_args, n_results = len(args), len(info.results)
         views = _views(n_args)
         results = _views(n_results)
@@ -388,3 +404,104 @@ class Context(_Handle):
         """Every global's current value, by name."""
         return {g.name: self.get_global(g.name) for g in self._reflection.all_globals()}
 
+
+class _HostCall:
+    """The calls of one function on one context through kiln_context_invoke_host: one C call each.
+
+    A function's argument and result types are static (its reflection), so the C descriptions of
+    its arguments and results are made once; a call whose arguments are arrays of exactly those
+    types (or convert to them, _host_array) fills in where their data is. Any other call (another
+    count, a dtype or shape that differs, a dtype numpy lacks) goes to Context._invoke_views,
+    whose errors name what is wrong. Arguments are read in place (the runtime copies a result out
+    of their memory) and runtime memory going back in is kept alive by its view; results smaller
+    than SHARE_MIN_BYTES are copied by the runtime into arrays made here, larger ones are the
+    runtime's memory, shared."""
+
+    def __init__(self, context: Context, name: str, keep_alive: bool = False):
+        fn, info = context._reflection.resolve(name)
+        # weak: the context's own cache of these would otherwise keep it alive until a gc collection
+        self._context = weakref.ref(context)
+        self._owner = context if keep_alive else None
+        self.name, self.fn, self.info = name, fn, info
+        n, m = len(info.args), len(info.results)
+        self.n_args, self.n_results = n, m
+        self.usable = all(v.dtype is not None for v in (*info.args, *info.results))
+        self.types = [(a.dtype, a.shape) for a in info.args]
+        self.sizes = [_byte_size(a) for a in info.args]
+        self.args = (_HostBuffer * max(n, 1))()
+        self.arg_slots = [self.args[i] for i in range(n)]
+        for slot, size in zip(self.arg_slots, self.sizes):
+            slot.byte_size = size
+        self.results = (_HostBuffer * max(m, 1))()
+        self.views = _views(m)
+        self.copied = []  # (result index, its C description, shape, dtype)
+        self.shared = []  # result indices
+        for i, r in enumerate(info.results):
+            size = _byte_size(r) if r.dtype is not None else 0
+            if 0 < size < SHARE_MIN_BYTES:
+                self.results[i].byte_size = size
+                self.copied.append((i, self.results[i], r.shape, r.dtype))
+            else:
+                self.shared.append(i)
+
+    @property
+    def context(self) -> Context:
+        context = self._context()
+        if context is None:
+            raise ValueError("Context is closed")
+        return context
+
+    def __call__(self, args: list | tuple) -> list[np.ndarray]:
+        if len(args) != self.n_args or not self.usable:
+            return self.context._invoke_views(self.name, args)
+        arrays = []
+        for value, (dtype, shape) in zip(args, self.types):
+            if type(value) is not np.ndarray or value.dtype != dtype or value.shape != shape \
+                    or not value.flags.c_contiguous:
+                i = len(arrays)
+                value, _ = _host_array(value, self.info.args[i], (self.name, i, self.info.args[i]))
+                if value.dtype != dtype or value.shape != shape:
+                    return self.context._invoke_views(self.name, args)
+            arrays.append(value)
+        data = [_address(a) if size else None for a, size in zip(arrays, self.sizes)]
+        outs = [np.empty(shape, dtype) for _, _, shape, dtype in self.copied]
+        destinations = [_address(out) for out in outs]
+        lib = _clib._lib_handle
+        context, views, shared = self._context() or self.context, self.views, self.shared
+        with context._lock:
+            ptr = context._handle
+            for slot, address, array, size in zip(self.arg_slots, data, arrays, self.sizes):
+                slot.data = address
+                if size >= SHARE_MIN_BYTES:
+                    memory = _runtime_memory_of(array)
+                    slot.owner = memory.view if memory is not None else None
+            for (_, result, _, _), address in zip(self.copied, destinations):
+                result.data = address
+            try:
+                call = (ptr, self.fn, self.args, self.n_args, self.results, views, self.n_results)
+                if get_ident() == _MAIN_THREAD:
+                    status = _CTRL_C.call(lib.kiln_context_invoke_host, *call)
+                else:
+                    status = lib.kiln_context_invoke_host(*call)
+                if status.value:
+                    _check(status)
+                taken = [views[i] for i in shared]
+                for i in shared:
+                    views[i] = None
+            finally:
+                for i in shared:
+                    if views[i]:
+                        lib.kiln_buffer_view_release(views[i])
+                        views[i] = None
+        if not shared:
+            return outs
+        results = [None] * self.n_results
+        for (i, _, _, _), out in zip(self.copied, outs):
+            results[i] = out
+        for i, view in zip(shared, taken):
+            results[i] = _shared_from_view(view, self.info.results[i], ())
+        return results
+
+
+def _byte_size(value: ValueInfo) -> int:
+    return math.prod(value.shape) * value.dtype.itemsize if value.dtype is not None else 0

@@ -56,6 +56,9 @@ class Jitted:
             self._fn_signature = None
         self._keywords = self._fn_signature is not None and any(
             p.kind in (p.KEYWORD_ONLY, p.VAR_KEYWORD) for p in self._fn_signature.parameters.values())
+        # fn(*args) alone binds any number of positional arguments as they are: the fast path applies
+        self._any_arity = self._fn_signature is not None and [
+            p.kind for p in self._fn_signature.parameters.values()] == [inspect.Parameter.VAR_POSITIONAL]
         self.static_kwnames = frozenset(static_kwnames)
 
     def _split(self, args: tuple, kwargs: dict):
@@ -107,8 +110,8 @@ class Jitted:
     def __call__(self, *args, **kwargs):
         if _jit_disabled.get() or config.jax_disable_jit:
             return self.fn(*args, **kwargs)
-        fast_key = None if kwargs or self._keywords or self.static_argnums or len(args) != self._plain_arity \
-            else _fast_key(args)
+        fast_key = None if kwargs or self._keywords or self.static_argnums or (
+            len(args) != self._plain_arity and not self._any_arity) else _fast_key(args)
         if fast_key is not None:
             known = self._fast.get(fast_key)
             if known is not None:
@@ -216,7 +219,7 @@ def _compile_traced(name: str, traced: TracedFunction, limits=None):
     context = load_module(module_bytes).new_context()
     if limits is not None:
         context.set_limits(timeout=limits.timeout, max_steps=limits.max_steps)
-    return lambda arrays: context.invoke("main", arrays)
+    return context._caller("main")  # Context.invoke("main", arrays) less its lookup: one C call per call
 
 
 def jit(fn: Callable | None = None, *, static_argnums=(), static_argnames=(), donate_argnums=(),
