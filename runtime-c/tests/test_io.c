@@ -261,6 +261,16 @@ static void test_print(void) {
               " 18. 19. 20. 21. 22. 23. 24. 25. 26. 27. 28. 29.]\n");
   CHECK_PRINT("3xf32=nan,inf,-inf", "[ nan  inf -inf]\n");
   CHECK_PRINT("bf16=3.140625", "3.14\n");
+  /* Complex arrays as numpy's str(): real parts and imaginary parts formatted apart. */
+  CHECK_PRINT("3xc64=-4+2j,1,6j", "[-4.+2.j  1.+0.j  0.+6.j]\n");
+  CHECK_PRINT("2xc128=1.5+2j,3-0.25j", "[1.5+2.j   3. -0.25j]\n");
+  CHECK_PRINT("2xc64=1e-5+1j,2+3e9j", "[1.e-05+1.e+00j 2.e+00+3.e+09j]\n");
+  CHECK_PRINT("3xc128=nan+1j,1+infj,-inf+nanj", "[ nan +1.j   1.+infj -inf+nanj]\n");
+  CHECK_PRINT("2x2xc128=0.1+0.2j,-0.3j,1,-2-2j", "[[ 0.1+0.2j  0. -0.3j]\n [ 1. +0.j  -2. -2.j ]]\n");
+  CHECK_PRINT("c64=1-2.5j", "(1-2.5j)\n");
+  CHECK_PRINT("12xc64=0,1+0.5j,2+1j,3+1.5j,4+2j,5+2.5j,6+3j,7+3.5j,8+4j,9+4.5j,10+5j,21+10.5j",
+              "[ 0. +0.j   1. +0.5j  2. +1.j   3. +1.5j  4. +2.j   5. +2.5j  6. +3.j\n"
+              "  7. +3.5j  8. +4.j   9. +4.5j 10. +5.j  21.+10.5j]\n");
   kiln_buffer_view_t* v = parse("2000xi32=5");
   if (v) {
     char* text = print_to_string(v);

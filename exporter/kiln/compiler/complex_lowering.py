@@ -223,6 +223,25 @@ def _clog(x):
     return prims.log.bind(_cabs(x)), P["atan2"].bind(x[1], x[0])
 
 
+def _cexpm1(x):
+    """exp(z) - 1 without cancellation near 0: expm1(a) cos b - 2 sin(b/2)^2 + i e^a sin b."""
+    a, b = x
+    s = P["sin"].bind(mul(b, _full(b, 0.5)))
+    re = sub(mul(P["expm1"].bind(a), P["cos"].bind(b)), mul(_full(s, 2), mul(s, s)))
+    return re, mul(prims.exp.bind(a), P["sin"].bind(b))
+
+
+def _clog1p(x):
+    """log(1 + z): 0.5 log1p(2a + a^2 + b^2) + i atan2(b, 1 + a); |1 + z| from the scaled abs far from 0."""
+    a, b = x
+    one = _full(a, 1)
+    small = prims.lt.bind(_cabs(x), _full(a, 0.5))
+    t = add(mul(a, add(a, _full(a, 2))), mul(b, b))
+    near = mul(P["log1p"].bind(t), _full(a, 0.5))
+    far = prims.log.bind(_cabs((add(a, one), b)))
+    return prims.select.bind(small, near, far), P["atan2"].bind(b, add(a, one))
+
+
 def _csqrt(x):
     """numpy's: t = sqrt((|a| + |z|) / 2); a >= 0: (t, b / 2t), a < 0: (|b| / 2t, copysign(t, b))."""
     a, b = x
@@ -456,6 +475,11 @@ _RULES = {
     "sign": _unary(_sign),
     "exp": _unary(_cexp),
     "log": _unary(_clog),
+    "expm1": _unary(_cexpm1),
+    "log1p": _unary(_clog1p),
+    "exp2": _unary(lambda x: _cexp(tuple(mul(p, _full(p, np.log(2))) for p in x))),
+    "log2": _unary(lambda x: tuple(mul(p, _full(p, 1 / np.log(2))) for p in _clog(x))),
+    "log10": _unary(lambda x: tuple(mul(p, _full(p, 1 / np.log(10))) for p in _clog(x))),
     "sqrt": _unary(_csqrt),
     "pow": _binary(lambda x, y: _cexp(_cmul(y, _clog(x)))),
     "integer_pow": lambda eqn, ins: [_cpow_int(ins[0], int(eqn.params["y"]))],

@@ -103,7 +103,7 @@ _UNARY_FLOAT = {
     "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "round": np.rint,
 }
 # These also take complex operands (kiln.compiler.complex_lowering computes them on the parts).
-_COMPLEX_TOO = ("sin", "cos", "tan", "sinh", "cosh")
+_COMPLEX_TOO = ("sin", "cos", "tan", "sinh", "cosh", "log2", "log10", "exp2", "expm1", "log1p")
 P = {name: _elementwise(name, _widen(fn), 1, accepts=dtypes.is_inexact if name in _COMPLEX_TOO else _float_only)
      for name, fn in _UNARY_FLOAT.items()}
 P["sign"] = _elementwise("sign", _widen(np.sign), 1, accepts=_not_bool)

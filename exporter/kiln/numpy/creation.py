@@ -170,7 +170,8 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     work = _linspace_dtype(start, stop)
     out_dtype = dtypes.canonical(dtype) if dtype is not None else work
     f64 = np.dtype(np.float64)
-    s, e = _asarray(s, f64), _asarray(e, f64)
+    wide = np.dtype(np.complex128) if dtypes.is_complex(work) else f64  # computed in float64 parts
+    s, e = _asarray(s, wide), _asarray(e, wide)
     bshape = tuple(np.broadcast_shapes(aval(s).shape, aval(e).shape))
     nd = len(bshape) + 1
     if not -nd <= int(axis) < nd:
@@ -179,7 +180,7 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     s, e = broadcast_to(s, bshape), broadcast_to(e, bshape)
     div = (num - 1) if endpoint else num
     delta = subtract(e, s)
-    step = true_divide(delta, np.float64(div)) if div > 0 else broadcast_to(np.float64(np.nan), bshape)
+    step = true_divide(delta, np.float64(div)) if div > 0 else broadcast_to(np.asarray(np.nan, wide), bshape)
     shape = (num,) + bshape  # a leading sample axis, moved to `axis` at the end
     iota = prims.iota.bind(shape=shape, dimension=0, dtype=f64)
     s, e = broadcast_to(s, shape), broadcast_to(e, shape)
@@ -202,13 +203,17 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
 
 
 def _linspace_dtype(start, stop):
-    """numpy's linspace dtype: float64 unless a strong (array) start/stop is floating, then that float."""
+    """numpy's linspace dtype: float64 (complex128 with a complex end) unless a strong (array) start/stop is
+    floating or complex, then that dtype."""
+    ends = [aval(v).dtype for v in (start, stop)]
+    complex_end = any(dtypes.is_complex(d) for d in ends)
     strong = [aval(v).dtype for v in (start, stop)
               if not dtypes.is_python_scalar(v)]
-    strong = [d for d in strong if dtypes.is_float(d)]
+    strong = [d for d in strong if dtypes.is_inexact(d)]
     if not strong:
-        return np.dtype(np.float64)
-    return dtypes.canonical(dtypes.result_type(*[(d, False) for d in strong])[0])
+        return np.dtype(np.complex128 if complex_end else np.float64)
+    work = dtypes.canonical(dtypes.result_type(*[(d, False) for d in strong])[0])
+    return dtypes.complex_dtype(work) if complex_end else work
 
 
 def eye(N, M=None, k=0, dtype=None):

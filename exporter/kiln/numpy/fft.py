@@ -36,9 +36,16 @@ _DIRECT_MAX = 64
 # ---- the transform along the last axis ------------------------------------------------------------------
 
 def _unit_roots(phases: np.ndarray, n: int, sign: int, dtype) -> np.ndarray:
-    """exp(sign 2 pi i phases / n) for integer phases, reduced mod n exactly first, rounded once to dtype."""
-    angle = (2 * np.pi / n) * np.mod(phases, n).astype(np.float64)
-    return (np.cos(angle) + 1j * sign * np.sin(angle)).astype(dtype)
+    """exp(sign 2 pi i phases / n) for integer phases, reduced mod n exactly first, rounded once to dtype;
+    exactly 1, i, -1 or -i at multiples of a quarter turn (so a DFT of a constant is exactly zero there)."""
+    m = np.mod(phases, n)
+    angle = (2 * np.pi / n) * m.astype(np.float64)
+    cos, sin = np.cos(angle), np.sin(angle)
+    quarter = (4 * m) % n == 0
+    turns = (4 * m // n) % 4
+    cos = np.where(quarter, np.array([1.0, 0.0, -1.0, 0.0])[turns], cos)
+    sin = np.where(quarter, np.array([0.0, 1.0, 0.0, -1.0])[turns], sin)
+    return (cos + 1j * sign * sin).astype(dtype)
 
 
 def _dft_matrix(n: int, sign: int, dtype) -> np.ndarray:

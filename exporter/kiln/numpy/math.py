@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import dtypes
-from ..lax import prims
+from ..lax import complex_prims, prims
 from ..lax.math_prims import P, integer_pow_p
 from ._base import asarray, aval, broadcast_all, convert, convert_weak, numpy_result_dtype, promote, weak_float_dtype
 from .elementwise import _float_operands, _full, where  # noqa: F401
@@ -112,6 +112,8 @@ def round(a, decimals=0):  # noqa: A001 - numpy's name
         raise TypeError(f"round: decimals must be a Python int, got {type(decimals).__name__}")
     (x,) = promote(a)
     d = aval(x).dtype
+    if dtypes.is_complex(d):  # numpy rounds each part
+        return complex_prims.complex(round(complex_prims.real(x), decimals), round(complex_prims.imag(x), decimals))
     if dtypes.is_bool(d):
         if decimals == 0:
             return rint(x)  # numpy: float16
@@ -167,8 +169,16 @@ def erf(x):
     return P["erf"].bind(a)
 
 
+def _either_part(test, a, both=False):
+    """test on the real and imaginary parts of a complex array: either (or both) true."""
+    re, im = test(complex_prims.real(a)), test(complex_prims.imag(a))
+    return P["and" if both else "or"].bind(re, im)
+
+
 def isnan(x):
     (a,) = promote(x)
+    if dtypes.is_complex(aval(a).dtype):
+        return _either_part(isnan, a)
     if not dtypes.is_float(aval(a).dtype):
         return _full_bool(a, False)
     return prims.ne.bind(a, a)
@@ -176,6 +186,8 @@ def isnan(x):
 
 def isinf(x):
     (a,) = promote(x)
+    if dtypes.is_complex(aval(a).dtype):
+        return _either_part(isinf, a)
     if not dtypes.is_float(aval(a).dtype):
         return _full_bool(a, False)
     return prims.eq.bind(prims.abs.bind(a), _full(a, np.inf))
@@ -183,6 +195,8 @@ def isinf(x):
 
 def isfinite(x):
     (a,) = promote(x)
+    if dtypes.is_complex(aval(a).dtype):
+        return _either_part(isfinite, a, both=True)
     if not dtypes.is_float(aval(a).dtype):
         return _full_bool(a, True)
     return prims.lt.bind(prims.abs.bind(a), _full(a, np.inf))

@@ -210,10 +210,20 @@ def var(a, axis=None, dtype=None, ddof=0, keepdims=False, *, where=None):
     axes = normalize_axes(axis, av.ndim, "var")
     out_dtype = np.dtype(dtype) if dtype is not None else numpy_result_dtype("var", av.dtype)
     acc = _accumulation_dtype(out_dtype)
-    x = convert(x, acc)
-    m, count = _mean_in(x, axes, True, where, "var", acc)
-    centered = subtract(x, m)
-    total = _reduce(prims.reduce_sum, "var", multiply(centered, centered), axes, keepdims, acc, where=where)
+    if dtypes.is_complex(av.dtype):  # |x - mean|^2: the mean in complex128, the squares real
+        from .more_math import conjugate, real
+
+        x = convert(x, np.complex128)
+        m, count = _mean_in(x, axes, True, where, "var", np.dtype(np.complex128))
+        count = convert(real(count), acc) if where is not None else np.real(count).astype(acc)
+        centered = subtract(x, m)
+        squares = real(multiply(centered, conjugate(centered)))
+    else:
+        x = convert(x, acc)
+        m, count = _mean_in(x, axes, True, where, "var", acc)
+        centered = subtract(x, m)
+        squares = multiply(centered, centered)
+    total = _reduce(prims.reduce_sum, "var", squares, axes, keepdims, acc, where=where)
     if where is None:
         count = np.asarray(int(count) - int(ddof), acc)
     else:

@@ -187,8 +187,23 @@ static int kiln_is_float(kiln_dtype_t d) {
          d == KILN_DTYPE_BF16;
 }
 
-static double kiln_element_double(const kiln_buffer_view_t* view, size_t i) {
+static int kiln_is_complex(kiln_dtype_t d) {
+  return d == KILN_DTYPE_C64 || d == KILN_DTYPE_C128;
+}
+
+/* The dtype of a complex dtype's parts; any other dtype itself. */
+static kiln_dtype_t kiln_part_dtype(kiln_dtype_t d) {
+  return d == KILN_DTYPE_C64 ? KILN_DTYPE_F32 : d == KILN_DTYPE_C128 ? KILN_DTYPE_F64 : d;
+}
+
+/* Element i of a float view, or part `part` (0 real, 1 imaginary) of element i of a complex one. */
+static double kiln_element_part(const kiln_buffer_view_t* view, size_t i, int part) {
   const char* data = kiln_buffer_view_data(view);
+  switch (kiln_buffer_view_dtype(view)) {
+    case KILN_DTYPE_C64: { float v; memcpy(&v, data + 8 * i + 4 * part, 4); return v; }
+    case KILN_DTYPE_C128: { double v; memcpy(&v, data + 16 * i + 8 * part, 8); return v; }
+    default: break;
+  }
   switch (kiln_buffer_view_dtype(view)) {
     case KILN_DTYPE_F32: { float v; memcpy(&v, data + 4 * i, 4); return v; }
     case KILN_DTYPE_F64: { double v; memcpy(&v, data + 8 * i, 8); return v; }
@@ -280,6 +295,8 @@ typedef struct {
   int pass;        /* 0: float range, 1: widths, 2: output */
   kiln_float_format_t ff;
   int width;       /* widest non-float element (or nan/inf) */
+  kiln_float_format_t ff_im; /* complex: the imaginary parts' format (sign '+') */
+  int width_im;              /* complex: widest imaginary nan/inf */
   char* line;      /* the current output line, flushed (right-trimmed) at '\n' */
   size_t line_len, line_cap;
 } kiln_printer_t;
@@ -320,29 +337,55 @@ static void kiln_emit_repeat(kiln_printer_t* pr, char c, size_t n) {
   for (size_t i = 0; i < n; ++i) kiln_emit(pr, one);
 }
 
+static void kiln_visit_part(kiln_printer_t* pr, kiln_float_format_t* ff, int* width, double v,
+                            int plus, char* cell, size_t size);
+
 /* Visits element `index`: measures it (passes 0 and 1) or formats it into
  * `cell`, padded to the common width (pass 2). */
 static void kiln_visit_element(kiln_printer_t* pr, size_t index, char* cell, size_t size) {
   char buf[96];
-  if (!kiln_is_float(pr->dtype)) {
+  if (!kiln_is_float(pr->dtype) && !kiln_is_complex(pr->dtype)) {
     kiln_io_format_element(pr->view, index, buf, sizeof(buf));
     int len = (int)strlen(buf);
     if (pr->pass == 1 && len > pr->width) pr->width = len;
     if (pr->pass == 2) snprintf(cell, size, "%*s", pr->width, buf);
     return;
   }
-  kiln_float_format_t* ff = &pr->ff;
-  double v = kiln_element_double(pr->view, index);
+  if (kiln_is_complex(pr->dtype)) {
+    /* numpy's ComplexFloatingFormat: the real parts formatted together, the imaginary parts
+     * together with a '+' sign, then 'j' before the imaginary part's padding. */
+    char re[96], im[96];
+    kiln_visit_part(pr, &pr->ff, &pr->width, kiln_element_part(pr->view, index, 0), 0, re, sizeof re);
+    kiln_visit_part(pr, &pr->ff_im, &pr->width_im, kiln_element_part(pr->view, index, 1), 1, im,
+                    sizeof im);
+    if (pr->pass == 2) {
+      size_t n = strlen(im);
+      while (n > 0 && im[n - 1] == ' ') n--;
+      if (snprintf(cell, size, "%s%.*sj%s", re, (int)n, im, im + n) >= (int)size) cell[size - 1] = '\0';
+    }
+    return;
+  }
+  kiln_visit_part(pr, &pr->ff, &pr->width, kiln_element_part(pr->view, index, 0), 0, cell, size);
+}
+
+/* One float value (an element, or a part of a complex element) under the format `ff` of its
+ * group and the widest nan/inf `*width`; `plus` writes a '+' before positive values (numpy's
+ * sign='+', the imaginary parts). */
+static void kiln_visit_part(kiln_printer_t* pr, kiln_float_format_t* ff, int* width, double v,
+                            int plus, char* cell, size_t size) {
+  char buf[96];
+  kiln_dtype_t dtype = kiln_part_dtype(pr->dtype);
   if (!isfinite(v)) {
-    snprintf(buf, sizeof(buf), "%s", isnan(v) ? "nan" : v < 0 ? "-inf" : "inf");
+    snprintf(buf, sizeof(buf), "%s%s", plus && !(v < 0) ? "+" : "",
+             isnan(v) ? "nan" : v < 0 ? "-inf" : "inf");
     int len = (int)strlen(buf);
-    if (pr->pass == 1 && len > pr->width) pr->width = len;
+    if (pr->pass == 1 && len > (*width)) (*width) = len;
     if (pr->pass == 2) {
       int total = ff->exp_format
                       ? ff->pad_left + 1 + ff->fraction + 2 + ff->exp_digits
                       : ff->pad_left + 1 + ff->pad_right;
       if (!ff->any_nonzero && !ff->pad_left) total = 0; /* only nan/inf */
-      snprintf(cell, size, "%*s", total > pr->width ? total : pr->width, buf);
+      snprintf(cell, size, "%*s", total > (*width) ? total : (*width), buf);
     }
     return;
   }
@@ -357,22 +400,26 @@ static void kiln_visit_element(kiln_printer_t* pr, size_t index, char* cell, siz
   }
   if (ff->exp_format) {
     if (pr->pass == 1) {
-      int fraction = (v == 0 ? 1 : kiln_unique_digits(v, pr->dtype)) - 1;
+      int fraction = (v == 0 ? 1 : kiln_unique_digits(v, dtype)) - 1;
       if (fraction > KILN_PRECISION) fraction = KILN_PRECISION;
       if (fraction > ff->fraction) ff->fraction = fraction;
       int e = abs(kiln_decimal_exponent(v));
       int exp_digits = e >= 100 ? 3 : 2;
       if (exp_digits > ff->exp_digits) ff->exp_digits = exp_digits;
-      int left = v < 0 ? 2 : 1;
+      int left = v < 0 || plus ? 2 : 1;
       if (left > ff->pad_left) ff->pad_left = left;
       return;
     }
-    kiln_format_scientific(v, ff->fraction, ff->exp_digits, buf, sizeof(buf));
+    kiln_format_scientific(v, ff->fraction, ff->exp_digits, buf + 1, sizeof(buf) - 1);
+    buf[0] = '+';
+    if (!(plus && !signbit(v))) memmove(buf, buf + 1, strlen(buf + 1) + 1);
     int total = ff->pad_left + 1 + ff->fraction + 2 + ff->exp_digits;
-    snprintf(cell, size, "%*s", total > pr->width ? total : pr->width, buf);
+    snprintf(cell, size, "%*s", total > (*width) ? total : (*width), buf);
     return;
   }
-  kiln_format_positional(v, pr->dtype, buf, sizeof(buf));
+  buf[0] = '+';
+  kiln_format_positional(v, dtype, buf + 1, sizeof(buf) - 1);
+  if (!(plus && !signbit(v))) memmove(buf, buf + 1, strlen(buf + 1) + 1);
   const char* dot = strchr(buf, '.');
   int left = dot ? (int)(dot - buf) : (int)strlen(buf);
   int right = dot ? (int)strlen(dot + 1) : 0;
@@ -382,7 +429,7 @@ static void kiln_visit_element(kiln_printer_t* pr, size_t index, char* cell, siz
     return;
   }
   int total = ff->pad_left + 1 + ff->pad_right;
-  int extra = pr->width > total ? pr->width - total : 0; /* room for nan/inf */
+  int extra = (*width) > total ? (*width) - total : 0; /* room for nan/inf */
   snprintf(cell, size, "%*s%*s%s%*s", extra, "", ff->pad_left - left, "", buf,
            ff->pad_right - right, "");
 }
@@ -467,11 +514,14 @@ void kiln_io_print_values(FILE* out, const kiln_buffer_view_t* view) {
   pr.summarize = kiln_buffer_view_element_count(view) > KILN_SUMMARY_THRESHOLD;
   /* Pass 0: the range of the printed floats decides positional or
    * scientific notation for the whole array, as numpy decides it. */
-  if (kiln_is_float(pr.dtype)) {
+  if (kiln_is_float(pr.dtype) || kiln_is_complex(pr.dtype)) {
     kiln_print_dim(&pr, 0, 0);
-    if (pr.ff.any_nonzero) {
-      pr.ff.exp_format = pr.ff.max_abs >= 1e8 || pr.ff.min_abs < 1e-4 ||
-                         pr.ff.max_abs / pr.ff.min_abs > 1e3;
+    kiln_float_format_t* formats[2] = {&pr.ff, &pr.ff_im}; /* complex: each part on its own */
+    for (int k = 0; k < 2; ++k) {
+      kiln_float_format_t* f = formats[k];
+      if (f->any_nonzero) {
+        f->exp_format = f->max_abs >= 1e8 || f->min_abs < 1e-4 || f->max_abs / f->min_abs > 1e3;
+      }
     }
   }
   pr.pass = 1;

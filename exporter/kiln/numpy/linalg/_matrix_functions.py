@@ -37,9 +37,16 @@ def trace(x, /, *, offset=0, dtype=None):
 
 # --- norms --------------------------------------------------------------------------------
 
-def _inexact(x):
-    """x as numpy's norms see it: floats keep their dtype, integers and bools become float64."""
+def _inexact(x, ord=None, matrix=False, where="norm"):
+    """x as numpy's norms see it: floats keep their dtype, integers and bools become float64, complex
+    values their magnitudes (every vector norm, and the matrix norms other than 2, -2 and 'nuc', depend
+    only on them)."""
     x = asarray(x)
+    if dtypes.is_complex(aval(x).dtype):
+        if matrix and ord in (2, -2, "nuc"):
+            raise NotImplementedError(f"{where}: the ord={ord!r} norm of a complex matrix needs a complex SVD, "
+                                      "which kiln has not written")
+        return abs_(x)
     return x if dtypes.is_float(aval(x).dtype) else convert(x, np.float64)
 
 
@@ -103,7 +110,7 @@ def norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002 - numpy's name
     """numpy.linalg.norm: a vector norm over one axis (ord None/2, inf, -inf, 0, 1, -1 or any p), a matrix norm
     over two ('fro', 'nuc', inf, -inf, 1, -1, 2, -2), the 2-norm of the flattened array when ord and axis are
     None. Integers give float64. The gradient of the 2- and Frobenius norms at 0 is 0."""
-    x = _inexact(x)
+    x = _inexact(x, ord, (axis is None and ord is not None and np.ndim(x) == 2) or (isinstance(axis, (tuple, list)) and len(axis) == 2))
     nd = aval(x).ndim
     if axis is None:
         if ord is None:
@@ -147,7 +154,7 @@ def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):  # noqa: A002 - nump
 
 def matrix_norm(x, /, *, keepdims=False, ord="fro"):  # noqa: A002 - numpy's name
     """numpy.linalg.matrix_norm: the ord-norm of the matrices in the last two axes."""
-    x = _inexact(x)
+    x = _inexact(x, ord, True, "matrix_norm")
     if aval(x).ndim < 2:
         raise ValueError(f"matrix_norm: argument x must be at least 2-D, got shape {aval(x).shape}")
     return _matrix_norm(x, ord, aval(x).ndim - 2, aval(x).ndim - 1, keepdims, "matrix_norm")
