@@ -13,6 +13,7 @@ import numpy as np
 from ..core import dtypes
 from ..lax import complex_prims, control_flow, prims
 from ..lax.math_prims import P
+from ..lax.more_api import cbrt as lax_cbrt
 from ._base import asarray, aval, broadcast_all, convert, normalize_axes, promote
 from .elementwise import _float_operands, _full
 from .math import _full_bool, _integer_operands
@@ -71,15 +72,9 @@ def hypot(x1, x2):
 
 
 def cbrt(x):
-    """numpy.cbrt: the real cube root (negative for negative x), refined by a Newton step."""
+    """numpy.cbrt: the real cube root (negative for negative x): kiln.lax.cbrt on the float operand."""
     (a,) = _float_operands("cbrt", x)
-    magnitude = prims.abs.bind(a)
-    finite = P["and"].bind(prims.lt.bind(magnitude, _full(a, np.inf)), prims.gt.bind(magnitude, _full(a, 0.0)))
-    safe = _select(finite, magnitude, _full(a, 1.0))
-    y = prims.exp.bind(prims.div.bind(prims.log.bind(safe), _full(a, 3.0)))
-    y = prims.sub.bind(y, prims.div.bind(prims.sub.bind(y, prims.div.bind(safe, prims.mul.bind(y, y))), _full(a, 3.0)))
-    y = _select(finite, y, magnitude)
-    return _select(signbit(a), prims.neg.bind(y), y)
+    return lax_cbrt(a)
 
 
 def signbit(x):

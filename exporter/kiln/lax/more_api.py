@@ -1,0 +1,99 @@
+"""jax.lax's remaining small functions: cbrt, dtype, scatter_sub, reduce_xor and mulhi (integer high halves)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core import dtypes
+from ..core.trace import get_aval
+from . import prims
+from .api import _operands, scatter_add
+from .elementwise import bitwise_and, shift_right_logical
+from .math_prims import P
+from .operands import asarray
+from .reduce_api import reduce
+
+__all__ = ["cbrt", "dtype", "scatter_sub", "reduce_xor", "mulhi"]
+
+
+def _full(x, value):
+    return np.full(get_aval(x).shape, value, get_aval(x).dtype)
+
+
+def cbrt(x):
+    """The real cube root (negative for negative x, -0.0 for -0.0), exp(log|x| / 3) refined by a Newton step;
+    kiln.numpy.cbrt is this function on promoted operands."""
+    (a,) = _operands(x)
+    if not dtypes.is_float(get_aval(a).dtype):
+        raise TypeError(f"cbrt: x must be floating-point; got {get_aval(a).dtype}")
+    magnitude = prims.abs.bind(a)
+    finite = P["and"].bind(prims.lt.bind(magnitude, _full(a, np.inf)), prims.gt.bind(magnitude, _full(a, 0.0)))
+    safe = prims.select.bind(finite, magnitude, _full(a, 1.0))
+    y = prims.exp.bind(prims.div.bind(prims.log.bind(safe), _full(a, 3.0)))
+    y = prims.sub.bind(y, prims.div.bind(prims.sub.bind(y, prims.div.bind(safe, prims.mul.bind(y, y))), _full(a, 3.0)))
+    y = prims.select.bind(finite, y, magnitude)
+    negative_zero = P["and"].bind(prims.eq.bind(a, _full(a, 0.0)),
+                                  prims.lt.bind(prims.div.bind(_full(a, 1.0), a), _full(a, 0.0)))
+    negative = P["or"].bind(prims.lt.bind(a, _full(a, 0.0)), negative_zero)
+    return prims.select.bind(negative, prims.neg.bind(y), y)
+
+
+def dtype(x):
+    """The dtype of x: an array's, a dtype-like's (np.dtype(x)), a Python number's weak one (float32, int32,
+    bool: kiln's default types, as JAX's without x64)."""
+    if dtypes.is_python_scalar(x):
+        return dtypes.python_scalar_dtype(x)
+    if isinstance(x, (str, type, np.dtype)):
+        return dtypes.canonical(np.dtype(x))
+    return get_aval(asarray(x)).dtype
+
+
+def scatter_sub(operand, indices, updates, axes, *, mode=None):
+    """operand with updates subtracted at the indexed slices (kiln's scatter form, as scatter_add)."""
+    return scatter_add(operand, indices, prims.neg.bind(asarray(updates)), axes, mode=mode)
+
+
+def reduce_xor(operand, axes):
+    """The exclusive or over `axes`: bool operands (odd counts of True) or integers (bitwise)."""
+    x = asarray(operand)
+    d = get_aval(x).dtype
+    if not (d == np.bool_ or dtypes.is_int(d)):
+        raise TypeError(f"reduce_xor: operand must be bool or integer; got {d}")
+    return reduce(x, np.asarray(0, d), lambda a, b: P["xor"].bind(a, b), axes)
+
+
+def _as(x, d):
+    return x if get_aval(x).dtype == d else prims.convert.bind(x, new_dtype=np.dtype(d))
+
+
+def mulhi(x, y, /):
+    """The high half of the double-width product x * y of two integer arrays of one dtype (signed: of the
+    signed product), as jax.lax.mulhi."""
+    x, y = _operands(x, y)
+    d = get_aval(x).dtype
+    if not dtypes.is_int(d) or get_aval(y).dtype != d:
+        raise TypeError(f"mulhi: operands must be integers of one dtype; got {d} and {get_aval(y).dtype}")
+    bits = d.itemsize * 8
+    if bits < 64:
+        wide = np.dtype(np.int64 if d.kind == "i" else np.uint64)
+        product = prims.mul.bind(_as(x, wide), _as(y, wide))
+        return _as(P["shift_right"].bind(product, np.full(get_aval(product).shape, bits, wide)), d)
+    u = np.dtype(np.uint64)
+    a, b = _as(x, u), _as(y, u)
+    low_mask = np.full(get_aval(a).shape, 0xFFFFFFFF, u)
+
+    def halves(v):
+        return bitwise_and(v, low_mask), shift_right_logical(v, np.uint64(32))
+
+    (a_lo, a_hi), (b_lo, b_hi) = halves(a), halves(b)
+    lo_lo, hi_lo = prims.mul.bind(a_lo, b_lo), prims.mul.bind(a_hi, b_lo)
+    lo_hi, hi_hi = prims.mul.bind(a_lo, b_hi), prims.mul.bind(a_hi, b_hi)
+    cross = prims.add.bind(prims.add.bind(shift_right_logical(lo_lo, np.uint64(32)), bitwise_and(hi_lo, low_mask)), lo_hi)
+    high = prims.add.bind(prims.add.bind(shift_right_logical(hi_lo, np.uint64(32)), shift_right_logical(cross, np.uint64(32))),
+                          hi_hi)
+    if d.kind == "i":  # signed: subtract b where a < 0 and a where b < 0 (mod 2^64)
+        zero = np.zeros(get_aval(x).shape, d)
+        high = prims.sub.bind(high, _as(prims.select.bind(prims.lt.bind(x, zero), y, zero), u))
+        high = prims.sub.bind(high, _as(prims.select.bind(prims.lt.bind(y, zero), x, zero), u))
+    return _as(high, d)
+
+

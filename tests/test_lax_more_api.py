@@ -1,0 +1,79 @@
+"""kiln.lax's cbrt, dtype, scatter_sub, reduce_xor and mulhi against numpy (mulhi against Python's exact
+integers), with their errors, eagerly, under kiln.jit and exported through the standalone kiln-run."""
+import numpy as np
+import pytest
+
+import kiln
+import kiln.lax as lax
+from kiln_tools import eager_jit_and_kiln_run
+from references import numerical_grad
+
+R = np.random.default_rng(20261125)
+INT_DTYPES = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64]
+
+
+def _mulhi_reference(x, y):
+    bits = np.dtype(x.dtype).itemsize * 8
+    high = [((int(a) * int(b)) >> bits) % (1 << bits) for a, b in zip(x.ravel(), y.ravel())]
+    return np.array(high, np.uint64).astype(x.dtype).reshape(x.shape)
+
+
+@pytest.mark.parametrize("d", INT_DTYPES, ids=lambda d: np.dtype(d).name)
+def test_mulhi(d, tmp_path):
+    info = np.iinfo(d)
+    x = R.integers(info.min, info.max, (3, 8), dtype=d, endpoint=True)
+    y = R.integers(info.min, info.max, (3, 8), dtype=d, endpoint=True)
+    x[0, :2], y[0, :2] = info.min, info.max  # the extremes
+    eager_jit_and_kiln_run(lambda a, b: lax.mulhi(a, b), _mulhi_reference, x, y, tmp_path=tmp_path)
+
+
+def test_reduce_xor(tmp_path):
+    b = R.random((4, 5)) < 0.5
+    i = R.integers(-1000, 1000, (4, 5), dtype=np.int32)
+    eager_jit_and_kiln_run(lambda p, q: (lax.reduce_xor(p, (1,)), lax.reduce_xor(q, (0,)), lax.reduce_xor(q, (0, 1))),
+                           lambda p, q: (np.logical_xor.reduce(p, axis=1), np.bitwise_xor.reduce(q, axis=0),
+                                         np.bitwise_xor.reduce(q, axis=None)), b, i, tmp_path=tmp_path)
+
+
+def test_cbrt(tmp_path):
+    x = np.concatenate([R.uniform(-100, 100, 50), [-8.0, -0.0, 0.0, 27.0, np.inf, -np.inf, np.nan, 1e-300, -1e300]])
+    got = lax.cbrt(x)
+    np.testing.assert_allclose(got, np.cbrt(x), rtol=4e-16)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(np.cbrt(x)))
+    x32 = x[:-1].astype(np.float32)
+    assert lax.cbrt(x32).dtype == np.float32
+    eager_jit_and_kiln_run(lambda v: lax.cbrt(v), np.cbrt, x32[:50], tmp_path=tmp_path, tol=2e-7)
+    v = np.array([-3.0, 0.5, 8.0])
+    np.testing.assert_allclose(kiln.grad(lambda w: lax.cbrt(w).sum())(v), numerical_grad(lambda w: np.cbrt(w).sum(), v),
+                               rtol=1e-7)
+
+
+def test_scatter_sub(tmp_path):
+    x, idx, upd = R.standard_normal((5, 3)), np.array([[1], [3], [1]]), R.standard_normal((3, 3))
+
+    def want(x, idx, upd):
+        out = x.copy()
+        np.subtract.at(out, idx[:, 0], upd)
+        return out
+
+    eager_jit_and_kiln_run(lambda a, i, u: lax.scatter_sub(a, i, u, (0,)), want, x, idx, upd, tmp_path=tmp_path)
+    g = kiln.grad(lambda u: lax.scatter_sub(x, idx, u, (0,)).sum())(upd)
+    np.testing.assert_array_equal(g, -np.ones_like(upd))
+
+
+def test_dtype():
+    assert lax.dtype(1.0) == np.float32 and lax.dtype(1) == np.int32 and lax.dtype(True) == np.bool_
+    assert lax.dtype(np.ones(2, np.float16)) == np.float16 and lax.dtype("int64") == np.int64
+    assert lax.dtype(np.float64) == np.float64 and lax.dtype(np.int8(3)) == np.int8
+    assert kiln.jit(lambda v: np.zeros((), lax.dtype(v)))(np.ones(2, np.uint8)).dtype == np.uint8
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: lax.mulhi(np.ones(2), np.ones(2)), "mulhi: operands must be integers of one dtype; got float64"),
+    (lambda: lax.mulhi(np.ones(2, np.int32), np.ones(2, np.int64)), "mulhi: operands must be integers of one dtype"),
+    (lambda: lax.reduce_xor(np.ones(2), (0,)), "reduce_xor: operand must be bool or integer; got float64"),
+    (lambda: lax.cbrt(np.ones(2, np.int32)), "cbrt: x must be floating-point; got int32"),
+])
+def test_errors(call, message):
+    with pytest.raises(TypeError, match=message):
+        call()
