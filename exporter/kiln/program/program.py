@@ -8,6 +8,7 @@ program and loads it into the C runtime; calls on the instance run there.
 """
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import re
 
@@ -159,15 +160,65 @@ class Program:
         past it raises KilnRuntimeError DEADLINE_EXCEEDED), ``Program.get_context(m).cancel()`` from
         another thread (CANCELLED). Ctrl-C interrupts a call made on the main thread by itself.
         """
-        if not isinstance(program, Program):
-            raise TypeError(f"Program.get_context: expected a Program instance, got {type(program).__name__}")
-        return program._kiln_context
+        return _context_of(program, "Program.get_context")
 
     @staticmethod
-    def get_compiled_artifact(program: "Program") -> CompiledArtifact:
-        cls = type(program) if isinstance(program, Program) else program
+    def get_compiled_artifact(program: "Program", *, globals: str = "initial") -> CompiledArtifact:
+        """The compiled module (.vmfb) of a Program class or instance.
+
+        `globals` chooses the values the module's globals start from: "initial" (the default) writes
+        the values declared in the class body, so the module starts as a fresh instance does, however
+        far this instance has trained; "current" writes an instance's values now (its trained
+        parameters and optimizer state), so the module starts where the instance is.
+        """
+        if globals not in ("initial", "current"):
+            raise ValueError(f"Program.get_compiled_artifact: globals must be 'initial' or 'current', got {globals!r}")
+        if isinstance(program, Program):
+            cls = type(program)
+        elif isinstance(program, type) and issubclass(program, Program) and program is not Program:
+            cls = program
+            if globals == "current":
+                raise TypeError(f"Program.get_compiled_artifact: globals='current' needs a Program instance; "
+                                f"got the class {cls.__name__}, which has only its initial values (export an "
+                                f"instance, or the class with globals='initial')")
+        else:
+            raise TypeError(f"Program.get_compiled_artifact: expected a Program subclass or instance, "
+                            f"got {type(program).__name__}")
         _, result = cls._kiln_compile()
-        return CompiledArtifact(result.module_bytes)
+        if globals == "initial":
+            return CompiledArtifact(result.module_bytes)
+        from kiln.vm.writer import serialize
+
+        context = program._kiln_context
+        current = [dataclasses.replace(g, initial=context.get_global(g.name)) for g in result.spec.globals]
+        return CompiledArtifact(serialize(dataclasses.replace(result.spec, globals=current)))
+
+    @staticmethod
+    def save_globals(program: "Program", path) -> None:
+        """Writes every global of an instance to a .npz in `kiln-run --globals-out`'s format (one
+        entry per global, named as `kiln-run --list` names it; bf16 as its raw uint16 bits), which
+        `kiln-run --globals-in` and Program.load_globals read."""
+        from .checkpoint import save_globals
+
+        save_globals(_context_of(program, "Program.save_globals"), path, "Program.save_globals")
+
+    @staticmethod
+    def load_globals(program: "Program", path, *, partial: bool = False) -> None:
+        """Sets an instance's globals from a .npz in `kiln-run --globals-out`'s format.
+
+        Every entry must name a global of the module with its dtype and shape, and, unless partial
+        is true, every global must be present (so resuming never silently mixes saved and initial
+        state); nothing is set when a check fails."""
+        from .checkpoint import load_globals
+
+        load_globals(_context_of(program, "Program.load_globals"), path, partial, "Program.load_globals")
+
+
+def _context_of(program, where: str):
+    if not isinstance(program, Program):
+        got = type(program).__name__ + (f" (the class {program.__name__})" if isinstance(program, type) else "")
+        raise TypeError(f"{where}: expected a Program instance, got {got}")
+    return program._kiln_context
 
 
 class _GlobalAttribute:
