@@ -133,13 +133,20 @@ def _declare(lib):
         fn.argtypes = argtypes
 
 
+# kiln_context_invoke_host without argument conversion, for calls whose arguments are ctypes
+# objects made once (kiln.vm.runtime._HostCall): ctypes converts nothing per call.
+_invoke_host = None
+
+
 def _lib():
-    global _lib_handle
+    global _lib_handle, _invoke_host
     if _lib_handle is None:
         with _lib_lock:
             if _lib_handle is None:
                 lib = ctypes.CDLL(_native.runtime_library_path())
                 _declare(lib)
+                _invoke_host = lib["kiln_context_invoke_host"]  # a function object of its own
+                _invoke_host.restype = _Status
                 _lib_handle = lib
     return _lib_handle
 

@@ -78,9 +78,9 @@ class _CtrlC:
 
     def invoke(self, *call) -> _Status:
         """kiln_context_invoke(*call) made on the main thread, cancelled by SIGINT."""
-        return self.call(_clib._lib_handle.kiln_context_invoke, *call)
+        return self.call(_clib._lib_handle.kiln_context_invoke, call)
 
-    def call(self, c_invoke, *call) -> _Status:
+    def call(self, c_invoke, call: tuple) -> _Status:
         """c_invoke(*call), a call on the context call[0] (kiln_context_invoke or
         kiln_context_invoke_host) made on the main thread, cancelled by SIGINT."""
         if self._write_fd < 0:

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+from ctypes import addressof, c_char
 import operator
 import os
 import threading
@@ -332,10 +333,11 @@ class Context(_Handle):
             call = self._calls[name] = _HostCall(self, name)
         return call(args if isinstance(args, (list, tuple)) else list(args))
 
-    def _caller(self, name: str) -> "_HostCall":
-        """invoke(name, args) as a callable of args that keeps this context alive (kiln.jit's)."""
+    def _caller(self, name: str, array_type=np.ndarray, weak: Sequence[bool] = ()) -> "_HostCall":
+        """invoke(name, args) as a callable of args that keeps this context alive (kiln.jit's), with
+        results of array_type (see _HostCall)."""
         self._handle  # noqa: B018 - raises when closed
-        return _HostCall(self, name, keep_alive=True)
+        return _HostCall(self, name, keep_alive=True, array_type=array_type, weak=weak)
 
     def _invoke_views(self, name: str, args: Sequence) -> list[np.ndarray]:
         """invoke through a C buffer view per argument and result (kiln_context_invoke): for the
@@ -417,7 +419,8 @@ class _HostCall:
     than SHARE_MIN_BYTES are copied by the runtime into arrays made here, larger ones are the
     runtime's memory, shared."""
 
-    def __init__(self, context: Context, name: str, keep_alive: bool = False):
+    def __init__(self, context: Context, name: str, keep_alive: bool = False, array_type=np.ndarray,
+                 weak: Sequence[bool] = ()):
         fn, info = context._reflection.resolve(name)
         # weak: the context's own cache of these would otherwise keep it alive until a gc collection
         self._context = weakref.ref(context)
@@ -426,23 +429,34 @@ class _HostCall:
         n, m = len(info.args), len(info.results)
         self.n_args, self.n_results = n, m
         self.usable = all(v.dtype is not None for v in (*info.args, *info.results))
-        self.types = [(a.dtype, a.shape) for a in info.args]
-        self.sizes = [_byte_size(a) for a in info.args]
+        self.types = [(a.dtype, a.shape, _byte_size(a)) for a in info.args]
         self.args = (_HostBuffer * max(n, 1))()
         self.arg_slots = [self.args[i] for i in range(n)]
-        for slot, size in zip(self.arg_slots, self.sizes):
+        for slot, (_, _, size) in zip(self.arg_slots, self.types):
             slot.byte_size = size
+        # arguments that may be runtime memory going back in (the smaller ones are never shared)
+        self.large_args = [i for i, (_, _, size) in enumerate(self.types) if size >= SHARE_MIN_BYTES]
         self.results = (_HostBuffer * max(m, 1))()
         self.views = _views(m)
-        self.copied = []  # (result index, its C description, shape, dtype)
-        self.shared = []  # result indices
+        # Results copied into arrays made here: of array_type (np.ndarray, or a subclass such as
+        # kiln.Array, then read-only and marked _weak where `weak` says), their C descriptions, shapes,
+        # dtypes and indices; the others (shared) are views of the runtime's memory.
+        self.array_type, self.read_only = array_type, array_type is not np.ndarray
+        self.copied, self.copied_at, self.shared, self.weak = [], [], [], []
         for i, r in enumerate(info.results):
-            size = _byte_size(r) if r.dtype is not None else 0
+            size = _byte_size(r)
             if 0 < size < SHARE_MIN_BYTES:
                 self.results[i].byte_size = size
-                self.copied.append((i, self.results[i], r.shape, r.dtype))
+                self.copied.append((self.results[i], r.shape, r.dtype))
+                self.copied_at.append(i)
+                if i < len(weak) and weak[i]:
+                    self.weak.append(len(self.copied) - 1)
             else:
                 self.shared.append(i)
+        P = ctypes.c_void_p
+        self.c_call = (P(context._ptr), fn, P(ctypes.addressof(self.args)), ctypes.c_size_t(n),
+                       P(ctypes.addressof(self.results)), P(ctypes.addressof(self.views)),
+                       ctypes.c_size_t(m))
 
     @property
     def context(self) -> Context:
@@ -454,37 +468,51 @@ class _HostCall:
     def __call__(self, args: list | tuple) -> list[np.ndarray]:
         if len(args) != self.n_args or not self.usable:
             return self.context._invoke_views(self.name, args)
-        arrays = []
-        for value, (dtype, shape) in zip(args, self.types):
-            if type(value) is not np.ndarray or value.dtype != dtype or value.shape != shape \
-                    or not value.flags.c_contiguous:
+        arrays, addresses = [], []
+        for value, (dtype, shape, size) in zip(args, self.types):
+            try:  # the common call: a writable, C-contiguous array of exactly the declared type
+                if type(value) is not np.ndarray or value.shape != shape or \
+                        (value.dtype is not dtype and value.dtype != dtype):
+                    raise TypeError
+                address = addressof(c_char.from_buffer(value))
+            except (TypeError, ValueError):
                 i = len(arrays)
                 value, _ = _host_array(value, self.info.args[i], (self.name, i, self.info.args[i]))
                 if value.dtype != dtype or value.shape != shape:
                     return self.context._invoke_views(self.name, args)
+                address = _address(value) if size else None
             arrays.append(value)
-        data = [_address(a) if size else None for a, size in zip(arrays, self.sizes)]
-        outs = [np.empty(shape, dtype) for _, _, shape, dtype in self.copied]
-        destinations = [_address(out) for out in outs]
+            addresses.append(address)
+        new = self.array_type
+        outs = [new(shape, dtype) for _, shape, dtype in self.copied]
         lib = _clib._lib_handle
         context, views, shared = self._context() or self.context, self.views, self.shared
         with context._lock:
-            ptr = context._handle
-            for slot, address, array, size in zip(self.arg_slots, data, arrays, self.sizes):
+            context._handle  # noqa: B018 - raises when closed
+            for slot, address in zip(self.arg_slots, addresses):
                 slot.data = address
-                if size >= SHARE_MIN_BYTES:
-                    memory = _runtime_memory_of(array)
-                    slot.owner = memory.view if memory is not None else None
-            for (_, result, _, _), address in zip(self.copied, destinations):
-                result.data = address
+            for i in self.large_args:
+                memory = _runtime_memory_of(arrays[i])
+                self.arg_slots[i].owner = memory.view if memory is not None else None
+            for (result, _, _), out in zip(self.copied, outs):
+                try:
+                    result.data = addressof(c_char.from_buffer(out))
+                except (TypeError, ValueError):  # no buffer format for its dtype (bfloat16)
+                    result.data = out.ctypes.data
             try:
-                call = (ptr, self.fn, self.args, self.n_args, self.results, views, self.n_results)
                 if get_ident() == _MAIN_THREAD:
-                    status = _CTRL_C.call(lib.kiln_context_invoke_host, *call)
+                    status = _CTRL_C.call(_clib._invoke_host, self.c_call)
                 else:
-                    status = lib.kiln_context_invoke_host(*call)
+                    status = _clib._invoke_host(*self.c_call)
                 if status.value:
                     _check(status)
+                if self.read_only:
+                    for out in outs:
+                        out.flags.writeable = False
+                    for k in self.weak:
+                        outs[k]._weak = True
+                if not shared:
+                    return outs
                 taken = [views[i] for i in shared]
                 for i in shared:
                     views[i] = None
@@ -493,13 +521,13 @@ class _HostCall:
                     if views[i]:
                         lib.kiln_buffer_view_release(views[i])
                         views[i] = None
-        if not shared:
-            return outs
         results = [None] * self.n_results
-        for (i, _, _, _), out in zip(self.copied, outs):
+        for i, out in zip(self.copied_at, outs):
             results[i] = out
         for i, view in zip(shared, taken):
             results[i] = _shared_from_view(view, self.info.results[i], ())
+            if self.read_only:
+                results[i] = results[i].view(self.array_type)
         return results
 
 

@@ -219,7 +219,9 @@ def _compile_traced(name: str, traced: TracedFunction, limits=None):
     context = load_module(module_bytes).new_context()
     if limits is not None:
         context.set_limits(timeout=limits.timeout, max_steps=limits.max_steps)
-    return context._caller("main")  # Context.invoke("main", arrays) less its lookup: one C call per call
+    # Context.invoke("main", arrays) less its lookup, one C call per call, with results made as read-only
+    # kiln Arrays of the traced weak types (as_array then passes them on as they are)
+    return context._caller("main", Array, traced.out_weak)
 
 
 def jit(fn: Callable | None = None, *, static_argnums=(), static_argnames=(), donate_argnums=(),
