@@ -33,19 +33,25 @@ EPS = 2.0 ** -53  # the relative change at which an element of such a loop has c
 
 
 class _Kernel:
-    """A float64 elementwise kernel bound as a composite primitive, so that transformations see one primitive:
+    """An elementwise kernel (float64 unless said otherwise) bound as a composite primitive, so that transformations see one primitive:
     its JVP sums each operand's tangent times that operand's partial derivative (defpartials), and vmap moves
     the batch axes to the front. Eager calls run the kernel on the values under np.errstate (its divisions by
     zero and NaN comparisons are intended)."""
 
-    def __init__(self, name: str, kernel):
+    def __init__(self, name: str, kernel, dtype):
         self.kernel = kernel
+        self.dtype = np.dtype(dtype)
         self.partials = None
         self.primitive = composite_primitive(name, kernel, eager=self._eager)
         self.primitive.jvp_rule = self.primitive.graph_free(self._jvp)
         self.primitive.batching_rule = self.primitive.graph_free(self._batch)
 
     def __call__(self, *xs):
+        """The primitive on the operands in the kernel's dtype (Python numbers included), broadcast together."""
+        xs = [ops.asarray(x, self.dtype) for x in xs]
+        shape = np.broadcast_shapes(*(get_aval(x).shape for x in xs))
+        xs = [x if get_aval(x).shape == shape else prims.broadcast_in_dim.bind(
+            x, shape=shape, broadcast_dimensions=tuple(range(len(shape) - get_aval(x).ndim, len(shape)))) for x in xs]
         return self.primitive.apply(*xs)
 
     def defpartials(self, partials):
@@ -71,9 +77,9 @@ class _Kernel:
         return self.primitive.apply(*[move_batch_axis(v, d, 0, axis_size) for v, d in zip(values, dims)]), 0
 
 
-def kernel(name: str):
-    """Decorator: the function as a _Kernel primitive named `name`."""
-    return lambda fn: _Kernel(name, fn)
+def kernel(name: str, dtype=np.float64):
+    """Decorator: the function as a _Kernel primitive named `name`, computing in `dtype`."""
+    return lambda fn: _Kernel(name, fn, dtype)
 
 
 def _central_difference(fn, v):
@@ -681,7 +687,7 @@ def fma32(a, b, c):
     return ops.asarray(ops.add(ops.multiply(ops.asarray(a), ops.asarray(b)), ops.asarray(c)), _F32)
 
 
-@kernel("erf_inv32")
+@kernel("erf_inv32", np.float32)
 def erf_inv32(x):
     """XLA's float32 erf_inv, operation for operation (kiln.random.normal's draws are JAX's through it)."""
     w = ops.negative(ops.log1p(ops.negative(ops.multiply(x, x))))
