@@ -1,4 +1,4 @@
-"""kiln.lax's cbrt, dtype, scatter_sub, reduce_xor and mulhi against numpy (mulhi against Python's exact
+"""kiln.lax's cbrt, dtype, scatter_sub, reduce_xor, mulhi, index_take and ragged_dot against numpy (mulhi against Python's exact
 integers), with their errors, eagerly, under kiln.jit and exported through the standalone kiln-run."""
 import numpy as np
 import pytest
@@ -68,7 +68,42 @@ def test_dtype():
     assert kiln.jit(lambda v: np.zeros((), lax.dtype(v)))(np.ones(2, np.uint8)).dtype == np.uint8
 
 
+def test_index_take(tmp_path):
+    x = R.standard_normal((2, 3, 4))
+    i0, i2 = np.array([0, 1, -1, 3]), np.array([2, 0, 5, -7])
+
+    def want(x, i0, i2):  # JAX's rule: the indices wrap modulo the axis length
+        return np.moveaxis(x, (0, 2), (0, 1))[i0 % 2, i2 % 4]
+
+    eager_jit_and_kiln_run(lambda v, a, b: lax.index_take(v, (a, b), (0, 2)), want, x, i0, i2, tmp_path=tmp_path)
+    np.testing.assert_array_equal(lax.index_take(x, (np.array([2, 0]),), (-1,)), np.moveaxis(x, 2, 0)[[2, 0]])
+
+
+def _ragged_reference(lhs, rhs, sizes):
+    out, start = np.zeros((lhs.shape[0], rhs.shape[2])), 0
+    for g, size in enumerate(sizes):
+        out[start:start + size] = lhs[start:start + size] @ rhs[g]
+        start += size
+    return out
+
+
+def test_ragged_dot(tmp_path):
+    lhs, rhs = R.standard_normal((7, 3)), R.standard_normal((3, 3, 2))
+    sizes = np.array([2, 0, 4], np.int32)  # an empty group, and a row past the groups (zeros)
+    eager_jit_and_kiln_run(lambda a, b, s: lax.ragged_dot(a, b, s), _ragged_reference, lhs, rhs, sizes,
+                           tmp_path=tmp_path)
+    g_lhs, g_rhs = kiln.grad(lambda a, b: lax.ragged_dot(a, b, sizes).sum(), argnums=(0, 1))(lhs, rhs)
+    np.testing.assert_allclose(g_lhs, numerical_grad(lambda a: _ragged_reference(a, rhs, sizes).sum(), lhs), rtol=1e-6)
+    np.testing.assert_allclose(g_rhs, numerical_grad(lambda b: _ragged_reference(lhs, b, sizes).sum(), rhs), rtol=1e-6,
+                               atol=1e-9)
+    with pytest.raises(TypeError, match=r"ragged_dot: expected lhs \(m, k\), rhs \(g, k, n\)"):
+        lax.ragged_dot(lhs, rhs[:, :2], sizes)
+    with pytest.raises(NotImplementedError, match="ragged_dot: group_offset is not supported"):
+        lax.ragged_dot(lhs, rhs, sizes, group_offset=np.zeros(1, np.int32))
+
+
 @pytest.mark.parametrize("call, message", [
+    (lambda: lax.index_take(np.ones((2, 2)), (np.ones((2, 1), np.int32),), (0,)), "index_take: needs one 1-D index"),
     (lambda: lax.mulhi(np.ones(2), np.ones(2)), "mulhi: operands must be integers of one dtype; got float64"),
     (lambda: lax.mulhi(np.ones(2, np.int32), np.ones(2, np.int64)), "mulhi: operands must be integers of one dtype"),
     (lambda: lax.reduce_xor(np.ones(2), (0,)), "reduce_xor: operand must be bool or integer; got float64"),

@@ -1,4 +1,5 @@
-"""jax.lax's remaining small functions: cbrt, dtype, scatter_sub, reduce_xor and mulhi (integer high halves)."""
+"""jax.lax's remaining small functions: cbrt, dtype, scatter_sub, reduce_xor, mulhi (integer high halves),
+index_take and ragged_dot."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,13 +7,14 @@ import numpy as np
 from ..core import dtypes
 from ..core.trace import get_aval
 from . import prims
-from .api import _operands, scatter_add
+from .api import _operands, broadcasted_iota, cumsum, dot_general, gather, scatter_add
 from .elementwise import bitwise_and, shift_right_logical
 from .math_prims import P
 from .operands import asarray
 from .reduce_api import reduce
+from .structural_prims import concatenate
 
-__all__ = ["cbrt", "dtype", "scatter_sub", "reduce_xor", "mulhi"]
+__all__ = ["cbrt", "dtype", "scatter_sub", "reduce_xor", "mulhi", "index_take", "ragged_dot"]
 
 
 def _full(x, value):
@@ -97,3 +99,47 @@ def mulhi(x, y, /):
     return _as(high, d)
 
 
+
+
+def index_take(src, idxs, axes):
+    """src at the positions idxs (one 1-D integer array per axis in axes, all of one length n): shape
+    (n, *src's other axes in order); indices wrap modulo the axis length, as JAX's."""
+    x = asarray(src)
+    shape = get_aval(x).shape
+    axes = tuple(int(a) % len(shape) for a in axes)
+    idxs = [asarray(i) for i in idxs]
+    if len(idxs) != len(axes) or any(get_aval(i).ndim != 1 for i in idxs):
+        raise TypeError(f"index_take: needs one 1-D index array per axis; got {len(idxs)} for axes {axes}")
+    columns = []
+    for i, axis in zip(idxs, axes):
+        i = _as(i, np.dtype(np.int32)) if get_aval(i).dtype.itemsize < 4 else i
+        size = np.full(get_aval(i).shape, shape[axis], get_aval(i).dtype)
+        wrapped = P["rem"].bind(prims.add.bind(P["rem"].bind(i, size), size), size)
+        columns.append(prims.reshape.bind(wrapped, new_shape=(get_aval(i).shape[0], 1)))
+    dtype = np.result_type(*(get_aval(c).dtype for c in columns))
+    index = concatenate([_as(c, dtype) for c in columns], 1)
+    return gather(x, index, axes, mode="clip")
+
+
+def ragged_dot(lhs, rhs, group_sizes, precision=None, preferred_element_type=None, group_offset=None):
+    """lhs (m, k) times one of the g matrices of rhs (g, k, n) per row: the rows come in consecutive groups of
+    group_sizes[i] rows (int32, g of them), each multiplied by rhs[i]; rows past the groups give 0. Every group's
+    product is computed and the rows select theirs (g times the work of one matmul)."""
+    if group_offset is not None:
+        raise NotImplementedError("ragged_dot: group_offset is not supported (as in JAX outside its TPU kernels)")
+    lhs, rhs, sizes = asarray(lhs), asarray(rhs), asarray(group_sizes)
+    (m, k), (g, k2, n) = get_aval(lhs).shape, get_aval(rhs).shape
+    if k != k2 or get_aval(sizes).shape != (g,) or not dtypes.is_int(get_aval(sizes).dtype):
+        raise TypeError(f"ragged_dot: expected lhs (m, k), rhs (g, k, n) and integer group_sizes (g,); got "
+                        f"{get_aval(lhs).shape}, {get_aval(rhs).shape} and {get_aval(sizes).dtype}{list(get_aval(sizes).shape)}")
+    products = dot_general(lhs, rhs, (((1,), (1,)), ((), ())), precision, preferred_element_type)  # (m, g, n)
+    ends = _as(cumsum(sizes), np.dtype(np.int32))
+    starts = prims.sub.bind(ends, _as(sizes, np.dtype(np.int32)))
+    rows = broadcasted_iota(np.int32, (m, g), 0)
+    grid = (m, g)
+    in_group = P["and"].bind(prims.ge.bind(rows, prims.broadcast_in_dim.bind(starts, shape=grid, broadcast_dimensions=(1,))),
+                             prims.lt.bind(rows, prims.broadcast_in_dim.bind(ends, shape=grid, broadcast_dimensions=(1,))))
+    mask = prims.broadcast_in_dim.bind(in_group, shape=(m, g, n), broadcast_dimensions=(0, 1))
+    out_dtype = get_aval(products).dtype
+    selected = prims.select.bind(mask, products, np.zeros((m, g, n), out_dtype))
+    return prims.reduce_sum.bind(selected, axes=(1,))
