@@ -154,6 +154,14 @@ def test_exported_through_kiln_run(tmp_path):
         close(g, w)
 
 
+def test_vmap_of_transforms():
+    """vmap batches the primitives the transforms are made of: the same as the transforms over the batch."""
+    x = signal((5, 3, 12), np.float32, 12)
+    fn = lambda v: (knp.fft.rfft(v), knp.fft.fft2(v * 1j), knp.fft.fftshift(v, axes=0))  # noqa: E731
+    for batched in (kiln.vmap(fn), kiln.jit(kiln.vmap(fn))):
+        close(batched(x), (np.fft.rfft(x), np.fft.fft2(x * np.complex64(1j)), np.fft.fftshift(x, axes=1)))
+
+
 # ---- gradients: JAX's rules for a linear map, through the primitives' own transposes --------------------
 
 def central(f, x, eps=1e-6):
