@@ -19,7 +19,7 @@ from kiln.vm.writer import serialize
 from runtime_tools import ALL_DTYPES, identity_spec, native_build_dir, run
 from vm_native import build_kernel, host_triple
 from kiln.vm.isa import Instr, Label
-from kiln.vm.module_spec import ModuleSpec
+from kiln.vm.module_spec import FunctionSpec, ModuleSpec, TensorType, ValueInfo
 from vm_specs import I64, axpy_spec, fn
 
 
@@ -210,6 +210,131 @@ def test_every_dtype_through_globals(kiln_run, modules, tmp_path):
         np.testing.assert_array_equal(back[k], v, err_msg=k)
 
 
+def test_version_names_the_runtime_and_the_module_format(kiln_run):
+    import tomllib
+
+    from kiln.vm._generated.constants import FORMAT_VERSION
+
+    with open(os.path.join(os.path.dirname(__file__), "..", "pyproject.toml"), "rb") as f:
+        version = tomllib.load(f)["project"]["version"]
+    proc = run(kiln_run, "--version")
+    assert proc.stdout == f"kiln-run {version} (module format {FORMAT_VERSION[0]}.{FORMAT_VERSION[1]})\n"
+    assert proc.stderr == ""
+
+
+def test_npz_inputs_each_array_in_order_or_one_by_name(kiln_run, modules, tmp_path):
+    m = f"--module={modules / 'ident.vmfb'}"
+    a, b = np.array([1.5, -2, 3, 4], np.float32), np.int32(-7)
+    np.savez(tmp_path / "ab.npz", first=a, second=b)  # the archive's order, not the names', decides
+    assert run(kiln_run, m, "--function=pair", f"--input=@{tmp_path / 'ab.npz'}").stdout == \
+        "result[0]: i32\n-7\nresult[1]: 4xf32\n[ 1.5 -2.   3.   4. ]\n"
+    np.savez(tmp_path / "ba.npz", b=b, a=a)
+    out = run(kiln_run, m, "--function=pair", f"--input=@{tmp_path / 'ba.npz'}:a",
+              f"--input=@{tmp_path / 'ba.npz'}:b").stdout
+    assert out == "result[0]: i32\n-7\nresult[1]: 4xf32\n[ 1.5 -2.   3.   4. ]\n"
+    # an archive mixes with other inputs; an archive of one array is one argument
+    np.savez(tmp_path / "one.npz", a)
+    out = run(kiln_run, m, "--function=pair", f"--input=@{tmp_path / 'one.npz'}", "--input=i32=5").stdout
+    assert out.startswith("result[0]: i32\n5\n")
+    # every dtype: load_all's results (an .npz named by the module's result names) feed store_all
+    rng = np.random.default_rng(3)
+    values = {}
+    for d in ALL_DTYPES:
+        dt = np.uint16 if d == "bf16" else numpy_dtype(d)
+        values[f"v_{d}"] = (rng.random((2, 3)) < 0.5 if d == "bool" else
+                            rng.integers(0, 100, (2, 3)).astype(dt))
+    np.savez(tmp_path / "all.npz", **values)
+    run(kiln_run, m, "--function=store_all", f"--input=@{tmp_path / 'all.npz'}",
+        f"--globals-out={tmp_path / 'g.npz'}")
+    run(kiln_run, m, "--function=load_all", f"--globals-in={tmp_path / 'g.npz'}",
+        f"--output=@{tmp_path / 'out.npz'}")
+    out = np.load(tmp_path / "out.npz")
+    assert out.files == [f"g_{d}" for d in ALL_DTYPES]
+    for d in ALL_DTYPES:
+        assert out[f"g_{d}"].dtype == values[f"v_{d}"].dtype
+        np.testing.assert_array_equal(out[f"g_{d}"], values[f"v_{d}"], err_msg=d)
+
+
+def test_npz_output_holds_every_result(kiln_run, modules, tmp_path):
+    m = f"--module={modules / 'ident.vmfb'}"
+    run(kiln_run, m, "--function=pair", "--input=4xf32=1,2,3,4", "--input=i32=9",
+        f"--output=@{tmp_path / 'y.npz'}")
+    with np.load(tmp_path / "y.npz") as y:
+        assert y.files == ["b", "a"]  # the module's result names
+        assert y["b"].dtype == np.int32 and int(y["b"]) == 9
+        np.testing.assert_array_equal(y["a"], np.arange(1, 5, dtype=np.float32))
+    with zipfile.ZipFile(tmp_path / "y.npz") as z:
+        assert z.testzip() is None
+    # results without a name are result0, result1, ...
+    t = TensorType("f32", (2,))
+    spec = ModuleSpec("unnamed", functions=[FunctionSpec(
+        "two", True, [ValueInfo("x", t)], [ValueInfo("", t), ValueInfo("", t)], "[]", "[]", 2, 0,
+        [Instr("ret", [0, 0])])])
+    (tmp_path / "unnamed.vmfb").write_bytes(serialize(spec))
+    proc = run(kiln_run, f"--module={tmp_path / 'unnamed.vmfb'}", "--function=two",
+               "--input=2xf32=3,4", f"--output=@{tmp_path / 'two.npz'}")
+    assert proc.stdout == ""
+    with np.load(tmp_path / "two.npz") as y:
+        assert y.files == ["result0", "result1"]
+        np.testing.assert_array_equal(y["result1"], [3, 4])
+
+
+def test_expected_output_compares_like_iree_run_module(kiln_run, modules, tmp_path):
+    m = (f"--module={modules / 'ident.vmfb'}", "--function=pair", "--input=4xf32=1,2,3,4", "--input=i32=9")
+    proc = run(kiln_run, *m, "--expected_output=i32=9", "--expected_output=4xf32=1,2,3,4.00009")
+    assert proc.stdout == "2 results matched the expected outputs\n" and proc.stderr == ""
+    proc = run(kiln_run, *m, "--expected_output=(ignored)", "--expected_output=4xf32=[1, 2, 3, 4]")
+    assert proc.stdout == "1 result matched the expected output (1 ignored)\n"
+    # beyond the default f32 threshold (1e-4), and within a given one ("0.01f" as IREE writes it)
+    proc = run(kiln_run, *m, "--expected_output=i32=9", "--expected_output=4xf32=1,2,3.001,4", check=False)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr == ("kiln-run: error: function 'pair' result 1 'a' does not match (--expected_output 2): "
+                           "element [2] (the first that differs): got 3.0, expected 3.001 "
+                           "(difference 0.001 > the f32 threshold 0.0001)\n")
+    run(kiln_run, *m, "--expected_output=i32=9", "--expected_output=4xf32=1,2,3.001,4",
+        "--expected_f32_threshold=0.01f")
+    # every result that differs gets its line
+    proc = run(kiln_run, *m, "--expected_output=i32=8", "--expected_output=4xf32=1,2,3,5", check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines() == [
+        "kiln-run: error: function 'pair' result 0 'b' does not match (--expected_output 1): "
+        "element [] (the first that differs): got 9, expected 8",
+        "kiln-run: error: function 'pair' result 1 'a' does not match (--expected_output 2): "
+        "element [3] (the first that differs): got 4.0, expected 5.0 (difference 1 > the f32 threshold 0.0001)"]
+    # expected values from .npy and .npz files (each array, or one by name), checked with --output written too
+    np.savez(tmp_path / "want.npz", b=np.int32(9), a=np.array([1, 2, 3, 4], np.float32))
+    np.save(tmp_path / "a.npy", np.array([1, 2, 3, 4], np.float32))
+    run(kiln_run, *m, f"--expected_output=@{tmp_path / 'want.npz'}")
+    run(kiln_run, *m, f"--expected_output=@{tmp_path / 'want.npz'}:b", f"--expected_output=@{tmp_path / 'a.npy'}",
+        f"--output=@{tmp_path / 'got.npz'}")
+    assert np.load(tmp_path / "got.npz").files == ["b", "a"]
+    # NaN matches NaN; f64 and f16 have their own thresholds; bf16 expected from its raw bits (.npy)
+    i = (f"--module={modules / 'ident.vmfb'}",)
+    run(kiln_run, *i, "--function=ident_f64", "--input=2x3xf64=nan,1,2,3,4,inf",
+        "--expected_output=2x3xf64=nan,1,2,3,4.00001,inf")
+    proc = run(kiln_run, *i, "--function=ident_f64", "--input=2x3xf64=nan,1,2,3,4,inf",
+               "--expected_output=2x3xf64=nan,1,2,3,4.001,inf", check=False)
+    assert proc.returncode == 1 and "element [1, 1] (the first that differs)" in proc.stderr
+    run(kiln_run, *i, "--function=ident_f64", "--input=2x3xf64=nan,1,2,3,4,inf",
+        "--expected_output=2x3xf64=nan,1,2,3,4.001,inf", "--expected_f64_threshold=0.01")
+    run(kiln_run, *i, "--function=ident_f16", "--input=2x3xf16=1", "--expected_output=2x3xf16=1.0009765625")
+    proc = run(kiln_run, *i, "--function=ident_f16", "--input=2x3xf16=1",
+               "--expected_output=2x3xf16=1.001953125", check=False)
+    assert proc.returncode == 1 and "the f16 threshold 0.001" in proc.stderr
+    run(kiln_run, *i, "--function=ident_f16", "--input=2x3xf16=1", "--expected_output=2x3xf16=1.001953125",
+        "--expected_f16_threshold=0.002")
+    np.save(tmp_path / "bf.npy", np.full((2, 3), 0x3F80, np.uint16))  # bfloat16 1.0
+    run(kiln_run, *i, "--function=ident_bf16", "--input=2x3xbf16=1", f"--expected_output=@{tmp_path / 'bf.npy'}")
+    # integers exactly, whatever the thresholds
+    proc = run(kiln_run, *i, "--function=ident_i64", "--input=2x3xi64=5", "--expected_output=2x3xi64=5,5,5,5,5,6",
+               "--expected_f32_threshold=10", "--expected_f64_threshold=10", check=False)
+    assert proc.returncode == 1 and "element [1, 2] (the first that differs): got 5, expected 6" in proc.stderr
+    # with --benchmark the last call's results are compared
+    proc = run(kiln_run, *m, "--benchmark=3", "--expected_output=i32=9", "--expected_output=4xf32=1,2,3,4")
+    assert proc.stdout.startswith("benchmark: pair: 3 calls")
+    assert proc.stdout.endswith("\n2 results matched the expected outputs\n")
+
+
 _TIME = r"[\d.]+ (us|ms|s)"
 
 
@@ -331,6 +456,45 @@ ERRORS = [
     (["--function=step", "--timeout=nan"], ["--timeout expects a number of seconds"]),
     (["--function=step", "--max-steps=0"], ["--max-steps expects an integer"]),
     (["--timeout=1", "--list"], ["--timeout and --max-steps need --function"]),
+    (["--function=predict", "--input=@two.npz"],
+     ["'predict' expects 1 input, got 2 values from 1 --input", "predict(x: 4xf32)"]),
+    (["--function=predict", "--input=@two.npz:c"],
+     ["--input 1", "two.npz' has no array 'c' (arrays: 'a', 'b')"]),
+    (["--function=predict", "--input=@fake.npz:a"],
+     ["--input 1", "fake.npz' is not a .npz archive, so it has no array 'a'"]),
+    (["--function=predict", "--input=@x3.npy:a"], ["--input 1", "cannot open 'x3.npy:a'"]),  # names follow .npz:
+    (["--function=predict", "--input=@two.npz:b"],
+     ["'predict' argument 0 'x': expected 4xf32, got 3xf32 (--input 1, array 'b')"]),
+    (["--function=predict", "--input=@missing.npz"], ["--input 1", "missing.npz"]),
+    (["--function=predict", "--input=@"], ["--input 1", "'@' must be followed by a .npy file path"]),
+    (["--function=predict", "--input=4xf32=1", "--output=@a.npz", "--output=@b.npy"],
+     ["--output=@a.npz: a .npz output holds every result, so it must be the only --output"]),
+    (["--function=predict", "--input=4xf32=1", "--output=@no/such/dir/y.npz"], ["--output 1", "no/such/dir/y.npz"]),
+    (["--function=predict", "--input=4xf32=1", "--expected_output=4xf32=1", "--expected_output=f32=1"],
+     ["'predict' has 1 result, got 2 --expected_output (give one per result; signature: predict(x: 4xf32)"]),
+    (["--function=predict", "--input=4xf32=1", "--expected_output=@two.npz"],
+     ["'predict' has 1 result, got 2 values from 1 --expected_output"]),
+    (["--function=predict", "--input=4xf32=1", "--expected_output=3xf32=1"],
+     ["'predict' result 0 'y': expected 4xf32, got 3xf32 (--expected_output 1)"]),
+    (["--function=predict", "--input=4xf32=1", "--expected_output=@x3.npy"],
+     ["'predict' result 0 'y': expected 4xf32, got 3xf32 (--expected_output 1)"]),
+    (["--function=predict", "--input=4xf32=1", "--expected_output=4xf32=1,2"],
+     ["'predict' result 0 'y' (--expected_output 1)", "expected 4 (or 1 to broadcast), got 2"]),
+    (["--function=predict", "--input=4xf32=1", "--expected_output=@missing.npy"],
+     ["--expected_output 1", "missing.npy"]),
+    (["--function=predict", "--input=4xf32=1", "--expected_output=4xf32=3,6,7,9"],
+     ["'predict' result 0 'y' does not match (--expected_output 1): element [1] (the first that differs): "
+      "got 5.0, expected 6.0 (difference 1 > the f32 threshold 0.0001)"]),
+    (["--function=predict", "--input=4xf32=1", "--expected_f32_threshold=0.1"],
+     ["--expected_f16_threshold, --expected_f32_threshold and --expected_f64_threshold need "
+      "--expected_output=VALUE"]),
+    (["--function=predict", "--expected_output=4xf32=1", "--expected_f32_threshold=-1"],
+     ["--expected_f32_threshold expects a non-negative number, got '-1'"]),
+    (["--function=predict", "--expected_output=4xf32=1", "--expected_f16_threshold=x"],
+     ["--expected_f16_threshold expects a non-negative number, got 'x'"]),
+    (["--function=predict", "--expected_output=4xf32=1", "--expected_f64_threshold=inf"],
+     ["--expected_f64_threshold expects a non-negative number, got 'inf'"]),
+    (["--expected_output=f32=1", "--list"], ["--expected_output", "need --function"]),
 ]
 
 
@@ -341,6 +505,8 @@ def test_errors_are_one_line(kiln_run, modules, tmp_path, args, fragments):
     np.savez(tmp_path / "part.npz", counter=np.int64(1))
     np.savez_compressed(tmp_path / "compressed.npz", counter=np.int64(1))
     np.save(tmp_path / "x3.npy", np.zeros(3, np.float32))
+    np.savez(tmp_path / "two.npz", a=np.zeros(4, np.float32), b=np.zeros(3, np.float32))
+    (tmp_path / "fake.npz").write_bytes((tmp_path / "x3.npy").read_bytes())
     (tmp_path / "broken.npy").write_bytes(b"\x93NUMPY\x01\x00\x10\x00{'descr': '<f4',")
     proc = run(kiln_run, f"--module={modules / 'axpy.vmfb'}", *args, check=False, cwd=tmp_path)
     assert proc.returncode != 0

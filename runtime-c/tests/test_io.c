@@ -624,6 +624,189 @@ static void test_fuzz(void) {
   }
 }
 
+/* "@x.npy", "@x.npz" (every array, in order), "@x.npz:NAME"; files told apart by contents. */
+static void test_file_values(const char* dir) {
+  char path[1024], text[1100];
+  kiln_buffer_view_t* a = parse("3xf32=1,2,3");
+  kiln_buffer_view_t* b = parse("2xi64=-4,5");
+  kiln_buffer_view_t* c = parse("f64=0.5");
+  const char* names[3] = {"b_first", "a", "c"};
+  const kiln_buffer_view_t* values[3] = {b, a, c};
+  snprintf(path, sizeof(path), "%s/values.npz", dir);
+  CHECK_OK(kiln_npz_write_file(path, 3, names, values));
+
+  kiln_npz_t got;
+  snprintf(text, sizeof(text), "@%s", path);
+  CHECK_OK(kiln_io_parse_values(text, &got));
+  CHECK(got.count == 3);
+  for (size_t i = 0; i < got.count && i < 3; ++i) {
+    CHECK(strcmp(got.entries[i].name, names[i]) == 0);
+    CHECK(same_view(values[i], got.entries[i].value));
+  }
+  kiln_npz_free(&got);
+  snprintf(text, sizeof(text), "@%s:a", path);
+  CHECK_OK(kiln_io_parse_values(text, &got));
+  CHECK(got.count == 1 && strcmp(got.entries[0].name, "a") == 0 && same_view(a, got.entries[0].value));
+  kiln_npz_free(&got);
+  kiln_buffer_view_t* one = NULL;
+  CHECK_OK(kiln_io_parse_value(text, &one));
+  CHECK(same_view(a, one));
+  kiln_buffer_view_release(one);
+  one = NULL;
+  /* An inline value and a .npy file are one entry without a name. */
+  CHECK_OK(kiln_io_parse_values("2xi64=-4,5", &got));
+  CHECK(got.count == 1 && got.entries[0].name == NULL && same_view(b, got.entries[0].value));
+  kiln_npz_free(&got);
+  snprintf(path, sizeof(path), "%s/c.npy", dir);
+  CHECK_OK(kiln_npy_write_file(path, c));
+  snprintf(text, sizeof(text), "@%s", path);
+  CHECK_OK(kiln_io_parse_values(text, &got));
+  CHECK(got.count == 1 && got.entries[0].name == NULL && same_view(c, got.entries[0].value));
+  kiln_npz_free(&got);
+  /* An archive of one array is one value; the suffix does not decide the format. */
+  snprintf(path, sizeof(path), "%s/single.archive", dir);
+  CHECK_OK(kiln_npz_write_file(path, 1, names, values));
+  snprintf(text, sizeof(text), "@%s", path);
+  CHECK_OK(kiln_io_parse_value(text, &one));
+  CHECK(same_view(b, one));
+  kiln_buffer_view_release(one);
+  one = NULL;
+  /* A colon in a path without ".npz:" is part of the path. */
+  snprintf(path, sizeof(path), "%s/with:colon.npy", dir);
+  CHECK_OK(kiln_npy_write_file(path, c));
+  snprintf(text, sizeof(text), "@%s", path);
+  CHECK_OK(kiln_io_parse_value(text, &one));
+  CHECK(same_view(c, one));
+  kiln_buffer_view_release(one);
+  one = NULL;
+  /* An empty archive gives no values. */
+  snprintf(path, sizeof(path), "%s/empty.npz", dir);
+  CHECK_OK(kiln_npz_write_file(path, 0, NULL, NULL));
+  snprintf(text, sizeof(text), "@%s", path);
+  CHECK_OK(kiln_io_parse_values(text, &got));
+  CHECK(got.count == 0);
+  kiln_npz_free(&got);
+
+  /* Errors: several arrays where one is expected, an unknown name, a name in a .npy. */
+  snprintf(text, sizeof(text), "@%s/values.npz", dir);
+  CHECK_ERROR(kiln_io_parse_value(text, &one), KILN_INVALID_ARGUMENT,
+              "values.npz' holds 3 arrays ('b_first', 'a', 'c') where one value is expected",
+              "values.npz:NAME");
+  CHECK_ERROR(kiln_io_parse_value(strcat(text, ":zz"), &one), KILN_NOT_FOUND,
+              "values.npz' has no array 'zz' (arrays: 'b_first', 'a', 'c')");
+  snprintf(text, sizeof(text), "@%s/empty.npz", dir);
+  CHECK_ERROR(kiln_io_parse_value(text, &one), KILN_INVALID_ARGUMENT, "holds 0 arrays (none)");
+  CHECK_ERROR(kiln_io_parse_value(strcat(text, ":a"), &one), KILN_NOT_FOUND,
+              "has no array 'a' (arrays: none)");
+  snprintf(text, sizeof(text), "@%s/c.npy.npz:a", dir);
+  CHECK_ERROR(kiln_io_parse_value(text, &one), KILN_NOT_FOUND, "c.npy.npz");
+  snprintf(path, sizeof(path), "%s/c.npz", dir);
+  CHECK_OK(kiln_npy_write_file(path, c));
+  snprintf(text, sizeof(text), "@%s:a", path);
+  CHECK_ERROR(kiln_io_parse_value(text, &one), KILN_INVALID_ARGUMENT,
+              "c.npz' is not a .npz archive, so it has no array 'a'");
+  CHECK_ERROR(kiln_io_parse_values("@", &got), KILN_INVALID_ARGUMENT, ".npy file path");
+  CHECK(got.count == 0 && got.entries == NULL);
+  CHECK_ERROR(kiln_io_parse_values("@/nonexistent/x.npz", &got), KILN_NOT_FOUND,
+              "/nonexistent/x.npz");
+  CHECK_ERROR(kiln_io_parse_values("3xf32=1,2", &got), KILN_INVALID_ARGUMENT,
+              "wrong number of values");
+  CHECK(got.count == 0 && got.entries == NULL && one == NULL);
+  snprintf(path, sizeof(path), "%s/broken.npz", dir);
+  CHECK_OK(kiln_io_write_file(path, "PK\x03\x04garbage", 11));
+  snprintf(text, sizeof(text), "@%s", path);
+  CHECK_ERROR(kiln_io_parse_values(text, &got), KILN_INVALID_ARGUMENT, "broken.npz",
+              "not a valid .npz file");
+  kiln_buffer_view_release(a);
+  kiln_buffer_view_release(b);
+  kiln_buffer_view_release(c);
+}
+
+static void check_compare(const char* got_text, const char* expected_text,
+                          const kiln_io_tolerance_t* tolerance, const char* message, int line) {
+  kiln_buffer_view_t* got = parse(got_text);
+  kiln_buffer_view_t* expected = parse(expected_text);
+  if (got && expected) {
+    kiln_status_t s = kiln_io_compare(got, expected, tolerance);
+    kiln_test_checks++;
+    if (message ? !s || kiln_status_code(s) != KILN_FAILED_PRECONDITION ||
+                      strcmp(kiln_status_message(s), message) != 0
+                : s != NULL) {
+      kiln_test_failures++;
+      fprintf(stderr, "%s:%d: compare '%s' with '%s': expected %s, got %s\n", __FILE__, line,
+              got_text, expected_text, message ? message : "a match",
+              s ? kiln_status_message(s) : "a match");
+    }
+    kiln_status_free(s);
+  }
+  kiln_buffer_view_release(got);
+  kiln_buffer_view_release(expected);
+}
+#define CHECK_MATCH(got, expected, tolerance) check_compare(got, expected, tolerance, NULL, __LINE__)
+#define CHECK_MISMATCH(got, expected, tolerance, message) \
+  check_compare(got, expected, tolerance, message, __LINE__)
+
+static void test_compare(void) {
+  kiln_io_tolerance_t t;
+  kiln_io_tolerance_initialize(&t);
+  CHECK(t.f16 == 1e-3 && t.f32 == 1e-4 && t.f64 == 1e-4);
+  CHECK_MATCH("3xf32=1,2,3", "3xf32=1,2,3.00009", NULL);
+  CHECK_MISMATCH("3xf32=1,2,3", "3xf32=1,2,3.0002", NULL,
+                 "element [2] (the first that differs): got 3.0, expected 3.0002 "
+                 "(difference 0.0002 > the f32 threshold 0.0001)");
+  CHECK_MISMATCH("2x2xf64=1,2,3,4", "2x2xf64=1,2,3,4.5", NULL,
+                 "element [1, 1] (the first that differs): got 4.0, expected 4.5 "
+                 "(difference 0.5 > the f64 threshold 0.0001)");
+  CHECK_MISMATCH("f32=1", "f32=2", NULL,
+                 "element [] (the first that differs): got 1.0, expected 2.0 "
+                 "(difference 1 > the f32 threshold 0.0001)");
+  /* NaN matches NaN, infinities match themselves only. */
+  CHECK_MATCH("4xf32=nan,inf,-inf,0", "4xf32=nan,inf,-inf,-0", NULL);
+  CHECK_MISMATCH("2xf32=1,nan", "2xf32=1,2", NULL,
+                 "element [1] (the first that differs): got nan, expected 2.0");
+  CHECK_MISMATCH("2xf64=3,1", "2xf64=nan,1", NULL,
+                 "element [0] (the first that differs): got 3.0, expected nan");
+  CHECK_MISMATCH("f64=inf", "f64=-inf", NULL,
+                 "element [] (the first that differs): got inf, expected -inf");
+  CHECK_MISMATCH("f32=1e30", "f32=inf", NULL,
+                 "element [] (the first that differs): got 1e+30, expected inf");
+  /* Each float dtype under its own threshold; bf16 under f16's. */
+  t.f32 = 0.5;
+  CHECK_MATCH("2xf32=1,2", "2xf32=1.5,1.5", &t);
+  CHECK_MISMATCH("2xf64=1,2", "2xf64=1.5,1.5", &t,
+                 "element [0] (the first that differs): got 1.0, expected 1.5 "
+                 "(difference 0.5 > the f64 threshold 0.0001)");
+  CHECK_MATCH("f16=1", "f16=1.0009765625", NULL);
+  CHECK_MISMATCH("f16=1", "f16=1.001953125", NULL,
+                 "element [] (the first that differs): got 1.0, expected 1.002 "
+                 "(difference 0.00195 > the f16 threshold 0.001)");
+  CHECK_MISMATCH("bf16=1", "bf16=1.0078125", NULL,
+                 "element [] (the first that differs): got 1.0, expected 1.01 "
+                 "(difference 0.00781 > the f16 threshold 0.001)");
+  t.f16 = 0.01;
+  CHECK_MATCH("bf16=1", "bf16=1.0078125", &t);
+  /* Complex: each part under the threshold of its float dtype. */
+  CHECK_MATCH("2xc64=1+2j,nan+1j", "2xc64=1.00005+1.99995j,nan+1j", NULL);
+  CHECK_MISMATCH("2xc128=1+2j,3", "2xc128=1+2j,3+0.001j", NULL,
+                 "element [1] (the first that differs): got (3+0j), expected (3+0.001j) "
+                 "(difference 0.001 > the f64 threshold 0.0001)");
+  /* Integers and bools exactly; the thresholds do not apply. */
+  t.f32 = t.f64 = t.f16 = 100;
+  CHECK_MATCH("3xi32=1,-2,3", "3xi32=1,-2,3", &t);
+  CHECK_MISMATCH("3xi32=1,-2,3", "3xi32=1,-1,3", &t,
+                 "element [1] (the first that differs): got -2, expected -1");
+  CHECK_MISMATCH("2xu64=18446744073709551615,0", "2xu64=18446744073709551614,0", &t,
+                 "element [0] (the first that differs): got 18446744073709551615, "
+                 "expected 18446744073709551614");
+  CHECK_MISMATCH("2xbool=1,0", "2xbool=1,1", &t,
+                 "element [1] (the first that differs): got False, expected True");
+  /* Types: dtype and shape must both agree. */
+  CHECK_MISMATCH("3xf32=1", "3xf64=1", NULL, "expected 3xf64, got 3xf32");
+  CHECK_MISMATCH("3xf32=1", "1x3xf32=1", NULL, "expected 1x3xf32, got 3xf32");
+  CHECK_MISMATCH("f32=1", "4xf32=1", NULL, "expected 4xf32, got f32");
+  CHECK_MATCH("0x3xf32", "0x3xf32", NULL);
+}
+
 int main(int argc, char** argv) {
   const char* dir = argc > 1 ? argv[1] : "io_test_tmp";
   mkdir(dir, 0777);
@@ -632,6 +815,8 @@ int main(int argc, char** argv) {
   test_print();
   test_npy(dir);
   test_npz(dir);
+  test_file_values(dir);
+  test_compare();
   test_fuzz();
   TEST_MAIN_END();
 }

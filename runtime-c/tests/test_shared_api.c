@@ -26,6 +26,7 @@ int main(void) {
   size_t count = sizeof(functions) / sizeof(functions[0]);
   for (size_t i = 0; i < count; ++i) EXPECT(functions[i] != NULL);
 
+  EXPECT(strcmp(kiln_runtime_version(), KILN_TEST_VERSION) == 0); /* pyproject.toml's */
   EXPECT(strcmp(kiln_status_code_name(KILN_DATA_LOSS), "DATA_LOSS") == 0);
   int64_t shape[2] = {2, 2};
   float data[4] = {1, 2, 3, 4};

@@ -2,16 +2,23 @@
  *
  *   kiln-run --module=m.vmfb --list
  *   kiln-run --module=m.vmfb --disassemble
+ *   kiln-run --version
  *   kiln-run --module=m.vmfb --function=predict --input=8x3xf32=1 \
- *            [--input=@x.npy ...] [--output=@y.npy ...] [--workers=N]
+ *            [--input=@x.npy ... | --input=@xs.npz | --input=@xs.npz:NAME]
+ *            [--output=@y.npy ... | --output=@ys.npz] [--workers=N]
+ *            [--expected_output=VALUE ... [--expected_f32_threshold=T ...]]
  *            [--benchmark=N [--warmup=K] [--benchmark_format=json]]
  *            [--globals-in=state.npz] [--globals-out=state.npz]
  *            [--globals-partial]
  *
  * Values: SHAPExDTYPE=v1,v2,... (dims joined by 'x'; "f32=3.5" is a 0-d
  * scalar; one value broadcasts to the whole shape; no '=' gives zeros) or
- * @path.npy. Results are printed (type header, then numpy-like values) unless
- * one --output per result names a .npy file for each.
+ * @path.npy, or @path.npz (every array of the archive, one argument each, in
+ * the archive's order) or @path.npz:NAME (one array). Results are printed (type
+ * header, then numpy-like values) unless one --output per result names a .npy
+ * file for each, or a single --output names a .npz archive for all of them.
+ * --expected_output (one per result, the same syntax as --input) compares the
+ * results as iree-run-module does instead of printing them.
  *
  * --globals-in must hold every global of the module (so that resuming from a
  * checkpoint never silently mixes saved and initial state); with
@@ -47,13 +54,18 @@ static volatile sig_atomic_t g_interrupted;
 
 static const char* kUsage =
     "usage: kiln-run --module=PATH.vmfb [--list] [--disassemble] [--function=NAME]\n"
-    "                [--input=VALUE]... [--output=@PATH.npy]...\n"
+    "                [--input=VALUE]... [--output=@PATH.npy]... [--output=@PATH.npz]\n"
+    "                [--expected_output=VALUE]... [--expected_f16_threshold=T]\n"
+    "                [--expected_f32_threshold=T] [--expected_f64_threshold=T]\n"
     "                [--workers=N] [--benchmark=N] [--warmup=K]\n"
     "                [--benchmark_format=text|json] [--timeout=SECONDS]\n"
     "                [--max-steps=N]\n"
     "                [--globals-in=PATH.npz] [--globals-out=PATH.npz]\n"
     "                [--globals-partial]\n"
+    "       kiln-run --version\n"
     "\n"
+    "  --version            print the runtime's version and the module format\n"
+    "                       version it loads\n"
     "  --module=PATH        the .vmfb module to load\n"
     "  --list               print the module's functions (with signatures) and globals\n"
     "  --disassemble        print every function's bytecode (labels at branch\n"
@@ -61,9 +73,23 @@ static const char* kUsage =
     "  --function=NAME      the exported function to call\n"
     "  --input=VALUE        one per argument, in order: SHAPExDTYPE=v1,v2,...\n"
     "                       (2x3xf32=1,2,3,4,5,6; f32=3.5 for a scalar; a single\n"
-    "                       value broadcasts; no '=' gives zeros) or @path.npy\n"
+    "                       value broadcasts; no '=' gives zeros), @path.npy,\n"
+    "                       @path.npz (each array of the archive, in order) or\n"
+    "                       @path.npz:NAME (its array NAME)\n"
     "  --output=@PATH.npy   one per result: write it to a .npy file instead of\n"
     "                       printing it\n"
+    "  --output=@PATH.npz   the only --output: write every result to one .npz\n"
+    "                       (named as the module names them: result0, ...)\n"
+    "  --expected_output=V  one per result (the syntax of --input, @path.npz\n"
+    "                       giving several; \"(ignored)\" skips one): compare\n"
+    "                       the results instead of printing them; exit status 1\n"
+    "                       naming the first element that differs\n"
+    "  --expected_f16_threshold=T, --expected_f32_threshold=T,\n"
+    "  --expected_f64_threshold=T\n"
+    "                       largest absolute difference that still matches\n"
+    "                       (defaults 0.001, 0.0001, 0.0001; f16's also for\n"
+    "                       bf16, f32's and f64's for each part of c64, c128);\n"
+    "                       NaN matches NaN\n"
     "  --workers=N          worker threads (0, the default: one per core; 1: none)\n"
     "  --benchmark=N        call the function N times after the warm-up calls;\n"
     "                       print the median, mean, min, max and standard\n"
@@ -156,6 +182,10 @@ typedef struct {
   long max_steps;
   const char* globals_in;
   const char* globals_out;
+  const char** expected;
+  size_t expected_count;
+  kiln_io_tolerance_t tolerance;
+  int threshold_given;
   int list;
   int disassemble;
   int globals_partial;
@@ -186,6 +216,26 @@ static int parse_count(const char* flag, const char* text, long min, long max,
   return 1;
 }
 
+/* A threshold: a non-negative number, written as iree-run-module accepts it
+ * ("0.1" or "0.1f"). */
+static int parse_threshold(const char* flag, const char* text, double* out) {
+  char* end = NULL;
+  errno = 0;
+  double v = strtod(text, &end);
+  if (end != text && *end == 'f') end++;
+  if (!*text || *end || errno == ERANGE || !(v >= 0) || !isfinite(v)) {
+    error_line("%s expects a non-negative number, got '%s'", flag, text);
+    return 0;
+  }
+  *out = v;
+  return 1;
+}
+
+static int is_npz_path(const char* path) {
+  size_t n = strlen(path);
+  return n >= 4 && !strcmp(path + n - 4, ".npz");
+}
+
 /* Returns 0 on success, EXIT_USAGE (message printed) on a bad command line,
  * -1 after printing --help. */
 static int parse_options(int argc, char** argv, options_t* o) {
@@ -193,9 +243,11 @@ static int parse_options(int argc, char** argv, options_t* o) {
   o->workers = 0;
   o->benchmark = 0;
   o->warmup = -1; /* not given: 1 */
+  kiln_io_tolerance_initialize(&o->tolerance);
   o->inputs = calloc((size_t)argc, sizeof(char*));
   o->outputs = calloc((size_t)argc, sizeof(char*));
-  if (!o->inputs || !o->outputs) {
+  o->expected = calloc((size_t)argc, sizeof(char*));
+  if (!o->inputs || !o->outputs || !o->expected) {
     error_line("out of memory");
     return EXIT_RUNTIME;
   }
@@ -203,11 +255,18 @@ static int parse_options(int argc, char** argv, options_t* o) {
                                       "--output",     "--workers",     "--benchmark",
                                       "--globals-in", "--globals-out", "--timeout",
                                       "--max-steps",  "--warmup",      "--benchmark_format",
+                                      "--expected_output", "--expected_f16_threshold",
+                                      "--expected_f32_threshold", "--expected_f64_threshold",
                                       NULL};
   for (int i = 1; i < argc; ++i) {
     const char* arg = argv[i];
     if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
       fputs(kUsage, stdout);
+      return -1;
+    }
+    if (!strcmp(arg, "--version")) {
+      printf("kiln-run %s (module format %d.%d)\n", kiln_runtime_version(),
+             KILN_MODULE_VERSION_MAJOR, KILN_MODULE_VERSION_MINOR);
       return -1;
     }
     if (!strcmp(arg, "--list")) {
@@ -271,11 +330,30 @@ static int parse_options(int argc, char** argv, options_t* o) {
       if (!parse_seconds(flag, value, &o->timeout)) return EXIT_USAGE;
     } else if (!strcmp(flag, "--max-steps")) {
       if (!parse_count(flag, value, 1, LONG_MAX, &o->max_steps)) return EXIT_USAGE;
+    } else if (!strcmp(flag, "--expected_output")) {
+      o->expected[o->expected_count++] = value;
+    } else if (!strncmp(flag, "--expected_f", 12)) {
+      double* threshold = flag[12] == '1' ? &o->tolerance.f16
+                          : flag[12] == '3' ? &o->tolerance.f32 : &o->tolerance.f64;
+      if (!parse_threshold(flag, value, threshold)) return EXIT_USAGE;
+      o->threshold_given = 1;
     } else if (!strcmp(flag, "--globals-in")) {
       o->globals_in = value;
     } else if (!strcmp(flag, "--globals-out")) {
       o->globals_out = value;
     }
+  }
+  for (size_t i = 0; o->output_count > 1 && i < o->output_count; ++i) {
+    if (is_npz_path(o->outputs[i])) {
+      error_line("--output=@%s: a .npz output holds every result, so it must be the only "
+                 "--output", o->outputs[i]);
+      return EXIT_USAGE;
+    }
+  }
+  if (o->threshold_given && !o->expected_count) {
+    error_line("--expected_f16_threshold, --expected_f32_threshold and "
+               "--expected_f64_threshold need --expected_output=VALUE");
+    return EXIT_USAGE;
   }
   if (!o->module_path) {
     error_line("no module: give --module=PATH.vmfb; see kiln-run --help");
@@ -295,10 +373,10 @@ static int parse_options(int argc, char** argv, options_t* o) {
     return EXIT_USAGE;
   }
   if (o->warmup < 0) o->warmup = 1;
-  if (!o->function &&
-      (o->input_count || o->output_count || o->benchmark || o->timeout || o->max_steps)) {
-    error_line("--input, --output, --benchmark, --timeout and --max-steps need "
-               "--function=NAME");
+  if (!o->function && (o->input_count || o->output_count || o->expected_count ||
+                       o->benchmark || o->timeout || o->max_steps)) {
+    error_line("--input, --output, --expected_output, --benchmark, --timeout and --max-steps "
+               "need --function=NAME");
     return EXIT_USAGE;
   }
   return 0;
@@ -609,6 +687,157 @@ static void print_benchmark(const options_t* o, double* times, long calls, doubl
   printf("\n");
 }
 
+/* The values a list of --input (or --expected_output) options gives, in
+ * order: an inline value stays text until its type is checked against the
+ * function's (so a mistyped huge shape allocates nothing); a .npy file gives
+ * its array, a .npz archive each of its arrays. */
+typedef struct {
+  const char* text;          /* an inline value, or NULL */
+  kiln_buffer_view_t* value; /* a file's array (owned by `files`), or NULL */
+  const char* entry;         /* its name in an archive, or NULL */
+  size_t option;             /* which option (1-based) gave it */
+} source_t;
+
+typedef struct {
+  source_t* items;
+  size_t count;
+  kiln_npz_t* files; /* one per option (empty for inline values) */
+  size_t file_count;
+} sources_t;
+
+static void free_sources(sources_t* s) {
+  for (size_t i = 0; i < s->file_count; ++i) kiln_npz_free(&s->files[i]);
+  free(s->files);
+  free(s->items);
+  memset(s, 0, sizeof(*s));
+}
+
+/* Reads the files among `texts` (the values of `count` options `flag`). */
+static kiln_status_t expand_sources(const char* flag, const char* const* texts, size_t count,
+                                    sources_t* out) {
+  memset(out, 0, sizeof(*out));
+  out->files = calloc(count ? count : 1, sizeof(kiln_npz_t));
+  size_t capacity = count ? count : 1;
+  out->items = calloc(capacity, sizeof(source_t));
+  if (!out->files || !out->items) return kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory");
+  for (size_t i = 0; i < count; ++i) {
+    out->file_count = i + 1;
+    int is_file = texts[i][0] == '@';
+    if (is_file) {
+      kiln_status_t s = kiln_io_parse_values(texts[i], &out->files[i]);
+      if (s) return kiln_status_annotate(s, "%s %zu", flag, i + 1);
+    }
+    size_t n = is_file ? out->files[i].count : 1;
+    if (out->count + n > capacity) {
+      size_t grown = 2 * capacity > out->count + n ? 2 * capacity : out->count + n;
+      source_t* items = realloc(out->items, grown * sizeof(source_t));
+      if (!items) return kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory");
+      out->items = items;
+      capacity = grown;
+    }
+    for (size_t k = 0; k < n; ++k) {
+      source_t* item = &out->items[out->count++];
+      item->text = is_file ? NULL : texts[i];
+      item->value = is_file ? out->files[i].entries[k].value : NULL;
+      item->entry = is_file ? out->files[i].entries[k].name : NULL;
+      item->option = i + 1;
+    }
+  }
+  return NULL;
+}
+
+/* "--input 2" or "--input 2, array 'b'". */
+static void source_label(const char* flag, const source_t* item, char* buf, size_t size) {
+  if (item->entry) {
+    snprintf(buf, size, "%s %zu, array '%s'", flag, item->option, item->entry);
+  } else {
+    snprintf(buf, size, "%s %zu", flag, item->option);
+  }
+}
+
+/* "got 2 --input" or "got 3 values from 2 --input". */
+static void source_count(const char* flag, const sources_t* s, size_t options, char* buf,
+                         size_t size) {
+  if (s->count == options) snprintf(buf, size, "got %zu %s", s->count, flag);
+  else snprintf(buf, size, "got %zu values from %zu %s", s->count, options, flag);
+}
+
+/* The value of `item` for `info` (argument or result `index` of the function;
+ * `role` says which): parsed, bf16 bits made bf16, its type checked. */
+static int source_value(const options_t* o, const source_t* item, const char* flag,
+                        const char* role, size_t index, const kiln_value_info_t* info,
+                        kiln_buffer_view_t** out) {
+  const char* name = info->name && *info->name ? info->name : "";
+  char label[512];
+  source_label(flag, item, label, sizeof(label));
+  char expected[512], got[512];
+  format_info(info, expected, sizeof(expected));
+  kiln_status_t s = NULL;
+  if (item->value) {
+    kiln_buffer_view_retain(item->value);
+    *out = item->value;
+  } else {
+    /* Check an inline value's type before allocating anything for it. */
+    const char* text = item->text;
+    size_t type_len = strcspn(text, "=");
+    char type_text[512];
+    kiln_dtype_t dtype;
+    size_t rank = 0;
+    int64_t shape[KILN_MAX_RANK];
+    if (type_len < sizeof(type_text)) {
+      memcpy(type_text, text, type_len);
+      type_text[type_len] = '\0';
+      kiln_status_t ts = kiln_io_parse_type(type_text, &dtype, &rank, shape);
+      if (!ts && !type_matches(info, dtype, rank, shape)) {
+        error_line("function '%s' %s %zu '%s': expected %s, got %s (%s)", o->function, role,
+                   index, name, expected, type_text, label);
+        return EXIT_RUNTIME;
+      }
+      kiln_status_free(ts); /* a malformed type is reported by the parse below */
+    }
+    s = kiln_io_parse_value(text, out);
+    if (s) {
+      return fail_status(kiln_status_annotate(s, "function '%s' %s %zu '%s' (%s)", o->function,
+                                              role, index, name, label));
+    }
+  }
+  s = kiln_io_bf16_from_bits(out, info->dtype);
+  if (s) return fail_status(s);
+  const kiln_buffer_view_t* v = *out;
+  if (!kiln_buffer_view_has_type(v, info->dtype, info->rank, info->shape)) {
+    kiln_format_type(kiln_buffer_view_dtype(v), kiln_buffer_view_rank(v),
+                     kiln_buffer_view_shape(v), got, sizeof(got));
+    error_line("function '%s' %s %zu '%s': expected %s, got %s (%s)", o->function, role, index,
+               name, expected, got, label);
+    return EXIT_RUNTIME;
+  }
+  return 0;
+}
+
+/* Writes every result into one .npz archive, named as the module names them
+ * (the exporter writes result0, result1, ...; "resultI" where a name is empty). */
+static kiln_status_t write_results_npz(kiln_function_t fn, const char* path,
+                                       kiln_buffer_view_t* const* results, size_t count) {
+  char** names = calloc(count ? count : 1, sizeof(char*));
+  kiln_status_t s = names ? NULL : kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory");
+  for (size_t i = 0; i < count && !s; ++i) {
+    kiln_value_info_t info;
+    s = kiln_function_result_info(fn, i, &info);
+    if (s) break;
+    char fallback[32];
+    snprintf(fallback, sizeof(fallback), "result%zu", i);
+    names[i] = strdup(info.name && *info.name ? info.name : fallback);
+    if (!names[i]) s = kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory");
+  }
+  if (!s) {
+    s = kiln_npz_write_file(path, count, (const char* const*)names,
+                            (const kiln_buffer_view_t* const*)results);
+  }
+  for (size_t i = 0; names && i < count; ++i) free(names[i]);
+  free(names);
+  return s;
+}
+
 typedef struct {
   kiln_instance_t* instance;
   kiln_module_t* module;
@@ -617,6 +846,9 @@ typedef struct {
   size_t arg_count;
   kiln_buffer_view_t** results;
   size_t result_count;
+  sources_t inputs;
+  sources_t expected_sources;
+  kiln_buffer_view_t** expected; /* one per result; NULL: "(ignored)" */
 } state_t;
 
 static void release_results(state_t* st) {
@@ -624,6 +856,37 @@ static void release_results(state_t* st) {
     kiln_buffer_view_release(st->results[i]);
     st->results[i] = NULL;
   }
+}
+
+/* Compares every result with its --expected_output: one error line per result
+ * that differs (exit status 1), else one line saying how many matched. */
+static int check_expected(const state_t* st, kiln_function_t fn, const options_t* o) {
+  size_t mismatches = 0, ignored = 0;
+  for (size_t i = 0; i < st->result_count; ++i) {
+    if (!st->expected[i]) {
+      ignored++;
+      continue;
+    }
+    kiln_status_t s = kiln_io_compare(st->results[i], st->expected[i], &o->tolerance);
+    if (!s) continue;
+    mismatches++;
+    kiln_value_info_t info;
+    kiln_status_t si = kiln_function_result_info(fn, i, &info);
+    const char* name = !si && info.name ? info.name : "";
+    kiln_status_free(si);
+    char label[512];
+    source_label("--expected_output", &st->expected_sources.items[i], label, sizeof(label));
+    error_line("function '%s' result %zu '%s' does not match (%s): %s", o->function, i, name,
+               label, kiln_status_message(s));
+    kiln_status_free(s);
+  }
+  if (mismatches) return EXIT_RUNTIME;
+  size_t matched = st->result_count - ignored;
+  printf("%zu result%s matched the expected output%s", matched, matched == 1 ? "" : "s",
+         matched == 1 ? "" : "s");
+  if (ignored) printf(" (%zu ignored)", ignored);
+  printf("\n");
+  return 0;
 }
 
 static int run_function(state_t* st, const options_t* o) {
@@ -642,23 +905,38 @@ static int run_function(state_t* st, const options_t* o) {
   if (s) return fail_status(s);
 
   size_t want = kiln_function_arg_count(fn);
-  if (o->input_count != want) {
-    error_line("function '%s' expects %zu input%s, got %zu --input (signature: %s)",
-               o->function, want, want == 1 ? "" : "s", o->input_count, signature);
+  size_t results = kiln_function_result_count(fn);
+  s = expand_sources("--input", o->inputs, o->input_count, &st->inputs);
+  if (!s) s = expand_sources("--expected_output", o->expected, o->expected_count,
+                             &st->expected_sources);
+  if (s) return fail_status(s);
+  char got_count[128];
+  if (st->inputs.count != want) {
+    source_count("--input", &st->inputs, o->input_count, got_count, sizeof(got_count));
+    error_line("function '%s' expects %zu input%s, %s (signature: %s)", o->function, want,
+               want == 1 ? "" : "s", got_count, signature);
     return EXIT_RUNTIME;
   }
-  size_t results = kiln_function_result_count(fn);
-  if (o->output_count && o->output_count != results) {
+  int npz_output = o->output_count == 1 && is_npz_path(o->outputs[0]);
+  if (o->output_count && o->output_count != results && !npz_output) {
     error_line("function '%s' has %zu result%s, got %zu --output (give one per "
-               "result, or none to print them; signature: %s)",
+               "result, one .npz for all, or none to print them; signature: %s)",
                o->function, results, results == 1 ? "" : "s", o->output_count,
                signature);
+    return EXIT_RUNTIME;
+  }
+  if (o->expected_count && st->expected_sources.count != results) {
+    source_count("--expected_output", &st->expected_sources, o->expected_count, got_count,
+                 sizeof(got_count));
+    error_line("function '%s' has %zu result%s, %s (give one per result; signature: %s)",
+               o->function, results, results == 1 ? "" : "s", got_count, signature);
     return EXIT_RUNTIME;
   }
 
   st->args = calloc(want ? want : 1, sizeof(kiln_buffer_view_t*));
   st->results = calloc(results ? results : 1, sizeof(kiln_buffer_view_t*));
-  if (!st->args || !st->results) {
+  st->expected = calloc(results ? results : 1, sizeof(kiln_buffer_view_t*));
+  if (!st->args || !st->results || !st->expected) {
     error_line("out of memory");
     return EXIT_RUNTIME;
   }
@@ -667,47 +945,18 @@ static int run_function(state_t* st, const options_t* o) {
     kiln_value_info_t info;
     s = kiln_function_arg_info(fn, i, &info);
     if (s) return fail_status(s);
-    const char* arg_name = info.name && *info.name ? info.name : "";
-    /* Check an inline value's type before allocating anything for it. */
-    const char* text = o->inputs[i];
-    if (text[0] != '@') {
-      size_t type_len = strcspn(text, "=");
-      char type_text[512];
-      kiln_dtype_t dtype;
-      size_t rank = 0;
-      int64_t shape[KILN_MAX_RANK];
-      if (type_len < sizeof(type_text)) {
-        memcpy(type_text, text, type_len);
-        type_text[type_len] = '\0';
-        kiln_status_t ts = kiln_io_parse_type(type_text, &dtype, &rank, shape);
-        if (!ts && !type_matches(&info, dtype, rank, shape)) {
-          char expected[512];
-          format_info(&info, expected, sizeof(expected));
-          error_line("function '%s' argument %zu '%s': expected %s, got %s (--input %zu)",
-                     o->function, i, arg_name, expected, type_text, i + 1);
-          return EXIT_RUNTIME;
-        }
-        kiln_status_free(ts); /* a malformed type is reported by the parse below */
-      }
-    }
-    s = kiln_io_parse_value(text, &st->args[i]);
-    if (s) {
-      return fail_status(kiln_status_annotate(s, "function '%s' argument %zu '%s' (--input %zu)",
-                                              o->function, i, arg_name, i + 1));
-    }
-    st->arg_count = i + 1;
-    s = kiln_io_bf16_from_bits(&st->args[i], info.dtype);
+    int rc = source_value(o, &st->inputs.items[i], "--input", "argument", i, &info, &st->args[i]);
+    if (st->args[i]) st->arg_count = i + 1;
+    if (rc) return rc;
+  }
+  for (size_t i = 0; i < st->expected_sources.count; ++i) {
+    const source_t* item = &st->expected_sources.items[i];
+    if (item->text && !strcmp(item->text, "(ignored)")) continue;
+    kiln_value_info_t info;
+    s = kiln_function_result_info(fn, i, &info);
     if (s) return fail_status(s);
-    const kiln_buffer_view_t* v = st->args[i];
-    if (!kiln_buffer_view_has_type(v, info.dtype, info.rank, info.shape)) {
-      char expected[512], got[512];
-      format_info(&info, expected, sizeof(expected));
-      kiln_format_type(kiln_buffer_view_dtype(v), kiln_buffer_view_rank(v),
-                       kiln_buffer_view_shape(v), got, sizeof(got));
-      error_line("function '%s' argument %zu '%s': expected %s, got %s (--input %zu)",
-                 o->function, i, arg_name, expected, got, i + 1);
-      return EXIT_RUNTIME;
-    }
+    int rc = source_value(o, item, "--expected_output", "result", i, &info, &st->expected[i]);
+    if (rc) return rc;
   }
 
   long warmup = o->benchmark > 0 ? o->warmup : 0;
@@ -742,21 +991,26 @@ static int run_function(state_t* st, const options_t* o) {
     free(times);
   }
 
-  for (size_t i = 0; i < results; ++i) {
+  if (npz_output) {
+    s = write_results_npz(fn, o->outputs[0], st->results, results);
+    if (s) return fail_status(kiln_status_annotate(s, "--output 1"));
+  }
+  for (size_t i = 0; i < results && !npz_output; ++i) {
     const kiln_buffer_view_t* r = st->results[i];
     if (o->output_count) {
       s = kiln_npy_write_file(o->outputs[i], r);
       if (s) return fail_status(kiln_status_annotate(s, "--output %zu", i + 1));
       continue;
     }
-    if (o->benchmark > 0) continue; /* benchmark mode prints timings only */
+    /* benchmark mode prints timings only, --expected_output the comparison */
+    if (o->benchmark > 0 || o->expected_count) continue;
     char type[512];
     kiln_format_type(kiln_buffer_view_dtype(r), kiln_buffer_view_rank(r),
                      kiln_buffer_view_shape(r), type, sizeof(type));
     printf("result[%zu]: %s\n", i, type);
     kiln_io_print_values(stdout, r);
   }
-  return 0;
+  return o->expected_count ? check_expected(st, fn, o) : 0;
 }
 
 static void cancel_on_signal(int sig) {
@@ -845,11 +1099,18 @@ done:
   free(st.results);
   for (size_t i = 0; i < st.arg_count; ++i) kiln_buffer_view_release(st.args[i]);
   free(st.args);
+  for (size_t i = 0; st.expected && i < st.result_count; ++i) {
+    kiln_buffer_view_release(st.expected[i]);
+  }
+  free(st.expected);
+  free_sources(&st.inputs);
+  free_sources(&st.expected_sources);
   kiln_context_release(st.context);
   kiln_module_release(st.module);
   kiln_instance_release(st.instance);
   free(o.inputs);
   free(o.outputs);
+  free(o.expected);
   if (fflush(stdout) != 0 && rc == 0) {
     fprintf(stderr, "kiln-run: error: cannot write to standard output\n");
     rc = EXIT_RUNTIME;

@@ -40,6 +40,14 @@
 extern "C" {
 #endif
 
+/* ---- version ----------------------------------------------------------- */
+
+/* The runtime's version, "MAJOR.MINOR.PATCH" (the kiln project's version; the
+ * shared library's SOVERSION is MAJOR, or 0.MINOR before 1.0). The module
+ * format versions it loads are KILN_MODULE_VERSION_MAJOR/MINOR. A static
+ * string. */
+const char* kiln_runtime_version(void);
+
 /* ---- status (codes: kiln_status_code_t, kiln/constants.h) -------------- */
 
 typedef struct kiln_status* kiln_status_t;

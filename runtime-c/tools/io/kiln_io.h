@@ -35,8 +35,45 @@ kiln_status_t kiln_io_parse_type(const char* text, kiln_dtype_t* dtype,
 /* Parses "TYPE=v1,v2,..." (values separated by commas, blanks and/or
  * brackets, so "2x2xf32=[[1, 2], [3, 4]]" works too; exactly
  * one value per element, or a single value broadcast to every element),
- * "TYPE" alone (zeros), or "@path.npy". */
+ * "TYPE" alone (zeros), "@path.npy", "@path.npz:NAME" (the archive's array
+ * NAME) or "@path.npz" when the archive holds exactly one array. Files are
+ * told apart by their contents (a zip archive or a .npy), so the suffixes
+ * are not required; NAME follows the last ".npz:" of the text. */
 kiln_status_t kiln_io_parse_value(const char* text, kiln_buffer_view_t** out);
+
+struct kiln_npz;
+
+/* A value that may stand for several: "@path.npz" gives every array of the
+ * archive, in the archive's order, with its name; anything else what
+ * kiln_io_parse_value gives, as one entry without a name (NULL). Free `out`
+ * with kiln_npz_free. */
+kiln_status_t kiln_io_parse_values(const char* text, struct kiln_npz* out);
+
+/* The file part of kiln_io_parse_value: `text` is what follows the '@'. */
+kiln_status_t kiln_io_parse_file_value(const char* text, kiln_buffer_view_t** out);
+
+/* ---- comparing values (kiln-run --expected_output) --------------------- */
+
+/* Absolute thresholds under which two floats count as equal, per dtype:
+ * `f16` for f16 and bf16, `f32` for f32 and each part of c64, `f64` for f64
+ * and each part of c128. */
+typedef struct kiln_io_tolerance {
+  double f16;
+  double f32;
+  double f64;
+} kiln_io_tolerance_t;
+
+/* iree-run-module's defaults: f16 1e-3, f32 1e-4, f64 1e-4. */
+void kiln_io_tolerance_initialize(kiln_io_tolerance_t* tolerance);
+
+/* NULL when `got` matches `expected`: the same dtype and shape, integers and
+ * bools equal, floats within the tolerance (NULL: the defaults), NaN matching
+ * NaN and an infinity the same infinity. Else a FAILED_PRECONDITION status
+ * saying "expected 3xf32, got 2xf32", or naming the first element that
+ * differs: "element [1, 0] (the first that differs): got 2.5, expected 2
+ * (difference 0.5 > the f32 threshold 0.0001)". */
+kiln_status_t kiln_io_compare(const kiln_buffer_view_t* got, const kiln_buffer_view_t* expected,
+                              const kiln_io_tolerance_t* tolerance);
 
 /* Where bf16 is `expected` and *view is u16 (numpy's raw bfloat16 bits, '<u2', which
  * .npy files hold since numpy has no bfloat16), replaces *view by a bf16 view of the

@@ -221,9 +221,9 @@ kiln_status_t kiln_io_parse_value(const char* text, kiln_buffer_view_t** out) {
   if (text[0] == '@') {
     if (!text[1]) {
       return kiln_make_status(KILN_INVALID_ARGUMENT,
-                              "'@' must be followed by a .npy file path");
+                              "'@' must be followed by a .npy file path or a .npz archive path");
     }
-    return kiln_npy_read_file(text + 1, out);
+    return kiln_io_parse_file_value(text + 1, out);
   }
 
   const char* eq = strchr(text, '=');
