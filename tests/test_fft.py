@@ -136,18 +136,23 @@ def test_accuracy_bound(n):
 
 
 def test_exported_through_kiln_run(tmp_path):
-    """A filter (rfft, a complex gain, irfft) and a 2-D FFT of a complex argument, in the standalone runtime."""
+    """A filter (rfft, a complex gain, irfft), n-D transforms of real and complex arguments (a Bluestein
+    length among them), hfft/ihfft and a shift, in the standalone runtime."""
     x = signal((3, 40), np.float32, 9)
     z = signal((6, 10), np.complex64, 10)
 
     def fn(x, z):
         gain = knp.exp(-0.1j * knp.arange(21, dtype=np.float32))
-        return knp.fft.irfft(knp.fft.rfft(x) * gain, n=40), knp.fft.fft2(z), knp.fft.ifftn(z, s=(7, 65), axes=(0, 1))
+        return (knp.fft.irfft(knp.fft.rfft(x) * gain, n=40), knp.fft.fft2(z), knp.fft.ifftn(z, s=(7, 65), axes=(0, 1)),
+                knp.fft.rfftn(x, s=(4, 67), axes=(0, 1)), knp.fft.irfft2(z, s=(5, 9)), knp.fft.hfft(z, n=11),
+                knp.fft.ihfft(x, norm="ortho"), knp.fft.fftshift(knp.fft.fft(x, axis=0), axes=0))
 
     def ref(x, z):
         gain = np.exp(-0.1j * np.arange(21, dtype=np.float32)).astype(np.complex64)
         return (np.fft.irfft(np.fft.rfft(x) * gain, n=40).astype(np.float32), np.fft.fft2(z),
-                np.fft.ifftn(z, s=(7, 65), axes=(0, 1)))
+                np.fft.ifftn(z, s=(7, 65), axes=(0, 1)), np.fft.rfftn(x, s=(4, 67), axes=(0, 1)),
+                np.fft.irfft2(z, s=(5, 9)), np.fft.hfft(z, n=11), np.fft.ihfft(x, norm="ortho"),
+                np.fft.fftshift(np.fft.fft(x, axis=0), axes=0))
 
     got = kiln_run_exported(fn, x, z, tmp_path=tmp_path)
     for g, w in zip(got, ref(x, z)):
