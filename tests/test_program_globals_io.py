@@ -271,6 +271,11 @@ def test_load_globals_file_errors(tmp_path):
     (tmp_path / "junk.npz").write_bytes(b"PK\x03\x04 not really a zip")
     with pytest.raises(ValueError, match=r"Program.load_globals: '.*junk.npz' is not a .npz archive \("):
         Program.load_globals(m, tmp_path / "junk.npz")
+    np.savez(tmp_path / "raw.npz", **{k: v for k, v in INITIAL.items() if k != "_c"})
+    with zipfile.ZipFile(tmp_path / "raw.npz", "a") as z:
+        z.writestr("_c", b"not an array")  # a member without .npy: numpy gives its bytes
+    with pytest.raises(ValueError, match=r"'.*raw.npz': global '_c': the entry is not a .npy array"):
+        Program.load_globals(m, tmp_path / "raw.npz")
     assert_state(globals_of(m), INITIAL)
 
 

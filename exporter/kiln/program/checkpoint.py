@@ -67,6 +67,8 @@ def load_globals(context, path, partial: bool, where: str) -> None:
                 value = archive[name]
             except (OSError, ValueError, zipfile.BadZipFile) as e:
                 raise ValueError(f"{where}: '{path}': global '{name}': unreadable entry ({e})") from None
+            if not isinstance(value, np.ndarray):
+                raise ValueError(f"{where}: '{path}': global '{name}': the entry is not a .npy array")
             value = value.astype(value.dtype.newbyteorder("="), copy=False)
             if info.kiln_dtype == "bf16" and value.dtype in (np.dtype(np.uint16), np.dtype("V2")):
                 value = value.view(info.dtype)
