@@ -38,7 +38,8 @@ def result_addresses(monkeypatch):
     argument's own view (kiln_context_invoke_host copies such a result before returning it)."""
     seen = []
     original = rt._shared_from_view
-    monkeypatch.setattr(rt._HostCall, "__call__", lambda call, args: call.context._invoke_views(call.name, args))
+    monkeypatch.setattr(rt._HostCall, "_make_call",
+                        lambda call: lambda args: call.context._invoke_views(call.name, args))
 
     def spy(view, expected, borrowed):
         seen.append(_lib().kiln_buffer_view_data(view))

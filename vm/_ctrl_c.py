@@ -83,26 +83,31 @@ class _CtrlC:
     def call(self, c_invoke, call: tuple) -> _Status:
         """c_invoke(*call), a call on the context call[0] (kiln_context_invoke or
         kiln_context_invoke_host) made on the main thread, cancelled by SIGINT."""
-        if self._write_fd < 0:
+        write_fd = self._write_fd
+        if write_fd < 0:
             try:
                 self._start()
             except (OSError, RuntimeError):  # no pipe or thread to be had: an uninterruptible call
                 return c_invoke(*call)
+            write_fd = self._write_fd
         outer = self._active, self._forward  # a call from a signal handler nests
         try:
-            previous = signal.set_wakeup_fd(self._write_fd, warn_on_full_buffer=False)
+            previous = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
         except ValueError:  # not the main interpreter's main thread: no signals here
             return c_invoke(*call)
         except BaseException:  # a KeyboardInterrupt raised as it returned, its result lost
             self._restore(self._last_previous)
             raise
         try:
-            if previous != self._write_fd:
+            if previous != write_fd:
                 self._forward = self._last_previous = previous
             self._active = token = [call[0], False]
             status = c_invoke(*call)
         finally:
-            self._restore(previous)
+            try:
+                signal.set_wakeup_fd(previous)
+            except (ValueError, OSError):  # closed meanwhile
+                self._restore(previous)
             with self._lock:
                 if previous >= 0 and self._poll.poll(0):  # bytes the watcher has not passed on
                     self._pass_on(os.read(self._read_fd, 4096))

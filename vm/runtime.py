@@ -272,7 +272,7 @@ class Context(_Handle):
         self._lock = threading.Lock()         # serializes calls (the C API requires it)
         self._cancel_lock = threading.Lock()  # keeps the pointer alive during cancel()
         self._limits = CallLimits()
-        self._calls: dict[str, _HostCall] = {}  # by function name
+        self._calls: dict = {}  # function name -> its _HostCall's call
         lib = _lib()
         module_ptr = module._handle
         self._reflection = module._reflection
@@ -330,14 +330,14 @@ class Context(_Handle):
         call = self._calls.get(name)
         if call is None:
             self._handle  # noqa: B018 - raises when closed
-            call = self._calls[name] = _HostCall(self, name)
+            call = self._calls[name] = _HostCall(self, name).call
         return call(args if isinstance(args, (list, tuple)) else list(args))
 
-    def _caller(self, name: str, array_type=np.ndarray, weak: Sequence[bool] = ()) -> "_HostCall":
-        """invoke(name, args) as a callable of args that keeps this context alive (kiln.jit's), with
-        results of array_type (see _HostCall)."""
+    def _caller(self, name: str, array_type=np.ndarray, weak: Sequence[bool] = ()):
+        """invoke(name, args) as a function of args that keeps this context alive (its attribute
+        `context`; kiln.jit's), with results of array_type (see _HostCall)."""
         self._handle  # noqa: B018 - raises when closed
-        return _HostCall(self, name, keep_alive=True, array_type=array_type, weak=weak)
+        return _HostCall(self, name, keep_alive=True, array_type=array_type, weak=weak).call
 
     def _invoke_views(self, name: str, args: Sequence) -> list[np.ndarray]:
         """invoke through a C buffer view per argument and result (kiln_context_invoke): for the
@@ -457,6 +457,7 @@ class _HostCall:
         self.c_call = (P(context._ptr), fn, P(ctypes.addressof(self.args)), ctypes.c_size_t(n),
                        P(ctypes.addressof(self.results)), P(ctypes.addressof(self.views)),
                        ctypes.c_size_t(m))
+        self.call = self._make_call()
 
     @property
     def context(self) -> Context:
@@ -465,70 +466,92 @@ class _HostCall:
             raise ValueError("Context is closed")
         return context
 
-    def __call__(self, args: list | tuple) -> list[np.ndarray]:
-        if len(args) != self.n_args or not self.usable:
-            return self.context._invoke_views(self.name, args)
-        arrays, addresses = [], []
-        for value, (dtype, shape, size) in zip(args, self.types):
-            try:  # the common call: a writable, C-contiguous array of exactly the declared type
-                if type(value) is not np.ndarray or value.shape != shape or \
-                        (value.dtype is not dtype and value.dtype != dtype):
-                    raise TypeError
-                address = addressof(c_char.from_buffer(value))
-            except (TypeError, ValueError):
-                i = len(arrays)
-                value, _ = _host_array(value, self.info.args[i], (self.name, i, self.info.args[i]))
-                if value.dtype != dtype or value.shape != shape:
-                    return self.context._invoke_views(self.name, args)
-                address = _address(value) if size else None
-            arrays.append(value)
-            addresses.append(address)
-        new = self.array_type
-        outs = [new(shape, dtype) for _, shape, dtype in self.copied]
-        lib = _clib._lib_handle
-        context, views, shared = self._context() or self.context, self.views, self.shared
-        with context._lock:
-            context._handle  # noqa: B018 - raises when closed
-            for slot, address in zip(self.arg_slots, addresses):
-                slot.data = address
-            for i in self.large_args:
-                memory = _runtime_memory_of(arrays[i])
-                self.arg_slots[i].owner = memory.view if memory is not None else None
-            for (result, _, _), out in zip(self.copied, outs):
+    def _make_call(self):
+        """The call itself, call(args) -> results: a closure over what it uses (cell reads cost less
+        than attribute reads)."""
+        context_ref, owner, name, info = self._context, self._owner, self.name, self.info
+        n_args, n_results, usable, types = self.n_args, self.n_results, self.usable, self.types
+        arg_slots, large_args, views, c_call = self.arg_slots, self.large_args, self.views, self.c_call
+        copied, copied_at, shared, weak = self.copied, self.copied_at, self.shared, self.weak
+        new, read_only = self.array_type, self.read_only
+        ndarray, from_buffer, ctrl_c, main_thread = np.ndarray, c_char.from_buffer, _CTRL_C, _MAIN_THREAD
+        if owner is not None:
+            context_ref = lambda: owner  # noqa: E731 - the kept context, without a weak reference
+
+        def views_path(args):
+            context = context_ref()
+            if context is None:
+                raise ValueError("Context is closed")
+            return context._invoke_views(name, args)
+
+        def call(args):
+            if len(args) != n_args or not usable:
+                return views_path(args)
+            arrays, addresses = args, []
+            for i, (value, (dtype, shape, size)) in enumerate(zip(args, types)):
+                try:  # the common call: a writable, C-contiguous array of exactly the declared type
+                    if type(value) is not ndarray or value.shape != shape or \
+                            (value.dtype is not dtype and value.dtype != dtype):
+                        raise TypeError
+                    addresses.append(addressof(from_buffer(value)))
+                except (TypeError, ValueError):
+                    value, _ = _host_array(value, info.args[i], (name, i, info.args[i]))
+                    if value.dtype != dtype or value.shape != shape:
+                        return views_path(args)
+                    if arrays is args:
+                        arrays = list(args)
+                    arrays[i] = value
+                    addresses.append(_address(value) if size else None)
+            outs = [new(shape, dtype) for _, shape, dtype in copied]
+            context = context_ref()
+            if context is None:
+                raise ValueError("Context is closed")
+            with context._lock:
+                context._handle  # noqa: B018 - raises when closed
+                for slot, address in zip(arg_slots, addresses):
+                    slot.data = address
+                for i in large_args:
+                    memory = _runtime_memory_of(arrays[i])
+                    arg_slots[i].owner = memory.view if memory is not None else None
+                for (result, _, _), out in zip(copied, outs):
+                    try:
+                        result.data = addressof(from_buffer(out))
+                    except (TypeError, ValueError):  # no buffer format for its dtype (bfloat16)
+                        result.data = out.ctypes.data
                 try:
-                    result.data = addressof(c_char.from_buffer(out))
-                except (TypeError, ValueError):  # no buffer format for its dtype (bfloat16)
-                    result.data = out.ctypes.data
-            try:
-                if get_ident() == _MAIN_THREAD:
-                    status = _CTRL_C.call(_clib._invoke_host, self.c_call)
-                else:
-                    status = _clib._invoke_host(*self.c_call)
-                if status.value:
-                    _check(status)
-                if self.read_only:
-                    for out in outs:
-                        out.flags.writeable = False
-                    for k in self.weak:
-                        outs[k]._weak = True
-                if not shared:
-                    return outs
-                taken = [views[i] for i in shared]
-                for i in shared:
-                    views[i] = None
-            finally:
-                for i in shared:
-                    if views[i]:
-                        lib.kiln_buffer_view_release(views[i])
+                    if get_ident() == main_thread:
+                        status = ctrl_c.call(_clib._invoke_host, c_call)
+                    else:
+                        status = _clib._invoke_host(*c_call)
+                    if status.value:
+                        _check(status)
+                    if read_only:
+                        for out in outs:
+                            out.flags.writeable = False
+                        for k in weak:
+                            outs[k]._weak = True
+                    if not shared:
+                        return outs
+                    taken = [views[i] for i in shared]
+                    for i in shared:
                         views[i] = None
-        results = [None] * self.n_results
-        for i, out in zip(self.copied_at, outs):
-            results[i] = out
-        for i, view in zip(shared, taken):
-            results[i] = _shared_from_view(view, self.info.results[i], ())
-            if self.read_only:
-                results[i] = results[i].view(self.array_type)
-        return results
+                finally:
+                    for i in shared:
+                        if views[i]:
+                            _clib._lib_handle.kiln_buffer_view_release(views[i])
+                            views[i] = None
+            results = [None] * n_results
+            for i, out in zip(copied_at, outs):
+                results[i] = out
+            for i, view in zip(shared, taken):
+                results[i] = _shared_from_view(view, info.results[i], ())
+                if read_only:
+                    results[i] = results[i].view(new)
+            return results
+
+        call.context = owner  # kiln.jit's: the context it keeps alive
+        call.buffers = self.args, self.results, views  # c_call's addresses point into them
+        return call
 
 
 def _byte_size(value: ValueInfo) -> int:
