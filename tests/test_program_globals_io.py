@@ -125,6 +125,10 @@ def test_export_current_globals_runs_in_kiln_run(tmp_path):
     # through the binding as well: a fresh context of the exported module holds the trained state
     ctx = Context(Module.from_file(Instance(worker_count=1), tmp_path / "trained.vmfb"))
     assert_state(ctx.globals(), trained)
+    # only the data changed: the same globals (names, types, mutability) and functions
+    default = Module.from_file(Instance(worker_count=1), tmp_path / "default.vmfb")
+    assert ctx.module.globals == default.globals and [g.mutable for g in default.globals].count(False) == 1
+    assert ctx.module.functions == default.functions
 
 
 def test_save_globals_is_kiln_runs_format(tmp_path, initial_module):
