@@ -304,6 +304,12 @@ def _cpow_int(x, y):
 
 def _reduce_prod(x, axes):
     """Products of complex values along axes, as a tree of pairwise complex multiplications."""
+    return _tree_reduce(x, axes, _cmul, (1, 0))
+
+
+def _tree_reduce(x, axes, combine, identity):
+    """combine-reduction of complex values along axes by halving; identity (re, im) for no values (None:
+    numpy's error, a reduction of nothing)."""
     a, b = x
     shape = a.aval.shape
     kept = [d for d in range(len(shape)) if d not in axes]
@@ -312,8 +318,10 @@ def _reduce_prod(x, axes):
     lead = tuple(shape[d] for d in kept)
     parts = [prims.reshape.bind(prims.transpose.bind(p, permutation=perm), new_shape=lead + (n,)) for p in (a, b)]
     if n == 0:
+        if identity is None:
+            raise CompileError("a max or min of no complex values has no identity")
         return tuple(prims.broadcast_in_dim.bind(np.asarray(v, a.aval.dtype), shape=lead, broadcast_dimensions=())
-                     for v in (1, 0))
+                     for v in identity)
     k = len(lead)
     while n > 1:
         half = n // 2
@@ -323,7 +331,7 @@ def _reduce_prod(x, axes):
 
         left = tuple(cut(p, 0, half) for p in parts)
         right = tuple(cut(p, half, 2 * half) for p in parts)
-        prod = _cmul(left, right)
+        prod = combine(left, right)
         if n % 2:
             prod = tuple(sp.concatenate_p.bind(q, cut(p, 2 * half, n), dimension=k) for q, p in zip(prod, parts))
         parts, n = list(prod), half + n % 2
@@ -423,6 +431,48 @@ def _dot(eqn, ins):
     return [(sub(dot(a, c), dot(b, d)), add(dot(a, d), dot(b, c)))]
 
 
+# numpy orders complex numbers lexicographically: by the real parts, then the imaginary parts.
+
+def _lex(x, y, strict: bool):
+    """x < y (strict) or x <= y lexicographically; False when a part is NaN."""
+    (a, b), (c, d) = x, y
+    inner = (prims.lt if strict else prims.le).bind(b, d)
+    return P["or"].bind(prims.lt.bind(a, c), P["and"].bind(prims.eq.bind(a, c), inner))
+
+
+def _has_nan(x):
+    return P["or"].bind(prims.ne.bind(x[0], x[0]), prims.ne.bind(x[1], x[1]))
+
+
+def _extremum(x, y, largest: bool):
+    """numpy's maximum/minimum: the lexicographically larger (smaller) value, a NaN-holding one first."""
+    nan_x, nan_y = _has_nan(x), _has_nan(y)
+    wins = _lex(y, x, strict=False) if largest else _lex(x, y, strict=False)
+    pick_x = P["or"].bind(nan_x, P["and"].bind(P["not"].bind(nan_y), wins))
+    return tuple(prims.select.bind(pick_x, p, q) for p, q in zip(x, y))
+
+
+def _compare_lex(eqn, ins):
+    x, y = ins
+    name = eqn.primitive.name
+    if name in ("gt", "ge"):
+        x, y = y, x
+    ordered = P["not"].bind(P["or"].bind(_has_nan(x), _has_nan(y)))  # numpy: False with a NaN anywhere
+    return [P["and"].bind(ordered, _lex(x, y, strict=name in ("lt", "gt")))]
+
+
+def _reduce_extremum(x, axes, largest: bool):
+    """max/min of complex values along axes, as a tree of pairwise numpy maximum/minimum."""
+    return _tree_reduce(x, axes, lambda p, q: _extremum(p, q, largest), None)
+
+
+def _sort(eqn, ins):
+    """A complex key sorts as two keys, its real then its imaginary parts (numpy's order, NaNs last)."""
+    keys = sum((2 if _is_pair(x) else 1) for x in ins[:eqn.params["num_keys"]])
+    flat = sp.sort_p.bind(*_flat(ins), dimension=eqn.params["dimension"], num_keys=keys)
+    return _group([v.aval for v in eqn.outvars], flat)
+
+
 def _sign(z):
     m = _cabs(z)
     zero = _full(m, 0)
@@ -495,6 +545,15 @@ _RULES = {
     "convert": _convert,
     "dot_general": _dot,
     "reduce_prod": lambda eqn, ins: [_reduce_prod(ins[0], tuple(eqn.params["axes"]))],
+    "reduce_max": lambda eqn, ins: [_reduce_extremum(ins[0], tuple(eqn.params["axes"]), True)],
+    "reduce_min": lambda eqn, ins: [_reduce_extremum(ins[0], tuple(eqn.params["axes"]), False)],
+    "max": _binary(lambda x, y: _extremum(x, y, True)),
+    "min": _binary(lambda x, y: _extremum(x, y, False)),
+    "lt": _compare_lex,
+    "le": _compare_lex,
+    "gt": _compare_lex,
+    "ge": _compare_lex,
+    "sort": _sort,
     "cumprod": lambda eqn, ins: [_cumprod(ins[0], eqn.params["axis"], eqn.params["reverse"])],
     "scatter": _scatter,
     "cond": _cond,

@@ -167,6 +167,18 @@ def isreal(x):
     return _bool_full(v, True)
 
 
+def sort_complex(a):
+    """numpy.sort_complex: sorted along the last axis in numpy's complex order (real parts, then imaginary
+    parts, NaNs last), as complex: complex64 from int8/int16/uint8/uint16, complex128 from other real dtypes."""
+    from .indexing import sort
+
+    v = asarray(a)
+    d = np.dtype(aval(v).dtype)
+    if not dtypes.is_complex(d):
+        v = v.astype(np.complex64 if d in (np.int8, np.int16, np.uint8, np.uint16) else np.complex128)
+    return sort(v, axis=-1)
+
+
 def _bool_full(like, value):
     from ._base import broadcast_to
 
@@ -242,7 +254,7 @@ ndarray.register(Tracer)
 __all__ = [
     "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "pow", "bitwise_left_shift", "bitwise_right_shift",
     "bitwise_invert", "concat", "permute_dims", "unstack", "vecdot", "matvec", "vecmat", "result_type",
-    "promote_types", "can_cast", "isscalar", "iscomplexobj", "isrealobj", "iscomplex", "isreal", "isdtype", "ndarray",
+    "promote_types", "can_cast", "isscalar", "iscomplexobj", "isrealobj", "iscomplex", "isreal", "sort_complex", "isdtype", "ndarray",
     "double", "single", "half", "float_", "int_", "intp", "intc", "longlong", "short", "byte", "ubyte", "character",
     "flexible", "complexfloating", "euler_gamma", "iterable", "array_repr", "array_str", "get_printoptions",
     "set_printoptions", "printoptions", "frombuffer", "fromiter", "fromstring", "fromfile", "load", "save", "savez",
