@@ -6,7 +6,7 @@
     module = Module.from_file(instance, "linear.vmfb")
     module.functions                               # [FunctionInfo(name, args, results, ...)]
     ctx = Context(module)                          # the module's globals
-    (y,) = ctx.invoke("predict", [x])              # numpy in, numpy out (copies)
+    (y,) = ctx.invoke("predict", [x])              # numpy in, numpy out
     ctx.get_global("_steps"); ctx.set_global("_steps", np.int32(3))
     ctx.set_limits(timeout=2.5, max_steps=None)    # bound every later call on ctx
     ctx.cancel()                                   # from another thread: stop the running call
@@ -22,11 +22,13 @@ same name; bf16 maps onto ``ml_dtypes.bfloat16`` when ml_dtypes is installed,
 else onto uint16 arrays holding the raw bits (either is accepted as input).
 
 Arguments and globals set from Python: numpy arrays of either byte order and
-any layout are copied in as native, C-ordered data; numpy scalars and objects
-with ``__array__`` keep their dtype (a mismatch is an error, never a cast);
-Python numbers and (nested) lists of them take the declared dtype when that
-keeps their kind (see kiln.vm._convert._python_data); masked arrays are
-refused.
+any layout are converted to native, C-ordered data (a C-contiguous native
+array is used as it is: a call reads its arguments in place); numpy scalars
+and objects with ``__array__`` keep their dtype (a mismatch is an error, never
+a cast); Python numbers and (nested) lists of them take the declared dtype when
+that keeps their kind (see kiln.vm._convert._python_data); masked arrays are
+refused. A call is one C call, kiln_context_invoke_host (_HostCall, prepared
+once per function from its signature; docs/vm.md).
 
 This module holds the public objects. The layers under it, bottom up, each
 importing only layers named before it: _dtypes (kiln and numpy dtypes), _clib
@@ -321,12 +323,12 @@ class Context(_Handle):
             _lib().kiln_context_cancel(self._handle)
 
     def invoke(self, name: str, args: Sequence = ()) -> list[np.ndarray]:
-        """Calls exported function `name` with numpy arrays; returns its results as read-only arrays.
+        """Calls exported function `name` with numpy arrays; returns its results as arrays.
 
-        Large contiguous arguments aligned to their elements (any numpy array's own memory) are read
-        in place for the call, and large results are the runtime's memory itself (no copy either
-        way); small ones are copied. A module compiled before format 2.1 gets, from the runtime, a
-        64-byte aligned copy of an argument that is not (docs/vm.md)."""
+        Contiguous arguments aligned to their elements (any numpy array's own memory) are read in
+        place for the call; results of 16 KiB or more are the runtime's memory itself, read-only (no
+        copy either way), smaller ones are copied into new arrays. A module compiled before format
+        2.1 gets, from the runtime, a 64-byte aligned copy of an argument that is not (docs/vm.md)."""
         call = self._calls.get(name)
         if call is None:
             self._handle  # noqa: B018 - raises when closed
