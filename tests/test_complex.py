@@ -143,14 +143,16 @@ def ordering(z, w):
     z, w = knp.asarray(z), knp.asarray(w)
     return (knp.sort(z), knp.argsort(z), knp.sort_complex(w.real), knp.sort_complex(knp.stack([z, w])),
             knp.maximum(z, w), knp.minimum(z, w), knp.max(w), knp.min(knp.stack([z, w]), axis=0), z < w, z <= w,
-            z > w, z >= w, knp.fmax(w, w[::-1]))
+            z > w, z >= w, knp.fmax(w, w[::-1]), knp.argmax(z), knp.argmin(w), knp.argmax(knp.stack([z, w]), axis=0),
+            knp.argmin(knp.stack([w, z]), axis=1))
 
 
 @np.errstate(invalid="ignore")
 def ordering_np(z, w):
     return (np.sort(z), np.argsort(z, kind="stable"), np.sort_complex(w.real), np.sort_complex(np.stack([z, w])),
             np.maximum(z, w), np.minimum(z, w), np.max(w), np.min(np.stack([z, w]), axis=0), z < w, z <= w,
-            z > w, z >= w, np.fmax(w, w[::-1]))
+            z > w, z >= w, np.fmax(w, w[::-1]), np.argmax(z), np.argmin(w), np.argmax(np.stack([z, w]), axis=0),
+            np.argmin(np.stack([w, z]), axis=1))
 
 
 @pytest.mark.parametrize("dtype", COMPLEX, ids=ids)
@@ -305,8 +307,8 @@ def test_errors():
         kiln.jit(lax.complex)(np.ones(2, np.float32), np.ones(2))
     with pytest.raises(ShapeError, match=r"real takes a complex64 or complex128 operand, got f32\[2\]"):
         kiln.jit(lax.real)(np.ones(2, np.float32))
-    with pytest.raises(CompileError, match="argmax of complex values cannot be compiled yet"):
-        kiln.jit(knp.argmax)(np.ones(3, np.complex64))
+    with pytest.raises(CompileError, match="cummax of complex values cannot be compiled yet"):
+        kiln.jit(lax.cummax)(np.ones(3, np.complex64))
     with pytest.raises(CompileError, match="scatter with update='mul' of complex values cannot be compiled yet"):
         kiln.jit(lambda z: z.at[0].multiply(2j))(np.ones(3, np.complex64))
 

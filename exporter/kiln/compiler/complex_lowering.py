@@ -466,6 +466,21 @@ def _reduce_extremum(x, axes, largest: bool):
     return _tree_reduce(x, axes, lambda p, q: _extremum(p, q, largest), None)
 
 
+def _arg_extremum(eqn, ins):
+    """numpy's argmax/argmin of complex values: the first position of the max/min (of the first NaN-holding
+    value when there is one)."""
+    (x,), axis = ins, eqn.params["axis"]
+    shape = x[0].aval.shape
+    kept = tuple(d for d in range(len(shape)) if d != axis)
+    best = _reduce_extremum(x, (axis,), eqn.primitive.name == "argmax")
+    back = tuple(prims.broadcast_in_dim.bind(p, shape=shape, broadcast_dimensions=kept) for p in best)
+    equal = P["and"].bind(prims.eq.bind(x[0], back[0]), prims.eq.bind(x[1], back[1]))
+    marks = prims.select.bind(_has_nan(back), _has_nan(x), equal)
+    first = sp.argmax_p.bind(prims.convert.bind(marks, new_dtype=np.dtype(np.int8)), axis=axis,
+                             index_dtype=eqn.params["index_dtype"])
+    return [first]
+
+
 def _sort(eqn, ins):
     """A complex key sorts as two keys, its real then its imaginary parts (numpy's order, NaNs last)."""
     keys = sum((2 if _is_pair(x) else 1) for x in ins[:eqn.params["num_keys"]])
@@ -554,6 +569,8 @@ _RULES = {
     "gt": _compare_lex,
     "ge": _compare_lex,
     "sort": _sort,
+    "argmax": _arg_extremum,
+    "argmin": _arg_extremum,
     "cumprod": lambda eqn, ins: [_cumprod(ins[0], eqn.params["axis"], eqn.params["reverse"])],
     "scatter": _scatter,
     "cond": _cond,
