@@ -81,6 +81,7 @@ packages = find_packages()
 setup(
     packages=sorted(packages),
     package_dir=packages,
+    package_data={"kiln": ["py.typed"]},  # PEP 561: kiln ships its type annotations
     ext_modules=[CMakeRuntime()],
     cmdclass={"build_ext": BuildRuntime},
 )

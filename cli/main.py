@@ -49,7 +49,22 @@ class _Group(click.Group):
             ctx.exit(1)
 
 
+def _version_message() -> str:
+    from kiln import __version__
+    from kiln.vm._generated.constants import FORMAT_VERSION
+
+    return f"kiln {__version__} (module format {FORMAT_VERSION[0]}.{FORMAT_VERSION[1]})"
+
+
+def _print_version(ctx, _param, value):
+    if value and not ctx.resilient_parsing:
+        click.echo(_version_message())
+        ctx.exit()
+
+
 @click.group(cls=_Group)
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Print kiln's version and the module format version it writes.")
 @click.option("--verbose", is_flag=True, help="Show full tracebacks on errors; export also prints each stage's time.")
 @click.pass_context
 def main(ctx, verbose):
@@ -86,20 +101,65 @@ def export(ctx, program, output, print_ir):
         click.echo(timings.format())
 
 
-@main.command(context_settings={"ignore_unknown_options": True})
+# Every option of kiln-run, which `kiln run` passes on verbatim (kiln-run checks the values, and its error lines
+# become kiln's): (option, short form, kind: "value", "values" (repeatable) or "flag", [metavar,] help).
+KILN_RUN_OPTIONS = [
+    ("--function", "-f", "value", "NAME", "Exported function to call."),
+    ("--input", "-i", "values", "VALUE",
+     "An argument, in order: 2x3xf32=1,2,3,4,5,6, @x.npy, @xs.npz (each array of the archive, in order) or "
+     "@xs.npz:NAME."),
+    ("--output", "-o", "values", "@PATH", "Write a result to @y.npy (one per result), or every result to one @ys.npz."),
+    ("--expected_output", None, "values", "VALUE",
+     "Compare a result (one per result; the syntax of --input, \"(ignored)\" to skip one) instead of printing it; "
+     "exit 1 on a mismatch."),
+    ("--expected_f16_threshold", None, "value", "T", "Largest matching absolute difference for f16 and bf16 (0.001)."),
+    ("--expected_f32_threshold", None, "value", "T", "Largest matching absolute difference for f32 and c64 (0.0001)."),
+    ("--expected_f64_threshold", None, "value", "T", "Largest matching absolute difference for f64 and c128 (0.0001)."),
+    ("--workers", None, "value", "N", "Worker threads (default: one per core; 1: none)."),
+    ("--benchmark", None, "value", "N", "Time N calls and print their statistics instead of the results."),
+    ("--warmup", None, "value", "K", "Uncounted calls before the timed ones (default 1)."),
+    ("--benchmark_format", None, "value", "text|json", "The benchmark's statistics as text (the default) or JSON."),
+    ("--timeout", None, "value", "SECONDS", "Stop a call that runs longer."),
+    ("--max-steps", None, "value", "N", "Stop a call after N bytecode instructions."),
+    ("--globals-in", None, "value", "PATH.npz", "Set the globals from a .npz before calling."),
+    ("--globals-out", None, "value", "PATH.npz", "Save every global to a .npz after calling."),
+    ("--globals-partial", None, "flag", "Let --globals-in hold a subset of the globals."),
+    ("--list", None, "flag", "Print the module's functions and globals."),
+    ("--disassemble", None, "flag", "Print every function's bytecode."),
+]
+
+
+def _dest(option: str) -> str:
+    return option.lstrip("-").replace("-", "_")
+
+
+def _kiln_run_options(command):
+    """Declares KILN_RUN_OPTIONS on `command` (as text: kiln-run checks them)."""
+    for option, short, kind, *rest in reversed(KILN_RUN_OPTIONS):
+        decls = [option, *([short] if short else []), _dest(option)]
+        if kind == "flag":
+            command = click.option(*decls, is_flag=True, help=rest[0])(command)
+        else:
+            command = click.option(*decls, multiple=kind == "values", metavar=rest[0], help=rest[1])(command)
+    return command
+
+
+@main.command()
 @click.argument("module", type=click.Path(exists=True, dir_okay=False))
-@click.option("--function", "-f", required=True, help="Exported function to call.")
-@click.option("--input", "-i", "inputs", multiple=True, help="An argument: 2x3xf32=1,2,3,4,5,6 or @x.npy.")
-@click.option("--output", "-o", "outputs", multiple=True, help="Write a result: @y.npy.")
-@click.option("--workers", type=int, default=None, help="Worker threads (default: one per core).")
-def run(module, function, inputs, outputs, workers):
-    """Run FUNCTION of MODULE in the C runtime (the same syntax and output as kiln-run)."""
+@_kiln_run_options
+def run(module, **options):
+    """Run a function of MODULE in the C runtime: kiln-run with the same options, syntax and output."""
     from kiln.vm._native import kiln_run_path
 
-    argv = [kiln_run_path(), f"--module={module}", f"--function={function}"]
-    argv += [f"--input={x}" for x in inputs] + [f"--output={x}" for x in outputs]
-    if workers is not None:
-        argv.append(f"--workers={workers}")
+    argv = [kiln_run_path(), f"--module={module}"]
+    for option, _, kind, *_ in KILN_RUN_OPTIONS:
+        value = options[_dest(option)]
+        if kind == "flag":
+            argv += [option] if value else []
+        elif kind == "values":
+            argv += [f"{option}={v}" for v in value]
+        elif value is not None:
+            argv.append(f"{option}={value}")
     sys.stdout.flush()
     proc = subprocess.run(argv, stderr=subprocess.PIPE, text=True, errors="replace")
     for line in proc.stderr.splitlines():  # kiln-run's errors are kiln's

@@ -1,9 +1,11 @@
 """The kiln command: export (file and module forms), run, dump, and its error handling."""
 import os
+import re
 import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from kiln_tools import ROOT, run_kiln_cli
 
@@ -136,9 +138,11 @@ def test_usage_errors_are_one_line_and_exit_nonzero(tmp_path):
                            "missing.vmfb", "does not exist", exit_code=2)
     _assert_one_line_error(run_kiln_cli("bogus", check=False), "No such command 'bogus'", exit_code=2)
     run_kiln_cli("export", f"{EXAMPLE}:Linear", "-o", out)
-    _assert_one_line_error(run_kiln_cli("run", out, check=False), "Missing option '--function' / '-f'", exit_code=2)
-    verbose = run_kiln_cli("--verbose", "run", out, check=False)
-    assert verbose.returncode == 2 and "Traceback" in verbose.stderr and "Missing option" in verbose.stderr
+    _assert_one_line_error(run_kiln_cli("run", out, check=False), "nothing to do: give --function=NAME, --list",
+                           exit_code=2)  # kiln-run's usage error
+    _assert_one_line_error(run_kiln_cli("run", out, "--bogus", check=False), "No such option '--bogus'", exit_code=2)
+    verbose = run_kiln_cli("--verbose", "run", out, "--bogus", check=False)
+    assert verbose.returncode == 2 and "Traceback" in verbose.stderr and "No such option" in verbose.stderr
 
 
 def test_bad_modules_are_one_line_errors(tmp_path):
@@ -212,3 +216,139 @@ def test_dump_of_a_damaged_module_is_one_error_line(tmp_path):
     assert proc.stdout == ""
     _assert_one_line_error(run_kiln_cli("run", str(out), "-f", "predict", check=False),
                            "module checksum mismatch: stored 0x")
+
+
+def _pyproject_version() -> str:
+    import tomllib
+
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        return tomllib.load(f)["project"]["version"]
+
+
+def test_version_from_the_package_metadata_and_python_dash_m_kiln(monkeypatch):
+    import importlib.metadata
+
+    import kiln
+    from kiln.vm._generated.constants import FORMAT_VERSION
+
+    assert kiln.__version__ == _pyproject_version()
+    expected = f"kiln {_pyproject_version()} (module format {FORMAT_VERSION[0]}.{FORMAT_VERSION[1]})\n"
+    assert run_kiln_cli("--version").stdout == expected
+    proc = subprocess.run([sys.executable, "-m", "kiln", "--version"], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT)
+    assert proc.returncode == 0 and proc.stdout == expected and proc.stderr == ""
+    proc = subprocess.run([sys.executable, "-m", "kiln", "dump", "missing.vmfb"], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
+    assert proc.returncode == 2 and proc.stderr.startswith("kiln: error: ") and "missing.vmfb" in proc.stderr
+    assert _installed_kiln("--version", cwd=ROOT).stdout == expected
+
+    def not_installed(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", not_installed)
+    assert kiln._version() == "0+unknown"
+
+
+def test_the_package_is_typed_and_licensed(tmp_path):
+    import tomllib
+
+    import kiln
+
+    assert os.path.isfile(os.path.join(os.path.dirname(kiln.__file__), "py.typed"))
+    # what a wheel installs: py.typed is package data, __main__ a module
+    subprocess.run([sys.executable, "setup.py", "-q", "build_py", "--build-lib", str(tmp_path / "lib")], cwd=ROOT,
+                   check=True, capture_output=True, timeout=300)
+    assert (tmp_path / "lib" / "kiln" / "py.typed").is_file()
+    assert (tmp_path / "lib" / "kiln" / "__main__.py").is_file()
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        license_name = tomllib.load(f)["project"]["license"]["text"]
+    assert license_name == "Apache-2.0"
+    with open(os.path.join(ROOT, "LICENSE")) as f:
+        text = f.read()
+    assert "Apache License" in text and "Version 2.0, January 2004" in text
+    assert "END OF TERMS AND CONDITIONS" in text
+    with open(os.path.join(ROOT, "CHANGELOG.md")) as f:
+        assert f"## {_pyproject_version()}" in f.read()
+
+
+def _kiln_run_help_options() -> set[str]:
+    from runtime_tools import native_build_dir
+
+    text = subprocess.run([str(native_build_dir() / "kiln-run"), "--help"], capture_output=True, text=True,
+                          check=True, timeout=60).stdout
+    return set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9_-]*)", text))
+
+
+def test_kiln_run_declares_every_kiln_run_option():
+    from kiln.cli.main import KILN_RUN_OPTIONS
+
+    declared = {option for option, *_ in KILN_RUN_OPTIONS}
+    assert declared | {"--module", "--version"} == _kiln_run_help_options()
+    text = run_kiln_cli("run", "--help").stdout
+    for option in declared:
+        assert option in text, option
+
+
+@pytest.fixture
+def native_kiln_run(monkeypatch):
+    """`kiln run` runs the kiln-run of the tests' build (ASan+UBSan under the Makefile)."""
+    from runtime_tools import native_build_dir
+
+    monkeypatch.setenv("KILN_RUN", str(native_build_dir() / "kiln-run"))
+
+
+def test_kiln_run_passes_every_option_through(tmp_path, linear_example, native_kiln_run):
+    import json
+
+    m = str(tmp_path / "linear.vmfb")
+    run_kiln_cli("export", f"{EXAMPLE}:Linear", "-o", m)
+    p = linear_example.params
+    x = np.arange(12, dtype=np.float32).reshape(4, 3) / 10
+    want = np.tanh(x @ p.w + p.b)
+    np.savez(tmp_path / "x.npz", x=x)
+    np.savez(tmp_path / "want.npz", y=want)
+
+    listed = run_kiln_cli("run", m, "--list").stdout
+    assert "  predict(x: 4x3xf32) -> (4x4xf32)\n" in listed and "globals (" in listed
+    assert "func#" in run_kiln_cli("run", m, "--disassemble").stdout
+    run_kiln_cli("run", m, "-f", "predict", f"--input=@{tmp_path / 'x.npz'}", f"--output=@{tmp_path / 'y.npz'}",
+                 "--workers=1")
+    with np.load(tmp_path / "y.npz") as y:
+        assert y.files == ["result0"]  # the exporter's result names
+        np.testing.assert_allclose(y["result0"], want, rtol=1e-5)
+    out = run_kiln_cli("run", m, "-f", "predict", "-i", f"@{tmp_path / 'x.npz'}:x",
+                       f"--expected_output=@{tmp_path / 'want.npz'}", "--expected_f32_threshold=1e-5").stdout
+    assert out == "1 result matched the expected output\n"
+    proc = run_kiln_cli("run", m, "-f", "predict", f"--input=@{tmp_path / 'x.npz'}", "--expected_output=4x4xf32=0",
+                        check=False)
+    _assert_one_line_error(proc, "kiln: error: function 'predict' result 0 'result0' does not match "
+                                 "(--expected_output 1): element [0, ", "the first that differs", exit_code=1)
+    stats = json.loads(run_kiln_cli("run", m, "-f", "predict", f"--input=@{tmp_path / 'x.npz'}", "--benchmark=3",
+                                    "--warmup=2", "--benchmark_format=json", "--timeout=60").stdout)
+    assert stats["calls"] == 3 and stats["warmup"] == 2
+    proc = run_kiln_cli("run", m, "-f", "predict", f"--input=@{tmp_path / 'x.npz'}", "--max-steps=1", check=False)
+    _assert_one_line_error(proc, "limit of 1 bytecode instructions", exit_code=1)
+    # globals out, changed, back in (all of them, or a subset with --globals-partial)
+    run_kiln_cli("run", m, f"--globals-out={tmp_path / 'state.npz'}")
+    state = dict(np.load(tmp_path / "state.npz"))
+    w_name = next(k for k in state if k.endswith(".w"))
+    state[w_name] = np.zeros_like(state[w_name])
+    np.savez(tmp_path / "zero_w.npz", **state)
+    np.savez(tmp_path / "only_w.npz", **{w_name: state[w_name]})
+    b = np.broadcast_to(np.tanh(p.b), (4, 4))
+    for extra in ([f"--globals-in={tmp_path / 'zero_w.npz'}"],
+                  [f"--globals-in={tmp_path / 'only_w.npz'}", "--globals-partial"]):
+        run_kiln_cli("run", m, "-f", "predict", "--input=4x3xf32=1", *extra,
+                     f"--globals-out={tmp_path / 'after.npz'}", f"--output=@{tmp_path / 'b.npy'}")
+        np.testing.assert_allclose(np.load(tmp_path / "b.npy"), b, rtol=1e-6)
+        np.testing.assert_array_equal(np.load(tmp_path / "after.npz")[w_name], 0)
+    # kiln-run's usage errors are kiln's one-line errors, with kiln-run's exit status
+    for args, fragment in [(["--benchmark=0"], "--benchmark expects an integer"),
+                           (["--warmup=2"], "--warmup and --benchmark_format need --benchmark=N"),
+                           (["--timeout=soon"], "--timeout expects a number of seconds"),
+                           (["--expected_f64_threshold=1"], "--expected_f64_threshold need --expected_output=VALUE"),
+                           (["--output=@a.npz", "--output=@b.npz"], "must be the only --output")]:
+        proc = run_kiln_cli("run", m, "-f", "predict", "--input=4x3xf32=1", *args, check=False)
+        _assert_one_line_error(proc, fragment, exit_code=2)
+    proc = run_kiln_cli("run", m, "--list", "--globals-partial", check=False)
+    _assert_one_line_error(proc, "--globals-partial needs --globals-in", exit_code=2)

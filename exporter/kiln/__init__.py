@@ -11,7 +11,22 @@ import importlib.util
 import sys
 import types
 
-__version__ = "0.1.0"
+# The distribution whose metadata holds kiln's version (pyproject.toml's [project] name and version, the one
+# place the number is written); kiln.__version__ reads it on first use.
+_DISTRIBUTION = "kiln"
+_VERSION_UNKNOWN = "0+unknown"
+
+
+def _version() -> str:
+    """The installed distribution's version; "0+unknown" when kiln runs from a source tree never installed
+    (pip install -e . records it)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(_DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        return _VERSION_UNKNOWN
+
 
 # public name -> (module that defines it, attribute; None: the module itself)
 _LAZY_NAMES = {
@@ -66,6 +81,9 @@ _STANDALONE = ("vm", "cli")
 
 
 def __getattr__(name):
+    if name == "__version__":
+        globals()[name] = value = _version()
+        return value
     if name in _STANDALONE:
         return importlib.import_module(f"{__name__}.{name}")
     if name in _LAZY_NAMES:
@@ -84,7 +102,7 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_LAZY_NAMES))
+    return sorted(set(globals()) | set(_LAZY_NAMES) | {"__version__"})
 
 
 class _KilnModule(types.ModuleType):
