@@ -3,6 +3,7 @@ need each binding aligned only to its elements (kernel_abi.h), so a numpy array'
 aligned, or anywhere for a slice) is bound without a copy; a module from before 2.1 gets one 64-byte
 aligned copy from the runtime; memory not even aligned to its elements is copied by the binding."""
 import ctypes
+import threading
 
 import numpy as np
 import pytest
@@ -223,3 +224,45 @@ def test_old_modules_get_one_aligned_copy(result_addresses, old):
     np.testing.assert_allclose(total, x.astype(np.float64).sum(), rtol=1e-5, atol=1e-3)
     np.testing.assert_array_equal(again[0], x)
     assert again[1] == total
+
+
+def test_large_results_go_back_in_as_the_runtimes_memory(host_argument_addresses):
+    """A large result is the runtime's memory; passed back in, the runtime keeps it alive through its view
+    (kiln_host_buffer_t.owner), so returning it as it is costs no copy, unlike caller memory."""
+    x = at_offset((N,), np.float32, 0, seed=4)
+    big = kiln.jit(lambda x: x * 2)(x)
+    g = kiln.jit(lambda v: (v, v + 1))
+    same, plus = g(big)
+    assert host_argument_addresses[-1] == big.ctypes.data
+    assert np.shares_memory(same, big) and not big.flags.writeable
+    expected = x * np.float32(2)
+    np.testing.assert_array_equal(same, expected)
+    np.testing.assert_array_equal(plus, expected + np.float32(1))
+    del big, x
+    np.testing.assert_array_equal(same, expected)  # still alive through `same`
+
+
+def test_threads_share_one_prepared_call():
+    """Threads calling one jitted function share its prepared C descriptions: each call fills them in
+    under the context's lock, so every thread gets its own results."""
+    f = kiln.jit(lambda x, y: (x * 2 + y, knp.sum(x)))
+    errors = []
+
+    def worker(seed):
+        try:
+            rng = np.random.default_rng(seed)
+            for _ in range(300):
+                x, y = rng.standard_normal((2, 5)).astype(np.float32)
+                twice, total = f(x, y)
+                np.testing.assert_array_equal(twice, x * np.float32(2) + y)
+                np.testing.assert_allclose(total, x.sum(), rtol=1e-6, atol=1e-6)
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    f(np.zeros(5, np.float32), np.zeros(5, np.float32))
+    threads = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
