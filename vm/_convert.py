@@ -39,14 +39,19 @@ def _address(array: np.ndarray) -> int:
     try:
         return ctypes.addressof(ctypes.c_char.from_buffer(array))
     except (TypeError, ValueError):  # read-only, or no buffer format for its dtype (bfloat16)
-        base = array.base
-        # a read-only view of all of a writable array's memory (a kiln Array of a result) starts there
-        if type(base) is np.ndarray and base.nbytes == array.nbytes and base.flags.c_contiguous:
-            try:
-                return ctypes.addressof(ctypes.c_char.from_buffer(base))
-            except (TypeError, ValueError):
-                pass
-        return array.ctypes.data
+        return _read_only_address(array)
+
+
+def _read_only_address(array: np.ndarray) -> int:
+    """_address of an array that ctypes cannot take as a buffer (read-only, or bfloat16)."""
+    base = array.base
+    # a read-only view of all of a writable array's memory (a kiln Array) starts where it does
+    if type(base) is np.ndarray and base.nbytes == array.nbytes and base.flags.c_contiguous:
+        try:
+            return ctypes.addressof(ctypes.c_char.from_buffer(base))
+        except (TypeError, ValueError):
+            pass
+    return array.ctypes.data
 
 
 def _label(what) -> str:

@@ -60,7 +60,8 @@ from kiln.vm._clib import (  # noqa: F401 - re-exported
     _text, _ValueInfo)
 from kiln.vm._convert import (  # noqa: F401 - re-exported
     _CONVERTS_TO, _KIND_NAMES, _KIND_OF, _PTR_SIZE, _SHAPE_TYPES, _VIEW_ARRAYS, SHARE_MIN_BYTES, _address,
-    _from_view, _host_array, _label, _python_data, _runtime_memory_of, _shared_from_view, _to_view, _views)
+    _from_view, _host_array, _label, _python_data, _read_only_address, _runtime_memory_of, _shared_from_view,
+    _to_view, _views)
 from kiln.vm._ctrl_c import _CTRL_C, _MAIN_THREAD, _CtrlC  # noqa: F401 - re-exported
 from kiln.vm._dtypes import (  # noqa: F401 - re-exported
     _BF16, _DTYPE_CODE, _KILN_OF_NUMPY, _NUMPY_OF, KILN_DTYPES, kiln_dtype, numpy_dtype)
@@ -476,7 +477,7 @@ class _HostCall:
         arg_slots, large_args, views, c_call = self.arg_slots, self.large_args, self.views, self.c_call
         copied, copied_at, shared, weak = self.copied, self.copied_at, self.shared, self.weak
         new, read_only = self.array_type, self.read_only
-        ndarray, from_buffer, ctrl_c, main_thread = np.ndarray, c_char.from_buffer, _CTRL_C, _MAIN_THREAD
+        ndarray, empty, from_buffer, ctrl_c, main_thread = np.ndarray, np.empty, c_char.from_buffer, _CTRL_C, _MAIN_THREAD
         if owner is not None:
             context_ref = lambda: owner  # noqa: E731 - the kept context, without a weak reference
 
@@ -491,20 +492,27 @@ class _HostCall:
                 return views_path(args)
             arrays, addresses = args, []
             for i, (value, (dtype, shape, size)) in enumerate(zip(args, types)):
-                try:  # the common call: a writable, C-contiguous array of exactly the declared type
-                    if type(value) is not ndarray or value.shape != shape or \
-                            (value.dtype is not dtype and value.dtype != dtype):
-                        raise TypeError
-                    addresses.append(addressof(from_buffer(value)))
-                except (TypeError, ValueError):
-                    value, _ = _host_array(value, info.args[i], (name, i, info.args[i]))
-                    if value.dtype != dtype or value.shape != shape:
-                        return views_path(args)
-                    if arrays is args:
-                        arrays = list(args)
-                    arrays[i] = value
-                    addresses.append(_address(value) if size else None)
-            outs = [new(shape, dtype) for _, shape, dtype in copied]
+                # the common call: C-contiguous arrays (or kiln Arrays) of exactly the declared types
+                kind = type(value)
+                if (kind is ndarray or kind is new) and value.shape == shape and \
+                        (value.dtype is dtype or value.dtype == dtype):
+                    if kind is ndarray:
+                        try:
+                            addresses.append(addressof(from_buffer(value)))
+                            continue
+                        except (TypeError, ValueError):  # read-only, not C-contiguous, empty, bfloat16
+                            pass
+                    elif size and value.flags.c_contiguous:  # a kiln Array: read-only
+                        addresses.append(_read_only_address(value))
+                        continue
+                value, _ = _host_array(value, info.args[i], (name, i, info.args[i]))
+                if value.dtype != dtype or value.shape != shape:
+                    return views_path(args)
+                if arrays is args:
+                    arrays = list(args)
+                arrays[i] = value
+                addresses.append(_address(value) if size else None)
+            outs = [empty(shape, dtype) for _, shape, dtype in copied]
             context = context_ref()
             if context is None:
                 raise ValueError("Context is closed")
@@ -527,7 +535,8 @@ class _HostCall:
                         status = _clib._invoke_host(*c_call)
                     if status.value:
                         _check(status)
-                    if read_only:
+                    if read_only:  # views of the writable arrays, whose memory _read_only_address finds
+                        outs = [out.view(new) for out in outs]
                         for out in outs:
                             out.flags.writeable = False
                         for k in weak:
