@@ -373,11 +373,11 @@ def test_disassemble_prints_the_runtime_decoders_text(kiln_run, modules):
     decoder the verifier and interpreter use, with labels and back-edges."""
     out = run(kiln_run, f"--module={modules / 'axpy.vmfb'}", "--disassemble").stdout
     assert out.startswith("module axpy\nexport func#0 predict(x: 4xf32) -> (4xf32)\n"
-                          "  registers: 8 ref, 8 i64\n"
+                          "  registers: 8 ref, 8 i64; transient memory: 0 bytes\n"
                           "      0  global.load r1, global(w)\n")
     assert "internal func#2 bump(c: i64) -> (i64)\n" in out
     assert ("export func#3 triangle(n: i64) -> (i64)\n"
-            "  registers: 8 ref, 8 i64\n"
+            "  registers: 8 ref, 8 i64; transient memory: 0 bytes\n"
             "      0  i.load i0, r0\n"
             "      3  i.const i1, 0\n"
             "      7  i.const i2, 1\n"

@@ -159,13 +159,13 @@ def test_kiln_run_stop_and_resume(ex, reference, exported, build):
     M, R = ex
     d = exported
     kiln_run = build / "kiln-run"
-    # 200 steps straight, in one process
-    kiln_run_train(kiln_run, d, "--benchmark=200", "--globals-out=straight.npz")
+    # 200 steps straight, in one process (a warm-up call would be a training step too)
+    kiln_run_train(kiln_run, d, "--benchmark=200", "--warmup=0", "--globals-out=straight.npz")
     # 100 steps, save every global; a new process loads them, 100 more, saves in place
-    kiln_run_train(kiln_run, d, "--benchmark=100", "--globals-out=state.npz")
+    kiln_run_train(kiln_run, d, "--benchmark=99", "--globals-out=state.npz")  # 1 warm-up + 99 timed
     half = dict(np.load(d / "state.npz"))
     assert int(half["_step"]) == 100
-    kiln_run_train(kiln_run, d, "--benchmark=100", "--globals-in=state.npz",
+    kiln_run_train(kiln_run, d, "--benchmark=100", "--warmup=0", "--globals-in=state.npz",
                    "--globals-out=state.npz")
     straight, resumed = dict(np.load(d / "straight.npz")), dict(np.load(d / "state.npz"))
     assert sorted(resumed) == sorted(straight) and len(straight) == 19

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from kiln.vm import checksum
+from kiln.vm._generated.constants import FORMAT_VERSION
 from kiln.vm._generated import module_fb as fb
 from kiln.vm.assembler import AssemblyError, assemble
 from kiln.vm.disassembler import DecodeError, Names, decode, disassemble, with_labels
@@ -224,7 +225,7 @@ def test_validation_catches_bad_specs(mutate, message):
 def test_dump_text():
     data = serialize(sample_spec())
     text = dump_text(data)
-    assert "module 'axpy' (format 2.1" in text
+    assert f"module 'axpy' (format {FORMAT_VERSION[0]}.{FORMAT_VERSION[1]}" in text
     assert "kernel images: 1, bindings aligned to 64 bytes" in text  # a hand-made spec: not marked
     assert f"checksum: crc32 0x{zlib.crc32(data[:-4]):08x} (verified)" in text
     assert "entry points [0x0]" in text and "at most 3 workgroups" in text

@@ -116,6 +116,7 @@ def _declare(lib):
         "kiln_function_result_info": (P, [_Function, S, ctypes.POINTER(_ValueInfo)]),
         "kiln_function_arg_tree": (ctypes.c_char_p, [_Function]),
         "kiln_function_result_tree": (ctypes.c_char_p, [_Function]),
+        "kiln_function_transient_size": (ctypes.c_uint64, [_Function]),
         "kiln_module_global_count": (S, [P]),
         "kiln_module_global_info": (P, [P, S, ctypes.POINTER(_ValueInfo)]),
         "kiln_context_create": (P, [P, PP]),

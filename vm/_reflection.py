@@ -48,12 +48,14 @@ class GlobalInfo:
 
 @dataclass(frozen=True)
 class FunctionInfo:
-    """An exported function: its arguments and results and their tree structures (JSON)."""
+    """An exported function: its arguments and results and their tree structures (JSON), and the bytes
+    of transient memory a call uses beyond its results (its planned arena; 0 for modules before 2.2)."""
     name: str
     args: tuple[ValueInfo, ...]
     results: tuple[ValueInfo, ...]
     arg_tree: str
     result_tree: str
+    transient_size: int = 0
 
     @property
     def signature(self) -> str:
@@ -101,6 +103,7 @@ class _Reflection:
             results=infos(lib.kiln_function_result_count(fn), lib.kiln_function_result_info),
             arg_tree=_text(lib.kiln_function_arg_tree(fn)),
             result_tree=_text(lib.kiln_function_result_tree(fn)),
+            transient_size=int(lib.kiln_function_transient_size(fn)),
         )
 
     def all_functions(self) -> list[FunctionInfo]:

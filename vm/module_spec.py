@@ -81,6 +81,8 @@ class FunctionSpec:
     ref_registers: int
     i64_registers: int
     code: list[Instr | Label]
+    # bytes of the arena alloc.transient places buffers in (planned at export; 0: none)
+    transient_size: int = 0
 
 
 @dataclass

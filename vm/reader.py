@@ -113,7 +113,7 @@ class ModuleFile:
                 [ValueInfo(v.name(), ty(v.type())) for v in f.args()],
                 [ValueInfo(v.name(), ty(v.type())) for v in f.results()],
                 f.arg_tree(), f.result_tree(), f.ref_register_count(),
-                f.i64_register_count(), with_labels(decode(words, self.types))))
+                f.i64_register_count(), with_labels(decode(words, self.types)), f.transient_size()))
         self.name = root.name()
         self.functions = functions
         self.kernel_images = images
@@ -198,6 +198,7 @@ def _dump(m: ModuleFile) -> str:
         kind = "export" if f.exported else "internal"
         out.append(f"  {kind} func#{i} {f.name}({_sig(f.args)}) -> ({_sig(f.results)})")
         out.append(f"    registers: {f.ref_registers} ref, {f.i64_registers} i64")
+        out.append(f"    transient memory: {f.transient_size} bytes (planned arena)")
         out.append(f"    arg_tree: {f.arg_tree}")
         out.append(f"    result_tree: {f.result_tree}")
         out.append(disassemble(words, names, indent="    "))

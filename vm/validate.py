@@ -6,6 +6,7 @@ import numpy
 
 from kiln.vm.assembler import label_offsets
 from kiln.vm.isa import Instr, Label, instr_words
+from kiln.vm._generated.constants import BUFFER_ALIGNMENT as TRANSIENT_ALIGNMENT
 from kiln.vm.module_spec import MAX_REGISTERS, MAX_WORKGROUPS, FunctionSpec, ModuleSpec, TensorType, dtype_of
 
 
@@ -98,6 +99,8 @@ def _validate_function(spec: ModuleSpec, f: FunctionSpec) -> None:
              f"{MAX_REGISTERS} of each are allowed")
     if len(f.args) > f.ref_registers:
         fail(f"{len(f.args)} arguments but only {f.ref_registers} ref registers")
+    if f.transient_size < 0 or f.transient_size % TRANSIENT_ALIGNMENT:
+        fail(f"transient_size {f.transient_size} is not a non-negative multiple of {TRANSIENT_ALIGNMENT}")
     labels = label_offsets(f.code)
     instrs = [x for x in f.code if isinstance(x, Instr)]
     if not instrs or not instrs[-1].opdef.terminator:
@@ -140,5 +143,12 @@ def _validate_function(spec: ModuleSpec, f: FunctionSpec) -> None:
                      f"callee takes {len(g.args)} / {len(g.results)}")
         elif ins.op == "ret" and len(ops[0]) != len(f.results):
             fail(f"ret of {len(ops[0])} values, function has {len(f.results)} results")
+        elif ins.op == "alloc.transient":
+            size = ops[1].byte_size if isinstance(ops[1], TensorType) else None
+            if ops[2] < 0 or ops[2] % TRANSIENT_ALIGNMENT:
+                fail(f"alloc.transient: offset {ops[2]} is not a non-negative multiple of {TRANSIENT_ALIGNMENT}")
+            if size is not None and ops[2] + size > f.transient_size:
+                fail(f"alloc.transient: {size} bytes at offset {ops[2]} lie outside the function's "
+                     f"{f.transient_size}-byte transient arena")
         elif ins.op == "i.store" and isinstance(ops[2], TensorType) and ops[2].shape:
             fail(f"i.store: type {ops[2]} is not 0-d")

@@ -83,7 +83,7 @@ def serialize(spec: ModuleSpec, *, check: bool = True,
             b, name=f.name, exported=f.exported, args=args, results=results,
             arg_tree=f.arg_tree, result_tree=f.result_tree,
             ref_register_count=f.ref_registers, i64_register_count=f.i64_registers,
-            code=code))
+            code=code, transient_size=f.transient_size))
     type_tables = [fb.build_TensorType(b, dtype=DTYPES.index(t.dtype), shape=list(t.shape))
                    for t in types.index]
     root = fb.build_Module(b, version_major=version[0], version_minor=version[1],

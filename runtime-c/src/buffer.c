@@ -23,6 +23,9 @@ struct kiln_buffer_view {
   size_t byte_size;
   void* data;
   int owned;
+  /* A wrapped view of memory the VM may write in place (a call's transient
+   * arena; kiln_buffer_view_mark_writable_memory). */
+  int writable_memory;
   /* Set by the VM (kiln_buffer_view_freeze, see buffer_internal.h): nothing
    * writes into the buffer in place from then on. */
   int frozen;
@@ -188,6 +191,7 @@ kiln_status_t kiln_buffer_view_allocate(kiln_dtype_t dtype, size_t rank,
   kiln_fill_header(view, dtype, rank, shape, byte_size);
   view->data = (char*)view + KILN_HEADER_SIZE;
   view->owned = 1;
+  view->writable_memory = 1;
   view->frozen = 0;
   view->unwritten = 0;
   view->keepalive_release = NULL;
@@ -263,6 +267,7 @@ kiln_status_t kiln_buffer_view_wrap(kiln_dtype_t dtype, size_t rank,
   kiln_fill_header(view, dtype, rank, shape, byte_size);
   view->data = data;
   view->owned = 0;
+  view->writable_memory = 0;
   view->frozen = 0;
   view->unwritten = 0;
   view->keepalive_release = keepalive_release;
@@ -305,9 +310,11 @@ const void* kiln_buffer_view_data(const kiln_buffer_view_t* view) {
   return view->data;
 }
 void* kiln_buffer_view_mutable_data(kiln_buffer_view_t* view) {
-  /* Wrapped views (module constants used in place) are read-only. */
-  return view->owned ? view->data : NULL;
+  /* Wrapped views (module constants used in place) are read-only, but for an arena's. */
+  return view->writable_memory ? view->data : NULL;
 }
+
+void kiln_buffer_view_mark_writable_memory(kiln_buffer_view_t* view) { view->writable_memory = 1; }
 
 void kiln_buffer_view_freeze(kiln_buffer_view_t* view) { view->frozen = 1; }
 

@@ -33,6 +33,10 @@ int kiln_buffer_view_is_frozen(const kiln_buffer_view_t* view);
  * thread touches the flag. */
 void kiln_buffer_view_mark_unwritten(kiln_buffer_view_t* view);
 void kiln_buffer_view_mark_written(kiln_buffer_view_t* view);
+
+/* A wrapped view whose memory the VM may write in place, as an owned one's
+ * (kiln_buffer_view_mutable_data no longer NULL): a call's transient arena. */
+void kiln_buffer_view_mark_writable_memory(kiln_buffer_view_t* view);
 void kiln_buffer_view_zero_if_unwritten(kiln_buffer_view_t* view);
 
 /* Product of dims times dtype size, with overflow checks; 0 on success. */

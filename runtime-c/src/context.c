@@ -46,10 +46,15 @@ kiln_status_t kiln_context_create(kiln_module_t* module, kiln_context_t** out) {
   c = calloc(1, sizeof *c);
   if (!c) return kiln_make_status(KILN_OUT_OF_MEMORY, "allocating a context");
   c->globals = calloc(module->global_count ? module->global_count : 1, sizeof *c->globals);
-  if (!c->globals) {
+  c->arenas = calloc(module->function_count ? module->function_count : 1, sizeof *c->arenas);
+  c->arena_busy = calloc(module->function_count ? module->function_count : 1, 1);
+  if (!c->globals || !c->arenas || !c->arena_busy) {
+    free(c->globals);
+    free(c->arenas);
+    free(c->arena_busy);
     free(c);
-    return kiln_make_status(KILN_OUT_OF_MEMORY, "allocating %u globals",
-                            (unsigned)module->global_count);
+    return kiln_make_status(KILN_OUT_OF_MEMORY, "allocating %u globals and %u arenas",
+                            (unsigned)module->global_count, (unsigned)module->function_count);
   }
   kiln_module_retain(module);
   c->module = module;
@@ -73,6 +78,10 @@ void kiln_context_release(kiln_context_t* context) {
   for (i = 0; i < context->module->global_count; ++i)
     kiln_buffer_view_release(context->globals[i]);
   free(context->globals);
+  if (context->arenas)
+    for (i = 0; i < context->module->function_count; ++i) free(context->arenas[i]);
+  free(context->arenas);
+  free(context->arena_busy);
   kiln_module_release(context->module);
   free(context);
 }

@@ -20,6 +20,11 @@ struct kiln_context {
   atomic_uint_fast64_t running;
   atomic_uint_fast64_t cancelled;
   uint64_t calls; /* calls started, for numbering them (serialized by the caller) */
+  /* Per function: its transient arena (allocated on its first call, reused by
+   * every later one; NULL before) and whether a call of it is using it now (a
+   * nested call of the same function gets an arena of its own). */
+  uint8_t** arenas;
+  uint8_t* arena_busy;
 };
 
 /* The state a call checks its limits against (see kiln_call_limits_t). */

@@ -284,6 +284,11 @@ static kiln_status_t decode_functions(kiln_module_t* m, const uint8_t* root) {
     f->i64_count = kiln_fb_Function_i64_register_count(fn);
     f->code = kiln_fb_Function_code(fn);
     f->code_len = kiln_fb_Function_code_len(fn);
+    f->transient_size = kiln_fb_Function_transient_size(fn);
+    if (f->transient_size % KILN_BUFFER_ALIGNMENT || f->transient_size > SIZE_MAX / 2)
+      return CORRUPT("function '%s': transient_size %llu is not a multiple of %u below %zu",
+                     f->name, (unsigned long long)f->transient_size,
+                     (unsigned)KILN_BUFFER_ALIGNMENT, (size_t)(SIZE_MAX / 2));
     if (f->exported) n++;
   }
   m->export_count = n;
@@ -767,6 +772,11 @@ const char* kiln_function_arg_tree(kiln_function_t function) {
 const char* kiln_function_result_tree(kiln_function_t function) {
   const kiln_function_info_t* f = function_info(function);
   return f ? f->result_tree : "";
+}
+
+uint64_t kiln_function_transient_size(kiln_function_t function) {
+  const kiln_function_info_t* f = function_info(function);
+  return f ? f->transient_size : 0;
 }
 
 size_t kiln_module_global_count(const kiln_module_t* module) {

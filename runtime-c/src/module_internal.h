@@ -34,6 +34,7 @@ typedef struct kiln_function_info {
   uint32_t i64_count;
   const uint32_t* code;
   uint32_t code_len;
+  uint64_t transient_size; /* bytes of the arena alloc.transient places buffers in */
 } kiln_function_info_t;
 
 typedef struct kiln_global_info {

@@ -80,6 +80,15 @@ static kiln_status_t check_arity(const kiln_module_t* m, const kiln_function_inf
       return FAIL("function '%s': word %u: ret of %u values, the function has %u results",
                   f->name, (unsigned)in->pc, (unsigned)op[0].value,
                   (unsigned)f->result_count);
+  } else if (in->opcode == KILN_OP_ALLOC_TRANSIENT) {
+    const kiln_type_info_t* t = &m->types[op[1].value];
+    int64_t offset = op[2].imm64;
+    if (offset < 0 || offset % KILN_BUFFER_ALIGNMENT ||
+        (uint64_t)offset > f->transient_size || t->byte_size > f->transient_size - (uint64_t)offset)
+      return FAIL("function '%s': word %u: alloc.transient of %zu bytes at offset %lld does not "
+                  "lie in the function's %llu-byte transient arena at a multiple of %u",
+                  f->name, (unsigned)in->pc, t->byte_size, (long long)offset,
+                  (unsigned long long)f->transient_size, (unsigned)KILN_BUFFER_ALIGNMENT);
   } else if (in->opcode == KILN_OP_I_STORE) {
     const kiln_type_info_t* t = &m->types[op[2].value];
     if (t->rank != 0)

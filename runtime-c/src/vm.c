@@ -25,7 +25,8 @@
  * they are frozen (see ref_writable). Constants, globals' values, arguments and
  * row views are read-only. `external`: the memory is the caller's (an argument
  * of the outermost call, or a row view of one), which the caller may change
- * after the call, so global.store keeps a copy of it. */
+ * after the call, so global.store keeps a copy of it; or (KILN_REF_TRANSIENT)
+ * the function's transient arena. */
 typedef struct kiln_ref {
   kiln_buffer_view_t* view;
   uint8_t writable;
@@ -39,7 +40,13 @@ typedef struct kiln_frame {
   kiln_ref_t* r;
   int64_t* i;
   uint8_t* i_set;
+  uint8_t* arena; /* the function's transient arena for this call (alloc.transient) */
 } kiln_frame_t;
+
+/* kiln_ref_t.external: 1 for the caller's memory, this for the call's transient
+ * arena, which the next call reuses: global.store copies both, and a function
+ * may not return the latter. */
+#define KILN_REF_TRANSIENT 2
 
 #define RUNTIME_ERROR(...) kiln_make_status(KILN_FAILED_PRECONDITION, __VA_ARGS__)
 
@@ -323,6 +330,10 @@ static kiln_status_t do_ret(kiln_frame_t* fr, const kiln_bc_operand_t* op,
   uint32_t j;
   for (j = 0; j < op[0].value; ++j) {
     if ((s = get_ref(fr, op[0].list[j], &results[j]))) return s;
+    if (results[j].external == KILN_REF_TRANSIENT)
+      return RUNTIME_ERROR("'%s' result %u '%s' lies in the function's transient arena, which "
+                           "the next call reuses: a function may not return it", f->name,
+                           (unsigned)j, f->results[j].name);
     if (!kiln_view_has_module_type(fr->module, results[j].view, f->result_types[j]))
       return type_mismatch(fr->module, results[j].view, f->result_types[j],
                            "'%s' result %u '%s'", f->name, (unsigned)j,
@@ -499,6 +510,19 @@ static kiln_status_t step(kiln_context_t* c, kiln_frame_t* fr, const kiln_bc_ins
       set_ref(fr, op[0].value, v, 1, 0);
       return NULL;
     }
+    case KILN_OP_ALLOC_TRANSIENT: {
+      const kiln_type_info_t* t = &m->types[op[1].value];
+      if (t->byte_size == 0) {
+        if ((s = kiln_buffer_view_allocate(t->dtype, t->rank, t->shape, &v))) return s;
+      } else if ((s = kiln_buffer_view_wrap(t->dtype, t->rank, t->shape, fr->arena + op[2].imm64,
+                                            t->byte_size, NULL, NULL, &v))) {
+        return s;
+      }
+      kiln_buffer_view_mark_writable_memory(v);
+      kiln_buffer_view_mark_unwritten(v);
+      set_ref(fr, op[0].value, v, 1, t->byte_size ? KILN_REF_TRANSIENT : 0);
+      return NULL;
+    }
     case KILN_OP_CONST: {
       const kiln_constant_info_t* k = &m->constants[op[1].value];
       const kiln_type_info_t* t = &m->types[k->type];
@@ -613,9 +637,24 @@ static kiln_status_t run(kiln_context_t* c, kiln_call_budget_t* budget, uint32_t
   uint32_t pc = 0, j;
   int done = 0;
   char err[160];
+  uint8_t* own_arena = NULL; /* a nested call's arena, freed on return */
   fr.budget = budget;
   fr.module = m;
   fr.fn = f;
+  fr.arena = NULL;
+  if (f->transient_size) {
+    if (c->arena_busy[ordinal]) {
+      fr.arena = own_arena = aligned_alloc(KILN_BUFFER_ALIGNMENT, (size_t)f->transient_size);
+    } else {
+      if (!c->arenas[ordinal])
+        c->arenas[ordinal] = aligned_alloc(KILN_BUFFER_ALIGNMENT, (size_t)f->transient_size);
+      fr.arena = c->arenas[ordinal];
+      if (fr.arena) c->arena_busy[ordinal] = 1;
+    }
+    if (!fr.arena)
+      return kiln_make_status(KILN_OUT_OF_MEMORY, "function '%s': allocating its %llu-byte "
+                              "transient arena", f->name, (unsigned long long)f->transient_size);
+  }
   fr.r = calloc(f->ref_count ? f->ref_count : 1, sizeof *fr.r);
   fr.i = calloc(f->i64_count ? f->i64_count : 1, sizeof *fr.i);
   fr.i_set = calloc(f->i64_count ? f->i64_count : 1, 1);
@@ -653,6 +692,8 @@ out:
   free(fr.r);
   free(fr.i);
   free(fr.i_set);
+  if (own_arena) free(own_arena);
+  else if (fr.arena) c->arena_busy[ordinal] = 0;
   return s;
 }
 

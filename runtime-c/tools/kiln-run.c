@@ -94,7 +94,9 @@ static const char* kUsage =
     "  --benchmark=N        call the function N times after the warm-up calls;\n"
     "                       print the median, mean, min, max and standard\n"
     "                       deviation per call and the page faults per call\n"
-    "  --warmup=K           calls before the timed ones, not counted (default 1)\n"
+    "  --warmup=K           calls before the timed ones, not counted (default 1;\n"
+    "                       they run the function too: a training step that\n"
+    "                       updates globals takes K+N steps)\n"
     "  --benchmark_format=F text (the default) or json (one object on stdout)\n"
     "  --timeout=SECONDS    stop a call that runs longer (checked between dispatches\n"
     "                       and at loop back-edges); exit status 1\n"
@@ -445,6 +447,8 @@ static kiln_status_t list_module(const kiln_module_t* module) {
     if (s) return s;
     printf("  ");
     put_clean(stdout, text, NULL);
+    uint64_t transient = kiln_function_transient_size(fn);
+    if (transient) printf("  [transient memory %llu bytes]", (unsigned long long)transient);
     printf("\n");
   }
   size_t globals = kiln_module_global_count(module);
@@ -481,8 +485,9 @@ static kiln_status_t disassemble_module(const kiln_module_t* module) {
     if (s) return s;
     printf("%s func#%u ", f->exported ? "export" : "internal", (unsigned)i);
     put_clean(stdout, text, NULL);
-    printf("\n  registers: %u ref, %u i64\n", (unsigned)f->ref_count,
-           (unsigned)f->i64_count);
+    printf("\n  registers: %u ref, %u i64; transient memory: %llu bytes\n",
+           (unsigned)f->ref_count, (unsigned)f->i64_count,
+           (unsigned long long)f->transient_size);
     s = kiln_module_disassemble(module, i, write_code_line, NULL);
     if (s) return s;
   }

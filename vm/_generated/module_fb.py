@@ -68,7 +68,7 @@ def build_Value(b, *, name=None, type=0):
     return b.EndObject()
 
 
-def build_Function(b, *, name=None, exported=0, args=None, results=None, arg_tree=None, result_tree=None, ref_register_count=0, i64_register_count=0, code=None):
+def build_Function(b, *, name=None, exported=0, args=None, results=None, arg_tree=None, result_tree=None, ref_register_count=0, i64_register_count=0, code=None, transient_size=0):
     """Write a Function; vectors of tables take offsets from build_* calls."""
     _name = None if name is None else b.CreateString(name)
     _args = None if args is None else _offsets(b, list(args))
@@ -76,7 +76,8 @@ def build_Function(b, *, name=None, exported=0, args=None, results=None, arg_tre
     _arg_tree = None if arg_tree is None else b.CreateString(arg_tree)
     _result_tree = None if result_tree is None else b.CreateString(result_tree)
     _code = None if code is None else _place(b, _struct.pack('<%dI' % len(code), *code), 4, len(code), 4)
-    b.StartObject(9)
+    b.StartObject(10)
+    b.PrependSlot(_N.Uint64Flags, 9, transient_size, 0)
     if _name is not None:
         b.PrependUOffsetTRelativeSlot(0, _name, 0)
     if _args is not None:
@@ -295,6 +296,10 @@ class Function:
         if v + 4 * n > len(self._tab.Bytes):
             raise IndexError('vector runs past the end of the buffer')
         return list(_struct.unpack_from('<%dI' % n, self._tab.Bytes, v))
+
+    def transient_size(self):
+        o = self._tab.Offset(22)
+        return self._tab.Get(_N.Uint64Flags, o + self._tab.Pos) if o else 0
 
 
 class Global:

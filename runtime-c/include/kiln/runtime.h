@@ -180,6 +180,12 @@ kiln_status_t kiln_function_result_info(kiln_function_t function, size_t index,
 /* Tree structure of the arguments / results, as the exporter wrote it (JSON). */
 const char* kiln_function_arg_tree(kiln_function_t function);
 const char* kiln_function_result_tree(kiln_function_t function);
+/* Bytes of transient memory a call of the function uses beyond its results:
+ * the arena its intermediate buffers were planned into at export (format 2.2;
+ * 0 for older modules, whose intermediates are allocated one by one). The
+ * context allocates it on the function's first call and reuses it for every
+ * later one, so a steady-state call allocates only its results. */
+uint64_t kiln_function_transient_size(kiln_function_t function);
 
 size_t kiln_module_global_count(const kiln_module_t* module);
 kiln_status_t kiln_module_global_info(const kiln_module_t* module, size_t index,

@@ -46,9 +46,10 @@ typedef enum kiln_opcode {
   KILN_OP_BUFFER_ROW = 21,
   KILN_OP_BUFFER_SET_ROW = 22,
   KILN_OP_BUFFER_VIEW = 23,
+  KILN_OP_ALLOC_TRANSIENT = 24,
 } kiln_opcode_t;
 
-#define KILN_OP_COUNT 24
+#define KILN_OP_COUNT 25
 #define KILN_OP_MAX_OPERANDS 4
 
 typedef struct kiln_op_info {
@@ -86,6 +87,7 @@ static inline const kiln_op_info_t* kiln_op_info(uint32_t opcode) {
       [21] = {"buffer.row", 3, 0, {KILN_OPERAND_R, KILN_OPERAND_R, KILN_OPERAND_I}, {"dst", "src", "index"}, "dst = a read-only view of row index of src along its leading axis (shape src.shape[1:]); in a module without element_aligned_bindings, a 64-byte aligned copy when the row does not start on a 64-byte boundary; src becomes read-only"},
       [22] = {"buffer.set_row", 3, 0, {KILN_OPERAND_R, KILN_OPERAND_I, KILN_OPERAND_R}, {"dst", "index", "src"}, "row index of dst along its leading axis = src, in place (dst writable; src of dst's dtype and shape dst.shape[1:])"},
       [23] = {"buffer.view", 3, 0, {KILN_OPERAND_R, KILN_OPERAND_R, KILN_OPERAND_TYPE}, {"dst", "src", "t"}, "dst = a read-only view of src's bytes as type t, which must have src's byte size (a complex buffer of shape S as its float parts of shape S+(2,), and back); src becomes read-only"},
+      [24] = {"alloc.transient", 3, 0, {KILN_OPERAND_R, KILN_OPERAND_TYPE, KILN_OPERAND_IMM64}, {"dst", "t", "offset"}, "dst = a buffer of type t at byte offset of the function's transient arena (Function.transient_size bytes, which the context owns and every call of the function reuses; offset a multiple of 64, the buffer inside the arena); its contents start unwritten, as alloc's. The compiler gives such buffers only to values that kernels write and read within one call and that nothing else holds"},
   };
   if (opcode >= KILN_OP_COUNT || table[opcode].name == NULL) return NULL;
   return &table[opcode];

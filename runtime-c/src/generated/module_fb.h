@@ -378,6 +378,9 @@ static inline int kiln_fb_verify_Function(kiln_fb_verifier_t* v, uint64_t pos) {
     if (!kiln_fb__verify_vector(v, target, 4, 4, &len, &data)) return 0;
   }
   kiln_fb__pop(v);
+  kiln_fb__push(v, "transient_size");
+  if (!kiln_fb__verify_field(v, &t, 9, 8, 8, &at, &present)) return 0;
+  kiln_fb__pop(v);
   (void)present;
   return 1;
 }
@@ -759,6 +762,12 @@ static inline uint32_t kiln_fb_Function_code_len(const uint8_t* t) {
 /* Element data (4-byte aligned), NULL when absent. */
 static inline const uint32_t* kiln_fb_Function_code(const uint8_t* t) {
   return (const uint32_t*)(const void*)kiln_fb__vec_data(t, 8);
+}
+static inline uint64_t kiln_fb_Function_transient_size(const uint8_t* t) {
+  const uint8_t* f = kiln_fb__field_ptr(t, 9);
+  uint64_t v = 0;
+  if (f) memcpy(&v, f, sizeof v);
+  return v;
 }
 
 /* ---- Global ---- */

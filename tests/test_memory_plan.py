@@ -1,0 +1,211 @@
+"""Planned memory (issue 10 §2): a function's kernel-only intermediates share one arena, planned at
+export (compiler/memory_plan.py), which the context allocates once and every call reuses
+(alloc.transient, Function.transient_size, format 2.2). Planned modules must compute exactly what
+unplanned ones do; the runtime refuses to let arena memory escape a call."""
+import numpy as np
+import pytest
+
+import kiln
+import kiln.numpy as knp
+from kiln import Program
+from kiln.compiler.fusion import partition
+from kiln.compiler.memory_plan import ALIGNMENT, _intervals, plan_transients, planning_disabled
+from kiln.compiler.pipeline import prepare_graph
+from kiln.core.aval import ShapedArray
+from kiln.core.trace import trace_to_graph
+from kiln.vm.isa import Instr
+from kiln.vm.module_spec import GlobalSpec, ModuleSpec, TensorType
+from kiln.vm.runtime import Context, Instance, KilnRuntimeError, Module
+from kiln.vm.writer import serialize
+from vm_specs import fn
+
+RNG = np.random.default_rng(0)
+F32 = np.dtype(np.float32)
+
+
+def softmax(x):
+    e = knp.exp(x - knp.max(x, axis=1, keepdims=True))
+    return e / knp.sum(e, axis=1, keepdims=True)
+
+
+def layernorm(x):
+    m = knp.mean(x, axis=1, keepdims=True)
+    c = x - m
+    return c / knp.sqrt(knp.mean(c * c, axis=1, keepdims=True) + 1e-5)
+
+
+def mlp_grad(x, w1, w2):
+    def loss(w1, w2):
+        h = knp.tanh(x @ w1)
+        return knp.sum(knp.maximum(h @ w2, 0.0) ** 2)
+    return kiln.grad(loss, argnums=(0, 1))(w1, w2)
+
+
+def chain(x):
+    for k in range(6):
+        x = knp.sin(x) @ knp.eye(x.shape[1], dtype=x.dtype) + knp.sum(x, axis=0) * (0.1 * k)
+    return x
+
+
+CASES = {
+    "softmax": (softmax, (RNG.standard_normal((16, 32)).astype(F32),)),
+    "layernorm": (layernorm, (RNG.standard_normal((16, 32)).astype(F32),)),
+    "mlp_grad": (mlp_grad, (RNG.standard_normal((8, 16)).astype(F32), RNG.standard_normal((16, 12)).astype(F32),
+                            RNG.standard_normal((12, 4)).astype(F32))),
+    "chain": (chain, (RNG.standard_normal((8, 8)).astype(F32),)),
+}
+
+
+def plan_of(f, args):
+    graph = prepare_graph(trace_to_graph(lambda *a: list(kiln.tree_util.tree_leaves(f(*a))),
+                                         [ShapedArray(a.shape, a.dtype) for a in args]))
+    steps = partition(graph).steps
+    return _intervals(graph, steps), plan_transients(graph, steps)
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_live_buffers_never_share_memory(name):
+    intervals, plan = plan_of(*CASES[name])
+    assert intervals and set(plan.offsets) == set(intervals)
+    placed = []
+    for vid, (first, last, nbytes) in intervals.items():
+        offset = plan.offsets[vid]
+        assert offset % ALIGNMENT == 0 and offset + nbytes <= plan.size
+        placed.append((first, last, offset, offset + nbytes))
+    for i, (f1, l1, o1, e1) in enumerate(placed):
+        for f2, l2, o2, e2 in placed[i + 1:]:
+            if f1 <= l2 and f2 <= l1:  # both alive at some step: disjoint memory
+                assert e1 <= o2 or e2 <= o1
+    assert plan.size % ALIGNMENT == 0
+
+
+def test_dead_intermediates_are_reused():
+    intervals, plan = plan_of(*CASES["chain"])
+    total = sum(-(-n // ALIGNMENT) * ALIGNMENT for _, _, n in intervals.values())
+    assert plan.size < total
+
+
+def test_planning_disabled_plans_nothing():
+    with planning_disabled():
+        _, plan = plan_of(*CASES["softmax"])
+    assert plan.offsets == {} and plan.size == 0
+
+
+def _random_program(seed):
+    """A random DAG of elementwise ops, row reductions and matmuls over two 12x12 inputs."""
+    rng = np.random.default_rng(seed)
+
+    def f(a, b):
+        values = [a, b]
+        for _ in range(int(rng.integers(4, 14))):
+            x, y = (values[int(i)] for i in rng.integers(0, len(values), 2))
+            op = int(rng.integers(0, 6))
+            if op == 0:
+                z = knp.tanh(x) * y
+            elif op == 1:
+                z = x @ y * 0.1
+            elif op == 2:
+                z = x - knp.max(y, axis=1, keepdims=True)
+            elif op == 3:
+                z = knp.exp(-knp.abs(x)) + knp.sum(y, axis=0)
+            elif op == 4:
+                z = knp.where(x > y, x, y * 0.5)
+            else:
+                z = x.T + y
+            values.append(z)
+        picks = rng.choice(len(values), size=min(3, len(values)), replace=False)
+        return tuple(values[int(i)] for i in picks)
+
+    return f
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_planned_and_unplanned_modules_agree_bit_for_bit(seed):
+    a, b = (np.random.default_rng(100 + seed).standard_normal((12, 12)).astype(F32) for _ in range(2))
+    planned = kiln.jit(_random_program(seed))
+    with planning_disabled():
+        reference = [np.asarray(r) for r in kiln.jit(_random_program(seed))(a, b)]
+    for _ in range(3):  # every call reuses the arena the first one allocated
+        for got, want in zip(planned(a, b), reference):
+            np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_cases_agree_with_unplanned_and_eager(name):
+    f, args = CASES[name]
+    planned = kiln.tree_util.tree_leaves(kiln.jit(f)(*args))
+    with planning_disabled():
+        unplanned = kiln.tree_util.tree_leaves(kiln.jit(f)(*args))
+    with kiln.disable_jit():
+        eager = kiln.tree_util.tree_leaves(f(*args))
+    for p, u, e in zip(planned, unplanned, eager):
+        np.testing.assert_array_equal(p, u)
+        np.testing.assert_allclose(p, e, rtol=2e-5, atol=1e-5)
+
+
+def test_exported_function_reports_its_transient_memory(tmp_path):
+    x = CASES["softmax"][1][0]
+
+    class Softmax(Program, export_name="softmax_plan"):
+        def run(self, x=Program.like(x)):
+            return softmax(x)
+
+    data = Program.get_compiled_artifact(Softmax).bytes
+    (info,) = Module.from_bytes(Instance(), data).functions
+    _, plan = plan_of(softmax, (x,))
+    assert info.transient_size == plan.size > 0
+    from kiln.vm.reader import dump_text
+    assert f"transient memory: {plan.size} bytes" in dump_text(data)
+    from runtime_tools import run
+    from kiln.vm._native import kiln_run_path
+    path = tmp_path / "m.vmfb"
+    path.write_bytes(data)
+    listing = run(kiln_run_path(), f"--module={path}", "--list").stdout
+    assert f"[transient memory {plan.size} bytes]" in listing
+
+
+F2 = TensorType("f32", (2,))
+F0 = TensorType("f32", ())
+
+
+def _module(code, results, transient_size, globals_=()):
+    f = fn("f", [], results, code)
+    f.transient_size = transient_size
+    return ModuleSpec("arena", functions=[f], globals=list(globals_))
+
+
+def test_a_function_may_not_return_arena_memory():
+    spec = _module([Instr("alloc.transient", 0, F2, 0), Instr("ret", [0])], [("y", F2)], 64)
+    ctx = Context(Module.from_bytes(Instance(), serialize(spec)))
+    with pytest.raises(KilnRuntimeError, match="lies in the function's transient arena, which the next call "
+                                               "reuses: a function may not return it"):
+        ctx.invoke("f", [])
+
+
+def test_a_global_stores_a_copy_of_arena_memory():
+    spec = _module([Instr("alloc.transient", 0, F2, 0),
+                    Instr("global.store", 0, 0),
+                    Instr("i.const", 0, 0), Instr("i.const", 1, 7),
+                    Instr("i.store", 1, 1, F0),
+                    Instr("buffer.set_row", 0, 0, 1),  # writes into the arena after the store
+                    Instr("ret", [])], [], 64,
+                   [GlobalSpec("g", F2, True, np.full(2, 5, np.float32))])
+    ctx = Context(Module.from_bytes(Instance(), serialize(spec)))
+    ctx.invoke("f", [])
+    ctx.invoke("f", [])
+    np.testing.assert_array_equal(ctx.get_global("g"), [0.0, 0.0])  # the unwritten buffer read as zeros
+
+
+def test_arena_bounds_are_checked_when_writing_and_loading():
+    spec = _module([Instr("alloc.transient", 0, F2, 64), Instr("ret", [])], [], 64)
+    with pytest.raises(Exception, match="lie outside the function's 64-byte transient arena"):
+        serialize(spec)
+    with pytest.raises(KilnRuntimeError, match="alloc.transient of 8 bytes at offset 64 does not lie in the "
+                                               "function's 64-byte transient arena"):
+        Module.from_bytes(Instance(), serialize(spec, check=False))
+    misaligned = _module([Instr("alloc.transient", 0, F2, 8), Instr("ret", [])], [], 64)
+    with pytest.raises(KilnRuntimeError, match="at offset 8 does not lie"):
+        Module.from_bytes(Instance(), serialize(misaligned, check=False))
+    odd_size = _module([Instr("ret", [])], [], 100)
+    with pytest.raises(KilnRuntimeError, match="transient_size 100 is not a multiple of 64"):
+        Module.from_bytes(Instance(), serialize(odd_size, check=False))
