@@ -5,6 +5,7 @@ import pytest
 
 import kiln
 import kiln.lax as lax
+import kiln.numpy  # noqa: F401  (kiln.numpy.matmul)
 from kiln_tools import eager_jit_and_kiln_run
 from references import numerical_grad
 
@@ -112,3 +113,18 @@ def test_ragged_dot(tmp_path):
 def test_errors(call, message):
     with pytest.raises(TypeError, match=message):
         call()
+
+
+def test_dot_algorithms_are_accepted_as_precision():
+    """DotAlgorithm and DotAlgorithmPreset (JAX's storage and accumulation types) are accepted wherever
+    precision= is, without effect, as Precision: the product is the full-precision one."""
+    x, y = R.standard_normal((3, 4)), R.standard_normal((4, 2))
+    algorithm = lax.DotAlgorithm(np.float32, np.float32, np.float32)
+    assert algorithm.lhs_component_count == 1 and lax.DotAlgorithmPreset.F32_F32_F32.name == "F32_F32_F32"
+    for precision in (algorithm, lax.DotAlgorithmPreset.BF16_BF16_F32, lax.DotAlgorithmPreset.DEFAULT):
+        np.testing.assert_allclose(lax.dot(x, y, precision=precision), x @ y, rtol=1e-15)
+        np.testing.assert_allclose(kiln.jit(lambda a, b: kiln.numpy.matmul(a, b, precision=precision))(x, y), x @ y,
+                                   rtol=1e-15)
+    assert lax.canonicalize_precision(algorithm) == (lax.Precision.HIGHEST, lax.Precision.HIGHEST)
+    with pytest.raises(ValueError, match=r"precision must be None, .*a DotAlgorithm\(Preset\); got 'fast'"):
+        lax.dot(x, y, precision="fast")

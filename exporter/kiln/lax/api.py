@@ -5,6 +5,7 @@ Python scalars take the dtype of the array operand; arrays must already agree.
 from __future__ import annotations
 
 import enum
+from typing import Any, NamedTuple
 
 import ml_dtypes
 import numpy as np
@@ -107,17 +108,40 @@ _PRECISION_NAMES = {"default": Precision.DEFAULT, "fastest": Precision.DEFAULT, 
                     "highest": Precision.HIGHEST, "float32": Precision.HIGHEST}
 
 
+class DotAlgorithm(NamedTuple):
+    """jax.lax.DotAlgorithm: the storage and accumulation types of a dot product. Accepted as precision=, and,
+    like Precision, without effect: kiln computes in the operands' dtype (preferred_element_type sets the
+    result's)."""
+
+    lhs_precision_type: Any
+    rhs_precision_type: Any
+    accumulation_type: Any
+    lhs_component_count: int = 1
+    rhs_component_count: int = 1
+    num_primitive_operations: int = 1
+    allow_imprecise_accumulation: bool = False
+
+
+DotAlgorithmPreset = enum.Enum("DotAlgorithmPreset", [
+    "DEFAULT", "ANY_F8_ANY_F8_F32", "ANY_F8_ANY_F8_F32_FAST_ACCUM", "ANY_F8_ANY_F8_ANY", "ANY_F8_ANY_F8_ANY_FAST_ACCUM",
+    "F16_F16_F16", "F16_F16_F32", "BF16_BF16_BF16", "BF16_BF16_F32", "BF16_BF16_F32_X3", "BF16_BF16_F32_X6",
+    "BF16_BF16_F32_X9", "TF32_TF32_F32", "TF32_TF32_F32_X3", "F32_F32_F32", "F64_F64_F64"])
+DotAlgorithmPreset.__doc__ = "jax.lax.DotAlgorithmPreset: named dot algorithms, accepted as precision= (no effect)."
+
+
 # jax.lax's type aliases, for annotations in ported code
-PrecisionLike = Precision | str | tuple | None
+PrecisionLike = Precision | str | tuple | DotAlgorithm | DotAlgorithmPreset | None
 DotDimensionNumbers = tuple
 ConvGeneralDilatedDimensionNumbers = tuple | None
 
 
 def canonicalize_precision(precision, where: str = "precision"):
-    """None, or a (lhs, rhs) pair of Precision from None, a Precision, one of its strings, or a pair of either;
-    a ValueError naming `where` otherwise."""
+    """None, or a (lhs, rhs) pair of Precision from None, a Precision, one of its strings, or a pair of either
+    (a DotAlgorithm or DotAlgorithmPreset gives HIGHEST); a ValueError naming `where` otherwise."""
     if precision is None:
         return None
+    if isinstance(precision, (DotAlgorithm, DotAlgorithmPreset)):  # storage types kiln does not narrow to
+        return Precision.HIGHEST, Precision.HIGHEST
     if isinstance(precision, Precision):
         return precision, precision
     if isinstance(precision, str) and precision in _PRECISION_NAMES:
@@ -129,7 +153,7 @@ def canonicalize_precision(precision, where: str = "precision"):
             except ValueError:
                 pass
     raise ValueError(f"{where}: precision must be None, a kiln.lax.Precision, one of "
-                     f"{sorted(_PRECISION_NAMES)}, or a pair of them; got {precision!r}")
+                     f"{sorted(_PRECISION_NAMES)}, a pair of them, or a DotAlgorithm(Preset); got {precision!r}")
 
 
 def _dtype_rank(dtype):
