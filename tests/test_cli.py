@@ -309,7 +309,7 @@ def test_kiln_run_passes_every_option_through(tmp_path, linear_example, native_k
     np.savez(tmp_path / "want.npz", y=want)
 
     listed = run_kiln_cli("run", m, "--list").stdout
-    assert "  predict(x: 4x3xf32) -> (4x4xf32)\n" in listed and "globals (" in listed
+    assert "\n  predict(x: 4x3xf32) -> (4x4xf32)" in listed and "globals (" in listed
     assert "func#" in run_kiln_cli("run", m, "--disassemble").stdout
     run_kiln_cli("run", m, "-f", "predict", f"--input=@{tmp_path / 'x.npz'}", f"--output=@{tmp_path / 'y.npz'}",
                  "--workers=1")
