@@ -451,3 +451,25 @@ def test_python_floats_into_bfloat16_need_ml_dtypes(monkeypatch):
     with pytest.raises(KilnRuntimeError, match=r"twice: argument 0 'x': converting Python floats to bf16 needs "
                                                r"ml_dtypes; pass the raw bfloat16 bits as uint16"):
         m.twice([1.5, -2.0])
+
+
+def test_ctrl_c_is_armed_only_where_it_can_stop_a_call_early(jitted_spin, monkeypatch):
+    """A call checks for cancellation before each dispatch and call and at each backward branch: a function
+    with no loop, no call and one dispatch checks once, as it starts, so kiln.jit skips the wakeup fd swaps
+    for it (a SIGINT then raises KeyboardInterrupt as the call returns, as it would anyway); a loop, or
+    more than one dispatch (a matmul and a reduction), keeps them."""
+    import kiln.numpy as knp
+
+    one = kiln.jit(lambda x, y: x + 2.0 * y)
+    two = kiln.jit(lambda x: (x @ x.T, knp.sum(knp.tanh(x), axis=1)))
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    one(X, X), two(x), jitted_spin(X, 0)  # compiled
+    swaps = []
+    real = signal.set_wakeup_fd
+    monkeypatch.setattr(signal, "set_wakeup_fd", lambda fd, **kw: swaps.append(fd) or real(fd, **kw))
+    np.testing.assert_array_equal(one(X, X), X * 3)
+    assert swaps == []
+    np.testing.assert_allclose(two(x)[0], x @ x.T)
+    assert len(swaps) == 2  # set, then restored
+    assert int(jitted_spin(X, 0)[0]) == 0
+    assert len(swaps) == 4

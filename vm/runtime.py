@@ -336,11 +336,12 @@ class Context(_Handle):
             call = self._calls[name] = _HostCall(self, name).call
         return call(args if isinstance(args, (list, tuple)) else list(args))
 
-    def _caller(self, name: str, array_type=np.ndarray, weak: Sequence[bool] = ()):
+    def _caller(self, name: str, array_type=np.ndarray, weak: Sequence[bool] = (), ctrl_c: bool = True):
         """invoke(name, args) as a function of args that keeps this context alive (its attribute
-        `context`; kiln.jit's), with results of array_type (see _HostCall)."""
+        `context`; kiln.jit's), with results of array_type; ctrl_c=False where Ctrl-C could not stop
+        a call early (_ctrl_c_stops_early). See _HostCall."""
         self._handle  # noqa: B018 - raises when closed
-        return _HostCall(self, name, keep_alive=True, array_type=array_type, weak=weak).call
+        return _HostCall(self, name, keep_alive=True, array_type=array_type, weak=weak, ctrl_c=ctrl_c).call
 
     def _invoke_views(self, name: str, args: Sequence) -> list[np.ndarray]:
         """invoke through a C buffer view per argument and result (kiln_context_invoke): for the
@@ -423,12 +424,13 @@ class _HostCall:
     runtime's memory, shared."""
 
     def __init__(self, context: Context, name: str, keep_alive: bool = False, array_type=np.ndarray,
-                 weak: Sequence[bool] = ()):
+                 weak: Sequence[bool] = (), ctrl_c: bool = True):
         fn, info = context._reflection.resolve(name)
         # weak: the context's own cache of these would otherwise keep it alive until a gc collection
         self._context = weakref.ref(context)
         self._owner = context if keep_alive else None
         self.name, self.fn, self.info = name, fn, info
+        self.ctrl_c = ctrl_c  # False: Ctrl-C could not stop a call before its end (_ctrl_c_stops_early)
         n, m = len(info.args), len(info.results)
         self.n_args, self.n_results = n, m
         self.usable = all(v.dtype is not None for v in (*info.args, *info.results))
@@ -477,12 +479,10 @@ class _HostCall:
         arg_slots, large_args, views, c_call = self.arg_slots, self.large_args, self.views, self.c_call
         copied, copied_at, shared, weak = self.copied, self.copied_at, self.shared, self.weak
         new, read_only = self.array_type, self.read_only
-        ndarray, empty, from_buffer, ctrl_c, main_thread = np.ndarray, np.empty, c_char.from_buffer, _CTRL_C, _MAIN_THREAD
-        if owner is not None:
-            context_ref = lambda: owner  # noqa: E731 - the kept context, without a weak reference
-
+        ndarray, empty, from_buffer, ctrl_c = np.ndarray, np.empty, c_char.from_buffer, _CTRL_C
+        main_thread = _MAIN_THREAD if self.ctrl_c else None
         def views_path(args):
-            context = context_ref()
+            context = owner or context_ref()
             if context is None:
                 raise ValueError("Context is closed")
             return context._invoke_views(name, args)
@@ -512,22 +512,27 @@ class _HostCall:
                     arrays = list(args)
                 arrays[i] = value
                 addresses.append(_address(value) if size else None)
-            outs = [empty(shape, dtype) for _, shape, dtype in copied]
-            context = context_ref()
+            outs, destinations = [], []
+            for _, shape, dtype in copied:
+                out = empty(shape, dtype)
+                outs.append(out)
+                try:
+                    destinations.append(addressof(from_buffer(out)))
+                except (TypeError, ValueError):  # no buffer format for its dtype (bfloat16)
+                    destinations.append(out.ctypes.data)
+            context = owner or context_ref()
             if context is None:
                 raise ValueError("Context is closed")
             with context._lock:
-                context._handle  # noqa: B018 - raises when closed
+                if not context._ptr:
+                    context._handle  # noqa: B018 - raises: closed
                 for slot, address in zip(arg_slots, addresses):
                     slot.data = address
                 for i in large_args:
                     memory = _runtime_memory_of(arrays[i])
                     arg_slots[i].owner = memory.view if memory is not None else None
-                for (result, _, _), out in zip(copied, outs):
-                    try:
-                        result.data = addressof(from_buffer(out))
-                    except (TypeError, ValueError):  # no buffer format for its dtype (bfloat16)
-                        result.data = out.ctypes.data
+                for (slot, _, _), address in zip(copied, destinations):
+                    slot.data = address
                 try:
                     if get_ident() == main_thread:
                         status = ctrl_c.call(_clib._invoke_host, c_call)
@@ -536,9 +541,12 @@ class _HostCall:
                     if status.value:
                         _check(status)
                     if read_only:  # views of the writable arrays, whose memory _read_only_address finds
-                        outs = [out.view(new) for out in outs]
+                        views_of = []
                         for out in outs:
+                            out = out.view(new)
                             out.flags.writeable = False
+                            views_of.append(out)
+                        outs = views_of
                         for k in weak:
                             outs[k]._weak = True
                     if not shared:
@@ -563,6 +571,22 @@ class _HostCall:
         call.context = owner  # kiln.jit's: the context it keeps alive
         call.buffers = self.args, self.results, views  # c_call's addresses point into them
         return call
+
+
+def _ctrl_c_stops_early(module_bytes: bytes, name: str) -> bool:
+    """Whether Ctrl-C can stop a call of function `name` before its end, so that the main thread's
+    calls of it need kiln.vm._ctrl_c (two wakeup fd swaps and a lock each). A call checks for
+    cancellation only before each dispatch and call and at each backward branch (docs/vm.md): a
+    function with no branch back, no call and at most one dispatch checks once, as it starts, and then
+    runs to its end whatever happens; a SIGINT raises KeyboardInterrupt as it returns either way."""
+    from kiln.vm.disassembler import branch_structure, decode
+    from kiln.vm.reader import ModuleFile
+
+    module = ModuleFile(module_bytes)
+    index = next(i for i, f in enumerate(module.functions) if f.name == name)
+    code = decode(module.code_words[index])
+    ops = [instr.op for _, instr in code]
+    return bool(branch_structure(code)[1]) or "call" in ops or ops.count("dispatch") > 1
 
 
 def _byte_size(value: ValueInfo) -> int:

@@ -220,8 +220,11 @@ def _compile_traced(name: str, traced: TracedFunction, limits=None):
     if limits is not None:
         context.set_limits(timeout=limits.timeout, max_steps=limits.max_steps)
     # Context.invoke("main", arrays) less its lookup, one C call per call, with results made as read-only
-    # kiln Arrays of the traced weak types (as_array then passes them on as they are)
-    return context._caller("main", Array, traced.out_weak)
+    # kiln Arrays of the traced weak types (as_array then passes them on as they are), and without the
+    # Ctrl-C machinery where Ctrl-C could not stop a call before its end anyway
+    from kiln.vm.runtime import _ctrl_c_stops_early
+
+    return context._caller("main", Array, traced.out_weak, _ctrl_c_stops_early(module_bytes, "main"))
 
 
 def jit(fn: Callable | None = None, *, static_argnums=(), static_argnames=(), donate_argnums=(),
