@@ -76,6 +76,6 @@ from .special_math import (  # noqa: E402
 
 __all__ += special_math.__all__
 from . import more_api  # noqa: E402
-from .more_api import cbrt, dtype, index_take, mulhi, ragged_dot, reduce_xor, scatter_sub  # noqa: E402
+from .more_api import cbrt, dtype, index_take, mulhi, nextafter, ragged_dot, reduce_xor, scatter_sub  # noqa: E402
 
 __all__ += more_api.__all__

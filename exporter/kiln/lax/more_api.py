@@ -1,7 +1,9 @@
-"""jax.lax's remaining small functions: cbrt, dtype, scatter_sub, reduce_xor, mulhi (integer high halves),
-index_take and ragged_dot."""
+"""jax.lax's remaining small functions: cbrt, nextafter, dtype, scatter_sub, reduce_xor, mulhi (integer high
+halves), index_take and ragged_dot; and the float64 exponent arithmetic (frexp64, times_power_of_two) that
+nextafter and kiln.numpy's frexp, ldexp and nextafter share."""
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from ..core import dtypes
@@ -14,7 +16,7 @@ from .operands import asarray
 from .reduce_api import reduce
 from .structural_prims import concatenate
 
-__all__ = ["cbrt", "dtype", "scatter_sub", "reduce_xor", "mulhi", "index_take", "ragged_dot"]
+__all__ = ["cbrt", "nextafter", "dtype", "scatter_sub", "reduce_xor", "mulhi", "index_take", "ragged_dot"]
 
 
 def _full(x, value):
@@ -37,6 +39,59 @@ def cbrt(x):
                                   prims.lt.bind(prims.div.bind(_full(a, 1.0), a), _full(a, 0.0)))
     negative = P["or"].bind(prims.lt.bind(a, _full(a, 0.0)), negative_zero)
     return prims.select.bind(negative, prims.neg.bind(y), y)
+
+
+def times_power_of_two(wide, n):
+    """float64 `wide` * 2**n (int64 n) exactly, the power built by exp2 of two halves of n so neither overflows."""
+    half = P["shift_right"].bind(n, np.full(get_aval(n).shape, 1, get_aval(n).dtype))
+    rest = _as(prims.sub.bind(n, half), np.dtype(np.float64))
+    return prims.mul.bind(prims.mul.bind(wide, P["exp2"].bind(_as(half, np.dtype(np.float64)))), P["exp2"].bind(rest))
+
+
+def frexp64(wide):
+    """(mantissa, exponent int64, regular) of float64 `wide`: wide = mantissa 2**exponent, 0.5 <= |mantissa| < 1,
+    where regular (finite and nonzero); elsewhere the mantissa is wide and the exponent meaningless."""
+    magnitude = prims.abs.bind(wide)
+    regular = P["and"].bind(prims.lt.bind(magnitude, _full(wide, np.inf)), prims.gt.bind(magnitude, _full(wide, 0.0)))
+    safe = prims.select.bind(regular, magnitude, _full(wide, 1.0))
+    exponent = _as(prims.add.bind(P["floor"].bind(P["log2"].bind(safe)), _full(wide, 1.0)), np.dtype(np.int64))
+    one = _full(exponent, 1)
+    for _ in range(2):  # log2 may be off by one next to a power of two
+        scaled = times_power_of_two(safe, prims.neg.bind(exponent))
+        exponent = prims.select.bind(prims.ge.bind(scaled, _full(wide, 1.0)), prims.add.bind(exponent, one), exponent)
+        exponent = prims.select.bind(prims.lt.bind(scaled, _full(wide, 0.5)), prims.sub.bind(exponent, one), exponent)
+    mantissa = prims.select.bind(regular, times_power_of_two(wide, prims.neg.bind(exponent)), wide)
+    return mantissa, exponent, regular
+
+
+def nextafter(x1, x2):
+    """The next float after x1 toward x2 in their dtype (floating point, one dtype), built from x1's exponent
+    and the dtype's mantissa width; subnormals included, as numpy's; kiln.numpy.nextafter calls it."""
+    a, b = _operands(x1, x2)
+    d = get_aval(a).dtype
+    if not dtypes.is_float(d) or get_aval(b).dtype != d:
+        raise TypeError(f"nextafter: operands must be floating-point of one dtype; got {d} and {get_aval(b).dtype}")
+    info = ml_dtypes.finfo(d)
+    wide = _as(a, np.dtype(np.float64))
+    mantissa, exponent, _ = frexp64(prims.abs.bind(wide))
+    away = times_power_of_two(_full(wide, 1.0), prims.sub.bind(exponent, _full(exponent, int(info.nmant) + 1)))
+    toward = prims.select.bind(prims.eq.bind(mantissa, _full(mantissa, 0.5)), prims.mul.bind(away, _full(away, 0.5)),
+                               away)
+    tiny = float(2.0 ** (int(info.minexp) - int(info.nmant)))
+    away, toward = prims.max.bind(away, _full(away, tiny)), prims.max.bind(toward, _full(toward, tiny))
+    outward = prims.eq.bind(prims.gt.bind(b, a), prims.gt.bind(a, _full(a, 0.0)))
+    step = _as(prims.select.bind(outward, away, toward), d)
+    up = prims.gt.bind(b, a)
+    moved = prims.select.bind(up, prims.add.bind(a, step), prims.sub.bind(a, step))
+    out = prims.select.bind(prims.eq.bind(a, _full(a, 0.0)), prims.select.bind(up, _full(a, tiny), _full(a, -tiny)),
+                            moved)
+    largest = float(info.max)
+    infinite = prims.eq.bind(prims.abs.bind(a), _full(a, np.inf))
+    out = prims.select.bind(infinite, prims.select.bind(prims.gt.bind(a, _full(a, 0.0)), _full(a, largest),
+                                                        _full(a, -largest)), out)
+    out = prims.select.bind(prims.eq.bind(a, b), b, out)
+    nan = P["or"].bind(prims.ne.bind(a, a), prims.ne.bind(b, b))
+    return prims.select.bind(nan, prims.add.bind(a, b), out)
 
 
 def dtype(x):

@@ -14,6 +14,7 @@ from ..core import dtypes
 from ..lax import complex_prims, control_flow, prims
 from ..lax.math_prims import P
 from ..lax.more_api import cbrt as lax_cbrt
+from ..lax.more_api import frexp64, nextafter as lax_nextafter, times_power_of_two
 from ._base import asarray, aval, broadcast_all, convert, normalize_axes, promote
 from .elementwise import _float_operands, _full
 from .math import _full_bool, _integer_operands
@@ -99,38 +100,22 @@ def copysign(x1, x2):
 
 
 def ldexp(x1, x2):
-    """numpy.ldexp: x1 * 2**x2 for an integer x2, in the float dtype numpy gives x1; exact (see _times_power_of_two)."""
+    """numpy.ldexp: x1 * 2**x2 for an integer x2, in the float dtype numpy gives x1; exact
+    (kiln.lax.more_api.times_power_of_two)."""
     n = x2 if hasattr(x2, "aval") else np.asarray(x2)
     if not (dtypes.is_int(aval(n).dtype) or dtypes.is_bool(aval(n).dtype)):
         raise TypeError(f"ldexp: the exponent x2 must be an integer array, got {aval(n).dtype}")
     (a,) = _float_operands("sqrt", x1)  # numpy_result_dtype cannot call ldexp with one operand
     a, n = broadcast_all(a, convert(n, np.int64), where="ldexp")
-    return convert(_times_power_of_two(convert(a, np.float64), n), aval(a).dtype)
-
-
-def _times_power_of_two(wide, n):
-    """float64 `wide` * 2**n (int64 n), the power built by exp2 of two halves of n so neither overflows."""
-    half = P["shift_right"].bind(n, _full(n, 1))
-    rest = convert(prims.sub.bind(n, half), np.float64)
-    return prims.mul.bind(prims.mul.bind(wide, P["exp2"].bind(convert(half, np.float64))), P["exp2"].bind(rest))
+    return convert(times_power_of_two(convert(a, np.float64), n), aval(a).dtype)
 
 
 def frexp(x):
     """numpy.frexp: (mantissa, exponent) with x = mantissa * 2**exponent and 0.5 <= |mantissa| < 1;
-    zeros, infinities and NaN give (x, 0). The exponent is int32, as numpy's."""
+    zeros, infinities and NaN give (x, 0). The exponent is int32, as numpy's (kiln.lax.more_api.frexp64)."""
     (a,) = _float_operands("sqrt", x)  # numpy_result_dtype cannot read frexp's pair
-    wide = convert(a, np.float64)
-    magnitude = prims.abs.bind(wide)
-    regular = P["and"].bind(prims.lt.bind(magnitude, _full(wide, np.inf)), prims.gt.bind(magnitude, _full(wide, 0.0)))
-    safe = _select(regular, magnitude, _full(wide, 1.0))
-    exponent = convert(prims.add.bind(P["floor"].bind(P["log2"].bind(safe)), _full(wide, 1.0)), np.int64)
-    one = _full(exponent, 1)
-    for _ in range(2):  # log2 may be off by one next to a power of two
-        scaled = _times_power_of_two(safe, prims.neg.bind(exponent))
-        exponent = _select(prims.ge.bind(scaled, _full(wide, 1.0)), prims.add.bind(exponent, one), exponent)
-        exponent = _select(prims.lt.bind(scaled, _full(wide, 0.5)), prims.sub.bind(exponent, one), exponent)
-    mantissa = convert(_times_power_of_two(wide, prims.neg.bind(exponent)), aval(a).dtype)
-    mantissa = _select(regular, mantissa, a)
+    mantissa, exponent, regular = frexp64(convert(a, np.float64))
+    mantissa = _select(regular, convert(mantissa, aval(a).dtype), a)
     return mantissa, convert(_select(regular, exponent, _full(exponent, 0)), np.int32)
 
 
@@ -301,44 +286,10 @@ def isneginf(x):
     return prims.eq.bind(a, _full(a, -np.inf))
 
 
-def _mantissa_bits(dtype) -> int:
-    from .introspection import finfo
-
-    return int(finfo(dtype).nmant) + 1
-
-
-def _smallest_subnormal(dtype) -> float:
-    from .introspection import finfo
-
-    info = finfo(dtype)
-    return float(2.0 ** (int(info.minexp) - int(info.nmant)))
-
-
 def nextafter(x1, x2):
-    """numpy.nextafter: the next float after x1 toward x2 in x1's dtype, built from its exponent (frexp) and
-    the dtype's mantissa width; subnormals included, as numpy."""
-    a, b = _float_pair("nextafter", x1, x2)
-    d = aval(a).dtype
-    _, exponent = frexp(a)
-    mantissa, _ = frexp(prims.abs.bind(a))
-    shift = prims.sub.bind(convert(exponent, np.int64), _full(convert(exponent, np.int64), _mantissa_bits(d)))
-    away = _times_power_of_two(_full(convert(a, np.float64), 1.0), shift)
-    at_power_of_two = prims.eq.bind(mantissa, _full(mantissa, 0.5))
-    toward = _select(at_power_of_two, prims.mul.bind(away, _full(away, 0.5)), away)
-    tiny = _smallest_subnormal(d)
-    away = prims.max.bind(away, _full(away, tiny))
-    toward = prims.max.bind(toward, _full(toward, tiny))
-    outward = prims.eq.bind(prims.gt.bind(b, a), prims.gt.bind(a, _full(a, 0.0)))
-    step = convert(_select(outward, away, toward), d)
-    moved = _select(prims.gt.bind(b, a), prims.add.bind(a, step), prims.sub.bind(a, step))
-    from_zero = _select(prims.gt.bind(b, a), _full(a, tiny), _full(a, -tiny))
-    out = _select(prims.eq.bind(a, _full(a, 0.0)), from_zero, moved)
-    from .introspection import finfo
-
-    largest = float(finfo(d).max)
-    out = _select(_is_inf(a), _select(prims.gt.bind(a, _full(a, 0.0)), _full(a, largest), _full(a, -largest)), out)
-    out = _select(prims.eq.bind(a, b), b, out)
-    return _select(P["or"].bind(_is_nan(a), _is_nan(b)), prims.add.bind(a, b), out)
+    """numpy.nextafter: the next float after x1 toward x2 in x1's dtype (kiln.lax.nextafter on the promoted
+    operands); subnormals included, as numpy."""
+    return lax_nextafter(*_float_pair("nextafter", x1, x2))
 
 
 def spacing(x):
