@@ -15,6 +15,14 @@ SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all",
             "-fno-omit-frame-pointer"]
 
 
+def project_version() -> str:
+    """pyproject.toml's [project] version, which CMake passes to the runtime (cmake/KilnVersion.cmake)."""
+    import tomllib
+
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        return tomllib.load(f)["project"]["version"]
+
+
 def build_driver(out_dir: Path) -> Path:
     """The driver binary: $KILN_VM_DRIVER, the sanitizer build's, or compiled here."""
     if os.environ.get("KILN_VM_DRIVER"):
@@ -25,7 +33,8 @@ def build_driver(out_dir: Path) -> Path:
     cc = os.environ.get("CC", "cc")
     exe = out_dir / "kiln_vm_driver"
     sources = sorted(str(p) for p in (RUNTIME / "src").glob("*.c"))
-    cmd = [cc, "-std=c11", "-D_GNU_SOURCE", "-g", "-O1", "-Wall", "-Wextra", "-Werror",
+    cmd = [cc, "-std=c11", "-D_GNU_SOURCE", f'-DKILN_RUNTIME_VERSION_STRING="{project_version()}"',
+           "-g", "-O1", "-Wall", "-Wextra", "-Werror",
            *SANITIZE, f"-I{RUNTIME / 'include'}", f"-I{RUNTIME / 'src'}",
            f"-I{RUNTIME / 'src' / 'generated'}", *sources,
            str(RUNTIME / "tests" / "kiln_vm_driver.c"), "-lpthread", "-o", str(exe)]
