@@ -391,7 +391,7 @@ def _scatter(eqn, ins):
 
 def _convert(eqn, ins):
     (x,) = ins
-    src, dst = eqn.invars[0].aval.dtype, np.dtype(eqn.params["new_dtype"])
+    dst = np.dtype(eqn.params["new_dtype"])
     weak = eqn.params.get("weak_type", False)
     if dtypes.is_complex(dst):
         part = dtypes.real_dtype(dst)
