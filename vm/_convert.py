@@ -64,9 +64,9 @@ def _label(what) -> str:
 
 # The kinds of values that Python data of each kind converts into without loss of kind.
 _KIND_OF = {"f32": "f", "f64": "f", "f16": "f", "bf16": "f", "i8": "i", "i16": "i", "i32": "i",
-            "i64": "i", "u8": "i", "u16": "i", "u32": "i", "u64": "i", "bool": "b"}
-_CONVERTS_TO = {"b": "bif", "i": "if", "u": "if", "f": "f"}
-_KIND_NAMES = {"b": "bool", "i": "int", "u": "int", "f": "float"}
+            "i64": "i", "u8": "i", "u16": "i", "u32": "i", "u64": "i", "bool": "b", "c64": "c", "c128": "c"}
+_CONVERTS_TO = {"b": "bifc", "i": "ifc", "u": "ifc", "f": "fc", "c": "c"}
+_KIND_NAMES = {"b": "bool", "i": "int", "u": "int", "f": "float", "c": "complex"}
 
 
 def _python_data(value, expected: ValueInfo | GlobalInfo | None, what) -> np.ndarray:
@@ -161,7 +161,7 @@ def _host_array(value, expected: ValueInfo | GlobalInfo | None, what) -> tuple[n
             want = f"expects {expected.type_str}, " if expected is not None else ""
             raise KilnRuntimeError(
                 INVALID_ARGUMENT, f"{_label(what)} {want}got numpy dtype {value.dtype} (kiln supports "
-                f"float32 float64 float16 bfloat16 int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool)")
+                f"float32 float64 float16 bfloat16 int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool complex64 complex128)")
     # (np.ascontiguousarray would turn a 0-d array into a 1-d one)
     array = value if value.flags.c_contiguous else np.ascontiguousarray(value)
     if array.ndim > MAX_RANK:

@@ -1,6 +1,6 @@
 """kiln dtypes and their numpy dtypes, for the runtime binding (no C library needed).
 
-f32 f64 f16 i8 i16 i32 i64 u8 u16 u32 u64 bool map onto the numpy dtypes of the same name;
+f32 f64 f16 i8 i16 i32 i64 u8 u16 u32 u64 bool c64 c128 map onto the numpy dtypes of the same name;
 bf16 maps onto ``ml_dtypes.bfloat16`` when ml_dtypes is installed, else onto
 uint16 arrays holding the raw bits. A kiln dtype's code is its index in
 KILN_DTYPES, generated from schemas/runtime_constants.toml as C's kiln_dtype_t
@@ -27,6 +27,7 @@ _NUMPY_OF = {
     "u8": np.dtype(np.uint8), "bool": np.dtype(np.bool_), "f16": np.dtype(np.float16),
     "bf16": _BF16 if _BF16 is not None else np.dtype(np.uint16),
     "u16": np.dtype(np.uint16), "u32": np.dtype(np.uint32), "u64": np.dtype(np.uint64),
+    "c64": np.dtype(np.complex64), "c128": np.dtype(np.complex128),
 }
 
 
