@@ -143,7 +143,8 @@ def _convert_abstract(x, *, new_dtype, weak_type=False):
 
 @convert.def_impl
 def _convert_impl(x, *, new_dtype, weak_type=False):
-    """numpy's astype, except float -> int truncates and saturates (NaN -> 0), as compiled code does."""
+    """numpy's astype, except float -> int truncates and saturates (NaN -> 0), as compiled code does;
+    complex -> real keeps the real part (numpy's, without its ComplexWarning; JAX's)."""
     x = np.asarray(x)
     if dtypes.is_bool(new_dtype):
         return x != 0
