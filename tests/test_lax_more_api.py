@@ -1,5 +1,6 @@
-"""kiln.lax's cbrt, nextafter, dtype, scatter_sub, reduce_xor, mulhi, index_take and ragged_dot against numpy (mulhi against Python's exact
-integers), with their errors, eagerly, under kiln.jit and exported through the standalone kiln-run."""
+"""kiln.lax's cbrt, nextafter, dtype, scatter_sub, reduce_xor, mulhi, index_take and ragged_dot against numpy
+(mulhi against Python's exact integers), with their errors, eagerly, under kiln.jit and exported through the
+standalone kiln-run."""
 import numpy as np
 import pytest
 

@@ -28,7 +28,8 @@ def test_gumbel_highest_keeps_both_tails():
                                kr.gumbel(KEY, (1000,), mode="highest"), rtol=1e-6, atol=1e-7)
     # float64 and float16: mode 'high' (JAX's rule: 'highest' differs only for float32)
     for dtype in (np.float64, np.float16):
-        np.testing.assert_array_equal(kr.gumbel(KEY, (50,), dtype, mode="highest"), kr.gumbel(KEY, (50,), dtype, mode="high"))
+        np.testing.assert_array_equal(kr.gumbel(KEY, (50,), dtype, mode="highest"),
+                                      kr.gumbel(KEY, (50,), dtype, mode="high"))
 
 
 def test_gumbel_highest_through_kiln_run(tmp_path):

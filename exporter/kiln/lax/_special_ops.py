@@ -42,7 +42,8 @@ less, less_equal, greater, greater_equal, equal, not_equal = (
     _binary(p) for p in (prims.lt, prims.le, prims.gt, prims.ge, prims.eq, prims.ne))
 logical_and, logical_or = _binary(P["and"]), _binary(P["or"])
 logical_not = _unary(P["not"])
-negative, abs, exp, log, sqrt = (_unary(p) for p in (prims.neg, prims.abs, prims.exp, prims.log, prims.sqrt))  # noqa: A001
+negative, abs, exp, log, sqrt = (  # noqa: A001
+    _unary(p) for p in (prims.neg, prims.abs, prims.exp, prims.log, prims.sqrt))
 log1p, floor, rint = _unary(P["log1p"]), _unary(P["floor"]), _unary(P["round"])  # round: halves to even
 
 

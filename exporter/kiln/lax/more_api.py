@@ -144,9 +144,11 @@ def mulhi(x, y, /):
     (a_lo, a_hi), (b_lo, b_hi) = halves(a), halves(b)
     lo_lo, hi_lo = prims.mul.bind(a_lo, b_lo), prims.mul.bind(a_hi, b_lo)
     lo_hi, hi_hi = prims.mul.bind(a_lo, b_hi), prims.mul.bind(a_hi, b_hi)
-    cross = prims.add.bind(prims.add.bind(shift_right_logical(lo_lo, np.uint64(32)), bitwise_and(hi_lo, low_mask)), lo_hi)
-    high = prims.add.bind(prims.add.bind(shift_right_logical(hi_lo, np.uint64(32)), shift_right_logical(cross, np.uint64(32))),
-                          hi_hi)
+    def upper(v):
+        return shift_right_logical(v, np.uint64(32))
+
+    cross = prims.add.bind(prims.add.bind(upper(lo_lo), bitwise_and(hi_lo, low_mask)), lo_hi)
+    high = prims.add.bind(prims.add.bind(upper(hi_lo), upper(cross)), hi_hi)
     if d.kind == "i":  # signed: subtract b where a < 0 and a where b < 0 (mod 2^64)
         zero = np.zeros(get_aval(x).shape, d)
         high = prims.sub.bind(high, _as(prims.select.bind(prims.lt.bind(x, zero), y, zero), u))
@@ -185,15 +187,19 @@ def ragged_dot(lhs, rhs, group_sizes, precision=None, preferred_element_type=Non
     lhs, rhs, sizes = asarray(lhs), asarray(rhs), asarray(group_sizes)
     (m, k), (g, k2, n) = get_aval(lhs).shape, get_aval(rhs).shape
     if k != k2 or get_aval(sizes).shape != (g,) or not dtypes.is_int(get_aval(sizes).dtype):
+        sizes_aval = get_aval(sizes)
         raise TypeError(f"ragged_dot: expected lhs (m, k), rhs (g, k, n) and integer group_sizes (g,); got "
-                        f"{get_aval(lhs).shape}, {get_aval(rhs).shape} and {get_aval(sizes).dtype}{list(get_aval(sizes).shape)}")
+                        f"{get_aval(lhs).shape}, {get_aval(rhs).shape} and {sizes_aval.dtype}{list(sizes_aval.shape)}")
     products = dot_general(lhs, rhs, (((1,), (1,)), ((), ())), precision, preferred_element_type)  # (m, g, n)
     ends = _as(cumsum(sizes), np.dtype(np.int32))
     starts = prims.sub.bind(ends, _as(sizes, np.dtype(np.int32)))
-    rows = broadcasted_iota(np.int32, (m, g), 0)
     grid = (m, g)
-    in_group = P["and"].bind(prims.ge.bind(rows, prims.broadcast_in_dim.bind(starts, shape=grid, broadcast_dimensions=(1,))),
-                             prims.lt.bind(rows, prims.broadcast_in_dim.bind(ends, shape=grid, broadcast_dimensions=(1,))))
+    rows = broadcasted_iota(np.int32, grid, 0)
+
+    def per_group(v):
+        return prims.broadcast_in_dim.bind(v, shape=grid, broadcast_dimensions=(1,))
+
+    in_group = P["and"].bind(prims.ge.bind(rows, per_group(starts)), prims.lt.bind(rows, per_group(ends)))
     mask = prims.broadcast_in_dim.bind(in_group, shape=(m, g, n), broadcast_dimensions=(0, 1))
     out_dtype = get_aval(products).dtype
     selected = prims.select.bind(mask, products, np.zeros((m, g, n), out_dtype))

@@ -33,8 +33,8 @@ EPS = 2.0 ** -53  # the relative change at which an element of such a loop has c
 
 
 class _Kernel:
-    """An elementwise kernel (float64 unless said otherwise) bound as a composite primitive, so that transformations see one primitive:
-    its JVP sums each operand's tangent times that operand's partial derivative (defpartials), and vmap moves
+    """An elementwise kernel (float64 unless said otherwise) bound as a composite primitive, so that
+    transformations see one primitive: its JVP sums each operand's tangent times that operand's partial derivative (defpartials), and vmap moves
     the batch axes to the front. Eager calls run the kernel on the values under np.errstate (its divisions by
     zero and NaN comparisons are intended)."""
 
@@ -321,7 +321,8 @@ def _log1p_minus(t):
     (where it loses at most 8 ulp)."""
     near = ops.less_equal(ops.abs(t), 0.25)
     tn = ops.where(near, t, 0.0)
-    series = ops.multiply(ops.multiply(tn, tn), ops.horner(tn, [(-1) ** (k + 1) / (k + 2) for k in range(_LOG1PMX_TERMS)]))
+    coefficients = [(-1) ** (k + 1) / (k + 2) for k in range(_LOG1PMX_TERMS)]
+    series = ops.multiply(ops.multiply(tn, tn), ops.horner(tn, coefficients))
     tf = ops.where(near, 1.0, t)
     return ops.where(near, series, ops.subtract(ops.log1p(tf), tf))
 
@@ -619,7 +620,8 @@ def _erfinv_core(y, q):
         g = ops.subtract(log_erfc, log_q)
         curvature = ops.multiply(slope, ops.subtract(ops.multiply(x, -2.0), slope))  # g''
         step = ops.divide(g, slope)
-        halley = ops.divide(step, ops.subtract(1.0, ops.divide(ops.multiply(step, curvature), ops.multiply(slope, 2.0))))
+        halley = ops.divide(step, ops.subtract(1.0, ops.divide(ops.multiply(step, curvature),
+                                                               ops.multiply(slope, 2.0))))
         x = ops.where(tail, ops.subtract(x, halley), body)
     return ops.where(ops.equal(q, 0.0), np.inf, x)
 

@@ -43,7 +43,8 @@ def _series(numerators, denominators, z):
 
 def _log_gamma_ratios(ratios):
     """[(sign, log|.|) of prod Gamma(n) / prod Gamma(d) for (numerators, denominators) in ratios]; a pole in a
-    denominator gives sign 0, one in a numerator log inf. Every Gamma is taken in one stacked evaluation (one kernel, not one each)."""
+    denominator gives sign 0, one in a numerator log inf. Every Gamma is taken in one stacked evaluation (one
+    kernel, not one each)."""
     args = [v for numerators, denominators in ratios for v in (*numerators, *denominators)]
     stacked = knp.stack(args)
     poles = (stacked <= 0) & (stacked == knp.floor(stacked))
@@ -171,8 +172,8 @@ def _hyp2f1_unit_interval(a, b, c, z):
 
 def _hyp2f1_value(a, b, c, x):
     """2F1 for real x <= 1 (inf above 1, as JAX): x < 0 through Pfaff's transformation
-    (1 - x)^-a F(a, c - b; c; x / (x - 1)) (or a and b exchanged); x = 1 by Gauss's sum (inf unless c - a - b > 0); 1 for x = 0 or
-    a or b = 0; inf where c is 0 or a negative integer."""
+    (1 - x)^-a F(a, c - b; c; x / (x - 1)) (or a and b exchanged); x = 1 by Gauss's sum (inf unless
+    c - a - b > 0); 1 for x = 0 or a or b = 0; inf where c is 0 or a negative integer."""
     negative = x < 0
     inside = x < 1
     xs = knp.where(inside, x, 0.0)
