@@ -145,3 +145,27 @@ def test_dot_algorithms_are_accepted_as_precision():
     assert lax.canonicalize_precision(algorithm) == (lax.Precision.HIGHEST, lax.Precision.HIGHEST)
     with pytest.raises(ValueError, match=r"precision must be None, .*a DotAlgorithm\(Preset\); got 'fast'"):
         lax.dot(x, y, precision="fast")
+
+
+ACCURACY_FUNCTIONS = ["exp", "exp2", "expm1", "log", "log1p", "tanh", "logistic", "sin", "cos", "tan", "sqrt", "rsqrt",
+                      "cbrt"]
+
+
+@pytest.mark.parametrize("name", ACCURACY_FUNCTIONS)
+def test_accuracy_is_accepted_where_jax_takes_it(name):
+    """JAX's accuracy= (a Tolerance or an AccuracyMode) is checked and leaves the result as it is: each kiln
+    function has one implementation (docs/accuracy.md)."""
+    fn = getattr(lax, name)
+    x = np.array([0.3, 1.7, 2.9])
+    plain = fn(x)
+    for accuracy in (lax.Tolerance(atol=1e-6, rtol=1e-6, ulps=2), lax.AccuracyMode.HIGHEST, lax.AccuracyMode.DEFAULT):
+        np.testing.assert_array_equal(fn(x, accuracy=accuracy), plain)
+        np.testing.assert_array_equal(kiln.jit(lambda v: fn(v, accuracy=accuracy))(x), kiln.jit(fn)(x))
+    with pytest.raises(TypeError, match=f"{name}: accuracy must be None, a kiln.lax.Tolerance or a kiln.lax.AccuracyMode"):
+        fn(x, accuracy="high")
+
+
+def test_accuracy_only_where_jax_takes_it():
+    assert lax.Tolerance() == lax.Tolerance(0.0, 0.0, 0) and list(lax.AccuracyMode.__members__) == ["HIGHEST", "DEFAULT"]
+    with pytest.raises(TypeError, match="unexpected keyword argument 'accuracy'"):
+        lax.sinh(np.ones(2), accuracy=lax.AccuracyMode.HIGHEST)

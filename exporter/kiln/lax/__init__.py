@@ -79,3 +79,6 @@ from . import more_api  # noqa: E402
 from .more_api import cbrt, dtype, index_take, mulhi, nextafter, ragged_dot, reduce_xor, scatter_sub  # noqa: E402
 
 __all__ += more_api.__all__
+from .accuracy import AccuracyMode, Tolerance  # noqa: E402
+
+__all__ += ["AccuracyMode", "Tolerance"]

@@ -15,6 +15,7 @@ from ..core.pytree import tree_flatten, tree_unflatten
 from ..core.trace import Tracer, get_aval
 from . import prims
 from . import structural_prims
+from .accuracy import check_accuracy
 from .math_prims import P
 from .operands import asarray
 
@@ -42,9 +43,15 @@ def _binary(prim):
     return fn
 
 
-def _unary(prim):
-    def fn(x):
-        return prim.bind(*_operands(x))
+def _unary(prim, *, accuracy: bool = False):
+    """lax.<prim>(x); with accuracy=True it also takes JAX's accuracy= keyword (checked, see lax/accuracy.py)."""
+    if accuracy:
+        def fn(x, *, accuracy=None):
+            check_accuracy(prim.name, accuracy)
+            return prim.bind(*_operands(x))
+    else:
+        def fn(x):
+            return prim.bind(*_operands(x))
 
     fn.__name__ = fn.__qualname__ = prim.name  # Python names it in call errors
     fn.__doc__ = f"lax.{prim.name}: elementwise."
@@ -54,7 +61,8 @@ def _unary(prim):
 add, sub, mul, div, pow = (_binary(p) for p in (prims.add, prims.sub, prims.mul, prims.div, prims.pow))
 max, min = _binary(prims.max), _binary(prims.min)
 eq, ne, lt, le, gt, ge = (_binary(p) for p in (prims.eq, prims.ne, prims.lt, prims.le, prims.gt, prims.ge))
-neg, abs, exp, log, tanh, sqrt = (_unary(p) for p in (prims.neg, prims.abs, prims.exp, prims.log, prims.tanh, prims.sqrt))
+neg, abs = _unary(prims.neg), _unary(prims.abs)
+exp, log, tanh, sqrt = (_unary(p, accuracy=True) for p in (prims.exp, prims.log, prims.tanh, prims.sqrt))
 
 
 def stop_gradient(x):

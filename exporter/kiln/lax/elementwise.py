@@ -10,6 +10,7 @@ import numpy as np
 from ..core import dtypes
 from ..core.trace import get_aval
 from . import prims
+from .accuracy import check_accuracy
 from .api import _binary, _operands, _unary
 from .math_prims import P
 
@@ -20,9 +21,11 @@ __all__ = [
     "shift_right_logical", "population_count", "clz",
 ]
 
+_WITH_ACCURACY = {"sin", "cos", "tan", "exp2", "expm1", "log1p"}  # jax.lax's functions that take accuracy=
 (sin, cos, tan, asin, acos, atan, sinh, cosh, asinh, acosh, atanh, exp2, expm1, log1p, floor, ceil, sign) = (
-    _unary(P[name]) for name in ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh",
-                                 "atanh", "exp2", "expm1", "log1p", "floor", "ceil", "sign"))
+    _unary(P[name], accuracy=name in _WITH_ACCURACY)
+    for name in ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "exp2",
+                 "expm1", "log1p", "floor", "ceil", "sign"))
 bitwise_and, bitwise_or, bitwise_xor = (_binary(P[name]) for name in ("and", "or", "xor"))
 bitwise_not = _unary(P["not"])
 shift_left = _binary(P["shift_left"])
@@ -67,8 +70,9 @@ def is_finite(x):
     return prims.lt.bind(prims.abs.bind(x), _like(np.asarray(np.inf, dtype), x))
 
 
-def logistic(x):
-    """1 / (1 + exp(-x))."""
+def logistic(x, *, accuracy=None):
+    """1 / (1 + exp(-x)) (accuracy=: lax/accuracy.py)."""
+    check_accuracy("logistic", accuracy)
     (x,) = _operands(x)
     one = _like(np.asarray(1, get_aval(x).dtype), x)
     return prims.div.bind(one, prims.add.bind(one, prims.exp.bind(prims.neg.bind(x))))

@@ -20,6 +20,7 @@ from ..core.trace import get_aval
 from ..transforms.batching import move_batch_axis
 from ..transforms.jvp import tangent_aval
 from . import prims
+from .accuracy import check_accuracy
 from .operands import asarray, broadcast_to
 from .prims import ShapeError, _elementwise
 
@@ -162,8 +163,9 @@ globals().update({f"{name}_p": prim for name, prim in P.items()})
 
 # --- the kiln.lax functions --------------------------------------------------------
 
-def rsqrt(x):
-    """1/sqrt(x) for floats (the strict lax level: no promotion)."""
+def rsqrt(x, *, accuracy=None):
+    """1/sqrt(x) for floats (the strict lax level: no promotion; accuracy=: lax/accuracy.py)."""
+    check_accuracy("rsqrt", accuracy)
     return P["rsqrt"].bind(x)
 
 

@@ -9,6 +9,7 @@ import numpy as np
 from ..core import dtypes
 from ..core.trace import get_aval
 from . import prims
+from .accuracy import check_accuracy
 from .api import _operands, broadcasted_iota, cumsum, dot_general, gather, scatter_add
 from .elementwise import bitwise_and, shift_right_logical
 from .math_prims import P
@@ -23,9 +24,10 @@ def _full(x, value):
     return np.full(get_aval(x).shape, value, get_aval(x).dtype)
 
 
-def cbrt(x):
+def cbrt(x, *, accuracy=None):
     """The real cube root (negative for negative x, -0.0 for -0.0), exp(log|x| / 3) refined by a Newton step;
-    kiln.numpy.cbrt is this function on promoted operands."""
+    kiln.numpy.cbrt is this function on promoted operands (accuracy=: lax/accuracy.py)."""
+    check_accuracy("cbrt", accuracy)
     (a,) = _operands(x)
     if not dtypes.is_float(get_aval(a).dtype):
         raise TypeError(f"cbrt: x must be floating-point; got {get_aval(a).dtype}")
