@@ -98,6 +98,13 @@ def rows() -> ModuleSpec:
             Instr("buffer.set_row", 1, 0, 0), Instr("ret", [])]),
         fn("row_scalar", [("x", I64)], [], [
             Instr("i.const", 0, 0), Instr("buffer.row", 1, 0, 0), Instr("ret", [])]),
+        # buffer.view: float parts as complex numbers and back; a view of another byte size.
+        fn("join", [("p", TensorType("f32", (2, 2)))], [("z", TensorType("c64", (2,))),
+                                                        ("q", TensorType("f32", (4,)))], [
+            Instr("buffer.view", 1, 0, TensorType("c64", (2,))),
+            Instr("buffer.view", 2, 1, TensorType("f32", (4,))), Instr("ret", [1, 2])]),
+        fn("join_bad", [("p", TensorType("f32", (3,)))], [], [
+            Instr("buffer.view", 1, 0, TensorType("c64", (2,))), Instr("ret", [])]),
     ])
 
 

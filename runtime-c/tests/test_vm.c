@@ -310,6 +310,31 @@ static void test_rows(kiln_instance_t* inst) {
                  "0-d buffer (i64), expected rank >= 1");
     kiln_buffer_view_release(k);
   }
+  {
+    /* buffer.view: 2x2xf32 as 2xc64 (the same bytes) and back as 4xf32. */
+    const int64_t s22[2] = {2, 2};
+    kiln_buffer_view_t* p = f32_iota(2, s22, 1.0f);
+    kiln_buffer_view_t* outs[2] = {NULL, NULL};
+    kiln_function_t f;
+    OK(kiln_module_lookup_function(m, "join", &f));
+    OK(kiln_context_invoke(c, f, &p, 1, outs, 2));
+    if (outs[0] && outs[1]) {
+      const float* z = kiln_buffer_view_data(outs[0]);
+      CHECK(kiln_buffer_view_dtype(outs[0]) == KILN_DTYPE_C64 && kiln_buffer_view_rank(outs[0]) == 1);
+      CHECK(z[0] == 1.0f && z[1] == 2.0f && z[2] == 3.0f && z[3] == 4.0f);
+      CHECK(kiln_buffer_view_dtype(outs[1]) == KILN_DTYPE_F32 &&
+            kiln_buffer_view_shape(outs[1])[0] == 4);
+    }
+    kiln_buffer_view_release(outs[0]);
+    kiln_buffer_view_release(outs[1]);
+    kiln_buffer_view_release(p);
+    const int64_t s3v[1] = {3};
+    p = f32_iota(1, s3v, 0.0f);
+    EXPECT_ERROR(call(c, m, "join_bad", &p, 1, &out), KILN_FAILED_PRECONDITION,
+                 "in function 'join_bad' at word 0 (buffer.view): buffer.view: src r0 is 3xf32 "
+                 "(12 bytes), which cannot be viewed as 2xc64 (16 bytes)");
+    kiln_buffer_view_release(p);
+  }
   CHECK(out == NULL);
   kiln_buffer_view_release(x4);
   kiln_context_release(c);
