@@ -76,7 +76,9 @@ from .special_math import (  # noqa: E402
 
 __all__ += special_math.__all__
 from . import more_api  # noqa: E402
-from .more_api import cbrt, dtype, index_take, mulhi, nextafter, ragged_dot, reduce_xor, scatter_sub  # noqa: E402
+from .more_api import (  # noqa: E402
+    cbrt, conv_general_dilated_local, dtype, index_take, mulhi, nextafter, ragged_dot, reduce_xor, scatter_sub,
+)
 
 __all__ += more_api.__all__
 from .accuracy import AccuracyMode, Tolerance  # noqa: E402

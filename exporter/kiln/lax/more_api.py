@@ -10,14 +10,16 @@ from ..core import dtypes
 from ..core.trace import get_aval
 from . import prims
 from .accuracy import check_accuracy
-from .api import _operands, broadcasted_iota, cumsum, dot_general, gather, scatter_add
+from .api import _operands, broadcasted_iota, cumsum, dot_general, gather, scatter_add, transpose
+from .conv import conv_dimension_numbers, conv_general_dilated_patches
 from .elementwise import bitwise_and, shift_right_logical
 from .math_prims import P
 from .operands import asarray
 from .reduce_api import reduce
 from .structural_prims import concatenate
 
-__all__ = ["cbrt", "nextafter", "dtype", "scatter_sub", "reduce_xor", "mulhi", "index_take", "ragged_dot"]
+__all__ = ["cbrt", "nextafter", "dtype", "scatter_sub", "reduce_xor", "mulhi", "index_take", "ragged_dot",
+           "conv_general_dilated_local"]
 
 
 def _full(x, value):
@@ -206,3 +208,24 @@ def ragged_dot(lhs, rhs, group_sizes, precision=None, preferred_element_type=Non
     out_dtype = get_aval(products).dtype
     selected = prims.select.bind(mask, products, np.zeros((m, g, n), out_dtype))
     return prims.reduce_sum.bind(selected, axes=(1,))
+
+
+def conv_general_dilated_local(lhs, rhs, window_strides, padding, filter_shape, lhs_dilation=None, rhs_dilation=None,
+                               dimension_numbers=None, precision=None):
+    """A locally connected layer (jax.lax.conv_general_dilated_local): a convolution with its own kernel at each
+    output position. rhs has the output's spatial axes where a kernel has its window's, and the window and input
+    channels fused into its I axis (channel-major, then the window positions in rhs_spec's order). As JAX: the
+    patches (conv_general_dilated_patches) contracted with rhs, one dot_general batched over the positions."""
+    lhs = asarray(lhs)
+    patches = conv_general_dilated_patches(lhs, filter_shape, window_strides, padding, lhs_dilation, rhs_dilation,
+                                           dimension_numbers, precision)
+    _, rhs_spec, out_spec = conv_dimension_numbers(get_aval(lhs).shape, (1, 1) + tuple(filter_shape),
+                                                   dimension_numbers)
+    lhs_batch, rhs_batch = list(out_spec[2:]), list(rhs_spec[2:])
+    rhs_batch = [rhs_batch[i] for i in sorted(range(len(rhs_batch)), key=lambda k: lhs_batch[k])]
+    out = dot_general(patches, rhs, (([out_spec[1]], [rhs_spec[1]]), (sorted(lhs_batch), rhs_batch)), precision)
+    ndim = get_aval(out).ndim  # (positions..., N, O): N and O go to out_spec's places, as numpy's moveaxis
+    order = list(range(ndim - 2))
+    for destination, source in sorted(zip((out_spec[0], out_spec[1]), (ndim - 2, ndim - 1))):
+        order.insert(destination, source)
+    return transpose(out, tuple(order))
