@@ -223,3 +223,23 @@ def test_conv_general_dilated_local(case, tmp_path):
     gx, gw = kiln.grad(lambda a, b: (local(a, b) * c).sum(), argnums=(0, 1))(x, w)
     np.testing.assert_allclose(gx, numerical_grad(lambda a: (want(a, w) * c).sum(), x), rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(gw, numerical_grad(lambda b: (want(x, b) * c).sum(), w), rtol=1e-6, atol=1e-8)
+
+
+def test_scatter_apply(tmp_path):
+    """func applied once where any index row points (duplicates once; out-of-range rows dropped, JAX's
+    default), in kiln's scatter form (indices, axes); its gradient is func's there and 1 elsewhere."""
+    x = R.standard_normal((5, 2))
+    idx = np.array([[1], [3], [1], [9]])
+
+    def want(x, idx):
+        out = x.copy()
+        rows = sorted({int(i) for i in idx[:, 0] if 0 <= i < 5})
+        out[rows] = np.sin(out[rows]) * 3
+        return out
+
+    eager_jit_and_kiln_run(lambda a, i: lax.scatter_apply(a, i, lambda v: lax.sin(v) * 3, (0,)), want, x, idx,
+                           tmp_path=tmp_path)
+    g = kiln.grad(lambda a: lax.scatter_apply(a, idx, lambda v: lax.sin(v) * 3, (0,)).sum())(x)
+    np.testing.assert_allclose(g, numerical_grad(lambda a: want(a, idx).sum(), x), rtol=1e-7)
+    with pytest.raises(TypeError, match=r"scatter_apply: func must keep the operand's shape and dtype float64\[5, 2\]"):
+        lax.scatter_apply(x, idx, lambda v: v.astype(np.float32), (0,))

@@ -10,7 +10,7 @@ from ..core import dtypes
 from ..core.trace import get_aval
 from . import prims
 from .accuracy import check_accuracy
-from .api import _operands, broadcasted_iota, cumsum, dot_general, gather, scatter_add, transpose
+from .api import _index_array, _operands, broadcasted_iota, cumsum, dot_general, gather, scatter, scatter_add, transpose
 from .conv import conv_dimension_numbers, conv_general_dilated_patches
 from .elementwise import bitwise_and, shift_right_logical
 from .math_prims import P
@@ -19,7 +19,7 @@ from .reduce_api import reduce
 from .structural_prims import concatenate
 
 __all__ = ["cbrt", "nextafter", "dtype", "scatter_sub", "reduce_xor", "mulhi", "index_take", "ragged_dot",
-           "conv_general_dilated_local"]
+           "conv_general_dilated_local", "scatter_apply"]
 
 
 def _full(x, value):
@@ -111,6 +111,23 @@ def dtype(x):
 def scatter_sub(operand, indices, updates, axes, *, mode=None):
     """operand with updates subtracted at the indexed slices (kiln's scatter form, as scatter_add)."""
     return scatter_add(operand, indices, prims.neg.bind(asarray(updates)), axes, mode=mode)
+
+
+def scatter_apply(operand, indices, func, axes, *, mode=None):
+    """operand with the elementwise function func applied once at each indexed slice (duplicate indices
+    included once), in kiln's scatter form (indices, axes) as scatter_add: func(operand) where a scattered
+    mask is set, operand elsewhere."""
+    x = asarray(operand)
+    shape = get_aval(x).shape
+    idx, axes_ = _index_array("scatter_apply", indices, axes, get_aval(x))
+    hit_shape = get_aval(idx).shape[:-1] + tuple(d for i, d in enumerate(shape) if i not in axes_)
+    mask = scatter(np.zeros(shape, np.bool_), idx, np.ones(hit_shape, np.bool_), axes_, mode=mode)
+    applied = asarray(func(x))
+    if get_aval(applied).shape != shape or get_aval(applied).dtype != get_aval(x).dtype:
+        got = get_aval(applied)
+        raise TypeError(f"scatter_apply: func must keep the operand's shape and dtype {get_aval(x).dtype}"
+                        f"{list(shape)}; got {got.dtype}{list(got.shape)}")
+    return prims.select.bind(mask, applied, x)
 
 
 def reduce_xor(operand, axes):
