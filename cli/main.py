@@ -119,6 +119,10 @@ KILN_RUN_OPTIONS = [
     ("--benchmark", None, "value", "N", "Time N calls and print their statistics instead of the results."),
     ("--warmup", None, "value", "K", "Uncounted calls before the timed ones (default 1)."),
     ("--benchmark_format", None, "value", "text|json", "The benchmark's statistics as text (the default) or JSON."),
+    ("--trace", None, "value", "PATH.json", "Write a Chrome/Perfetto trace of the calls (calls, dispatches, "
+     "allocations, global stores)."),
+    ("--print_statistics", None, "flag", "Print each kernel's dispatches, time, share and GB/s, and the memory "
+     "high-water mark."),
     ("--timeout", None, "value", "SECONDS", "Stop a call that runs longer."),
     ("--max-steps", None, "value", "N", "Stop a call after N bytecode instructions."),
     ("--globals-in", None, "value", "PATH.npz", "Set the globals from a .npz before calling."),

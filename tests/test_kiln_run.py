@@ -455,7 +455,7 @@ ERRORS = [
     (["--function=step", "--timeout=soon"], ["--timeout expects a number of seconds"]),
     (["--function=step", "--timeout=nan"], ["--timeout expects a number of seconds"]),
     (["--function=step", "--max-steps=0"], ["--max-steps expects an integer"]),
-    (["--timeout=1", "--list"], ["--timeout and --max-steps need --function"]),
+    (["--timeout=1", "--list"], ["--trace and --print_statistics need --function=NAME"]),
     (["--function=predict", "--input=@two.npz"],
      ["'predict' expects 1 input, got 2 values from 1 --input", "predict(x: 4xf32)"]),
     (["--function=predict", "--input=@two.npz:c"],
@@ -714,3 +714,50 @@ def test_printing_matches_numpy(kiln_run, tmp_path, case):
     header, values = out.split("\n", 1)
     assert header == f"result[0]: {t}"
     assert values == str(a) + "\n"
+
+
+def test_trace_and_kernel_statistics(kiln_run, tmp_path):
+    """--trace writes Chrome trace-event JSON with every call and dispatch of the timed calls (not the
+    warm-up); --print_statistics tables each kernel with its share and bandwidth."""
+    import json
+
+    import kiln.numpy as knp
+    from kiln import Program
+
+    x = np.ones((8, 16), np.float32)
+
+    class Softmax(Program, export_name="traced"):
+        def run(self, x=Program.like(x)):
+            e = knp.exp(x - knp.max(x, axis=1, keepdims=True))
+            return e / knp.sum(e, axis=1, keepdims=True)
+
+    path = tmp_path / "m.vmfb"
+    Program.get_compiled_artifact(Softmax).save(path)
+    trace = tmp_path / "trace.json"
+    out = run(kiln_run, f"--module={path}", "--function=run", "--input=8x16xf32=1", "--benchmark=3",
+              f"--trace={trace}", "--print_statistics").stdout
+    events = json.loads(trace.read_text())["traceEvents"]
+    calls = [e for e in events if e.get("cat") == "call"]
+    dispatches = [e for e in events if e.get("cat") == "dispatch"]
+    assert len(calls) == 3 and all(e["name"] == "run" and e["ph"] == "X" and e["dur"] > 0 for e in calls)
+    assert dispatches and len(dispatches) % 3 == 0
+    assert all(e["args"]["module"] == "traced" and e["args"]["bytes"] > 0 and e["args"]["workgroups"] >= 1
+               for e in dispatches)
+    for d in dispatches:  # each dispatch lies inside a call on its thread
+        assert any(c["tid"] == d["tid"] and c["ts"] <= d["ts"] and d["ts"] + d["dur"] <= c["ts"] + c["dur"] + 1e-3
+                   for c in calls)
+    assert re.search(r"statistics: run: 3 calls, total [\d.]+ (us|ms|s); kernels [\d.]+% of it", out), out
+    kernels = {e["name"] for e in dispatches}
+    for name in kernels:
+        row = re.search(rf"\n  {name} +(\d+) +[\d.]+ ms +[\d.]+ us +[\d.]+% +[\d.]+\n", out)
+        assert row and int(row.group(1)) == sum(e["name"] == name for e in dispatches)
+    assert "memory high-water mark:" in out
+    # without --benchmark: the one call is traced
+    run(kiln_run, f"--module={path}", "--function=run", "--input=8x16xf32=1", f"--output=@{tmp_path / 'y.npy'}",
+        f"--trace={trace}")
+    assert len([e for e in json.loads(trace.read_text())["traceEvents"] if e.get("cat") == "call"]) == 1
+    proc = run(kiln_run, f"--module={path}", "--function=run", "--input=8x16xf32=1",
+               f"--trace={tmp_path / 'no' / 'such' / 't.json'}", check=False)
+    assert proc.returncode == 1 and "--trace: cannot write trace file" in proc.stderr
+    proc = run(kiln_run, f"--module={path}", "--list", "--trace=t.json", check=False)
+    assert proc.returncode == 2 and "--trace and --print_statistics need --function=NAME" in proc.stderr

@@ -82,6 +82,7 @@ void kiln_context_release(kiln_context_t* context) {
     for (i = 0; i < context->module->function_count; ++i) free(context->arenas[i]);
   free(context->arenas);
   free(context->arena_busy);
+  kiln_trace_release(context->trace);
   kiln_module_release(context->module);
   free(context);
 }
@@ -102,6 +103,13 @@ kiln_status_t kiln_call_budget_check(const kiln_call_budget_t* budget, const cha
                             "call ran past its timeout of %.3f s before %s",
                             (double)c->limits.timeout_ns / 1e9, where);
   return NULL;
+}
+
+void kiln_context_set_trace(kiln_context_t* context, kiln_trace_t* trace) {
+  if (!context) return;
+  kiln_trace_retain(trace);
+  kiln_trace_release(context->trace);
+  context->trace = trace;
 }
 
 /* Runs a call with its number published for kiln_context_cancel and its

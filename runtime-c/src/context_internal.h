@@ -25,6 +25,7 @@ struct kiln_context {
    * nested call of the same function gets an arena of its own). */
   uint8_t** arenas;
   uint8_t* arena_busy;
+  kiln_trace_t* trace; /* NULL: not tracing */
 };
 
 /* The state a call checks its limits against (see kiln_call_limits_t). */

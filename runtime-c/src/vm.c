@@ -15,6 +15,7 @@
 #include "instance_internal.h"
 #include "pool.h"
 #include "status_internal.h"
+#include "trace_internal.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "kiln modules are little-endian; this runtime supports little-endian hosts only"
@@ -283,8 +284,15 @@ static kiln_status_t do_dispatch(kiln_context_t* c, kiln_frame_t* fr,
   args.push_constants = push;
   args.workgroup_count = op[1].value;
   args.reserved = 0;
+  uint64_t started = c->trace ? kiln_trace_now_ns() : 0;
   s = kiln_pool_dispatch(kiln_instance_pool(c->module->instance), k->name, k->fn, &args,
                          op[1].value);
+  if (c->trace && !s) {
+    kiln_trace_event_t e = {fr->module, started, kiln_trace_now_ns() - started, 0,
+                            op[0].value, op[1].value, 0, 0, KILN_TRACE_DISPATCH};
+    for (j = 0; j < op[2].value; ++j) e.bytes += kiln_buffer_view_byte_size(fr->r[op[2].list[j]].view);
+    kiln_trace_record(c->trace, &e);
+  }
   /* The kernel wrote every byte of its writable bindings (kernel_abi.h). */
   for (j = 0; j < op[2].value && !s; ++j)
     if (k->binding_writable[j]) kiln_buffer_view_mark_written(fr->r[op[2].list[j]].view);
@@ -508,6 +516,11 @@ static kiln_status_t step(kiln_context_t* c, kiln_frame_t* fr, const kiln_bc_ins
       if ((s = kiln_buffer_view_allocate(t->dtype, t->rank, t->shape, &v))) return s;
       kiln_buffer_view_mark_unwritten(v);
       set_ref(fr, op[0].value, v, 1, 0);
+      if (c->trace) {
+        kiln_trace_event_t e = {m, kiln_trace_now_ns(), 0, t->byte_size, op[1].value, 0, 0,
+                                0, KILN_TRACE_ALLOC};
+        kiln_trace_record(c->trace, &e);
+      }
       return NULL;
     }
     case KILN_OP_ALLOC_TRANSIENT: {
@@ -563,6 +576,11 @@ static kiln_status_t step(kiln_context_t* c, kiln_frame_t* fr, const kiln_bc_ins
       }
       kiln_buffer_view_release(c->globals[op[0].value]);
       c->globals[op[0].value] = v;
+      if (c->trace) {
+        kiln_trace_event_t e = {m, kiln_trace_now_ns(), 0, kiln_buffer_view_byte_size(v),
+                                op[0].value, 0, 0, 0, KILN_TRACE_GLOBAL_STORE};
+        kiln_trace_record(c->trace, &e);
+      }
       return NULL;
     }
     case KILN_OP_DISPATCH: return do_dispatch(c, fr, op);
@@ -638,6 +656,7 @@ static kiln_status_t run(kiln_context_t* c, kiln_call_budget_t* budget, uint32_t
   int done = 0;
   char err[160];
   uint8_t* own_arena = NULL; /* a nested call's arena, freed on return */
+  uint64_t started = c->trace ? kiln_trace_now_ns() : 0;
   fr.budget = budget;
   fr.module = m;
   fr.fn = f;
@@ -694,6 +713,11 @@ out:
   free(fr.i_set);
   if (own_arena) free(own_arena);
   else if (fr.arena) c->arena_busy[ordinal] = 0;
+  if (c->trace && !s) {
+    kiln_trace_event_t e = {m, started, kiln_trace_now_ns() - started, 0, ordinal, 0, 0,
+                            (uint16_t)depth, KILN_TRACE_CALL};
+    kiln_trace_record(c->trace, &e);
+  }
   return s;
 }
 

@@ -77,6 +77,59 @@ static int64_t call_i64(kiln_context_t* c, kiln_module_t* m, const char* name, i
   return v;
 }
 
+/* Whether the file holds `text`. */
+static int file_contains(const char* path, const char* text) {
+  char buf[8192];
+  FILE* f = fopen(path, "rb");
+  size_t n;
+  if (!f) return 0;
+  n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  return strstr(buf, text) != NULL;
+}
+
+/* Tracing: calls (nested ones at depth 1), global stores and allocations are
+ * recorded only while a trace is set; the trace outlives its context and
+ * module; its JSON names them. */
+static void test_trace(kiln_module_t* m) {
+  kiln_trace_t* t = NULL;
+  kiln_context_t* c = NULL;
+  uint64_t calls = 0;
+  const char* path = "test_vm_trace.json";
+  EXPECT_ERROR(kiln_trace_create(NULL), KILN_INVALID_ARGUMENT, "trace_create: out is NULL");
+  OK(kiln_trace_create(&t));
+  OK(kiln_context_create(m, &c));
+  if (!t || !c) return;
+  CHECK(kiln_trace_event_count(t) == 0 && kiln_trace_call_ns(t, &calls) == 0 && calls == 0);
+  kiln_context_set_trace(c, t);
+  CHECK(call_i64(c, m, "step", 0, 0) == 1); /* calls bump, stores the counter */
+  CHECK(call_i64(c, m, "triangle", 1, 4) == 10);
+  kiln_context_set_trace(c, NULL);
+  CHECK(call_i64(c, m, "triangle", 1, 4) == 10); /* not recorded */
+  kiln_trace_call_ns(t, &calls);
+  CHECK(calls == 2); /* the callers' calls; bump's is nested */
+  CHECK(kiln_trace_event_count(t) == 4); /* step, bump, global.store, triangle */
+  CHECK(kiln_trace_dropped_count(t) == 0);
+  CHECK(kiln_trace_kernel_stats(t, NULL, 0) == 0); /* no kernel ran */
+  kiln_context_set_trace(c, t);
+  kiln_context_release(c); /* drops the context's reference; ours remains */
+  OK(kiln_trace_write_json(t, path));
+  CHECK(file_contains(path, "\"name\": \"step\", \"cat\": \"call\""));
+  CHECK(file_contains(path, "\"name\": \"bump\", \"cat\": \"call\""));
+  CHECK(file_contains(path, "\"name\": \"counter\", \"cat\": \"global.store\""));
+  CHECK(file_contains(path, "\"module\": \"vmtest\""));
+  remove(path);
+  EXPECT_ERROR(kiln_trace_write_json(t, "no/such/dir/trace.json"), KILN_NOT_FOUND,
+               "cannot write trace file 'no/such/dir/trace.json'");
+  EXPECT_ERROR(kiln_trace_write_json(NULL, path), KILN_INVALID_ARGUMENT, "trace or path is NULL");
+  kiln_trace_retain(t);
+  kiln_trace_release(t);
+  kiln_trace_release(t);
+  kiln_trace_release(NULL);
+  CHECK(kiln_trace_event_count(NULL) == 0 && kiln_trace_call_ns(NULL, NULL) == 0);
+}
+
 static void test_reflection(kiln_module_t* m) {
   kiln_function_t f;
   kiln_value_info_t info;
@@ -682,6 +735,7 @@ int main(void) {
     test_reflection(m);
     test_invoke(m);
     test_concurrent_contexts(m);
+    test_trace(m);
     kiln_module_release(m);
   }
   test_rows(inst);

@@ -98,6 +98,10 @@ static const char* kUsage =
     "                       they run the function too: a training step that\n"
     "                       updates globals takes K+N steps)\n"
     "  --benchmark_format=F text (the default) or json (one object on stdout)\n"
+    "  --trace=PATH.json    write a Chrome/Perfetto trace of the timed calls: every\n"
+    "                       call, kernel dispatch, allocation and global store\n"
+    "  --print_statistics   print each kernel's dispatches, time, share of the\n"
+    "                       calls and GB/s bound, and the memory high-water mark\n"
     "  --timeout=SECONDS    stop a call that runs longer (checked between dispatches\n"
     "                       and at loop back-edges); exit status 1\n"
     "  --max-steps=N        stop a call after N bytecode instructions; exit status 1\n"
@@ -180,6 +184,8 @@ typedef struct {
   long benchmark;
   long warmup;
   int benchmark_json;
+  const char* trace_path;
+  int print_statistics;
   double timeout;
   long max_steps;
   const char* globals_in;
@@ -259,7 +265,7 @@ static int parse_options(int argc, char** argv, options_t* o) {
                                       "--max-steps",  "--warmup",      "--benchmark_format",
                                       "--expected_output", "--expected_f16_threshold",
                                       "--expected_f32_threshold", "--expected_f64_threshold",
-                                      NULL};
+                                      "--trace", NULL};
   for (int i = 1; i < argc; ++i) {
     const char* arg = argv[i];
     if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
@@ -270,6 +276,10 @@ static int parse_options(int argc, char** argv, options_t* o) {
       printf("kiln-run %s (module format %d.%d)\n", kiln_runtime_version(),
              KILN_MODULE_VERSION_MAJOR, KILN_MODULE_VERSION_MINOR);
       return -1;
+    }
+    if (!strcmp(arg, "--print_statistics")) {
+      o->print_statistics = 1;
+      continue;
     }
     if (!strcmp(arg, "--list")) {
       o->list = 1;
@@ -322,6 +332,8 @@ static int parse_options(int argc, char** argv, options_t* o) {
       if (!parse_count(flag, value, 1, LONG_MAX, &o->benchmark)) return EXIT_USAGE;
     } else if (!strcmp(flag, "--warmup")) {
       if (!parse_count(flag, value, 0, LONG_MAX, &o->warmup)) return EXIT_USAGE;
+    } else if (!strcmp(flag, "--trace")) {
+      o->trace_path = value;
     } else if (!strcmp(flag, "--benchmark_format")) {
       if (strcmp(value, "text") && strcmp(value, "json")) {
         error_line("--benchmark_format expects text or json, got '%s'", value);
@@ -376,9 +388,10 @@ static int parse_options(int argc, char** argv, options_t* o) {
   }
   if (o->warmup < 0) o->warmup = 1;
   if (!o->function && (o->input_count || o->output_count || o->expected_count ||
-                       o->benchmark || o->timeout || o->max_steps)) {
-    error_line("--input, --output, --expected_output, --benchmark, --timeout and --max-steps "
-               "need --function=NAME");
+                       o->benchmark || o->timeout || o->max_steps || o->trace_path ||
+                       o->print_statistics)) {
+    error_line("--input, --output, --expected_output, --benchmark, --timeout, --max-steps, "
+               "--trace and --print_statistics need --function=NAME");
     return EXIT_USAGE;
   }
   return 0;
@@ -448,8 +461,8 @@ static kiln_status_t list_module(const kiln_module_t* module) {
     printf("  ");
     put_clean(stdout, text, NULL);
     uint64_t transient = kiln_function_transient_size(fn);
-    if (transient) printf("  [transient memory %llu bytes]", (unsigned long long)transient);
     printf("\n");
+    if (transient) printf("    transient memory: %llu bytes\n", (unsigned long long)transient);
   }
   size_t globals = kiln_module_global_count(module);
   printf("globals (%zu):\n", globals);
@@ -659,6 +672,54 @@ static void print_json_string(const char* text) {
     else putchar(*c);
   }
   putchar('"');
+}
+
+/* --print_statistics: one line per kernel of the traced calls, the slowest
+ * first: dispatches, total and mean time, share of the calls' time, and the
+ * bytes bound per second; then the process's memory high-water mark. */
+static void print_kernel_statistics(const options_t* o, kiln_trace_t* trace) {
+  uint64_t calls = 0, call_ns = kiln_trace_call_ns(trace, &calls);
+  size_t n = kiln_trace_kernel_stats(trace, NULL, 0);
+  kiln_kernel_stats_t* stats = n ? calloc(n, sizeof *stats) : NULL;
+  if (n && !stats) {
+    error_line("out of memory for the statistics of %zu kernels", n);
+    return;
+  }
+  n = kiln_trace_kernel_stats(trace, stats, n);
+  for (size_t i = 1; i < n; ++i) /* insertion sort by total time, descending */
+    for (size_t j = i; j > 0 && stats[j].total_ns > stats[j - 1].total_ns; --j) {
+      kiln_kernel_stats_t t = stats[j];
+      stats[j] = stats[j - 1];
+      stats[j - 1] = t;
+    }
+  uint64_t kernel_ns = 0;
+  for (size_t i = 0; i < n; ++i) kernel_ns += stats[i].total_ns;
+  printf("statistics: %s: %llu call%s,", o->function, (unsigned long long)calls,
+         calls == 1 ? "" : "s");
+  print_time(" total", (double)call_ns * 1e-9);
+  printf("; kernels %.1f%% of it\n", call_ns ? 100.0 * (double)kernel_ns / (double)call_ns : 0.0);
+  printf("  %-40s %10s %12s %12s %7s %9s\n", "kernel", "dispatches", "total", "mean", "share",
+         "GB/s");
+  for (size_t i = 0; i < n; ++i) {
+    char total[32], mean[32];
+    double t = (double)stats[i].total_ns * 1e-9;
+    snprintf(total, sizeof total, "%.3f ms", t * 1e3);
+    snprintf(mean, sizeof mean, "%.3f us", t * 1e6 / (double)stats[i].dispatches);
+    printf("  ");
+    put_clean(stdout, stats[i].name, NULL);
+    size_t len = strlen(stats[i].name);
+    printf("%*s %10llu %12s %12s %6.1f%% %9.2f\n", len < 40 ? (int)(40 - len) : 0, "",
+           (unsigned long long)stats[i].dispatches, total, mean,
+           call_ns ? 100.0 * (double)stats[i].total_ns / (double)call_ns : 0.0,
+           t > 0 ? (double)stats[i].bytes / t * 1e-9 : 0.0);
+  }
+  struct rusage usage;
+  if (getrusage(RUSAGE_SELF, &usage) == 0)
+    printf("memory high-water mark: %.1f MiB\n", (double)usage.ru_maxrss / 1024.0);
+  if (kiln_trace_dropped_count(trace))
+    printf("(%llu events were dropped: out of memory)\n",
+           (unsigned long long)kiln_trace_dropped_count(trace));
+  free(stats);
 }
 
 /* The statistics of `calls` timed calls (times sorted here): text or JSON. */
@@ -971,6 +1032,12 @@ static int run_function(state_t* st, const options_t* o) {
                             st->result_count);
     if (s) return fail_status(kiln_status_annotate(s, "warm-up call %ld", call + 1));
   }
+  kiln_trace_t* trace = NULL;
+  if (o->trace_path || o->print_statistics) {
+    if ((s = kiln_trace_create(&trace))) return fail_status(s);
+    kiln_context_set_trace(st->context, trace); /* the context holds it from here */
+    kiln_trace_release(trace);
+  }
   long calls = o->benchmark > 0 ? o->benchmark : 1;
   double* times = o->benchmark > 0 ? malloc((size_t)calls * sizeof(double)) : NULL;
   if (o->benchmark > 0 && !times) {
@@ -994,6 +1061,12 @@ static int run_function(state_t* st, const options_t* o) {
     double faults = (double)(page_faults() - faults_before) / (double)calls;
     print_benchmark(o, times, calls, faults);
     free(times);
+  }
+  if (trace) {
+    if (o->print_statistics) print_kernel_statistics(o, trace);
+    if (o->trace_path && (s = kiln_trace_write_json(trace, o->trace_path)))
+      return fail_status(kiln_status_annotate(s, "--trace"));
+    kiln_context_set_trace(st->context, NULL);
   }
 
   if (npz_output) {

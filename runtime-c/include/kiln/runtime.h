@@ -257,6 +257,44 @@ kiln_status_t kiln_context_get_global(kiln_context_t* context, const char* name,
 kiln_status_t kiln_context_set_global(kiln_context_t* context, const char* name,
                                       const kiln_buffer_view_t* value);
 
+/* ---- tracing ------------------------------------------------------------- */
+
+/* A record of what contexts did: one event per call (with its duration), per
+ * kernel dispatch (duration, workgroups, bytes bound), per buffer allocated and
+ * per global store, named by the module's function, kernel and global names.
+ * Reference counted; thread-safe (contexts on several threads may share one).
+ * Tracing is off unless a context has a trace; off, it costs one pointer test
+ * per event. */
+typedef struct kiln_trace kiln_trace_t;
+kiln_status_t kiln_trace_create(kiln_trace_t** out);
+void kiln_trace_retain(kiln_trace_t* trace);
+void kiln_trace_release(kiln_trace_t* trace);
+/* Records this context's later calls into `trace` (retained), or stops
+ * recording with NULL. Call it between calls, not during one. */
+void kiln_context_set_trace(kiln_context_t* context, kiln_trace_t* trace);
+size_t kiln_trace_event_count(const kiln_trace_t* trace);
+/* Events lost because memory ran out while recording them. */
+uint64_t kiln_trace_dropped_count(const kiln_trace_t* trace);
+/* Writes the events as Chrome trace-event JSON (chrome://tracing, Perfetto):
+ * calls and dispatches as complete events ("X"), allocations and global
+ * stores as instant events, timestamps in microseconds from the trace's
+ * creation, one track per thread. */
+kiln_status_t kiln_trace_write_json(kiln_trace_t* trace, const char* path);
+
+/* The dispatches of one kernel in a trace, summed. */
+typedef struct kiln_kernel_stats {
+  const char* name; /* the kernel's name (valid while the trace lives) */
+  uint64_t dispatches;
+  uint64_t total_ns;
+  uint64_t bytes; /* bytes bound to its dispatches (inputs and outputs) */
+} kiln_kernel_stats_t;
+/* Writes up to `capacity` kernels' statistics, in the order they first ran,
+ * and returns how many distinct kernels the trace holds. */
+size_t kiln_trace_kernel_stats(kiln_trace_t* trace, kiln_kernel_stats_t* out, size_t capacity);
+/* Total time of the callers' calls (not calls between functions) and, in
+ * `calls` when not NULL, their number. */
+uint64_t kiln_trace_call_ns(kiln_trace_t* trace, uint64_t* calls);
+
 /* ---- bounding and cancelling calls --------------------------------------- */
 
 /* Limits on each call made on a context. A call checks them, and the cancel
