@@ -161,3 +161,14 @@ def test_eager_jit_and_kiln_run(dtype, tmp_path):
         return tuple(np.asarray(r).astype(dtype) for r in _all_references(*(v.astype(np.float64) for v in (x, a, b))))
 
     eager_jit_and_kiln_run(_all, want, x, a, b, tmp_path=tmp_path, tol=2e-6 if dtype == np.float32 else 1e-9)
+
+
+def test_polygamma_with_an_array_order(tmp_path):
+    """jax.scipy.special.polygamma takes an array of orders (elementwise, through kiln.lax.polygamma); a Python
+    integer order keeps the exact n! path."""
+    n, x = np.array([0, 1, 2, 3, 4, 1]), np.array([0.7, 2.5, 11.0, 0.3, 6.0, -1.5])
+    eager_jit_and_kiln_run(lambda m, v: ks.polygamma(m, v), lambda m, v: ss.polygamma(m, v), n, x,
+                           tmp_path=tmp_path, tol=1e-12)
+    np.testing.assert_array_equal(np.isnan(ks.polygamma(np.array([1.5, -1.0]), np.array([2.0, 2.0]))), [True, True])
+    np.testing.assert_allclose(kiln.grad(lambda v: ks.polygamma(np.array([2.0]), v).sum())(np.array([1.5])),
+                               ss.polygamma(3, 1.5), rtol=1e-10)

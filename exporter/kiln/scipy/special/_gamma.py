@@ -8,7 +8,7 @@ import numpy as np
 
 from ... import numpy as knp
 from ...lax.special_math import (  # noqa: F401  (EULER_GAMMA, stirling_correction: for the other modules)
-    betaln64, digamma64, EULER_GAMMA, gammaln64, stirling_correction, trigamma64, zeta64,
+    betaln64, digamma64, EULER_GAMMA, gammaln64, polygamma64, stirling_correction, trigamma64, zeta64,
 )
 from ._common import float_operands, narrow
 
@@ -38,8 +38,12 @@ def zeta(x, q=None):
 
 
 def polygamma(n, x):
-    """The n-th derivative of digamma for a static integer n >= 0: digamma, trigamma, and for n >= 2
-    (-1)^(n+1) n! zeta(n + 1, x)."""
+    """The n-th derivative of digamma: for a static integer n >= 0 digamma, trigamma, and for n >= 2
+    (-1)^(n+1) n! zeta(n + 1, x); for an array n (as JAX's), elementwise by kiln.lax.polygamma (NaN where n is
+    not a whole number >= 0)."""
+    if hasattr(n, "shape") and not isinstance(n, np.generic):
+        (n, x), dtype = float_operands("polygamma", n, x)
+        return narrow(polygamma64(n, x), dtype)
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
         raise ValueError(f"polygamma: n must be a non-negative Python integer (the order), got {n!r}")
     (x,), dtype = float_operands("polygamma", x)
