@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from conftest import Batch, Case, assert_matches, random_array
+from kiln.compiler.compile import kernel_strategy
 from kiln.lax import prims
 
 RNG = np.random.default_rng(2)
@@ -75,6 +76,13 @@ def test_f32_sum_accumulates_accurately(batch):
 
 
 def test_reduction_is_its_own_kernel_with_producers_fused():
+    plan = CASES["sum-transposed-producer"].plan
+    assert [s.kind for s in plan.steps] == ["reduce_sum"]
+    assert [e.primitive.name for e in plan.steps[0].region.eqns] == ["transpose", "mul", "reduce_sum"]
+
+
+def test_softmax_denominator_is_one_row_fused_kernel():
+    """max over each row, then sum(exp(x - max)) over the same rows: one kernel (codegen/row_fused.py)."""
     plan = CASES["softmax-denominator"].plan
-    kinds = [s.kind for s in plan.steps]
-    assert kinds == ["reduce_max", "reduce_sum"]
+    assert len(plan.steps) == 1
+    assert kernel_strategy(plan.steps[0].region) == "row_fused"

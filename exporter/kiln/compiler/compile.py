@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from ..core.ir import Graph, Literal
 from . import cache as kernel_cache
-from .codegen import elementwise, matmul, reduce
+from .codegen import elementwise, matmul, reduce, row_fused
 from .codegen.kernel import define_kernel
 from .codegen.pipeline import emit_assembly, emit_object, new_module, optimize
 from .codegen.types import byte_size
@@ -74,15 +74,38 @@ def structural_key(region: Graph) -> str:
     return ";".join(parts)
 
 
-def _emitter_for(region: Graph):
+def kernel_strategy(region: Graph) -> str:
+    """The kernel strategy of a dispatch region: 'custom' (the primitive's own module: conv, pooling),
+    'matmul', 'row_fused', 'reduction' or 'elementwise'. The one place that chooses (issue 10's
+    strategy registry takes it over)."""
+    if any(getattr(e.primitive, "kernel_codegen", None) for e in region.eqns):
+        return "custom"
     kind = region_kind(region)
+    if kind == "dot_general":
+        return "matmul"
+    if row_fused.is_row_fused(region):
+        return "row_fused"
+    if kind.startswith("reduce_"):
+        return "reduction"
+    return "elementwise"
+
+
+def _kernel_name(region: Graph, index: int) -> str:
+    kind = "row_fused" if kernel_strategy(region) == "row_fused" else region_kind(region)
+    return f"kiln_{kind}_{index}"
+
+
+def _emitter_for(region: Graph):
+    strategy = kernel_strategy(region)
     custom = next((e.primitive.kernel_codegen for e in region.eqns if getattr(e.primitive, "kernel_codegen", None)), None)
     if custom is not None:  # primitives that name their own code generation module (conv, pooling)
         gen = importlib.import_module(custom)
         return gen.emit_kernel(region), gen.parallel_items(region), gen.work(region)
-    if kind == "dot_general":
+    if strategy == "matmul":
         return matmul.emit_matmul_kernel(region), matmul.parallel_items(region), matmul.work(region)
-    if kind.startswith("reduce_"):
+    if strategy == "row_fused":
+        return row_fused.emit_kernel(region), row_fused.parallel_items(region), row_fused.work(region)
+    if strategy == "reduction":
         return reduce.emit_reduce_kernel(region), reduce.parallel_items(region), reduce.work(region)
     cost = sum(_COSTS.get(e.primitive.name, 1) for e in region.eqns)
     size = max(region.outvars[0].aval.size, 0)
@@ -121,7 +144,7 @@ def compile_plan(plans: Plan | list[Plan], target: Target | None = None, cache="
             if index is None:
                 index = by_key[key] = len(kernels)
                 region = step.region
-                name = f"kiln_{region_kind(region)}_{index}"
+                name = _kernel_name(region, index)
                 bindings = [BindingSpec(byte_size(v.aval), False) for v in region.invars]
                 bindings += [BindingSpec(byte_size(v.aval), True) for v in region.outvars]
                 with stage("kernel", name) as timed:

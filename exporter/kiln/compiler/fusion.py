@@ -12,6 +12,9 @@ Rules:
   an expensive one (transcendentals, division) needed by several kernels is
   materialized once instead.
 - Consecutive elementwise kernels of one shape merge into one multi-output kernel.
+- Then consecutive kernels over the same rows (a reduction over the last axis and the
+  reductions and elementwise kernels on its rows that follow) merge into one row-fused
+  reduction kernel (row_fusion.py).
 """
 from __future__ import annotations
 
@@ -371,4 +374,6 @@ def partition(graph: Graph) -> Plan:
     p = _Partitioner(graph)
     p.find_required_roots()
     p.avoid_expensive_duplicates()
-    return Plan(p.steps())
+    from .row_fusion import fuse_rows
+
+    return Plan(fuse_rows(p.steps(), graph.outvars))

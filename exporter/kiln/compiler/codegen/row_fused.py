@@ -1,0 +1,276 @@
+"""Row-fused reduction kernels: reductions over the last axis with their elementwise producers and
+consumers on the same rows (softmax, log_softmax, logsumexp, layernorm, rmsnorm, variance), one kernel.
+
+A region of this strategy computes, per row of `rows x C` elements, a few reductions over the row
+and elementwise values on it. Each workgroup takes whole rows; for one row the kernel runs a few
+loops over its C columns (one per dependency level of the reductions, and one for the row-shaped
+results if none is left to carry them), per-row scalars between them. A full-row value computed in
+one loop and needed in a later one is kept in a row scratch on the stack (never recomputed: it may
+hold exp), so a row is read from memory once and stays in cache for the loops after the first:
+at most two passes over memory, each row reduced in a fixed order (the same bits for every worker
+count).
+
+Values of the region have one of three roles: 'col' (one value per element of the row), 'row'
+(one per row: reduction results, per-row elementwise values and their reshapes/broadcasts back to
+the row's shape) and leaves (strided views of the inputs, iotas and literals, loaded where used).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from llvmlite import ir
+
+from ..layout import LAYOUT_PRIMITIVES, region_views
+from . import scalar_ops
+from .loops import const64, delinearize, dot_offsets, for_range, workgroup_slice
+from .reduce import _Combiner
+from .region_eval import load_view
+
+SCRATCH_LIMIT = 128 * 1024
+"""Bytes of row scratch at most (on the worker's stack): longer rows keep the one-kernel-per-reduction
+partition."""
+
+_OPS = ("sum", "max", "min")
+
+
+class NotRowFusable(Exception):
+    """The region is not a row-fused reduction (the caller keeps its kernels apart)."""
+
+
+@dataclass
+class RowPlan:
+    rows_shape: tuple[int, ...]
+    columns: int
+    views: dict
+    role: dict[int, str] = field(default_factory=dict)  # var id -> 'row' | 'col' (leaves: absent)
+    level: dict[int, int] = field(default_factory=dict)  # loops that must finish before the value is known
+    loops: list = field(default_factory=list)  # per loop: the reduction equations it carries
+    col_outputs: list = field(default_factory=list)  # per loop: indices of the 'col' outputs it stores
+    row_eqns: list = field(default_factory=list)  # per level: the 'row' equations computed then
+    scratch: list = field(default_factory=list)  # 'col' var ids kept in the row scratch
+    loop_eqns: list = field(default_factory=list)  # per loop: the 'col' equations evaluated per column
+
+    @property
+    def rows(self) -> int:
+        return int(np.prod(self.rows_shape, dtype=np.int64))
+
+
+def is_row_fused(region) -> bool:
+    """Whether the region is this strategy's: a reduction followed by other work, or two reductions.
+    (A plain reduction region holds one reduction, last.)"""
+    found = [i for i, e in enumerate(region.eqns) if getattr(e.primitive, "reduction", None)]
+    return bool(found) and (len(found) > 1 or found[-1] != len(region.eqns) - 1)
+
+
+def plan(region) -> RowPlan:
+    """The loops of a row-fused region; NotRowFusable when it is not one."""
+    reductions = [e for e in region.eqns if getattr(e.primitive, "reduction", None)]
+    if not reductions:
+        raise NotRowFusable("no reduction")
+    full = tuple(reductions[0].invars[0].aval.shape)
+    if not full or full[-1] < 2 or 0 in full:
+        raise NotRowFusable("rows shorter than 2 or empty")
+    rows_shape, columns = full[:-1], full[-1]
+    per_row = (rows_shape, rows_shape + (1,))
+    p = RowPlan(rows_shape, columns, region_views(region))
+
+    def role(atom):
+        if not hasattr(atom, "id") or atom.id in p.views:
+            return None
+        return p.role[atom.id]
+
+    def level(atom) -> int:
+        return p.level.get(atom.id, 0) if hasattr(atom, "id") else 0
+
+    for eqn in region.eqns:
+        out = eqn.outvars[0]
+        shape = tuple(out.aval.shape)
+        name = eqn.primitive.name
+        if out.id in p.views:
+            if shape not in per_row and shape != full:
+                raise NotRowFusable(f"view of shape {shape}")
+            continue
+        ins = [role(a) for a in eqn.invars]
+        if getattr(eqn.primitive, "reduction", None):
+            if eqn.primitive.reduction not in _OPS or tuple(eqn.params["axes"]) != (len(full) - 1,) \
+                    or tuple(eqn.invars[0].aval.shape) != full:
+                raise NotRowFusable(f"{name} not over the rows' last axis")
+            p.role[out.id] = "row"
+            p.level[out.id] = level(eqn.invars[0]) + 1
+            continue
+        if name in LAYOUT_PRIMITIVES or name == "iota":
+            if ins != ["row"] or not _keeps_rows(eqn, rows_shape, full):
+                raise NotRowFusable(f"{name} of a computed value")
+            p.role[out.id] = "row"
+        elif getattr(eqn.primitive, "elementwise", False) and len(eqn.outvars) == 1:
+            if shape == full:
+                p.role[out.id] = "col"
+            elif shape in per_row and "col" not in ins:
+                p.role[out.id] = "row"
+            else:
+                raise NotRowFusable(f"{name} of shape {shape}")
+        else:
+            raise NotRowFusable(f"{name} in a row kernel")
+        p.level[out.id] = max((level(a) for a in eqn.invars), default=0)
+    for out in region.outvars:
+        if out.id in p.views:
+            raise NotRowFusable("an output that is an input view")
+    _schedule(p, region)
+    scratch_bytes = sum(np.dtype(_var(region, v).aval.dtype).itemsize for v in p.scratch) * columns
+    if scratch_bytes > SCRATCH_LIMIT:
+        raise NotRowFusable(f"row scratch of {scratch_bytes} bytes")
+    return p
+
+
+def _keeps_rows(eqn, rows_shape, full) -> bool:
+    """A reshape between (rows) and (rows, 1), or a broadcast of either to (rows, 1) or (rows, C)."""
+    src = tuple(eqn.invars[0].aval.shape)
+    dst = tuple(eqn.outvars[0].aval.shape)
+    per_row = (rows_shape, rows_shape + (1,))
+    if src not in per_row:
+        return False
+    if eqn.primitive.name == "reshape":
+        return dst in per_row
+    if eqn.primitive.name == "broadcast_in_dim":
+        return dst in per_row + (full,) and tuple(eqn.params["broadcast_dimensions"]) == tuple(range(len(src)))
+    return False
+
+
+def _var(region, var_id):
+    for v in region.invars:
+        if v.id == var_id:
+            return v
+    for e in region.eqns:
+        for v in e.outvars:
+            if v.id == var_id:
+                return v
+    raise KeyError(var_id)
+
+
+def _schedule(p: RowPlan, region) -> None:
+    """Loops, the 'row' equations of each level, the 'col' equations of each loop and the scratch."""
+    producer = {v.id: e for e in region.eqns for v in e.outvars}
+    reductions = [e for e in region.eqns if getattr(e.primitive, "reduction", None)]
+    full = p.rows_shape + (p.columns,)
+    col_outs = [i for i, v in enumerate(region.outvars) if tuple(v.aval.shape) == full]
+    n_loops = max([p.level[e.outvars[0].id] for e in reductions]
+                  + [p.level[region.outvars[i].id] + 1 for i in col_outs])
+    p.loops = [[e for e in reductions if p.level[e.outvars[0].id] == k + 1] for k in range(n_loops)]
+    p.col_outputs = [[i for i in col_outs if p.level[region.outvars[i].id] == k] for k in range(n_loops)]
+    p.row_eqns = [[e for e in region.eqns if p.role.get(e.outvars[0].id) == "row"
+                   and not getattr(e.primitive, "reduction", None) and p.level[e.outvars[0].id] == k]
+                  for k in range(n_loops + 1)]
+    computed: dict[int, int] = {}
+    scratch: list[int] = []
+    for k in range(n_loops):
+        targets = [e.invars[0] for e in p.loops[k]] + [region.outvars[i] for i in p.col_outputs[k]]
+        chosen: dict[int, object] = {}
+        stack = [t for t in targets if hasattr(t, "id")]
+        while stack:
+            v = stack.pop()
+            if p.role.get(v.id) != "col" or v.id in chosen:
+                continue
+            if v.id in computed and computed[v.id] < k:
+                if v.id not in scratch:
+                    scratch.append(v.id)
+                continue
+            eqn = producer[v.id]
+            chosen[v.id] = eqn
+            computed.setdefault(v.id, k)
+            stack.extend(a for a in eqn.invars if hasattr(a, "id"))
+        p.loop_eqns.append([e for e in region.eqns if e.outvars[0].id in chosen])
+    p.scratch = scratch
+
+
+def parallel_items(region) -> int:
+    return plan(region).rows
+
+
+def work(region) -> int:
+    p = plan(region)
+    return p.rows * p.columns * (len(p.loops) + len(region.eqns) // 2)
+
+
+def emit_kernel(region):
+    p = plan(region)
+    n_in = len(region.invars)
+    out_index = {v.id: i for i, v in enumerate(region.outvars)}
+    dtypes = {v.id: v.aval.dtype for e in region.eqns for v in e.outvars}
+    combiners = {id(e): _Combiner(e.primitive.reduction, e.outvars[0].aval.dtype) for loop in p.loops for e in loop}
+
+    def body(b: ir.IRBuilder, pointers, workgroup_id, workgroup_count):
+        scratch = {v: b.alloca(scalar_ops.info(dtypes[v]).storage, size=const64(p.columns), name=f"row{v}")
+                   for v in p.scratch}
+        accs = {key: b.alloca(c.acc_type, name="acc") for key, c in combiners.items()}
+        lo, hi = workgroup_slice(b, p.rows, workgroup_id, workgroup_count)
+
+        def row(r):
+            row_index = delinearize(b, r, p.rows_shape) if p.rows_shape else []
+            env: dict[int, ir.Value] = {}
+
+            def leaf(atom, col):
+                if not hasattr(atom, "id"):
+                    return scalar_ops.literal(atom.value, atom.aval.dtype)
+                if atom.id in env:
+                    return env[atom.id]
+                view = p.views[atom.id]
+                index = row_index + ([col] if len(view.shape) > len(p.rows_shape) and col is not None else [])
+                if len(view.shape) > len(index):
+                    index = index + [const64(0)]
+                return load_view(b, view, dot_offsets(b, index, view.strides, const64(view.offset)), pointers)
+
+            def apply(eqn, read):
+                if eqn.primitive.name in LAYOUT_PRIMITIVES:
+                    return read(eqn.invars[0])
+                args = [read(a) for a in eqn.invars]
+                return scalar_ops.emit(b, eqn.primitive.name, eqn.params, args, [a.aval.dtype for a in eqn.invars],
+                                       eqn.outvars[0].aval.dtype)
+
+            def row_phase(k):
+                for eqn in p.row_eqns[k]:
+                    env[eqn.outvars[0].id] = apply(eqn, lambda a: leaf(a, None))
+                    v = eqn.outvars[0]
+                    if v.id in out_index and tuple(v.aval.shape) != p.rows_shape + (p.columns,):
+                        scalar_ops.store(b, pointers[n_in + out_index[v.id]], r, env[v.id], v.aval.dtype)
+
+            row_phase(0)
+            for k, loop in enumerate(p.loops):
+                for e in loop:
+                    b.store(combiners[id(e)].init(), accs[id(e)])
+
+                def column(c, k=k, loop=loop):
+                    local: dict[int, ir.Value] = {}
+
+                    def read(atom):
+                        if hasattr(atom, "id"):
+                            if atom.id in local:
+                                return local[atom.id]
+                            if atom.id in scratch:
+                                return scalar_ops.load(b, scratch[atom.id], c, dtypes[atom.id])
+                        return leaf(atom, c)
+
+                    for eqn in p.loop_eqns[k]:
+                        v = eqn.outvars[0]
+                        local[v.id] = apply(eqn, read)
+                        if v.id in scratch:
+                            scalar_ops.store(b, scratch[v.id], c, local[v.id], v.aval.dtype)
+                    for e in loop:
+                        comb, acc = combiners[id(e)], accs[id(e)]
+                        b.store(comb.combine(b, b.load(acc), read(e.invars[0]), True), acc)
+                    for i in p.col_outputs[k]:
+                        v = region.outvars[i]
+                        offset = b.add(b.mul(r, const64(p.columns)), c)
+                        scalar_ops.store(b, pointers[n_in + i], offset, read(v), v.aval.dtype)
+
+                for_range(b, 0, p.columns, column, name=f"c{k}")
+                for e in loop:
+                    v = e.outvars[0]
+                    env[v.id] = combiners[id(e)].finalize(b, b.load(accs[id(e)]))
+                    if v.id in out_index:
+                        scalar_ops.store(b, pointers[n_in + out_index[v.id]], r, env[v.id], v.aval.dtype)
+                row_phase(k + 1)
+
+        for_range(b, lo, hi, row, name="r")
+
+    return body

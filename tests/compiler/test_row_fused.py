@@ -1,0 +1,230 @@
+"""Row-fused reductions (compiler/row_fusion.py, codegen/row_fused.py): softmax, log_softmax, logsumexp,
+layernorm, rmsnorm and variance as one kernel per group of rows, against numpy, for every float dtype,
+odd sizes, rows of one element, strided and transposed inputs, keepdims and gradients; the same bits
+for every worker count; eagerly, under kiln.jit and exported through kiln-run."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+import kiln
+import kiln.numpy as knp
+from kiln.compiler.compile import compile_plan, kernel_strategy
+from kiln.compiler.fusion import DispatchStep, partition
+from kiln.compiler.pipeline import prepare_graph
+from kiln.core.aval import ShapedArray
+from kiln.core.trace import trace_to_graph
+from kiln_tools import check_like_numpy, kiln_run_exported
+
+RNG = np.random.default_rng(10)
+FLOATS = [np.float16, ml_dtypes.bfloat16, np.float32, np.float64]
+TOL = {np.dtype(np.float16): 4e-3, np.dtype(ml_dtypes.bfloat16): 3e-2, np.dtype(np.float32): 2e-6,
+       np.dtype(np.float64): 1e-12}
+
+
+def k_layernorm(x, g, b, axis=-1):
+    mean = knp.mean(x, axis=axis, keepdims=True)
+    c = x - mean
+    return c / knp.sqrt(knp.mean(c * c, axis=axis, keepdims=True) + 1e-5) * g + b
+
+
+def n_layernorm(x, g, b, axis=-1):
+    x64 = x.astype(np.float64)
+    c = x64 - x64.mean(axis, keepdims=True)
+    return (c / np.sqrt((c * c).mean(axis, keepdims=True) + 1e-5) * g + b).astype(x.dtype)
+
+
+def k_rmsnorm(x, g):
+    return x * kiln.lax.rsqrt(knp.mean(x * x, axis=-1, keepdims=True) + 1e-6) * g
+
+
+def n_rmsnorm(x, g):
+    x64 = x.astype(np.float64)
+    return (x64 / np.sqrt((x64 * x64).mean(-1, keepdims=True) + 1e-6) * g).astype(x.dtype)
+
+
+def n_softmax(x, axis=-1):
+    x64 = x.astype(np.float64)
+    e = np.exp(x64 - x64.max(axis, keepdims=True))
+    return (e / e.sum(axis, keepdims=True)).astype(x.dtype)
+
+
+def n_log_softmax(x, axis=-1):
+    x64 = x.astype(np.float64)
+    s = x64 - x64.max(axis, keepdims=True)
+    return (s - np.log(np.exp(s).sum(axis, keepdims=True))).astype(x.dtype)
+
+
+def n_logsumexp(x, axis=-1, keepdims=False):
+    x64 = x.astype(np.float64)
+    m = x64.max(axis, keepdims=True)
+    r = m + np.log(np.exp(x64 - m).sum(axis, keepdims=True))
+    return (r if keepdims else np.squeeze(r, axis)).astype(x.dtype)
+
+
+OPS = {
+    "softmax": (lambda x: kiln.nn.softmax(x, axis=-1), n_softmax),
+    "log_softmax": (lambda x: kiln.nn.log_softmax(x, axis=-1), n_log_softmax),
+    "logsumexp": (lambda x: kiln.nn.logsumexp(x, axis=-1), n_logsumexp),
+    "logsumexp_keepdims": (lambda x: kiln.nn.logsumexp(x, axis=-1, keepdims=True),
+                           lambda x: n_logsumexp(x, keepdims=True)),
+    "var": (lambda x: knp.var(x, axis=-1), lambda x: x.astype(np.float64).var(-1).astype(x.dtype)),
+    "std_keepdims": (lambda x: knp.std(x, axis=-1, keepdims=True),
+                     lambda x: x.astype(np.float64).std(-1, keepdims=True).astype(x.dtype)),
+}
+
+
+def _plan(fn, *args):
+    graph = prepare_graph(trace_to_graph(lambda *xs: kiln.tree_leaves(fn(*xs)),
+                                         [ShapedArray(a.shape, a.dtype) for a in args]))
+    return partition(graph)
+
+
+def _strategies(plan):
+    return [kernel_strategy(s.region) for s in plan.steps if isinstance(s, DispatchStep)]
+
+
+def _check(got, want, dtype):
+    check_like_numpy(got, want, TOL[np.dtype(dtype)])
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("name", sorted(OPS))
+@pytest.mark.parametrize("shape", [(67, 129), (3, 5, 7), (1, 2), (9, 1), (4,)], ids=str)
+def test_against_numpy_eager_and_jit(name, shape, dtype):
+    kfn, nfn = OPS[name]
+    x = (RNG.standard_normal(shape) * 3).astype(dtype)
+    want = nfn(x)
+    _check(kfn(x), want, dtype)
+    _check(kiln.jit(kfn)(x), want, dtype)
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("shape", [(130, 77), (2, 3, 1000), (5, 1)], ids=str)
+def test_layernorm_and_rmsnorm(shape, dtype):
+    x = (RNG.standard_normal(shape) * 2 + 1).astype(dtype)
+    g = RNG.standard_normal(shape[-1]).astype(dtype)
+    b = RNG.standard_normal(shape[-1]).astype(dtype)
+    _check(kiln.jit(k_layernorm)(x, g, b), n_layernorm(x, g, b), dtype)
+    _check(kiln.jit(k_rmsnorm)(x, g), n_rmsnorm(x, g), dtype)
+
+
+@pytest.mark.parametrize("fn", [lambda x: kiln.nn.softmax(x, axis=-1), lambda x: kiln.nn.log_softmax(x, axis=-1),
+                                lambda x: knp.var(x, axis=-1),
+                                lambda x: k_layernorm(x, np.float32(1.5), np.float32(0.25))],
+                         ids=["softmax", "log_softmax", "var", "layernorm"])
+def test_each_is_one_row_fused_kernel(fn):
+    plan = _plan(fn, np.zeros((64, 128), np.float32))
+    assert _strategies(plan) == ["row_fused"]
+
+
+def test_softmax_of_a_transposed_input_and_over_axis_0():
+    """The rows are strided views of the input (transpose, axis 0 moved last by the frontend)."""
+    x = (RNG.standard_normal((33, 70)) * 4).astype(np.float32)
+    check_like_numpy(kiln.jit(lambda a: kiln.nn.softmax(a.T, axis=-1))(x), n_softmax(x.T), 2e-6)
+    check_like_numpy(kiln.jit(lambda a: kiln.nn.softmax(a, axis=0))(x), n_softmax(x, axis=0), 2e-6)
+    check_like_numpy(kiln.jit(lambda a: k_layernorm(a[:, ::2], 1.0, 0.0))(x), n_layernorm(x[:, ::2], 1.0, 0.0), 2e-6)
+    assert _strategies(_plan(lambda a: kiln.nn.softmax(a.T, axis=-1), x)) == ["row_fused"]
+
+
+def test_special_values_in_rows():
+    x = RNG.standard_normal((6, 40)).astype(np.float32)
+    x[1, 3] = -np.inf
+    x[2, :] = -np.inf
+    x[3, 7] = np.nan
+    x[4, 5] = np.inf
+    x[5, :] = 7.0
+    with np.errstate(invalid="ignore"):
+        want = n_softmax(x)
+    check_like_numpy(kiln.jit(lambda a: kiln.nn.softmax(a, axis=-1))(x), want, 2e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: np.dtype(d).name)
+def test_gradients_against_finite_differences(dtype):
+    """Backward of softmax and layernorm (row reductions of g*s and of g*c) are row-fused too."""
+    x = RNG.standard_normal((5, 9))
+    w = RNG.standard_normal((5, 9))
+    g = RNG.standard_normal(9)
+
+    def loss_np(a):
+        return float((n_softmax(a) * w).sum() + (n_layernorm(a, g, 0.5) * w).sum())
+
+    def loss(a):
+        return knp.sum(kiln.nn.softmax(a, axis=-1) * w.astype(dtype)) + knp.sum(k_layernorm(a, g.astype(dtype), 0.5) * w.astype(dtype))
+
+    got = np.asarray(kiln.jit(kiln.grad(loss))(x.astype(dtype)), np.float64)
+    eps = 1e-6
+    want = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        d = np.zeros_like(x)
+        d[i] = eps
+        want[i] = (loss_np(x + d) - loss_np(x - d)) / (2 * eps)
+    np.testing.assert_allclose(got, want, rtol=1e-4 if dtype == np.float32 else 1e-7, atol=1e-4 if dtype == np.float32 else 1e-7)
+    graph = prepare_graph(trace_to_graph(lambda a: [kiln.grad(loss)(a)], [ShapedArray((5, 9), np.dtype(dtype))]))
+    assert "row_fused" in _strategies(partition(graph))
+
+
+def test_same_bits_for_every_worker_count():
+    x = (RNG.standard_normal((301, 513)) * 5).astype(np.float32)
+    g = RNG.standard_normal(513).astype(np.float32)
+    fns = [kiln.jit(lambda a: kiln.nn.softmax(a, axis=-1)), kiln.jit(lambda a: k_layernorm(a, g, 0.1)),
+           kiln.jit(lambda a: knp.var(a, axis=-1))]
+    results = []
+    try:
+        for workers in (1, 2, 3, 8):
+            kiln.set_worker_count(workers)
+            results.append([np.asarray(f(x)).tobytes() for f in fns])
+            results.append([np.asarray(f(x)).tobytes() for f in fns])
+    finally:
+        kiln.set_worker_count(0)
+    assert all(r == results[0] for r in results)
+
+
+def test_long_rows_and_few_long_rows_keep_separate_kernels():
+    """Rows whose scratch would pass SCRATCH_LIMIT, and a handful of long rows (elementwise kernels would
+    lose their parallelism), keep the one-kernel-per-reduction partition; results still match."""
+    long = np.zeros((2, 50_000), np.float32)
+    assert "row_fused" not in _strategies(_plan(lambda a: kiln.nn.softmax(a, axis=-1), long))
+    few = np.zeros((4, 20_000), np.float32)
+    assert "row_fused" not in _strategies(_plan(lambda a: kiln.nn.softmax(a, axis=-1), few))
+    x = RNG.standard_normal((2, 50_000)).astype(np.float32)
+    check_like_numpy(kiln.jit(lambda a: kiln.nn.softmax(a, axis=-1))(x), n_softmax(x), 2e-6)
+
+
+def test_independent_kernels_are_not_merged():
+    """A kernel on the same rows that reads nothing of the group stays a kernel of its own."""
+    plan = _plan(lambda a, b: [knp.max(a, axis=-1), knp.sin(b) * 2.0], np.zeros((64, 8), np.float32),
+                 np.zeros((64, 8), np.float32))
+    assert _strategies(plan) == ["reduction", "elementwise"]
+
+
+def test_a_value_used_after_the_group_is_an_output():
+    """exp(x - max) is returned too: the merged kernel writes it as a second output."""
+    x = RNG.standard_normal((40, 33)).astype(np.float32)
+
+    def fn(a):
+        e = knp.exp(a - knp.max(a, axis=-1, keepdims=True))
+        return e / knp.sum(e, axis=-1, keepdims=True), e, knp.max(a, axis=-1)
+
+    x64 = x.astype(np.float64)
+    e = np.exp(x64 - x64.max(-1, keepdims=True))
+    check_like_numpy(kiln.jit(fn)(x), [(e / e.sum(-1, keepdims=True)).astype(np.float32), e.astype(np.float32),
+                                       x.max(-1)], 2e-6)
+    plan = _plan(lambda a: fn(a), x)
+    assert _strategies(plan) == ["row_fused"]
+    assert len(plan.steps[0].outputs) == 3
+
+
+def test_compiled_kernel_name():
+    compiled = compile_plan(_plan(lambda a: kiln.nn.softmax(a, axis=-1), np.zeros((8, 16), np.float32)), cache=None)
+    assert [k.name for k in compiled.kernels] == ["kiln_row_fused_0"]
+
+
+def test_exported_through_kiln_run(tmp_path):
+    x = (RNG.standard_normal((70, 257)) * 3).astype(np.float32)
+    g = RNG.standard_normal(257).astype(np.float32)
+
+    def fn(a, gamma):
+        return kiln.nn.softmax(a, axis=-1), k_layernorm(a, gamma, 0.5), kiln.nn.logsumexp(a, axis=-1)
+
+    got = kiln_run_exported(fn, x, g, tmp_path=tmp_path)
+    check_like_numpy(got, [n_softmax(x), n_layernorm(x, g, 0.5), n_logsumexp(x)], 2e-6)
