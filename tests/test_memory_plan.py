@@ -211,3 +211,68 @@ def test_arena_bounds_are_checked_when_writing_and_loading():
     odd_size = _module([Instr("ret", [])], [], 100)
     with pytest.raises(KilnRuntimeError, match="transient_size 100 is not a multiple of 64"):
         Module.from_bytes(Instance(), serialize(odd_size, check=False))
+
+
+def _invoke_host(ctx, name, args, destinations):
+    """kiln_context_invoke_host with the caller's own argument memory and result destinations."""
+    import ctypes
+
+    from kiln.vm._clib import _HostBuffer, _check, _lib
+    from kiln.vm._convert import _views
+
+    fn, _ = ctx._reflection.resolve(name)
+    hargs = (_HostBuffer * len(args))(*[_HostBuffer(a.ctypes.data, a.nbytes, None) for a in args])
+    hres = (_HostBuffer * len(destinations))(*[_HostBuffer(d.ctypes.data, d.nbytes, None) for d in destinations])
+    views = _views(len(destinations))
+    _check(_lib().kiln_context_invoke_host(ctypes.c_void_p(ctx._ptr), fn, hargs, len(args), hres, views,
+                                            len(destinations)))
+    assert all(not v for v in views)  # every result went to its destination
+
+
+def _reverse_scaled_module():
+    x = np.zeros(64, np.float32)
+
+    class Reverse(Program, export_name="reverse_scaled"):
+        def run(self, x=Program.like(x)):
+            return knp.flip(x) * 2.0 + 1.0
+
+    return Program.get_compiled_artifact(Reverse).bytes
+
+
+def test_results_are_written_into_the_callers_destination():
+    data = _reverse_scaled_module()
+    from kiln.vm.reader import dump_text
+    assert "alloc.result" in dump_text(data)
+    ctx = Context(Module.from_bytes(Instance(), data))
+    x = np.arange(64, dtype=np.float32)
+    out = np.full(64, np.nan, np.float32)
+    for _ in range(2):
+        _invoke_host(ctx, "run", [x], [out])
+        np.testing.assert_array_equal(out, x[::-1] * 2 + 1)
+    np.testing.assert_array_equal(ctx.invoke("run", [x])[0], x[::-1] * 2 + 1)
+
+
+def test_a_destination_overlapping_an_argument_is_written_after_the_kernel():
+    """The kernel reads x backwards: had it written into x's own memory it would have read its own
+    output; the runtime gives it a buffer of its own and copies the result into the destination."""
+    ctx = Context(Module.from_bytes(Instance(), _reverse_scaled_module()))
+    x = np.arange(64, dtype=np.float32)
+    want = x[::-1] * 2 + 1
+    _invoke_host(ctx, "run", [x], [x])
+    np.testing.assert_array_equal(x, want)
+    y = np.arange(65, dtype=np.float32)  # destination overlapping the argument at an offset
+    arg, dest = y[:64], y[1:]
+    want = arg[::-1] * 2 + 1
+    _invoke_host(ctx, "run", [arg], [dest])
+    np.testing.assert_array_equal(dest, want)
+
+
+def test_alloc_result_must_name_a_result_of_its_type():
+    spec = _module([Instr("alloc.result", 0, F2, 1), Instr("ret", [0])], [("y", F2)], 0)
+    with pytest.raises(Exception, match="alloc.result 1 of type 2xf32 is not one of the function's 1 results"):
+        serialize(spec)
+    with pytest.raises(KilnRuntimeError, match="alloc.result 1 of type 0 is not one of the function's 1 results"):
+        Module.from_bytes(Instance(), serialize(spec, check=False))
+    wrong_type = _module([Instr("alloc.result", 0, F0, 0), Instr("ret", [0])], [("y", F2)], 0)
+    with pytest.raises(KilnRuntimeError, match="alloc.result 0 of type 1 is not one of the function's 1 results"):
+        Module.from_bytes(Instance(), serialize(wrong_type, check=False))

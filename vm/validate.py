@@ -143,6 +143,10 @@ def _validate_function(spec: ModuleSpec, f: FunctionSpec) -> None:
                      f"callee takes {len(g.args)} / {len(g.results)}")
         elif ins.op == "ret" and len(ops[0]) != len(f.results):
             fail(f"ret of {len(ops[0])} values, function has {len(f.results)} results")
+        elif ins.op == "alloc.result":
+            if ops[2] >= len(f.results) or ops[1] != f.results[ops[2]].type:
+                fail(f"alloc.result {ops[2]} of type {ops[1]} is not one of the function's "
+                     f"{len(f.results)} results with that type")
         elif ins.op == "alloc.transient":
             size = ops[1].byte_size if isinstance(ops[1], TensorType) else None
             if ops[2] < 0 or ops[2] % TRANSIENT_ALIGNMENT:

@@ -313,6 +313,33 @@ static kiln_status_t check_host_buffers(const kiln_module_t* m, const kiln_funct
   return NULL;
 }
 
+static int overlaps(const char* a, size_t a_size, const char* b, size_t b_size) {
+  return a && b && a < b + b_size && b < a + a_size;
+}
+
+/* The destinations alloc.result may let kernels write directly (NULL for the
+ * others): aligned as the module's kernels need, and sharing no byte with an
+ * argument or another destination (a kernel could read what it overwrites). */
+static void direct_destinations(const kiln_module_t* m, const kiln_function_info_t* f,
+                                const kiln_host_buffer_t* args,
+                                const kiln_host_buffer_t* results, void** out) {
+  uint32_t i, j;
+  for (i = 0; i < f->result_count; ++i) {
+    const kiln_type_info_t* t = &m->types[f->result_types[i]];
+    size_t align = m->element_aligned_bindings ? kiln_dtype_alignment(t->dtype)
+                                               : KILN_BUFFER_ALIGNMENT;
+    const char* d = results ? results[i].data : NULL;
+    out[i] = NULL;
+    if (!d || !t->byte_size || (uintptr_t)d % align) continue;
+    for (j = 0; j < f->arg_count; ++j)
+      if (overlaps(d, t->byte_size, args[j].data, args[j].byte_size)) break;
+    if (j < f->arg_count) continue;
+    for (j = 0; j < f->result_count; ++j)
+      if (j != i && overlaps(d, t->byte_size, results[j].data, results[j].byte_size)) break;
+    if (j == f->result_count) out[i] = (void*)(uintptr_t)d;
+  }
+}
+
 /* Copies results into their destinations, and out of borrowed argument
  * memory into views of their own. */
 static kiln_status_t deliver_host_results(const kiln_module_t* m, const kiln_function_info_t* f,
@@ -326,7 +353,9 @@ static kiln_status_t deliver_host_results(const kiln_module_t* m, const kiln_fun
     size_t size = kiln_buffer_view_byte_size(v);
     kiln_status_t s;
     if (results && results[i].data) {
-      if (size) memcpy(results[i].data, kiln_buffer_view_data(v), size);
+      /* (a kernel wrote it there already when alloc.result placed it) */
+      if (size && kiln_buffer_view_data(v) != results[i].data)
+        memcpy(results[i].data, kiln_buffer_view_data(v), size);
       views[i] = NULL;
       kiln_buffer_view_release(v);
       continue;
@@ -353,6 +382,8 @@ kiln_status_t kiln_context_invoke_host(kiln_context_t* context, kiln_function_t 
   const kiln_module_t* m;
   kiln_buffer_view_t* small[16];
   kiln_buffer_view_t** views = small;
+  void* direct_small[16];
+  void** direct = direct_small;
   kiln_status_t s;
   size_t i, made = 0;
   if (result_views)
@@ -374,11 +405,23 @@ kiln_status_t kiln_context_invoke_host(kiln_context_t* context, kiln_function_t 
     if (s)
       s = kiln_status_annotate(s, "%s: argument %zu '%s'", f->name, made, f->args[made].name);
   }
-  if (!s) s = invoke_checked(context, function.ordinal, views, arg_count, result_views);
+  if (!s && results) {
+    if (f->result_count > 16 && !(direct = calloc(f->result_count, sizeof *direct)))
+      s = kiln_make_status(KILN_OUT_OF_MEMORY, "%s: allocating %u result destinations",
+                           f->name, (unsigned)f->result_count);
+    else
+      direct_destinations(m, f, args, results, direct);
+  }
+  if (!s) {
+    context->result_memory = results ? direct : NULL;
+    s = invoke_checked(context, function.ordinal, views, arg_count, result_views);
+    context->result_memory = NULL;
+  }
   if (!s) s = deliver_host_results(m, f, args, results, result_views);
   for (i = 0; i < made; ++i)
     if (views[i]) kiln_buffer_view_release(views[i]);
   if (views != small) free(views);
+  if (direct != direct_small) free(direct);
   if (s)
     for (i = 0; i < result_count; ++i) {
       kiln_buffer_view_release(result_views[i]);

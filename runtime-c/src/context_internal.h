@@ -26,6 +26,10 @@ struct kiln_context {
   uint8_t** arenas;
   uint8_t* arena_busy;
   kiln_trace_t* trace; /* NULL: not tracing */
+  /* During a kiln_context_invoke_host call with result destinations: where
+   * alloc.result of that call's function (not of nested calls) places result
+   * i (NULL: a new buffer), one per result. */
+  void* const* result_memory;
 };
 
 /* The state a call checks its limits against (see kiln_call_limits_t). */

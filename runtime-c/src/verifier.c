@@ -80,6 +80,11 @@ static kiln_status_t check_arity(const kiln_module_t* m, const kiln_function_inf
       return FAIL("function '%s': word %u: ret of %u values, the function has %u results",
                   f->name, (unsigned)in->pc, (unsigned)op[0].value,
                   (unsigned)f->result_count);
+  } else if (in->opcode == KILN_OP_ALLOC_RESULT) {
+    if (op[2].value >= f->result_count || op[1].value != f->result_types[op[2].value])
+      return FAIL("function '%s': word %u: alloc.result %u of type %u is not one of the "
+                  "function's %u results with that type", f->name, (unsigned)in->pc,
+                  (unsigned)op[2].value, (unsigned)op[1].value, (unsigned)f->result_count);
   } else if (in->opcode == KILN_OP_ALLOC_TRANSIENT) {
     const kiln_type_info_t* t = &m->types[op[1].value];
     int64_t offset = op[2].imm64;

@@ -523,6 +523,23 @@ static kiln_status_t step(kiln_context_t* c, kiln_frame_t* fr, const kiln_bc_ins
       }
       return NULL;
     }
+    case KILN_OP_ALLOC_RESULT: {
+      const kiln_type_info_t* t = &m->types[op[1].value];
+      void* memory = depth == 0 && c->result_memory ? c->result_memory[op[2].value] : NULL;
+      if (!memory) {
+        if ((s = kiln_buffer_view_allocate(t->dtype, t->rank, t->shape, &v))) return s;
+        kiln_buffer_view_mark_unwritten(v);
+        set_ref(fr, op[0].value, v, 1, 0);
+        return NULL;
+      }
+      if ((s = kiln_buffer_view_wrap(t->dtype, t->rank, t->shape, memory, t->byte_size, NULL,
+                                     NULL, &v)))
+        return s;
+      kiln_buffer_view_mark_writable_memory(v);
+      kiln_buffer_view_mark_unwritten(v);
+      set_ref(fr, op[0].value, v, 1, 1); /* the caller's memory: global.store copies it */
+      return NULL;
+    }
     case KILN_OP_ALLOC_TRANSIENT: {
       const kiln_type_info_t* t = &m->types[op[1].value];
       if (t->byte_size == 0) {

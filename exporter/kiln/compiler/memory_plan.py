@@ -38,6 +38,7 @@ class TransientPlan:
 
     offsets: dict[int, int]
     size: int
+    enabled: bool = True  # False inside planning_disabled(): no alloc.transient nor alloc.result
 
 
 def _step_inputs(step) -> list:
@@ -70,11 +71,27 @@ def _intervals(graph: Graph, steps: list) -> dict[int, tuple[int, int, int]]:
             if vid not in excluded}
 
 
+def result_slots(graph: Graph, steps: list) -> dict[int, int]:
+    """value id -> result index of the results a top-level dispatch writes and only kernels read
+    otherwise: alloc.result may place them in the caller's destination (kiln_context_invoke_host),
+    so the kernel writes the caller's memory and no copy follows. A value returned twice is left out
+    (two destinations cannot both be its memory)."""
+    positions: dict[int, list[int]] = {}
+    for k, a in enumerate(graph.outvars):
+        if isinstance(a, Var):
+            positions.setdefault(a.id, []).append(k)
+    outputs = {v.id for step in steps if getattr(step, "region", None) is not None for v in step.outputs}
+    host_read = {a.id for step in steps if getattr(step, "region", None) is None
+                 for a in _step_inputs(step) if isinstance(a, Var)}
+    return {vid: ks[0] for vid, ks in positions.items()
+            if len(ks) == 1 and vid in outputs and vid not in host_read}
+
+
 def plan_transients(graph: Graph, steps: list) -> TransientPlan:
     """Packs the graph's kernel-only intermediates into one arena: largest first, each at the lowest
     aligned offset clear of every placed buffer whose lifetime overlaps its own."""
     if not _ENABLED.get():
-        return TransientPlan({}, 0)
+        return TransientPlan({}, 0, enabled=False)
     intervals = _intervals(graph, steps)
     order = sorted(intervals, key=lambda vid: (-intervals[vid][2], intervals[vid][0], vid))
     placed: list[tuple[int, int, int, int]] = []  # (first, last, offset, end)

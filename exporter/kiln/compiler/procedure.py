@@ -16,7 +16,7 @@ from ..core.ir import Graph, Literal, Var
 from ..lax.control_flow import cond_p, scan_p, while_p
 from ..program.prims import global_load, global_store
 from .complex_lowering import complex_from_parts_p, complex_parts_p
-from .memory_plan import plan_transients
+from .memory_plan import plan_transients, result_slots
 from ..vm_types import tensor_type
 
 
@@ -76,12 +76,13 @@ class _GraphLowering:
     """Lowers one graph's steps into a frame, given the registers holding its inputs."""
 
     def __init__(self, ctx: LoweringContext, frame: _Frame, graph: Graph, input_regs: list[int],
-                 transient_offsets: dict[int, int] | None = None):
+                 transient_offsets: dict[int, int] | None = None, result_slots: dict[int, int] | None = None):
         self.ctx = ctx
         self.frame = frame
         self.graph = graph
         self.plan = ctx.plan_for(graph)
         self.transient_offsets = transient_offsets or {}  # value id -> arena offset (memory_plan)
+        self.result_slots = result_slots or {}  # value id -> result index (memory_plan.result_slots)
         self.reg_of: dict[int, int] = {v.id: r for v, r in zip(graph.invars, input_regs)}
         self.borrowed = set(input_regs)
         self.const_value = {v.id: c for v, c in zip(graph.constvars, graph.consts)}
@@ -143,11 +144,13 @@ class _GraphLowering:
         bindings = [self.use(v) for v in step.inputs]
         for v in step.outputs:
             reg = self.define(v)
-            offset = self.transient_offsets.get(v.id)
-            if offset is None:
-                self.frame.emit("alloc", reg, tensor_type(v.aval))
-            else:
+            offset, slot = self.transient_offsets.get(v.id), self.result_slots.get(v.id)
+            if offset is not None:
                 self.frame.emit("alloc.transient", reg, tensor_type(v.aval), offset)
+            elif slot is not None:
+                self.frame.emit("alloc.result", reg, tensor_type(v.aval), slot)
+            else:
+                self.frame.emit("alloc", reg, tensor_type(v.aval))
             bindings.append(reg)
         self.frame.emit("dispatch", kernel_index, workgroups, bindings, [])
 
@@ -308,8 +311,10 @@ def lower_procedure(ctx: LoweringContext, *, name: str, exported: bool, graph: G
                     result_names: list[str], arg_tree: str, result_tree: str) -> FunctionSpec:
     """The bytecode function for one traced procedure."""
     frame = _Frame(len(graph.invars))
-    transients = plan_transients(graph, ctx.plan_for(graph).steps)
-    results = _GraphLowering(ctx, frame, graph, list(range(len(graph.invars))), transients.offsets).run()
+    steps = ctx.plan_for(graph).steps
+    transients = plan_transients(graph, steps)
+    results = _GraphLowering(ctx, frame, graph, list(range(len(graph.invars))), transients.offsets,
+                             result_slots(graph, steps) if transients.enabled else {}).run()
     frame.emit("ret", results)
     return FunctionSpec(
         name=name,

@@ -47,9 +47,10 @@ typedef enum kiln_opcode {
   KILN_OP_BUFFER_SET_ROW = 22,
   KILN_OP_BUFFER_VIEW = 23,
   KILN_OP_ALLOC_TRANSIENT = 24,
+  KILN_OP_ALLOC_RESULT = 25,
 } kiln_opcode_t;
 
-#define KILN_OP_COUNT 25
+#define KILN_OP_COUNT 26
 #define KILN_OP_MAX_OPERANDS 4
 
 typedef struct kiln_op_info {
@@ -88,6 +89,7 @@ static inline const kiln_op_info_t* kiln_op_info(uint32_t opcode) {
       [22] = {"buffer.set_row", 3, 0, {KILN_OPERAND_R, KILN_OPERAND_I, KILN_OPERAND_R}, {"dst", "index", "src"}, "row index of dst along its leading axis = src, in place (dst writable; src of dst's dtype and shape dst.shape[1:])"},
       [23] = {"buffer.view", 3, 0, {KILN_OPERAND_R, KILN_OPERAND_R, KILN_OPERAND_TYPE}, {"dst", "src", "t"}, "dst = a read-only view of src's bytes as type t, which must have src's byte size (a complex buffer of shape S as its float parts of shape S+(2,), and back); src becomes read-only"},
       [24] = {"alloc.transient", 3, 0, {KILN_OPERAND_R, KILN_OPERAND_TYPE, KILN_OPERAND_IMM64}, {"dst", "t", "offset"}, "dst = a buffer of type t at byte offset of the function's transient arena (Function.transient_size bytes, which the context owns and every call of the function reuses; offset a multiple of 64, the buffer inside the arena); its contents start unwritten, as alloc's. The compiler gives such buffers only to values that kernels write and read within one call and that nothing else holds"},
+      [25] = {"alloc.result", 3, 0, {KILN_OPERAND_R, KILN_OPERAND_TYPE, KILN_OPERAND_IMM}, {"dst", "t", "result"}, "dst = a buffer of type t, the function's declared type of result `result`: the caller's destination for that result when the caller's call passed one (kiln_context_invoke_host) and this is that call's function, so the kernel that writes it writes the caller's memory; otherwise a new buffer, as alloc"},
   };
   if (opcode >= KILN_OP_COUNT || table[opcode].name == NULL) return NULL;
   return &table[opcode];
