@@ -65,7 +65,7 @@ FLOORS = {
     "jax.numpy.linalg": 1.0,
     "jax.numpy.fft": 1.0,
     "jax.scipy.special": 0.962,
-    "jax.scipy.linalg": 0.7,
+    "jax.scipy.linalg": 0.9,
     "jax.scipy.stats": 1.0,
     "jax.scipy.signal": 0.6,
     "jax.random": 1.0,

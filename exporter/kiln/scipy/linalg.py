@@ -21,10 +21,14 @@ from ..numpy.linalg import _solve as np_linalg
 from ..transforms.api import jvp, stop_gradient
 from ._special_matrices import *  # noqa: F401,F403
 from ._special_matrices import __all__ as _special_names
+from ._linalg_special import *  # noqa: F401,F403
+from ._linalg_special import __all__ as _more_special_names
+from ._linalg_extra import *  # noqa: F401,F403
+from ._linalg_extra import __all__ as _extra_names
 
 __all__ = ["cholesky", "cho_factor", "cho_solve", "solve_triangular", "lu", "lu_factor", "lu_solve", "solve", "inv",
            "det", "expm", "expm_frechet", "block_diag", "qr", "eigh", "eigh_tridiagonal", "svd", "polar",
-           *_special_names]
+           *_special_names, *_more_special_names, *_extra_names]
 
 LinAlgError = np.linalg.LinAlgError
 
