@@ -8,6 +8,7 @@ import pytest
 
 import kiln
 import kiln.numpy as knp
+from kiln.compiler.codegen import row_fused
 from kiln.compiler.compile import compile_plan, kernel_strategy
 from kiln.compiler.fusion import DispatchStep, partition
 from kiln.compiler.pipeline import prepare_graph
@@ -228,3 +229,28 @@ def test_exported_through_kiln_run(tmp_path):
 
     got = kiln_run_exported(fn, x, g, tmp_path=tmp_path)
     check_like_numpy(got, [n_softmax(x), n_layernorm(x, g, 0.5), n_logsumexp(x)], 2e-6)
+
+
+def test_softmax_schedule_reads_each_row_from_memory_once():
+    """max over the row; exp(x - max) into the row scratch, then its f64 sum from the scratch (the exp loop
+    keeps the f32 vector width); the quotient from the scratch: x is loaded in the first two loops only."""
+    plan = _plan(lambda a: knp.exp(a - knp.max(a, axis=-1, keepdims=True))
+                 / knp.sum(knp.exp(a - knp.max(a, axis=-1, keepdims=True)), axis=-1, keepdims=True),
+                 np.zeros((64, 128), np.float32))
+    (step,) = plan.steps
+    p = row_fused.plan(step.region)
+    assert [len(passes) for passes in p.passes] == [1, 2, 1]
+    assert len(p.scratch) == 1
+    first, second = p.passes[1]
+    assert first.stores == p.scratch and not first.reductions
+    assert second.reductions and not second.stores
+    assert [e.primitive.name for e in p.passes[2][0].eqns if e.primitive.name not in ("reshape", "broadcast_in_dim")] == ["div"]
+
+
+def test_row_fused_refuses_what_it_cannot_hold():
+    plan = _plan(lambda a: knp.sum(a, axis=-1), np.zeros((8, 16), np.float32))
+    with pytest.raises(row_fused.NotRowFusable, match="no reduction"):
+        row_fused.plan(_plan(lambda a: knp.sin(a), np.zeros((8, 16), np.float32)).steps[0].region)
+    with pytest.raises(row_fused.NotRowFusable, match="rows shorter than 2 or empty"):
+        row_fused.plan(_plan(lambda a: knp.sum(a, axis=-1), np.zeros((8, 1), np.float32)).steps[0].region)
+    assert not row_fused.is_row_fused(plan.steps[0].region)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from llvmlite import ir
 
+from ..fusion import _EXPENSIVE as _COSTLY
 from ..layout import LAYOUT_PRIMITIVES, region_views
 from . import scalar_ops
 from .loops import const64, delinearize, dot_offsets, for_range, workgroup_slice
@@ -49,7 +50,7 @@ class RowPlan:
     col_outputs: list = field(default_factory=list)  # per loop: indices of the 'col' outputs it stores
     row_eqns: list = field(default_factory=list)  # per level: the 'row' equations computed then
     scratch: list = field(default_factory=list)  # 'col' var ids kept in the row scratch
-    loop_eqns: list = field(default_factory=list)  # per loop: the 'col' equations evaluated per column
+    passes: list = field(default_factory=list)  # per loop: one or two _Pass over the columns
 
     @property
     def rows(self) -> int:
@@ -165,22 +166,92 @@ def _schedule(p: RowPlan, region) -> None:
     scratch: list[int] = []
     for k in range(n_loops):
         targets = [e.invars[0] for e in p.loops[k]] + [region.outvars[i] for i in p.col_outputs[k]]
-        chosen: dict[int, object] = {}
-        stack = [t for t in targets if hasattr(t, "id")]
-        while stack:
-            v = stack.pop()
-            if p.role.get(v.id) != "col" or v.id in chosen:
-                continue
-            if v.id in computed and computed[v.id] < k:
-                if v.id not in scratch:
-                    scratch.append(v.id)
-                continue
-            eqn = producer[v.id]
-            chosen[v.id] = eqn
-            computed.setdefault(v.id, k)
-            stack.extend(a for a in eqn.invars if hasattr(a, "id"))
-        p.loop_eqns.append([e for e in region.eqns if e.outvars[0].id in chosen])
+        for v in _tree(p, producer, targets, stop=lambda v: v in computed and computed[v] < k):
+            computed.setdefault(v, k)
+        for v in _tree_cuts(p, producer, targets, lambda v: v in computed and computed[v] < k):
+            if v not in scratch:
+                scratch.append(v)
+    for k in range(n_loops):
+        for e in p.loops[k]:
+            v = _narrow_source(p, producer, e.invars[0])
+            if v is not None and v not in scratch and computed.get(v) == k:
+                tree = _tree(p, producer, [_var(region, v)], stop=lambda u: u in scratch and computed[u] < k)
+                if any(_COSTLY.get(producer[u].primitive.name, 0) >= 20 for u in tree):
+                    scratch.append(v)
     p.scratch = scratch
+    for k in range(n_loops):
+        made_here = [v for v in scratch if computed[v] == k]
+        outputs = [region.outvars[i] for i in p.col_outputs[k]]
+        operands = [e.invars[0] for e in p.loops[k]]
+        before = {v for v in scratch if computed[v] < k}
+        if made_here and p.loops[k]:
+            # Values kept for later loops first (their loop vectorizes at the data's width), then the
+            # reductions over them from the scratch (an f64 accumulator would halve the first loop's width).
+            first = _Pass(_eqns(p, producer, region, [_var(region, v) for v in made_here] + outputs, before),
+                          made_here, [], p.col_outputs[k])
+            cut = before | set(made_here)
+            p.passes.append([first, _Pass(_eqns(p, producer, region, operands, cut), [], p.loops[k], [])])
+        else:
+            eqns = _eqns(p, producer, region, operands + outputs, before)
+            p.passes.append([_Pass(eqns, made_here, p.loops[k], p.col_outputs[k])])
+
+
+def _narrow_source(p: RowPlan, producer, operand):
+    """The var id of a reduction's operand, or of the value it is a widening convert of, when that is
+    a computed 'col' value of at most 32 bits (an f64 accumulator halves a loop's vector width)."""
+    while hasattr(operand, "id") and p.role.get(operand.id) == "col" and producer[operand.id].primitive.name == "convert":
+        operand = producer[operand.id].invars[0]
+    if not hasattr(operand, "id") or p.role.get(operand.id) != "col" or np.dtype(operand.aval.dtype).itemsize > 4:
+        return None
+    return operand.id
+
+
+@dataclass
+class _Pass:
+    """One loop over a row's columns: equations evaluated per column, the values it keeps in the
+    scratch, the reductions it carries and the 'col' outputs it stores."""
+
+    eqns: list
+    stores: list
+    reductions: list
+    outputs: list
+
+
+def _tree(p: RowPlan, producer, targets, stop) -> list[int]:
+    """'col' var ids that computing `targets` evaluates, not walking past those `stop` accepts."""
+    seen: list[int] = []
+    stack = [t for t in targets if hasattr(t, "id")]
+    done: set[int] = set()
+    while stack:
+        v = stack.pop()
+        if p.role.get(v.id) != "col" or v.id in done or stop(v.id):
+            continue
+        done.add(v.id)
+        seen.append(v.id)
+        stack.extend(a for a in producer[v.id].invars if hasattr(a, "id"))
+    return seen
+
+
+def _tree_cuts(p: RowPlan, producer, targets, stop) -> list[int]:
+    """The 'col' var ids at which _tree stops (the values read from the scratch)."""
+    cuts: list[int] = []
+    stack = [t for t in targets if hasattr(t, "id")]
+    done: set[int] = set()
+    while stack:
+        v = stack.pop()
+        if p.role.get(v.id) != "col" or v.id in done:
+            continue
+        done.add(v.id)
+        if stop(v.id):
+            cuts.append(v.id)
+            continue
+        stack.extend(a for a in producer[v.id].invars if hasattr(a, "id"))
+    return cuts
+
+
+def _eqns(p: RowPlan, producer, region, targets, cut: set[int]) -> list:
+    chosen = set(_tree(p, producer, targets, stop=lambda v: v in cut))
+    return [e for e in region.eqns if e.outvars[0].id in chosen]
 
 
 def parallel_items(region) -> int:
@@ -235,35 +306,34 @@ def emit_kernel(region):
                         scalar_ops.store(b, pointers[n_in + out_index[v.id]], r, env[v.id], v.aval.dtype)
 
             row_phase(0)
-            for k, loop in enumerate(p.loops):
+            for k, (loop, passes) in enumerate(zip(p.loops, p.passes)):
                 for e in loop:
                     b.store(combiners[id(e)].init(), accs[id(e)])
+                for n, step in enumerate(passes):
+                    def column(c, step=step):
+                        local: dict[int, ir.Value] = {}
 
-                def column(c, k=k, loop=loop):
-                    local: dict[int, ir.Value] = {}
+                        def read(atom):
+                            if hasattr(atom, "id"):
+                                if atom.id in local:
+                                    return local[atom.id]
+                                if atom.id in scratch:
+                                    return scalar_ops.load(b, scratch[atom.id], c, dtypes[atom.id])
+                            return leaf(atom, c)
 
-                    def read(atom):
-                        if hasattr(atom, "id"):
-                            if atom.id in local:
-                                return local[atom.id]
-                            if atom.id in scratch:
-                                return scalar_ops.load(b, scratch[atom.id], c, dtypes[atom.id])
-                        return leaf(atom, c)
+                        for eqn in step.eqns:
+                            local[eqn.outvars[0].id] = apply(eqn, read)
+                        for v in step.stores:
+                            scalar_ops.store(b, scratch[v], c, local[v], dtypes[v])
+                        for e in step.reductions:
+                            comb, acc = combiners[id(e)], accs[id(e)]
+                            b.store(comb.combine(b, b.load(acc), read(e.invars[0]), True), acc)
+                        for i in step.outputs:
+                            v = region.outvars[i]
+                            offset = b.add(b.mul(r, const64(p.columns)), c)
+                            scalar_ops.store(b, pointers[n_in + i], offset, read(v), v.aval.dtype)
 
-                    for eqn in p.loop_eqns[k]:
-                        v = eqn.outvars[0]
-                        local[v.id] = apply(eqn, read)
-                        if v.id in scratch:
-                            scalar_ops.store(b, scratch[v.id], c, local[v.id], v.aval.dtype)
-                    for e in loop:
-                        comb, acc = combiners[id(e)], accs[id(e)]
-                        b.store(comb.combine(b, b.load(acc), read(e.invars[0]), True), acc)
-                    for i in p.col_outputs[k]:
-                        v = region.outvars[i]
-                        offset = b.add(b.mul(r, const64(p.columns)), c)
-                        scalar_ops.store(b, pointers[n_in + i], offset, read(v), v.aval.dtype)
-
-                for_range(b, 0, p.columns, column, name=f"c{k}")
+                    for_range(b, 0, p.columns, column, name=f"c{k}.{n}")
                 for e in loop:
                     v = e.outvars[0]
                     env[v.id] = combiners[id(e)].finalize(b, b.load(accs[id(e)]))
