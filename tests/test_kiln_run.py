@@ -761,3 +761,30 @@ def test_trace_and_kernel_statistics(kiln_run, tmp_path):
     assert proc.returncode == 1 and "--trace: cannot write trace file" in proc.stderr
     proc = run(kiln_run, f"--module={path}", "--list", "--trace=t.json", check=False)
     assert proc.returncode == 2 and "--trace and --print_statistics need --function=NAME" in proc.stderr
+
+
+def test_benchmark_results_are_the_last_calls(kiln_run, tmp_path):
+    """Benchmark calls write into result buffers made once (kiln_context_invoke_host destinations);
+    --output then holds the last call's results, the same as one plain call's, and a function that
+    updates globals still advances once per call."""
+    import kiln.numpy as knp
+    from kiln import Program
+
+    x = np.arange(24, dtype=np.float32).reshape(4, 6)
+
+    class Two(Program, export_name="two_results"):
+        _count = Program.export_global(np.int32(0))
+
+        def run(self, x=Program.like(x)):
+            self._count = self._count + 1
+            return knp.flip(x, axis=1) * 2.0, knp.sum(x, axis=0), self._count
+
+    path = tmp_path / "m.vmfb"
+    Program.get_compiled_artifact(Two).save(path)
+    np.save(tmp_path / "x.npy", x)
+    common = [f"--module={path}", "--function=run", f"--input=@{tmp_path / 'x.npy'}"]
+    outs = [f"--output=@{tmp_path / f'b{i}.npy'}" for i in range(3)]
+    run(kiln_run, *common, "--benchmark=4", "--warmup=2", *outs)
+    np.testing.assert_array_equal(np.load(tmp_path / "b0.npy"), x[:, ::-1] * 2)
+    np.testing.assert_array_equal(np.load(tmp_path / "b1.npy"), x.sum(axis=0))
+    assert int(np.load(tmp_path / "b2.npy")) == 6  # 2 warm-up + 4 timed calls

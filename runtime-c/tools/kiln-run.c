@@ -924,6 +924,85 @@ static void release_results(state_t* st) {
   }
 }
 
+/* Benchmark calls write their results into buffers made once (the caller's
+ * destinations of kiln_context_invoke_host, as an embedding application
+ * would keep them), so a steady-state call allocates nothing for its results. */
+typedef struct {
+  kiln_host_buffer_t* args;
+  kiln_host_buffer_t* results;
+  kiln_buffer_view_t** views; /* results without a destination (empty ones) */
+} host_call_t;
+
+static void host_call_free(host_call_t* h, size_t result_count) {
+  if (h->results)
+    for (size_t i = 0; i < result_count; ++i) free(h->results[i].data);
+  if (h->views)
+    for (size_t i = 0; i < result_count; ++i) kiln_buffer_view_release(h->views[i]);
+  free(h->args);
+  free(h->results);
+  free(h->views);
+  memset(h, 0, sizeof *h);
+}
+
+static kiln_status_t host_call_init(host_call_t* h, const state_t* st, kiln_function_t fn) {
+  memset(h, 0, sizeof *h);
+  h->args = calloc(st->arg_count ? st->arg_count : 1, sizeof *h->args);
+  h->results = calloc(st->result_count ? st->result_count : 1, sizeof *h->results);
+  h->views = calloc(st->result_count ? st->result_count : 1, sizeof *h->views);
+  if (!h->args || !h->results || !h->views)
+    return kiln_make_status(KILN_OUT_OF_MEMORY, "allocating the benchmark's buffers");
+  for (size_t i = 0; i < st->arg_count; ++i) {
+    h->args[i].data = (void*)(uintptr_t)kiln_buffer_view_data(st->args[i]);
+    h->args[i].byte_size = kiln_buffer_view_byte_size(st->args[i]);
+    h->args[i].owner = st->args[i];
+  }
+  for (size_t i = 0; i < st->result_count; ++i) {
+    kiln_value_info_t info;
+    size_t size = 0;
+    kiln_status_t s = kiln_function_result_info(fn, i, &info);
+    if (s) return s;
+    if (kiln_compute_byte_size(info.dtype, info.rank, info.shape, &size) != 0)
+      return kiln_make_status(KILN_INTERNAL, "result %zu's byte size overflows", i);
+    if (!size) continue; /* an empty result comes back as a view */
+    h->results[i].data = aligned_alloc(64, (size + 63) / 64 * 64);
+    h->results[i].byte_size = size;
+    if (!h->results[i].data)
+      return kiln_make_status(KILN_OUT_OF_MEMORY, "allocating result %zu's %zu bytes", i, size);
+  }
+  return NULL;
+}
+
+/* One call into the benchmark's destinations. */
+static kiln_status_t host_call(host_call_t* h, state_t* st, kiln_function_t fn) {
+  for (size_t i = 0; i < st->result_count; ++i) {
+    kiln_buffer_view_release(h->views[i]);
+    h->views[i] = NULL;
+  }
+  return kiln_context_invoke_host(st->context, fn, h->args, st->arg_count, h->results, h->views,
+                                  st->result_count);
+}
+
+/* The last call's results as st->results (taking over the destinations). */
+static kiln_status_t host_call_results(host_call_t* h, state_t* st, kiln_function_t fn) {
+  release_results(st);
+  for (size_t i = 0; i < st->result_count; ++i) {
+    kiln_value_info_t info;
+    kiln_status_t s = kiln_function_result_info(fn, i, &info);
+    if (s) return s;
+    if (!h->results[i].data) {
+      st->results[i] = h->views[i];
+      h->views[i] = NULL;
+      continue;
+    }
+    if ((s = kiln_buffer_view_wrap(info.dtype, info.rank, info.shape, h->results[i].data,
+                                   h->results[i].byte_size, free, h->results[i].data,
+                                   &st->results[i])))
+      return s;
+    h->results[i].data = NULL; /* the view frees it */
+  }
+  return NULL;
+}
+
 /* Compares every result with its --expected_output: one error line per result
  * that differs (exit status 1), else one line saying how many matched. */
 static int check_expected(const state_t* st, kiln_function_t fn, const options_t* o) {
@@ -1026,11 +1105,17 @@ static int run_function(state_t* st, const options_t* o) {
   }
 
   long warmup = o->benchmark > 0 ? o->warmup : 0;
+  host_call_t host;
+  memset(&host, 0, sizeof host);
+  if (o->benchmark > 0 && (s = host_call_init(&host, st, fn))) {
+    host_call_free(&host, st->result_count);
+    return fail_status(s);
+  }
   for (long call = 0; call < warmup && !g_interrupted; ++call) {
-    release_results(st);
-    s = kiln_context_invoke(st->context, fn, st->args, st->arg_count, st->results,
-                            st->result_count);
-    if (s) return fail_status(kiln_status_annotate(s, "warm-up call %ld", call + 1));
+    if ((s = host_call(&host, st, fn))) {
+      host_call_free(&host, st->result_count);
+      return fail_status(kiln_status_annotate(s, "warm-up call %ld", call + 1));
+    }
   }
   kiln_trace_t* trace = NULL;
   if (o->trace_path || o->print_statistics) {
@@ -1041,21 +1126,35 @@ static int run_function(state_t* st, const options_t* o) {
   long calls = o->benchmark > 0 ? o->benchmark : 1;
   double* times = o->benchmark > 0 ? malloc((size_t)calls * sizeof(double)) : NULL;
   if (o->benchmark > 0 && !times) {
+    host_call_free(&host, st->result_count);
     error_line("out of memory for the times of %ld calls", calls);
     return EXIT_RUNTIME;
   }
   long faults_before = page_faults();
   for (long call = 0; call < calls && !g_interrupted; ++call) {
-    release_results(st);
     double start = now_seconds();
-    s = kiln_context_invoke(st->context, fn, st->args, st->arg_count, st->results,
-                            st->result_count);
+    if (times) {
+      s = host_call(&host, st, fn);
+    } else {
+      release_results(st);
+      s = kiln_context_invoke(st->context, fn, st->args, st->arg_count, st->results,
+                              st->result_count);
+    }
     double elapsed = now_seconds() - start;
+    if (s) {
+      free(times);
+      host_call_free(&host, st->result_count);
+      return fail_status(s);
+    }
+    if (times) times[call] = elapsed;
+  }
+  if (times) {
+    s = host_call_results(&host, st, fn);
+    host_call_free(&host, st->result_count);
     if (s) {
       free(times);
       return fail_status(s);
     }
-    if (times) times[call] = elapsed;
   }
   if (times) {
     double faults = (double)(page_faults() - faults_before) / (double)calls;
