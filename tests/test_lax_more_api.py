@@ -243,3 +243,40 @@ def test_scatter_apply(tmp_path):
     np.testing.assert_allclose(g, numerical_grad(lambda a: want(a, idx).sum(), x), rtol=1e-7)
     with pytest.raises(TypeError, match=r"scatter_apply: func must keep the operand's shape and dtype float64\[5, 2\]"):
         lax.scatter_apply(x, idx, lambda v: v.astype(np.float32), (0,))
+
+
+def test_jax_dimension_numbers_that_pick_whole_slices(tmp_path):
+    """gather/scatter with JAX's GatherDimensionNumbers/ScatterDimensionNumbers, where they describe kiln's
+    whole-slice form (indexed axes collapsed, the other axes whole and last): the same as (indices, axes)."""
+    x, u = R.standard_normal((4, 3, 5)), R.standard_normal((3, 3))
+    idx = np.array([[2, 1], [0, 4], [3, 0]])
+    gdn = lax.GatherDimensionNumbers(offset_dims=(1,), collapsed_slice_dims=(0, 2), start_index_map=(0, 2))
+    sdn = lax.ScatterDimensionNumbers(update_window_dims=(1,), inserted_window_dims=(0, 2),
+                                      scatter_dims_to_operand_dims=(0, 2))
+
+    def want(x, idx, u):
+        added = x.copy()
+        np.add.at(added, (idx[:, 0], slice(None), idx[:, 1]), u)
+        return x[idx[:, 0], :, idx[:, 1]], added
+
+    eager_jit_and_kiln_run(lambda a, i, v: (lax.gather(a, i, gdn, (1, 3, 1), mode="clip", indices_are_sorted=False),
+                                            lax.scatter_add(a, i, v, sdn, unique_indices=True)),
+                           want, x, idx, u, tmp_path=tmp_path)
+    rows = lax.GatherDimensionNumbers(offset_dims=(1, 2), collapsed_slice_dims=(0,), start_index_map=(0,))
+    np.testing.assert_array_equal(lax.gather(x, idx[:, :1], rows, (1, 3, 5)), x[idx[:, 0]])
+    np.testing.assert_array_equal(lax.scatter_apply(x, idx, lambda v: -v, sdn),
+                                  lax.scatter_apply(x, idx, lambda v: -v, (0, 2)))
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda x, i: lax.gather(x, i, lax.GatherDimensionNumbers((1,), (0, 2), (0, 2)), (1, 2, 1)), NotImplementedError,
+     r"gather: kiln takes dimension numbers that pick whole slices: the indexed axes \(0, 2\) collapsed"),
+    (lambda x, i: lax.gather(x, i, lax.GatherDimensionNumbers((1,), (0, 2), (0, 2), (1,), (0,)), (1, 3, 1)),
+     NotImplementedError, "gather: batching dimensions are not supported"),
+    (lambda x, i: lax.scatter(x, i, np.ones((3, 3)), lax.ScatterDimensionNumbers((0,), (0, 2), (0, 2))),
+     NotImplementedError, "scatter: kiln takes dimension numbers that pick whole slices"),
+    (lambda x, i: lax.gather(x, i, (0, 2), (1, 3, 1)), TypeError, "gather: slice_sizes goes with JAX's"),
+])
+def test_dimension_number_errors(call, error, message):
+    with pytest.raises(error, match=message):
+        call(np.ones((4, 3, 5)), np.array([[2, 1], [0, 4], [3, 0]]))

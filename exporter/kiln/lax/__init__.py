@@ -48,15 +48,15 @@ from .conv import (  # noqa: E402
     conv_shape_tuple, conv_transpose, conv_transpose_shape_tuple,
 )
 from .api import (  # noqa: E402
-    ConvGeneralDilatedDimensionNumbers, DotAlgorithm, DotAlgorithmPreset, DotDimensionNumbers, GatherScatterMode,
-    PrecisionLike,
+    ConvGeneralDilatedDimensionNumbers, DotAlgorithm, DotAlgorithmPreset, DotDimensionNumbers,
+    GatherDimensionNumbers, GatherScatterMode, PrecisionLike, ScatterDimensionNumbers,
 )
 
 __all__ += ["Precision", "canonicalize_precision", "dot", "reduce_window_shape_tuple", "stop_gradient",
             "conv_transpose", "conv_shape_tuple", "conv_general_shape_tuple", "conv_transpose_shape_tuple",
             "ConvDimensionNumbers", "conv_general_permutations", "conv_general_dilated_patches", "PrecisionLike",
             "DotDimensionNumbers", "ConvGeneralDilatedDimensionNumbers", "GatherScatterMode", "DotAlgorithm",
-            "DotAlgorithmPreset"]
+            "DotAlgorithmPreset", "GatherDimensionNumbers", "ScatterDimensionNumbers"]
 from . import elementwise, shape_api  # noqa: E402
 from .elementwise import *  # noqa: E402,F401,F403
 from .shape_api import *  # noqa: E402,F401,F403

@@ -412,7 +412,52 @@ def _index_array(fn, indices, axes, operand_aval):
     return idx, axes
 
 
-def gather(operand, indices, axes, *, mode=None, fill_value=None):
+class GatherDimensionNumbers(NamedTuple):
+    """jax.lax.GatherDimensionNumbers. kiln.lax.gather takes them (with slice_sizes) where they describe kiln's
+    whole-slice gather (_whole_slice_axes); other gathers raise NotImplementedError."""
+
+    offset_dims: tuple
+    collapsed_slice_dims: tuple
+    start_index_map: tuple
+    operand_batching_dims: tuple = ()
+    start_indices_batching_dims: tuple = ()
+
+
+class ScatterDimensionNumbers(NamedTuple):
+    """jax.lax.ScatterDimensionNumbers, taken by kiln.lax.scatter and its variants where they describe kiln's
+    whole-slice scatter (_whole_slice_axes)."""
+
+    update_window_dims: tuple
+    inserted_window_dims: tuple
+    scatter_dims_to_operand_dims: tuple
+    operand_batching_dims: tuple = ()
+    scatter_indices_batching_dims: tuple = ()
+
+
+def _whole_slice_axes(fn: str, window_dims, collapsed, index_map, batching, operand_shape, indices, slice_sizes):
+    """The axes of kiln's gather/scatter form for JAX dimension numbers that describe it: the indices' last axis
+    indexes the operand axes index_map, those axes are collapsed (slice size 1), every other axis is taken
+    whole, and the window (offset) dimensions come after the index batch dimensions, in order."""
+    operand_shape = tuple(operand_shape)
+    index_map = tuple(int(a) for a in index_map)
+    batch_rank = get_aval(asarray(indices)).ndim - 1
+    rest = [d for i, d in enumerate(operand_shape) if i not in index_map]
+    expected = tuple(1 if i in index_map else d for i, d in enumerate(operand_shape))
+    if tuple(batching[0]) or tuple(batching[1]):
+        raise NotImplementedError(f"{fn}: batching dimensions are not supported (vmap the whole-slice form)")
+    if sorted(int(a) for a in collapsed) != sorted(index_map) or (
+            slice_sizes is not None and tuple(int(s) for s in slice_sizes) != expected) or (
+            tuple(int(d) for d in window_dims) != tuple(range(batch_rank, batch_rank + len(rest)))):
+        raise NotImplementedError(
+            f"{fn}: kiln takes dimension numbers that pick whole slices: the indexed axes {index_map} collapsed "
+            f"(slice size 1), every other axis whole (slice_sizes {expected}), the window dimensions last "
+            f"{tuple(range(batch_rank, batch_rank + len(rest)))}; got {window_dims}, {collapsed}, slice_sizes "
+            f"{slice_sizes} (see gather's docstring for the (indices, axes) form)")
+    return index_map
+
+
+def gather(operand, indices, axes, slice_sizes=None, *, unique_indices=False, indices_are_sorted=False, mode=None,
+           fill_value=None):
     """Gather whole slices of `operand` at integer positions (kiln's simplified form of jax.lax.gather).
 
     indices has shape (*batch, len(axes)): indices[..., k] is a position along operand axis axes[k]. The
@@ -423,10 +468,18 @@ def gather(operand, indices, axes, *, mode=None, fill_value=None):
     mode: "fill" (the default, as in JAX) reads fill_value (default 0) for an index row with any
     out-of-range entry; "clip" (or "promise_in_bounds") clamps every index into range. Negative indices are
     out of range (they do not wrap; kiln.numpy indexing wraps them before calling this).
-    Unlike jax.lax.gather there are no dimension_numbers or slice_sizes: each index picks whole slices.
+    JAX's call, gather(operand, indices, GatherDimensionNumbers(...), slice_sizes), is taken where the dimension
+    numbers describe this whole-slice form (_whole_slice_axes); unique_indices and indices_are_sorted are hints.
     """
     x = asarray(operand)
     xa = get_aval(x)
+    if isinstance(axes, GatherDimensionNumbers):
+        axes = _whole_slice_axes("gather", axes.offset_dims, axes.collapsed_slice_dims, axes.start_index_map,
+                                 (axes.operand_batching_dims, axes.start_indices_batching_dims), xa.shape, indices,
+                                 slice_sizes)
+    elif slice_sizes is not None:
+        raise TypeError("gather: slice_sizes goes with JAX's GatherDimensionNumbers; kiln's (indices, axes) form "
+                        "takes whole slices")
     if mode not in _GATHER_MODES:
         raise ValueError(f"gather: mode must be 'fill', 'clip' or 'promise_in_bounds', got {mode!r}")
     idx, axes = _index_array("gather", indices, axes, xa)
@@ -460,17 +513,30 @@ def _and(p, q):
 _SCATTER_UPDATES = ("set", "add", "mul", "min", "max")
 
 
-def scatter(operand, indices, updates, axes, *, update="set", mode=None):
+def _scatter_axes(fn, axes, operand_shape, indices):
+    """axes, or the axes of ScatterDimensionNumbers that describe kiln's whole-slice scatter."""
+    if not isinstance(axes, ScatterDimensionNumbers):
+        return axes
+    return _whole_slice_axes(fn, axes.update_window_dims, axes.inserted_window_dims, axes.scatter_dims_to_operand_dims,
+                             (axes.operand_batching_dims, axes.scatter_indices_batching_dims), operand_shape, indices,
+                             None)
+
+
+def scatter(operand, indices, updates, axes, *, update="set", mode=None, indices_are_sorted=False,
+            unique_indices=False):
     """Scatter `updates` into whole slices of `operand` (kiln's simplified form of jax.lax.scatter).
 
     indices as in gather: shape (*batch, len(axes)), one position per axis in axes; updates has the shape
     gather would return, batch + (the operand's dimensions not in axes), and the operand's dtype.
     update: "set" (the last of duplicate indices wins), "add", "mul", "min" or "max" (duplicates combine).
     mode: "drop" (the default, as in JAX; also "fill") skips updates whose index row is out of range;
-    "clip" (or "promise_in_bounds") clamps the indices into range. Returns a new array.
+    "clip" (or "promise_in_bounds") clamps the indices into range. Returns a new array. axes may be JAX's
+    ScatterDimensionNumbers where they describe this whole-slice form (_whole_slice_axes); indices_are_sorted
+    and unique_indices are hints.
     """
     x, u = asarray(operand), asarray(updates)
     xa, ua = get_aval(x), get_aval(u)
+    axes = _scatter_axes("scatter", axes, xa.shape, indices)
     if mode not in _SCATTER_MODES:
         raise ValueError(f"scatter: mode must be 'drop', 'clip' or 'promise_in_bounds', got {mode!r}")
     if update not in _SCATTER_UPDATES:
@@ -486,22 +552,22 @@ def scatter(operand, indices, updates, axes, *, update="set", mode=None):
     return structural_prims.scatter_p.bind(x, idx, u, axes=axes, update=update, mode=_SCATTER_MODES[mode])
 
 
-def scatter_add(operand, indices, updates, axes, *, mode=None):
+def scatter_add(operand, indices, updates, axes, *, mode=None, indices_are_sorted=False, unique_indices=False):
     """scatter with update="add" (duplicate indices accumulate)."""
     return scatter(operand, indices, updates, axes, update="add", mode=mode)
 
 
-def scatter_mul(operand, indices, updates, axes, *, mode=None):
+def scatter_mul(operand, indices, updates, axes, *, mode=None, indices_are_sorted=False, unique_indices=False):
     """scatter with update="mul"."""
     return scatter(operand, indices, updates, axes, update="mul", mode=mode)
 
 
-def scatter_min(operand, indices, updates, axes, *, mode=None):
+def scatter_min(operand, indices, updates, axes, *, mode=None, indices_are_sorted=False, unique_indices=False):
     """scatter with update="min"."""
     return scatter(operand, indices, updates, axes, update="min", mode=mode)
 
 
-def scatter_max(operand, indices, updates, axes, *, mode=None):
+def scatter_max(operand, indices, updates, axes, *, mode=None, indices_are_sorted=False, unique_indices=False):
     """scatter with update="max"."""
     return scatter(operand, indices, updates, axes, update="max", mode=mode)
 

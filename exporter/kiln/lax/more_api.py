@@ -10,7 +10,7 @@ from ..core import dtypes
 from ..core.trace import get_aval
 from . import prims
 from .accuracy import check_accuracy
-from .api import _index_array, _operands, broadcasted_iota, cumsum, dot_general, gather, scatter, scatter_add, transpose
+from .api import _index_array, _operands, _scatter_axes, broadcasted_iota, cumsum, dot_general, gather, scatter, scatter_add, transpose
 from .conv import conv_dimension_numbers, conv_general_dilated_patches
 from .elementwise import bitwise_and, shift_right_logical
 from .math_prims import P
@@ -108,17 +108,19 @@ def dtype(x):
     return get_aval(asarray(x)).dtype
 
 
-def scatter_sub(operand, indices, updates, axes, *, mode=None):
+def scatter_sub(operand, indices, updates, axes, *, mode=None, indices_are_sorted=False, unique_indices=False):
     """operand with updates subtracted at the indexed slices (kiln's scatter form, as scatter_add)."""
     return scatter_add(operand, indices, prims.neg.bind(asarray(updates)), axes, mode=mode)
 
 
-def scatter_apply(operand, indices, func, axes, *, mode=None):
+def scatter_apply(operand, indices, func, axes, *, update_shape=(), mode=None, indices_are_sorted=False,
+                  unique_indices=False):
     """operand with the elementwise function func applied once at each indexed slice (duplicate indices
-    included once), in kiln's scatter form (indices, axes) as scatter_add: func(operand) where a scattered
-    mask is set, operand elsewhere."""
+    included once), in kiln's scatter form (indices, axes, or ScatterDimensionNumbers that describe it) as
+    scatter_add: func(operand) where a scattered mask is set, operand elsewhere."""
     x = asarray(operand)
     shape = get_aval(x).shape
+    axes = _scatter_axes("scatter_apply", axes, shape, indices)
     idx, axes_ = _index_array("scatter_apply", indices, axes, get_aval(x))
     hit_shape = get_aval(idx).shape[:-1] + tuple(d for i, d in enumerate(shape) if i not in axes_)
     mask = scatter(np.zeros(shape, np.bool_), idx, np.ones(hit_shape, np.bool_), axes_, mode=mode)
