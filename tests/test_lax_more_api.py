@@ -280,3 +280,14 @@ def test_jax_dimension_numbers_that_pick_whole_slices(tmp_path):
 def test_dimension_number_errors(call, error, message):
     with pytest.raises(error, match=message):
         call(np.ones((4, 3, 5)), np.array([[2, 1], [0, 4], [3, 0]]))
+
+
+def test_ragged_dot_general_with_ragged_dots_dimension_numbers():
+    lhs, rhs, sizes = R.standard_normal((5, 3)), R.standard_normal((2, 3, 4)), np.array([3, 2], np.int32)
+    dn = lax.RaggedDotDimensionNumbers(dot_dimension_numbers=(([1], [1]), ([], [])), lhs_ragged_dimensions=[0],
+                                       rhs_group_dimensions=[0])
+    np.testing.assert_allclose(lax.ragged_dot_general(lhs, rhs, sizes, dn), _ragged_reference(lhs, rhs, sizes),
+                               rtol=1e-14)
+    other = lax.RaggedDotDimensionNumbers((((1,), (1,)), ((), ())), (0,), (1,))
+    with pytest.raises(NotImplementedError, match="ragged_dot_general: only ragged_dot's dimension numbers"):
+        lax.ragged_dot_general(lhs, rhs, sizes, other)

@@ -77,8 +77,8 @@ from .special_math import (  # noqa: E402
 __all__ += special_math.__all__
 from . import more_api  # noqa: E402
 from .more_api import (  # noqa: E402
-    cbrt, conv_general_dilated_local, dtype, index_take, mulhi, nextafter, ragged_dot, reduce_xor, scatter_apply,
-    scatter_sub,
+    cbrt, conv_general_dilated_local, dtype, index_take, mulhi, nextafter, ragged_dot, ragged_dot_general,
+    RaggedDotDimensionNumbers, reduce_xor, scatter_apply, scatter_sub,
 )
 
 __all__ += more_api.__all__

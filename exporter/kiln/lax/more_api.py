@@ -1,7 +1,9 @@
-"""jax.lax's remaining small functions: cbrt, nextafter, dtype, scatter_sub, reduce_xor, mulhi (integer high
-halves), index_take and ragged_dot; and the float64 exponent arithmetic (frexp64, times_power_of_two) that
-nextafter and kiln.numpy's frexp, ldexp and nextafter share."""
+"""More of jax.lax: cbrt, nextafter, dtype, scatter_sub, scatter_apply, reduce_xor, mulhi (integer high halves),
+index_take, ragged_dot(_general) and conv_general_dilated_local; and the float64 exponent arithmetic (frexp64,
+times_power_of_two) that nextafter and kiln.numpy's frexp, ldexp and nextafter share."""
 from __future__ import annotations
+
+import dataclasses
 
 import ml_dtypes
 import numpy as np
@@ -19,7 +21,7 @@ from .reduce_api import reduce
 from .structural_prims import concatenate
 
 __all__ = ["cbrt", "nextafter", "dtype", "scatter_sub", "reduce_xor", "mulhi", "index_take", "ragged_dot",
-           "conv_general_dilated_local", "scatter_apply"]
+           "conv_general_dilated_local", "scatter_apply", "RaggedDotDimensionNumbers", "ragged_dot_general"]
 
 
 def _full(x, value):
@@ -199,6 +201,35 @@ def index_take(src, idxs, axes):
     dtype = np.result_type(*(get_aval(c).dtype for c in columns))
     index = concatenate([_as(c, dtype) for c in columns], 1)
     return gather(x, index, axes, mode="clip")
+
+
+@dataclasses.dataclass(frozen=True)
+class RaggedDotDimensionNumbers:
+    """jax.lax.RaggedDotDimensionNumbers: the contraction, lhs's ragged dimensions and rhs's group dimensions."""
+
+    dot_dimension_numbers: tuple
+    lhs_ragged_dimensions: tuple
+    rhs_group_dimensions: tuple
+
+    def __post_init__(self):
+        (lc, rc), (lb, rb) = self.dot_dimension_numbers
+        canonical = ((tuple(lc), tuple(rc)), (tuple(lb), tuple(rb)))
+        object.__setattr__(self, "dot_dimension_numbers", canonical)
+        object.__setattr__(self, "lhs_ragged_dimensions", tuple(self.lhs_ragged_dimensions))
+        object.__setattr__(self, "rhs_group_dimensions", tuple(self.rhs_group_dimensions))
+
+
+_RAGGED_DOT = RaggedDotDimensionNumbers((((1,), (1,)), ((), ())), (0,), (0,))  # ragged_dot's (m, k) x (g, k, n)
+
+
+def ragged_dot_general(lhs, rhs, group_sizes, ragged_dot_dimension_numbers, precision=None,
+                       preferred_element_type=None, group_offset=None):
+    """jax.lax.ragged_dot_general for the dimension numbers of ragged_dot (lhs (m, k) ragged along m, rhs
+    (g, k, n) grouped along g): ragged_dot. Other forms raise NotImplementedError."""
+    if RaggedDotDimensionNumbers(*dataclasses.astuple(ragged_dot_dimension_numbers)) != _RAGGED_DOT:
+        raise NotImplementedError(f"ragged_dot_general: only ragged_dot's dimension numbers {_RAGGED_DOT} are "
+                                  f"supported; got {ragged_dot_dimension_numbers}")
+    return ragged_dot(lhs, rhs, group_sizes, precision, preferred_element_type, group_offset)
 
 
 def ragged_dot(lhs, rhs, group_sizes, precision=None, preferred_element_type=None, group_offset=None):
