@@ -2,7 +2,8 @@
 
 convolve/correlate take arrays of any (equal) rank and compute directly, as one kiln.lax.conv_general_dilated
 (method='fft' and 'auto' are accepted and give the same values); convolve2d/correlate2d add scipy's
-boundary handling ('fill' with a fillvalue, 'wrap', 'symm').
+boundary handling ('fill' with a fillvalue, 'wrap', 'symm'). The spectral analysis functions (stft, istft,
+welch, csd) live in signal_spectral.
 """
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ from .. import numpy as knp
 from ..core import dtypes
 from ..lax.conv import conv_general_dilated
 from ..numpy._base import aval, convert, normalize_axes, promote
+from .signal_spectral import csd, istft, stft, welch  # noqa: F401
 
-__all__ = ["convolve", "correlate", "convolve2d", "correlate2d", "fftconvolve", "detrend"]
+__all__ = ["convolve", "correlate", "convolve2d", "correlate2d", "fftconvolve", "detrend", "stft", "istft", "welch",
+           "csd"]
 
 _MODES = ("full", "same", "valid")
 _METHODS = ("auto", "direct", "fft")
