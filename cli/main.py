@@ -121,6 +121,7 @@ KILN_RUN_OPTIONS = [
     ("--benchmark_format", None, "value", "text|json", "The benchmark's statistics as text (the default) or JSON."),
     ("--trace", None, "value", "PATH.json", "Write a Chrome/Perfetto trace of the calls (calls, dispatches, "
      "allocations, global stores)."),
+    ("--perf-map", None, "flag", "Append the kernels to /tmp/perf-<pid>.map so that perf report names them."),
     ("--print_statistics", None, "flag", "Print each kernel's dispatches, time, share and GB/s, and the memory "
      "high-water mark."),
     ("--timeout", None, "value", "SECONDS", "Stop a call that runs longer."),

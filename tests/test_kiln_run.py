@@ -788,3 +788,53 @@ def test_benchmark_results_are_the_last_calls(kiln_run, tmp_path):
     np.testing.assert_array_equal(np.load(tmp_path / "b0.npy"), x[:, ::-1] * 2)
     np.testing.assert_array_equal(np.load(tmp_path / "b1.npy"), x.sum(axis=0))
     assert int(np.load(tmp_path / "b2.npy")) == 6  # 2 warm-up + 4 timed calls
+
+
+def test_perf_map_names_the_kernels(kiln_run, tmp_path):
+    """--perf-map (Instance(perf_map=True)) appends "START SIZE kiln:<module>:<kernel>" lines to perf's
+    /tmp/perf-<pid>.map, one per kernel, at the addresses the kernels run from."""
+    import os
+    import subprocess
+
+    import kiln.numpy as knp
+    from kiln import Program
+    from kiln.vm.reader import ModuleFile
+    from kiln.vm.runtime import Instance, Module
+
+    x = np.ones((4, 8), np.float32)
+
+    class Mapped(Program, export_name="mapped"):
+        def run(self, x=Program.like(x)):
+            return knp.tanh(x) @ x.T, knp.sum(x, axis=0)
+
+    data = Program.get_compiled_artifact(Mapped).bytes
+    kernels = {k.name for k in ModuleFile(data).kernels}
+    path = tmp_path / "m.vmfb"
+    path.write_bytes(data)
+    proc = subprocess.Popen([str(kiln_run), f"--module={path}", "--function=run", "--input=4x8xf32=1", "--perf-map"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc.communicate()
+    assert proc.returncode == 0
+    map_file = f"/tmp/perf-{proc.pid}.map"
+    try:
+        lines = open(map_file).read().splitlines()
+    finally:
+        os.remove(map_file)
+    assert {line.split()[2] for line in lines} == {f"kiln:mapped:{k}" for k in kernels}
+    for line in lines:
+        start, size, _ = line.split()
+        assert int(start, 16) > 0 and 0 < int(size, 16) <= 1 << 24
+
+    own_map = f"/tmp/perf-{os.getpid()}.map"
+    before = open(own_map).read() if os.path.exists(own_map) else None
+    try:
+        Module.from_bytes(Instance(perf_map=True), data)
+        added = open(own_map).read()[len(before or ""):].splitlines()
+        assert {line.split()[2] for line in added} == {f"kiln:mapped:{k}" for k in kernels}
+        Module.from_bytes(Instance(), data)  # off by default
+        assert len(open(own_map).read().splitlines()) == len((before or "").splitlines()) + len(kernels)
+    finally:
+        if before is None:
+            os.remove(own_map)
+        else:
+            open(own_map, "w").write(before)

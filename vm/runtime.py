@@ -141,17 +141,19 @@ def check_worker_count(worker_count, where: str) -> int:
 class Instance(_Handle):
     """The runtime instance: the worker threads that run kernels (0: one per core).
 
-    A worker count the runtime cannot take raises ValueError."""
+    A worker count the runtime cannot take raises ValueError. perf_map=True makes every module loaded
+    into it append its kernels to /tmp/perf-<pid>.map, so that `perf report` names them."""
 
     _release_name = "kiln_instance_release"
 
-    def __init__(self, worker_count: int = 0):
+    def __init__(self, worker_count: int = 0, perf_map: bool = False):
         super().__init__()
         worker_count = check_worker_count(worker_count, "Instance")
         lib = _lib()
         options = _InstanceOptions()
         lib.kiln_instance_options_initialize(ctypes.byref(options))
         options.worker_count = worker_count
+        options.perf_map = int(bool(perf_map))
         out = ctypes.c_void_p()
         try:
             _check(lib.kiln_instance_create(ctypes.byref(options), ctypes.byref(out)))

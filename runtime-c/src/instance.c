@@ -8,12 +8,16 @@
 struct kiln_instance {
   atomic_size_t refcount;
   kiln_pool_t* pool;
+  int perf_map;
 };
 
 void kiln_instance_options_initialize(kiln_instance_options_t* options) {
   if (!options) return;
   options->worker_count = 0;
+  options->perf_map = 0;
 }
+
+int kiln_instance_perf_map(const kiln_instance_t* instance) { return instance->perf_map; }
 
 kiln_status_t kiln_instance_create(const kiln_instance_options_t* options,
                                    kiln_instance_t** out) {
@@ -28,6 +32,7 @@ kiln_status_t kiln_instance_create(const kiln_instance_options_t* options,
     return kiln_make_status(KILN_OUT_OF_MEMORY, "cannot allocate an instance");
   }
   atomic_init(&instance->refcount, 1);
+  instance->perf_map = options->perf_map != 0;
   kiln_status_t status = kiln_pool_create(options->worker_count, &instance->pool);
   if (status) {
     free(instance);

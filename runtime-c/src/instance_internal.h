@@ -6,5 +6,7 @@
 #include "pool.h"
 
 kiln_pool_t* kiln_instance_pool(kiln_instance_t* instance);
+/* Whether loaded modules write their kernels to perf's map file. */
+int kiln_instance_perf_map(const kiln_instance_t* instance);
 
 #endif

@@ -19,6 +19,7 @@
 #include "buffer_internal.h"
 #include "checksum.h"
 #include "generated/module_fb.h"
+#include "instance_internal.h"
 #include "kernel_image.h"
 #include "module_internal.h"
 #include "status_internal.h"
@@ -420,6 +421,17 @@ static kiln_status_t decode_kernels(kiln_module_t* m, const uint8_t* root) {
                      (unsigned)kiln_fb_KernelImage_entry_points_len(
                          kiln_fb_Module_kernel_images_at(root, image)),
                      (unsigned)image);
+    {
+      const uint8_t* img = kiln_fb_Module_kernel_images_at(root, image);
+      const uint64_t* entries = kiln_fb_KernelImage_entry_points(img);
+      uint32_t e, n = kiln_fb_KernelImage_entry_points_len(img);
+      ki->code_size = kiln_fb_KernelImage_text_size(img) - entry;
+      for (e = 0; e < n; ++e)
+        if (entries[e] > entry) {
+          ki->code_size = entries[e] - entry;
+          break;
+        }
+    }
     ki->max_workgroups = kiln_fb_Kernel_max_workgroups(k);
     if (ki->max_workgroups < 1 || ki->max_workgroups > KILN_MAX_WORKGROUPS)
       return CORRUPT("kernel %u '%s': max_workgroups %u is outside [1, %u]", (unsigned)i,
@@ -434,6 +446,22 @@ static kiln_status_t decode_kernels(kiln_module_t* m, const uint8_t* root) {
       ki->binding_writable[j] = kiln_fb_Binding_writable(b) != 0;
     }
   }
+  return NULL;
+}
+
+/* Appends the module's kernels to /tmp/perf-<pid>.map ("START SIZE name" in
+ * hex), the file perf reads to name JIT-compiled code. */
+static kiln_status_t write_perf_map(const kiln_module_t* m) {
+  char path[64];
+  uint32_t i;
+  snprintf(path, sizeof path, "/tmp/perf-%ld.map", (long)getpid());
+  FILE* f = fopen(path, "a");
+  if (!f) return kiln_make_status(KILN_NOT_FOUND, "perf map: cannot append to %s", path);
+  for (i = 0; i < m->kernel_count; ++i)
+    fprintf(f, "%llx %llx kiln:%s:%s\n", (unsigned long long)(uintptr_t)m->kernels[i].fn,
+            (unsigned long long)m->kernels[i].code_size, m->name, m->kernels[i].name);
+  if (fclose(f) != 0)
+    return kiln_make_status(KILN_INTERNAL, "perf map: writing %s failed", path);
   return NULL;
 }
 
@@ -498,6 +526,7 @@ static kiln_status_t load_verified(kiln_module_t* m) {
     return s;
   for (i = 0; i < m->function_count; ++i)
     if ((s = kiln_verify_function(m, i))) return s;
+  if (kiln_instance_perf_map(m->instance) && (s = write_perf_map(m))) return s;
   return NULL;
 }
 

@@ -100,6 +100,8 @@ static const char* kUsage =
     "  --benchmark_format=F text (the default) or json (one object on stdout)\n"
     "  --trace=PATH.json    write a Chrome/Perfetto trace of the timed calls: every\n"
     "                       call, kernel dispatch, allocation and global store\n"
+    "  --perf-map           append the kernels to /tmp/perf-<pid>.map, so that\n"
+    "                       `perf report` shows their names\n"
     "  --print_statistics   print each kernel's dispatches, time, share of the\n"
     "                       calls and GB/s bound, and the memory high-water mark\n"
     "  --timeout=SECONDS    stop a call that runs longer (checked between dispatches\n"
@@ -186,6 +188,7 @@ typedef struct {
   int benchmark_json;
   const char* trace_path;
   int print_statistics;
+  int perf_map;
   double timeout;
   long max_steps;
   const char* globals_in;
@@ -276,6 +279,10 @@ static int parse_options(int argc, char** argv, options_t* o) {
       printf("kiln-run %s (module format %d.%d)\n", kiln_runtime_version(),
              KILN_MODULE_VERSION_MAJOR, KILN_MODULE_VERSION_MINOR);
       return -1;
+    }
+    if (!strcmp(arg, "--perf-map")) {
+      o->perf_map = 1;
+      continue;
     }
     if (!strcmp(arg, "--print_statistics")) {
       o->print_statistics = 1;
@@ -1218,6 +1225,7 @@ int main(int argc, char** argv) {
   kiln_instance_options_t instance_options;
   kiln_instance_options_initialize(&instance_options);
   instance_options.worker_count = (uint32_t)o.workers;
+  instance_options.perf_map = o.perf_map;
   kiln_status_t s = kiln_instance_create(&instance_options, &st.instance);
   if (!s) s = kiln_module_load_file(st.instance, o.module_path, &st.module);
   if (s) {

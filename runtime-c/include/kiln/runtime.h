@@ -119,6 +119,11 @@ typedef struct kiln_instance_options {
    * thread also runs workgroups, so 1 means fully single-threaded. At most
    * KILN_MAX_WORKERS. */
   uint32_t worker_count;
+  /* Nonzero: each module loaded into the instance appends its kernels'
+   * addresses, sizes and names to /tmp/perf-<pid>.map, perf's map of
+   * JIT-compiled code, so `perf report` shows "kiln:<module>:<kernel>" instead
+   * of an address (a failure to write it fails the load). 0 by default. */
+  int perf_map;
 } kiln_instance_options_t;
 
 void kiln_instance_options_initialize(kiln_instance_options_t* options);
