@@ -66,7 +66,7 @@ FLOORS = {
     "jax.numpy.linalg": 1.0,
     "jax.numpy.fft": 1.0,
     "jax.scipy.special": 1.0,
-    "jax.scipy.linalg": 0.9,
+    "jax.scipy.linalg": 1.0,
     "jax.scipy.stats": 1.0,
     "jax.scipy.signal": 1.0,
     "jax.random": 1.0,

@@ -25,10 +25,13 @@ from ._linalg_special import *  # noqa: F401,F403
 from ._linalg_special import __all__ as _more_special_names
 from ._linalg_extra import *  # noqa: F401,F403
 from ._linalg_extra import __all__ as _extra_names
+from ._linalg_schur import *  # noqa: F401,F403
+from ._linalg_schur import __all__ as _schur_names
 
 __all__ = ["cholesky", "cho_factor", "cho_solve", "solve_triangular", "lu", "lu_factor", "lu_solve", "solve", "inv",
            "det", "expm", "expm_frechet", "block_diag", "qr", "eigh", "eigh_tridiagonal", "svd", "polar",
-           *_special_names, *_more_special_names, *_extra_names]
+           *_special_names, *_more_special_names, *_extra_names,
+           *_schur_names]
 
 LinAlgError = np.linalg.LinAlgError
 
