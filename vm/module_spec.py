@@ -149,3 +149,5 @@ class ModuleSpec:
     # from format 2.1 on); False: 64-byte aligned bindings (kernel_abi.h), so the
     # runtime passes them an aligned copy of a less aligned argument.
     element_aligned_bindings: bool = False
+    # Where the module came from (format 2.3): key -> text, in order (kiln.compiler.provenance).
+    provenance: dict[str, str] = field(default_factory=dict)

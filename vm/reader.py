@@ -119,6 +119,7 @@ class ModuleFile:
         self.kernel_images = images
         self.kernels = kernels
         self.element_aligned_bindings = root.element_aligned_bindings()
+        self.provenance = {e.key(): e.value() for e in root.provenance()}
 
     @property
     def spec(self) -> ModuleSpec:
@@ -127,7 +128,7 @@ class ModuleFile:
                     for name, t, mutable, data in self.globals]
         constants = [ConstantSpec(_array(data, t)) for t, data in self.constants]
         return ModuleSpec(self.name, self.functions, globals_, constants, self.kernel_images,
-                          self.kernels, self.element_aligned_bindings)
+                          self.kernels, self.element_aligned_bindings, dict(self.provenance))
 
     def _type(self, index: int) -> TensorType:
         if not 0 <= index < len(self.types):
@@ -167,6 +168,9 @@ def _dump(m: ModuleFile) -> str:
     names = m.names()
     out = [f"module {m.name!r} (format {m.version[0]}.{m.version[1]}, {m.size} bytes)"]
     out.append(f"checksum: crc32 0x{m.checksum[1]:08x} (verified)")
+    if m.provenance:
+        out.append(f"provenance: {len(m.provenance)} entries")
+        out.extend(f"  {key}: {value}" for key, value in m.provenance.items())
     out.append(f"types: {len(m.types)}")
     for i, t in enumerate(m.types):
         out.append(f"  type#{i} {t}")

@@ -89,6 +89,7 @@ def serialize(spec: ModuleSpec, *, check: bool = True,
     root = fb.build_Module(b, version_major=version[0], version_minor=version[1],
                            name=spec.name, types=type_tables, functions=functions,
                            globals=globals_, constants=constants, kernel_images=images,
-                           kernels=kernels, element_aligned_bindings=spec.element_aligned_bindings)
+                           kernels=kernels, element_aligned_bindings=spec.element_aligned_bindings,
+                           provenance=[fb.build_Metadata(b, key=k, value=v) for k, v in spec.provenance.items()])
     b.Finish(root, file_identifier=fb.FILE_IDENTIFIER)
     return seal(b.Output())

@@ -215,7 +215,7 @@ def _compile_traced(name: str, traced: TracedFunction, limits=None):
         arg_tree=treedef_to_json(traced.signature.treedef),
         result_tree=treedef_to_json(traced.out_treedef),
     )
-    module_bytes = build_module(name, [source], [])
+    module_bytes = build_module(name, [source], [], export=f"kiln.jit of {name}")
     context = load_module(module_bytes).new_context()
     if limits is not None:
         context.set_limits(timeout=limits.timeout, max_steps=limits.max_steps)

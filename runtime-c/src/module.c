@@ -519,6 +519,13 @@ static kiln_status_t load_verified(kiln_module_t* m) {
   if ((s = decode_functions(m, root))) return s;
   if ((s = decode_data(m, root))) return s;
   if ((s = decode_kernels(m, root))) return s;
+  m->provenance_count = kiln_fb_Module_provenance_len(root);
+  for (i = 0; i < m->provenance_count; ++i) {
+    const uint8_t* e = kiln_fb_Module_provenance_at(root, i);
+    if ((s = check_text(kiln_fb_Metadata_key(e), "provenance entry", i, "key")) ||
+        (s = check_text(kiln_fb_Metadata_value(e), "provenance entry", i, "value")))
+      return s;
+  }
   if ((s = check_unique_names("function", m->functions, sizeof *m->functions,
                               offsetof(kiln_function_info_t, name), m->function_count)) ||
       (s = check_unique_names("global", m->globals, sizeof *m->globals,
@@ -806,6 +813,32 @@ const char* kiln_function_result_tree(kiln_function_t function) {
 uint64_t kiln_function_transient_size(kiln_function_t function) {
   const kiln_function_info_t* f = function_info(function);
   return f ? f->transient_size : 0;
+}
+
+size_t kiln_module_provenance_count(const kiln_module_t* module) {
+  return module ? module->provenance_count : 0;
+}
+
+kiln_status_t kiln_module_provenance_at(const kiln_module_t* module, size_t index,
+                                        const char** key, const char** value) {
+  if (!module || !key || !value)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "provenance_at: module, key or value is NULL");
+  if (index >= module->provenance_count)
+    return kiln_make_status(KILN_NOT_FOUND, "provenance entry %zu: the module has %u", index,
+                            (unsigned)module->provenance_count);
+  const uint8_t* e = kiln_fb_Module_provenance_at(kiln_fb_Module_root(module->data),
+                                                  (uint32_t)index);
+  *key = kiln_fb_Metadata_key(e);
+  *value = kiln_fb_Metadata_value(e);
+  return NULL;
+}
+
+/* The value of provenance entry `key`, or NULL. */
+const char* kiln_module_provenance(const kiln_module_t* module, const char* key) {
+  const char *k, *v;
+  for (size_t i = 0; module && key && i < module->provenance_count; ++i)
+    if (!kiln_module_provenance_at(module, i, &k, &v) && strcmp(k, key) == 0) return v;
+  return NULL;
 }
 
 size_t kiln_module_global_count(const kiln_module_t* module) {

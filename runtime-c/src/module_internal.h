@@ -87,6 +87,7 @@ struct kiln_module {
   int element_aligned_bindings;
   uint32_t kernel_count;
   kiln_kernel_info_t* kernels;
+  uint32_t provenance_count; /* Module.provenance entries (format 2.3), read in place */
 };
 
 /* Checks every instruction of function `ordinal` (module tables must be

@@ -148,6 +148,15 @@ static void test_reflection(kiln_module_t* m) {
   EXPECT_ERROR(kiln_module_lookup_function(m, "bump", &f), KILN_NOT_FOUND,
                "no exported function 'bump' (it exports: triangle, step, weights, unset, "
                "recurse)");
+  {
+    const char *key = NULL, *value = NULL;
+    CHECK(kiln_module_provenance_count(m) == 0); /* a hand-made module records none */
+    CHECK(kiln_module_provenance(m, "producer") == NULL && kiln_module_provenance(NULL, "x") == NULL);
+    EXPECT_ERROR(kiln_module_provenance_at(m, 0, &key, &value), KILN_NOT_FOUND,
+                 "provenance entry 0: the module has 0");
+    EXPECT_ERROR(kiln_module_provenance_at(m, 0, NULL, &value), KILN_INVALID_ARGUMENT,
+                 "module, key or value is NULL");
+  }
   CHECK(kiln_module_global_count(m) == 2);
   OK(kiln_module_global_info(m, 0, &info));
   CHECK(strcmp(info.name, "w") == 0 && info.rank == 1 && info.shape[0] == 4 &&

@@ -457,6 +457,20 @@ static kiln_status_t format_signature(kiln_function_t fn, char* buf, size_t size
 static kiln_status_t list_module(const kiln_module_t* module) {
   printf("module ");
   put_clean(stdout, kiln_module_name(module), NULL);
+  const char* producer = kiln_module_provenance(module, "producer");
+  if (producer) {
+    static const char* const kTools[] = {"python", "llvm", "llvmlite"};
+    printf("\nproducer: ");
+    put_clean(stdout, producer, NULL);
+    int listed = 0;
+    for (size_t i = 0; i < sizeof kTools / sizeof *kTools; ++i) {
+      const char* v = kiln_module_provenance(module, kTools[i]);
+      if (!v) continue;
+      printf("%s%s ", listed++ ? ", " : " (", kTools[i]);
+      put_clean(stdout, v, NULL);
+    }
+    if (listed) printf(")");
+  }
   size_t count = kiln_module_function_count(module);
   printf("\nfunctions (%zu):\n", count);
   char text[8192];

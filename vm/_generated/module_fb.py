@@ -168,7 +168,19 @@ def build_Kernel(b, *, name=None, image=0, entry_offset=0, bindings=None, push_c
     return b.EndObject()
 
 
-def build_Module(b, *, version_major=0, version_minor=0, name=None, types=None, functions=None, globals=None, constants=None, kernel_images=None, kernels=None, element_aligned_bindings=0):
+def build_Metadata(b, *, key=None, value=None):
+    """Write a Metadata; vectors of tables take offsets from build_* calls."""
+    _key = None if key is None else b.CreateString(key)
+    _value = None if value is None else b.CreateString(value)
+    b.StartObject(2)
+    if _key is not None:
+        b.PrependUOffsetTRelativeSlot(0, _key, 0)
+    if _value is not None:
+        b.PrependUOffsetTRelativeSlot(1, _value, 0)
+    return b.EndObject()
+
+
+def build_Module(b, *, version_major=0, version_minor=0, name=None, types=None, functions=None, globals=None, constants=None, kernel_images=None, kernels=None, element_aligned_bindings=0, provenance=None):
     """Write a Module; vectors of tables take offsets from build_* calls."""
     _name = None if name is None else b.CreateString(name)
     _types = None if types is None else _offsets(b, list(types))
@@ -177,7 +189,8 @@ def build_Module(b, *, version_major=0, version_minor=0, name=None, types=None, 
     _constants = None if constants is None else _offsets(b, list(constants))
     _kernel_images = None if kernel_images is None else _offsets(b, list(kernel_images))
     _kernels = None if kernels is None else _offsets(b, list(kernels))
-    b.StartObject(10)
+    _provenance = None if provenance is None else _offsets(b, list(provenance))
+    b.StartObject(11)
     if _name is not None:
         b.PrependUOffsetTRelativeSlot(2, _name, 0)
     if _types is not None:
@@ -192,6 +205,8 @@ def build_Module(b, *, version_major=0, version_minor=0, name=None, types=None, 
         b.PrependUOffsetTRelativeSlot(7, _kernel_images, 0)
     if _kernels is not None:
         b.PrependUOffsetTRelativeSlot(8, _kernels, 0)
+    if _provenance is not None:
+        b.PrependUOffsetTRelativeSlot(10, _provenance, 0)
     b.PrependSlot(_N.Uint16Flags, 0, version_major, 0)
     b.PrependSlot(_N.Uint16Flags, 1, version_minor, 0)
     b.PrependBoolSlot(9, bool(element_aligned_bindings), False)
@@ -466,6 +481,22 @@ class Kernel:
         return self._tab.Get(_N.Uint32Flags, o + self._tab.Pos) if o else 0
 
 
+class Metadata:
+    """Read-only view of a Metadata table."""
+    __slots__ = ("_tab",)
+
+    def __init__(self, buf, pos):
+        self._tab = _Table(buf, pos)
+
+    def key(self):
+        o = self._tab.Offset(4)
+        return self._tab.String(o + self._tab.Pos).decode() if o else ''
+
+    def value(self):
+        o = self._tab.Offset(6)
+        return self._tab.String(o + self._tab.Pos).decode() if o else ''
+
+
 class Module:
     """Read-only view of a Module table."""
     __slots__ = ("_tab",)
@@ -548,6 +579,16 @@ class Module:
     def element_aligned_bindings(self):
         o = self._tab.Offset(22)
         return self._tab.Get(_N.BoolFlags, o + self._tab.Pos) if o else False
+
+    def provenance(self):
+        o = self._tab.Offset(24)
+        if not o:
+            return []
+        n = self._tab.VectorLen(o)
+        v = self._tab.Vector(o)
+        if v + 4 * n > len(self._tab.Bytes):
+            raise IndexError('vector runs past the end of the buffer')
+        return [Metadata(self._tab.Bytes, self._tab.Indirect(v + 4 * k)) for k in range(n)]
 
 
 def get_root_Module(buf):

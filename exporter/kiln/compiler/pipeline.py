@@ -96,16 +96,21 @@ def collection_paused():
             gc.enable()
 
 
-def compile_module(name: str, procedures: list[ProcedureSource], globals_: list[GlobalSource], target=None) -> CompileResult:
+def compile_module(name: str, procedures: list[ProcedureSource], globals_: list[GlobalSource], target=None,
+                   export: str = "") -> CompileResult:
+    """The module of `procedures` and `globals_` for `target` (the host's by default); `export` says how
+    it was exported, for its provenance."""
     with collection_paused():
-        return _compile_module(name, procedures, globals_, target)
+        return _compile_module(name, procedures, globals_, target, export)
 
 
-def _compile_module(name: str, procedures: list[ProcedureSource], globals_: list[GlobalSource], target=None) -> CompileResult:
+def _compile_module(name: str, procedures: list[ProcedureSource], globals_: list[GlobalSource], target=None,
+                    export: str = "") -> CompileResult:
     from kiln.vm.module_spec import GlobalSpec, ModuleSpec
     from kiln.vm.writer import serialize
 
     from .codegen.kernel import ELEMENT_ALIGNED_BINDINGS
+    from .provenance import module_provenance
     from .compile import compile_plan
     from .fusion import partition
     from .target import Target
@@ -139,6 +144,7 @@ def _compile_module(name: str, procedures: list[ProcedureSource], globals_: list
         kernel_images=[kernels.image] if kernels.kernels else [],
         kernels=kernels.kernels,
         element_aligned_bindings=ELEMENT_ALIGNED_BINDINGS,
+        provenance=module_provenance(procedures, target, export),
     )
     by_name = {proc.name: plans[id(optimized[proc.name])] for proc in procedures}
     with stage("serialize") as timed:
@@ -147,5 +153,6 @@ def _compile_module(name: str, procedures: list[ProcedureSource], globals_: list
     return CompileResult(spec, module_bytes, optimized, by_name)
 
 
-def build_module(name: str, procedures: list[ProcedureSource], globals_: list[GlobalSource], target=None) -> bytes:
-    return compile_module(name, procedures, globals_, target).module_bytes
+def build_module(name: str, procedures: list[ProcedureSource], globals_: list[GlobalSource], target=None,
+                 export: str = "") -> bytes:
+    return compile_module(name, procedures, globals_, target, export).module_bytes

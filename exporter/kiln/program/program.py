@@ -113,7 +113,8 @@ class Program:
             functions = {name: trace_public_function(cls, name, fn) for name, fn in cls._kiln_public.items()}
             sources = [f.source for f in functions.values()]
             globals_ = [GlobalSource(s.name, s.aval, s.mutable, s.initial) for s in cls._kiln_globals.slots]
-            result = compile_module(cls._kiln_export_name, sources, globals_, target)
+            export = f"Program {cls.__module__}.{cls.__qualname__}" + (f", target {target}" if target else "")
+            result = compile_module(cls._kiln_export_name, sources, globals_, target, export)
             compiled = (functions, result)
             if target is not None:
                 return compiled

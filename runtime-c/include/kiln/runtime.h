@@ -192,6 +192,15 @@ const char* kiln_function_result_tree(kiln_function_t function);
  * later one, so a steady-state call allocates only its results. */
 uint64_t kiln_function_transient_size(kiln_function_t function);
 
+/* Where the module came from (format 2.3; none before): key/value text
+ * entries such as "producer" ("kiln 0.1.0"), "python", "llvm", "llvmlite",
+ * "target", "export" and "function.NAME.ir_sha256", valid while the module
+ * lives. kiln_module_provenance returns the value of `key`, or NULL. */
+size_t kiln_module_provenance_count(const kiln_module_t* module);
+kiln_status_t kiln_module_provenance_at(const kiln_module_t* module, size_t index,
+                                        const char** key, const char** value);
+const char* kiln_module_provenance(const kiln_module_t* module, const char* key);
+
 size_t kiln_module_global_count(const kiln_module_t* module);
 kiln_status_t kiln_module_global_info(const kiln_module_t* module, size_t index,
                                       kiln_value_info_t* out);

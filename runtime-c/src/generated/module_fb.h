@@ -264,6 +264,7 @@ static inline int kiln_fb_verify_Constant(kiln_fb_verifier_t* v, uint64_t pos);
 static inline int kiln_fb_verify_KernelImage(kiln_fb_verifier_t* v, uint64_t pos);
 static inline int kiln_fb_verify_Binding(kiln_fb_verifier_t* v, uint64_t pos);
 static inline int kiln_fb_verify_Kernel(kiln_fb_verifier_t* v, uint64_t pos);
+static inline int kiln_fb_verify_Metadata(kiln_fb_verifier_t* v, uint64_t pos);
 static inline int kiln_fb_verify_Module(kiln_fb_verifier_t* v, uint64_t pos);
 
 static inline int kiln_fb_verify_TensorType(kiln_fb_verifier_t* v, uint64_t pos) {
@@ -552,6 +553,31 @@ static inline int kiln_fb_verify_Kernel(kiln_fb_verifier_t* v, uint64_t pos) {
   return 1;
 }
 
+static inline int kiln_fb_verify_Metadata(kiln_fb_verifier_t* v, uint64_t pos) {
+  kiln_fb__table_t t = {0, 0, 0, 0};
+  uint64_t at = 0, target = 0, data = 0;
+  uint32_t len = 0, k;
+  int present = 0;
+  (void)target; (void)data; (void)len; (void)k;
+  if (!kiln_fb__verify_table(v, pos, &t)) return 0;
+  kiln_fb__push(v, "key");
+  if (!kiln_fb__verify_field(v, &t, 0, 4, 4, &at, &present)) return 0;
+  if (present) {
+    if (!kiln_fb__follow(v, at, &target)) return 0;
+    if (!kiln_fb__verify_string(v, target)) return 0;
+  }
+  kiln_fb__pop(v);
+  kiln_fb__push(v, "value");
+  if (!kiln_fb__verify_field(v, &t, 1, 4, 4, &at, &present)) return 0;
+  if (present) {
+    if (!kiln_fb__follow(v, at, &target)) return 0;
+    if (!kiln_fb__verify_string(v, target)) return 0;
+  }
+  kiln_fb__pop(v);
+  (void)present;
+  return 1;
+}
+
 static inline int kiln_fb_verify_Module(kiln_fb_verifier_t* v, uint64_t pos) {
   kiln_fb__table_t t = {0, 0, 0, 0};
   uint64_t at = 0, target = 0, data = 0;
@@ -652,6 +678,19 @@ static inline int kiln_fb_verify_Module(kiln_fb_verifier_t* v, uint64_t pos) {
   kiln_fb__pop(v);
   kiln_fb__push(v, "element_aligned_bindings");
   if (!kiln_fb__verify_field(v, &t, 9, 1, 1, &at, &present)) return 0;
+  kiln_fb__pop(v);
+  kiln_fb__push(v, "provenance");
+  if (!kiln_fb__verify_field(v, &t, 10, 4, 4, &at, &present)) return 0;
+  if (present) {
+    if (!kiln_fb__follow(v, at, &target)) return 0;
+    if (!kiln_fb__verify_vector(v, target, 4, 4, &len, &data)) return 0;
+    for (k = 0; k < len; ++k) {
+      uint64_t elem = 0;
+      kiln_fb__index(v, k);
+      if (!kiln_fb__follow(v, data + 4u * (uint64_t)k, &elem)) return 0;
+      if (!kiln_fb_verify_Metadata(v, elem)) return 0;
+    }
+  }
   kiln_fb__pop(v);
   (void)present;
   return 1;
@@ -907,6 +946,14 @@ static inline uint32_t kiln_fb_Kernel_max_workgroups(const uint8_t* t) {
   return v;
 }
 
+/* ---- Metadata ---- */
+static inline const char* kiln_fb_Metadata_key(const uint8_t* t) {
+  return kiln_fb__string(t, 0);
+}
+static inline const char* kiln_fb_Metadata_value(const uint8_t* t) {
+  return kiln_fb__string(t, 1);
+}
+
 /* ---- Module ---- */
 static inline uint16_t kiln_fb_Module_version_major(const uint8_t* t) {
   const uint8_t* f = kiln_fb__field_ptr(t, 0);
@@ -964,6 +1011,12 @@ static inline uint8_t kiln_fb_Module_element_aligned_bindings(const uint8_t* t) 
   uint8_t v = 0;
   if (f) memcpy(&v, f, sizeof v);
   return v;
+}
+static inline uint32_t kiln_fb_Module_provenance_len(const uint8_t* t) {
+  return kiln_fb__vec_len(t, 10);
+}
+static inline const uint8_t* kiln_fb_Module_provenance_at(const uint8_t* t, uint32_t i) {
+  return kiln_fb__deref(kiln_fb__vec_data(t, 10) + 4u * i);
 }
 
 #endif /* KILN_GENERATED_MODULE_FB_H_ */
