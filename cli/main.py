@@ -175,12 +175,19 @@ def run(module, **options):
 
 @main.command()
 @click.argument("module", type=click.Path(exists=True, dir_okay=False))
-def dump(module):
-    """Print MODULE's functions, globals, kernels and disassembled bytecode."""
+@click.option("--dot", is_flag=True, help="Print each function's dataflow (kernels, buffers, globals) for Graphviz.")
+def dump(module, dot):
+    """Print MODULE's provenance, functions, globals, kernels and disassembled bytecode (with --dot, its
+    dataflow as a Graphviz digraph: `kiln dump --dot m.vmfb | dot -Tsvg > m.svg`)."""
     from kiln.vm.reader import dump_text
 
     with open(module, "rb") as f:
         data = f.read()
+    if dot:
+        from kiln.vm.graph import module_dot
+
+        click.echo(module_dot(data), nl=False)
+        return
     click.echo(dump_text(data))
 
 
