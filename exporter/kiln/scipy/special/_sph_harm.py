@@ -16,7 +16,8 @@ import numpy as np
 
 from ... import numpy as knp
 from ...core import dtypes
-from ...core.trace import is_eager
+from ...core.errors import ConcretizationError
+from ...core.trace import Tracer, is_eager
 from ...lax.complex_prims import complex as make_complex
 from ...numpy._base import aval, broadcast_all, convert
 
@@ -24,9 +25,12 @@ __all__ = ["sph_harm_y"]
 
 
 def _concrete(v):
-    try:
+    """v's value, or None when it is only known when the compiled program runs."""
+    if not isinstance(v, Tracer):
         return np.asarray(v)
-    except Exception:  # a traced value
+    try:
+        return np.asarray(v.concrete_value())
+    except ConcretizationError:
         return None
 
 
