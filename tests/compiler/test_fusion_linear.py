@@ -13,9 +13,8 @@ import pytest
 import kiln
 import kiln.numpy as knp
 from kiln.compiler.compile import structural_key
-from kiln.compiler.fusion import _DUPLICATION_LIMIT, _EXPENSIVE, Plan, _Partitioner, partition
+from kiln.compiler.fusion import _DUPLICATION_LIMIT, _EXPENSIVE, Plan, _Partitioner, partition, strategy_passes
 from kiln.compiler.pipeline import prepare_graph
-from kiln.compiler.row_fusion import fuse_rows
 from kiln.core.aval import ShapedArray
 from kiln.core.ir import Equation, Var, verify_graph
 from kiln.core.trace import trace_to_graph
@@ -92,8 +91,9 @@ def _assert_same_partition(graph) -> int:
     old_roots, old_plan = _run(_QuadraticPartitioner, graph)
     assert new_roots == old_roots
     assert _signature(new_plan) == _signature(old_plan)
-    # partition() then merges row-fused reductions (row_fusion.fuse_rows): the same pass on the old steps
-    assert _signature(partition(graph)) == _signature(Plan(fuse_rows(old_plan.steps, graph.outvars)))
+    # partition() then applies the kernel strategies' passes (row-fused reductions merge, large
+    # reductions split): the same passes over the old steps
+    assert _signature(partition(graph)) == _signature(Plan(strategy_passes(old_plan.steps, graph.outvars)))
     return len(old_roots)
 
 

@@ -14,7 +14,8 @@ Rules:
 - Consecutive elementwise kernels of one shape merge into one multi-output kernel.
 - Then consecutive kernels over the same rows (a reduction over the last axis and the
   reductions and elementwise kernels on its rows that follow) merge into one row-fused
-  reduction kernel (row_fusion.py).
+  reduction kernel (row_fusion.py); a large reduction with few outputs splits into
+  partials and their combine (split_reduction.py).
 """
 from __future__ import annotations
 
@@ -374,6 +375,13 @@ def partition(graph: Graph) -> Plan:
     p = _Partitioner(graph)
     p.find_required_roots()
     p.avoid_expensive_duplicates()
-    from .row_fusion import fuse_rows
+    return Plan(strategy_passes(p.steps(), graph.outvars))
 
-    return Plan(fuse_rows(p.steps(), graph.outvars))
+
+def strategy_passes(steps: list, graph_outvars) -> list:
+    """What kernel strategies do to a partition: row-fused reductions merge (row_fusion.py), large
+    reductions with few outputs split into partials and their combine (split_reduction.py)."""
+    from .row_fusion import fuse_rows
+    from .split_reduction import split_reductions
+
+    return split_reductions(fuse_rows(steps, graph_outvars))

@@ -6,6 +6,10 @@ Two loop orders, chosen by whether the operand's last dim is reduced:
 - kept innermost: a tile of accumulators per output row, updated elementwise
   across the contiguous kept dim (vectorized), reduced dims in the loops outside.
 f32/f16 sums accumulate in f64; integer sums wrap like numpy's astype.
+
+A large reduction with few outputs runs as two kernels (compiler/split_reduction.py): partials over
+`chunks` ranges of the outermost reduced dim (each a workgroup item, accumulators stored unrounded),
+then their combine in chunk order: the same bits for every worker count.
 """
 from __future__ import annotations
 
@@ -38,19 +42,26 @@ class ReducePlan:
     red_strides: list[tuple[int, ...]]
     kept_innermost: bool
     empty_output: bool
+    chunks: int = 1  # > 1: partials of `chunks` ranges of red_shape[0], stored as accumulators
+    kept_size: int = 1
 
     @property
-    def parallel_items(self) -> int:
+    def base_items(self) -> int:
         if self.empty_output:
             return 0
         if self.kept_innermost:
             return int(np.prod(self.kept_shape[:-1], dtype=np.int64)) * -(-self.kept_shape[-1] // TILE)
         return int(np.prod(self.kept_shape, dtype=np.int64))
 
+    @property
+    def parallel_items(self) -> int:
+        return self.base_items * self.chunks
+
 
 def _plan(region) -> ReducePlan:
     eqn = region.eqns[-1]
     op = eqn.primitive.reduction
+    chunks = int(eqn.params.get("chunks", 1))
     operand = eqn.invars[0]
     shape = tuple(operand.aval.shape)
     axes = tuple(eqn.params["axes"])
@@ -69,8 +80,27 @@ def _plan(region) -> ReducePlan:
     red_shape, red_strides = collapse_dims([shape[d] for d in reduced], [[s[d] for d in reduced] for s in stride_sets])
     last_kept = bool(shape) and (len(shape) - 1) in kept and shape[-1] != 1 and kept_shape[-1] != 1
     empty_output = any(shape[d] == 0 for d in kept)
-    return ReducePlan(op, np.dtype(eqn.outvars[0].aval.dtype), operand, eqns, leaves, leaf_views,
-                      kept_shape, kept_strides, red_shape, red_strides, last_kept, empty_output)
+    dtype = np.dtype(eqn.params["dtype"] if chunks > 1 else eqn.outvars[0].aval.dtype)
+    kept_size = int(np.prod([shape[d] for d in kept], dtype=np.int64))
+    return ReducePlan(op, dtype, operand, eqns, leaves, leaf_views, kept_shape, kept_strides, red_shape, red_strides,
+                      last_kept, empty_output, chunks, kept_size)
+
+
+def accumulator_dtype(op: str, dtype) -> np.dtype:
+    """The dtype partials are stored in: the accumulator's (float64 for float sums, the compute float
+    for float16/bfloat16 max/min)."""
+    d = info(dtype)
+    if d.is_float:
+        return np.dtype(np.float64) if op == "sum" or np.dtype(dtype).itemsize == 8 else np.dtype(np.float32)
+    return np.dtype(dtype)
+
+
+def _chunk_range(b: ir.IRBuilder, chunk, p: ReducePlan):
+    """[chunk * n / chunks, (chunk + 1) * n / chunks) of the outermost reduced dim (n = red_shape[0])."""
+    n = const64(p.red_shape[0])
+    start = b.udiv(b.mul(chunk, n), const64(p.chunks))
+    stop = b.udiv(b.mul(b.add(chunk, const64(1)), n), const64(p.chunks))
+    return start, stop
 
 
 def parallel_items(region) -> int:
@@ -166,18 +196,35 @@ def emit_reduce_kernel(region):
 
             return evaluate(b, p.eqns, [p.operand], leaf_value)[0]
 
+        chunk = [None]  # this item's chunk of red_shape[0] (chunks > 1)
+
         def reduced_loops(emit_point, depth=0, index=()):
             if depth == len(p.red_shape):
                 emit_point(list(index))
                 return
-            for_range(b, 0, p.red_shape[depth], lambda r: reduced_loops(emit_point, depth + 1, index + (r,)), name=f"r{depth}")
+            start, stop = (0, p.red_shape[depth]) if depth or p.chunks == 1 else _chunk_range(b, chunk[0], p)
+            for_range(b, start, stop, lambda r: reduced_loops(emit_point, depth + 1, index + (r,)), name=f"r{depth}")
+
+        def split_item(linear):
+            """The base item of a linear item; sets the chunk (partials go to chunk * kept_size on)."""
+            if p.chunks == 1:
+                return linear
+            chunk[0] = b.udiv(linear, const64(p.base_items))
+            return b.urem(linear, const64(p.base_items))
+
+        def store_result(offset, acc):
+            if p.chunks == 1:
+                scalar_ops.store(b, out_ptr, offset, comb.finalize(b, acc), p.dtype)
+            else:
+                offset = b.add(offset, b.mul(chunk[0], const64(p.kept_size)))
+                scalar_ops.store(b, out_ptr, offset, acc, accumulator_dtype(p.op, p.dtype))
 
         lo, hi = workgroup_slice(b, p.parallel_items, workgroup_id, workgroup_count)
         if not p.kept_innermost:
             acc = b.alloca(comb.acc_type, name="acc")
 
             def row(o):
-                kept_index = delinearize(b, o, p.kept_shape)
+                kept_index = delinearize(b, split_item(o), p.kept_shape)
                 b.store(comb.init(), acc)
 
                 def point(red_index):
@@ -186,7 +233,7 @@ def emit_reduce_kernel(region):
 
                 reduced_loops(point)
                 out_offset = dot_offsets(b, kept_index, p.kept_strides[n_leaves])
-                scalar_ops.store(b, out_ptr, out_offset, comb.finalize(b, b.load(acc)), p.dtype)
+                store_result(out_offset, b.load(acc))
 
             for_range(b, lo, hi, row, name="o")
             return
@@ -199,6 +246,7 @@ def emit_reduce_kernel(region):
             return b.gep(accs, [c], inbounds=True, source_etype=comb.acc_type)
 
         def item(t_linear):
+            t_linear = split_item(t_linear)
             o = b.udiv(t_linear, const64(tiles))
             tile = b.urem(t_linear, const64(tiles))
             start = b.mul(tile, const64(TILE))
@@ -219,7 +267,7 @@ def emit_reduce_kernel(region):
             def write(c):
                 kept_index = outer_index + [b.add(start, c)]
                 out_offset = dot_offsets(b, kept_index, p.kept_strides[n_leaves])
-                scalar_ops.store(b, out_ptr, out_offset, comb.finalize(b, b.load(acc_ptr(c))), p.dtype)
+                store_result(out_offset, b.load(acc_ptr(c)))
 
             for_range(b, 0, count, write, name="w")
 
