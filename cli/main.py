@@ -72,6 +72,12 @@ def main(ctx, verbose):
     ctx.obj = {"verbose": verbose}
 
 
+def _progress_line(name: str, seconds: float, detail: str) -> None:
+    """On a terminal, the stage export just finished, over the previous one (one line, rewritten)."""
+    text = f"{name} {detail}".strip()
+    click.echo(f"\r\033[Kkiln export: {text[:100]} ({seconds * 1000:.0f} ms)", nl=False, err=True)
+
+
 @main.command()
 @click.argument("program")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Module file to write (.vmfb).")
@@ -87,7 +93,9 @@ def export(ctx, program, output, print_ir):
     from kiln import Program
     from kiln.compiler.timing import recording, stage
 
-    with recording() as timings:
+    verbose = bool(ctx.obj and ctx.obj.get("verbose"))
+    progress = _progress_line if sys.stderr.isatty() and not verbose else None
+    with recording(progress) as timings:
         with stage("load", program):
             cls = load_program_class(program)
         artifact = Program.get_compiled_artifact(cls)
@@ -95,8 +103,10 @@ def export(ctx, program, output, print_ir):
             click.echo(Program.get_ir(cls))
         with stage("write", output):
             artifact.save(output)
+    if progress:
+        click.echo("\r\033[K", nl=False, err=True)  # the progress line gives way to the result
     click.echo(f"wrote {output} ({len(artifact.bytes)} bytes)")
-    if ctx.obj and ctx.obj.get("verbose"):
+    if verbose:
         click.echo("export stages (wall clock):")
         click.echo(timings.format())
 

@@ -352,3 +352,32 @@ def test_kiln_run_passes_every_option_through(tmp_path, linear_example, native_k
         _assert_one_line_error(proc, fragment, exit_code=2)
     proc = run_kiln_cli("run", m, "--list", "--globals-partial", check=False)
     _assert_one_line_error(proc, "--globals-partial needs --globals-in", exit_code=2)
+
+
+def test_export_shows_progress_on_a_terminal_only(tmp_path):
+    """On a terminal, kiln export rewrites one progress line per stage (trace, passes, fusion, each
+    kernel, link, lower, write) before 'wrote ...'; piped, it prints only the result line."""
+    import pty
+
+    out = tmp_path / "m.vmfb"
+    args = [sys.executable, "-m", "kiln.cli.main", "export", "examples/linear.py:Linear", "-o", str(out)]
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(args, cwd=ROOT, stdin=follower, stdout=follower, stderr=follower)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    assert proc.wait(timeout=300) == 0
+    text = b"".join(chunks).decode()
+    for name in ("trace", "passes", "fusion", "lower", "write"):
+        assert f"kiln export: {name}" in text, text
+    assert "\r\x1b[K" in text and text.rstrip().endswith(f"wrote {out} ({out.stat().st_size} bytes)")
+    piped = run_kiln_cli("export", "examples/linear.py:Linear", "-o", str(out))
+    assert piped.stderr == "" and piped.stdout == f"wrote {out} ({out.stat().st_size} bytes)\n"

@@ -9,6 +9,7 @@ import contextlib
 import contextvars
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 
 @dataclass
@@ -16,6 +17,8 @@ class Timings:
     """Stages in the order they ended: (name, seconds, detail)."""
 
     stages: list[tuple[str, float, str]] = field(default_factory=list)
+    # called as each stage ends: (name, seconds, detail), e.g. a progress line on a terminal
+    listener: Callable[[str, float, str], None] | None = None
 
     def total(self, name: str) -> float:
         return sum(s for n, s, _ in self.stages if n == name)
@@ -39,9 +42,10 @@ _current: contextvars.ContextVar[Timings | None] = contextvars.ContextVar("kiln_
 
 
 @contextlib.contextmanager
-def recording():
-    """Collects the stages run inside the block into the Timings it yields."""
-    timings = Timings()
+def recording(listener: Callable[[str, float, str], None] | None = None):
+    """Collects the stages run inside the block into the Timings it yields (telling `listener` of each
+    as it ends)."""
+    timings = Timings(listener=listener)
     token = _current.set(timings)
     try:
         yield timings
@@ -62,7 +66,10 @@ class _Stage:
     def __exit__(self, *exc):
         timings = _current.get()
         if timings is not None:
-            timings.stages.append((self.name, time.perf_counter() - self.start, self.detail))
+            seconds = time.perf_counter() - self.start
+            timings.stages.append((self.name, seconds, self.detail))
+            if timings.listener is not None:
+                timings.listener(self.name, seconds, self.detail)
         return False
 
 
