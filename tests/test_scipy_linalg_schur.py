@@ -76,6 +76,24 @@ def test_schur_under_jit_and_complex_output(dtype):
     assert _eigenvalue_distance(np.diag(ct), np.linalg.eigvals(a.astype(np.float64))) <= 1e3 * tol
 
 
+@pytest.mark.parametrize("output", ["real", "complex"])
+def test_schur_batches_over_leading_axes(output):
+    a = np.stack([HARD["random4"], HARD["companion"][:4, :4], np.roll(np.eye(4), 1, 0)]).reshape(3, 1, 4, 4)
+    for fn in (kl.schur, kiln.jit(kl.schur, static_argnames="output")):
+        t, z = fn(a, output=output)
+        assert t.shape == z.shape == a.shape and t.dtype == (np.float64 if output == "real" else np.complex128)
+        for k in range(3):  # each a Schur form of its matrix (not necessarily the unbatched call's: not unique)
+            one_t, one_z = np.asarray(t)[k, 0], np.asarray(z)[k, 0]
+            if output == "real":
+                _check_real_schur(a[k, 0], one_t, one_z, np.float64)
+            else:
+                assert np.all(np.tril(one_t, -1) == 0)
+                np.testing.assert_allclose(one_z @ one_t @ one_z.conj().T, a[k, 0], atol=1e-13)
+                np.testing.assert_allclose(one_z.conj().T @ one_z, np.eye(4), atol=1e-13)
+    empty = kl.schur(np.ones((0, 3, 3)), output=output)
+    assert [x.shape for x in empty] == [(0, 3, 3)] * 2
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("n", [1, 2, 4, 6])
 def test_rsf2csf_matches_scipy(dtype, n):
@@ -161,9 +179,9 @@ def test_errors_name_function_and_argument():
     with pytest.raises(np.linalg.LinAlgError, match=r"scipy.linalg.schur: Last 2 dimensions of the array must be "
                                                      r"square, argument a has shape \(2, 3\)"):
         kl.schur(np.ones((2, 3)))
-    with pytest.raises(ValueError, match=r"scipy.linalg.schur: expected one square matrix \(2-D\) for a, got shape "
+    with pytest.raises(ValueError, match=r"scipy.linalg.sqrtm: expected one square matrix \(2-D\) for A, got shape "
                                          r"\(2, 2, 2\)"):
-        kl.schur(np.ones((2, 2, 2)))
+        kl.sqrtm(np.ones((2, 2, 2)))
     with pytest.raises(TypeError, match=r"scipy.linalg.schur: unsupported dtype complex128"):
         kl.schur(np.eye(2, dtype=np.complex128))
     with pytest.raises(NotImplementedError, match=r"scipy.linalg.sqrtm: the blocked version \(blocksize > 1\)"):

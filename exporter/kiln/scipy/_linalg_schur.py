@@ -11,11 +11,14 @@ triangular recurrences vectorized one superdiagonal at a time.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import numpy as knp
 from ..lax.control_flow import fori_loop, while_loop
 from ..numpy.linalg import _solve as np_linalg
+from ..transforms.api import vmap
 from ._linalg_extra import hessenberg
 
 __all__ = ["schur", "rsf2csf", "sqrtm", "funm"]
@@ -24,9 +27,9 @@ _COMPLEX = {np.dtype(np.float32): np.dtype(np.complex64), np.dtype(np.float64): 
             np.dtype(np.complex64): np.dtype(np.complex64), np.dtype(np.complex128): np.dtype(np.complex128)}
 
 
-def _real_matrix(fn: str, a, name: str = "a"):
+def _real_matrix(fn: str, a, name: str = "a", *, batched: bool = False):
     x = np_linalg._square_float(f"scipy.linalg.{fn}", a, name)
-    if x.ndim != 2:
+    if x.ndim != 2 and not batched:
         raise ValueError(f"scipy.linalg.{fn}: expected one square matrix (2-D) for {name}, got shape {x.shape}")
     return x
 
@@ -201,12 +204,24 @@ def schur(a, output="real"):
     triangular (1x1 blocks for real eigenvalues, 2x2 blocks in standard form for complex pairs); with
     output='complex', T upper triangular and Z unitary (through rsf2csf). Real float input only (kiln's
     linalg has no complex factorizations); a matrix whose QR iterations do not converge within
-    30 max(10, n) sweeps, or that holds inf/NaN, gives all-NaN T and Z (scipy raises)."""
+    30 max(10, n) sweeps, or that holds inf/NaN, gives all-NaN T and Z (scipy raises). Leading axes are a
+    batch (as JAX's), each matrix iterating until its own convergence."""
     if output not in ("real", "complex"):
         raise ValueError(f"scipy.linalg.schur: output must be 'real' or 'complex', got {output!r}")
-    x = _real_matrix("schur", a)
-    t, z = _real_schur(x)
-    return rsf2csf(t, z) if output == "complex" else (t, z)
+    x = _real_matrix("schur", a, batched=True)
+
+    def one(m):
+        t, z = _real_schur(m)
+        return _complex_from_real_schur(t, z) if output == "complex" else (t, z)
+
+    batch = x.shape[:-2]
+    if not batch:
+        return one(x)
+    if not math.prod(batch):
+        dtype = _COMPLEX[x.dtype] if output == "complex" else x.dtype
+        return x.astype(dtype), x.astype(dtype)
+    t, z = vmap(one)(knp.reshape(x, (-1,) + x.shape[-2:]))
+    return knp.reshape(t, x.shape), knp.reshape(z, x.shape)
 
 
 def rsf2csf(T, Z, check_finite=True):
@@ -224,6 +239,12 @@ def rsf2csf(T, Z, check_finite=True):
         raise TypeError(f"scipy.linalg.rsf2csf: T and Z must be float32/float64 (or complex) matrices, got "
                         f"{t.dtype} and {z.dtype}")
     dtype = _COMPLEX[np.promote_types(t.dtype, z.dtype)]
+    return _complex_from_real_schur(t.astype(dtype), z.astype(dtype))
+
+
+def _complex_from_real_schur(t, z):
+    """rsf2csf's rotations on one (T, Z) pair (any dtype; computed in the matching complex one)."""
+    dtype = _COMPLEX[np.dtype(t.dtype)]
     t, z = t.astype(dtype), z.astype(dtype)
     n = t.shape[0]
     g = _Grid(n, dtype)
