@@ -7,6 +7,7 @@ import scipy.linalg as sl
 
 import kiln
 import kiln.numpy as knp
+import kiln.scipy._linalg_extra
 import kiln.scipy.linalg as kl
 from kiln_tools import check_like_numpy, eager_and_jit, eager_jit_and_kiln_run
 from references import numerical_grad
@@ -98,6 +99,26 @@ def test_solve_sylvester(dtype, m, n):
     eager_and_jit(kl.solve_sylvester, lambda *_: want, a, b, q, tol=10 * TOL[dtype])
     x = np.asarray(kl.solve_sylvester(a, b, q), np.float64)
     np.testing.assert_allclose(a @ x + x @ b, q, atol={np.float32: 1e-4, np.float64: 1e-12}[dtype])
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("m,n", [(1, 1), (3, 4), (5, 2)])
+def test_solve_sylvester_bartels_stewart_path(dtype, m, n, monkeypatch):
+    monkeypatch.setattr(kiln.scipy._linalg_extra, "KRONECKER_MAX", 0)
+    a, b, q = _sylvester_operands(np.random.default_rng(9), m, n, dtype)
+    want = sl.solve_sylvester(a.astype(np.float64), b.astype(np.float64), q.astype(np.float64)).astype(dtype)
+    eager_and_jit(kl.solve_sylvester, lambda *_: want, a, b, q, tol=10 * TOL[dtype])
+
+
+def test_solve_sylvester_large_takes_bartels_stewart():
+    rng = np.random.default_rng(10)
+    ops = [_sylvester_operands(rng, 20, 15) for _ in range(2)]
+    assert 20 * 15 > kiln.scipy._linalg_extra.KRONECKER_MAX
+    a, b, q = (np.stack(x) for x in zip(*ops))
+    want = np.stack([sl.solve_sylvester(*o) for o in ops])
+    eager_and_jit(kl.solve_sylvester, lambda *_: want, a, b, q, tol=1e-10)
+    x = np.asarray(kl.solve_sylvester(*(o.astype(np.float32) for o in ops[0])), np.float64)
+    np.testing.assert_allclose(ops[0][0] @ x + x @ ops[0][1], ops[0][2], atol=1e-4 * 20)
 
 
 def test_solve_sylvester_batch_and_gradient():

@@ -3,6 +3,8 @@ solve) and hessenberg (Householder reflections with LAPACK's gehrd conventions, 
 columns with static shapes and masks). Leading axes are a batch; real floating dtypes."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import numpy as knp
@@ -11,6 +13,8 @@ from ..numpy._base import broadcast_shapes
 from ..numpy.linalg import _solve as np_linalg
 
 __all__ = ["qr_multiply", "solve_sylvester", "hessenberg"]
+
+KRONECKER_MAX = 256  # solve_sylvester: the largest m * n solved as one Kronecker system
 
 
 def qr_multiply(a, c, mode="right", pivoting=False, conjugate=False, overwrite_a=False, overwrite_c=False):
@@ -44,11 +48,11 @@ def qr_multiply(a, c, mode="right", pivoting=False, conjugate=False, overwrite_a
 
 
 def solve_sylvester(a, b, q):
-    """scipy.linalg.solve_sylvester: X with A X + X B = Q (A (m, m), B (n, n), Q (m, n)), solved as the
-    (m n) x (m n) linear system (A (x) I + I (x) B^T) vec(X) = vec(Q) (row-major vec) by LU with partial
-    pivoting: O((m n)^3) work and (m n)^2 memory, so meant for small m n (up to a few hundred); it is
-    differentiable. When A and -B share an eigenvalue the system is singular and X holds inf/NaN
-    (scipy's Bartels-Stewart solver warns or raises)."""
+    """scipy.linalg.solve_sylvester: X with A X + X B = Q (A (m, m), B (n, n), Q (m, n)). For m n <=
+    KRONECKER_MAX, the (m n) x (m n) system (A (x) I + I (x) B^T) vec(X) = vec(Q) (row-major vec) by LU
+    with partial pivoting (differentiable); larger, Bartels-Stewart on the complex Schur forms of A and B
+    (scipy's and JAX's method; O(m^3 + n^3) plus the Schur iterations, not differentiable, as JAX's). When
+    A and -B share an eigenvalue the problem is singular and X holds inf/NaN (scipy raises or warns)."""
     a = np_linalg._square_float("scipy.linalg.solve_sylvester", a, "a")
     b = np_linalg._square_float("scipy.linalg.solve_sylvester", b, "b")
     q = np_linalg._float_operand("scipy.linalg.solve_sylvester", q)
@@ -59,6 +63,14 @@ def solve_sylvester(a, b, q):
     batch = broadcast_shapes(a.shape[:-2], b.shape[:-2], q.shape[:-2], where="scipy.linalg.solve_sylvester")
     dtype = np.result_type(a.dtype, b.dtype, q.dtype)
     a, b, q = (knp.broadcast_to(x.astype(dtype), batch + x.shape[-2:]) for x in (a, b, q))
+    if m * n > KRONECKER_MAX:
+        from ._linalg_schur import bartels_stewart
+        from ..transforms.api import vmap
+
+        if not math.prod(batch):
+            return knp.zeros(batch + (m, n), dtype)
+        flat = [knp.reshape(x, (-1,) + x.shape[-2:]) for x in (a, b, q)]
+        return knp.reshape(vmap(bartels_stewart)(*flat) if batch else bartels_stewart(a, b, q), batch + (m, n))
     eye_m, eye_n = np.eye(m, dtype=dtype), np.eye(n, dtype=dtype)
     system = (a[..., :, None, :, None] * eye_n[:, None, :] +
               eye_m[:, None, :, None] * knp.swapaxes(b, -1, -2)[..., None, :, None, :])

@@ -339,3 +339,23 @@ def funm(A, func, disp=True):
     off = knp.max(knp.sum(knp.abs(knp.triu(t, 1)), axis=0)) if n else knp.asarray(0.0)
     err = knp.where(knp.any(knp.isinf(f)), np.inf, knp.minimum(1, knp.maximum(tol, (tol / minden) * off)))
     return f, err
+
+
+def bartels_stewart(a, b, q):
+    """X with A X + X B = Q for one real A (m, m), B (n, n), Q (m, n) (Bartels-Stewart): the complex Schur
+    forms A = U R U^H, B = V S V^H, then R Y + Y S = U^H Q V by an anti-diagonal wavefront (entry (i, j)
+    needs the entries below it and to its left, so the m + n - 1 anti-diagonals from the bottom-left corner
+    are solved in order, each from one residual F - R Y - Y S), and X = real(U Y V^H)."""
+    ra, ua = schur(a, output="complex")
+    sb, vb = schur(b, output="complex")
+    m, n = a.shape[-1], b.shape[-1]
+    f = knp.matmul(knp.matmul(knp.conj(knp.transpose(ua)), q.astype(ra.dtype)), vb)
+    denominator = knp.expand_dims(knp.diagonal(ra), -1) + knp.diagonal(sb)
+    wave = (m - 1 - np.arange(m))[:, None] + np.arange(n)[None, :]
+
+    def step(d, y):
+        residual = f - knp.matmul(ra, y) - knp.matmul(y, sb)
+        return knp.where(wave == d, residual / denominator, y)
+
+    y = fori_loop(0, m + n - 1, step, knp.zeros((m, n), ra.dtype))
+    return knp.real(knp.matmul(knp.matmul(ua, y), knp.conj(knp.transpose(vb)))).astype(a.dtype)
