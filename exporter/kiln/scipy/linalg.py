@@ -1,7 +1,8 @@
 """kiln.scipy.linalg: scipy.linalg's functions over kiln arrays (jax.scipy.linalg's set): cholesky,
 cho_factor, cho_solve, solve_triangular, lu, lu_factor, lu_solve, solve, inv, det, expm, block_diag, and qr,
 eigh, svd, polar on kiln.numpy.linalg's spectral factorizations; the special matrices (toeplitz, hankel,
-...) live in _special_matrices.
+...) live in _special_matrices and _linalg_special, qr_multiply/solve_sylvester/hessenberg in _linalg_extra,
+schur/rsf2csf/sqrtm/funm in _linalg_schur.
 
 Values follow scipy (which triangle is read, the shapes of b, trans codes), computed by kiln.lax.linalg's
 factorizations; leading axes of a and b are a batch, as in JAX. scipy's overwrite_*/check_finite flags
