@@ -186,13 +186,22 @@ def run(module, **options):
 @main.command()
 @click.argument("module", type=click.Path(exists=True, dir_okay=False))
 @click.option("--dot", is_flag=True, help="Print each function's dataflow (kernels, buffers, globals) for Graphviz.")
-def dump(module, dot):
+@click.option("--html", "html_path", type=click.Path(dir_okay=False),
+              help="Write a self-contained HTML page: each function's dataflow picture and bytecode, the kernels.")
+def dump(module, dot, html_path):
     """Print MODULE's provenance, functions, globals, kernels and disassembled bytecode (with --dot, its
     dataflow as a Graphviz digraph: `kiln dump --dot m.vmfb | dot -Tsvg > m.svg`)."""
     from kiln.vm.reader import dump_text
 
     with open(module, "rb") as f:
         data = f.read()
+    if html_path:
+        from kiln.vm.html import module_html
+
+        with open(html_path, "w", encoding="utf-8") as f:
+            f.write(module_html(data))
+        click.echo(f"wrote {html_path}")
+        return
     if dot:
         from kiln.vm.graph import module_dot
 

@@ -72,3 +72,65 @@ def test_dot_of_a_damaged_module_is_an_error(tmp_path):
     path.write_bytes(bytes(data))
     proc = run_kiln_cli("dump", "--dot", str(path), check=False)
     assert proc.returncode != 0 and proc.stderr.startswith("kiln: error:") and "checksum" in proc.stderr
+
+
+class _Page:
+    """The elements of an HTML page that the test reads (parsed with the standard library)."""
+
+    def __init__(self, text):
+        from html.parser import HTMLParser
+
+        self.tags, self.classes, self.text = [], [], []
+        page = self
+
+        class Parser(HTMLParser):
+            def handle_starttag(self, tag, attrs):
+                page.tags.append(tag)
+                page.classes.extend(dict(attrs).get("class", "").split())
+
+            def handle_data(self, data):
+                page.text.append(data)
+
+        Parser().feed(text)
+        self.text = "".join(self.text)
+
+
+def test_html_page_pictures_every_function_and_kernel(tmp_path):
+    data = _module()
+    path = tmp_path / "m.vmfb"
+    path.write_bytes(data)
+    out = tmp_path / "m.html"
+    assert run_kiln_cli("dump", "--html", str(out), str(path)).stdout == f"wrote {out}\n"
+    text = out.read_text()
+    assert "<script" not in text and "http://" not in text.replace("http://www.w3.org/2000/svg", "")
+    page = _Page(text)
+    (g,) = function_graphs(data)
+    m = ModuleFile(data)
+    assert page.tags.count("svg") == len(m.functions) and page.classes.count("bytecode") == len(m.functions)
+    assert page.classes.count("node") == len(g.nodes) and page.classes.count("edge") == len(g.edges)
+    assert page.classes.count("dispatch") == sum(n.kind == "dispatch" for n in g.nodes)
+    assert page.classes.count("kernel") == len(m.kernels)
+    for k in m.kernels:
+        assert k.name in page.text
+    assert "run(x: 8x16xf32) -> (8x8xf32, 8xf32)" in page.text and "@arena+" in page.text
+    assert f"producer" in page.text and "transient memory (planned arena)" in page.text
+
+
+def test_html_page_renders_in_a_browser(tmp_path):
+    """Headless Chromium loads the page and lays the picture out (where Chromium is installed)."""
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("Chromium is not installed (apt-get install chromium)")
+    from kiln.vm.html import module_html
+
+    out = tmp_path / "m.html"
+    out.write_text(module_html(_module()))
+    dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", out.as_uri()],
+                         capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    page = _Page(dom.stdout)
+    assert page.tags.count("svg") == 1 and page.classes.count("dispatch") >= 3 and "kiln_" in page.text
+    shot = tmp_path / "m.png"
+    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", f"--screenshot={shot}",
+                    "--window-size=1400,900", out.as_uri()], capture_output=True, timeout=120, check=True)
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
