@@ -8,6 +8,7 @@ import scipy.linalg as sl
 import kiln
 import kiln.numpy as knp
 import kiln.scipy.linalg as kl
+from kiln.transforms.jvp import DifferentiationError
 from kiln_tools import check_like_numpy, kiln_run_exported
 
 FLOATS = [np.float32, np.float64]
@@ -197,6 +198,13 @@ def test_errors_name_function_and_argument():
     with pytest.raises(TypeError, match=r"scipy.linalg.rsf2csf: T and Z must be float32/float64 \(or complex\) "
                                         r"matrices, got int64 and float64"):
         kl.rsf2csf(np.eye(2, dtype=np.int64), np.eye(2))
+
+
+def test_schur_family_has_no_reverse_mode_derivative():
+    """As JAX's (schur has no differentiation rule there): the QR iterations' while_loop refuses."""
+    with pytest.raises(DifferentiationError, match=r"reverse-mode differentiation of while_loop is not "
+                                                    r"supported"):
+        kiln.grad(lambda x: knp.sum(kl.schur(x)[0]))(HARD["random4"])
 
 
 def test_non_finite_input_gives_nan_schur():

@@ -1,6 +1,7 @@
 """scipy.linalg's qr_multiply (kiln's Householder QR, then one product), solve_sylvester (a Kronecker
-solve for small m n, Bartels-Stewart beyond) and hessenberg (Householder reflections with LAPACK's gehrd conventions, in a fori_loop over the
-columns with static shapes and masks). Leading axes are a batch; real floating dtypes."""
+solve for small m n, Bartels-Stewart beyond) and hessenberg (Householder reflections with LAPACK's gehrd
+conventions, in a fori_loop over the columns with static shapes and masks). Leading axes are a batch;
+real floating dtypes."""
 from __future__ import annotations
 
 import math

@@ -109,7 +109,8 @@ def _francis_sweep(h, q, lo, hi, exceptional, g: _Grid):
     h21 = knp.where(exceptional, ex, h21)
     h22 = knp.where(exceptional, h11, h22)
     s, t = h11 + h22, h11 * h22 - h12 * h21
-    a00, a01, a10, a11, a21 = e(h, lo, lo), e(h, lo, lo + 1), e(h, lo + 1, lo), e(h, lo + 1, lo + 1), e(h, lo + 2, lo + 1)
+    a00, a01, a10 = e(h, lo, lo), e(h, lo, lo + 1), e(h, lo + 1, lo)
+    a11, a21 = e(h, lo + 1, lo + 1), e(h, lo + 2, lo + 1)
     first = (a00 * a00 + a01 * a10 - s * a00 + t, a10 * (a00 + a11 - s), a10 * a21)
 
     def step(j, state):
@@ -313,9 +314,9 @@ def funm(A, func, disp=True):
     complex Schur form a = Z T Z^H and Parlett's recurrence (Golub and Van Loan, Algorithm 11.1.1)
     F[i, j] = (T[i, j] (F[j, j] - F[i, i]) + sum_k (T[i, k] F[k, j] - F[i, k] T[k, j])) / (T[j, j] - T[i, i]),
     one superdiagonal at a time (a zero denominator leaves the numerator, as JAX). func is called once on
-    the complex vector of eigenvalues. The result is complex; with disp=False, (F, errest), errest as JAX's
-    (from the smallest eigenvalue separation). Repeated or close eigenvalues make the result inaccurate,
-    as in scipy."""
+    the complex vector of eigenvalues (a kiln array: use kiln.numpy functions, as JAX needs jax.numpy
+    ones). The result is complex; with disp=False, (F, errest), errest as JAX's (from the smallest
+    eigenvalue separation). Repeated or close eigenvalues make the result inaccurate, as in scipy."""
     x = _real_matrix("funm", A, "A")
     t, z = schur(x, output="complex")
     n, dtype = t.shape[0], t.dtype
