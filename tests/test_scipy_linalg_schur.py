@@ -7,6 +7,7 @@ import scipy.linalg as sl
 
 import kiln
 import kiln.numpy as knp
+import kiln.scipy._linalg_extra
 import kiln.scipy.linalg as kl
 from kiln.transforms.jvp import DifferentiationError
 from kiln_tools import check_like_numpy, kiln_run_exported
@@ -159,13 +160,14 @@ def test_funm_error_estimate_like_scipy():
     assert float(kl.funm(close, knp.exp, disp=False)[1]) > 1e-9  # close eigenvalues: a large error estimate
 
 
-def test_program_with_schur_functions_runs_in_kiln_run(tmp_path):
+def test_program_with_schur_functions_runs_in_kiln_run(tmp_path, monkeypatch):
+    monkeypatch.setattr(kiln.scipy._linalg_extra, "KRONECKER_MAX", 0)  # solve_sylvester by Bartels-Stewart
     a = HARD["random4"]
     b = a @ a.T + np.eye(4)
 
     def fn(x, y):
         t, z = kl.schur(x)
-        return t, z, kl.sqrtm(y), kl.funm(x, knp.exp), kl.schur(x, output="complex")[0]
+        return t, z, kl.sqrtm(y), kl.funm(x, knp.exp), kl.schur(x, output="complex")[0], kl.solve_sylvester(x, y, y)
 
     eager = [np.asarray(v) for v in fn(a, b)]
     got = kiln_run_exported(fn, a, b, tmp_path=tmp_path)
@@ -173,6 +175,7 @@ def test_program_with_schur_functions_runs_in_kiln_run(tmp_path):
     _check_real_schur(a, got[0], got[1], np.float64)
     np.testing.assert_allclose(got[2], sl.sqrtm(b), atol=1e-12)
     np.testing.assert_allclose(got[3], sl.expm(a), atol=1e-12)
+    np.testing.assert_allclose(got[5], sl.solve_sylvester(a, b, b), atol=1e-12)
 
 
 def test_errors_name_function_and_argument():
