@@ -129,3 +129,32 @@ def test_exported_through_kiln_run(tmp_path):
     got = kiln_run_exported(fn, x, tmp_path=tmp_path)
     x64 = x.astype(np.float64)
     check_like_numpy(got, [np.float32(x64.sum()), x64.sum(0).astype(np.float32), x.max()], 2e-6)
+
+
+def _sequential_f64(x):
+    acc = np.zeros(x.shape[1:], np.float64)
+    for row in x:
+        acc += row
+    return acc
+
+
+@pytest.mark.parametrize("rows", [3, 37, 203])
+def test_column_sums_in_row_order(rows):
+    """Column sums combine rows in order (blocks of ROWS_PER_BLOCK rows and the rest keep it): numpy's
+    row-by-row float64 accumulation, rounded once, bit for bit."""
+    x = RNG.standard_normal((rows, 1031)).astype(np.float32)
+    assert split_reduction.chunk_count(_steps(lambda a: knp.sum(a, axis=0), x)[0].region) == 1
+    got = np.asarray(kiln.jit(lambda a: knp.sum(a, axis=0))(x))
+    assert got.tobytes() == _sequential_f64(x).astype(np.float32).tobytes()
+
+
+def test_split_column_sums_are_chunk_partials_combined_in_order():
+    """The two levels exactly: float64 partials of each chunk of rows, then their sum in chunk order."""
+    x = RNG.standard_normal((1021, 1031)).astype(np.float32)
+    (first, _) = _steps(lambda a: knp.sum(a, axis=0), x)
+    chunks = first.outputs[0].aval.shape[0]
+    assert chunks > 1
+    bounds = [g * 1021 // chunks for g in range(chunks + 1)]
+    partials = np.stack([_sequential_f64(x[bounds[g]:bounds[g + 1]]) for g in range(chunks)])
+    got = np.asarray(kiln.jit(lambda a: knp.sum(a, axis=0))(x))
+    assert got.tobytes() == _sequential_f64(partials).astype(np.float32).tobytes()

@@ -26,6 +26,7 @@ from .region_eval import evaluate, leaves_used, load_view, needed_equations
 from .types import F64, I8, info, int_const
 
 TILE = 256
+ROWS_PER_BLOCK = 8
 
 
 @dataclass
@@ -205,6 +206,22 @@ def emit_reduce_kernel(region):
             start, stop = (0, p.red_shape[depth]) if depth or p.chunks == 1 else _chunk_range(b, chunk[0], p)
             for_range(b, start, stop, lambda r: reduced_loops(emit_point, depth + 1, index + (r,)), name=f"r{depth}")
 
+        def reduced_blocks(emit_block, depth=0, index=()):
+            """reduced_loops, the innermost reduced dim in blocks of ROWS_PER_BLOCK indices (then its
+            remainder one by one), so a column's accumulator is loaded and stored once per block; the
+            order of the combines is unchanged."""
+            last = len(p.red_shape) - 1
+            start, stop = (0, p.red_shape[depth]) if depth or p.chunks == 1 else _chunk_range(b, chunk[0], p)
+            start = const64(start) if isinstance(start, int) else start
+            stop = const64(stop) if isinstance(stop, int) else stop
+            if depth < last:
+                for_range(b, start, stop, lambda r: reduced_blocks(emit_block, depth + 1, index + (r,)), name=f"r{depth}")
+                return
+            whole = b.add(start, b.mul(b.udiv(b.sub(stop, start), const64(ROWS_PER_BLOCK)), const64(ROWS_PER_BLOCK)))
+            for_range(b, start, whole, lambda r: emit_block([list(index) + [b.add(r, const64(j))] for j in range(ROWS_PER_BLOCK)]),
+                      name=f"r{depth}", step=ROWS_PER_BLOCK)
+            for_range(b, whole, stop, lambda r: emit_block([list(index) + [r]]), name=f"r{depth}.rest")
+
         def split_item(linear):
             """The base item of a linear item; sets the chunk (partials go to chunk * kept_size on)."""
             if p.chunks == 1:
@@ -255,14 +272,17 @@ def emit_reduce_kernel(region):
             outer_index = delinearize(b, o, p.kept_shape[:-1]) if kept_rank > 1 else []
             for_range(b, 0, count, lambda c: b.store(comb.init(), acc_ptr(c)), name="init")
 
-            def point(red_index):
+            def block(red_indices):
                 def lane(c):
                     kept_index = outer_index + [b.add(start, c)]
-                    b.store(comb.combine(b, b.load(acc_ptr(c)), value_at(kept_index, red_index), False), acc_ptr(c))
+                    acc = b.load(acc_ptr(c))
+                    for red_index in red_indices:
+                        acc = comb.combine(b, acc, value_at(kept_index, red_index), False)
+                    b.store(acc, acc_ptr(c))
 
                 for_range(b, 0, count, lane, name="c")
 
-            reduced_loops(point)
+            reduced_blocks(block)
 
             def write(c):
                 kept_index = outer_index + [b.add(start, c)]
