@@ -3,16 +3,14 @@
 After fusion, a softmax is four dispatches (max, exp(x - max) materialized, sum, divide) and a layer
 norm five. Starting at each reduction over the last axis, the dispatches that follow it while they
 stay on the same rows (reductions over the last axis of the same `rows x C` values, elementwise
-kernels of shape (rows, C), (rows) or (rows, 1), each reading a value of the group) merge into one
-region for the row-fused strategy (codegen/row_fused.py, which decides what a region may hold: a
-merge it refuses is not made), with the elementwise kernel just before the reduction when the
-reduction reads it (an expensive value fusion materialized because two kernels read it, such as
-exp(x) in exp(x) / sum(exp(x))). Values used only inside a group are no longer materialized; the
-others are the merged kernel's outputs.
+kernels of shape (rows, C), (rows) or (rows, 1), each reading a value of the group) merge into one region for the row-fused strategy
+(codegen/row_fused.py, which decides what a region may hold: a merge it refuses is not made), with
+the elementwise kernel just before the reduction when the reduction reads it (an expensive value
+fusion materialized because two kernels read it, such as exp(x) in exp(x) / sum(exp(x))). Values
+used only inside a group are no longer materialized; the others are the merged kernel's outputs.
 
 The merged kernel's workgroups take whole rows: with fewer than _MIN_ROWS rows of more than _SMALL
-elements in all, the kernels stay apart. Groups are capped at _MAX_GROUP dispatches, so the pass is
-linear in the plan's size.
+elements in all, the kernels stay apart. Groups are capped at _MAX_GROUP dispatches, so the pass is linear in the plan's size.
 """
 from __future__ import annotations
 
