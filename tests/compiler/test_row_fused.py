@@ -254,3 +254,32 @@ def test_row_fused_refuses_what_it_cannot_hold():
     with pytest.raises(row_fused.NotRowFusable, match="rows shorter than 2 or empty"):
         row_fused.plan(_plan(lambda a: knp.sum(a, axis=-1), np.zeros((8, 1), np.float32)).steps[0].region)
     assert not row_fused.is_row_fused(plan.steps[0].region)
+
+
+def test_materialized_producer_joins_the_group():
+    """exp(x) is materialized by fusion (two kernels read it); the reduction reading it pulls its kernel in."""
+    x = RNG.standard_normal((64, 100)).astype(np.float32)
+
+    def fn(a):
+        e = knp.exp(a)
+        return e / knp.sum(e, axis=-1, keepdims=True)
+
+    assert _strategies(_plan(fn, x)) == ["row_fused"]
+    e = np.exp(x.astype(np.float64))
+    check_like_numpy(kiln.jit(fn)(x), (e / e.sum(-1, keepdims=True)).astype(np.float32), 2e-6)
+
+
+def test_pulled_producer_whose_value_is_returned():
+    """The merged region ends with its one reduction but also returns the producer's value: it is a
+    row-fused region, not a plain reduction's (whose kernel writes only the reduction; a regression)."""
+    x = RNG.standard_normal((64, 100)).astype(np.float32)
+
+    def fn(a):
+        e = knp.exp(a) * 0.5
+        return e, knp.sum(e, axis=-1)
+
+    plan = _plan(fn, x)
+    assert _strategies(plan) == ["row_fused"]
+    assert row_fused.is_row_fused(plan.steps[0].region)
+    e = np.exp(x.astype(np.float64)) * 0.5
+    check_like_numpy(kiln.jit(fn)(x), [e.astype(np.float32), e.sum(-1).astype(np.float32)], 2e-6)

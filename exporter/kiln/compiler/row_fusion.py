@@ -3,12 +3,16 @@
 After fusion, a softmax is four dispatches (max, exp(x - max) materialized, sum, divide) and a layer
 norm five. Starting at each reduction over the last axis, the dispatches that follow it while they
 stay on the same rows (reductions over the last axis of the same `rows x C` values, elementwise
-kernels of shape (rows, C), (rows) or (rows, 1), each reading a value of the group) merge into one region for the row-fused strategy
-(codegen/row_fused.py, which decides what a region may hold: a merge it refuses is not made). Values
-used only inside a group are no longer materialized; the others are the merged kernel's outputs.
+kernels of shape (rows, C), (rows) or (rows, 1), each reading a value of the group) merge into one
+region for the row-fused strategy (codegen/row_fused.py, which decides what a region may hold: a
+merge it refuses is not made), with the elementwise kernel just before the reduction when the
+reduction reads it (an expensive value fusion materialized because two kernels read it, such as
+exp(x) in exp(x) / sum(exp(x))). Values used only inside a group are no longer materialized; the
+others are the merged kernel's outputs.
 
 The merged kernel's workgroups take whole rows: with fewer than _MIN_ROWS rows of more than _SMALL
-elements in all, the kernels stay apart. Groups are capped at _MAX_GROUP dispatches, so the pass is linear in the plan's size.
+elements in all, the kernels stay apart. Groups are capped at _MAX_GROUP dispatches, so the pass is
+linear in the plan's size.
 """
 from __future__ import annotations
 
@@ -138,9 +142,17 @@ def fuse_rows(steps: list, graph_outvars) -> list:
                 continue
         flush()
         geometry = _row_geometry(s)
-        if geometry is not None:
-            group.append(s)
-        else:
+        if geometry is None:
             result.append(s)
+            continue
+        prev = result[-1] if result else None
+        if isinstance(prev, DispatchStep) and _row_geometry(prev) is None and _joins(prev, *geometry) \
+                and _reads_group(s, [prev]):
+            attempt = try_merge([prev, s])  # the producer kernel of a value the reduction reads (exp(x) used twice)
+            if attempt is not None:
+                group.extend([result.pop(), s])
+                merged = attempt
+                continue
+        group.append(s)
     flush()
     return result

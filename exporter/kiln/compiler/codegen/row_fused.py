@@ -58,10 +58,14 @@ class RowPlan:
 
 
 def is_row_fused(region) -> bool:
-    """Whether the region is this strategy's: a reduction followed by other work, or two reductions.
-    (A plain reduction region holds one reduction, last.)"""
+    """Whether the region is this strategy's: one with a reduction that is not a plain reduction region
+    (one reduction, last, whose result is the region's only output)."""
     found = [i for i, e in enumerate(region.eqns) if getattr(e.primitive, "reduction", None)]
-    return bool(found) and (len(found) > 1 or found[-1] != len(region.eqns) - 1)
+    if not found:
+        return False
+    last = region.eqns[-1]
+    plain = len(found) == 1 and found[0] == len(region.eqns) - 1 and list(region.outvars) == [last.outvars[0]]
+    return not plain
 
 
 def plan(region) -> RowPlan:
