@@ -86,3 +86,19 @@ def test_softmax_denominator_is_one_row_fused_kernel():
     plan = CASES["softmax-denominator"].plan
     assert len(plan.steps) == 1
     assert kernel_strategy(plan.steps[0].region) == "row_fused"
+
+
+def test_reduction_kernel_refuses_a_region_with_other_outputs():
+    """A region that also returns another value is not a plain reduction's (compile.kernel_strategy
+    gives it to the row-fused strategy); the reduction kernel refuses it rather than leave it unwritten."""
+    from kiln.compiler.codegen import reduce
+
+    def fn(a):
+        e = prims.exp.bind(a)
+        return [e, prims.reduce_sum.bind(e, axes=(1,))]
+
+    case = Case(fn, [random_array(RNG, (4, 8), np.float32)])
+    (step,) = case.plan.steps
+    assert kernel_strategy(step.region) == "row_fused"
+    with pytest.raises(ValueError, match="a reduction kernel's region ends with its reduction, whose result is its only output"):
+        reduce.parallel_items(step.region)
