@@ -180,13 +180,17 @@ def test_same_bits_for_every_worker_count():
     assert all(r == results[0] for r in results)
 
 
-def test_long_rows_and_few_long_rows_keep_separate_kernels():
-    """Rows whose scratch would pass SCRATCH_LIMIT, and a handful of long rows (elementwise kernels would
-    lose their parallelism), keep the one-kernel-per-reduction partition; results still match."""
+def test_long_rows_few_rows_and_short_rows_keep_separate_kernels():
+    """Rows whose scratch would pass SCRATCH_LIMIT, a handful of long rows (elementwise kernels would lose
+    their parallelism) and many short rows (their vector width) keep the one-kernel-per-reduction
+    partition; results still match."""
     long = np.zeros((2, 50_000), np.float32)
     assert "row_fused" not in _strategies(_plan(lambda a: kiln.nn.softmax(a, axis=-1), long))
     few = np.zeros((4, 20_000), np.float32)
     assert "row_fused" not in _strategies(_plan(lambda a: kiln.nn.softmax(a, axis=-1), few))
+    short = np.zeros((20_000, 16), np.float32)  # the exp would no longer vectorize across rows
+    assert "row_fused" not in _strategies(_plan(lambda a: kiln.nn.softmax(a, axis=-1), short))
+    assert _strategies(_plan(lambda a: kiln.nn.softmax(a, axis=-1), np.zeros((5000, 64), np.float32))) == ["row_fused"]
     x = RNG.standard_normal((2, 50_000)).astype(np.float32)
     check_like_numpy(kiln.jit(lambda a: kiln.nn.softmax(a, axis=-1))(x), n_softmax(x), 2e-6)
 

@@ -10,8 +10,9 @@ reduction reads it (an expensive value fusion materialized because two kernels r
 exp(x) in exp(x) / sum(exp(x))). Values used only inside a group are no longer materialized; the
 others are the merged kernel's outputs.
 
-The merged kernel's workgroups take whole rows: with fewer than _MIN_ROWS rows of more than _SMALL
-elements in all, the kernels stay apart. Groups are capped at _MAX_GROUP dispatches, so the pass is
+The merged kernel's workgroups take whole rows and its loops vectorize along a row: with fewer than
+_MIN_ROWS rows, or rows shorter than _MIN_COLUMNS, of more than _SMALL elements in all, the kernels
+stay apart (a softmax of rows of 16 was 1.4x slower merged, its exp no longer vectorized across rows). Groups are capped at _MAX_GROUP dispatches, so the pass is
 linear in the plan's size.
 """
 from __future__ import annotations
@@ -22,6 +23,7 @@ from .fusion import DispatchStep, HostStep
 
 _MAX_GROUP = 16
 _MIN_ROWS = 64
+_MIN_COLUMNS = 64
 _SMALL = 1 << 16
 
 
@@ -40,8 +42,8 @@ def _joins(step: DispatchStep, rows, columns) -> bool:
     count = 1
     for d in rows:
         count *= d
-    if count < _MIN_ROWS and count * columns > _SMALL:
-        return False  # an elementwise kernel's parallelism would shrink to a few rows
+    if (count < _MIN_ROWS or columns < _MIN_COLUMNS) and count * columns > _SMALL:
+        return False  # an elementwise kernel's parallelism or vector width would shrink to a few rows or columns
     geometry = _row_geometry(step)
     if geometry is not None:
         return geometry == (rows, columns)
