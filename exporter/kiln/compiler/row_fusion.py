@@ -151,7 +151,8 @@ def fuse_rows(steps: list, graph_outvars) -> list:
         if isinstance(prev, DispatchStep) and _row_geometry(prev) is None and _joins(prev, *geometry) \
                 and _reads_group(s, [prev]):
             attempt = try_merge([prev, s])  # the producer kernel of a value the reduction reads (exp(x) used twice)
-            if attempt is not None:
+            # (a merge that would be a plain reduction region is left to fusion's own reduction kernels)
+            if attempt is not None and row_fused.is_row_fused(attempt.region):
                 group.extend([result.pop(), s])
                 merged = attempt
                 continue
