@@ -41,7 +41,8 @@ class TransientPlan:
     enabled: bool = True  # False inside planning_disabled(): no alloc.transient nor alloc.result
 
 
-def _step_inputs(step) -> list:
+def step_inputs(step) -> list:
+    """The values a step reads: a dispatch's inputs, a host step's operands."""
     return list(step.inputs) if getattr(step, "region", None) is not None else list(step.eqn.invars)
 
 
@@ -62,7 +63,7 @@ def _intervals(graph: Graph, steps: list) -> dict[int, tuple[int, int, int]]:
     excluded: set[int] = {a.id for a in graph.outvars if isinstance(a, Var)}
     for index, step in enumerate(steps):
         kernel = getattr(step, "region", None) is not None
-        for a in _step_inputs(step):
+        for a in step_inputs(step):
             if isinstance(a, Var) and a.id in defined:
                 last[a.id] = index
                 if not kernel:
@@ -82,7 +83,7 @@ def result_slots(graph: Graph, steps: list) -> dict[int, int]:
             positions.setdefault(a.id, []).append(k)
     outputs = {v.id for step in steps if getattr(step, "region", None) is not None for v in step.outputs}
     host_read = {a.id for step in steps if getattr(step, "region", None) is None
-                 for a in _step_inputs(step) if isinstance(a, Var)}
+                 for a in step_inputs(step) if isinstance(a, Var)}
     return {vid: ks[0] for vid, ks in positions.items()
             if len(ks) == 1 and vid in outputs and vid not in host_read}
 

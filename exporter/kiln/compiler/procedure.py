@@ -16,7 +16,7 @@ from ..core.ir import Graph, Literal, Var
 from ..lax.control_flow import cond_p, scan_p, while_p
 from ..program.prims import global_load, global_store
 from .complex_lowering import complex_from_parts_p, complex_parts_p
-from .memory_plan import plan_transients, result_slots
+from .memory_plan import plan_transients, result_slots, step_inputs
 from ..vm_types import tensor_type
 
 
@@ -288,17 +288,11 @@ class _GraphLowering:
             self.bind(v, reg)
 
 
-def _step_inputs(step) -> list:
-    if getattr(step, "region", None) is not None:
-        return list(step.inputs)
-    return list(step.eqn.invars)
-
-
 def _last_uses(graph: Graph, steps: list) -> dict[int, int]:
     """Step index of each value's last use; values the graph returns are never freed."""
     last: dict[int, int] = {}
     for i, step in enumerate(steps):
-        for a in _step_inputs(step):
+        for a in step_inputs(step):
             if isinstance(a, Var):
                 last[a.id] = i
     for a in graph.outvars:
