@@ -236,7 +236,42 @@ static kiln_status_t run(kiln_context_t* c, kiln_call_budget_t* budget, uint32_t
 
 static void release_module(void* module) { kiln_module_release(module); }
 
-static kiln_status_t do_dispatch(kiln_context_t* c, kiln_frame_t* fr,
+/* Tells the context's dispatch observer (kiln_context_set_dispatch_observer)
+ * about the dispatch that just ran: the instruction at word `pc` of the
+ * frame's function, its kernel and every bound buffer. A nonzero answer stops
+ * the call. */
+static kiln_status_t observe_dispatch(kiln_context_t* c, kiln_frame_t* fr, uint32_t pc,
+                                      const kiln_bc_operand_t* op, void* const* bindings) {
+  const kiln_kernel_info_t* k = &fr->module->kernels[op[0].value];
+  size_t sizes_small[16];
+  size_t* sizes = sizes_small;
+  kiln_dispatch_info_t info;
+  kiln_status_t s = NULL;
+  uint32_t j;
+  int answer;
+  if (op[2].value > 16 && !(sizes = malloc(sizeof *sizes * op[2].value)))
+    return kiln_make_status(KILN_OUT_OF_MEMORY, "dispatch of kernel '%s': allocating the "
+                            "observer's binding sizes", k->name);
+  for (j = 0; j < op[2].value; ++j) sizes[j] = kiln_buffer_view_byte_size(fr->r[op[2].list[j]].view);
+  info.function.module = fr->module;
+  info.function.ordinal = (uint32_t)(fr->fn - fr->module->functions);
+  info.offset = pc;
+  info.kernel = op[0].value;
+  info.kernel_name = k->name;
+  info.workgroup_count = op[1].value;
+  info.binding_count = op[2].value;
+  info.binding_data = (const void* const*)bindings;
+  info.binding_sizes = sizes;
+  info.binding_writable = k->binding_writable;
+  answer = c->observer(c->observer_data, &info);
+  if (answer)
+    s = kiln_make_status(KILN_CANCELLED, "the dispatch observer stopped the call after kernel "
+                         "'%s' (it returned %d)", k->name, answer);
+  if (sizes != sizes_small) free(sizes);
+  return s;
+}
+
+static kiln_status_t do_dispatch(kiln_context_t* c, kiln_frame_t* fr, uint32_t pc,
                                  const kiln_bc_operand_t* op) {
   const kiln_kernel_info_t* k = &fr->module->kernels[op[0].value];
   void* bind_small[16];
@@ -296,6 +331,7 @@ static kiln_status_t do_dispatch(kiln_context_t* c, kiln_frame_t* fr,
   /* The kernel wrote every byte of its writable bindings (kernel_abi.h). */
   for (j = 0; j < op[2].value && !s; ++j)
     if (k->binding_writable[j]) kiln_buffer_view_mark_written(fr->r[op[2].list[j]].view);
+  if (c->observer && !s) s = observe_dispatch(c, fr, pc, op, bindings);
 done:
   if (bindings != bind_small) free(bindings);
   if (push != push_small) free(push);
@@ -600,7 +636,7 @@ static kiln_status_t step(kiln_context_t* c, kiln_frame_t* fr, const kiln_bc_ins
       }
       return NULL;
     }
-    case KILN_OP_DISPATCH: return do_dispatch(c, fr, op);
+    case KILN_OP_DISPATCH: return do_dispatch(c, fr, in->pc, op);
     case KILN_OP_CALL: return do_call(c, fr, op, depth);
     case KILN_OP_RET:
       *done = 1;
@@ -755,4 +791,11 @@ kiln_status_t kiln_vm_invoke(kiln_context_t* context, uint32_t ordinal,
     for (j = 0; j < f->result_count; ++j) results[j] = buf[f->arg_count + j].view;
   free(buf);
   return s;
+}
+
+void kiln_context_set_dispatch_observer(kiln_context_t* context,
+                                        kiln_dispatch_observer_t observer, void* user_data) {
+  if (!context) return;
+  context->observer = observer;
+  context->observer_data = user_data;
 }

@@ -21,6 +21,11 @@
  *       on one context, in order: --call=FUNC followed by its --arg=VALUE
  *       options, --get=GLOBAL, --set=GLOBAL=VALUE. VALUE is TYPE=v,v,...
  *       with TYPE like 2x3xf32 or i64 (0-d). Prints "result K VALUE" lines.
+ *       --observe sets a dispatch observer that prints, for each later
+ *       dispatch, "dispatch FUNC@OFFSET KERNEL_INDEX NAME wg=N" and then one
+ *       "  binding J r|w SIZE HEX" line per binding (its bytes, read in the
+ *       callback); --observe-stop=N one that returns N (stopping the call);
+ *       --observe-off removes it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -481,6 +486,32 @@ static kiln_status_t do_call(kiln_context_t* c, kiln_module_t* m, const char* na
   return NULL;
 }
 
+/* The observer of --observe: prints what the dispatch bound, byte by byte
+ * (under ASan this reads every byte the runtime hands over). */
+static int print_dispatch(void* user, const kiln_dispatch_info_t* info) {
+  uint32_t j;
+  size_t b;
+  (void)user;
+  printf("dispatch %s@%u %u %s wg=%u\n", kiln_function_name(info->function),
+         (unsigned)info->offset, (unsigned)info->kernel, info->kernel_name,
+         (unsigned)info->workgroup_count);
+  for (j = 0; j < info->binding_count; ++j) {
+    const uint8_t* bytes = info->binding_data[j];
+    printf("  binding %u %s %zu ", (unsigned)j, info->binding_writable[j] ? "w" : "r",
+           info->binding_sizes[j]);
+    for (b = 0; b < info->binding_sizes[j]; ++b) printf("%02x", bytes[b]);
+    printf("\n");
+  }
+  return 0;
+}
+
+static int stop_answer;
+static int stop_dispatch(void* user, const kiln_dispatch_info_t* info) {
+  (void)user;
+  printf("dispatch %s stopped\n", info->kernel_name);
+  return stop_answer;
+}
+
 static kiln_status_t run_steps(kiln_context_t* c, kiln_module_t* m, char** argv, int argc) {
   int i = 0;
   kiln_status_t s = NULL;
@@ -490,6 +521,16 @@ static kiln_status_t run_steps(kiln_context_t* c, kiln_module_t* m, char** argv,
       while (j < argc && strncmp(argv[j], "--arg=", 6) == 0) ++j;
       s = do_call(c, m, argv[i] + 7, argv + i + 1, j - i - 1);
       i = j;
+    } else if (strcmp(argv[i], "--observe") == 0) {
+      kiln_context_set_dispatch_observer(c, print_dispatch, NULL);
+      ++i;
+    } else if (strncmp(argv[i], "--observe-stop=", 15) == 0) {
+      stop_answer = atoi(argv[i] + 15);
+      kiln_context_set_dispatch_observer(c, stop_dispatch, NULL);
+      ++i;
+    } else if (strcmp(argv[i], "--observe-off") == 0) {
+      kiln_context_set_dispatch_observer(c, NULL, NULL);
+      ++i;
     } else if (strncmp(argv[i], "--get=", 6) == 0) {
       kiln_buffer_view_t* v = NULL;
       if (!(s = kiln_context_get_global(c, argv[i] + 6, &v))) {

@@ -309,6 +309,39 @@ size_t kiln_trace_kernel_stats(kiln_trace_t* trace, kiln_kernel_stats_t* out, si
  * `calls` when not NULL, their number. */
 uint64_t kiln_trace_call_ns(kiln_trace_t* trace, uint64_t* calls);
 
+/* ---- observing dispatches (debugging) ------------------------------------ */
+
+/* What one dispatch did, given to a dispatch observer right after the kernel
+ * ran and before the next instruction: the buffers are valid only during the
+ * callback (an intermediate's memory may be reused by the next dispatch, in
+ * the function's transient arena), so an observer copies what it keeps. */
+typedef struct kiln_dispatch_info {
+  kiln_function_t function; /* whose code dispatched (exported or not) */
+  uint32_t offset;          /* word offset of the dispatch instruction in its code */
+  uint32_t kernel;          /* the kernel's index in the module */
+  const char* kernel_name;
+  uint32_t workgroup_count;
+  uint32_t binding_count;
+  /* Per binding, in the kernel's order (its inputs, then its outputs): the
+   * bound buffer's data and byte size (a read binding may be larger than the
+   * kernel reads), and nonzero when the kernel wrote it. */
+  const void* const* binding_data;
+  const size_t* binding_sizes;
+  const uint8_t* binding_writable;
+} kiln_dispatch_info_t;
+
+/* Called after each dispatch of a call; a nonzero return stops the call with
+ * KILN_CANCELLED (the call releases what it made, as a cancelled call does).
+ * It runs on the calling thread and must not call into the context. */
+typedef int (*kiln_dispatch_observer_t)(void* user_data, const kiln_dispatch_info_t* info);
+
+/* Calls `observer(user_data, info)` after every later dispatch on `context`
+ * (`kiln check` compares each dispatch's outputs with a reference this way);
+ * NULL removes it. Costs one pointer test per dispatch when none is set. Call
+ * it between calls, not during one. */
+void kiln_context_set_dispatch_observer(kiln_context_t* context,
+                                        kiln_dispatch_observer_t observer, void* user_data);
+
 /* ---- bounding and cancelling calls --------------------------------------- */
 
 /* Limits on each call made on a context. A call checks them, and the cancel

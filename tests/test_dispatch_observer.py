@@ -1,0 +1,108 @@
+"""The C runtime's dispatch observer (kiln_context_set_dispatch_observer), through
+runtime-c/tests/kiln_vm_driver.c built with ASan+UBSan: what it is told about each
+dispatch, that the bytes it reads are the kernel's, and that a nonzero answer stops
+the call cleanly. `kiln check` (tests/test_check.py) is built on it."""
+
+import numpy as np
+import pytest
+
+from kiln.vm.isa import Instr, Label, instr_words
+from kiln.vm.writer import serialize
+from vm_native import Driver, build_driver, build_kernel, host_triple
+from vm_specs import F4, axpy_spec, fn
+
+W = np.array([1, 2, 3, 4], np.float32)  # axpy_spec's global w
+
+
+@pytest.fixture(scope="module")
+def driver(tmp_path_factory):
+    return Driver(build_driver(tmp_path_factory.mktemp("observer_native")), tmp_path_factory.mktemp("observer"))
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory):
+    return build_kernel(tmp_path_factory.mktemp("observer_kernel"))
+
+
+def offset_of_dispatch(code, nth=0) -> int:
+    """Word offset of the nth dispatch instruction of a function's code."""
+    offset, seen = 0, 0
+    for instr in code:
+        if isinstance(instr, Label):
+            continue
+        if instr.op == "dispatch":
+            if seen == nth:
+                return offset
+            seen += 1
+        offset += instr_words(instr)
+    raise AssertionError("no such dispatch")
+
+
+def twice_spec(kernel):
+    """axpy's module plus twice(x) = (x + 2w) + 2w: two dispatches of the kernel, the second reading
+    the first's output, in a loop of two iterations (the observer sees every dispatch, loops
+    included)."""
+    spec = axpy_spec(kernel, host_triple())
+    loop, body, done = Label("loop"), Label("body"), Label("done")
+    spec.functions.append(fn("twice", [("x", F4)], [("y", F4)], [
+        Instr("global.load", 1, 0), Instr("i.const", 0, 4), Instr("const", 3, 0), Instr("i.load", 1, 3),
+        Instr("mov", 4, 0), Instr("i.const", 2, 0), Instr("i.const", 3, 2), Instr("i.const", 5, 1),
+        loop, Instr("i.lt", 4, 2, 3), Instr("br.if", 4, body, done), body,
+        Instr("alloc", 2, F4), Instr("dispatch", 0, 2, [4, 1, 2], [0, 1]), Instr("mov", 4, 2),
+        Instr("i.add", 2, 2, 5), Instr("br", loop), done, Instr("ret", [4])]))
+    return spec
+
+
+def dispatches(lines):
+    """[(header, [(index, r|w, size, bytes)])] from the driver's --observe output."""
+    out = []
+    for line in lines:
+        if line.startswith("dispatch "):
+            out.append((line, []))
+        elif line.startswith("  binding "):
+            _, j, kind, size, data = line.split()
+            out[-1][1].append((int(j), kind, int(size), bytes.fromhex(data)))
+    return out
+
+
+def test_observer_sees_each_dispatch_with_its_bytes(driver, kernel):
+    spec = axpy_spec(kernel, host_triple())
+    x = np.array([10, 20, 30, 40], np.float32)
+    out = driver.run(serialize(spec), "--observe", "--call=predict", "--arg=4xf32=10,20,30,40")
+    ((header, bindings),) = dispatches(out)
+    assert header == f"dispatch predict@{offset_of_dispatch(spec.functions[0].code)} 0 {spec.kernels[0].name} wg=3"
+    assert bindings == [(0, "r", 16, x.tobytes()), (1, "r", 16, W.tobytes()),
+                        (2, "w", 16, (x + np.float32(2) * W).tobytes())]
+    assert out[-1].startswith("result 0 4xf32=12,24,36,48")
+
+
+def test_observer_in_a_loop_and_removed(driver, kernel):
+    spec = twice_spec(kernel)
+    twice = next(f for f in spec.functions if f.name == "twice")
+    out = driver.run(serialize(spec), "--observe", "--call=twice", "--arg=4xf32=1,1,1,1",
+                     "--observe-off", "--call=twice", "--arg=4xf32=1,1,1,1")
+    seen = dispatches(out)
+    at = offset_of_dispatch(twice.code)
+    assert [h for h, _ in seen] == [f"dispatch twice@{at} 0 {spec.kernels[0].name} wg=2"] * 2
+    first = np.float32(1) + 2 * W
+    assert seen[0][1][2][3] == first.tobytes()
+    assert seen[1][1][0][3] == first.tobytes()  # the second dispatch reads what the first wrote
+    assert seen[1][1][2][3] == (first + 2 * W).tobytes()
+    results = [line for line in out if line.startswith("result")]
+    assert results == ["result 0 4xf32=5,9,13,17"] * 2  # nothing observed once removed: 2 dispatches only
+
+
+def test_nonzero_answer_stops_the_call(driver, kernel):
+    spec = twice_spec(kernel)
+    proc = driver.raw("run", serialize(spec), "--observe-stop=7", "--call=twice", "--arg=4xf32=1,1,1,1")
+    assert proc.returncode == 1
+    lines = proc.stdout.splitlines()
+    assert lines[0] == f"dispatch {spec.kernels[0].name} stopped"  # only the first dispatch ran
+    assert lines[1] == (f"error CANCELLED: in function 'twice' at word {offset_of_dispatch(spec.functions[-1].code)} "
+                        f"(dispatch): the dispatch observer stopped the call after kernel "
+                        f"'{spec.kernels[0].name}' (it returned 7)")
+
+
+def test_observer_of_a_call_without_dispatches_is_not_called(driver, kernel):
+    spec = axpy_spec(kernel, host_triple())
+    assert driver.run(serialize(spec), "--observe", "--call=triangle", "--arg=i64=4") == ["result 0 i64=10"]
