@@ -276,3 +276,38 @@ def test_alloc_result_must_name_a_result_of_its_type():
     wrong_type = _module([Instr("alloc.result", 0, F0, 0), Instr("ret", [0])], [("y", F2)], 0)
     with pytest.raises(KilnRuntimeError, match="alloc.result 0 of type 1 is not one of the function's 1 results"):
         Module.from_bytes(Instance(), serialize(wrong_type, check=False))
+
+
+class _Looped(Program, export_name="looped_schedule"):
+    _g = Program.export_global(np.zeros((8, 8), np.float32), mutable=True)
+
+    def run(self, x=Program.like(np.zeros((8, 8), np.float32))):
+        def body(i, c):
+            return knp.tanh(knp.sin(c) @ c) * 0.25 + 1.0
+        y = kiln.lax.fori_loop(0, 3, body, x)
+        self._g = self._g * 0.5 + y
+        return knp.exp(knp.sin(y) @ y * 0.1) * 2.0
+
+
+def test_schedule_prints_buffers_and_ops_and_bytecode_follows_it():
+    """The schedule (compiler/schedule.py) names every buffer's kind and lifetime and every op's reads
+    and writes; the bytecode places exactly its transients and results."""
+    _, result = _Looped._kiln_compile()
+    schedule = result.schedules["run"]
+    text = result.schedule_text()
+    assert text.startswith(f"schedule run: {len(schedule.ops)} ops, arena {schedule.arena_size} bytes")
+    for kind in ("argument", "global", "transient", "result", "heap"):
+        assert f" {kind} " in text, kind
+    assert "host scan reads" in text and "schedule body:" in text and "host global_store[slot=0]" in text
+    assert "dispatch dot_general" in text and "-> result 0" in text
+    (fn,) = result.spec.functions
+    assert fn.transient_size == schedule.arena_size > 0
+    placed = sorted(i.operands[2] for i in fn.code if isinstance(i, Instr) and i.op == "alloc.transient")
+
+    def offsets(s):
+        yield from (b.offset for b in s.buffers.values() if b.kind == "transient")
+        for op in s.ops:
+            for _, body in getattr(op, "bodies", ()):
+                yield from offsets(body)
+    assert placed == sorted(offsets(schedule))
+    assert sum(1 for i in fn.code if isinstance(i, Instr) and i.op == "alloc.result") == 1

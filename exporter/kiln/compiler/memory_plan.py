@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..core.ir import Graph, Var
 from ..vm_types import tensor_type
@@ -32,6 +32,10 @@ def planning_disabled():
         _ENABLED.reset(token)
 
 
+def planning_enabled() -> bool:
+    return _ENABLED.get()
+
+
 @dataclass(frozen=True)
 class TransientPlan:
     """Offsets (bytes) of the planned buffers by value id, and the arena's size."""
@@ -39,6 +43,8 @@ class TransientPlan:
     offsets: dict[int, int]
     size: int
     enabled: bool = True  # False inside planning_disabled(): no alloc.transient nor alloc.result
+    overwrites: dict[int, int] = field(default_factory=dict)  # output id -> the input id it is written over
+    body_offsets: dict[int, int] = field(default_factory=dict)  # host step index -> its bodies' arena base
 
 
 def step_inputs(step) -> list:
@@ -46,8 +52,11 @@ def step_inputs(step) -> list:
     return list(step.inputs) if getattr(step, "region", None) is not None else list(step.eqn.invars)
 
 
-def _aligned(n: int) -> int:
+def aligned(n: int) -> int:
     return -(-n // ALIGNMENT) * ALIGNMENT
+
+
+_aligned = aligned
 
 
 def _intervals(graph: Graph, steps: list) -> dict[int, tuple[int, int, int]]:
@@ -93,21 +102,97 @@ def plan_transients(graph: Graph, steps: list) -> TransientPlan:
     aligned offset clear of every placed buffer whose lifetime overlaps its own."""
     if not _ENABLED.get():
         return TransientPlan({}, 0, enabled=False)
-    intervals = _intervals(graph, steps)
-    order = sorted(intervals, key=lambda vid: (-intervals[vid][2], intervals[vid][0], vid))
+    offsets, size = _pack(_intervals(graph, steps))
+    return TransientPlan(offsets, size)
+
+
+def _pack(intervals: dict) -> tuple[dict, int]:
+    """key -> offset for (first, last, bytes) intervals, and the arena size: largest first, each at the
+    lowest aligned offset clear of every placed buffer whose lifetime overlaps its own."""
+    order = sorted(intervals, key=lambda k: (-intervals[k][2], intervals[k][0], str(k)))
     placed: list[tuple[int, int, int, int]] = []  # (first, last, offset, end)
-    offsets: dict[int, int] = {}
+    offsets: dict = {}
     size = 0
-    for vid in order:
-        first, last, nbytes = intervals[vid]
-        nbytes = _aligned(nbytes)
+    for key in order:
+        first, last, nbytes = intervals[key]
+        nbytes = aligned(nbytes)
         busy = sorted((o, e) for f, l, o, e in placed if f <= last and first <= l)
         offset = 0
         for start, end in busy:
             if offset + nbytes <= start:
                 break
             offset = max(offset, end)
-        offsets[vid] = offset
+        offsets[key] = offset
         placed.append((first, last, offset, offset + nbytes))
         size = max(size, offset + nbytes)
-    return TransientPlan(offsets, size)
+    return offsets, size
+
+
+def plan_steps(graph: Graph, steps: list, body_need: dict[int, int], inplace: bool = True) -> TransientPlan:
+    """The arena of one graph of the schedule: its kernel-only intermediates, the arena parts its
+    control-flow steps' bodies need (`body_need`: step index -> bytes, alive during that step only),
+    and, with `inplace`, each elementwise output written over an input that dies at its dispatch
+    (same type, read element for element: `inplace_pairs`), the two sharing one offset."""
+    intervals = _intervals(graph, steps)
+    group = {vid: vid for vid in intervals}
+    overwrites: dict[int, int] = {}
+    if inplace:
+        for index, step in enumerate(steps):
+            if getattr(step, "region", None) is None:
+                continue
+            claimed: set[int] = set()
+            for i, j in inplace_pairs(step):
+                u, v = step.inputs[i], step.outputs[j]
+                if (u.id in intervals and v.id in intervals and u.id not in claimed and v.id not in overwrites
+                        and intervals[u.id][1] == index and intervals[u.id][2] == intervals[v.id][2]):
+                    claimed.add(u.id)
+                    overwrites[v.id] = u.id
+                    group[v.id] = group[u.id]
+    spans: dict = {}
+    for vid, (first, last, nbytes) in intervals.items():
+        g = group[vid]
+        f, l, n = spans.get(g, (first, last, nbytes))
+        spans[g] = (min(f, first), max(l, last), max(n, nbytes))
+    for index, need in body_need.items():
+        spans[("body", index)] = (index, index, need)
+    offsets, size = _pack(spans)
+    return TransientPlan({vid: offsets[group[vid]] for vid in intervals}, size, True, overwrites,
+                         {index: offsets[("body", index)] for index in body_need})
+
+
+def inplace_pairs(step) -> list[tuple[int, int]]:
+    """(input position, output position) of an elementwise dispatch whose output may be written over
+    that input's memory: the kernel is the elementwise strategy's (one loop that, per element, loads
+    every input and then stores every output at that element), the input has the output's shape and
+    dtype, and the region reads it only at the element it writes (no transpose, broadcast, slice or
+    other layout view of it)."""
+    from .codegen.elementwise import plan_loops
+    from .compile import kernel_strategy
+    from .layout import contiguous_strides, region_views
+
+    region = step.region
+    if kernel_strategy(region) != "elementwise" or not region.outvars:
+        return []
+    try:
+        eqns, _, leaf_views, _ = plan_loops(region)
+    except Exception:  # a region the elementwise strategy plans differently: never in place
+        return []
+    if not all(getattr(e.primitive, "elementwise", False) for e in eqns):
+        return []
+    shape = tuple(region.outvars[0].aval.shape)
+    identity = contiguous_strides(shape)
+    by_source: dict[int, list] = {}
+    for view in leaf_views:
+        by_source.setdefault(view.source, []).append(view)
+    pairs = []
+    for i, v in enumerate(region.invars):
+        views = by_source.get(i)
+        if not views or not all(w.shape == shape and tuple(w.strides) == tuple(identity) and w.offset == 0
+                                and w.dtype == v.aval.dtype for w in views):
+            continue
+        if tuple(v.aval.shape) != shape:
+            continue
+        for j, out in enumerate(region.outvars):
+            if out.aval.dtype == v.aval.dtype and tuple(out.aval.shape) == shape:
+                pairs.append((i, j))
+    return pairs

@@ -13,6 +13,7 @@ from ..core.ir import Equation, Graph, subgraphs_of, verify_graph
 from ..vm_types import tensor_type
 from .inline import inline_calls
 from .procedure import ConstantPool, LoweringContext, lower_procedure
+from .schedule import build_schedule
 from .timing import stage
 
 
@@ -45,6 +46,11 @@ class CompileResult:
     module_bytes: bytes
     optimized: dict[str, Graph] = field(default_factory=dict)
     plans: dict[str, object] = field(default_factory=dict)
+    schedules: dict[str, object] = field(default_factory=dict)  # kiln.compiler.schedule.Schedule by function
+
+    def schedule_text(self) -> str:
+        """Every function's schedule, printed (`kiln export --print schedule`)."""
+        return "\n\n".join(s.format(name) for name, s in self.schedules.items())
 
 
 def prepare_graph(graph: Graph) -> Graph:
@@ -128,6 +134,8 @@ def _compile_module(name: str, procedures: list[ProcedureSource], globals_: list
             for g in _all_graphs(graph):
                 plans[id(g)] = partition(g)
             timed.detail = f"{proc.name}: {sum(len(plans[id(g)].dispatches) for g in _all_graphs(graph))} dispatches"
+    with stage("schedule"):  # before the kernels: an in-place output changes its kernel
+        schedules = {proc.name: build_schedule(optimized[proc.name], lambda g: plans[id(g)]) for proc in procedures}
     kernels = compile_plan(list(plans.values()), target)
     ctx = LoweringContext(plan_for=lambda g: plans[id(g)], dispatch_info=kernels.dispatch_info, constants=ConstantPool())
     functions = []
@@ -135,7 +143,8 @@ def _compile_module(name: str, procedures: list[ProcedureSource], globals_: list
         with stage("lower", proc.name):
             functions.append(lower_procedure(ctx, name=proc.name, exported=proc.exported, graph=optimized[proc.name],
                                              arg_names=proc.arg_names, result_names=proc.result_names,
-                                             arg_tree=proc.arg_tree, result_tree=proc.result_tree))
+                                             arg_tree=proc.arg_tree, result_tree=proc.result_tree,
+                                             schedule=schedules[proc.name]))
     spec = ModuleSpec(
         name=name,
         functions=functions,
@@ -150,7 +159,7 @@ def _compile_module(name: str, procedures: list[ProcedureSource], globals_: list
     with stage("serialize") as timed:
         module_bytes = serialize(spec)
         timed.detail = f"{len(module_bytes)} bytes"
-    return CompileResult(spec, module_bytes, optimized, by_name)
+    return CompileResult(spec, module_bytes, optimized, by_name, schedules)
 
 
 def build_module(name: str, procedures: list[ProcedureSource], globals_: list[GlobalSource], target=None,

@@ -16,7 +16,7 @@ from ..core.ir import Graph, Literal, Var
 from ..lax.control_flow import cond_p, scan_p, while_p
 from ..program.prims import global_load, global_store
 from .complex_lowering import complex_from_parts_p, complex_parts_p
-from .memory_plan import plan_transients, result_slots, step_inputs
+from .schedule import Dispatch, Schedule, build_schedule
 from ..vm_types import tensor_type
 
 
@@ -75,29 +75,26 @@ class _Frame:
 class _GraphLowering:
     """Lowers one graph's steps into a frame, given the registers holding its inputs."""
 
-    def __init__(self, ctx: LoweringContext, frame: _Frame, graph: Graph, input_regs: list[int],
-                 transient_offsets: dict[int, int] | None = None, result_slots: dict[int, int] | None = None):
+    def __init__(self, ctx: LoweringContext, frame: _Frame, schedule: Schedule, input_regs: list[int]):
         self.ctx = ctx
         self.frame = frame
-        self.graph = graph
-        self.plan = ctx.plan_for(graph)
-        self.transient_offsets = transient_offsets or {}  # value id -> arena offset (memory_plan)
-        self.result_slots = result_slots or {}  # value id -> result index (memory_plan.result_slots)
+        self.schedule = schedule
+        self.graph = graph = schedule.graph
         self.reg_of: dict[int, int] = {v.id: r for v, r in zip(graph.invars, input_regs)}
         self.borrowed = set(input_regs)
         self.const_value = {v.id: c for v, c in zip(graph.constvars, graph.consts)}
         self.dies_after: dict[int, list[int]] = {}
-        for var_id, last in _last_uses(graph, self.plan.steps).items():
+        for var_id, last in _last_uses(schedule).items():
             self.dies_after.setdefault(last, []).append(var_id)
         self._dying: list[int] = []
 
     def run(self) -> list[int]:
-        """Emits every step; returns the registers holding the graph's outputs."""
-        for index, step in enumerate(self.plan.steps):
-            if getattr(step, "region", None) is not None:
-                self._dispatch(step)
+        """Emits every op; returns the registers holding the graph's outputs."""
+        for index, op in enumerate(self.schedule.ops):
+            if isinstance(op, Dispatch):
+                self._dispatch(op.step)
             else:
-                self._host(step.eqn)
+                self._host(op.eqn, [body for _, body in op.bodies])
             self._release_after(index)
         return [self.use(a, keep=True) for a in self.graph.outvars]
 
@@ -144,28 +141,28 @@ class _GraphLowering:
         bindings = [self.use(v) for v in step.inputs]
         for v in step.outputs:
             reg = self.define(v)
-            offset, slot = self.transient_offsets.get(v.id), self.result_slots.get(v.id)
-            if offset is not None:
-                self.frame.emit("alloc.transient", reg, tensor_type(v.aval), offset)
-            elif slot is not None:
-                self.frame.emit("alloc.result", reg, tensor_type(v.aval), slot)
+            buffer = self.schedule.buffers[v.id]
+            if buffer.kind == "transient":
+                self.frame.emit("alloc.transient", reg, tensor_type(v.aval), buffer.offset)
+            elif buffer.result is not None:
+                self.frame.emit("alloc.result", reg, tensor_type(v.aval), buffer.result)
             else:
                 self.frame.emit("alloc", reg, tensor_type(v.aval))
             bindings.append(reg)
         self.frame.emit("dispatch", kernel_index, workgroups, bindings, [])
 
-    def _host(self, eqn) -> None:
+    def _host(self, eqn, bodies: list[Schedule]) -> None:
         prim = eqn.primitive
         if prim is global_load:
             self.frame.emit("global.load", self.define(eqn.outvars[0]), eqn.params["slot"])
         elif prim is global_store:
             self.frame.emit("global.store", eqn.params["slot"], self.use(eqn.invars[0]))
         elif prim is cond_p:
-            self._cond(eqn)
+            self._cond(eqn, bodies)
         elif prim is while_p:
-            self._while(eqn)
+            self._while(eqn, *bodies)
         elif prim is scan_p:
-            self._scan(eqn)
+            self._scan(eqn, *bodies)
         elif prim in (complex_parts_p, complex_from_parts_p):
             self.frame.emit("buffer.view", self.define(eqn.outvars[0]), self.use(eqn.invars[0]),
                             tensor_type(eqn.outvars[0].aval))
@@ -173,8 +170,8 @@ class _GraphLowering:
             where = f" (at {eqn.source_info})" if eqn.source_info else ""
             raise CompileError(f"primitive {prim.name} cannot run outside a kernel{where}")
 
-    def _inline(self, graph: Graph, input_regs: list[int]) -> list[int]:
-        return _GraphLowering(self.ctx, self.frame, graph, input_regs).run()
+    def _inline(self, schedule: Schedule, input_regs: list[int]) -> list[int]:
+        return _GraphLowering(self.ctx, self.frame, schedule, input_regs).run()
 
     def _copy_into(self, targets: list[int], sources: list[int]) -> None:
         """Parallel move: targets[k] = sources[k], safe when the two lists overlap."""
@@ -195,10 +192,9 @@ class _GraphLowering:
             out.append(c)
         return out
 
-    def _cond(self, eqn) -> None:
+    def _cond(self, eqn, branches: list[Schedule]) -> None:
         index_reg = self.use(eqn.invars[0])
         operands = [self.use(a) for a in eqn.invars[1:]]
-        branches = eqn.params["branches"]
         results = [self.define(v) for v in eqn.outvars]
         index = self.frame.take_i64()
         self.frame.emit("i.load", index, index_reg)
@@ -219,9 +215,9 @@ class _GraphLowering:
             self.frame.emit("br", end)
         self.frame.code.append(end)
 
-    def _while(self, eqn) -> None:
+    def _while(self, eqn, cond_schedule: Schedule, body_schedule: Schedule) -> None:
         n_carry = eqn.params["n_carry"]
-        cond_graph, body_graph = eqn.params["cond_graph"], eqn.params["body_graph"]
+        cond_graph = cond_schedule.graph
         operands = [self.use(a) for a in eqn.invars]
         carry = self._fresh_copies(operands[:n_carry])
         n_cond = len(cond_graph.invars) - n_carry
@@ -230,20 +226,20 @@ class _GraphLowering:
         head, body, end = Label("while.cond"), Label("while.body"), Label("while.end")
         pred = self.frame.take_i64()
         self.frame.code.append(head)
-        (pred_reg,) = self._inline(cond_graph, carry + cond_consts)
+        (pred_reg,) = self._inline(cond_schedule, carry + cond_consts)
         self.frame.emit("i.load", pred, pred_reg)
         self.frame.emit("br.if", pred, body, end)
         self.frame.code.append(body)
-        outs = self._inline(body_graph, carry + body_consts)
+        outs = self._inline(body_schedule, carry + body_consts)
         self._copy_into(carry, outs)
         self.frame.emit("br", head)
         self.frame.code.append(end)
         for v, reg in zip(eqn.outvars, carry):
             self.bind(v, reg)
 
-    def _scan(self, eqn) -> None:
+    def _scan(self, eqn, body: Schedule) -> None:
         p = eqn.params
-        body, length, n_carry, n_xs = p["body"], p["length"], p["n_carry"], p["n_xs"]
+        length, n_carry, n_xs = p["length"], p["n_carry"], p["n_xs"]
         operands = [self.use(a) for a in eqn.invars]
         carry = self._fresh_copies(operands[:n_carry])
         xs = operands[n_carry:n_carry + n_xs]
@@ -288,27 +284,28 @@ class _GraphLowering:
             self.bind(v, reg)
 
 
-def _last_uses(graph: Graph, steps: list) -> dict[int, int]:
-    """Step index of each value's last use; values the graph returns are never freed."""
+def _last_uses(schedule: Schedule) -> dict[int, int]:
+    """Op index of each value's last use; values the graph returns are never freed."""
     last: dict[int, int] = {}
-    for i, step in enumerate(steps):
-        for a in step_inputs(step):
+    for i, op in enumerate(schedule.ops):
+        for a in op.reads:
             if isinstance(a, Var):
                 last[a.id] = i
-    for a in graph.outvars:
+    for a in schedule.graph.outvars:
         if isinstance(a, Var):
-            last[a.id] = len(steps) + 1
+            last[a.id] = len(schedule.ops) + 1
     return last
 
 
 def lower_procedure(ctx: LoweringContext, *, name: str, exported: bool, graph: Graph, arg_names: list[str],
-                    result_names: list[str], arg_tree: str, result_tree: str) -> FunctionSpec:
-    """The bytecode function for one traced procedure."""
+                    result_names: list[str], arg_tree: str, result_tree: str,
+                    schedule: Schedule | None = None) -> FunctionSpec:
+    """The bytecode function for one traced procedure, lowered from its schedule (built here from
+    the partition unless given: kiln.compiler.schedule)."""
     frame = _Frame(len(graph.invars))
-    steps = ctx.plan_for(graph).steps
-    transients = plan_transients(graph, steps)
-    results = _GraphLowering(ctx, frame, graph, list(range(len(graph.invars))), transients.offsets,
-                             result_slots(graph, steps) if transients.enabled else {}).run()
+    if schedule is None:
+        schedule = build_schedule(graph, ctx.plan_for)
+    results = _GraphLowering(ctx, frame, schedule, list(range(len(graph.invars)))).run()
     frame.emit("ret", results)
     return FunctionSpec(
         name=name,
@@ -320,7 +317,7 @@ def lower_procedure(ctx: LoweringContext, *, name: str, exported: bool, graph: G
         ref_registers=max(frame.ref_count, 1),
         i64_registers=frame.i64_count,
         code=frame.code,
-        transient_size=transients.size,
+        transient_size=schedule.arena_size,
     )
 
 
