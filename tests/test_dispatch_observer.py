@@ -106,3 +106,28 @@ def test_nonzero_answer_stops_the_call(driver, kernel):
 def test_observer_of_a_call_without_dispatches_is_not_called(driver, kernel):
     spec = axpy_spec(kernel, host_triple())
     assert driver.run(serialize(spec), "--observe", "--call=triangle", "--arg=i64=4") == ["result 0 i64=10"]
+
+
+def test_python_binding_copies_each_dispatch_and_carries_errors(kernel):
+    from kiln.vm.runtime import Context, Instance, Module
+
+    spec = twice_spec(kernel)
+    ctx = Context(Module.from_bytes(Instance(worker_count=1), serialize(spec)))
+    seen = []
+    ctx.set_dispatch_observer(seen.append)
+    (y,) = ctx.invoke("twice", [np.ones(4, np.float32)])
+    np.testing.assert_array_equal(y, 1 + 4 * W)
+    assert [(r.function, r.offset, r.kernel, r.kernel_name, r.workgroups, r.written) for r in seen] == \
+        [("twice", offset_of_dispatch(spec.functions[-1].code), 0, spec.kernels[0].name, 2, [False, False, True])] * 2
+    assert seen[0].bindings == [np.ones(4, np.float32).tobytes(), W.tobytes(), (1 + 2 * W).tobytes()]
+    assert seen[1].bindings[2] == y.tobytes()
+
+    def fails(record):
+        raise ValueError(f"observer saw {record.kernel_name}")
+
+    ctx.set_dispatch_observer(fails)
+    with pytest.raises(ValueError, match=f"observer saw {spec.kernels[0].name}"):
+        ctx.invoke("twice", [np.ones(4, np.float32)])
+    ctx.set_dispatch_observer(None)  # removed: the context calls on as before
+    np.testing.assert_array_equal(ctx.invoke("twice", [np.ones(4, np.float32)])[0], 1 + 4 * W)
+    assert len(seen) == 2

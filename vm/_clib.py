@@ -45,6 +45,18 @@ class _Function(ctypes.Structure):
     _fields_ = [("module", ctypes.c_void_p), ("ordinal", ctypes.c_uint32)]
 
 
+class _DispatchInfo(ctypes.Structure):
+    """kiln_dispatch_info_t: what a dispatch observer is told (kiln_context_set_dispatch_observer)."""
+    _fields_ = [("function", _Function), ("offset", ctypes.c_uint32), ("kernel", ctypes.c_uint32),
+                ("kernel_name", ctypes.c_char_p), ("workgroup_count", ctypes.c_uint32),
+                ("binding_count", ctypes.c_uint32), ("binding_data", ctypes.POINTER(ctypes.c_void_p)),
+                ("binding_sizes", ctypes.POINTER(ctypes.c_size_t)),
+                ("binding_writable", ctypes.POINTER(ctypes.c_uint8))]
+
+
+_DispatchObserver = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(_DispatchInfo))
+
+
 class _HostBuffer(ctypes.Structure):
     """kiln_host_buffer_t: an argument or result of kiln_context_invoke_host in host memory."""
     _fields_ = [("data", ctypes.c_void_p), ("byte_size", ctypes.c_size_t), ("owner", ctypes.c_void_p)]
@@ -127,6 +139,7 @@ def _declare(lib):
         "kiln_context_set_global": (P, [P, ctypes.c_char_p, P]),
         "kiln_context_set_call_limits": (P, [P, ctypes.POINTER(_CallLimits)]),
         "kiln_context_cancel": (None, [P]),
+        "kiln_context_set_dispatch_observer": (None, [P, _DispatchObserver, P]),
     }
     for name, (restype, argtypes) in sigs.items():
         fn = getattr(lib, name)

@@ -70,7 +70,7 @@ from kiln.vm._reflection import (  # noqa: F401 - re-exported
 
 __all__ = [
     "KilnRuntimeError", "Instance", "Module", "Context", "FunctionInfo", "ValueInfo",
-    "GlobalInfo", "CallLimits", "KILN_DTYPES",
+    "GlobalInfo", "CallLimits", "KILN_DTYPES", "DispatchRecord",
 ]
 
 
@@ -262,6 +262,20 @@ class CallLimits:
         return _CallLimits(timeout_ns, self.max_steps or 0)
 
 
+@dataclass(frozen=True)
+class DispatchRecord:
+    """One dispatch, as Context.set_dispatch_observer reports it: `bindings` are copies of the bound
+    buffers' bytes in the kernel's order (its inputs, then the outputs it wrote: `written`)."""
+
+    function: str
+    offset: int  # word offset of the dispatch instruction in the function's code
+    kernel: int
+    kernel_name: str
+    workgroups: int
+    bindings: list
+    written: list
+
+
 class Context(_Handle):
     """A module's globals (mutable state) and the calls that use them.
 
@@ -336,7 +350,17 @@ class Context(_Handle):
         if call is None:
             self._handle  # noqa: B018 - raises when closed
             call = self._calls[name] = _HostCall(self, name).call
-        return call(args if isinstance(args, (list, tuple)) else list(args))
+        args = args if isinstance(args, (list, tuple)) else list(args)
+        if getattr(self, "_observer", None) is None:
+            return call(args)
+        self._observer_error = None
+        try:
+            return call(args)
+        except KilnRuntimeError:
+            error, self._observer_error = self._observer_error, None
+            if error is None:
+                raise
+            raise error from None
 
     def _caller(self, name: str, array_type=np.ndarray, weak: Sequence[bool] = (), ctrl_c: bool = True):
         """invoke(name, args) as a function of args that keeps this context alive (its attribute
@@ -381,6 +405,37 @@ class Context(_Handle):
             for i in range(n_args):
                 if views[i]:
                     lib.kiln_buffer_view_release(views[i])
+
+    def set_dispatch_observer(self, observer) -> None:
+        """Calls `observer(record)` after every later dispatch of a call on this context, with a
+        DispatchRecord (the function and word offset of the dispatch, the kernel, its workgroups and
+        a copy of every binding's bytes); None removes it. When the observer raises, the call stops
+        (KilnRuntimeError CANCELLED) and its exception is raised from the call instead. For
+        debugging: copying every binding costs time (`kiln check` is built on it)."""
+        lib = _lib()
+        with self._lock:
+            if observer is None:
+                lib.kiln_context_set_dispatch_observer(self._handle, _clib._DispatchObserver(), None)
+                self._observer = None
+                return
+
+            def trampoline(_user, info_ptr):
+                info = info_ptr.contents
+                try:
+                    n = info.binding_count
+                    observer(DispatchRecord(
+                        _text(lib.kiln_function_name(info.function)), info.offset, info.kernel,
+                        _text(info.kernel_name), info.workgroup_count,
+                        [ctypes.string_at(info.binding_data[j], info.binding_sizes[j]) for j in range(n)],
+                        [bool(info.binding_writable[j]) for j in range(n)]))
+                except BaseException as e:  # noqa: B036 - carried to the caller, raised there
+                    self._observer_error = e
+                    return 1
+                return 0
+
+            callback = _clib._DispatchObserver(trampoline)
+            lib.kiln_context_set_dispatch_observer(self._handle, callback, None)
+            self._observer = callback  # the C side holds only its address
 
     def get_global(self, name: str) -> np.ndarray:
         """A copy of global `name`'s current value."""
