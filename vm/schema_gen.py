@@ -1114,6 +1114,8 @@ def gen_python_constants(c: Constants) -> str:
 
 
 def generate() -> dict[Path, str]:
+    from kiln.vm import cpu_features_gen
+
     """Every generated file's path and contents."""
     schema = parse_schema(SCHEMA.read_text())
     ops = load_ops(OPS.read_text())
@@ -1122,7 +1124,7 @@ def generate() -> dict[Path, str]:
             OUT_C_FB: gen_c_fb(schema), OUT_C_OPS: gen_c_ops(ops),
             OUT_PY_CONSTANTS: gen_python_constants(constants),
             OUT_C_CONSTANTS: gen_c_constants(constants),
-            OUT_C_CONSTANT_TABLES: gen_c_constant_tables(constants)}
+            OUT_C_CONSTANT_TABLES: gen_c_constant_tables(constants), **cpu_features_gen.generate()}
 
 
 def main(argv: list[str] | None = None) -> int:

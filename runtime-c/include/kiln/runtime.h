@@ -201,6 +201,13 @@ kiln_status_t kiln_module_provenance_at(const kiln_module_t* module, size_t inde
                                         const char** key, const char** value);
 const char* kiln_module_provenance(const kiln_module_t* module, const char* key);
 
+/* 1 when this host's CPU has the feature `name` (LLVM's name, as kernel images
+ * record them: "avx2", "avx512f", "sve"), 0 when it lacks it, -1 when this
+ * runtime cannot check the name on this architecture (a kernel image that
+ * needs such a feature is refused). The names and their detection come from
+ * schemas/cpu_features.toml. */
+int kiln_host_cpu_feature(const char* name);
+
 size_t kiln_module_global_count(const kiln_module_t* module);
 kiln_status_t kiln_module_global_info(const kiln_module_t* module, size_t index,
                                       kiln_value_info_t* out);
