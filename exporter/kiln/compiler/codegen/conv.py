@@ -14,21 +14,22 @@ wrap like numpy's astype.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import numpy as np
 from llvmlite import ir
 
 from ..layout import contiguous_strides, region_views
-from . import scalar_ops
+from . import matmul, scalar_ops
 from .intrinsics import fmuladd
 from .loops import const64, delinearize, dot_offsets, for_range, workgroup_slice
-from .types import I1, info
+from .types import F32, F64, I1, I64, PTR, info
 
 TILE = 64
 
 
 def _main_eqn(region):
-    return next(e for e in reversed(region.eqns) if getattr(e.primitive, "kernel_codegen", None))
+    return next(e for e in reversed(region.eqns) if e.primitive.traits.fusion == "kernel")
 
 
 @dataclass
@@ -94,6 +95,9 @@ def _conv_plan(region) -> ConvPlan:
 
 def parallel_items(region) -> int:
     plan = _conv_plan(region)
+    gemm = _gemm_plan(plan)
+    if gemm is not None:
+        return plan.n_out * plan.groups * gemm.m_chunks * gemm.n_chunks
     return plan.items if plan.block else 0
 
 
@@ -101,11 +105,20 @@ def work(region) -> int:
     eqn = _main_eqn(region)
     plan = _conv_plan(region)
     macs = int(eqn.outvars[0].aval.size) * plan.in_per_group * int(np.prod(plan.kernel_spatial, dtype=np.int64))
-    return max(macs // 4, 1)
+    return max(macs // (16 if _gemm_plan(plan) is not None else 4), 1)
+
+
+def strategy(region) -> str:
+    """'gemm' (implicit GEMM over the matmul microkernel) or 'direct' (the generic loops)."""
+    return "gemm" if _gemm_plan(_conv_plan(region)) is not None else "direct"
 
 
 def emit_kernel(region):
-    return _emit_conv(region, _conv_plan(region))
+    plan = _conv_plan(region)
+    gemm = _gemm_plan(plan)
+    if gemm is not None:
+        return _emit_gemm(region, plan, gemm)
+    return _emit_conv(region, plan)
 
 
 def _emit_conv(region, p: ConvPlan):
@@ -197,5 +210,335 @@ def _emit_conv(region, p: ConvPlan):
             for_range(b, 0, count, write, name="w")
 
         for_range(b, lo, hi, item, name="t")
+
+    return body
+
+
+# ----------------------------------------------------------------------------- implicit GEMM (f32/f64)
+#
+# out[n, g*block + o, pixel] = sum over taps t and input channels ci of
+#     x[n, g*ipg + ci, input position of (pixel, t)] * w[g*block + o, ci, t]
+# is a matrix product per (batch, group) with K = (tap, channel) pairs, computed with the matmul
+# strategy's register-blocked microkernel (codegen/matmul.py). Two orientations, chosen by where the
+# output's elements lie (the microkernel writes rows of contiguous columns):
+#
+# - rows (feature dim contiguous: NHWC, NWC): GEMM rows are output pixels, columns output features.
+#   A = the image (im2col rows), read in place when a tile's pixels lie in one output row and inside the
+#   input for this tap, else packed (zeros for padding and dilation holes); B = the weights, packed into
+#   NR-wide panels per K block.
+# - cols (spatial dims contiguous: NCHW): GEMM rows are output features, columns output pixels.
+#   A = the weights, read in place (one tap per K block) or packed; B = the image, packed into panels
+#   (im2col, zeros for padding and holes).
+#
+# K blocks are either part of one tap's channels (channels >= KC/2) or several whole taps.
+
+GEMM_MIN_FEATURES = 8   # output features per group below which the generic strategy is kept (depthwise)
+GEMM_MIN_K = 8          # taps x input channels per group below which the generic strategy is kept
+GEMM_MAX_M_CHUNKS = 32  # row chunks per (batch, group, column chunk): bigger chunks repack B less often
+
+
+@dataclass
+class GemmPlan:
+    orientation: str      # 'rows' or 'cols'
+    pixels: int           # output pixels per image
+    pixel_stride: int     # output stride between consecutive pixels (row-major over out_spatial)
+    taps: int             # kernel positions
+    m: int                # GEMM rows
+    n: int                # GEMM columns
+    taps_per_block: int   # > 1: blocks of whole taps; 1: blocks of channels of one tap
+    channel_block: int    # channels per block (all of them when taps_per_block > 1)
+    cblocks: int          # channel blocks per tap (taps_per_block == 1)
+    vw: int
+    mr: int
+    nr: int
+    nc: int
+    row_chunk: int
+
+    cblocks: int          # channel blocks per tap (taps_per_block == 1)
+
+    @property
+    def k_blocks(self) -> int:
+        if self.taps_per_block > 1:
+            return -(-self.taps // self.taps_per_block)
+        return self.taps * self.cblocks
+
+    @property
+    def m_chunks(self) -> int:
+        return max(-(-self.m // self.row_chunk), 1)
+
+    @property
+    def n_chunks(self) -> int:
+        return max(-(-self.n // self.nc), 1)
+
+
+def _gemm_plan(p: ConvPlan) -> GemmPlan | None:
+    """The implicit-GEMM plan of a convolution, or None where the generic strategy is kept."""
+    if p.dtype not in (np.float32, np.float64) or p.batch_groups != 1 or p.items == 0:
+        return None
+    taps = int(np.prod(p.kernel_spatial, dtype=np.int64))
+    if p.block < GEMM_MIN_FEATURES or p.in_per_group * taps < GEMM_MIN_K:
+        return None
+    pixels = int(np.prod(p.out_spatial, dtype=np.int64))
+    # the output's spatial dims must be one strided dim, row-major in the kernel's spatial order
+    pixel_stride = None
+    inner = 1
+    for size, stride in zip(reversed(p.out_spatial), reversed(p.out_s[2:])):
+        if size != 1:
+            if pixel_stride is None:
+                pixel_stride = stride
+            elif stride != pixel_stride * inner:
+                return None
+        inner *= size
+    pixel_stride = pixel_stride or 1
+    if p.out_s[1] == 1:
+        orientation, m, n = "rows", pixels, p.block
+    elif pixel_stride == 1:
+        orientation, m, n = "cols", p.block, pixels
+    else:
+        return None
+    if pixels < 4:
+        return None
+    vector_bytes, registers = matmul._TARGET["vector_bytes"], matmul._TARGET["registers"]
+    vw, mr = matmul._target_shape(vector_bytes, registers, p.dtype)
+    nr = 2 * vw
+    nc = nr * matmul.NC_STRIPS
+    tiles = -(-m // mr)
+    row_chunk = mr * max(matmul.ROW_CHUNK_TILES, -(-tiles // GEMM_MAX_M_CHUNKS))
+    kc = matmul.KC
+    if 2 * p.in_per_group >= kc:
+        taps_per_block, channel_block = 1, min(p.in_per_group, kc)
+    else:
+        taps_per_block, channel_block = max(1, kc // p.in_per_group), p.in_per_group
+    return GemmPlan(orientation, pixels, pixel_stride, taps, m, n, taps_per_block, channel_block,
+                    -(-p.in_per_group // channel_block), vw, mr, nr, nc, row_chunk)
+
+
+def _emit_gemm(region, p: ConvPlan, g: GemmPlan):
+    ty = F32 if p.dtype == np.float32 else F64
+    kc_max = matmul.KC
+    nsp = len(p.out_spatial)
+    lv, rv = p.lhs, p.rhs
+    n_in = len(region.invars)
+    tiling = SimpleNamespace(vw=g.vw, nr=g.nr)
+    rows_mode = g.orientation == "rows"
+    batches = p.n_out * p.groups
+    items = batches * g.m_chunks * g.n_chunks
+    ld_one = all(v == 1 for v in p.lhs_dilation)
+
+    def body(b: ir.IRBuilder, pointers, workgroup_id, workgroup_count):
+        x_ptr, w_ptr, out_ptr = pointers[lv.source], pointers[rv.source], pointers[n_in]
+        module = b.module
+        kernels = {rows: matmul._microkernel(module, ty, tiling, rows) for rows in matmul._tile_rows(g.m, g.mr)}
+        panel = b.alloca(ty, size=const64(kc_max * g.nc), name="panel")
+        panel.align = 64
+        apack = b.alloca(ty, size=const64(g.mr * kc_max), name="apack")
+        apack.align = 64
+        # per column of a panel of image columns (cols mode): its input offset for the current tap, -1 if outside
+        col_offsets = b.alloca(I64, size=const64(g.nc), name="coloff") if not rows_mode else None
+        a_slot, sam_slot, sak_slot = b.alloca(PTR, name="a"), b.alloca(I64, name="sam"), b.alloca(I64, name="sak")
+        lo, hi = workgroup_slice(b, items, workgroup_id, workgroup_count)
+
+        def elem(base, offset):
+            return b.gep(base, [offset], source_etype=ty)
+
+        def tap_index(t):
+            return delinearize(b, t, p.kernel_spatial) if nsp else []
+
+        def input_offset(pixel, k_index):
+            """(offset of x[., 0, input position] relative to the image base, inside?) for an output pixel
+            (linear) and a tap (multi-index)."""
+            pos = delinearize(b, pixel, p.out_spatial) if nsp else []
+            offset, inside = const64(0), ir.Constant(I1, 1)
+            for d in range(nsp):
+                q = b.sub(b.add(b.mul(pos[d], const64(p.strides[d])), b.mul(k_index[d], const64(p.rhs_dilation[d]))),
+                          const64(p.pad_lo[d]))
+                ld = p.lhs_dilation[d]
+                extent = (p.in_spatial[d] - 1) * ld + 1 if p.in_spatial[d] else 0
+                ok = b.and_(b.icmp_signed(">=", q, const64(0)), b.icmp_signed("<", q, const64(extent)))
+                if ld > 1:
+                    ok = b.and_(ok, b.icmp_signed("==", b.srem(q, const64(ld)), const64(0)))
+                    q = b.sdiv(q, const64(ld))
+                inside = b.and_(inside, ok)
+                offset = b.add(offset, b.mul(q, const64(p.lhs_s[2 + d])))
+            return offset, inside
+
+        def item(it):
+            mi = b.urem(it, const64(g.m_chunks))
+            rest = b.udiv(it, const64(g.m_chunks))
+            ni = b.urem(rest, const64(g.n_chunks))
+            bg = b.udiv(rest, const64(g.n_chunks))
+            batch = b.udiv(bg, const64(p.groups))
+            grp = b.urem(bg, const64(p.groups))
+            m0 = b.mul(mi, const64(g.row_chunk))
+            m_end = matmul._min(b, b.add(m0, const64(g.row_chunk)), const64(g.m))
+            n0 = b.mul(ni, const64(g.nc))
+            n_count = matmul._min(b, b.sub(const64(g.n), n0), const64(g.nc))
+            strips = b.udiv(b.add(n_count, const64(g.nr - 1)), const64(g.nr))
+            # image base (batch, first channel of the group) and weight base (first feature of the group)
+            x_base = dot_offsets(b, [batch, b.mul(grp, const64(p.in_per_group))], p.lhs_s[:2], const64(lv.offset))
+            w_base = dot_offsets(b, [b.mul(grp, const64(p.block))], p.rhs_s[:1], const64(rv.offset))
+            c_base = dot_offsets(b, [batch, b.mul(grp, const64(p.block))], p.out_s[:2])
+            ldc = g.pixel_stride if rows_mode else p.out_s[1]  # C[pixel, feature] or C[feature, pixel]
+
+            def k_block(kb):
+                if g.taps_per_block > 1:
+                    t0 = b.mul(kb, const64(g.taps_per_block))
+                    tn = matmul._min(b, b.sub(const64(g.taps), t0), const64(g.taps_per_block))
+                    c0, cn = const64(0), const64(p.in_per_group)
+                else:
+                    t0, tn = b.udiv(kb, const64(g.cblocks)), const64(1)
+                    c0 = b.mul(b.urem(kb, const64(g.cblocks)), const64(g.channel_block))
+                    cn = matmul._min(b, b.sub(const64(p.in_per_group), c0), const64(g.channel_block))
+                kc = b.mul(tn, cn)
+                load_c = b.icmp_unsigned("!=", kb, const64(0))
+
+                def for_k(fn):
+                    """fn(kk, tap multi-index, channel) over the block's (tap, channel) pairs, kk their index."""
+                    def tap(tt):
+                        t = b.add(t0, tt)
+                        k_index = tap_index(t)
+
+                        def chan(cc):
+                            fn(b.add(b.mul(tt, cn), cc), k_index, b.add(c0, cc))
+                        for_range(b, 0, cn, chan, name="cc")
+                    for_range(b, 0, tn, tap, name="tt")
+
+                def panel_slot(kk, j):
+                    strip = b.udiv(j, const64(g.nr))
+                    return b.gep(panel, [b.add(b.mul(strip, const64(kc_max * g.nr)),
+                                               b.add(b.mul(kk, const64(g.nr)), b.urem(j, const64(g.nr))))],
+                                 source_etype=ty)
+
+                padded = b.mul(strips, const64(g.nr))
+                if rows_mode:  # B panel = weights[kk, feature n0 + j]
+                    def pack_w(kk, k_index, ci):
+                        src = dot_offsets(b, k_index, p.rhs_s[2:], dot_offsets(b, [ci], p.rhs_s[1:2], w_base))
+                        src = dot_offsets(b, [n0], p.rhs_s[:1], src)
+
+                        def col(j):
+                            v = b.load(elem(w_ptr, dot_offsets(b, [j], p.rhs_s[:1], src)), typ=ty)
+                            b.store(v, panel_slot(kk, j))
+                        for_range(b, 0, n_count, col, name="j")
+                        for_range(b, n_count, padded, lambda j: b.store(ir.Constant(ty, 0.0), panel_slot(kk, j)),
+                                  name="jz")
+                    for_k(pack_w)
+                else:  # B panel = image[kk, pixel n0 + j]
+                    def tap(tt):
+                        t = b.add(t0, tt)
+                        k_index = tap_index(t)
+
+                        def offsets(j):
+                            offset, inside = input_offset(b.add(n0, j), k_index)
+                            b.store(b.select(inside, offset, const64(-1)),
+                                    b.gep(col_offsets, [j], source_etype=I64))
+                        for_range(b, 0, n_count, offsets, name="jo")
+
+                        def chan(cc):
+                            kk = b.add(b.mul(tt, cn), cc)
+                            src = dot_offsets(b, [b.add(c0, cc)], p.lhs_s[1:2], x_base)
+
+                            def col(j):
+                                off = b.load(b.gep(col_offsets, [j], source_etype=I64), typ=I64)
+                                inside = b.icmp_signed(">=", off, const64(0))
+                                safe = b.select(inside, b.add(src, off), src)
+                                v = b.load(elem(x_ptr, safe), typ=ty)
+                                b.store(b.select(inside, v, ir.Constant(ty, 0.0)), panel_slot(kk, j))
+                            for_range(b, 0, n_count, col, name="j")
+                            for_range(b, n_count, padded,
+                                      lambda j: b.store(ir.Constant(ty, 0.0), panel_slot(kk, j)), name="jz")
+                        for_range(b, 0, cn, chan, name="cc")
+                    for_range(b, 0, tn, tap, name="tt")
+
+                def m_tile(mt):
+                    row = b.add(m0, b.mul(mt, const64(g.mr)))
+                    rows = matmul._min(b, b.sub(m_end, row), const64(g.mr))
+
+                    def use_packed():
+                        b.store(apack, a_slot)
+                        b.store(const64(kc_max), sam_slot)
+                        b.store(const64(1), sak_slot)
+
+                    def pack_rows(fn):
+                        """apack[i, kk] = fn(i, kk, tap, channel) for the tile's rows."""
+                        def one_row(i):
+                            def tap(tt):
+                                k_index = tap_index(b.add(t0, tt))
+                                fn(i, tt, k_index)
+                            for_range(b, 0, tn, tap, name="tt")
+                        for_range(b, 0, rows, one_row, name="ri")
+
+                    if rows_mode:
+                        def pack_image():
+                            def row_tap(i, tt, k_index):
+                                offset, inside = input_offset(b.add(row, i), k_index)
+                                dst0 = b.add(b.mul(i, const64(kc_max)), b.mul(tt, cn))
+
+                                def chan(cc):
+                                    src = dot_offsets(b, [b.add(c0, cc)], p.lhs_s[1:2], b.add(x_base, offset))
+                                    safe = b.select(inside, src, x_base)
+                                    v = b.select(inside, b.load(elem(x_ptr, safe), typ=ty), ir.Constant(ty, 0.0))
+                                    b.store(v, elem(apack, b.add(dst0, cc)))
+                                for_range(b, 0, cn, chan, name="cc")
+                            pack_rows(row_tap)
+                            use_packed()
+
+                        if g.taps_per_block == 1 and ld_one and nsp:
+                            # in place when the tile's pixels are in one output row and inside the input
+                            k_index = tap_index(t0)
+                            first, inside = input_offset(row, k_index)
+                            pos = delinearize(b, row, p.out_spatial)
+                            last_inner = b.add(pos[-1], b.sub(rows, const64(1)))
+                            same_row = b.icmp_signed("<", last_inner, const64(p.out_spatial[-1]))
+                            q_last = b.sub(b.add(b.mul(last_inner, const64(p.strides[-1])),
+                                                 b.mul(k_index[-1], const64(p.rhs_dilation[-1]))), const64(p.pad_lo[-1]))
+                            ok = b.and_(b.and_(inside, same_row), b.icmp_signed("<", q_last, const64(p.in_spatial[-1])))
+                            with b.if_else(ok) as (then, otherwise):
+                                with then:
+                                    src = dot_offsets(b, [c0], p.lhs_s[1:2], b.add(x_base, first))
+                                    b.store(elem(x_ptr, src), a_slot)
+                                    b.store(const64(p.strides[-1] * p.lhs_s[-1]), sam_slot)
+                                    b.store(const64(p.lhs_s[1]), sak_slot)
+                                with otherwise:
+                                    pack_image()
+                        else:
+                            pack_image()
+                    else:
+                        if g.taps_per_block == 1:
+                            src = dot_offsets(b, tap_index(t0), p.rhs_s[2:], dot_offsets(b, [c0], p.rhs_s[1:2], w_base))
+                            src = dot_offsets(b, [row], p.rhs_s[:1], src)
+                            b.store(elem(w_ptr, src), a_slot)
+                            b.store(const64(p.rhs_s[0]), sam_slot)
+                            b.store(const64(p.rhs_s[1]), sak_slot)
+                        else:
+                            def row_tap(i, tt, k_index):
+                                src0 = dot_offsets(b, k_index, p.rhs_s[2:], dot_offsets(b, [b.add(row, i)], p.rhs_s[:1], w_base))
+                                dst0 = b.add(b.mul(i, const64(kc_max)), b.mul(tt, cn))
+
+                                def chan(cc):
+                                    v = b.load(elem(w_ptr, dot_offsets(b, [b.add(c0, cc)], p.rhs_s[1:2], src0)), typ=ty)
+                                    b.store(v, elem(apack, b.add(dst0, cc)))
+                                for_range(b, 0, cn, chan, name="cc")
+                            pack_rows(row_tap)
+                            use_packed()
+
+                    a_tile = b.load(a_slot, typ=PTR)
+                    sam, sak = b.load(sam_slot, typ=I64), b.load(sak_slot, typ=I64)
+
+                    def strip(s):
+                        col = b.mul(s, const64(g.nr))
+                        cols = matmul._min(b, b.sub(n_count, col), const64(g.nr))
+                        c_off = b.add(c_base, b.add(b.mul(row, const64(ldc)), b.add(n0, col)))
+                        b_strip = b.gep(panel, [b.mul(s, const64(kc_max * g.nr))], source_etype=ty)
+                        args = [a_tile, sam, sak, b_strip, elem(out_ptr, c_off), const64(ldc), kc, load_c, cols]
+                        matmul._dispatch_rows(b, rows, kernels, args, g.mr)
+
+                    for_range(b, 0, strips, strip, name="s")
+
+                tiles = b.udiv(b.add(b.sub(m_end, m0), const64(g.mr - 1)), const64(g.mr))
+                for_range(b, 0, tiles, m_tile, name="mt")
+
+            for_range(b, 0, g.k_blocks, k_block, name="kb")
+
+        for_range(b, lo, hi, item, name="it")
 
     return body
