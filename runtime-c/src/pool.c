@@ -21,6 +21,7 @@
 
 #include "pool.h"
 #include "status_internal.h"
+#include "trace_internal.h"
 
 typedef struct kiln_job {
   struct kiln_job* prev;
@@ -37,6 +38,12 @@ typedef struct kiln_job {
   int queued;
   atomic_int workers_running;
   pthread_cond_t idle; /* signalled when workers_running drops to 0 */
+  /* Traced dispatches only (NULL otherwise): one slot per thread that runs
+   * workgroups, claimed from slice_count; read by the dispatching thread
+   * after every worker left the job (the pool mutex orders the writes). */
+  kiln_pool_slice_t* slices;
+  uint32_t slice_capacity;
+  atomic_uint slice_count;
 } kiln_job_t;
 
 struct kiln_pool {
@@ -51,6 +58,7 @@ struct kiln_pool {
   /* Mirrors for spinning without the mutex. */
   atomic_uint queued_jobs;
   atomic_int stopping;
+  atomic_uint started; /* workers numbered 1.. as they start */
 };
 
 /* Threads spin this many rounds (a few microseconds to tens of microseconds)
@@ -65,21 +73,48 @@ static inline void kiln_cpu_relax(void) {
 #endif
 }
 
-/* Runs workgroups of `job` until its ids run out or it fails. */
-static void kiln_job_run(kiln_job_t* job) {
+static inline int kiln_job_run_one(kiln_job_t* job, uint64_t id) {
+  int32_t rc = job->fn(job->args, (uint32_t)id);
+  if (rc == 0) return 1;
+  int expected = 0;
+  if (atomic_compare_exchange_strong(&job->failed, &expected, 1)) {
+    job->failed_code = rc;
+    job->failed_workgroup = (uint32_t)id;
+  }
+  return 0;
+}
+
+/* kiln_job_run for a traced dispatch: the same loop, timed, and a slice
+ * recorded when this thread ran at least one workgroup. */
+static void kiln_job_run_traced(kiln_job_t* job, uint32_t worker) {
+  kiln_pool_slice_t slice = {kiln_trace_now_ns(), 0, kiln_trace_thread_id(), worker, 0,
+                             UINT32_MAX};
+  for (;;) {
+    if (atomic_load_explicit(&job->failed, memory_order_relaxed)) break;
+    uint64_t id = atomic_fetch_add_explicit(&job->next_id, 1, memory_order_relaxed);
+    if (id >= job->workgroup_count) break;
+    if (id < slice.first_workgroup) slice.first_workgroup = (uint32_t)id;
+    slice.workgroups++;
+    if (!kiln_job_run_one(job, id)) break;
+  }
+  if (!slice.workgroups) return;
+  slice.end_ns = kiln_trace_now_ns();
+  unsigned slot = atomic_fetch_add_explicit(&job->slice_count, 1, memory_order_relaxed);
+  if (slot < job->slice_capacity) job->slices[slot] = slice;
+}
+
+/* Runs workgroups of `job` until its ids run out or it fails. `worker` is 0
+ * on the dispatching thread, 1.. on the pool's threads. */
+static void kiln_job_run(kiln_job_t* job, uint32_t worker) {
+  if (job->slices) {
+    kiln_job_run_traced(job, worker);
+    return;
+  }
   for (;;) {
     if (atomic_load_explicit(&job->failed, memory_order_relaxed)) return;
     uint64_t id = atomic_fetch_add_explicit(&job->next_id, 1, memory_order_relaxed);
     if (id >= job->workgroup_count) return;
-    int32_t rc = job->fn(job->args, (uint32_t)id);
-    if (rc != 0) {
-      int expected = 0;
-      if (atomic_compare_exchange_strong(&job->failed, &expected, 1)) {
-        job->failed_code = rc;
-        job->failed_workgroup = (uint32_t)id;
-      }
-      return;
-    }
+    if (!kiln_job_run_one(job, id)) return;
   }
 }
 
@@ -110,6 +145,7 @@ static void kiln_queue_remove(kiln_pool_t* pool, kiln_job_t* job) {
 
 static void* kiln_worker_main(void* arg) {
   kiln_pool_t* pool = arg;
+  uint32_t worker = atomic_fetch_add_explicit(&pool->started, 1, memory_order_relaxed) + 1;
   pthread_mutex_lock(&pool->mutex);
   for (;;) {
     if (!pool->shutdown && !pool->head) {
@@ -136,7 +172,7 @@ static void* kiln_worker_main(void* arg) {
     atomic_fetch_add_explicit(&job->workers_running, 1, memory_order_relaxed);
     pthread_mutex_unlock(&pool->mutex);
 
-    kiln_job_run(job);
+    kiln_job_run(job, worker);
 
     pthread_mutex_lock(&pool->mutex);
     kiln_queue_remove(pool, job); /* its ids ran out (or it failed) */
@@ -172,6 +208,7 @@ kiln_status_t kiln_pool_create(uint32_t worker_count, kiln_pool_t** out) {
   pool->worker_count = worker_count;
   atomic_init(&pool->queued_jobs, 0);
   atomic_init(&pool->stopping, 0);
+  atomic_init(&pool->started, 0);
   if (pthread_mutex_init(&pool->mutex, NULL) != 0) {
     free(pool);
     return kiln_make_status(KILN_INTERNAL, "pthread_mutex_init failed");
@@ -240,10 +277,30 @@ static kiln_status_t kiln_job_status(const kiln_job_t* job, const char* kernel_n
                           job->workgroup_count);
 }
 
+/* The end of a dispatch: its status, and its slice count when traced. */
+static kiln_status_t kiln_job_dispatched(kiln_job_t* job, const char* kernel_name,
+                                         uint32_t* slice_count) {
+  if (job->slices) {
+    unsigned n = atomic_load_explicit(&job->slice_count, memory_order_acquire);
+    *slice_count = n < job->slice_capacity ? n : job->slice_capacity;
+  }
+  return kiln_job_status(job, kernel_name);
+}
+
 kiln_status_t kiln_pool_dispatch(kiln_pool_t* pool, const char* kernel_name,
                                  kiln_kernel_fn_t fn,
                                  const kiln_dispatch_args_t* args,
                                  uint32_t workgroup_count) {
+  return kiln_pool_dispatch_traced(pool, kernel_name, fn, args, workgroup_count, NULL, NULL);
+}
+
+kiln_status_t kiln_pool_dispatch_traced(kiln_pool_t* pool, const char* kernel_name,
+                                        kiln_kernel_fn_t fn,
+                                        const kiln_dispatch_args_t* args,
+                                        uint32_t workgroup_count,
+                                        kiln_pool_slice_t* slices,
+                                        uint32_t* slice_count) {
+  if (slice_count) *slice_count = 0;
   if (!pool || !fn || !args) {
     return kiln_make_status(KILN_INVALID_ARGUMENT,
                             "dispatch of kernel '%s': pool, function and "
@@ -260,16 +317,21 @@ kiln_status_t kiln_pool_dispatch(kiln_pool_t* pool, const char* kernel_name,
   atomic_init(&job.next_id, 0);
   atomic_init(&job.failed, 0);
   atomic_init(&job.workers_running, 0);
+  atomic_init(&job.slice_count, 0);
+  if (slices && slice_count) {
+    job.slices = slices;
+    job.slice_capacity = pool->worker_count;
+  }
 
   if (pool->thread_count == 0 || workgroup_count == 1) {
-    kiln_job_run(&job);
-    return kiln_job_status(&job, kernel_name);
+    kiln_job_run(&job, 0);
+    return kiln_job_dispatched(&job, kernel_name, slice_count);
   }
 
   if (pthread_cond_init(&job.idle, NULL) != 0) {
     /* Still correct, just single-threaded. */
-    kiln_job_run(&job);
-    return kiln_job_status(&job, kernel_name);
+    kiln_job_run(&job, 0);
+    return kiln_job_dispatched(&job, kernel_name, slice_count);
   }
 
   pthread_mutex_lock(&pool->mutex);
@@ -282,7 +344,7 @@ kiln_status_t kiln_pool_dispatch(kiln_pool_t* pool, const char* kernel_name,
   }
   pthread_mutex_unlock(&pool->mutex);
 
-  kiln_job_run(&job);
+  kiln_job_run(&job, 0);
 
   /* Helpers still running our workgroups usually finish within microseconds. */
   for (int i = 0; i < KILN_SPIN_ROUNDS &&
@@ -297,5 +359,5 @@ kiln_status_t kiln_pool_dispatch(kiln_pool_t* pool, const char* kernel_name,
   }
   pthread_mutex_unlock(&pool->mutex);
   pthread_cond_destroy(&job.idle);
-  return kiln_job_status(&job, kernel_name);
+  return kiln_job_dispatched(&job, kernel_name, slice_count);
 }

@@ -24,4 +24,27 @@ kiln_status_t kiln_pool_dispatch(kiln_pool_t* pool, const char* kernel_name,
                                  const kiln_dispatch_args_t* args,
                                  uint32_t workgroup_count);
 
+/* What one thread did for a traced dispatch: the workgroups it ran (not
+ * necessarily consecutive ids: threads claim them from a shared counter) and
+ * when it started the first and finished the last. */
+typedef struct kiln_pool_slice {
+  uint64_t start_ns, end_ns; /* kiln_trace_now_ns() */
+  uint32_t thread;           /* kiln_trace_thread_id() of the thread */
+  uint32_t worker;           /* 0: the dispatching thread, 1..: pool worker */
+  uint32_t workgroups;       /* how many it ran (at least 1) */
+  uint32_t first_workgroup;  /* the lowest id it ran */
+} kiln_pool_slice_t;
+
+/* kiln_pool_dispatch that also records, in `slices` (room for
+ * kiln_pool_worker_count(pool) entries), one slice per thread that ran
+ * workgroups, and their number in `*slice_count`. With slices NULL it is
+ * kiln_pool_dispatch: the untraced path pays one predictable branch per
+ * thread and dispatch. */
+kiln_status_t kiln_pool_dispatch_traced(kiln_pool_t* pool, const char* kernel_name,
+                                        kiln_kernel_fn_t fn,
+                                        const kiln_dispatch_args_t* args,
+                                        uint32_t workgroup_count,
+                                        kiln_pool_slice_t* slices,
+                                        uint32_t* slice_count);
+
 #endif

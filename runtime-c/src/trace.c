@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "module_internal.h"
+#include "pool.h"
 #include "status_internal.h"
 #include "trace_internal.h"
 
@@ -38,7 +39,7 @@ uint64_t kiln_trace_now_ns(void) {
 static _Thread_local uint32_t t_thread_id;
 static _Atomic uint32_t g_next_thread_id = 1;
 
-static uint32_t thread_id(void) {
+uint32_t kiln_trace_thread_id(void) {
   if (!t_thread_id) t_thread_id = g_next_thread_id++;
   return t_thread_id;
 }
@@ -88,14 +89,13 @@ static int hold_module(kiln_trace_t* t, const kiln_module_t* module) {
   return 1;
 }
 
-void kiln_trace_record(kiln_trace_t* t, const kiln_trace_event_t* event) {
-  pthread_mutex_lock(&t->lock);
+/* kiln_trace_record with the lock held. */
+static void record_locked(kiln_trace_t* t, const kiln_trace_event_t* event) {
   if (t->count == t->capacity) {
     size_t capacity = t->capacity ? 2 * t->capacity : 256;
     kiln_trace_event_t* grown = realloc(t->events, capacity * sizeof *grown);
     if (!grown) {
       t->dropped++;
-      pthread_mutex_unlock(&t->lock);
       return;
     }
     t->events = grown;
@@ -105,8 +105,27 @@ void kiln_trace_record(kiln_trace_t* t, const kiln_trace_event_t* event) {
     t->dropped++;
   } else {
     t->events[t->count] = *event;
-    t->events[t->count].thread = thread_id();
+    if (!event->thread) t->events[t->count].thread = kiln_trace_thread_id();
     t->count++;
+  }
+}
+
+void kiln_trace_record(kiln_trace_t* t, const kiln_trace_event_t* event) {
+  pthread_mutex_lock(&t->lock);
+  record_locked(t, event);
+  pthread_mutex_unlock(&t->lock);
+}
+
+void kiln_trace_record_dispatch(kiln_trace_t* t, const kiln_trace_event_t* dispatch,
+                                const kiln_pool_slice_t* slices, uint32_t slice_count) {
+  pthread_mutex_lock(&t->lock);
+  record_locked(t, dispatch);
+  for (uint32_t i = 0; i < slice_count; ++i) {
+    const kiln_pool_slice_t* sl = &slices[i];
+    kiln_trace_event_t e = {dispatch->module, sl->start_ns, sl->end_ns - sl->start_ns,
+                            sl->first_workgroup, dispatch->index, sl->workgroups, sl->thread,
+                            (uint16_t)sl->worker, KILN_TRACE_SLICE};
+    record_locked(t, &e);
   }
   pthread_mutex_unlock(&t->lock);
 }
@@ -119,13 +138,15 @@ static const char* event_name(const kiln_trace_event_t* e) {
   const kiln_module_t* m = e->module;
   switch (e->kind) {
     case KILN_TRACE_CALL: return m->functions[e->index].name;
-    case KILN_TRACE_DISPATCH: return m->kernels[e->index].name;
+    case KILN_TRACE_DISPATCH:
+    case KILN_TRACE_SLICE: return m->kernels[e->index].name;
     case KILN_TRACE_GLOBAL_STORE: return m->globals[e->index].info.name;
     default: return "alloc";
   }
 }
 
-static const char* const kCategories[] = {"call", "dispatch", "alloc", "global.store"};
+static const char* const kCategories[] = {"call", "dispatch", "alloc", "global.store",
+                                          "workgroups"};
 
 /* A JSON string: quotes, backslashes and control characters escaped; bytes
  * that are not ASCII printable written as \u00XX, so any name stays valid. */
@@ -139,6 +160,37 @@ static void write_json_string(FILE* f, const char* text) {
   fputc('"', f);
 }
 
+/* A "thread_name" metadata event per thread of the trace: "kiln worker N" for
+ * the pool's threads, "thread T" for the threads that called in (their slices
+ * are the workgroups they ran themselves). With the trace's lock held. */
+static void write_thread_names(FILE* f, const kiln_trace_t* t) {
+  uint32_t* seen = NULL;
+  size_t n = 0, capacity = 0;
+  for (size_t i = 0; i < t->count; ++i) {
+    const kiln_trace_event_t* e = &t->events[i];
+    size_t k = 0;
+    while (k < n && seen[k] != e->thread) ++k;
+    if (k < n) continue;
+    if (n == capacity) {
+      size_t grown = capacity ? 2 * capacity : 16;
+      uint32_t* g = realloc(seen, grown * sizeof *g);
+      if (!g) break; /* out of memory: the tracks stay unnamed */
+      seen = g;
+      capacity = grown;
+    }
+    seen[n++] = e->thread;
+    uint32_t worker = 0;
+    for (size_t j = i; j < t->count && !worker; ++j)
+      if (t->events[j].thread == e->thread && t->events[j].kind == KILN_TRACE_SLICE)
+        worker = t->events[j].depth;
+    fprintf(f, ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": %" PRIu32
+            ", \"args\": {\"name\": \"", e->thread);
+    if (worker) fprintf(f, "kiln worker %" PRIu32 "\"}}", worker);
+    else fprintf(f, "thread %" PRIu32 "\"}}", e->thread);
+  }
+  free(seen);
+}
+
 kiln_status_t kiln_trace_write_json(kiln_trace_t* trace, const char* path) {
   if (!trace || !path)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "trace_write_json: trace or path is NULL");
@@ -147,6 +199,7 @@ kiln_status_t kiln_trace_write_json(kiln_trace_t* trace, const char* path) {
   pthread_mutex_lock(&trace->lock);
   fputs("{\"displayTimeUnit\": \"ns\", \"traceEvents\": [\n", f);
   fputs("{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 1, \"args\": {\"name\": \"kiln\"}}", f);
+  write_thread_names(f, trace);
   for (size_t i = 0; i < trace->count; ++i) {
     const kiln_trace_event_t* e = &trace->events[i];
     double ts = (double)(e->start_ns - trace->origin_ns) / 1e3;
@@ -154,14 +207,18 @@ kiln_status_t kiln_trace_write_json(kiln_trace_t* trace, const char* path) {
     write_json_string(f, event_name(e));
     fprintf(f, ", \"cat\": \"%s\", \"pid\": 1, \"tid\": %" PRIu32 ", \"ts\": %.3f",
             kCategories[e->kind], e->thread, ts);
-    if (e->kind == KILN_TRACE_CALL || e->kind == KILN_TRACE_DISPATCH)
+    if (e->kind == KILN_TRACE_CALL || e->kind == KILN_TRACE_DISPATCH || e->kind == KILN_TRACE_SLICE)
       fprintf(f, ", \"ph\": \"X\", \"dur\": %.3f", (double)e->duration_ns / 1e3);
     else
       fputs(", \"ph\": \"i\", \"s\": \"t\"", f);
     fputs(", \"args\": {\"module\": ", f);
     write_json_string(f, e->module->name);
-    fprintf(f, ", \"bytes\": %" PRIu64, e->bytes);
-    if (e->kind == KILN_TRACE_DISPATCH) fprintf(f, ", \"workgroups\": %" PRIu32, e->workgroups);
+    if (e->kind != KILN_TRACE_SLICE) fprintf(f, ", \"bytes\": %" PRIu64, e->bytes);
+    if (e->kind == KILN_TRACE_DISPATCH || e->kind == KILN_TRACE_SLICE)
+      fprintf(f, ", \"workgroups\": %" PRIu32, e->workgroups);
+    if (e->kind == KILN_TRACE_SLICE)
+      fprintf(f, ", \"worker\": %u, \"first_workgroup\": %" PRIu64, (unsigned)e->depth,
+              e->bytes);
     fputs("}}", f);
   }
   fputs("\n]}\n", f);

@@ -3,9 +3,14 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include <sched.h>
+#include <stdatomic.h>
+#include <time.h>
+
 #include "instance_internal.h"
 #include "pool.h"
 #include "test_util.h"
+#include "trace_internal.h"
 
 /* out[id] += id + 1: a lost workgroup leaves 0, a repeated one 2*(id+1). */
 static int32_t mark_kernel(const kiln_dispatch_args_t* args, uint32_t id) {
@@ -64,6 +69,74 @@ static void* dispatcher(void* p) {
   return NULL;
 }
 
+/* Marks its workgroup; the first workgroup run waits (up to 10 s) until a
+ * second thread has started one, so a traced dispatch has two threads' slices. */
+static atomic_int g_started_threads;
+static atomic_int g_round; /* a thread counts once per round */
+static _Thread_local int t_counted;
+static int32_t meeting_kernel(const kiln_dispatch_args_t* args, uint32_t id) {
+  int32_t* out = (int32_t*)args->bindings[0];
+  out[id] += (int32_t)id + 1;
+  if (t_counted != atomic_load(&g_round)) {
+    t_counted = atomic_load(&g_round);
+    if (atomic_fetch_add(&g_started_threads, 1) == 0) {
+      struct timespec start, now;
+      clock_gettime(CLOCK_MONOTONIC, &start);
+      do {
+        sched_yield();
+        clock_gettime(CLOCK_MONOTONIC, &now);
+      } while (atomic_load(&g_started_threads) < 2 && now.tv_sec - start.tv_sec < 10);
+    }
+  }
+  return 0;
+}
+
+/* Traced dispatches: one slice per thread that ran workgroups, together
+ * covering every workgroup once, each inside the dispatch's time span; the
+ * dispatching thread is worker 0, the pool's threads 1..3. */
+static void test_traced_slices(kiln_pool_t* pool) {
+  int32_t out[64];
+  void* bindings[1] = {out};
+  kiln_pool_slice_t slices[4];
+  uint32_t n = 99;
+  for (int round = 0; round < 20; ++round) {
+    memset(out, 0, sizeof out);
+    atomic_store(&g_started_threads, 0);
+    atomic_store(&g_round, round + 1);
+    kiln_dispatch_args_t args = {bindings, NULL, 64, 0};
+    uint64_t before = kiln_trace_now_ns();
+    CHECK_OK(kiln_pool_dispatch_traced(pool, "meet", meeting_kernel, &args, 64, slices, &n));
+    uint64_t after = kiln_trace_now_ns();
+    for (uint32_t i = 0; i < 64; ++i) CHECK(out[i] == (int32_t)i + 1);
+    CHECK(n >= 2 && n <= 4);
+    uint32_t total = 0, callers = 0;
+    for (uint32_t i = 0; i < n && i < 4; ++i) {
+      total += slices[i].workgroups;
+      CHECK(slices[i].workgroups >= 1 && slices[i].first_workgroup < 64);
+      CHECK(slices[i].worker <= 3);
+      CHECK(before <= slices[i].start_ns && slices[i].start_ns <= slices[i].end_ns &&
+            slices[i].end_ns <= after);
+      for (uint32_t j = 0; j < i; ++j)
+        CHECK(slices[j].thread != slices[i].thread && slices[j].worker != slices[i].worker);
+      if (slices[i].worker == 0) {
+        callers++;
+        CHECK(slices[i].thread == kiln_trace_thread_id());
+      }
+    }
+    CHECK(total == 64);
+    CHECK(callers <= 1);
+  }
+  /* One workgroup: the dispatching thread alone. */
+  kiln_dispatch_args_t one = {bindings, NULL, 1, 0};
+  out[0] = 0;
+  CHECK_OK(kiln_pool_dispatch_traced(pool, "mark", mark_kernel, &one, 1, slices, &n));
+  CHECK(n == 1 && slices[0].worker == 0 && slices[0].workgroups == 1 &&
+        slices[0].first_workgroup == 0 && out[0] == 1);
+  /* Untraced: no slices, the count says so. */
+  CHECK_OK(kiln_pool_dispatch_traced(pool, "mark", mark_kernel, &one, 1, NULL, &n));
+  CHECK(n == 0);
+}
+
 int main(void) {
   int32_t out[1024];
 
@@ -77,6 +150,7 @@ int main(void) {
     CHECK(ok);
     CHECK(run_marks(pool, out, 1));
     CHECK(run_marks(pool, out, 1024));
+    test_traced_slices(pool);
 
     /* Zero workgroups: nothing runs, no error. */
     kiln_dispatch_args_t args = {NULL, NULL, 0, 0};
