@@ -235,6 +235,8 @@ def _emit_conv(region, p: ConvPlan):
 GEMM_MIN_FEATURES = 8   # output features per group below which the generic strategy is kept (depthwise)
 GEMM_MIN_K = 8          # taps x input channels per group below which the generic strategy is kept
 GEMM_MAX_M_CHUNKS = 32  # row chunks per (batch, group, column chunk): bigger chunks repack B less often
+GEMM_MIN_ROWS = 16      # GEMM rows below which the generic strategy is kept: each work item packs its B
+                        # panels again, which only pays over enough rows (a weight gradient's 3x3 'pixels')
 
 
 @dataclass
@@ -296,7 +298,7 @@ def _gemm_plan(p: ConvPlan) -> GemmPlan | None:
         orientation, m, n = "cols", p.block, pixels
     else:
         return None
-    if pixels < 4:
+    if pixels < 4 or m < GEMM_MIN_ROWS:
         return None
     vector_bytes, registers = matmul._TARGET["vector_bytes"], matmul._TARGET["registers"]
     vw, mr = matmul._target_shape(vector_bytes, registers, p.dtype)
