@@ -219,8 +219,29 @@ def _patch_insn(image, place, mask, bits):
     struct.pack_into("<I", image, place, (insn & ~mask) | (bits & mask))
 
 
+# R_AARCH64_* (ELF for the Arm 64-bit Architecture): the types _relocate_aarch64 resolves, and the names of
+# others a compiler can emit, for the error message.
+AARCH64_RELOCATION_NAMES = {
+    257: "ABS64", 258: "ABS32", 259: "ABS16", 260: "PREL64", 261: "PREL32", 262: "PREL16",
+    263: "MOVW_UABS_G0", 264: "MOVW_UABS_G0_NC", 265: "MOVW_UABS_G1", 266: "MOVW_UABS_G1_NC",
+    267: "MOVW_UABS_G2", 268: "MOVW_UABS_G2_NC", 269: "MOVW_UABS_G3", 273: "LD_PREL_LO19", 274: "ADR_PREL_LO21",
+    275: "ADR_PREL_PG_HI21", 276: "ADR_PREL_PG_HI21_NC", 277: "ADD_ABS_LO12_NC", 278: "LDST8_ABS_LO12_NC",
+    279: "TSTBR14", 280: "CONDBR19", 282: "JUMP26", 283: "CALL26", 284: "LDST16_ABS_LO12_NC",
+    285: "LDST32_ABS_LO12_NC", 286: "LDST64_ABS_LO12_NC", 299: "LDST128_ABS_LO12_NC", 309: "GOT_LD_PREL19",
+    311: "ADR_GOT_PAGE", 312: "LD64_GOT_LO12_NC", 313: "LD64_GOTPAGE_LO15", 1027: "GLOB_DAT", 1028: "JUMP_SLOT",
+    1029: "RELATIVE", 1031: "TLS_TPREL64", 1032: "TLSDESC", 560: "TLSDESC_ADR_PAGE21", 561: "TLSDESC_LD64_LO12",
+    562: "TLSDESC_ADD_LO12", 569: "TLSDESC_CALL",
+}
+AARCH64_SUPPORTED = (257, 260, 261, 275, 276, 277, 278, 282, 283, 284, 285, 286, 299, 311, 312)
+_LDST_SHIFT = {278: 0, 284: 1, 285: 2, 286: 3, 299: 4, 312: 3}
+
+
+def _aarch64_name(rtype: int) -> str:
+    return f"R_AARCH64_{AARCH64_RELOCATION_NAMES.get(rtype, 'unknown')}"
+
+
 def _relocate_aarch64(image, rtype, place, s, a, got_entry, runtime_relocs, name):
-    if rtype == 257:  # ABS64
+    if rtype == 257:  # ABS64: the loader writes image_base + S + A
         runtime_relocs.append((place, s + a))
     elif rtype == 261:  # PREL32
         _put(image, "<i", place, s + a - place, name, rtype)
@@ -229,23 +250,29 @@ def _relocate_aarch64(image, rtype, place, s, a, got_entry, runtime_relocs, name
     elif rtype in (282, 283):  # JUMP26, CALL26
         delta = s + a - place
         if delta % 4 or not -(1 << 27) <= delta < (1 << 27):
-            raise LinkError(f"branch to {name!r} out of range")
+            raise LinkError(f"{_aarch64_name(rtype)} branch to {name!r} out of range ({delta} bytes; "
+                            "a b/bl reaches +-128 MiB at a multiple of 4)")
         _patch_insn(image, place, 0x03FFFFFF, delta >> 2)
-    elif rtype in (275, 311):  # ADR_PREL_PG_HI21, ADR_GOT_PAGE
-        target = s + a if rtype == 275 else got_entry(s) + a
+    elif rtype in (275, 276, 311):  # ADR_PREL_PG_HI21, its _NC form (no overflow check), ADR_GOT_PAGE
+        target = got_entry(s) + a if rtype == 311 else s + a
         delta = (_page(target) - _page(place)) >> 12
-        if not -(1 << 20) <= delta < (1 << 20):
-            raise LinkError(f"page offset to {name!r} out of range")
+        if rtype != 276 and not -(1 << 20) <= delta < (1 << 20):
+            raise LinkError(f"{_aarch64_name(rtype)}: page offset to {name!r} out of range")
         immlo, immhi = delta & 3, (delta >> 2) & 0x7FFFF
         _patch_insn(image, place, (3 << 29) | (0x7FFFF << 5), (immlo << 29) | (immhi << 5))
     elif rtype == 277:  # ADD_ABS_LO12_NC
         _patch_insn(image, place, 0xFFF << 10, ((s + a) & 0xFFF) << 10)
-    elif rtype in (278, 284, 285, 286, 299, 312):  # LDST{8,16,32,64,128}_ABS_LO12_NC, LD64_GOT_LO12_NC
-        shift = {278: 0, 284: 1, 285: 2, 286: 3, 299: 4, 312: 3}[rtype]
+    elif rtype in _LDST_SHIFT:  # LDST{8,16,32,64,128}_ABS_LO12_NC, LD64_GOT_LO12_NC: the offset scaled by the access
+        shift = _LDST_SHIFT[rtype]
         target = got_entry(s) + a if rtype == 312 else s + a
+        if target & ((1 << shift) - 1):
+            raise LinkError(f"{_aarch64_name(rtype)} against {name!r}: the address {target:#x} is not a multiple "
+                            f"of the {1 << shift}-byte access (the scaled offset cannot encode it)")
         _patch_insn(image, place, 0xFFF << 10, ((target & 0xFFF) >> shift) << 10)
     else:
-        raise LinkError(f"unsupported aarch64 relocation type {rtype} against {name!r}")
+        raise LinkError(f"unsupported aarch64 relocation type {rtype} ({_aarch64_name(rtype)}) against {name!r}: "
+                        "kernel images are linked from small-code-model PIC objects, which the linker resolves "
+                        f"with {', '.join(_aarch64_name(t) for t in AARCH64_SUPPORTED)}")
 
 
 _RELOCATORS = {"x86_64": _relocate_x86_64, "aarch64": _relocate_aarch64}
