@@ -13,7 +13,7 @@ import pytest
 import kiln
 import kiln.numpy as knp
 from kiln.compiler.compile import structural_key
-from kiln.compiler.fusion import _DUPLICATION_LIMIT, _EXPENSIVE, Plan, _Partitioner, partition, strategy_passes
+from kiln.compiler.fusion import _DUPLICATION_LIMIT, Plan, _Partitioner, partition, strategy_passes
 from kiln.compiler.pipeline import prepare_graph
 from kiln.core.aval import ShapedArray
 from kiln.core.ir import Equation, Var, verify_graph
@@ -67,7 +67,7 @@ class _QuadraticPartitioner(_Partitioner):
             self.add_root(candidates[-1].outvars[0])
 
     def _cost(self, eqns) -> int:
-        return sum(_EXPENSIVE.get(e.primitive.name, 1) for e in eqns if self.kind[id(e)] == "elementwise")
+        return sum(e.primitive.traits.cost for e in eqns if self.kind[id(e)] == "elementwise")
 
 
 def _run(cls, graph):

@@ -5,12 +5,11 @@ persistent cache (`kiln.compiler.cache`) keeps; the objects are linked into one 
 """
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 
 from ..core.ir import Graph, Literal
 from . import cache as kernel_cache
-from .codegen import elementwise, matmul, reduce, row_fused
+from .codegen import conv, elementwise, matmul, pool, reduce, row_fused, structural
 from .codegen.kernel import define_kernel
 from .codegen.pipeline import emit_assembly, emit_object, new_module, optimize
 from .codegen.types import byte_size
@@ -78,11 +77,12 @@ def kernel_strategy(region: Graph) -> str:
     """The kernel strategy of a dispatch region: 'custom' (the primitive's own module: conv, pooling),
     'matmul', 'row_fused', 'reduction' or 'elementwise'. The one place that chooses (issue 10's
     strategy registry takes it over)."""
-    if any(getattr(e.primitive, "kernel_codegen", None) for e in region.eqns):
+    own = _own_kernel(region)
+    if own == "matmul":
+        return "matmul"
+    if own is not None:
         return "custom"
     kind = region_kind(region)
-    if kind == "dot_general":
-        return "matmul"
     if row_fused.is_row_fused(region):
         return "row_fused"
     if kind.startswith("reduce_"):
@@ -95,11 +95,18 @@ def _kernel_name(region: Graph, index: int) -> str:
     return f"kiln_{kind}_{index}"
 
 
+def _own_kernel(region: Graph) -> str | None:
+    """The kernel strategy (OpTraits.kernel) of the region's primitive that is a kernel of its own, if any."""
+    return next((e.primitive.traits.kernel for e in region.eqns if e.primitive.traits.fusion == "kernel"), None)
+
+
+_CUSTOM = {"conv": conv, "pooling": pool, "structural": structural}
+
+
 def _emitter_for(region: Graph):
     strategy = kernel_strategy(region)
-    custom = next((e.primitive.kernel_codegen for e in region.eqns if getattr(e.primitive, "kernel_codegen", None)), None)
-    if custom is not None:  # primitives that name their own code generation module (conv, pooling)
-        gen = importlib.import_module(custom)
+    if strategy == "custom":  # primitives emitted by their own code generation module (conv, pooling, structural)
+        gen = _CUSTOM[_own_kernel(region)]
         return gen.emit_kernel(region), gen.parallel_items(region), gen.work(region)
     if strategy == "matmul":
         return matmul.emit_matmul_kernel(region), matmul.parallel_items(region), matmul.work(region)

@@ -27,9 +27,9 @@ from ..lax.math_prims import P
 # ---- the two views at the edges (host steps: procedure lowering emits buffer.view) -------------------
 
 complex_parts_p = register(Primitive("complex_parts"))
-complex_parts_p.in_kernel = False
+complex_parts_p.def_traits(fusion="host")
 complex_from_parts_p = register(Primitive("complex_from_parts"))
-complex_from_parts_p.in_kernel = False
+complex_from_parts_p.def_traits(fusion="host")
 
 
 @complex_parts_p.def_abstract_eval

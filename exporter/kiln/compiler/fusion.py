@@ -22,16 +22,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..core.ir import Equation, Graph, Literal, Var, print_graph
-from .layout import LAYOUT_PRIMITIVES, apply_layout, input_view, iota_view, splat_view
+from .layout import apply_layout, input_view, iota_view, splat_view
 
-# Rough cost of one element of each generated math function, in simple-op units: a value whose
-# tree costs _DUPLICATION_LIMIT or more is materialized once rather than recomputed by every user.
-_EXPENSIVE = {
-    "exp": 20, "log": 20, "tanh": 25, "pow": 45, "div": 4, "sqrt": 4, "rsqrt": 5,
-    "exp2": 20, "expm1": 25, "log1p": 25, "log2": 20, "log10": 20,
-    "sin": 40, "cos": 40, "tan": 45, "asin": 30, "acos": 30, "atan": 30, "atan2": 35,
-    "sinh": 25, "cosh": 25, "asinh": 30, "acosh": 30, "atanh": 30, "erf": 30, "erfc": 35, "rem": 40,
-}
+# A value whose tree costs _DUPLICATION_LIMIT or more (the primitives' OpTraits.cost, in simple-op units)
+# is materialized once rather than recomputed by every user.
 _DUPLICATION_LIMIT = 8
 _MAX_MERGED_OUTPUTS = 8
 
@@ -85,33 +79,25 @@ class FusionError(Exception):
 
 
 def region_kind(region: Graph) -> str:
-    """'dot_general', 'reduce_<op>' or 'elementwise' for a dispatch region."""
+    """The name of the first primitive of a dispatch region that is a kernel of its own or a reduction
+    ('dot_general', 'conv_general_dilated', 'reduce_<op>', ...), else 'elementwise'."""
     for eqn in region.eqns:
-        if eqn.primitive.name == "dot_general":
-            return "dot_general"
-        if getattr(eqn.primitive, "kernel_codegen", None):
-            return eqn.primitive.name
-        if getattr(eqn.primitive, "reduction", None):
+        if eqn.primitive.traits.fusion in ("kernel", "reduction"):
             return eqn.primitive.name
     return "elementwise"
 
 
+# OpTraits.fusion -> the partitioner's kind of equation; a primitive that is a kernel of its own (matmul,
+# conv, pooling, structural) is placed like dot_general, over strided views of materialized values.
+_KINDS = {"host": "host", "layout": "layout", "iota": "iota", "elementwise": "elementwise",
+          "reduction": "reduction", "kernel": "dot"}
+
+
 def _classify(eqn: Equation) -> str:
     prim = eqn.primitive
-    if not getattr(prim, "in_kernel", True):
-        return "host"
-    if prim.name in LAYOUT_PRIMITIVES:
-        return "layout"
-    if prim.name == "iota":
-        return "iota"
-    if getattr(prim, "elementwise", False):
-        return "elementwise"
-    if getattr(prim, "reduction", None):
-        return "reduction"
-    if prim.name == "dot_general":
-        return "dot"
-    if getattr(prim, "kernel_codegen", None):
-        return "dot"  # a kernel of its own over strided views, like dot_general (conv, pooling)
+    kind = _KINDS.get(prim.traits.fusion)
+    if kind is not None:
+        return kind
     where = f" (at {eqn.source_info})" if eqn.source_info else ""
     raise FusionError(f"primitive {prim.name} has no kernel code generation{where}")
 
@@ -265,7 +251,7 @@ class _Partitioner:
                 continue
             seen.add(id(e))
             if self.kind[id(e)] == "elementwise":
-                cost += _EXPENSIVE.get(e.primitive.name, 1)
+                cost += e.primitive.traits.cost
                 if cost >= limit:
                     return True
             for a in e.invars:

@@ -13,7 +13,6 @@ import numpy as np
 
 IOTA = -1
 SPLAT = -2
-LAYOUT_PRIMITIVES = ("broadcast_in_dim", "transpose", "reshape", "slice", "rev")
 
 
 @dataclass(frozen=True)
@@ -120,9 +119,10 @@ def region_views(region) -> dict[int, View]:
     for eqn in region.eqns:
         name = eqn.primitive.name
         out = eqn.outvars[0]
-        if name == "iota":
+        fusion = eqn.primitive.traits.fusion
+        if fusion == "iota":
             views[out.id] = iota_view(eqn.params["shape"], eqn.params["dimension"], eqn.params["dtype"])
-        elif name in LAYOUT_PRIMITIVES:
+        elif fusion == "layout":
             operand = eqn.invars[0]
             inner = views.get(operand.id) if _is_var(operand) else splat_view(operand)
             view = None if inner is None else apply_layout(inner, name, eqn.params, out.aval.shape)

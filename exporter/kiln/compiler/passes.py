@@ -22,7 +22,7 @@ def _same_type(a, out: Var) -> bool:
 
 
 def _is_pure(eqn: Equation) -> bool:
-    return getattr(eqn.primitive, "in_kernel", True) and not list(subgraphs_of(eqn))
+    return eqn.primitive.in_kernel and not list(subgraphs_of(eqn))
 
 
 def _simplify(eqn: Equation, ins: list, splats: dict):

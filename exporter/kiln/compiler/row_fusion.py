@@ -29,7 +29,7 @@ _SMALL = 1 << 16
 
 def _row_geometry(step: DispatchStep):
     """(rows shape, C) of a dispatch that reduces over the last axis, else None."""
-    reductions = [e for e in step.region.eqns if getattr(e.primitive, "reduction", None)]
+    reductions = [e for e in step.region.eqns if e.primitive.traits.fusion == "reduction"]
     if len(reductions) != 1:
         return None
     shape = tuple(reductions[0].invars[0].aval.shape)
@@ -47,7 +47,7 @@ def _joins(step: DispatchStep, rows, columns) -> bool:
     geometry = _row_geometry(step)
     if geometry is not None:
         return geometry == (rows, columns)
-    if any(getattr(e.primitive, "reduction", None) or not _in_row_kernel(e) for e in step.region.eqns):
+    if any(not _in_row_kernel(e) for e in step.region.eqns):
         return False
     allowed = (rows, rows + (1,), rows + (columns,))
     return all(tuple(v.aval.shape) in allowed for v in step.outputs)
@@ -59,9 +59,7 @@ def _reads_group(step: DispatchStep, group: list[DispatchStep]) -> bool:
 
 
 def _in_row_kernel(eqn: Equation) -> bool:
-    from .layout import LAYOUT_PRIMITIVES
-
-    return getattr(eqn.primitive, "elementwise", False) or eqn.primitive.name in LAYOUT_PRIMITIVES + ("iota",)
+    return eqn.primitive.traits.fusion in ("elementwise", "layout", "iota")
 
 
 def _merge(name: str, group: list[DispatchStep], used_outside: set[int]) -> DispatchStep:

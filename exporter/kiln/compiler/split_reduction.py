@@ -28,7 +28,7 @@ MIN_CHUNK = 1 << 15
 
 def _chunks_primitive(op: str) -> Primitive:
     prim = Primitive(f"reduce_{op}_chunks")
-    prim.reduction = op
+    prim.def_traits(fusion="reduction", reduction=op)
 
     @prim.def_abstract_eval
     def abstract_eval(x, *, axes, chunks, dtype):
@@ -40,7 +40,7 @@ def _chunks_primitive(op: str) -> Primitive:
 
 def _partials_primitive(op: str) -> Primitive:
     prim = Primitive(f"reduce_{op}_partials")
-    prim.reduction = op
+    prim.def_traits(fusion="reduction", reduction=op)
 
     @prim.def_abstract_eval
     def abstract_eval(x, *, axes, dtype):
@@ -82,7 +82,7 @@ def split_reductions(steps: list) -> list:
             continue
         region = step.region
         eqn = region.eqns[-1]
-        op = eqn.primitive.reduction
+        op = eqn.primitive.traits.reduction
         dtype = np.dtype(eqn.outvars[0].aval.dtype)
         params = {"axes": tuple(eqn.params["axes"]), "chunks": chunks, "dtype": dtype}
         aval = CHUNKS[op].abstract_eval(eqn.invars[0].aval, **params)[0]

@@ -5,6 +5,7 @@ from .evaluate import eval_graph
 from .primitive import Primitive, register
 
 kernel_call = register(Primitive("kernel_call", multiple_results=True))
+kernel_call.def_traits(fusion="inlined")
 
 
 @kernel_call.def_abstract_eval

@@ -1,9 +1,54 @@
 """Primitives: the unit of extension. One registration gives an op every rule it has."""
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from .aval import ShapedArray
+
+FUSION_CLASSES = ("elementwise", "layout", "iota", "reduction", "kernel", "host", "inlined", "internal")
+"""How the compiler places a primitive (OpTraits.fusion):
+
+- elementwise: computed per element, fused with its producers and consumers;
+- layout: a strided view of its operand (broadcast_in_dim, transpose, reshape, slice, rev): index
+  arithmetic, no buffer;
+- iota: a view computed from the index;
+- reduction: a kernel of its own (OpTraits.reduction names the combine), its elementwise producers fused in;
+- kernel: a kernel of its own over strided views of materialized values, emitted by the kernel strategy
+  OpTraits.kernel names;
+- host: run by the VM itself (control flow, global loads and stores);
+- inlined: a call-like primitive, replaced by its graph before fusion;
+- internal: exists only inside a transformation (never reaches the compiler).
+"""
+
+KERNEL_STRATEGIES = ("matmul", "conv", "pooling", "structural")
+"""The values of OpTraits.kernel: the kernel strategies (kiln.compiler.strategies) that emit a primitive
+with a kernel of its own."""
+
+
+@dataclass(frozen=True)
+class OpTraits:
+    """What the compiler knows of a primitive: one record, declared where the primitive is defined
+    (`prim.def_traits(...)`), read by fusion, the kernel strategies and code generation.
+
+    fusion: one of FUSION_CLASSES (None: not declared; the compiler refuses the primitive).
+    reduction: for fusion == "reduction", the combine ("sum", "max", "min", "prod").
+    kernel: for fusion == "kernel", the strategy that emits it (one of KERNEL_STRATEGIES).
+    cost: rough cost of one element in simple-op units (the one cost table: fusion materializes a value
+        whose tree costs 8 or more rather than recompute it in several kernels; the elementwise strategy
+        sizes its workgroups by it; row-fused kernels treat 20 or more as exp-like).
+    math: for float elementwise primitives computed by kiln.compiler.mathlib, its function's name.
+    exact_in_narrow: an elementwise result that is already a value of the operands' f16/bf16 type (no
+        rounding when computed in float32).
+    """
+
+    fusion: str | None = None
+    reduction: str | None = None
+    kernel: str | None = None
+    cost: int = 1
+    math: str | None = None
+    exact_in_narrow: bool = False
 
 
 class Primitive:
@@ -21,8 +66,8 @@ class Primitive:
         self.jvp_rule: Callable | None = None
         self.transpose_rule: Callable | None = None
         self.batching_rule: Callable | None = None
-        # Placed in a kernel (dispatch region) by the compiler, or run by the VM.
-        self.in_kernel = True
+        # What the compiler knows of it (fusion class, cost, math implementation, ...): def_traits.
+        self.traits = OpTraits()
         # Kept by dead-code elimination even when no output is used (stores).
         self.has_side_effects = False
         # For call-like primitives (kernel_call): fn(*args, **params) -> outputs,
@@ -39,6 +84,30 @@ class Primitive:
 
     def __repr__(self):
         return self.name
+
+    def def_traits(self, **traits) -> "Primitive":
+        """Declares (some of) the primitive's OpTraits; fields not named keep their value."""
+        self.traits = dataclasses.replace(self.traits, **traits)
+        if self.traits.fusion is not None and self.traits.fusion not in FUSION_CLASSES:
+            raise ValueError(f"primitive {self.name}: fusion class {self.traits.fusion!r} is not one of {FUSION_CLASSES}")
+        if self.traits.kernel is not None and self.traits.kernel not in KERNEL_STRATEGIES:
+            raise ValueError(f"primitive {self.name}: kernel strategy {self.traits.kernel!r} is not one of {KERNEL_STRATEGIES}")
+        return self
+
+    @property
+    def in_kernel(self) -> bool:
+        """Placed in a kernel (dispatch region) by the compiler, rather than run by the VM."""
+        return self.traits.fusion != "host"
+
+    @property
+    def elementwise(self) -> bool:
+        """Shorthand for traits.fusion == "elementwise" (read-only: declare traits with def_traits)."""
+        return self.traits.fusion == "elementwise"
+
+    @property
+    def reduction(self) -> str | None:
+        """Shorthand for traits.reduction: the combine of a reduction, else None (read-only)."""
+        return self.traits.reduction
 
     def def_impl(self, fn):
         self.impl = fn

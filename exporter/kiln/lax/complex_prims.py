@@ -29,7 +29,7 @@ def _complex_operand(name, x: ShapedArray) -> ShapedArray:
 
 def _unary(name, numpy_fn, result):
     prim = register(Primitive(name))
-    prim.elementwise = True
+    prim.def_traits(fusion="elementwise")  # computed on the float parts (kiln.compiler.complex_lowering)
     prim.def_abstract_eval(lambda x: ShapedArray(x.shape, result(_complex_operand(name, x).dtype), x.weak_type))
 
     @prim.def_impl
@@ -45,7 +45,7 @@ imag_p = _unary("imag", np.imag, dtypes.real_dtype)
 conj_p = _unary("conj", np.conjugate, lambda d: d)
 
 complex_p = register(Primitive("complex"))
-complex_p.elementwise = True
+complex_p.def_traits(fusion="elementwise")
 
 
 @complex_p.def_abstract_eval

@@ -31,6 +31,7 @@ class CompositePrimitive(Primitive):
         super().__init__(name, multiple_results=multiple_results)
         self.implementation = implementation
         self.call_graph_param = "graph"
+        self.def_traits(fusion="inlined")
         self.format_params = lambda params: " ".join(f"{k}={v}" for k, v in params.items() if k != "graph")
         if eager is None:
             self.def_impl(lambda *args, graph, **params: self._outputs(eval_graph(graph, args)))

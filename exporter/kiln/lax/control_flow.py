@@ -87,7 +87,7 @@ def _strip(avals):
 # ---- cond / switch ----------------------------------------------------------------
 
 cond_p = register(Primitive("cond", multiple_results=True))
-cond_p.in_kernel = False
+cond_p.def_traits(fusion="host")
 
 
 @cond_p.def_abstract_eval
@@ -153,7 +153,7 @@ def cond(pred, true_fun: Callable, false_fun: Callable, *operands):
 # ---- while_loop / fori_loop ----------------------------------------------------------
 
 while_p = register(Primitive("while", multiple_results=True))
-while_p.in_kernel = False
+while_p.def_traits(fusion="host")
 
 
 @while_p.def_abstract_eval
@@ -260,7 +260,7 @@ def fori_loop(lower, upper, body_fun: Callable, init_val):
 # ---- scan / map ----------------------------------------------------------------------
 
 scan_p = register(Primitive("scan", multiple_results=True))
-scan_p.in_kernel = False
+scan_p.def_traits(fusion="host")
 
 
 @scan_p.def_abstract_eval

@@ -135,7 +135,7 @@ def _conv_out_spatial(lhs_sp, rhs_sp, window_strides, padding, lhs_dilation, rhs
 # ----------------------------------------------------------------------------- the primitive
 
 conv_general_dilated_p = register(Primitive("conv_general_dilated"))
-conv_general_dilated_p.kernel_codegen = "kiln.compiler.codegen.conv"
+conv_general_dilated_p.def_traits(fusion="kernel", kernel="conv")
 
 
 @conv_general_dilated_p.def_abstract_eval

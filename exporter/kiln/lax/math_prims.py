@@ -105,11 +105,19 @@ _UNARY_FLOAT = {
 }
 # These also take complex operands (kiln.compiler.complex_lowering computes them on the parts).
 _COMPLEX_TOO = ("sin", "cos", "tan", "sinh", "cosh", "log2", "log10", "exp2", "expm1", "log1p")
-P = {name: _elementwise(name, _widen(fn), 1, accepts=dtypes.is_inexact if name in _COMPLEX_TOO else _float_only)
+# Per element cost (OpTraits.cost) of the mathlib functions computing them; 1 where not named.
+_COST = {
+    "exp2": 20, "expm1": 25, "log1p": 25, "log2": 20, "log10": 20, "sin": 40, "cos": 40, "tan": 45,
+    "asin": 30, "acos": 30, "atan": 30, "sinh": 25, "cosh": 25, "asinh": 30, "acosh": 30, "atanh": 30,
+    "erf": 30, "erfc": 35, "rsqrt": 5,
+}
+_ROUNDING = ("floor", "ceil", "trunc", "round")  # their float results are values of the operand's type
+P = {name: _elementwise(name, _widen(fn), 1, accepts=dtypes.is_inexact if name in _COMPLEX_TOO else _float_only,
+                        cost=_COST.get(name, 1), math=name, exact_in_narrow=name in _ROUNDING)
      for name, fn in _UNARY_FLOAT.items()}
-P["sign"] = _elementwise("sign", _widen(np.sign), 1, accepts=_not_bool)
-P["atan2"] = _elementwise("atan2", _widen(np.arctan2), 2, accepts=_float_only)
-P["rem"] = _elementwise("rem", _widen(_fmod), 2, accepts=_not_bool)
+P["sign"] = _elementwise("sign", _widen(np.sign), 1, accepts=_not_bool, exact_in_narrow=True)
+P["atan2"] = _elementwise("atan2", _widen(np.arctan2), 2, accepts=_float_only, cost=35, math="atan2")
+P["rem"] = _elementwise("rem", _widen(_fmod), 2, accepts=_not_bool, cost=40, math="fmod")
 P["and"] = _elementwise("and", np.bitwise_and, 2, accepts=_int_or_bool)
 P["or"] = _elementwise("or", np.bitwise_or, 2, accepts=_int_or_bool)
 P["xor"] = _elementwise("xor", np.bitwise_xor, 2, accepts=_int_or_bool)

@@ -57,7 +57,7 @@ def window_out_shape(shape, window_dimensions, window_strides, padding, base_dil
 
 
 reduce_window_p = register(Primitive("reduce_window"))
-reduce_window_p.kernel_codegen = "kiln.compiler.codegen.pool"
+reduce_window_p.def_traits(fusion="kernel", kernel="pooling")
 
 
 @reduce_window_p.def_abstract_eval

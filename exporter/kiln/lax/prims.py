@@ -31,10 +31,11 @@ def _same_operands(name, *avals):
     return first
 
 
-def _elementwise(name: str, numpy_fn, arity: int, *, result_dtype=None, accepts=None) -> Primitive:
-    """Registers an elementwise primitive over same-shape, same-dtype operands."""
+def _elementwise(name: str, numpy_fn, arity: int, *, result_dtype=None, accepts=None, **traits) -> Primitive:
+    """Registers an elementwise primitive over same-shape, same-dtype operands; `traits`: its other OpTraits
+    (cost, math, exact_in_narrow)."""
     prim = register(Primitive(name))
-    prim.elementwise = True
+    prim.def_traits(fusion="elementwise", **traits)
 
     def abstract_eval(*avals):
         base = _same_operands(name, *avals)
@@ -92,16 +93,17 @@ def _pow(a, b):
 add = _elementwise("add", np.add, 2)
 sub = _elementwise("sub", np.subtract, 2, accepts=_not_bool)
 mul = _elementwise("mul", np.multiply, 2)
-div = _elementwise("div", _int_div, 2, accepts=_not_bool)
-pow = _elementwise("pow", _pow, 2, accepts=_not_bool)
-max = _elementwise("max", np.maximum, 2)
-min = _elementwise("min", np.minimum, 2)
-neg = _elementwise("neg", np.negative, 1, accepts=_not_bool)
-abs = _elementwise("abs", np.abs, 1, accepts=_not_bool, result_dtype=dtypes.real_dtype)  # |complex| is real
-exp = _elementwise("exp", np.exp, 1, accepts=_is_float)
-log = _elementwise("log", np.log, 1, accepts=_is_float)
-tanh = _elementwise("tanh", np.tanh, 1, accepts=_is_float)
-sqrt = _elementwise("sqrt", np.sqrt, 1, accepts=_is_float)
+div = _elementwise("div", _int_div, 2, accepts=_not_bool, cost=4)
+pow = _elementwise("pow", _pow, 2, accepts=_not_bool, cost=45, math="pow")
+max = _elementwise("max", np.maximum, 2, exact_in_narrow=True)
+min = _elementwise("min", np.minimum, 2, exact_in_narrow=True)
+neg = _elementwise("neg", np.negative, 1, accepts=_not_bool, exact_in_narrow=True)
+abs = _elementwise("abs", np.abs, 1, accepts=_not_bool, result_dtype=dtypes.real_dtype,  # |complex| is real
+                   exact_in_narrow=True)
+exp = _elementwise("exp", np.exp, 1, accepts=_is_float, cost=20, math="exp")
+log = _elementwise("log", np.log, 1, accepts=_is_float, cost=20, math="log")
+tanh = _elementwise("tanh", np.tanh, 1, accepts=_is_float, cost=25, math="tanh")
+sqrt = _elementwise("sqrt", np.sqrt, 1, accepts=_is_float, cost=4, math="sqrt")
 
 _BOOL = np.dtype(np.bool_)
 eq = _elementwise("eq", np.equal, 2, result_dtype=_BOOL)
@@ -113,7 +115,7 @@ ge = _elementwise("ge", np.greater_equal, 2, result_dtype=_BOOL)
 
 
 select = register(Primitive("select"))
-select.elementwise = True
+select.def_traits(fusion="elementwise", exact_in_narrow=True)
 
 
 @select.def_abstract_eval
@@ -130,7 +132,7 @@ def _select_impl(pred, on_true, on_false):
 
 
 convert = register(Primitive("convert"))
-convert.elementwise = True
+convert.def_traits(fusion="elementwise", exact_in_narrow=True)  # the rounding is convert's own
 convert.weak_from_operands = False  # weak_type= decides (astype is strong)
 
 
@@ -163,6 +165,7 @@ def _convert_impl(x, *, new_dtype, weak_type=False):
 
 
 broadcast_in_dim = register(Primitive("broadcast_in_dim"))
+broadcast_in_dim.def_traits(fusion="layout")
 
 
 @broadcast_in_dim.def_abstract_eval
@@ -185,6 +188,7 @@ def _broadcast_impl(x, *, shape, broadcast_dimensions):
 
 
 reshape = register(Primitive("reshape"))
+reshape.def_traits(fusion="layout")
 
 
 @reshape.def_abstract_eval
@@ -200,6 +204,7 @@ def _reshape_impl(x, *, new_shape):
 
 
 transpose = register(Primitive("transpose"))
+transpose.def_traits(fusion="layout")
 
 
 @transpose.def_abstract_eval
@@ -216,7 +221,7 @@ def _transpose_impl(x, *, permutation):
 
 def _reduction(name: str, numpy_fn) -> Primitive:
     prim = register(Primitive(name))
-    prim.reduction = name[len("reduce_"):]
+    prim.def_traits(fusion="reduction", reduction=name[len("reduce_"):])
 
     @prim.def_abstract_eval
     def abstract_eval(x, *, axes):
@@ -240,6 +245,7 @@ reduce_min = _reduction("reduce_min", np.min)
 
 
 dot_general = register(Primitive("dot_general"))
+dot_general.def_traits(fusion="kernel", kernel="matmul")
 
 
 @dot_general.def_abstract_eval
@@ -283,6 +289,7 @@ def _dot_general_impl(lhs, rhs, *, dimension_numbers):
 
 
 iota = register(Primitive("iota"))
+iota.def_traits(fusion="iota")
 
 
 @iota.def_abstract_eval
@@ -299,7 +306,7 @@ def _iota_impl(*, shape, dimension, dtype):
 
 
 stop_gradient = register(Primitive("stop_gradient"))
-stop_gradient.elementwise = True
+stop_gradient.def_traits(fusion="elementwise")
 stop_gradient.def_abstract_eval(lambda x: x)
 stop_gradient.def_impl(lambda x: np.asarray(x))
 

@@ -5,7 +5,7 @@ Each primitive is one registration: eager numpy implementation, abstract
 evaluation, and its JVP / transpose / batching rules (all defined here).
 Code generation: `slice` and `rev` are strided views (kiln.compiler.layout),
 so they fuse into elementwise kernels and into every kernel that reads its
-operands through views; the others set `kernel_codegen` and are emitted by
+operands through views; the others declare the `structural` kernel strategy and are emitted by
 kiln.compiler.codegen.structural (reduce_prod by the reduction kernels).
 
 Index semantics (as in JAX):
@@ -39,7 +39,6 @@ from .control_flow import scan
 from .prims import ShapeError
 
 _INT = np.dtype(np.int32)
-_CODEGEN = "kiln.compiler.codegen.structural"
 
 
 def _full(shape, value, dtype):
@@ -76,7 +75,7 @@ def _scalar_for(dtype, value):
 # --------------------------------------------------------------------------- slice
 
 slice_p = register(Primitive("slice"))
-slice_p.layout = True
+slice_p.def_traits(fusion="layout")
 
 
 def _slice_shape(shape, start, limit, strides):
@@ -133,7 +132,7 @@ def _slice_batch(values, dims, *, axis_size, start_indices, limit_indices, strid
 # --------------------------------------------------------------------------- rev
 
 rev_p = register(Primitive("rev"))
-rev_p.layout = True
+rev_p.def_traits(fusion="layout")
 
 
 @rev_p.def_abstract_eval
@@ -161,7 +160,7 @@ def _rev_batch(values, dims, *, axis_size, dimensions):
 
 pad_p = register(Primitive("pad"))
 pad_p.kernel_kind = "pad"
-pad_p.kernel_codegen = _CODEGEN
+pad_p.def_traits(fusion="kernel", kernel="structural")
 
 
 def _pad_shape(shape, config):
@@ -235,7 +234,7 @@ def _pad_batch(values, dims, *, axis_size, padding_config, padding_value):
 
 concatenate_p = register(Primitive("concatenate"))
 concatenate_p.kernel_kind = "concatenate"
-concatenate_p.kernel_codegen = _CODEGEN
+concatenate_p.def_traits(fusion="kernel", kernel="structural")
 
 
 @concatenate_p.def_abstract_eval
@@ -295,7 +294,7 @@ def _concatenate_batch(values, dims, *, axis_size, dimension):
 
 gather_p = register(Primitive("gather"))
 gather_p.kernel_kind = "gather"
-gather_p.kernel_codegen = _CODEGEN
+gather_p.def_traits(fusion="kernel", kernel="structural")
 
 
 def _gather_shapes(name, operand, indices, axes):
@@ -349,7 +348,7 @@ def gather(operand, indices, axes, mode="clip"):
 
 scatter_p = register(Primitive("scatter"))
 scatter_p.kernel_kind = "scatter"
-scatter_p.kernel_codegen = _CODEGEN
+scatter_p.def_traits(fusion="kernel", kernel="structural")
 _UPDATES = ("set", "add", "mul", "min", "max")
 
 
@@ -489,7 +488,7 @@ def _scatter_batch(values, dims, *, axis_size, axes, update, mode):
 
 dynamic_slice_p = register(Primitive("dynamic_slice"))
 dynamic_slice_p.kernel_kind = "dynamic_slice"
-dynamic_slice_p.kernel_codegen = _CODEGEN
+dynamic_slice_p.def_traits(fusion="kernel", kernel="structural")
 
 
 @dynamic_slice_p.def_abstract_eval
@@ -522,7 +521,7 @@ def dynamic_slice(x, starts, slice_sizes):
 
 dynamic_update_slice_p = register(Primitive("dynamic_update_slice"))
 dynamic_update_slice_p.kernel_kind = "dynamic_update_slice"
-dynamic_update_slice_p.kernel_codegen = _CODEGEN
+dynamic_update_slice_p.def_traits(fusion="kernel", kernel="structural")
 
 
 @dynamic_update_slice_p.def_abstract_eval
@@ -626,7 +625,7 @@ def _dus_batch(values, dims, *, axis_size):
 
 sort_p = register(Primitive("sort", multiple_results=True))
 sort_p.kernel_kind = "sort"
-sort_p.kernel_codegen = _CODEGEN
+sort_p.def_traits(fusion="kernel", kernel="structural")
 
 
 @sort_p.def_abstract_eval
@@ -699,7 +698,7 @@ def _sort_batch(values, dims, *, axis_size, dimension, num_keys):
 def _cumulative(name, ufunc):
     prim = register(Primitive(name))
     prim.kernel_kind = "cumulative"
-    prim.kernel_codegen = _CODEGEN
+    prim.def_traits(fusion="kernel", kernel="structural")
     prim.cumulative = name[3:]
 
     @prim.def_abstract_eval
@@ -814,7 +813,7 @@ def _cumextremum_jvp(prim):
 def _arg_extremum(name, numpy_fn):
     prim = register(Primitive(name))
     prim.kernel_kind = "argreduce"
-    prim.kernel_codegen = _CODEGEN
+    prim.def_traits(fusion="kernel", kernel="structural")
     prim.arg_op = name[3:]
 
     @prim.def_abstract_eval
@@ -849,7 +848,7 @@ argmin_p = _arg_extremum("argmin", np.argmin)
 # --------------------------------------------------------------------------- reduce_prod
 
 reduce_prod_p = register(Primitive("reduce_prod"))
-reduce_prod_p.reduction = "prod"
+reduce_prod_p.def_traits(fusion="reduction", reduction="prod")
 
 
 @reduce_prod_p.def_abstract_eval

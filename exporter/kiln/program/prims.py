@@ -6,10 +6,10 @@ from ..core.errors import TracingError
 from ..core.primitive import Primitive, register
 
 global_load = register(Primitive("global_load"))
-global_load.in_kernel = False
+global_load.def_traits(fusion="host")
 
 global_store = register(Primitive("global_store", multiple_results=True))
-global_store.in_kernel = False
+global_store.def_traits(fusion="host")
 global_store.has_side_effects = True
 
 

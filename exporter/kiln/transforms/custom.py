@@ -59,6 +59,7 @@ def _move_to_front(values, dims, axis_size):
 
 custom_jvp_call = register(Primitive("custom_jvp_call", multiple_results=True))
 custom_jvp_call.call_graph_param = "fun_graph"
+custom_jvp_call.def_traits(fusion="inlined")
 custom_jvp_call.format_params = lambda params: f"[{params['name']}]"
 custom_jvp_call.def_abstract_eval(lambda *avals, fun_graph, jvp_flat, name: fun_graph.out_avals)
 custom_jvp_call.def_impl(lambda *args, fun_graph, jvp_flat, name: eval_graph(fun_graph, args))
@@ -132,12 +133,14 @@ class custom_jvp:
 
 custom_vjp_call = register(Primitive("custom_vjp_call", multiple_results=True))
 custom_vjp_call.call_graph_param = "fun_graph"
+custom_vjp_call.def_traits(fusion="inlined")
 custom_vjp_call.format_params = lambda params: f"[{params['name']}]"
 custom_vjp_call.def_abstract_eval(lambda *avals, fun_graph, fwd_flat, bwd_flat, name: fun_graph.out_avals)
 custom_vjp_call.def_impl(lambda *args, fun_graph, fwd_flat, bwd_flat, name: eval_graph(fun_graph, args))
 custom_vjp_call.inline_rule = lambda *args, fun_graph, fwd_flat, bwd_flat, name: eval_graph(fun_graph, args)
 
 custom_lin = register(Primitive("custom_lin", multiple_results=True))
+custom_lin.def_traits(fusion="internal")  # only inside linearize: transposed away before compiling
 
 
 @custom_lin.def_abstract_eval

@@ -18,7 +18,7 @@ from .reduce import _Combiner
 
 
 def _main_eqn(region):
-    return next(e for e in reversed(region.eqns) if getattr(e.primitive, "kernel_codegen", None))
+    return next(e for e in reversed(region.eqns) if e.primitive.traits.fusion == "kernel")
 
 
 def parallel_items(region) -> int:

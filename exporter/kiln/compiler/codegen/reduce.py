@@ -61,9 +61,9 @@ class ReducePlan:
 
 def _plan(region) -> ReducePlan:
     eqn = region.eqns[-1]
-    if not getattr(eqn.primitive, "reduction", None) or list(region.outvars) != [eqn.outvars[0]]:
+    if eqn.primitive.traits.fusion != "reduction" or list(region.outvars) != [eqn.outvars[0]]:
         raise ValueError("a reduction kernel's region ends with its reduction, whose result is its only output")
-    op = eqn.primitive.reduction
+    op = eqn.primitive.traits.reduction
     chunks = int(eqn.params.get("chunks", 1))
     operand = eqn.invars[0]
     shape = tuple(operand.aval.shape)

@@ -5,13 +5,10 @@ from typing import Callable
 
 from llvmlite import ir
 
-from ..layout import LAYOUT_PRIMITIVES, View
+from ..layout import View
 from . import scalar_ops
 from .loops import const64, dot_offsets
 from .types import I64
-
-SKIPPED = LAYOUT_PRIMITIVES + ("iota",)
-
 
 def is_var(atom) -> bool:
     return hasattr(atom, "id")
@@ -22,7 +19,7 @@ def needed_equations(eqns, targets) -> list:
     wanted = {t.id for t in targets if is_var(t)}
     chosen = []
     for eqn in reversed(eqns):
-        if eqn.primitive.name in SKIPPED or not any(v.id in wanted for v in eqn.outvars):
+        if eqn.primitive.traits.fusion in ("layout", "iota") or not any(v.id in wanted for v in eqn.outvars):
             continue
         chosen.append(eqn)
         wanted.update(a.id for a in eqn.invars if is_var(a))

@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from llvmlite import ir
 
-from ..fusion import _EXPENSIVE as _COSTLY
-from ..layout import LAYOUT_PRIMITIVES, region_views
+from ..layout import region_views
 from . import scalar_ops
 from .loops import const64, delinearize, dot_offsets, for_range, workgroup_slice
 from .reduce import _Combiner
@@ -60,7 +59,7 @@ class RowPlan:
 def is_row_fused(region) -> bool:
     """Whether the region is this strategy's: one with a reduction that is not a plain reduction region
     (one reduction, last, whose result is the region's only output)."""
-    found = [i for i, e in enumerate(region.eqns) if getattr(e.primitive, "reduction", None)]
+    found = [i for i, e in enumerate(region.eqns) if e.primitive.traits.fusion == "reduction"]
     if not found:
         return False
     last = region.eqns[-1]
@@ -70,7 +69,7 @@ def is_row_fused(region) -> bool:
 
 def plan(region) -> RowPlan:
     """The loops of a row-fused region; NotRowFusable when it is not one."""
-    reductions = [e for e in region.eqns if getattr(e.primitive, "reduction", None)]
+    reductions = [e for e in region.eqns if e.primitive.traits.fusion == "reduction"]
     if not reductions:
         raise NotRowFusable("no reduction")
     full = tuple(reductions[0].invars[0].aval.shape)
@@ -97,18 +96,19 @@ def plan(region) -> RowPlan:
                 raise NotRowFusable(f"view of shape {shape}")
             continue
         ins = [role(a) for a in eqn.invars]
-        if getattr(eqn.primitive, "reduction", None):
-            if eqn.primitive.reduction not in _OPS or tuple(eqn.params["axes"]) != (len(full) - 1,) \
+        traits = eqn.primitive.traits
+        if traits.fusion == "reduction":
+            if traits.reduction not in _OPS or tuple(eqn.params["axes"]) != (len(full) - 1,) \
                     or tuple(eqn.invars[0].aval.shape) != full:
                 raise NotRowFusable(f"{name} not over the rows' last axis")
             p.role[out.id] = "row"
             p.level[out.id] = level(eqn.invars[0]) + 1
             continue
-        if name in LAYOUT_PRIMITIVES or name == "iota":
+        if traits.fusion in ("layout", "iota"):
             if ins != ["row"] or not _keeps_rows(eqn, rows_shape, full):
                 raise NotRowFusable(f"{name} of a computed value")
             p.role[out.id] = "row"
-        elif getattr(eqn.primitive, "elementwise", False) and len(eqn.outvars) == 1:
+        elif traits.fusion == "elementwise" and len(eqn.outvars) == 1:
             if shape == full:
                 p.role[out.id] = "col"
             elif shape in per_row and "col" not in ins:
@@ -156,7 +156,7 @@ def _var(region, var_id):
 def _schedule(p: RowPlan, region) -> None:
     """Loops, the 'row' equations of each level, the 'col' equations of each loop and the scratch."""
     producer = {v.id: e for e in region.eqns for v in e.outvars}
-    reductions = [e for e in region.eqns if getattr(e.primitive, "reduction", None)]
+    reductions = [e for e in region.eqns if e.primitive.traits.fusion == "reduction"]
     full = p.rows_shape + (p.columns,)
     col_outs = [i for i, v in enumerate(region.outvars) if tuple(v.aval.shape) == full]
     n_loops = max([p.level[e.outvars[0].id] for e in reductions]
@@ -164,7 +164,7 @@ def _schedule(p: RowPlan, region) -> None:
     p.loops = [[e for e in reductions if p.level[e.outvars[0].id] == k + 1] for k in range(n_loops)]
     p.col_outputs = [[i for i in col_outs if p.level[region.outvars[i].id] == k] for k in range(n_loops)]
     p.row_eqns = [[e for e in region.eqns if p.role.get(e.outvars[0].id) == "row"
-                   and not getattr(e.primitive, "reduction", None) and p.level[e.outvars[0].id] == k]
+                   and e.primitive.traits.fusion != "reduction" and p.level[e.outvars[0].id] == k]
                   for k in range(n_loops + 1)]
     computed: dict[int, int] = {}
     scratch: list[int] = []
@@ -180,7 +180,7 @@ def _schedule(p: RowPlan, region) -> None:
             v = _narrow_source(p, producer, e.invars[0])
             if v is not None and v not in scratch and computed.get(v) == k:
                 tree = _tree(p, producer, [_var(region, v)], stop=lambda u: u in scratch and computed[u] < k)
-                if any(_COSTLY.get(producer[u].primitive.name, 0) >= 20 for u in tree):
+                if any(producer[u].primitive.traits.cost >= 20 for u in tree):
                     scratch.append(v)
     p.scratch = scratch
     for k in range(n_loops):
@@ -272,7 +272,7 @@ def emit_kernel(region):
     n_in = len(region.invars)
     out_index = {v.id: i for i, v in enumerate(region.outvars)}
     dtypes = {v.id: v.aval.dtype for e in region.eqns for v in e.outvars}
-    combiners = {id(e): _Combiner(e.primitive.reduction, e.outvars[0].aval.dtype) for loop in p.loops for e in loop}
+    combiners = {id(e): _Combiner(e.primitive.traits.reduction, e.outvars[0].aval.dtype) for loop in p.loops for e in loop}
 
     def body(b: ir.IRBuilder, pointers, workgroup_id, workgroup_count):
         scratch = {v: b.alloca(scalar_ops.info(dtypes[v]).storage, size=const64(p.columns), name=f"row{v}")
@@ -296,7 +296,7 @@ def emit_kernel(region):
                 return load_view(b, view, dot_offsets(b, index, view.strides, const64(view.offset)), pointers)
 
             def apply(eqn, read):
-                if eqn.primitive.name in LAYOUT_PRIMITIVES:
+                if eqn.primitive.traits.fusion == "layout":
                     return read(eqn.invars[0])
                 args = [read(a) for a in eqn.invars]
                 return scalar_ops.emit(b, eqn.primitive.name, eqn.params, args, [a.aval.dtype for a in eqn.invars],

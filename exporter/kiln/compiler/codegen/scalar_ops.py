@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
+from ...core.primitive import lookup
 from .. import mathlib
 from .half import float_to_half, half_to_float, round_to_half
 from .intrinsics import call_binary, call_unary, fp_to_int_saturating
@@ -159,13 +160,9 @@ def emit(b: ir.IRBuilder, name: str, params: dict, args: list[ir.Value], in_dtyp
     d = info(in_dtypes[-1]) if in_dtypes else info(out_dtype)
     out = info(out_dtype)
     value = _emit(b, name, params, args, d, in_dtypes, out_dtype)
-    if out.name in _NARROW and name not in _EXACT_IN_NARROW:
+    if out.name in _NARROW and not lookup(name).traits.exact_in_narrow:
         value = round_to_narrow(b, value, out.name)
     return value
-
-
-# Results that are already values of the operands' narrow type (no rounding needed).
-_EXACT_IN_NARROW = ("convert", "select", "max", "min", "neg", "abs", "floor", "ceil", "trunc", "round", "sign", "clamp")
 
 
 def _emit(b, name, params, args, d: DTypeInfo, in_dtypes, out_dtype):
@@ -190,11 +187,13 @@ def _emit(b, name, params, args, d: DTypeInfo, in_dtypes, out_dtype):
             return b.and_(x, y)
         raise UnsupportedPrimitive(f"{name} on bool")
     if d.is_float:
-        return _emit_float(b, name, x, y)
+        return _emit_float(b, name, args)
     return _emit_int(b, name, d, x, y)
 
 
-def _emit_float(b, name, x, y):
+def _emit_float(b, name, args):
+    x = args[0] if args else None
+    y = args[1] if len(args) > 1 else None
     if name == "add":
         return b.fadd(x, y)
     if name == "sub":
@@ -209,12 +208,9 @@ def _emit_float(b, name, x, y):
         return call_unary(b, "fabs", x)
     if name in ("max", "min"):
         return _float_max(b, x, y, name == "max")
-    if name in ("exp", "log", "tanh", "sqrt") or name in _MATH_UNARY:
-        return mathlib.call(b, _MATH_UNARY.get(name, name), x)
-    if name in ("pow", "atan2"):
-        return mathlib.call(b, name, x, y)
-    if name == "rem":
-        return mathlib.call(b, "fmod", x, y)
+    math = lookup(name).traits.math  # the primitive's mathlib function (OpTraits.math)
+    if math is not None:
+        return mathlib.call(b, math, *args)
     raise UnsupportedPrimitive(f"no kernel code for float {name}")
 
 
@@ -243,11 +239,6 @@ def _emit_int(b, name, d: DTypeInfo, x, y):
         return x
     raise UnsupportedPrimitive(f"no kernel code for integer {name}")
 
-
-# Float primitives computed by mathlib (primitive name -> mathlib name).
-_MATH_UNARY = {name: name for name in ("exp2", "expm1", "log1p", "log2", "log10", "sin", "cos", "tan", "sinh", "cosh",
-                                       "asinh", "acosh", "atanh", "erf", "erfc", "rsqrt", "floor", "ceil", "trunc", "round")}
-_MATH_UNARY.update({"asin": "asin", "acos": "acos", "atan": "atan"})
 
 _BITWISE = ("and", "or", "xor", "not", "shift_left", "shift_right")
 
