@@ -279,7 +279,7 @@ def sweep_functions(scale: int = 1) -> dict:
     }
 
 
-REDUCTION_ULPS = 0  # measured; see docs/targets.md
+REDUCTION_ULPS = 16  # the most a reduction may differ from x86 (measured at most 7: docs/targets.md)
 
 
 # ----------------------------------------------------------------------------- a kernel of every aarch64 relocation
