@@ -132,6 +132,81 @@ def test_planned_and_unplanned_modules_agree_bit_for_bit(seed):
             np.testing.assert_array_equal(got, want)
 
 
+def _random_dag(rng, values, steps):
+    """Appends `steps` random ops (elementwise, row reductions, matmuls, transposes) over `values`
+    (square float32 matrices of one size) and returns the new values."""
+    for _ in range(steps):
+        x, y = (values[int(i)] for i in rng.integers(0, len(values), 2))
+        op = int(rng.integers(0, 7))
+        if op == 0:
+            z = knp.tanh(x) * y
+        elif op == 1:
+            z = x @ y * 0.1
+        elif op == 2:
+            z = x - knp.max(y, axis=1, keepdims=True)
+        elif op == 3:
+            z = knp.exp(-knp.abs(x)) + knp.sum(y, axis=0)
+        elif op == 4:
+            z = knp.where(x > y, x, y * 0.5)
+        elif op == 5:
+            z = x.T + y
+        else:
+            z = knp.sin(x) * 0.5  # one reader: a candidate for writing in place
+        values.append(z)
+    return values
+
+
+def _random_looped_program(seed):
+    """A random DAG whose values also pass through fori_loop, scan and cond bodies that are random
+    DAGs themselves (their intermediates are planned in the function's arena too)."""
+    rng = np.random.default_rng(seed)
+    plan = [int(k) for k in rng.integers(0, 4, 3)]
+    sizes = [int(n) for n in rng.integers(2, 7, 8)]
+
+    def f(a, b):
+        values = _random_dag(rng_f := np.random.default_rng(seed + 1000), [a, b], sizes[0])
+        for k, kind in enumerate(plan):
+            x, y = values[-1], values[int(rng_f.integers(0, len(values)))]
+            keep = values[-2] @ values[-1] * 0.1  # a kernel's output alive across the control flow
+            body_seed = seed * 10 + k
+            if kind == 0:
+                def body(i, c, y=y, body_seed=body_seed):
+                    vs = _random_dag(np.random.default_rng(body_seed), [c, y], sizes[k + 1])
+                    return knp.tanh(vs[-1] + vs[-2] * 0.5)
+                values.append(kiln.lax.fori_loop(0, 3, body, x))
+            elif kind == 1:
+                def step(c, row, body_seed=body_seed):
+                    vs = _random_dag(np.random.default_rng(body_seed), [c, c * row], sizes[k + 1])
+                    return knp.tanh(vs[-1]), knp.sum(vs[-2], axis=0)
+                carry, ys = kiln.lax.scan(step, x, y)
+                values += [carry, ys]
+            elif kind == 2:
+                def yes(u, v, body_seed=body_seed):
+                    return _random_dag(np.random.default_rng(body_seed), [u, v], sizes[k + 1])[-1]
+
+                def no(u, v, body_seed=body_seed):
+                    return _random_dag(np.random.default_rng(body_seed + 1), [v, u], sizes[k + 2])[-1]
+                values.append(kiln.lax.cond(knp.sum(x) > knp.sum(y), yes, no, x, y))
+            else:
+                values = _random_dag(rng_f, values, sizes[k + 1])
+            values.append(values[-1] + keep)
+        picks = rng.choice(len(values), size=min(3, len(values)), replace=False)
+        return tuple(values[int(i)] for i in picks)
+
+    return f
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_planned_and_unplanned_looped_modules_agree_bit_for_bit(seed):
+    a, b = (np.random.default_rng(200 + seed).standard_normal((8, 8)).astype(F32) for _ in range(2))
+    planned = kiln.jit(_random_looped_program(seed))
+    with planning_disabled():
+        reference = [np.asarray(r) for r in kiln.jit(_random_looped_program(seed))(a, b)]
+    for _ in range(3):
+        for got, want in zip(planned(a, b), reference):
+            np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("name", CASES)
 def test_cases_agree_with_unplanned_and_eager(name):
     f, args = CASES[name]
@@ -311,3 +386,37 @@ def test_schedule_prints_buffers_and_ops_and_bytecode_follows_it():
                 yield from offsets(body)
     assert placed == sorted(offsets(schedule))
     assert sum(1 for i in fn.code if isinstance(i, Instr) and i.op == "alloc.result") == 1
+
+
+def _schedule_of(f, args):
+    from kiln.compiler.schedule import build_schedule
+    graph = prepare_graph(trace_to_graph(lambda *a: list(kiln.tree_util.tree_leaves(f(*a))),
+                                         [ShapedArray(a.shape, a.dtype) for a in args]))
+    plans = {}
+
+    def plan_for(g):
+        if id(g) not in plans:
+            plans[id(g)] = partition(g)
+        return plans[id(g)]
+    return build_schedule(graph, plan_for)
+
+
+def _body_transients(schedule, depth=0):
+    """(buffer, depth) of every transient of a schedule and its bodies."""
+    found = [(b, depth) for b in schedule.buffers.values() if b.kind == "transient"]
+    for op in schedule.ops:
+        for _, body in getattr(op, "bodies", ()):
+            found += _body_transients(body, depth + 1)
+    return found
+
+
+def test_random_looped_programs_plan_their_bodies():
+    a = np.zeros((8, 8), F32)
+    nested = 0
+    for seed in range(8):
+        schedule = _schedule_of(_random_looped_program(seed), (a, a))
+        found = _body_transients(schedule)
+        nested += sum(1 for _, depth in found if depth > 0)
+        assert all(b.offset % ALIGNMENT == 0 and b.offset + b.type.byte_size <= schedule.arena_size
+                   for b, _ in found)
+    assert nested >= 8

@@ -29,7 +29,7 @@ from ..vm_types import tensor_type
 from . import memory_plan
 from .memory_plan import step_inputs
 
-PLAN_BODIES = False  # loop bodies' and branches' intermediates in the arena too
+PLAN_BODIES = True  # loop bodies' and branches' intermediates in the arena too
 IN_PLACE = False  # elementwise outputs written over a dead input
 
 KINDS = ("argument", "constant", "global", "result", "transient", "heap")
