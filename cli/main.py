@@ -184,6 +184,33 @@ def run(module, **options):
 
 
 @main.command()
+@click.argument("program")
+@click.option("-f", "--function", required=True, help="Exported function to call.")
+@click.option("-i", "--input", "inputs", multiple=True, metavar="VALUE",
+              help="An argument, in order, as kiln run takes it: 2x3xf32=1,2,3,4,5,6, @x.npy, @xs.npz or @xs.npz:NAME.")
+@click.option("--rtol", type=float, default=None,
+              help="Relative tolerance for every float output (default: per dtype, docs/accuracy.md).")
+@click.option("--workers", type=int, default=0, help="Worker threads (default: one per core; 1: none).")
+def check(program, function, inputs, rtol, workers):
+    """Run FUNCTION of PROGRAM (as for export) in the C runtime and compare every dispatch's outputs with the
+    eager reference interpreter (float64 where the op allows) on that dispatch's own inputs: one line per
+    dispatch, then the first dispatch beyond tolerance and the source line of its first op. Exit 1 when
+    one is."""
+    from kiln.program.check import CheckError, check_program, parse_input
+    from kiln.vm.runtime import KilnRuntimeError
+
+    cls = load_program_class(program)
+    try:
+        args = [a for text in inputs for a in parse_input(text)]
+        report = check_program(cls, function, args, rtol=rtol, workers=workers)
+    except (CheckError, KilnRuntimeError) as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(report.text())
+    if not report.passed:
+        sys.exit(1)
+
+
+@main.command()
 @click.argument("module", type=click.Path(exists=True, dir_okay=False))
 @click.option("--dot", is_flag=True, help="Print each function's dataflow (kernels, buffers, globals) for Graphviz.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False),

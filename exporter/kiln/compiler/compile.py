@@ -15,6 +15,7 @@ from .codegen.pipeline import emit_assembly, emit_object, new_module, optimize
 from .codegen.types import byte_size
 from .fusion import DispatchStep, Plan, region_kind
 from .link import link_objects
+from .perturb import perturbed
 from .specs import BindingSpec, KernelImageSpec, KernelSpec
 from .target import Target
 from .timing import stage
@@ -154,8 +155,13 @@ def compile_plan(plans: Plan | list[Plan], target: Target | None = None, cache="
                 name = _kernel_name(region, index)
                 bindings = [BindingSpec(byte_size(v.aval), False) for v in region.invars]
                 bindings += [BindingSpec(byte_size(v.aval), True) for v in region.outvars]
+                code_region = perturbed(region, name, kernel_strategy(region))  # tests only (perturb.py)
                 with stage("kernel", name) as timed:
-                    compiled, hit = _compile_kernel(name, region, key, bindings, target, cache)
+                    if code_region is None:
+                        compiled, hit = _compile_kernel(name, region, key, bindings, target, cache)
+                    else:
+                        compiled, hit = _compile_kernel(name, code_region, structural_key(code_region), bindings,
+                                                        target, cache)
                     timed.detail = f"{name} ({'cached' if hit else 'compiled'})"
                 kernels.append(KernelSpec(name, 0, 0, bindings, 0))
                 workgroups.append(compiled.workgroups)

@@ -1,0 +1,427 @@
+"""`kiln check`: every dispatch of a call in the C runtime against the eager reference interpreter.
+
+The function runs in the C runtime with a dispatch observer (kiln.vm.runtime.Context.
+set_dispatch_observer), which hands over each dispatch's bound buffers as the kernel read and wrote
+them. Each dispatch is matched to the dispatch region it was compiled from (by its function and word
+offset in the bytecode), the region's equations are evaluated eagerly with numpy on the runtime's
+own inputs of that dispatch (so an error does not carry into later dispatches) in float64 where the
+operation allows, and the kernel's outputs are compared with the result: max abs and relative error,
+ulp distance in the output's dtype, and whether it lies within the dtype's tolerance
+(TOLERANCES; docs/accuracy.md, "Checking a module's numerics").
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..compiler.fusion import DispatchStep, partition
+from ..core.ir import Literal, subgraphs_of
+
+# Relative tolerance per float dtype: an output element passes when |kernel - reference| <=
+# rtol * (|reference| + largest |reference| of that output), so a value that cancels to near zero is
+# judged at the scale of its output (a matmul's n·eps·sum|a·b|, a softmax gradient's p - y). float32:
+# about 840 ulp of the element, far above the few ulp of kiln's functions and the n·eps of its float32
+# matmul accumulation; float64: sums of 10^6 terms; float16/bfloat16: about 10 and 6 ulp.
+TOLERANCES = {"float64": 1e-9, "float32": 1e-4, "float16": 1e-2, "bfloat16": 5e-2}
+
+_NARROW_FLOATS = ("float16", "bfloat16", "float32")
+# Primitives whose meaning depends on the exact float format: always evaluated in the program's dtypes.
+_NATIVE_ONLY = ("bitcast", "reduce_precision", "nextafter")
+
+
+class CheckError(Exception):
+    """A check that cannot run: an unknown function, inputs that do not fit the signature."""
+
+
+@dataclass
+class DispatchResult:
+    """One dispatch compared with the reference."""
+
+    index: int
+    function: str
+    offset: int
+    kernel: str
+    step: str
+    source: str  # file:line in function: code, of the region's first operation that has one
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    max_ulp: int | None = 0  # None: no float output
+    passed: bool = True
+    note: str = ""  # why it failed, or why it was not compared
+
+    def line(self) -> str:
+        ulp = "-" if self.max_ulp is None else str(self.max_ulp)
+        status = "ok" if self.passed else "FAIL"
+        if self.note and self.passed:
+            status = f"skipped ({self.note})"
+        return (f"{self.index:4d}  {self.kernel:<28s} abs {self.max_abs:9.3g}  rel {self.max_rel:9.3g}  "
+                f"ulp {ulp:>6s}  {status}")
+
+
+@dataclass
+class CheckReport:
+    function: str
+    results: list = field(default_factory=list)
+
+    @property
+    def first_failure(self) -> DispatchResult | None:
+        return next((r for r in self.results if not r.passed), None)
+
+    @property
+    def passed(self) -> bool:
+        return self.first_failure is None
+
+    def text(self) -> str:
+        lines = [f"{len(self.results)} dispatches of {self.function}, each against the eager reference "
+                 f"(float64 where the op allows) on the runtime's own inputs:"]
+        lines += [r.line() for r in self.results]
+        bad = self.first_failure
+        if bad is None:
+            lines.append(f"all {len(self.results)} dispatches within tolerance")
+        else:
+            failed = sum(not r.passed for r in self.results)
+            lines.append(f"first dispatch beyond tolerance: #{bad.index} {bad.kernel} ({bad.function} word "
+                         f"{bad.offset}, step {bad.step}): {bad.note}")
+            lines.append(f"  its first op: {bad.source or '(no source line recorded)'}")
+            lines.append(f"{failed} of {len(self.results)} dispatches beyond tolerance")
+        return "\n".join(lines)
+
+
+# ---- inputs -----------------------------------------------------------------------------------
+
+def parse_input(text: str) -> list[np.ndarray]:
+    """kiln-run's --input syntax: SHAPExDTYPE=v1,v2,... (one value fills the shape; `f32=2.5` is
+    0-d), @file.npy, @file.npz (every array in order) or @file.npz:NAME."""
+    from kiln.vm.runtime import numpy_dtype
+
+    if text.startswith("@"):
+        path, name = text[1:], ""
+        if ".npz:" in path:
+            path, name = path.split(".npz:", 1)
+            path += ".npz"
+        if not os.path.isfile(path):
+            raise CheckError(f"input {text!r}: no such file {path!r}")
+        if path.endswith(".npz"):
+            with np.load(path, allow_pickle=False) as archive:
+                if name:
+                    if name not in archive.files:
+                        raise CheckError(f"input {text!r}: {path} has no array {name!r} "
+                                         f"(it has {', '.join(archive.files)})")
+                    return [archive[name]]
+                return [archive[k] for k in archive.files]
+        return [np.load(path, allow_pickle=False)]
+    kind, eq, values = text.partition("=")
+    if not eq:
+        raise CheckError(f"input {text!r}: expected SHAPExDTYPE=v1,v2,... (4x3xf32=1,2,...), @file.npy, "
+                         f"@file.npz or @file.npz:NAME")
+    *dims, dtype_name = kind.split("x")
+    try:
+        dtype = numpy_dtype(dtype_name)
+        shape = tuple(int(d) for d in dims)
+    except (KeyError, ValueError):
+        raise CheckError(f"input {text!r}: {kind!r} is not SHAPExDTYPE (such as 4x3xf32, or f32 for a "
+                         f"scalar)") from None
+    tokens = [t.strip() for t in values.split(",")]
+    try:
+        if dtype == np.bool_:
+            flat = np.array([t in ("1", "true", "True") for t in tokens], np.bool_)
+        elif np.dtype(dtype).kind == "c":
+            flat = np.array([complex(t) for t in tokens], dtype)
+        elif np.dtype(dtype).kind in "iu":
+            flat = np.array([int(t) for t in tokens], dtype)
+        else:
+            flat = np.array([float(t) for t in tokens], np.float64).astype(dtype)
+    except ValueError as e:
+        raise CheckError(f"input {text!r}: {e}") from None
+    size = math.prod(shape)
+    if flat.size == 1:
+        return [np.full(shape, flat[0], dtype)]
+    if flat.size != size:
+        raise CheckError(f"input {text!r}: {flat.size} values for shape {shape} ({size} elements)")
+    return [flat.reshape(shape)]
+
+
+# ---- from the bytecode to the regions -----------------------------------------------------------
+
+def _dispatch_instructions(function_spec) -> list[tuple[int, int]]:
+    """(word offset, kernel index) of each dispatch instruction of a function, in code order."""
+    from kiln.vm.isa import Label, instr_words
+
+    out, offset = [], 0
+    for instr in function_spec.code:
+        if isinstance(instr, Label):
+            continue
+        if instr.op == "dispatch":
+            out.append((offset, instr.operands[0]))
+        offset += instr_words(instr)
+    return out
+
+
+def _steps_in_lowering_order(graph, plan_for):
+    """The graph's dispatch steps in the order kiln.compiler.procedure emits their dispatch
+    instructions: its own steps in order, a cond's branches in order, a while's condition then body,
+    a scan's body, each where it stands."""
+    for step in plan_for(graph).steps:
+        if isinstance(step, DispatchStep):
+            yield step
+            continue
+        params = step.eqn.params
+        if "branches" in params:  # cond
+            subs = list(params["branches"])
+        elif "cond_graph" in params:  # while
+            subs = [params["cond_graph"], params["body_graph"]]
+        else:  # scan's body, or any other holder of graphs
+            subs = list(subgraphs_of(step.eqn))
+        for sub in subs:
+            yield from _steps_in_lowering_order(sub, plan_for)
+
+
+def dispatch_map(result) -> dict[tuple[str, int], tuple[DispatchStep, int]]:
+    """(function name, word offset of a dispatch) -> (the step it was compiled from, kernel index)."""
+    top = {id(result.optimized[name]): plan for name, plan in result.plans.items()}
+    nested: dict[int, object] = {}
+
+    def plan_for(graph):
+        plan = top.get(id(graph))
+        if plan is None:
+            plan = nested.get(id(graph))
+            if plan is None:
+                plan = nested[id(graph)] = partition(graph)
+        return plan
+
+    from ..compiler.compile import structural_key
+
+    mapping, key_of_kernel = {}, {}
+    for fn in result.spec.functions:
+        if fn.name not in result.optimized:
+            continue
+        instructions = _dispatch_instructions(fn)
+        steps = list(_steps_in_lowering_order(result.optimized[fn.name], plan_for))
+        if len(steps) != len(instructions):
+            raise CheckError(f"internal: {fn.name} has {len(instructions)} dispatch instructions but "
+                             f"{len(steps)} dispatch steps")
+        for (offset, kernel), step in zip(instructions, steps):
+            key = structural_key(step.region)
+            if key_of_kernel.setdefault(kernel, key) != key:
+                raise CheckError(f"internal: the dispatch at word {offset} of {fn.name} runs kernel {kernel}, "
+                                 f"which was compiled from another region than step {step.name}")
+            mapping[(fn.name, offset)] = (step, kernel)
+    return mapping
+
+
+# ---- the reference interpreter ------------------------------------------------------------------
+
+def _is_narrow_float(dtype) -> bool:
+    return np.dtype(dtype).name in _NARROW_FLOATS
+
+
+def _widen_param(value):
+    if isinstance(value, (np.dtype, type)):
+        try:
+            if _is_narrow_float(value):
+                return np.dtype(np.float64)
+        except TypeError:
+            return value
+    return value
+
+
+def _split_chunks(x, *, axes, chunks, dtype, op):
+    """reduce_<op>_chunks: the reduction of `chunks` ranges of the first reduced axis (split_reduction)."""
+    axes = tuple(sorted(axes))
+    n = x.shape[axes[0]]
+    reduce = {"sum": np.sum, "max": np.max, "min": np.min}[op]
+    parts = []
+    for c in range(chunks):
+        piece = np.take(x, np.arange(c * n // chunks, (c + 1) * n // chunks), axis=axes[0])
+        parts.append(reduce(piece, axis=axes))
+    return np.stack(parts)
+
+
+def _evaluate(eqn, args, wide: bool):
+    name = eqn.primitive.name
+    params = eqn.params
+    if wide:
+        params = {k: _widen_param(v) for k, v in params.items()}
+    for op in ("sum", "max", "min"):
+        if name == f"reduce_{op}_chunks":
+            return [_split_chunks(args[0], op=op, **params)]
+        if name == f"reduce_{op}_partials":
+            return [{"sum": np.sum, "max": np.max, "min": np.min}[op](args[0], axis=0)]
+    impl = eqn.primitive.impl
+    if impl is None:
+        raise NotImplementedError(f"primitive {name} has no eager implementation")
+    with np.errstate(all="ignore"):
+        out = impl(*args, **params)
+    return list(out) if eqn.primitive.multiple_results else [out]
+
+
+def evaluate_region(region, inputs: list[np.ndarray], wide: bool) -> list[np.ndarray]:
+    """The region's outputs for `inputs`: each equation by its eager numpy implementation, in float64
+    for float16/bfloat16/float32 values when `wide` and the operation allows (else, and for the
+    operations whose meaning is the format's, in the program's dtypes)."""
+    env: dict[int, np.ndarray] = {}
+
+    def read(atom, widen):
+        if isinstance(atom, Literal):
+            value = np.asarray(atom.value)
+        else:
+            value = env[atom.id]
+        if widen and _is_narrow_float(value.dtype):
+            return value.astype(np.float64)
+        if not widen and value.dtype != np.dtype(atom.aval.dtype):
+            return value.astype(atom.aval.dtype)
+        return value
+
+    for v, c in zip(region.constvars, region.consts):
+        env[v.id] = np.asarray(c)
+    for v, x in zip(region.invars, inputs):
+        env[v.id] = x
+    for eqn in region.eqns:
+        outs = None
+        if wide and not any(word in eqn.primitive.name for word in _NATIVE_ONLY):
+            try:
+                outs = _evaluate(eqn, [read(a, True) for a in eqn.invars], True)
+                for v, o in zip(eqn.outvars, outs):
+                    if np.shape(o) != tuple(v.aval.shape):
+                        raise ValueError("shape")
+            except NotImplementedError:
+                raise
+            except Exception:  # an operation that needs its own dtypes: run it as the program does
+                outs = None
+        if outs is None:
+            outs = _evaluate(eqn, [read(a, False) for a in eqn.invars], False)
+        for v, o in zip(eqn.outvars, outs):
+            o = np.asarray(o)
+            want = np.dtype(v.aval.dtype)
+            if not (wide and _is_narrow_float(want) and o.dtype == np.float64):
+                o = o.astype(want)
+            env[v.id] = o.reshape(v.aval.shape)
+    return [read(a, wide) if isinstance(a, Literal) else env[a.id] for a in region.outvars]
+
+
+# ---- comparing --------------------------------------------------------------------------------
+
+def _ordered(x: np.ndarray) -> np.ndarray:
+    """Float bits as integers ordered like the values (so ulp distance is a difference)."""
+    bits = {2: np.int16, 4: np.int32, 8: np.int64}[x.dtype.itemsize]
+    i = x.view(bits).astype(np.int64)
+    return np.where(i < 0, np.int64(np.iinfo(bits).min) - i, i)
+
+
+def compare(got: np.ndarray, reference: np.ndarray, native: np.ndarray, rtol: float | None):
+    """(max abs error, max relative error, max ulp or None, failing element count, rtol) of one output.
+
+    Float outputs are measured against `reference` (float64); an element passes when it lies within
+    tolerance of it, or of `native` (the same operations in the program's dtypes, which shares its
+    discrete decisions: a comparison or a rounding of a value next to its threshold). Other dtypes must
+    equal one of the two."""
+    dtype = got.dtype
+    if dtype.kind not in "fc" and dtype.name != "bfloat16":
+        ref = reference.astype(dtype)
+        diff = np.abs(got.astype(np.float64) - ref.astype(np.float64)) if got.size else np.zeros(0)
+        bad = (got != ref) & (got != native.astype(dtype))
+        abs_err = float(diff.max()) if diff.size else 0.0
+        rel = diff / np.maximum(np.abs(ref.astype(np.float64)), 1)
+        return abs_err, float(rel.max()) if rel.size else 0.0, None, int(bad.sum()), 0.0
+    tol = TOLERANCES.get(dtype.name, 1e-4) if rtol is None else rtol
+    g = got.astype(np.float64)
+    r = reference.astype(np.float64)
+    n = native.astype(np.float64)
+
+    def within(ref):
+        with np.errstate(all="ignore"):
+            finite = np.isfinite(ref)
+            scale = float(np.max(np.abs(ref[finite]))) if finite.any() else 0.0
+            err = np.abs(g - ref)
+            ok = err <= tol * (np.abs(ref) + scale)
+        same = (g == ref) | (np.isnan(g) & np.isnan(ref))  # infinities, NaN
+        return ok | same
+
+    with np.errstate(all="ignore"):
+        err = np.abs(g - r)
+        both_nan = np.isnan(g) & np.isnan(r)
+        same = (g == r) | both_nan
+        err = np.where(same, 0.0, np.where(np.isnan(err), np.inf, err))
+        rel = np.where(same, 0.0, np.where(r != 0, err / np.abs(r), np.inf))
+        rounded = r.astype(dtype)
+        ulp = np.abs(_ordered(got) - _ordered(rounded))
+        ulp = np.where(same | (np.isnan(g) & np.isnan(rounded.astype(np.float64))), 0, ulp)
+    bad = ~(within(r) | within(n))
+    return (float(err.max()) if err.size else 0.0, float(rel.max()) if rel.size else 0.0,
+            int(ulp.max()) if ulp.size else 0, int(bad.sum()), tol)
+
+
+def _source_of(region) -> str:
+    for eqn in region.eqns:
+        if eqn.source_info is not None:
+            return str(eqn.source_info)
+    return ""
+
+
+def _decode(data: bytes, aval) -> np.ndarray:
+    dtype = np.dtype(aval.dtype)
+    count = math.prod(aval.shape)
+    return np.frombuffer(data, dtype, count=count).reshape(aval.shape).copy()
+
+
+def check_dispatch(index: int, record, step: DispatchStep, rtol: float | None) -> DispatchResult:
+    region = step.region
+    result = DispatchResult(index, record.function, record.offset, record.kernel_name, step.name, _source_of(region))
+    n_in = len(region.invars)
+    inputs = [_decode(b, v.aval) for b, v in zip(record.bindings[:n_in], region.invars)]
+    outputs = [_decode(b, v.aval) for b, v in zip(record.bindings[n_in:], region.outvars)]
+    try:
+        reference = evaluate_region(region, inputs, wide=True)
+        native = evaluate_region(region, inputs, wide=False)
+    except NotImplementedError as e:
+        result.note = f"no reference: {e}"
+        result.max_ulp = None
+        return result
+    notes, any_float = [], False
+    for k, (got, ref, nat, var) in enumerate(zip(outputs, reference, native, region.outvars)):
+        abs_err, rel_err, ulp, bad, tol = compare(got, np.asarray(ref), np.asarray(nat), rtol)
+        result.max_abs = max(result.max_abs, abs_err)
+        result.max_rel = max(result.max_rel, rel_err)
+        if ulp is not None:
+            any_float = True
+            result.max_ulp = max(result.max_ulp or 0, ulp)
+        if bad:
+            what = f"rtol {tol:g}" if ulp is not None else "exact"
+            notes.append(f"output {k} ({var.aval.str_short()}): {bad} of {got.size} elements beyond "
+                         f"tolerance ({what}), max abs error {abs_err:.3g}")
+    if not any_float:
+        result.max_ulp = None
+    if notes:
+        result.passed = False
+        result.note = "; ".join(notes)
+    return result
+
+
+def check_program(cls, function: str, inputs: list[np.ndarray], rtol: float | None = None,
+                  workers: int = 0) -> CheckReport:
+    """Runs `function` of Program class `cls` in the C runtime on `inputs` (its arguments' leaves, in
+    order) and compares every dispatch with the reference."""
+    from kiln.vm.runtime import Context, Instance, Module
+
+    _, result = cls._kiln_compile()
+    exported = [f.name for f in result.spec.functions if f.exported]
+    if function not in exported:
+        raise CheckError(f"{cls.__name__} has no function {function!r} (it exports: {', '.join(exported)})")
+    spec = next(f for f in result.spec.functions if f.name == function)
+    if len(inputs) != len(spec.args):
+        wants = ", ".join(f"{a.name} {'x'.join(map(str, a.type.shape + (a.type.dtype,)))}" for a in spec.args)
+        raise CheckError(f"{function} takes {len(spec.args)} inputs ({wants}), got {len(inputs)}")
+    mapping = dispatch_map(result)
+    report = CheckReport(function)
+
+    def observe(record):
+        step, _ = mapping[(record.function, record.offset)]
+        report.results.append(check_dispatch(len(report.results), record, step, rtol))
+
+    context = Context(Module.from_bytes(Instance(worker_count=workers), result.module_bytes))
+    context.set_dispatch_observer(observe)
+    context.invoke(function, list(inputs))
+    return report
