@@ -22,7 +22,6 @@ from .timing import stage
 
 _WORK_PER_GROUP = 1 << 16
 _MAX_WORKGROUPS = 64
-_COSTS = {"exp": 16, "log": 16, "tanh": 20, "pow": 40, "div": 4, "sqrt": 4}
 
 
 @dataclass
@@ -115,7 +114,7 @@ def _emitter_for(region: Graph):
         return row_fused.emit_kernel(region), row_fused.parallel_items(region), row_fused.work(region)
     if strategy == "reduction":
         return reduce.emit_reduce_kernel(region), reduce.parallel_items(region), reduce.work(region)
-    cost = sum(_COSTS.get(e.primitive.name, 1) for e in region.eqns)
+    cost = sum(e.primitive.traits.cost for e in region.eqns)
     size = max(region.outvars[0].aval.size, 0)
     return elementwise.emit_elementwise_kernel(region), elementwise.parallel_items(region), size * (1 + cost // 4)
 

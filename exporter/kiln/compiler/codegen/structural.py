@@ -4,7 +4,7 @@ scatter, dynamic_slice, dynamic_update_slice, sort, cumulative ops, argmax/argmi
 A region is the primitive's equation plus the layout ops (broadcast, transpose,
 reshape, slice, rev) that feed it: every operand is read through a strided
 View of a materialized buffer, so slices and transposes cost no copy. The
-module follows the `kernel_codegen` hook: emit_kernel / parallel_items / work.
+module is the `structural` kernel strategy's code: emit_kernel / parallel_items / work.
 """
 from __future__ import annotations
 
