@@ -106,3 +106,13 @@ fuzz: install
 
 fuzz-long: install
 	PYTHON=$(BIN)/python bash fuzz/run.sh --seconds $(DURATION) --jobs $(FUZZ_JOBS)
+
+# aarch64 verified by running (docs/targets.md, docs/testing.md): installs the cross compiler and qemu-user
+# from Debian's packages when missing, cross-builds the runtime, its C tests and kiln-run, and runs under
+# qemu the C tests, the relocation kernel, examples/linear.py, the MLP training loop in C and the op sweep
+# (NEON on several CPU models, SVE at 128-2048 bit vectors), comparing with this machine's results.
+# `make test` runs the short part (tests/test_cross_aarch64.py) when the tools are there or installable.
+.PHONY: test-aarch64
+test-aarch64: install
+	bash tests/install_cross_tools.sh aarch64
+	$(BIN)/python -m pytest -q tests/cross_suite.py tests/test_cross_aarch64.py tests/compiler/test_link_aarch64.py
