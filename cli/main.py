@@ -191,7 +191,8 @@ def run(module, **options):
 @click.option("--rtol", type=float, default=None,
               help="Relative tolerance for every float output (default: per dtype, docs/accuracy.md).")
 @click.option("--workers", type=int, default=0, help="Worker threads (default: one per core; 1: none).")
-def check(program, function, inputs, rtol, workers):
+@click.pass_context
+def check(ctx, program, function, inputs, rtol, workers):
     """Run FUNCTION of PROGRAM (as for export) in the C runtime and compare every dispatch's outputs with the
     eager reference interpreter (float64 where the op allows) on that dispatch's own inputs: one line per
     dispatch, then the first dispatch beyond tolerance and the source line of its first op. Exit 1 when
@@ -207,7 +208,7 @@ def check(program, function, inputs, rtol, workers):
         raise click.ClickException(str(e)) from None
     click.echo(report.text())
     if not report.passed:
-        sys.exit(1)
+        ctx.exit(1)
 
 
 @main.command()

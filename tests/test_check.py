@@ -1,0 +1,155 @@
+"""`kiln check`: every dispatch of a call in the C runtime against the eager reference interpreter
+(kiln.program.check, on the runtime's dispatch observer). A healthy program with control flow and a
+softmax passes; a kernel compiled wrong on purpose (KILN_TEST_PERTURB_KERNEL) is pinpointed with its
+source line; every error is one line and a non-zero exit."""
+import re
+import textwrap
+
+import numpy as np
+import pytest
+
+from kiln.cli.main import main
+from kiln.compiler.perturb import ENV
+from kiln.program.check import TOLERANCES, CheckError, compare, parse_input
+
+PROGRAM = textwrap.dedent('''
+    import numpy as np
+    import kiln
+    import kiln.numpy as knp
+    from kiln import Program, lax
+
+    rng = np.random.default_rng(0)
+
+
+    class Net(Program, export_name="net"):
+        _w1 = rng.standard_normal((6, 16)).astype(np.float32)
+        _w2 = rng.standard_normal((16, 5)).astype(np.float32)
+
+        def predict(self, x=Program.like(np.zeros((8, 6), np.float32)), n=Program.like(np.int32(0))):
+            h = knp.tanh(x @ self._w1)
+            h = lax.cond(n > 2, lambda h: h * 2.0, lambda h: knp.exp(-h), h)
+            h = lax.fori_loop(0, 3, lambda i, h: knp.sin(h) + 0.5 * h, h)  # LOOP
+            return kiln.nn.softmax(h @ self._w2, axis=-1)
+
+        def total(self, x=Program.like(np.zeros((512, 1024), np.float32)), y=Program.like(np.zeros(64))):
+            return (knp.sum(x * 2.0), knp.max(x, axis=0), knp.cumsum(y), (y > 0).astype(np.int32) * 3,
+                    knp.sqrt(knp.abs(y)).astype(np.float16))
+''')
+LOOP_LINE = next(i for i, line in enumerate(PROGRAM.splitlines(), 1) if "# LOOP" in line)
+LINE = re.compile(r"^\s*(\d+)  (\S+)\s+abs\s+(\S+)\s+rel\s+(\S+)\s+ulp\s+(\S+)\s+(ok|FAIL)$")
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("check")
+    (folder / "net.py").write_text(PROGRAM)
+    rng = np.random.default_rng(1)
+    np.save(folder / "x.npy", rng.standard_normal((8, 6)).astype(np.float32))
+    np.savez(folder / "big.npz", x=rng.standard_normal((512, 1024)).astype(np.float32), y=rng.standard_normal(64))
+    return folder
+
+
+def kiln(capsys, *args):
+    """Runs the kiln command in this process; (exit code, stdout lines, stderr)."""
+    code = main.main(list(args), standalone_mode=False)
+    out = capsys.readouterr()
+    return code or 0, out.out.splitlines(), out.err
+
+
+def dispatch_lines(lines):
+    return [LINE.match(line).groups() for line in lines if LINE.match(line)]
+
+
+def test_healthy_program_with_control_flow_and_softmax_passes(files, capsys):
+    code, lines, err = kiln(capsys, "check", f"{files}/net.py:Net", "-f", "predict", f"--input=@{files}/x.npy",
+                            "--input=i32=3")
+    assert (code, err) == (0, ""), lines
+    rows = dispatch_lines(lines)
+    # matmul, tanh, the cond's predicate, one branch, the fori_loop's test and body three times each, the
+    # second matmul and the softmax (one row-fused kernel)
+    assert len(rows) == 12 and lines[0].startswith("12 dispatches of predict")
+    assert all(status == "ok" for *_, status in rows)
+    assert [k for _, k, *_ in rows][-2:] == ["kiln_dot_general_3", "kiln_row_fused_4"]
+    for _, kernel, abs_err, rel_err, ulp, _ in rows:
+        assert float(rel_err) < 1e-5 and (ulp == "-" or int(ulp) <= 64), (kernel, rel_err, ulp)
+    assert lines[-1] == "all 12 dispatches within tolerance"
+
+
+def test_perturbed_kernel_is_pinpointed_with_its_source_line(files, capsys, monkeypatch):
+    # the kernel of the loop's body: its line is the source of its first op
+    from kiln.cli.loading import load_program_class
+    from kiln.program.check import check_program
+
+    healthy = check_program(load_program_class(f"{files}/net.py:Net"), "predict",
+                            [np.load(files / "x.npy"), np.int32(3)])
+    loop = [r for r in healthy.results if r.source.endswith(f"net.py:{LOOP_LINE} in <lambda>: "
+                                                            f"h = lax.fori_loop(0, 3, lambda i, h: knp.sin(h) + 0.5 * h, h)  # LOOP")]
+    assert len(loop) == 3 and len({r.kernel for r in loop}) == 1  # three iterations of one kernel
+    monkeypatch.setenv(ENV, loop[0].kernel)
+    code, lines, err = kiln(capsys, "check", f"{files}/net.py:Net", "-f", "predict", f"--input=@{files}/x.npy",
+                            "--input=i32=3")
+    assert code == 1 and err == ""
+    rows = dispatch_lines(lines)
+    failed = [int(i) for i, kernel, *_, status in rows if status == "FAIL"]
+    assert failed == [r.index for r in loop]  # that kernel, every time it ran, and nothing else
+    assert all(status == "ok" for i, *_, status in rows if int(i) not in failed)  # inputs came from the runtime
+    bad = rows[failed[0]]
+    assert float(bad[2]) > 1e-3 and int(bad[4]) > 1000
+    first = next(line for line in lines if line.startswith("first dispatch beyond tolerance"))
+    assert first.startswith(f"first dispatch beyond tolerance: #{loop[0].index} {loop[0].kernel} (predict word "
+                            f"{loop[0].offset}, step ")
+    assert "output 0 (f32[8,16]): " in first and "beyond tolerance (rtol 0.0001)" in first
+    assert lines[-2] == f"  its first op: {loop[0].source}" and f"net.py:{LOOP_LINE} in <lambda>" in lines[-2]
+    assert lines[-1] == "3 of 12 dispatches beyond tolerance"
+
+
+def test_split_reductions_integers_and_narrow_floats(files, capsys):
+    code, lines, err = kiln(capsys, "check", f"{files}/net.py:Net", "-f", "total", f"--input=@{files}/big.npz")
+    assert (code, err) == (0, ""), lines
+    rows = dispatch_lines(lines)
+    kernels = [k for _, k, *_ in rows]
+    assert any("chunks" in k for k in kernels) and any("partials" in k for k in kernels)  # a split sum
+    # the float32 sum of 2^19 values is correctly rounded (float64 accumulation); the integer kernel is exact
+    assert all(status == "ok" for *_, status in rows)
+    assert max(int(ulp) for *_, ulp, _ in rows if ulp != "-") <= 1
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-f", "nope", "--input=i32=1"], "Net has no function 'nope' (it exports: predict, total)"),
+    (["-f", "predict", "--input=8x6xf32=1"], "predict takes 2 inputs (x 8x6xf32, n i32), got 1"),
+    (["-f", "predict", "--input=8x6xf32=1", "--input=i32=1,2"], "input 'i32=1,2': 2 values for shape () (1 elements)"),
+    (["-f", "predict", "--input=8x6xq9=1", "--input=i32=1"],
+     "input '8x6xq9=1': '8x6xq9' is not SHAPExDTYPE (such as 4x3xf32, or f32 for a scalar)"),
+    (["-f", "predict", "--input=@missing.npy", "--input=i32=1"], "input '@missing.npy': no such file 'missing.npy'"),
+    (["-f", "predict", "--input=4x6xf32=1", "--input=i32=1"], "predict: argument 0 'x' expects 8x6xf32, got 4x6xf32"),
+])
+def test_errors_are_one_line_and_exit_nonzero(files, capsys, args, message):
+    code, lines, err = kiln(capsys, "check", f"{files}/net.py:Net", *args)
+    assert code == 1 and lines == []
+    assert err.splitlines() == [f"kiln: error: {message}"]
+
+
+def test_npz_member_and_filled_inputs(files):
+    x = parse_input(f"@{files}/big.npz:y")
+    np.testing.assert_array_equal(x[0], np.load(files / "big.npz")["y"])
+    assert [a.shape for a in parse_input(f"@{files}/big.npz")] == [(512, 1024), (64,)]
+    np.testing.assert_array_equal(parse_input("2x2xi16=7")[0], np.full((2, 2), 7, np.int16))
+    assert parse_input("f64=2.5")[0].shape == () and parse_input("3xbool=1,0,true")[0].tolist() == [True, False, True]
+    with pytest.raises(CheckError, match="has no array 'z' \\(it has x, y\\)"):
+        parse_input(f"@{files}/big.npz:z")
+
+
+def test_compare_measures_ulp_and_judges_by_dtype():
+    ref = np.array([1.0, -2.0, 0.0, np.nan, np.inf])
+    got = np.array([np.nextafter(np.float32(1), np.float32(2)), -2, 0, np.nan, np.inf], np.float32)
+    abs_err, rel, ulp, bad, tol = compare(got, ref, got, None)
+    assert (ulp, bad, tol) == (1, 0, TOLERANCES["float32"]) and abs_err == pytest.approx(2.0 ** -23)
+    got[2] = np.float32(1e-3)  # far from 0 at the scale of the output (2): beyond rtol 1e-4 of 2
+    got[3] = np.float32(1)  # a number where NaN is expected
+    _, _, _, bad, _ = compare(got, ref, ref.astype(np.float32), None)
+    assert bad == 2
+    ints = np.array([1, 2, 3], np.int32)
+    assert compare(ints, np.array([1, 2, 4]), np.array([1, 2, 3], np.int32), None)[3] == 0  # the native result
+    assert compare(ints, np.array([1, 2, 4]), np.array([1, 2, 4], np.int32), None)[3] == 1
+    halves = np.array([1, 2], np.float16)
+    assert compare(halves, np.array([1.0, 2.001]), halves, None)[2:4] == (1, 0)  # 2.001 rounds to 2.002 in f16
