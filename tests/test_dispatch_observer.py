@@ -131,3 +131,26 @@ def test_python_binding_copies_each_dispatch_and_carries_errors(kernel):
     ctx.set_dispatch_observer(None)  # removed: the context calls on as before
     np.testing.assert_array_equal(ctx.invoke("twice", [np.ones(4, np.float32)])[0], 1 + 4 * W)
     assert len(seen) == 2
+
+
+def test_kernel_with_many_bindings(driver, kernel):
+    """More than 16 bindings (the observer's sizes then live on the heap): every one is reported, in
+    order, with its size; read bindings larger than the kernel reads report their whole size."""
+    from kiln.vm.module_spec import BindingSpec, KernelSpec, TensorType
+
+    spec = axpy_spec(kernel, host_triple())
+    F8 = TensorType("f32", (8,))
+    extra = [BindingSpec(16, False)] * 17  # read (and ignored) by the kernel, which reads bindings 0-2
+    spec.kernels.append(KernelSpec("wide", 0, 0, [BindingSpec(16, False), BindingSpec(16, False),
+                                                  BindingSpec(16, True)] + extra, 2))
+    spec.functions.append(fn("wide", [("x", F4), ("big", F8)], [("y", F4)], [
+        Instr("global.load", 2, 0), Instr("alloc", 3, F4), Instr("i.const", 0, 4), Instr("const", 4, 0),
+        Instr("i.load", 1, 4), Instr("dispatch", 1, 1, [0, 2, 3] + [1] * 17, [0, 1]), Instr("ret", [3])]))
+    big = np.arange(8, dtype=np.float32)
+    out = driver.run(serialize(spec), "--observe", "--call=wide", "--arg=4xf32=1,2,3,4", "--arg=8xf32=0,1,2,3,4,5,6,7")
+    ((header, bindings),) = dispatches(out)
+    assert header == f"dispatch wide@{offset_of_dispatch(spec.functions[-1].code)} 1 wide wg=1"
+    assert [(j, kind, size) for j, kind, size, _ in bindings] == \
+        [(0, "r", 16), (1, "r", 16), (2, "w", 16)] + [(j, "r", 32) for j in range(3, 20)]
+    assert all(data == big.tobytes() for *_, data in bindings[3:])
+    assert bindings[2][3] == (np.array([1, 2, 3, 4], np.float32) + 2 * W).tobytes()
