@@ -49,7 +49,6 @@ class CompiledKernels:
     def assembly(self) -> str:
         """The optimized kernels as target assembly text (for inspection and tests; generated again,
         never read from the cache)."""
-        matmul.configure(self._target)
         return "\n".join(emit_assembly(_optimized_kernel(spec.name, region, self._target), self._target)
                          for spec, region in zip(self.kernels, self._regions))
 
@@ -103,13 +102,16 @@ def _own_kernel(region: Graph) -> str | None:
 _CUSTOM = {"conv": conv, "pooling": pool, "structural": structural}
 
 
-def _emitter_for(region: Graph):
+def _emitter_for(region: Graph, target: Target):
     strategy = kernel_strategy(region)
     if strategy == "custom":  # primitives emitted by their own code generation module (conv, pooling, structural)
-        gen = _CUSTOM[_own_kernel(region)]
+        own = _own_kernel(region)
+        gen = _CUSTOM[own]
+        if own == "conv":
+            return gen.emit_kernel(region, target), gen.parallel_items(region, target), gen.work(region, target)
         return gen.emit_kernel(region), gen.parallel_items(region), gen.work(region)
     if strategy == "matmul":
-        return matmul.emit_matmul_kernel(region), matmul.parallel_items(region), matmul.work(region)
+        return matmul.emit_matmul_kernel(region, target), matmul.parallel_items(region, target), matmul.work(region)
     if strategy == "row_fused":
         return row_fused.emit_kernel(region), row_fused.parallel_items(region), row_fused.work(region)
     if strategy == "reduction":
@@ -133,7 +135,6 @@ def compile_plan(plans: Plan | list[Plan], target: Target | None = None, cache="
     target = target or Target.host()
     plans = [plans] if isinstance(plans, Plan) else list(plans)
     cache = kernel_cache.default_cache() if cache == "default" else cache
-    matmul.configure(target)
     kernels: list[KernelSpec] = []
     workgroups: list[int] = []
     objects: list[bytes] = []
@@ -184,7 +185,7 @@ def _compile_kernel(name: str, region: Graph, region_key: str, bindings: list[Bi
         found = cache.get(entry)
         if found is not None:
             return found, True
-    emit_body, items, work = _emitter_for(region)
+    emit_body, items, work = _emitter_for(region, target)
     module = new_module(name, target)
     define_kernel(module, name, [b.byte_size for b in bindings], [b.writable for b in bindings], emit_body)
     kernel = kernel_cache.CachedKernel(emit_object(optimize(module, target), target), choose_workgroups(work, items))
@@ -195,7 +196,7 @@ def _compile_kernel(name: str, region: Graph, region_key: str, bindings: list[Bi
 
 def _optimized_kernel(name: str, region: Graph, target: Target):
     """The kernel's optimized LLVM module, generated afresh."""
-    emit_body, _, _ = _emitter_for(region)
+    emit_body, _, _ = _emitter_for(region, target)
     module = new_module(name, target)
     sizes = [byte_size(v.aval) for v in region.invars + region.outvars]
     writable = [False] * len(region.invars) + [True] * len(region.outvars)

@@ -93,29 +93,29 @@ def _conv_plan(region) -> ConvPlan:
     )
 
 
-def parallel_items(region) -> int:
+def parallel_items(region, target) -> int:
     plan = _conv_plan(region)
-    gemm = _gemm_plan(plan)
+    gemm = _gemm_plan(plan, target)
     if gemm is not None:
         return plan.n_out * plan.groups * gemm.m_chunks * gemm.n_chunks
     return plan.items if plan.block else 0
 
 
-def work(region) -> int:
+def work(region, target) -> int:
     eqn = _main_eqn(region)
     plan = _conv_plan(region)
     macs = int(eqn.outvars[0].aval.size) * plan.in_per_group * int(np.prod(plan.kernel_spatial, dtype=np.int64))
-    return max(macs // (16 if _gemm_plan(plan) is not None else 4), 1)
+    return max(macs // (16 if _gemm_plan(plan, target) is not None else 4), 1)
 
 
-def strategy(region) -> str:
-    """'gemm' (implicit GEMM over the matmul microkernel) or 'direct' (the generic loops)."""
-    return "gemm" if _gemm_plan(_conv_plan(region)) is not None else "direct"
+def strategy(region, target) -> str:
+    """'gemm' (implicit GEMM over the matmul microkernel) or 'direct' (the generic loops) for `target`."""
+    return "gemm" if _gemm_plan(_conv_plan(region), target) is not None else "direct"
 
 
-def emit_kernel(region):
+def emit_kernel(region, target):
     plan = _conv_plan(region)
-    gemm = _gemm_plan(plan)
+    gemm = _gemm_plan(plan, target)
     if gemm is not None:
         return _emit_gemm(region, plan, gemm)
     return _emit_conv(region, plan)
@@ -273,8 +273,9 @@ class GemmPlan:
         return max(-(-self.n // self.nc), 1)
 
 
-def _gemm_plan(p: ConvPlan) -> GemmPlan | None:
-    """The implicit-GEMM plan of a convolution, or None where the generic strategy is kept."""
+def _gemm_plan(p: ConvPlan, target) -> GemmPlan | None:
+    """The implicit-GEMM plan of a convolution for `target` (its vector width and register count shape the
+    microkernel), or None where the generic strategy is kept."""
     if p.dtype not in (np.float32, np.float64) or p.batch_groups != 1 or p.items == 0:
         return None
     taps = int(np.prod(p.kernel_spatial, dtype=np.int64))
@@ -300,8 +301,7 @@ def _gemm_plan(p: ConvPlan) -> GemmPlan | None:
         return None
     if pixels < 4 or m < GEMM_MIN_ROWS:
         return None
-    vector_bytes, registers = matmul._TARGET["vector_bytes"], matmul._TARGET["registers"]
-    vw, mr = matmul._target_shape(vector_bytes, registers, p.dtype)
+    vw, mr = matmul._target_shape(target.vector_bytes, target.vector_registers, p.dtype)
     nr = 2 * vw
     nc = nr * matmul.NC_STRIPS
     tiles = -(-m // mr)

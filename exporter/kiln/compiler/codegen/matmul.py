@@ -98,21 +98,14 @@ class _Tiling:
         self.items = batch * self.m_chunks * self.n_chunks if m and n else 0
 
 
-_TARGET = {"vector_bytes": 32, "registers": 16}
-
-
-def configure(target) -> None:
-    """Sets the vector width and register count the matmul tiling is built for."""
-    _TARGET["vector_bytes"] = target.vector_bytes
-    _TARGET["registers"] = target.vector_registers
-
-
-def parallel_items(region) -> int:
+def parallel_items(region, target) -> int:
+    """Workgroup items of the region's kernel for `target` (a kiln.compiler.target.Target: its vector
+    width and register count shape the tiling)."""
     plan = _plan(region)
     batch, m, n, _ = plan.sizes
     if plan.fast is None:
         return batch * m * n
-    return _Tiling(plan, _TARGET["vector_bytes"], _TARGET["registers"]).items
+    return _Tiling(plan, target.vector_bytes, target.vector_registers).items
 
 
 def work(region) -> int:
@@ -120,11 +113,11 @@ def work(region) -> int:
     return batch * m * n * max(k, 1) // 16
 
 
-def emit_matmul_kernel(region):
+def emit_matmul_kernel(region, target):
     plan = _plan(region)
     if plan.fast is None:
         return _emit_general(region, plan)
-    return _emit_fast(region, plan, _Tiling(plan, _TARGET["vector_bytes"], _TARGET["registers"]))
+    return _emit_fast(region, plan, _Tiling(plan, target.vector_bytes, target.vector_registers))
 
 
 def _emit_general(region, plan: DotPlan):
