@@ -420,3 +420,43 @@ def test_random_looped_programs_plan_their_bodies():
         assert all(b.offset % ALIGNMENT == 0 and b.offset + b.type.byte_size <= schedule.arena_size
                    for b, _ in found)
     assert nested >= 8
+
+
+def _aligned_bytes(n, offset=0):
+    raw = np.zeros(n + 128, np.uint8)
+    start = (-raw.ctypes.data) % 64 + offset
+    return raw[start:start + n]
+
+
+def test_caller_storage_is_the_arena():
+    """Context.set_transient_storage (kiln_context_set_transient_storage): the calls use the
+    caller's memory as the function's arena, compute what the context's own arena computes, and
+    the errors name the function and what was wrong."""
+    x = CASES["chain"][1][0]
+    f = kiln.jit(chain)
+    want = np.asarray(f(x))
+
+    class Chain(Program, export_name="chain_storage"):
+        def run(self, x=Program.like(x)):
+            return chain(x)
+
+    module = Module.from_bytes(Instance(), Program.get_compiled_artifact(Chain).bytes)
+    ctx = Context(module)
+    (info,) = module.functions
+    size = info.transient_size
+    storage = _aligned_bytes(size)
+    storage[:] = 0xAB
+    ctx.set_transient_storage("run", storage)
+    for _ in range(2):
+        np.testing.assert_array_equal(ctx.invoke("run", [x])[0], want)
+    assert (storage != 0xAB).any()  # the kernels' intermediates went there
+    with pytest.raises(KilnRuntimeError, match=f"'run' needs {size} bytes of transient storage, got {size - 64}"):
+        ctx.set_transient_storage("run", storage[:size - 64])
+    with pytest.raises(KilnRuntimeError, match="'run': storage at 0x[0-9a-f]+ is not aligned to 64 bytes"):
+        ctx.set_transient_storage("run", _aligned_bytes(size, 8))
+    with pytest.raises(ValueError, match="storage must be a writable C-contiguous numpy array"):
+        ctx.set_transient_storage("run", storage[::2])
+    ctx.set_transient_storage("run", None)
+    storage[:] = 0xAB
+    np.testing.assert_array_equal(ctx.invoke("run", [x])[0], want)
+    assert (storage == 0xAB).all()  # its own arena again

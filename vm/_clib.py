@@ -139,6 +139,7 @@ def _declare(lib):
         "kiln_context_set_global": (P, [P, ctypes.c_char_p, P]),
         "kiln_context_set_call_limits": (P, [P, ctypes.POINTER(_CallLimits)]),
         "kiln_context_cancel": (None, [P]),
+        "kiln_context_set_transient_storage": (P, [P, _Function, P, S]),
         "kiln_context_set_dispatch_observer": (None, [P, _DispatchObserver, P]),
     }
     for name, (restype, argtypes) in sigs.items():

@@ -332,6 +332,27 @@ class Context(_Handle):
             _check(_lib().kiln_context_set_call_limits(self._handle, ctypes.byref(c_limits)))
             self._limits = limits
 
+    def set_transient_storage(self, name: str, storage: np.ndarray | None) -> None:
+        """Makes `storage` (a writable C-contiguous array of at least the function's
+        `transient_size` bytes, aligned to 64 bytes) the transient arena of function `name` on
+        this context for every later call, in place of the one the context allocates
+        (kiln_context_set_transient_storage; docs/vm.md, "Planned memory"). The context keeps a
+        reference to it; the caller must not use it while a call runs. None gives the function
+        back an arena of the context's own."""
+        fn, _ = self._reflection.resolve(name)
+        if storage is None:
+            address, size = None, 0
+        else:
+            if not isinstance(storage, np.ndarray) or not storage.flags.c_contiguous or not storage.flags.writeable:
+                raise ValueError(f"set_transient_storage: '{name}': storage must be a writable C-contiguous "
+                                 f"numpy array, got {type(storage).__name__}")
+            address, size = storage.ctypes.data, storage.nbytes
+        with self._lock:
+            _check(_lib().kiln_context_set_transient_storage(self._handle, fn, address, size))
+            if not hasattr(self, "_transient_storage"):
+                self._transient_storage = {}
+            self._transient_storage[name] = storage  # alive while the context may write it
+
     def cancel(self) -> None:
         """Stops the call running on this context, from any thread: it fails with
         KilnRuntimeError CANCELLED (globals keep what it stored before stopping).

@@ -48,10 +48,12 @@ kiln_status_t kiln_context_create(kiln_module_t* module, kiln_context_t** out) {
   c->globals = calloc(module->global_count ? module->global_count : 1, sizeof *c->globals);
   c->arenas = calloc(module->function_count ? module->function_count : 1, sizeof *c->arenas);
   c->arena_busy = calloc(module->function_count ? module->function_count : 1, 1);
-  if (!c->globals || !c->arenas || !c->arena_busy) {
+  c->arena_is_callers = calloc(module->function_count ? module->function_count : 1, 1);
+  if (!c->globals || !c->arenas || !c->arena_busy || !c->arena_is_callers) {
     free(c->globals);
     free(c->arenas);
     free(c->arena_busy);
+    free(c->arena_is_callers);
     free(c);
     return kiln_make_status(KILN_OUT_OF_MEMORY, "allocating %u globals and %u arenas",
                             (unsigned)module->global_count, (unsigned)module->function_count);
@@ -79,12 +81,45 @@ void kiln_context_release(kiln_context_t* context) {
     kiln_buffer_view_release(context->globals[i]);
   free(context->globals);
   if (context->arenas)
-    for (i = 0; i < context->module->function_count; ++i) free(context->arenas[i]);
+    for (i = 0; i < context->module->function_count; ++i)
+      if (!context->arena_is_callers[i]) free(context->arenas[i]);
   free(context->arenas);
   free(context->arena_busy);
+  free(context->arena_is_callers);
   kiln_trace_release(context->trace);
   kiln_module_release(context->module);
   free(context);
+}
+
+kiln_status_t kiln_context_set_transient_storage(kiln_context_t* context, kiln_function_t function,
+                                               void* data, size_t byte_size) {
+  const kiln_function_info_t* f;
+  uint32_t k;
+  if (!context)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "set_transient_storage: context is NULL");
+  if (function.module != context->module || function.ordinal >= context->module->function_count)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "set_transient_storage: the function does not "
+                            "belong to this context's module '%s'", context->module->name);
+  k = function.ordinal;
+  f = &context->module->functions[k];
+  if (context->arena_busy[k])
+    return kiln_make_status(KILN_FAILED_PRECONDITION, "set_transient_storage: '%s' is running on "
+                            "this context (its transient arena is in use)", f->name);
+  if (data) {
+    if ((uintptr_t)data % KILN_BUFFER_ALIGNMENT)
+      return kiln_make_status(KILN_INVALID_ARGUMENT, "set_transient_storage: '%s': storage at %p "
+                              "is not aligned to %u bytes", f->name, data,
+                              (unsigned)KILN_BUFFER_ALIGNMENT);
+    if ((uint64_t)byte_size < f->transient_size)
+      return kiln_make_status(KILN_INVALID_ARGUMENT, "set_transient_storage: '%s' needs %llu bytes "
+                              "of transient storage, got %zu", f->name,
+                              (unsigned long long)f->transient_size, byte_size);
+  }
+  if (!context->arena_is_callers[k]) free(context->arenas[k]);
+  /* A function without an arena never reads it; storage for it is accepted and unused. */
+  context->arenas[k] = f->transient_size ? (uint8_t*)data : NULL;
+  context->arena_is_callers[k] = context->arenas[k] != NULL;
+  return NULL;
 }
 
 static uint64_t monotonic_ns(void) {

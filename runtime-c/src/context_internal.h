@@ -25,6 +25,9 @@ struct kiln_context {
    * nested call of the same function gets an arena of its own). */
   uint8_t** arenas;
   uint8_t* arena_busy;
+  /* Per function: 1 when arenas[i] is the caller's storage
+   * (kiln_context_set_transient_storage), which the context never frees. */
+  uint8_t* arena_is_callers;
   kiln_trace_t* trace; /* NULL: not tracing */
   kiln_dispatch_observer_t observer; /* NULL: none (kiln_context_set_dispatch_observer) */
   void* observer_data;

@@ -138,6 +138,17 @@ def safety() -> ModuleSpec:
     ], globals=[GlobalSpec("kept", F4, True, None)])
 
 
+def arena() -> ModuleSpec:
+    """Caller-provided transient storage (test_transient_storage.c): `fill` writes its argument
+    into element 2 of a 4-float buffer at offset 0 of its 64-byte arena; `plain` has no arena."""
+    f32 = TensorType("f32", ())
+    fill = fn("fill", [("x", I64)], [("x", I64)], [
+        Instr("alloc.transient", 1, F4, 0), Instr("i.load", 0, 0), Instr("i.store", 2, 0, f32),
+        Instr("i.const", 1, 2), Instr("buffer.set_row", 1, 1, 2), Instr("ret", [0])])
+    fill.transient_size = 64
+    return ModuleSpec("vmarena", functions=[fill, fn("plain", [("x", I64)], [("x", I64)], [Instr("ret", [0])])])
+
+
 def bad(code, expect, **kw) -> tuple[bytes, str]:
     spec = good()
     spec.functions.append(fn("bad", [], [], code, exported=False, **kw))
@@ -213,7 +224,8 @@ def render() -> str:
              "#include <stddef.h>", "", c_bytes("kiln_vm_test_good", serialize(good())),
              c_bytes("kiln_vm_test_rows", serialize(rows())),
              c_bytes("kiln_vm_test_rows_element_aligned", serialize(rows_element_aligned())),
-             c_bytes("kiln_vm_test_safety", serialize(safety()))]
+             c_bytes("kiln_vm_test_safety", serialize(safety())),
+             c_bytes("kiln_vm_test_arena", serialize(arena()))]
     entries = []
     for name, data, expect in bad_modules():
         parts.append(c_bytes(f"kiln_vm_test_bad_{name}", data))

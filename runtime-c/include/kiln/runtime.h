@@ -378,6 +378,21 @@ kiln_status_t kiln_context_set_call_limits(kiln_context_t* context,
  * any thread and from a signal handler (it only touches lock-free atomics). */
 void kiln_context_cancel(kiln_context_t* context);
 
+/* Makes `data` (byte_size bytes, aligned to KILN_BUFFER_ALIGNMENT) the
+ * transient arena of `function` on `context` for every later call, in place of
+ * the one the context allocates (which is freed): the caller's storage, as in
+ * IREE's and ExecuTorch's planned memory. It must hold at least
+ * kiln_function_transient_size(function) bytes and stay valid, untouched by
+ * the caller while a call runs, until it is replaced or the context is
+ * released. One storage may serve several functions and contexts whose calls
+ * never run at the same time. A nested call of a function that is already
+ * running uses an arena of its own, as before. data = NULL gives the function
+ * back a context-owned arena (allocated on its next call). Errors:
+ * INVALID_ARGUMENT (misaligned, too small, a function of another module),
+ * FAILED_PRECONDITION (the function is running on this context). */
+kiln_status_t kiln_context_set_transient_storage(kiln_context_t* context, kiln_function_t function,
+                                               void* data, size_t byte_size);
+
 #ifdef __cplusplus
 }
 #endif

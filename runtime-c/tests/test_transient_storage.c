@@ -1,0 +1,90 @@
+/* Caller-provided transient storage (kiln_context_set_transient_storage):
+ * module kiln_vm_test_arena (gen_vm_test_modules.py), whose `fill` writes its
+ * argument into element 2 of a 4-float buffer at offset 0 of its 64-byte
+ * arena and whose `plain` has no arena. The call must write the caller's
+ * storage (and nothing past the buffer), every error is named, and NULL gives
+ * the context its own arena back. */
+#include <stdalign.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_util.h"
+#include "vm_test_modules.h"
+
+static int64_t call(kiln_context_t* c, kiln_function_t f, int64_t x) {
+  kiln_buffer_view_t* arg = NULL;
+  kiln_buffer_view_t* result = NULL;
+  int64_t got = -1;
+  CHECK_OK(kiln_buffer_view_create(KILN_DTYPE_I64, 0, NULL, &x, sizeof x, &arg));
+  CHECK_OK(kiln_context_invoke(c, f, &arg, 1, &result, 1));
+  if (result) memcpy(&got, kiln_buffer_view_data(result), sizeof got);
+  kiln_buffer_view_release(result);
+  kiln_buffer_view_release(arg);
+  return got;
+}
+
+int main(void) {
+  kiln_instance_t* inst = NULL;
+  kiln_module_t* m = NULL;
+  kiln_module_t* other = NULL;
+  kiln_context_t* c = NULL;
+  kiln_function_t fill, plain, foreign;
+  alignas(64) static uint8_t storage[192];
+  float values[4];
+  size_t i;
+  CHECK_OK(kiln_instance_create(NULL, &inst));
+  CHECK_OK(kiln_module_load_memory(inst, kiln_vm_test_arena, sizeof kiln_vm_test_arena, &m));
+  CHECK_OK(kiln_module_load_memory(inst, kiln_vm_test_safety, sizeof kiln_vm_test_safety, &other));
+  CHECK_OK(kiln_context_create(m, &c));
+  CHECK_OK(kiln_module_lookup_function(m, "fill", &fill));
+  CHECK_OK(kiln_module_lookup_function(m, "plain", &plain));
+  CHECK_OK(kiln_module_lookup_function(other, "fresh", &foreign));
+  CHECK(kiln_function_transient_size(fill) == 64);
+
+  /* The context's own arena first, then the caller's: the call writes it. */
+  CHECK(call(c, fill, 5) == 5);
+  memset(storage, 0xab, sizeof storage);
+  CHECK_OK(kiln_context_set_transient_storage(c, fill, storage + 64, 64));
+  for (int round = 0; round < 2; ++round) {
+    CHECK(call(c, fill, 7 + round) == 7 + round);
+    memcpy(values, storage + 64, sizeof values);
+    CHECK(values[0] == 0.0f && values[1] == 0.0f && values[2] == (float)(7 + round) && values[3] == 0.0f);
+    for (i = 0; i < 64; ++i) CHECK(storage[i] == 0xab);          /* before the storage */
+    for (i = 64 + 16; i < sizeof storage; ++i) CHECK(storage[i] == 0xab); /* past the buffer */
+  }
+
+  /* Errors, each naming what was wrong; the storage set before stays. */
+  CHECK_ERROR(kiln_context_set_transient_storage(c, fill, storage + 8, 128), KILN_INVALID_ARGUMENT,
+              "'fill': storage at", "is not aligned to 64 bytes");
+  CHECK_ERROR(kiln_context_set_transient_storage(c, fill, storage, 63), KILN_INVALID_ARGUMENT,
+              "'fill' needs 64 bytes of transient storage, got 63");
+  CHECK_ERROR(kiln_context_set_transient_storage(c, foreign, storage, 64), KILN_INVALID_ARGUMENT,
+              "does not belong to this context's module 'vmarena'");
+  CHECK_ERROR(kiln_context_set_transient_storage(NULL, fill, storage, 64), KILN_INVALID_ARGUMENT,
+              "context is NULL");
+  CHECK(call(c, fill, 9) == 9);
+  memcpy(values, storage + 64, sizeof values);
+  CHECK(values[2] == 9.0f);
+
+  /* A function without an arena accepts storage and leaves it alone. */
+  CHECK_OK(kiln_context_set_transient_storage(c, plain, storage + 128, 64));
+  CHECK(call(c, plain, 3) == 3);
+  for (i = 128; i < sizeof storage; ++i) CHECK(storage[i] == 0xab);
+
+  /* NULL: the context allocates its own arena again; the storage is not written. */
+  CHECK_OK(kiln_context_set_transient_storage(c, fill, NULL, 0));
+  memset(storage, 0xcd, sizeof storage);
+  CHECK(call(c, fill, 11) == 11);
+  for (i = 0; i < sizeof storage; ++i) CHECK(storage[i] == 0xcd);
+
+  /* Released with caller storage set: the context must not free it (ASan). */
+  CHECK_OK(kiln_context_set_transient_storage(c, fill, storage, sizeof storage));
+  CHECK(call(c, fill, 12) == 12);
+  kiln_context_release(c);
+  kiln_module_release(other);
+  kiln_module_release(m);
+  kiln_instance_release(inst);
+  TEST_MAIN_END();
+}
