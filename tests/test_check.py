@@ -5,6 +5,7 @@ source line; every error is one line and a non-zero exit."""
 import re
 import textwrap
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -137,6 +138,9 @@ def test_npz_member_and_filled_inputs(files):
     assert parse_input("f64=2.5")[0].shape == () and parse_input("3xbool=1,0,true")[0].tolist() == [True, False, True]
     with pytest.raises(CheckError, match="has no array 'z' \\(it has x, y\\)"):
         parse_input(f"@{files}/big.npz:z")
+    bits = np.array([1.5, -2], ml_dtypes.bfloat16)
+    np.save(files / "b.npy", bits)  # reads back as 2-byte voids: taken as the bits
+    np.testing.assert_array_equal(parse_input(f"@{files}/b.npy")[0], bits.view(np.uint16))
 
 
 def test_compare_measures_ulp_and_judges_by_dtype():

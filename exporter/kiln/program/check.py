@@ -92,6 +92,12 @@ class CheckReport:
 
 # ---- inputs -----------------------------------------------------------------------------------
 
+def _raw_bits(array: np.ndarray) -> np.ndarray:
+    """A bfloat16 array saved by numpy reads back as 2-byte voids: its bits as uint16, which a bf16
+    argument takes (kiln-run reads such files the same way)."""
+    return array.view(np.uint16) if array.dtype.kind == "V" and array.dtype.itemsize == 2 else array
+
+
 def parse_input(text: str) -> list[np.ndarray]:
     """kiln-run's --input syntax: SHAPExDTYPE=v1,v2,... (one value fills the shape; `f32=2.5` is
     0-d), @file.npy, @file.npz (every array in order) or @file.npz:NAME."""
@@ -110,9 +116,9 @@ def parse_input(text: str) -> list[np.ndarray]:
                     if name not in archive.files:
                         raise CheckError(f"input {text!r}: {path} has no array {name!r} "
                                          f"(it has {', '.join(archive.files)})")
-                    return [archive[name]]
-                return [archive[k] for k in archive.files]
-        return [np.load(path, allow_pickle=False)]
+                    return [_raw_bits(archive[name])]
+                return [_raw_bits(archive[k]) for k in archive.files]
+        return [_raw_bits(np.load(path, allow_pickle=False))]
     kind, eq, values = text.partition("=")
     if not eq:
         raise CheckError(f"input {text!r}: expected SHAPExDTYPE=v1,v2,... (4x3xf32=1,2,...), @file.npy, "
