@@ -82,9 +82,18 @@ def _progress_line(name: str, seconds: float, detail: str) -> None:
 @click.argument("program")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Module file to write (.vmfb).")
 @click.option("--ir", "print_ir", is_flag=True, help="Also print the program's IR.")
+@click.option("--target", "target", metavar="TRIPLE|host|portable",
+              help="Machines the module runs on: 'portable' (default, or $KILN_TARGET: kernel variants for "
+                   "x86-64-v2/v3/v4 or aarch64 NEON/SVE, the best chosen at load), 'host' (this machine "
+                   "exactly) or an LLVM triple (its portable variants, or one CPU with --cpu/--features).")
+@click.option("--cpu", metavar="NAME", help="LLVM CPU name for --target TRIPLE (x86-64-v3, znver4, neoverse-v1, ...).")
+@click.option("--features", metavar="+a,-b", help="LLVM CPU features to add (+) or remove (-) for --target TRIPLE.")
 @click.pass_context
-def export(ctx, program, output, print_ir):
+def export(ctx, program, output, print_ir, target, cpu, features):
     """Trace and compile PROGRAM (FILE.py:ClassName or package.module:ClassName) into a module file.
+
+    By default the module is portable (docs/targets.md): for x86-64 it carries kernel variants for
+    x86-64-v2, v3 (AVX2, FMA) and v4 (AVX-512) and the runtime runs the best one the CPU supports.
 
     With --verbose (before the command: kiln --verbose export ...), prints the time of each stage:
     load, trace, passes, fusion, each kernel (compiled or read from the cache), link, lower,
@@ -93,12 +102,20 @@ def export(ctx, program, output, print_ir):
     from kiln import Program
     from kiln.compiler.timing import recording, stage
 
+    from kiln.compiler.target import Target, TargetError
+
+    if (cpu is not None or features is not None) and target is None:
+        raise click.UsageError("--cpu and --features need --target TRIPLE (the machine they describe)")
+    try:
+        chosen = Target.parse(target, cpu, features) if target is not None else None
+    except TargetError as e:
+        raise click.BadParameter(str(e), param_hint="--target") from None
     verbose = bool(ctx.obj and ctx.obj.get("verbose"))
     progress = _progress_line if sys.stderr.isatty() and not verbose else None
     with recording(progress) as timings:
         with stage("load", program):
             cls = load_program_class(program)
-        artifact = Program.get_compiled_artifact(cls)
+        artifact = Program.get_compiled_artifact(cls, target=chosen)
         if print_ir:
             click.echo(Program.get_ir(cls))
         with stage("write", output):

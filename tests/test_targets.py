@@ -1,6 +1,7 @@
 """Targets: the CPU feature names the runtime checks (schemas/cpu_features.toml), kiln.Target, and
 choosing a target for an export."""
 import ctypes
+import re
 import platform
 
 import llvmlite.binding as llvm
@@ -47,3 +48,74 @@ def test_aarch64_names_of_llvms_host_detection_are_known():
     reported = ["neon", "fp-armv8", "crc", "lse", "sha3", "sm4", "sve", "sve2", "sve-aes", "sve-sha3",
                 "sve-sm4", "aes", "sha2"]
     assert not [n for n in reported if n not in FEATURES["aarch64"]]
+
+
+# ---- kiln.Target ----------------------------------------------------------------------------------
+
+from kiln import Program, Target, TargetError  # noqa: E402
+from kiln_tools import run_kiln_cli, run_kiln_run  # noqa: E402
+
+
+def _features(target):
+    return set(target.features.split(","))
+
+
+def test_named_cpu_records_its_implied_features():
+    v1 = Target.named("aarch64-unknown-linux-gnu", "neoverse-v1")
+    assert {"+sve", "+neon", "+fullfp16", "+bf16", "+i8mm", "+dotprod"} <= _features(v1)
+    assert "+sve2" not in _features(v1)
+    a53 = Target.named("aarch64-unknown-linux-gnu", "cortex-a53")
+    assert {"+neon", "+crc"} <= _features(a53) and "+sve" not in _features(a53)
+    v3 = Target.named("x86_64-unknown-linux-gnu", "x86-64-v3")
+    assert {"+avx2", "+fma", "+bmi2", "+sse4.2"} <= _features(v3) and "+avx512f" not in _features(v3)
+    # given features add what they imply; removed ones stay removed (and are recorded as such)
+    plus = Target.named("x86_64-unknown-linux-gnu", "x86-64", "+avx2")
+    assert {"+avx2", "+avx", "+sse4.2"} <= _features(plus) and "+fma" not in _features(plus)
+    minus = Target.named("x86_64-unknown-linux-gnu", "skylake-avx512", "-avx512f")
+    assert "+avx512f" not in _features(minus) and "-avx512f" in _features(minus) and "+avx2" in _features(minus)
+    # every recorded name is one the runtime can check
+    for t in (v1, a53, v3, plus):
+        assert {f[1:] for f in _features(t)} <= set(FEATURES[t.arch])
+
+
+@pytest.mark.parametrize("args, message", [
+    (("foo-bar",), "unknown target triple 'foo-bar'"),
+    (("x86_64-unknown-linux-gnu", "nocpu"), "unknown CPU 'nocpu' for x86_64-unknown-linux-gnu"),
+    (("x86_64-unknown-linux-gnu", "generic", "+nofeature"), "unknown CPU feature '+nofeature'"),
+    (("x86_64-unknown-linux-gnu", "generic", "avx2"), "comma-separated list of +name or -name"),
+])
+def test_named_target_errors(args, message):
+    with pytest.raises(TargetError, match=re.escape(message)):
+        Target.named(*args)
+
+
+def test_portable_variants_and_parse():
+    x86 = Target.portable("x86_64-unknown-linux-gnu")
+    assert [t.variant for t in x86] == ["x86-64-v4", "x86-64-v3", "x86-64-v2"]
+    assert "+avx512f" in _features(x86[0]) and "+fma" in _features(x86[1]) and "+avx" not in _features(x86[2])
+    arm = Target.portable("aarch64-unknown-linux-gnu")
+    assert [t.variant for t in arm] == ["aarch64-sve", "aarch64-neon"] and "+sve" in _features(arm[0])
+    assert Target.parse("host") == Target.host() and Target.host().variant == "host"
+    assert Target.parse("aarch64-unknown-linux-gnu") == arm
+    assert Target.parse("aarch64-unknown-linux-gnu", "cortex-a76").cpu == "cortex-a76"
+    with pytest.raises(TargetError, match="--target host means this machine exactly"):
+        Target.parse("host", "znver4")
+
+
+def test_kernel_cache_key_includes_the_target():
+    from kiln.compiler.cache import kernel_key
+
+    keys = {kernel_key("region", [(4, False)], t) for t in Target.portable("x86_64-unknown-linux-gnu")}
+    assert len(keys) == 3
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--target", "foo-bar"], "unknown target triple 'foo-bar'"),
+    (["--target", "x86_64-unknown-linux-gnu", "--cpu", "nocpu"], "unknown CPU 'nocpu'"),
+    (["--target", "x86_64-unknown-linux-gnu", "--features", "+nofeature"], "unknown CPU feature '+nofeature'"),
+    (["--cpu", "znver4"], "--cpu and --features need --target TRIPLE"),
+])
+def test_cli_target_errors(tmp_path, args, message):
+    proc = run_kiln_cli("export", "examples/linear.py:Linear", "-o", str(tmp_path / "m.vmfb"), *args, check=False)
+    assert proc.returncode != 0 and message in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "m.vmfb").exists()

@@ -109,6 +109,19 @@ class KernelImageSpec:
     # Text offsets of the functions the image exports (strictly increasing).
     # None: the writer uses the entry offsets of the kernels in this image.
     entry_points: list[int] | None = None
+    # The CPU variant it was built for ("x86-64-v3", "host"; format 2.4); "" names none.
+    variant: str = ""
+
+
+@dataclass
+class KernelVariantSpec:
+    """Another build of kernel image `base`'s kernels for other CPUs (format 2.4): `image` holds its
+    code, target and variant name, `entry_offsets` the entry of each kernel of image `base`, in
+    ModuleSpec.kernels order. The runtime loads the first variant of an image the host supports
+    (ModuleSpec.kernel_variants is best first), else the base image."""
+    base: int
+    image: KernelImageSpec
+    entry_offsets: list[int]
 
 
 @dataclass
@@ -151,3 +164,5 @@ class ModuleSpec:
     element_aligned_bindings: bool = False
     # Where the module came from (format 2.3): key -> text, in order (kiln.compiler.provenance).
     provenance: dict[str, str] = field(default_factory=dict)
+    # Other builds of the kernel images for other CPUs, best first (format 2.4).
+    kernel_variants: list[KernelVariantSpec] = field(default_factory=list)

@@ -9,7 +9,7 @@ from kiln.vm import checksum
 from kiln.vm._generated import module_fb as fb
 from kiln.vm.disassembler import DecodeError, Names, decode, disassemble, with_labels
 from kiln.vm.module_spec import (DTYPES, BindingSpec, ConstantSpec, FunctionSpec,
-                                 GlobalSpec, KernelImageSpec, KernelSpec, ModuleSpec,
+                                 GlobalSpec, KernelImageSpec, KernelSpec, KernelVariantSpec, ModuleSpec,
                                  TensorType, ValueInfo)
 from kiln.vm.writer import FORMAT_VERSION
 
@@ -88,10 +88,17 @@ class ModuleFile:
                 raise ModuleFormatError(f"unknown dtype code {t.dtype()}")
             self.types.append(TensorType(DTYPES[t.dtype()], tuple(t.shape())))
         ty = self._type
-        images = [KernelImageSpec(i.target_triple(), i.cpu_features(), i.code(),
-                                  i.text_size(), i.segment_align(), i.relocs(),
-                                  i.entry_points())
-                  for i in root.kernel_images()]
+        def image(i):
+            return KernelImageSpec(i.target_triple(), i.cpu_features(), i.code(),
+                                   i.text_size(), i.segment_align(), i.relocs(),
+                                   i.entry_points(), i.variant() or "")
+
+        images = [image(i) for i in root.kernel_images()]
+        variants = []
+        for v in root.kernel_variants():
+            if v.image() is None:
+                raise ModuleFormatError(f"kernel variant {len(variants)} has no image")
+            variants.append(KernelVariantSpec(v.base(), image(v.image()), list(v.entry_offsets())))
         kernels = [KernelSpec(k.name(), k.image(), k.entry_offset(),
                               [BindingSpec(x.byte_size(), x.writable()) for x in k.bindings()],
                               k.push_constant_count(), k.max_workgroups())
@@ -117,6 +124,7 @@ class ModuleFile:
         self.name = root.name()
         self.functions = functions
         self.kernel_images = images
+        self.kernel_variants = variants
         self.kernels = kernels
         self.element_aligned_bindings = root.element_aligned_bindings()
         self.provenance = {e.key(): e.value() for e in root.provenance()}
@@ -128,7 +136,8 @@ class ModuleFile:
                     for name, t, mutable, data in self.globals]
         constants = [ConstantSpec(_array(data, t)) for t, data in self.constants]
         return ModuleSpec(self.name, self.functions, globals_, constants, self.kernel_images,
-                          self.kernels, self.element_aligned_bindings, dict(self.provenance))
+                          self.kernels, self.element_aligned_bindings, dict(self.provenance),
+                          list(self.kernel_variants))
 
     def _type(self, index: int) -> TensorType:
         if not 0 <= index < len(self.types):
@@ -183,11 +192,20 @@ def _dump(m: ModuleFile) -> str:
         out.append(f"  const#{i}: {t} ({len(data)} bytes)")
     out.append(f"kernel images: {len(m.kernel_images)}, bindings aligned to "
                f"{'their elements' if m.element_aligned_bindings else '64 bytes'}")
-    for i, img in enumerate(m.kernel_images):
-        out.append(f"  image#{i} {img.target_triple} features={img.cpu_features or '-'}: "
+    def describe(label, img):
+        variant = f" variant {img.variant}" if img.variant else ""
+        out.append(f"  {label}{variant} {img.target_triple} features={img.cpu_features or '-'}: "
                    f"{len(img.code)} bytes (text {img.text_size}, align "
                    f"{img.segment_align}), {len(img.relocs)} relocations, entry points "
                    f"[{', '.join(f'0x{e:x}' for e in img.entry_points)}]")
+
+    for i, img in enumerate(m.kernel_images):
+        describe(f"image#{i}", img)
+    if m.kernel_variants:
+        out.append(f"kernel variants: {len(m.kernel_variants)} (the runtime loads the first the host "
+                   f"supports, else the base image)")
+    for i, v in enumerate(m.kernel_variants):
+        describe(f"variant#{i} of image#{v.base}:", v.image)
     out.append(f"kernels: {len(m.kernels)}")
     for i, k in enumerate(m.kernels):
         binds = ", ".join(f"{b.byte_size}B {'rw' if b.writable else 'ro'}" for b in k.bindings)

@@ -33,6 +33,40 @@ def entry_points(spec: ModuleSpec) -> list[list[int]]:
     return out
 
 
+def variant_entry_points(spec: ModuleSpec) -> list[list[int]]:
+    """Each kernel variant's image's entry points: as given, else its kernels' entry offsets."""
+    return [[int(e) for e in v.image.entry_points] if v.image.entry_points is not None
+            else sorted({int(e) for e in v.entry_offsets}) for v in spec.kernel_variants]
+
+
+def _validate_image(what: str, img) -> None:
+    align = img.segment_align
+    if align <= 0 or align & (align - 1) or img.text_size % align or \
+            img.text_size > len(img.code):
+        raise SpecError(f"{what}: text_size {img.text_size} / segment_align "
+                        f"{align} do not fit {len(img.code)} code bytes")
+    for off, addend in img.relocs:
+        if not (0 <= off and off + 8 <= len(img.code)) or not 0 <= addend <= len(img.code):
+            raise SpecError(f"{what}: relocation ({off}, {addend}) "
+                            f"outside {len(img.code)} code bytes")
+
+
+def _validate_variants(spec: ModuleSpec) -> None:
+    for i, (v, points) in enumerate(zip(spec.kernel_variants, variant_entry_points(spec))):
+        what = f"kernel variant {i} ({v.image.variant or 'unnamed'})"
+        if not 0 <= v.base < len(spec.kernel_images):
+            raise SpecError(f"{what}: base image {v.base} out of range ({len(spec.kernel_images)} images)")
+        _validate_image(what, v.image)
+        count = sum(1 for k in spec.kernels if k.image == v.base)
+        if len(v.entry_offsets) != count:
+            raise SpecError(f"{what}: {len(v.entry_offsets)} entry offsets, image {v.base} has {count} kernels")
+        if any(not 0 <= e < v.image.text_size for e in points) or \
+                any(a >= b for a, b in zip(points, points[1:])) or \
+                any(e not in points for e in v.entry_offsets):
+            raise SpecError(f"{what}: entry offsets {list(v.entry_offsets)} must be entry points "
+                            f"inside its text ({v.image.text_size} bytes)")
+
+
 def max_workgroups(spec: ModuleSpec) -> list[int]:
     """Each kernel's workgroup bound: as given, else the most its dispatches use (>= 1)."""
     used = [1] * len(spec.kernels)
@@ -57,15 +91,7 @@ def validate(spec: ModuleSpec) -> None:
     for c in spec.constants:
         dtype_of(c.data)
     for i, img in enumerate(spec.kernel_images):
-        align = img.segment_align
-        if align <= 0 or align & (align - 1) or img.text_size % align or \
-                img.text_size > len(img.code):
-            raise SpecError(f"kernel image {i}: text_size {img.text_size} / segment_align "
-                            f"{align} do not fit {len(img.code)} code bytes")
-        for off, addend in img.relocs:
-            if not (0 <= off and off + 8 <= len(img.code)) or not 0 <= addend <= len(img.code):
-                raise SpecError(f"kernel image {i}: relocation ({off}, {addend}) "
-                                f"outside {len(img.code)} code bytes")
+        _validate_image(f"kernel image {i}", img)
     for k in spec.kernels:
         if not 0 <= k.image < len(spec.kernel_images):
             raise SpecError(f"kernel {k.name!r}: image {k.image} out of range "
@@ -86,6 +112,7 @@ def validate(spec: ModuleSpec) -> None:
         if not 1 <= bound <= MAX_WORKGROUPS:
             raise SpecError(f"kernel {k.name!r}: max_workgroups {bound} is outside "
                             f"[1, {MAX_WORKGROUPS}]")
+    _validate_variants(spec)
     for f in spec.functions:
         _validate_function(spec, f)
 

@@ -12,7 +12,7 @@ from kiln.vm._generated import module_fb as fb
 from kiln.vm.assembler import assemble
 from kiln.vm.checksum import seal
 from kiln.vm.module_spec import DTYPES, ModuleSpec, TensorType
-from kiln.vm.validate import entry_points, max_workgroups, validate
+from kiln.vm.validate import entry_points, max_workgroups, validate, variant_entry_points
 
 FORMAT_VERSION = constants.FORMAT_VERSION
 """(major, minor) written into every module: KILN_MODULE_VERSION_* in C, both generated from
@@ -51,15 +51,22 @@ def serialize(spec: ModuleSpec, *, check: bool = True,
     const_types = [types(TensorType.of(c.data)) for c in spec.constants]
 
     size = sum(len(img.code) for img in spec.kernel_images) + \
+        sum(len(v.image.code) for v in spec.kernel_variants) + \
         sum(c.data.nbytes for c in spec.constants) + \
         sum(g.type.byte_size for g in spec.globals if g.initial is not None)
     b = flatbuffers.Builder(size + 4096)
 
-    images = [fb.build_KernelImage(
-        b, target_triple=img.target_triple, cpu_features=img.cpu_features,
-        code=bytes(img.code), text_size=img.text_size, segment_align=img.segment_align,
-        relocs=[(int(o), int(a)) for o, a in img.relocs], entry_points=points)
-        for img, points in zip(spec.kernel_images, entry_points(spec))]
+    def image_table(img, points):
+        return fb.build_KernelImage(
+            b, target_triple=img.target_triple, cpu_features=img.cpu_features,
+            code=bytes(img.code), text_size=img.text_size, segment_align=img.segment_align,
+            relocs=[(int(o), int(a)) for o, a in img.relocs], entry_points=points,
+            variant=img.variant or None)
+
+    images = [image_table(img, points) for img, points in zip(spec.kernel_images, entry_points(spec))]
+    variants = [fb.build_KernelVariant(b, base=v.base, image=image_table(v.image, points),
+                                       entry_offsets=[int(e) for e in v.entry_offsets])
+                for v, points in zip(spec.kernel_variants, variant_entry_points(spec))]
     constants = [fb.build_Constant(b, type=t, data=_data_bytes(c.data))
                  for c, t in zip(spec.constants, const_types)]
     globals_ = []
@@ -90,6 +97,7 @@ def serialize(spec: ModuleSpec, *, check: bool = True,
                            name=spec.name, types=type_tables, functions=functions,
                            globals=globals_, constants=constants, kernel_images=images,
                            kernels=kernels, element_aligned_bindings=spec.element_aligned_bindings,
-                           provenance=[fb.build_Metadata(b, key=k, value=v) for k, v in spec.provenance.items()])
+                           provenance=[fb.build_Metadata(b, key=k, value=v) for k, v in spec.provenance.items()],
+                           kernel_variants=variants or None)
     b.Finish(root, file_identifier=fb.FILE_IDENTIFIER)
     return seal(b.Output())

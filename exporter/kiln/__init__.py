@@ -58,6 +58,8 @@ _LAZY_NAMES = {
                     "device_put", "device_get", "block_until_ready")},
     "tree": ("kiln.tree", None),
     "tree_util": ("kiln.tree_util", None),
+    "Target": ("kiln.compiler.target", "Target"),
+    "TargetError": ("kiln.compiler.target", "TargetError"),
 }
 
 __all__ = [
@@ -68,7 +70,7 @@ __all__ = [
     "custom_jvp", "custom_vjp", "tree", "tree_util", "jacobian", "checkpoint", "remat", "checkpoint_name",
     "checkpoint_policies", "make_jaxpr", "eval_shape", "ShapeDtypeStruct", "disable_jit", "Device", "devices",
     "local_devices", "device_count", "local_device_count", "default_backend", "device_put", "device_get",
-    "block_until_ready", "config", "named_call", "named_scope", "linearize",
+    "block_until_ready", "config", "named_call", "named_scope", "linearize", "Target", "TargetError",
 ]
 
 

@@ -21,6 +21,7 @@
 #include "generated/module_fb.h"
 #include "instance_internal.h"
 #include "kernel_image.h"
+#include "gdb_jit.h"
 #include "module_internal.h"
 #include "status_internal.h"
 
@@ -51,6 +52,7 @@ static void module_destroy(kiln_module_t* m) {
       free(m->kernels[i].binding_writable);
     }
   }
+  kiln_gdb_jit_unregister_module(m->gdb_jit); /* before the code it names goes */
   if (m->images) {
     for (i = 0; i < m->image_count; ++i) kiln_kernel_image_free(m->images[i]);
   }
@@ -60,6 +62,9 @@ static void module_destroy(kiln_module_t* m) {
   free(m->globals);
   free(m->constants);
   free(m->images);
+  free(m->image_tables);
+  free(m->image_variants);
+  free(m->image_entries);
   free(m->kernels);
   if (m->mapping) munmap(m->mapping, m->mapping_size);
   free(m->owned);
@@ -341,9 +346,9 @@ static kiln_status_t decode_data(kiln_module_t* m, const uint8_t* root) {
   return NULL;
 }
 
-/* Whether `entry` is one of image `image`'s (strictly increasing) entry points. */
-static int is_entry_point(const uint8_t* root, uint32_t image, uint64_t entry) {
-  const uint8_t* img = kiln_fb_Module_kernel_images_at(root, image);
+/* Whether `entry` is one of the (strictly increasing) entry points of the
+ * KernelImage table `img`. */
+static int is_entry_point(const uint8_t* img, uint64_t entry) {
   const uint64_t* entries = kiln_fb_KernelImage_entry_points(img);
   uint32_t lo = 0, hi = kiln_fb_KernelImage_entry_points_len(img);
   while (lo < hi) {
@@ -355,29 +360,101 @@ static int is_entry_point(const uint8_t* root, uint32_t image, uint64_t entry) {
   return 0;
 }
 
-static kiln_status_t decode_kernels(kiln_module_t* m, const uint8_t* root) {
+/* The variant name of a KernelImage table, for messages ("" when none). */
+static const char* variant_name(const uint8_t* img) {
+  const char* name = kiln_fb_KernelImage_variant(img);
+  return name ? name : "";
+}
+
+/* Chooses which build of kernel image `i` to load (format 2.4): the first of
+ * its Module.kernel_variants (best first) the host supports, else the image
+ * itself; or the build KILN_CPU_VARIANT names. Sets m->image_tables[i],
+ * m->image_variants[i] and m->image_entries[i]. */
+static kiln_status_t choose_variant(kiln_module_t* m, const uint8_t* root, uint32_t i) {
+  const uint8_t* base = kiln_fb_Module_kernel_images_at(root, i);
+  uint32_t v, variant_count = kiln_fb_Module_kernel_variants_len(root), kernels_of_base = 0;
+  uint32_t candidates = 0;
+  const char* forced = getenv("KILN_CPU_VARIANT");
+  char reason[256], names[256];
+  kiln_status_t s;
+  size_t used = 0;
+  if (forced && !*forced) forced = NULL;
+  names[0] = 0;
+  for (v = 0; v < kiln_fb_Module_kernels_len(root); ++v)
+    if (kiln_fb_Kernel_image(kiln_fb_Module_kernels_at(root, v)) == i) kernels_of_base++;
+  /* Candidates in order: the variants of image i, then the image itself (v == variant_count). */
+  for (v = 0; v <= variant_count; ++v) {
+    const uint8_t* img = base;
+    const uint64_t* entries = NULL;
+    if (v < variant_count) {
+      const uint8_t* var = kiln_fb_Module_kernel_variants_at(root, v);
+      uint32_t b = kiln_fb_KernelVariant_base(var);
+      if (b >= m->image_count)
+        return CORRUPT("kernel variant %u: base image %u out of range (%u images)", (unsigned)v,
+                       (unsigned)b, (unsigned)m->image_count);
+      if (b != i) continue;
+      img = kiln_fb_KernelVariant_image(var);
+      if (!img) return CORRUPT("kernel variant %u has no image", (unsigned)v);
+      if (kiln_fb_KernelVariant_entry_offsets_len(var) != kernels_of_base)
+        return CORRUPT("kernel variant %u: %u entry offsets, image %u has %u kernels", (unsigned)v,
+                       (unsigned)kiln_fb_KernelVariant_entry_offsets_len(var), (unsigned)i,
+                       (unsigned)kernels_of_base);
+      entries = kiln_fb_KernelVariant_entry_offsets(var);
+    }
+    const char* triple = kiln_fb_KernelImage_target_triple(img);
+    const char* features = kiln_fb_KernelImage_cpu_features(img);
+    const char* name = variant_name(img);
+    if ((s = check_text(triple, "kernel image", i, "target_triple")) ||
+        (s = check_text(features, "kernel image", i, "cpu_features")) ||
+        (s = check_text(name, "kernel image", i, "variant")))
+      return s;
+    candidates++;
+    if (used < sizeof names)
+      used += (size_t)snprintf(names + used, sizeof names - used, "%s'%s'", used ? ", " : "", name);
+    if (forced && strcmp(forced, name) != 0) continue;
+    if (!kiln_host_supports(triple, features, reason, sizeof reason)) {
+      if (forced || v == variant_count) {
+        if (forced || candidates == 1)
+          return kiln_make_status(KILN_UNIMPLEMENTED,
+                                  "kernel image %u%s%s%s (target '%s', features '%s') cannot run "
+                                  "on this host: %s", (unsigned)i, *name ? " variant '" : "", name,
+                                  *name ? "'" : "", triple, features, reason);
+        return kiln_make_status(KILN_UNIMPLEMENTED,
+                                "kernel image %u: none of its %u variants (%s) can run on this "
+                                "host; the baseline '%s' (target '%s', features '%s'): %s",
+                                (unsigned)i, (unsigned)candidates, names, name, triple, features,
+                                reason);
+      }
+      continue;
+    }
+    m->image_tables[i] = img;
+    m->image_variants[i] = name;
+    m->image_entries[i] = entries;
+    return NULL;
+  }
+  return kiln_make_status(KILN_UNIMPLEMENTED,
+                          "KILN_CPU_VARIANT=%s names no variant of kernel image %u (it has %s)",
+                          forced, (unsigned)i, names);
+}
+
+/* kernel_rank: image_count zeros (counts each image's kernels as they come). */
+static kiln_status_t decode_kernels_with(kiln_module_t* m, const uint8_t* root,
+                                         uint32_t* kernel_rank) {
   uint32_t i, j;
   kiln_status_t s;
   m->image_count = kiln_fb_Module_kernel_images_len(root);
   ALLOC(m->images, m->image_count, "kernel images");
+  ALLOC(m->image_tables, m->image_count, "kernel images");
+  ALLOC(m->image_variants, m->image_count, "kernel images");
+  ALLOC(m->image_entries, m->image_count, "kernel images");
   m->element_aligned_bindings = kiln_fb_Module_element_aligned_bindings(root) != 0;
   for (i = 0; i < m->image_count; ++i) {
-    const uint8_t* img = kiln_fb_Module_kernel_images_at(root, i);
-    const char* triple = kiln_fb_KernelImage_target_triple(img);
-    const char* features = kiln_fb_KernelImage_cpu_features(img);
+    if ((s = choose_variant(m, root, i))) return s;
+    const uint8_t* img = m->image_tables[i];
     uint64_t text_size = kiln_fb_KernelImage_text_size(img);
     uint64_t align = kiln_fb_KernelImage_segment_align(img);
     const uint64_t* entries = kiln_fb_KernelImage_entry_points(img);
     uint32_t e, entry_count = kiln_fb_KernelImage_entry_points_len(img);
-    char reason[256];
-    reason[0] = 0;
-    if ((s = check_text(triple, "kernel image", i, "target_triple")) ||
-        (s = check_text(features, "kernel image", i, "cpu_features")))
-      return s;
-    if (!kiln_host_supports(triple, features, reason, sizeof reason))
-      return kiln_make_status(KILN_UNIMPLEMENTED,
-                              "kernel image %u (target '%s', features '%s') cannot run on "
-                              "this host: %s", (unsigned)i, triple, features, reason);
     if (text_size > SIZE_MAX || align > SIZE_MAX)
       return CORRUPT("kernel image %u: text_size %llu or segment_align %llu is too large",
                      (unsigned)i, (unsigned long long)text_size,
@@ -411,18 +488,18 @@ static kiln_status_t decode_kernels(kiln_module_t* m, const uint8_t* root) {
     if (image >= m->image_count)
       return CORRUPT("kernel %u '%s': image index %u out of range (%u images)",
                      (unsigned)i, ki->name, (unsigned)image, (unsigned)m->image_count);
+    if (m->image_entries[image]) entry = m->image_entries[image][kernel_rank[image]];
+    kernel_rank[image]++;
+    const uint8_t* img = m->image_tables[image];
     ki->fn = kiln_kernel_image_entry(m->images[image], entry);
     if (!ki->fn)
       return CORRUPT("kernel %u '%s': entry offset %llu is outside the text of image %u",
                      (unsigned)i, ki->name, (unsigned long long)entry, (unsigned)image);
-    if (!is_entry_point(root, image, entry))
+    if (!is_entry_point(img, entry))
       return CORRUPT("kernel %u '%s': entry offset 0x%llx is not one of the %u entry "
                      "points of image %u", (unsigned)i, ki->name, (unsigned long long)entry,
-                     (unsigned)kiln_fb_KernelImage_entry_points_len(
-                         kiln_fb_Module_kernel_images_at(root, image)),
-                     (unsigned)image);
+                     (unsigned)kiln_fb_KernelImage_entry_points_len(img), (unsigned)image);
     {
-      const uint8_t* img = kiln_fb_Module_kernel_images_at(root, image);
       const uint64_t* entries = kiln_fb_KernelImage_entry_points(img);
       uint32_t e, n = kiln_fb_KernelImage_entry_points_len(img);
       ki->code_size = kiln_fb_KernelImage_text_size(img) - entry;
@@ -447,6 +524,15 @@ static kiln_status_t decode_kernels(kiln_module_t* m, const uint8_t* root) {
     }
   }
   return NULL;
+}
+
+static kiln_status_t decode_kernels(kiln_module_t* m, const uint8_t* root) {
+  uint32_t* kernel_rank = NULL;
+  uint32_t images = kiln_fb_Module_kernel_images_len(root);
+  ALLOC(kernel_rank, images, "kernel images");
+  kiln_status_t s = decode_kernels_with(m, root, kernel_rank);
+  free(kernel_rank);
+  return s;
 }
 
 /* Appends the module's kernels to /tmp/perf-<pid>.map ("START SIZE name" in
@@ -534,6 +620,8 @@ static kiln_status_t load_verified(kiln_module_t* m) {
   for (i = 0; i < m->function_count; ++i)
     if ((s = kiln_verify_function(m, i))) return s;
   if (kiln_instance_perf_map(m->instance) && (s = write_perf_map(m))) return s;
+  if (kiln_instance_gdb_jit(m->instance) && (s = kiln_gdb_jit_register_module(m, &m->gdb_jit)))
+    return s;
   return NULL;
 }
 
@@ -813,6 +901,15 @@ const char* kiln_function_result_tree(kiln_function_t function) {
 uint64_t kiln_function_transient_size(kiln_function_t function) {
   const kiln_function_info_t* f = function_info(function);
   return f ? f->transient_size : 0;
+}
+
+size_t kiln_module_kernel_image_count(const kiln_module_t* module) {
+  return module ? module->image_count : 0;
+}
+
+const char* kiln_module_kernel_variant(const kiln_module_t* module, size_t index) {
+  if (!module || index >= module->image_count) return NULL;
+  return module->image_variants[index];
 }
 
 size_t kiln_module_provenance_count(const kiln_module_t* module) {

@@ -82,11 +82,19 @@ struct kiln_module {
   kiln_constant_info_t* constants;
   uint32_t image_count;
   kiln_kernel_image_t** images;
+  /* Per image, what was loaded (format 2.4): the KernelImage table of the
+   * chosen build (the image's own or one of its Module.kernel_variants), its
+   * variant name ("" when it names none) and, for a variant, the entry of
+   * each kernel of the image in kernel order (NULL: Kernel.entry_offset). */
+  const uint8_t** image_tables;
+  const char** image_variants;
+  const uint64_t** image_entries;
   /* The kernels need only element-aligned bindings (format 2.1 on); else
    * KILN_BUFFER_ALIGNMENT (kernel_abi.h). */
   int element_aligned_bindings;
   uint32_t kernel_count;
   kiln_kernel_info_t* kernels;
+  struct kiln_gdb_jit_entry* gdb_jit; /* its registration with GDB (gdb_jit.h), or NULL */
   uint32_t provenance_count; /* Module.provenance entries (format 2.3), read in place */
 };
 

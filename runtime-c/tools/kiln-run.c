@@ -471,6 +471,13 @@ static kiln_status_t list_module(const kiln_module_t* module) {
     }
     if (listed) printf(")");
   }
+  for (size_t i = 0; i < kiln_module_kernel_image_count(module); ++i) {
+    const char* variant = kiln_module_kernel_variant(module, i);
+    if (!variant || !*variant) continue;
+    printf("\nkernel image %zu: variant ", i);
+    put_clean(stdout, variant, NULL);
+    printf(" (the best build of it this host runs; KILN_CPU_VARIANT=NAME forces one)");
+  }
   size_t count = kiln_module_function_count(module);
   printf("\nfunctions (%zu):\n", count);
   char text[8192];

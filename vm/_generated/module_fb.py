@@ -121,14 +121,15 @@ def build_Constant(b, *, type=0, data=None):
     return b.EndObject()
 
 
-def build_KernelImage(b, *, target_triple=None, cpu_features=None, code=None, text_size=0, segment_align=0, relocs=None, entry_points=None):
+def build_KernelImage(b, *, target_triple=None, cpu_features=None, code=None, text_size=0, segment_align=0, relocs=None, entry_points=None, variant=None):
     """Write a KernelImage; vectors of tables take offsets from build_* calls."""
     _target_triple = None if target_triple is None else b.CreateString(target_triple)
     _cpu_features = None if cpu_features is None else b.CreateString(cpu_features)
     _code = None if code is None else _place(b, bytes(code), 1, len(code), 64)
     _relocs = None if relocs is None else _place(b, b''.join(RELOC_FORMAT.pack(*x) for x in relocs), 16, len(relocs), 8)
     _entry_points = None if entry_points is None else _place(b, _struct.pack('<%dQ' % len(entry_points), *entry_points), 8, len(entry_points), 8)
-    b.StartObject(7)
+    _variant = None if variant is None else b.CreateString(variant)
+    b.StartObject(8)
     b.PrependSlot(_N.Uint64Flags, 3, text_size, 0)
     b.PrependSlot(_N.Uint64Flags, 4, segment_align, 0)
     if _target_triple is not None:
@@ -141,6 +142,20 @@ def build_KernelImage(b, *, target_triple=None, cpu_features=None, code=None, te
         b.PrependUOffsetTRelativeSlot(5, _relocs, 0)
     if _entry_points is not None:
         b.PrependUOffsetTRelativeSlot(6, _entry_points, 0)
+    if _variant is not None:
+        b.PrependUOffsetTRelativeSlot(7, _variant, 0)
+    return b.EndObject()
+
+
+def build_KernelVariant(b, *, base=0, image=None, entry_offsets=None):
+    """Write a KernelVariant; vectors of tables take offsets from build_* calls."""
+    _entry_offsets = None if entry_offsets is None else _place(b, _struct.pack('<%dQ' % len(entry_offsets), *entry_offsets), 8, len(entry_offsets), 8)
+    b.StartObject(3)
+    b.PrependSlot(_N.Uint32Flags, 0, base, 0)
+    if image is not None:
+        b.PrependUOffsetTRelativeSlot(1, image, 0)
+    if _entry_offsets is not None:
+        b.PrependUOffsetTRelativeSlot(2, _entry_offsets, 0)
     return b.EndObject()
 
 
@@ -180,7 +195,7 @@ def build_Metadata(b, *, key=None, value=None):
     return b.EndObject()
 
 
-def build_Module(b, *, version_major=0, version_minor=0, name=None, types=None, functions=None, globals=None, constants=None, kernel_images=None, kernels=None, element_aligned_bindings=0, provenance=None):
+def build_Module(b, *, version_major=0, version_minor=0, name=None, types=None, functions=None, globals=None, constants=None, kernel_images=None, kernels=None, element_aligned_bindings=0, provenance=None, kernel_variants=None):
     """Write a Module; vectors of tables take offsets from build_* calls."""
     _name = None if name is None else b.CreateString(name)
     _types = None if types is None else _offsets(b, list(types))
@@ -190,7 +205,8 @@ def build_Module(b, *, version_major=0, version_minor=0, name=None, types=None, 
     _kernel_images = None if kernel_images is None else _offsets(b, list(kernel_images))
     _kernels = None if kernels is None else _offsets(b, list(kernels))
     _provenance = None if provenance is None else _offsets(b, list(provenance))
-    b.StartObject(11)
+    _kernel_variants = None if kernel_variants is None else _offsets(b, list(kernel_variants))
+    b.StartObject(12)
     if _name is not None:
         b.PrependUOffsetTRelativeSlot(2, _name, 0)
     if _types is not None:
@@ -207,6 +223,8 @@ def build_Module(b, *, version_major=0, version_minor=0, name=None, types=None, 
         b.PrependUOffsetTRelativeSlot(8, _kernels, 0)
     if _provenance is not None:
         b.PrependUOffsetTRelativeSlot(10, _provenance, 0)
+    if _kernel_variants is not None:
+        b.PrependUOffsetTRelativeSlot(11, _kernel_variants, 0)
     b.PrependSlot(_N.Uint16Flags, 0, version_major, 0)
     b.PrependSlot(_N.Uint16Flags, 1, version_minor, 0)
     b.PrependBoolSlot(9, bool(element_aligned_bindings), False)
@@ -426,6 +444,36 @@ class KernelImage:
             raise IndexError('vector runs past the end of the buffer')
         return list(_struct.unpack_from('<%dQ' % n, self._tab.Bytes, v))
 
+    def variant(self):
+        o = self._tab.Offset(18)
+        return self._tab.String(o + self._tab.Pos).decode() if o else ''
+
+
+class KernelVariant:
+    """Read-only view of a KernelVariant table."""
+    __slots__ = ("_tab",)
+
+    def __init__(self, buf, pos):
+        self._tab = _Table(buf, pos)
+
+    def base(self):
+        o = self._tab.Offset(4)
+        return self._tab.Get(_N.Uint32Flags, o + self._tab.Pos) if o else 0
+
+    def image(self):
+        o = self._tab.Offset(6)
+        return KernelImage(self._tab.Bytes, self._tab.Indirect(o + self._tab.Pos)) if o else None
+
+    def entry_offsets(self):
+        o = self._tab.Offset(8)
+        if not o:
+            return []
+        n = self._tab.VectorLen(o)
+        v = self._tab.Vector(o)
+        if v + 8 * n > len(self._tab.Bytes):
+            raise IndexError('vector runs past the end of the buffer')
+        return list(_struct.unpack_from('<%dQ' % n, self._tab.Bytes, v))
+
 
 class Binding:
     """Read-only view of a Binding table."""
@@ -589,6 +637,16 @@ class Module:
         if v + 4 * n > len(self._tab.Bytes):
             raise IndexError('vector runs past the end of the buffer')
         return [Metadata(self._tab.Bytes, self._tab.Indirect(v + 4 * k)) for k in range(n)]
+
+    def kernel_variants(self):
+        o = self._tab.Offset(26)
+        if not o:
+            return []
+        n = self._tab.VectorLen(o)
+        v = self._tab.Vector(o)
+        if v + 4 * n > len(self._tab.Bytes):
+            raise IndexError('vector runs past the end of the buffer')
+        return [KernelVariant(self._tab.Bytes, self._tab.Indirect(v + 4 * k)) for k in range(n)]
 
 
 def get_root_Module(buf):

@@ -190,7 +190,8 @@ def _sqrt(m: _Math, x):
 
 
 def _is_integer(m: _Math, y):
-    return m.eq(call_unary(m.b, "trunc", y), y)
+    # rint(y) == y, inline: llvm.trunc is a libm call (trunc) on x86-64 without SSE4.1
+    return m.eq(_rint(m, y), y)
 
 
 def _is_odd_integer(m: _Math, y):

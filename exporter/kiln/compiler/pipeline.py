@@ -4,6 +4,7 @@ Each stage is timed (kiln.compiler.timing) for `kiln --verbose export`."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 from dataclasses import dataclass, field
 
@@ -104,8 +105,9 @@ def collection_paused():
 
 def compile_module(name: str, procedures: list[ProcedureSource], globals_: list[GlobalSource], target=None,
                    export: str = "") -> CompileResult:
-    """The module of `procedures` and `globals_` for `target` (the host's by default); `export` says how
-    it was exported, for its provenance."""
+    """The module of `procedures` and `globals_` for `target` (the host's by default; a sequence of
+    Targets, best first, gives a module with a kernel variant for each: format 2.4, the last is the
+    base image); `export` says how it was exported, for its provenance."""
     with collection_paused():
         return _compile_module(name, procedures, globals_, target, export)
 
@@ -119,9 +121,10 @@ def _compile_module(name: str, procedures: list[ProcedureSource], globals_: list
     from .provenance import module_provenance
     from .compile import compile_plan
     from .fusion import partition
-    from .target import Target
+    from .target import Target, resolve_targets
 
-    target = target or Target.host()
+    targets = (target or Target.host(),) if target is None or isinstance(target, Target) else resolve_targets(target)
+    target = targets[-1]
     optimized: dict[str, Graph] = {}
     plans: dict[int, object] = {}
     for proc in procedures:
@@ -136,8 +139,13 @@ def _compile_module(name: str, procedures: list[ProcedureSource], globals_: list
             timed.detail = f"{proc.name}: {sum(len(plans[id(g)].dispatches) for g in _all_graphs(graph))} dispatches"
     with stage("schedule"):  # before the kernels: an in-place output changes its kernel
         schedules = {proc.name: build_schedule(optimized[proc.name], lambda g: plans[id(g)]) for proc in procedures}
-    kernels = compile_plan(list(plans.values()), target)
-    ctx = LoweringContext(plan_for=lambda g: plans[id(g)], dispatch_info=kernels.dispatch_info, constants=ConstantPool())
+    builds = [compile_plan(list(plans.values()), t) for t in targets]
+    kernels = builds[-1]
+    dispatch_info = kernels.dispatch_info
+    if len(builds) > 1:
+        def dispatch_info(step):  # kernels take any count up to their items: the fewest any build chose
+            return kernels.kernel_index(step), min(b.workgroup_count(step) for b in builds)
+    ctx = LoweringContext(plan_for=lambda g: plans[id(g)], dispatch_info=dispatch_info, constants=ConstantPool())
     functions = []
     for proc in procedures:
         with stage("lower", proc.name):
@@ -150,16 +158,33 @@ def _compile_module(name: str, procedures: list[ProcedureSource], globals_: list
         functions=functions,
         globals=[GlobalSpec(g.name, tensor_type(g.aval), g.mutable, g.initial) for g in globals_],
         constants=ctx.constants.constants,
-        kernel_images=[kernels.image] if kernels.kernels else [],
+        kernel_images=[dataclasses.replace(kernels.image, variant=target.variant)] if kernels.kernels else [],
         kernels=kernels.kernels,
         element_aligned_bindings=ELEMENT_ALIGNED_BINDINGS,
         provenance=module_provenance(procedures, target, export),
+        kernel_variants=_variants(builds, targets, kernels) if kernels.kernels else [],
     )
+    if len(targets) > 1:
+        spec.provenance["variants"] = ", ".join(t.variant for t in targets)
     by_name = {proc.name: plans[id(optimized[proc.name])] for proc in procedures}
     with stage("serialize") as timed:
         module_bytes = serialize(spec)
         timed.detail = f"{len(module_bytes)} bytes"
     return CompileResult(spec, module_bytes, optimized, by_name, schedules)
+
+
+def _variants(builds, targets, base) -> list:
+    """The kernel variants of a module whose base image is `base` (the last build): every other
+    build's image, best first, with its kernels' entry offsets."""
+    from kiln.vm.module_spec import KernelVariantSpec
+
+    out = []
+    for build, t in zip(builds[:-1], targets[:-1]):
+        if [k.name for k in build.kernels] != [k.name for k in base.kernels]:
+            raise AssertionError(f"variant {t.variant} compiled other kernels than the base image")
+        out.append(KernelVariantSpec(0, dataclasses.replace(build.image, variant=t.variant),
+                                     [k.entry_offset for k in build.kernels]))
+    return out
 
 
 def build_module(name: str, procedures: list[ProcedureSource], globals_: list[GlobalSource], target=None,

@@ -1,8 +1,19 @@
-"""Compilation targets: an LLVM triple, a CPU name and a feature string."""
+"""Compilation targets: an LLVM triple, a CPU name and a feature string (kiln.Target).
+
+`Target.host()` is this machine exactly; `Target.named(triple, cpu, features)` another one, checked
+against LLVM (an unknown triple, CPU or feature is a TargetError) and recording its full effective
+feature list: the CPU's implied features as well as the ones given, so the runtime refuses the
+module on a CPU that lacks any of them. `Target.portable(triple)` is the default export's variants:
+x86-64-v4, v3 and v2 for x86_64, SVE and NEON for aarch64, best first (docs/targets.md).
+"""
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+import os
+import re
+import sys
+import tempfile
+from dataclasses import dataclass, replace
 
 import llvmlite.binding as llvm
 
@@ -16,25 +27,73 @@ def initialize_llvm() -> None:
     llvm.initialize_all_asmprinters()
 
 
+class TargetError(ValueError):
+    """A target that LLVM or kiln cannot generate code for: an unknown triple, CPU or feature."""
+
+
 @dataclass(frozen=True)
 class Target:
-    """What code is generated for: `features` is LLVM's "+avx2,+fma,..." form."""
+    """What code is generated for: `features` is LLVM's "+avx2,+fma,..." form; `variant` names the
+    build in a module with several (format 2.4: "x86-64-v3", "host")."""
 
     triple: str
     cpu: str = "generic"
     features: str = ""
+    variant: str = ""
 
     @staticmethod
     def host() -> "Target":
+        """This machine exactly: its triple, CPU and every feature LLVM detects on it."""
         initialize_llvm()
         raw = llvm.get_host_cpu_features().flatten()
         enabled = sorted(f for f in raw.split(",") if f.startswith("+"))
-        return Target(llvm.get_process_triple(), llvm.get_host_cpu_name(), ",".join(enabled))
+        return Target(llvm.get_process_triple(), llvm.get_host_cpu_name(), ",".join(enabled), "host")
 
     @staticmethod
-    def named(triple: str, cpu: str = "generic", features: str = "") -> "Target":
-        """Another machine, e.g. Target.named("aarch64-unknown-linux-gnu", "cortex-a76", "+neon")."""
-        return Target(triple, cpu, features)
+    def named(triple: str, cpu: str = "generic", features: str = "", variant: str = "") -> "Target":
+        """Another machine, e.g. Target.named("aarch64-unknown-linux-gnu", "cortex-a76", "+sve").
+
+        `features` adds (+name) or removes (-name) features of the CPU. The target records the full
+        effective list (the CPU's own features, what the given ones imply, less the removed ones),
+        so a module for cpu="neoverse-v1" needs SVE on the machine that loads it. Raises TargetError
+        for a triple, CPU or feature LLVM does not know."""
+        triple, cpu, features = str(triple).strip(), str(cpu or "generic").strip(), _normalize_features(features)
+        effective = _effective_features(triple, cpu, features)
+        removed = [f for f in features.split(",") if f.startswith("-")]
+        return Target(triple, cpu, ",".join(effective + removed), variant or (cpu if cpu != "generic" else ""))
+
+    @staticmethod
+    def portable(triple: str | None = None) -> tuple["Target", ...]:
+        """The variants a default export carries for `triple`'s architecture (the host's by default),
+        best first: x86-64-v4 (AVX-512), v3 (AVX2, FMA) and v2 for x86_64; SVE and NEON for aarch64;
+        the generic CPU alone for any other architecture."""
+        triple = triple or _host_triple()
+        arch = _arch_of(triple)
+        return tuple(Target.named(triple, cpu, features, variant)
+                     for cpu, features, variant in _PORTABLE.get(arch, (("generic", "", arch),)))
+
+    @staticmethod
+    def parse(target: str, cpu: str | None = None, features: str | None = None):
+        """A target as `kiln export --target` names it: "host" (this machine exactly), "portable"
+        (Target.portable() of this machine's architecture) or an LLVM triple, with `cpu` and
+        `features` (a triple alone gives Target.portable(triple)). Returns a Target or a tuple of
+        variants."""
+        target = (target or "").strip()
+        if target == "host":
+            if cpu or features:
+                raise TargetError("--target host means this machine exactly: it takes no --cpu or --features "
+                                  "(name the triple to choose a CPU)")
+            return Target.host()
+        if target == "portable":
+            if cpu or features:
+                raise TargetError("--target portable takes no --cpu or --features (name the triple to choose a CPU)")
+            return Target.portable()
+        if not target:
+            raise TargetError("empty target: expected 'host', 'portable' or an LLVM triple such as "
+                              "x86_64-unknown-linux-gnu")
+        if cpu is None and features is None:
+            return Target.portable(target)
+        return Target.named(target, cpu or "generic", features or "")
 
     @property
     def arch(self) -> str:
@@ -75,3 +134,142 @@ def _target_machine(triple: str, cpu: str, features: str, opt: int):
     initialize_llvm()
     target = llvm.Target.from_triple(triple)
     return target.create_target_machine(cpu=cpu, features=features, opt=opt, reloc="pic", codemodel="small")
+
+
+# (cpu, features, variant name) of each architecture's portable variants, best first.
+_PORTABLE = {
+    "x86_64": (("x86-64-v4", "", "x86-64-v4"), ("x86-64-v3", "", "x86-64-v3"), ("x86-64-v2", "", "x86-64-v2")),
+    "aarch64": (("generic", "+sve", "aarch64-sve"), ("generic", "", "aarch64-neon")),
+}
+
+TARGET_ENV = "KILN_TARGET"
+"""The environment variable that sets the default export target: "host", "portable" (the default)
+or an LLVM triple (tests/conftest.py sets "host", so only the portability tests compile variants)."""
+
+
+def default_export_target():
+    """What an export compiles for when no target is given: $KILN_TARGET, else Target.portable()."""
+    value = os.environ.get(TARGET_ENV, "").strip()
+    try:
+        return Target.parse(value or "portable")
+    except TargetError as e:
+        raise TargetError(f"{TARGET_ENV}={value!r}: {e}") from None
+
+
+def resolve_targets(target) -> tuple[Target, ...]:
+    """The variants (best first) that `target` means: None (the default export target), a Target,
+    "host", "portable", a triple, or a sequence of Targets."""
+    if target is None:
+        target = default_export_target()
+    if isinstance(target, str):
+        target = Target.parse(target)
+    if isinstance(target, Target):
+        return (target,)
+    targets = tuple(target)
+    if not targets or not all(isinstance(t, Target) for t in targets):
+        raise TargetError(f"expected a kiln.Target, a sequence of them, 'host', 'portable' or a triple; got {target!r}")
+    names = [t.variant for t in targets]
+    if len(targets) > 1 and (len(set(names)) != len(names) or not all(names)):
+        raise TargetError(f"the variants of a module need distinct, non-empty names; got {names}")
+    if len({t.arch for t in targets}) > 1:
+        raise TargetError(f"the variants of a module must share one architecture; got {[t.triple for t in targets]}")
+    return targets
+
+
+def _host_triple() -> str:
+    initialize_llvm()
+    return llvm.get_process_triple()
+
+
+def _arch_of(triple: str) -> str:
+    arch = triple.split("-", 1)[0]
+    return {"amd64": "x86_64", "arm64": "aarch64"}.get(arch, arch)
+
+
+def _normalize_features(features) -> str:
+    if isinstance(features, (list, tuple)):
+        features = ",".join(features)
+    items = [f.strip() for f in str(features or "").split(",") if f.strip()]
+    bad = [f for f in items if f[0] not in "+-" or not re.fullmatch(r"[+-][A-Za-z0-9_.\-]+", f)]
+    if bad:
+        raise TargetError(f"CPU features must be a comma-separated list of +name or -name (LLVM's names, "
+                          f"e.g. +avx2,+fma); got {bad[0]!r}")
+    return ",".join(items)
+
+
+def _llvm_warnings(fn) -> str:
+    """What LLVM writes to stderr while `fn` runs (its unknown CPU/feature warnings)."""
+    sys.stderr.flush()
+    with tempfile.TemporaryFile() as tmp:
+        saved = os.dup(2)
+        os.dup2(tmp.fileno(), 2)
+        try:
+            fn()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        tmp.seek(0)
+        return tmp.read().decode(errors="replace")
+
+
+@functools.cache
+def _recognized(triple: str) -> tuple[str, ...]:
+    """The runtime's feature names for `triple`'s architecture that this LLVM knows."""
+    from kiln.vm._generated.cpu_features import FEATURES
+
+    names = FEATURES.get(_arch_of(triple), ())
+    if not names:
+        return ()
+    target = llvm.Target.from_triple(triple)
+    text = _llvm_warnings(lambda: target.create_target_machine(
+        cpu="generic", features=",".join("+" + n for n in names)))
+    unknown = set(re.findall(r"'\+([^']+)' is not a recognized feature", text))
+    return tuple(n for n in names if n not in unknown)
+
+
+@functools.cache
+def _effective_features(triple: str, cpu: str, features: str) -> list[str]:
+    """Checks the target with LLVM and returns its effective features ("+name", sorted) among the
+    names the runtime can check: the ones a function compiled for (cpu, features) has, found by
+    asking LLVM's inliner which callees needing one feature each it may inline there (a callee whose
+    features are not a subset of its caller's is never inlined)."""
+    initialize_llvm()
+    try:
+        target = llvm.Target.from_triple(triple)
+    except RuntimeError as e:
+        raise TargetError(f"unknown target triple {triple!r}: {str(e).strip()} (LLVM {_llvm_version()} "
+                          f"knows e.g. x86_64-unknown-linux-gnu, aarch64-unknown-linux-gnu)") from None
+    made = []
+    text = _llvm_warnings(lambda: made.append(target.create_target_machine(
+        cpu=cpu, features=features, opt=2, reloc="pic", codemodel="small")))
+    m = re.search(r"'([^']*)' is not a recognized processor", text)
+    if m:
+        raise TargetError(f"unknown CPU {cpu!r} for {triple}: LLVM {_llvm_version()} does not know it "
+                          f"(CPU names are LLVM's, e.g. x86-64-v3, skylake-avx512, znver4, "
+                          f"neoverse-v1, cortex-a76)")
+    m = re.search(r"'([+-][^']*)' is not a recognized feature", text)
+    if m:
+        raise TargetError(f"unknown CPU feature {m.group(1)!r} for {triple}: LLVM {_llvm_version()} does not "
+                          f"know it (feature names are LLVM's, e.g. +avx2, +fma, +avx512f, +sve)")
+    names = _recognized(triple)
+    if not names:
+        return sorted(f for f in features.split(",") if f.startswith("+"))
+    lines = [f'target triple = "{triple}"', "@kiln_probe = global i32 0"]
+    for i, _ in enumerate(names):
+        lines.append(f"define internal void @needs{i}() #{i + 1} {{\n  store volatile i32 {i}, ptr @kiln_probe\n"
+                     f"  ret void\n}}")
+        lines.append(f"define void @has{i}() {{\n  call void @needs{i}()\n  ret void\n}}")
+    for i, name in enumerate(names):  # a function's features replace the machine's: repeat them
+        lines.append(f'attributes #{i + 1} = {{ "target-features"="{features + "," if features else ""}+{name}" }}')
+    module = llvm.parse_assembly("\n".join(lines))
+    builder = llvm.create_pass_builder(made[0], llvm.create_pipeline_tuning_options(speed_level=2))
+    builder.getModulePassManager().run(module, builder)
+    kept = set()
+    for function in module.functions:
+        if function.name.startswith("has") and "@needs" not in str(function):
+            kept.add(int(function.name[3:]))
+    return sorted("+" + names[i] for i in kept)
+
+
+def _llvm_version() -> str:
+    return ".".join(map(str, llvm.llvm_version_info))

@@ -107,19 +107,29 @@ class Program:
 
     @classmethod
     def _kiln_compile(cls, target=None):
-        if cls._kiln_compiled is None or target is not None:
-            from ..compiler.pipeline import GlobalSource, compile_module
+        """(functions, CompileResult) for the host (target None: what instances run, cached) or for
+        `target` (a Target or a tuple of variants, best first; cached per class and target)."""
+        if target is None and cls._kiln_compiled is not None:
+            return cls._kiln_compiled
+        if target is not None:
+            cached = vars(cls).get("_kiln_compiled_for", {}).get(target)
+            if cached is not None:
+                return cached
+        from ..compiler.pipeline import GlobalSource, compile_module
 
-            functions = {name: trace_public_function(cls, name, fn) for name, fn in cls._kiln_public.items()}
-            sources = [f.source for f in functions.values()]
-            globals_ = [GlobalSource(s.name, s.aval, s.mutable, s.initial) for s in cls._kiln_globals.slots]
-            export = f"Program {cls.__module__}.{cls.__qualname__}" + (f", target {target}" if target else "")
-            result = compile_module(cls._kiln_export_name, sources, globals_, target, export)
-            compiled = (functions, result)
-            if target is not None:
-                return compiled
+        functions = {name: trace_public_function(cls, name, fn) for name, fn in cls._kiln_public.items()}
+        sources = [f.source for f in functions.values()]
+        globals_ = [GlobalSource(s.name, s.aval, s.mutable, s.initial) for s in cls._kiln_globals.slots]
+        export = f"Program {cls.__module__}.{cls.__qualname__}" + (f", {_describe_target(target)}" if target else "")
+        result = compile_module(cls._kiln_export_name, sources, globals_, target, export)
+        compiled = (functions, result)
+        if target is None:
             cls._kiln_compiled = compiled
-        return cls._kiln_compiled
+        else:
+            if "_kiln_compiled_for" not in vars(cls):
+                cls._kiln_compiled_for = {}
+            cls._kiln_compiled_for[target] = compiled
+        return compiled
 
     def __init__(self):
         from ..runtime_session import load_module
@@ -164,8 +174,15 @@ class Program:
         return _context_of(program, "Program.get_context")
 
     @staticmethod
-    def get_compiled_artifact(program: "Program", *, globals: str = "initial") -> CompiledArtifact:
+    def get_compiled_artifact(program: "Program", *, globals: str = "initial", target=None) -> CompiledArtifact:
         """The compiled module (.vmfb) of a Program class or instance.
+
+        `target` chooses the machines it runs on: None (the default export target: $KILN_TARGET, else
+        "portable"), "portable" (kernel variants for x86-64-v2, v3 and v4, or aarch64 NEON and SVE,
+        of this machine's architecture; the runtime loads the best one the CPU supports), "host"
+        (this machine exactly), an LLVM triple (that architecture's portable variants), a
+        kiln.Target (Target.named(triple, cpu, features)) or a sequence of Targets (variants, best
+        first). An unknown triple, CPU or feature raises kiln.TargetError.
 
         `globals` chooses the values the module's globals start from: "initial" (the default) writes
         the values declared in the class body, so the module starts as a fresh instance does, however
@@ -185,7 +202,11 @@ class Program:
         else:
             raise TypeError(f"Program.get_compiled_artifact: expected a Program subclass or instance, "
                             f"got {type(program).__name__}")
-        _, result = cls._kiln_compile()
+        from ..compiler.target import Target, resolve_targets
+
+        targets = resolve_targets(target)
+        host = len(targets) == 1 and targets[0] == Target.host()
+        _, result = cls._kiln_compile(None if host else (targets[0] if len(targets) == 1 else targets))
         if globals == "initial":
             return CompiledArtifact(result.module_bytes)
         from kiln.vm.writer import serialize
@@ -213,6 +234,16 @@ class Program:
         from .checkpoint import load_globals
 
         load_globals(_context_of(program, "Program.load_globals"), path, partial, "Program.load_globals")
+
+
+def _describe_target(target) -> str:
+    from ..compiler.target import Target
+
+    targets = (target,) if isinstance(target, Target) else tuple(target)
+    if len(targets) > 1:
+        return "variants " + ", ".join(t.variant for t in targets)
+    t = targets[0]
+    return f"target {t.triple} cpu={t.cpu}" + (f" ({t.variant})" if t.variant and t.variant != t.cpu else "")
 
 
 def _context_of(program, where: str):

@@ -124,6 +124,12 @@ typedef struct kiln_instance_options {
    * JIT-compiled code, so `perf report` shows "kiln:<module>:<kernel>" instead
    * of an address (a failure to write it fails the load). 0 by default. */
   int perf_map;
+  /* Nonzero: each module loaded into the instance registers its kernels with
+   * GDB's JIT interface (an in-memory ELF file per kernel image naming its
+   * kernels), so gdb shows, breaks on and disassembles "kiln_softmax_3"
+   * instead of an address; unregistered when the module is freed. Also on
+   * when the environment has KILN_GDB_JIT=1. 0 by default. */
+  int gdb_jit;
 } kiln_instance_options_t;
 
 void kiln_instance_options_initialize(kiln_instance_options_t* options);
@@ -207,6 +213,18 @@ const char* kiln_module_provenance(const kiln_module_t* module, const char* key)
  * needs such a feature is refused). The names and their detection come from
  * schemas/cpu_features.toml. */
 int kiln_host_cpu_feature(const char* name);
+
+/* Kernel variants (format 2.4): a module may carry several builds of a kernel
+ * image for different CPUs (x86-64-v2, v3 and v4; aarch64 NEON and SVE).
+ * Loading takes, per image, the first build (best first) whose target and CPU
+ * features this host supports. The environment variable KILN_CPU_VARIANT=NAME
+ * forces the build named so (loading fails, UNIMPLEMENTED, when an image has
+ * no such build or the host cannot run it): for tests of the other builds.
+ * kiln_module_kernel_variant: the variant name of the build loaded for kernel
+ * image `index` ("" when it names none, as before 2.4), NULL when `index` is
+ * not below kiln_module_kernel_image_count. */
+size_t kiln_module_kernel_image_count(const kiln_module_t* module);
+const char* kiln_module_kernel_variant(const kiln_module_t* module, size_t index);
 
 size_t kiln_module_global_count(const kiln_module_t* module);
 kiln_status_t kiln_module_global_info(const kiln_module_t* module, size_t index,

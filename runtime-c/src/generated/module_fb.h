@@ -262,6 +262,7 @@ static inline int kiln_fb_verify_Function(kiln_fb_verifier_t* v, uint64_t pos);
 static inline int kiln_fb_verify_Global(kiln_fb_verifier_t* v, uint64_t pos);
 static inline int kiln_fb_verify_Constant(kiln_fb_verifier_t* v, uint64_t pos);
 static inline int kiln_fb_verify_KernelImage(kiln_fb_verifier_t* v, uint64_t pos);
+static inline int kiln_fb_verify_KernelVariant(kiln_fb_verifier_t* v, uint64_t pos);
 static inline int kiln_fb_verify_Binding(kiln_fb_verifier_t* v, uint64_t pos);
 static inline int kiln_fb_verify_Kernel(kiln_fb_verifier_t* v, uint64_t pos);
 static inline int kiln_fb_verify_Metadata(kiln_fb_verifier_t* v, uint64_t pos);
@@ -489,6 +490,41 @@ static inline int kiln_fb_verify_KernelImage(kiln_fb_verifier_t* v, uint64_t pos
     if (!kiln_fb__verify_vector(v, target, 8, 8, &len, &data)) return 0;
   }
   kiln_fb__pop(v);
+  kiln_fb__push(v, "variant");
+  if (!kiln_fb__verify_field(v, &t, 7, 4, 4, &at, &present)) return 0;
+  if (present) {
+    if (!kiln_fb__follow(v, at, &target)) return 0;
+    if (!kiln_fb__verify_string(v, target)) return 0;
+  }
+  kiln_fb__pop(v);
+  (void)present;
+  return 1;
+}
+
+static inline int kiln_fb_verify_KernelVariant(kiln_fb_verifier_t* v, uint64_t pos) {
+  kiln_fb__table_t t = {0, 0, 0, 0};
+  uint64_t at = 0, target = 0, data = 0;
+  uint32_t len = 0, k;
+  int present = 0;
+  (void)target; (void)data; (void)len; (void)k;
+  if (!kiln_fb__verify_table(v, pos, &t)) return 0;
+  kiln_fb__push(v, "base");
+  if (!kiln_fb__verify_field(v, &t, 0, 4, 4, &at, &present)) return 0;
+  kiln_fb__pop(v);
+  kiln_fb__push(v, "image");
+  if (!kiln_fb__verify_field(v, &t, 1, 4, 4, &at, &present)) return 0;
+  if (present) {
+    if (!kiln_fb__follow(v, at, &target)) return 0;
+    if (!kiln_fb_verify_KernelImage(v, target)) return 0;
+  }
+  kiln_fb__pop(v);
+  kiln_fb__push(v, "entry_offsets");
+  if (!kiln_fb__verify_field(v, &t, 2, 4, 4, &at, &present)) return 0;
+  if (present) {
+    if (!kiln_fb__follow(v, at, &target)) return 0;
+    if (!kiln_fb__verify_vector(v, target, 8, 8, &len, &data)) return 0;
+  }
+  kiln_fb__pop(v);
   (void)present;
   return 1;
 }
@@ -689,6 +725,19 @@ static inline int kiln_fb_verify_Module(kiln_fb_verifier_t* v, uint64_t pos) {
       kiln_fb__index(v, k);
       if (!kiln_fb__follow(v, data + 4u * (uint64_t)k, &elem)) return 0;
       if (!kiln_fb_verify_Metadata(v, elem)) return 0;
+    }
+  }
+  kiln_fb__pop(v);
+  kiln_fb__push(v, "kernel_variants");
+  if (!kiln_fb__verify_field(v, &t, 11, 4, 4, &at, &present)) return 0;
+  if (present) {
+    if (!kiln_fb__follow(v, at, &target)) return 0;
+    if (!kiln_fb__verify_vector(v, target, 4, 4, &len, &data)) return 0;
+    for (k = 0; k < len; ++k) {
+      uint64_t elem = 0;
+      kiln_fb__index(v, k);
+      if (!kiln_fb__follow(v, data + 4u * (uint64_t)k, &elem)) return 0;
+      if (!kiln_fb_verify_KernelVariant(v, elem)) return 0;
     }
   }
   kiln_fb__pop(v);
@@ -896,6 +945,27 @@ static inline uint32_t kiln_fb_KernelImage_entry_points_len(const uint8_t* t) {
 static inline const uint64_t* kiln_fb_KernelImage_entry_points(const uint8_t* t) {
   return (const uint64_t*)(const void*)kiln_fb__vec_data(t, 6);
 }
+static inline const char* kiln_fb_KernelImage_variant(const uint8_t* t) {
+  return kiln_fb__string(t, 7);
+}
+
+/* ---- KernelVariant ---- */
+static inline uint32_t kiln_fb_KernelVariant_base(const uint8_t* t) {
+  const uint8_t* f = kiln_fb__field_ptr(t, 0);
+  uint32_t v = 0;
+  if (f) memcpy(&v, f, sizeof v);
+  return v;
+}
+static inline const uint8_t* kiln_fb_KernelVariant_image(const uint8_t* t) {
+  return kiln_fb__deref(kiln_fb__field_ptr(t, 1));
+}
+static inline uint32_t kiln_fb_KernelVariant_entry_offsets_len(const uint8_t* t) {
+  return kiln_fb__vec_len(t, 2);
+}
+/* Element data (8-byte aligned), NULL when absent. */
+static inline const uint64_t* kiln_fb_KernelVariant_entry_offsets(const uint8_t* t) {
+  return (const uint64_t*)(const void*)kiln_fb__vec_data(t, 2);
+}
 
 /* ---- Binding ---- */
 static inline uint64_t kiln_fb_Binding_byte_size(const uint8_t* t) {
@@ -1017,6 +1087,12 @@ static inline uint32_t kiln_fb_Module_provenance_len(const uint8_t* t) {
 }
 static inline const uint8_t* kiln_fb_Module_provenance_at(const uint8_t* t, uint32_t i) {
   return kiln_fb__deref(kiln_fb__vec_data(t, 10) + 4u * i);
+}
+static inline uint32_t kiln_fb_Module_kernel_variants_len(const uint8_t* t) {
+  return kiln_fb__vec_len(t, 11);
+}
+static inline const uint8_t* kiln_fb_Module_kernel_variants_at(const uint8_t* t, uint32_t i) {
+  return kiln_fb__deref(kiln_fb__vec_data(t, 11) + 4u * i);
 }
 
 #endif /* KILN_GENERATED_MODULE_FB_H_ */
