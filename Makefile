@@ -10,7 +10,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 RUNTIME_BUILD := build/runtime-c
 SANITIZE_BUILD := build/runtime-c-sanitize
 
-.PHONY: demo test install runtime runtime-sanitize pytest ctest ctest-sanitize clean browser
+.PHONY: demo test install runtime runtime-sanitize pytest ctest ctest-sanitize clean browser debugger
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -71,7 +71,7 @@ ctest-alloc-fail: test-modules
 	cmake --build $(ALLOC_FAIL_BUILD) --parallel $(JOBS) --target test_alloc_fail test_stress
 	ctest --test-dir $(ALLOC_FAIL_BUILD) --output-on-failure -R '^(alloc_fail|stress)$$'
 
-pytest: install runtime-sanitize browser
+pytest: install runtime-sanitize browser debugger
 	KILN_SANITIZE_BUILD=$(abspath $(SANITIZE_BUILD)) $(BIN)/python -m pytest -q
 
 test: install ctest ctest-sanitize ctest-tsan ctest-alloc-fail fuzz-ci pytest
@@ -79,6 +79,10 @@ test: install ctest ctest-sanitize ctest-tsan ctest-alloc-fail fuzz-ci pytest
 # Headless Chromium for the test that renders `kiln dump --html`'s page (installed when missing).
 browser:
 	bash tests/html/setup_browser.sh
+
+# GDB, for the test that breaks inside a kernel registered through GDB's JIT interface (installed when missing).
+debugger:
+	bash tests/install_debugger.sh
 
 clean:
 	rm -rf build $(VENV)

@@ -2,6 +2,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
+#include "gdb_jit.h"
 #include "instance_internal.h"
 #include "status_internal.h"
 
@@ -9,15 +10,19 @@ struct kiln_instance {
   atomic_size_t refcount;
   kiln_pool_t* pool;
   int perf_map;
+  int gdb_jit;
 };
 
 void kiln_instance_options_initialize(kiln_instance_options_t* options) {
   if (!options) return;
   options->worker_count = 0;
   options->perf_map = 0;
+  options->gdb_jit = 0;
 }
 
 int kiln_instance_perf_map(const kiln_instance_t* instance) { return instance->perf_map; }
+
+int kiln_instance_gdb_jit(const kiln_instance_t* instance) { return instance->gdb_jit; }
 
 kiln_status_t kiln_instance_create(const kiln_instance_options_t* options,
                                    kiln_instance_t** out) {
@@ -33,6 +38,7 @@ kiln_status_t kiln_instance_create(const kiln_instance_options_t* options,
   }
   atomic_init(&instance->refcount, 1);
   instance->perf_map = options->perf_map != 0;
+  instance->gdb_jit = options->gdb_jit != 0 || kiln_gdb_jit_requested_by_environment();
   kiln_status_t status = kiln_pool_create(options->worker_count, &instance->pool);
   if (status) {
     free(instance);

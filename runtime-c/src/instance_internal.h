@@ -8,5 +8,7 @@
 kiln_pool_t* kiln_instance_pool(kiln_instance_t* instance);
 /* Whether loaded modules write their kernels to perf's map file. */
 int kiln_instance_perf_map(const kiln_instance_t* instance);
+/* Whether loaded modules register their kernels with GDB (gdb_jit.h). */
+int kiln_instance_gdb_jit(const kiln_instance_t* instance);
 
 #endif
