@@ -53,7 +53,7 @@ class DispatchResult:
     note: str = ""  # why it failed, or why it was not compared
 
     def line(self) -> str:
-        ulp = "-" if self.max_ulp is None else str(self.max_ulp)
+        ulp = "-" if self.max_ulp is None else str(self.max_ulp) if self.max_ulp < 10**6 else f"{self.max_ulp:.1e}"
         status = "ok" if self.passed else "FAIL"
         if self.note and self.passed:
             status = f"skipped ({self.note})"
@@ -264,11 +264,57 @@ def _evaluate(eqn, args, wide: bool):
     return list(out) if eqn.primitive.multiple_results else [out]
 
 
-def evaluate_region(region, inputs: list[np.ndarray], wide: bool) -> list[np.ndarray]:
+# Operations whose rounding error is bounded by the same operation on the magnitudes of its operands
+# (sums, products, their layouts): |a + b| <= |a| + |b|, |sum x| <= sum |x|, |A B| <= |A| |B|.
+_MAGNITUDE_OPS = frozenset({
+    "add", "mul", "convert", "broadcast_in_dim", "reshape", "transpose", "squeeze", "expand_dims", "slice",
+    "rev", "pad", "concatenate", "gather", "dynamic_slice", "dynamic_update_slice", "select", "reduce_sum",
+    "dot_general", "cumsum", "conv_general_dilated", "integer_pow", "reduce_sum_chunks",
+    "reduce_sum_partials", "stop_gradient", "copy"})
+
+
+def _is_float(dtype) -> bool:
+    dtype = np.dtype(dtype)
+    return dtype.kind == "f" or dtype.name == "bfloat16"
+
+
+def evaluate_region(region, inputs: list[np.ndarray], wide: bool, magnitudes: bool = False):
     """The region's outputs for `inputs`: each equation by its eager numpy implementation, in float64
     for float16/bfloat16/float32 values when `wide` and the operation allows (else, and for the
-    operations whose meaning is the format's, in the program's dtypes)."""
+    operations whose meaning is the format's, in the program's dtypes).
+
+    With `magnitudes` (and `wide`), also the scale of each output's terms: sums, products and layouts
+    applied to their operands' magnitudes (so a sum that cancels to 0 has the scale of its terms), any
+    other operation's own |result|. A rounding error is judged at this scale: x - mean(x) of a row of
+    nearly equal values is accurate to eps·|x|, not to eps·|x - mean(x)|. Returns (outputs, scales)."""
     env: dict[int, np.ndarray] = {}
+    mag: dict[int, np.ndarray] = {}
+
+    def read_mag(atom):
+        if isinstance(atom, Literal):
+            value = np.asarray(atom.value)
+            return np.abs(value.astype(np.float64)) if _is_float(value.dtype) else value
+        if not _is_float(atom.aval.dtype):
+            return env[atom.id]
+        found = mag.get(atom.id)
+        return found if found is not None else np.abs(env[atom.id].astype(np.float64))
+
+    def magnitude_of(eqn, outs):
+        name = eqn.primitive.name
+        if name in ("neg", "sub") or name in _MAGNITUDE_OPS:
+            try:
+                args = [read_mag(a) for a in eqn.invars]
+                if name == "neg":
+                    found = [args[0]]
+                elif name == "sub":
+                    found = [np.add(args[0], args[1])]
+                else:
+                    found = _evaluate(eqn, args, True)
+                found = [np.asarray(f, np.float64).reshape(v.aval.shape) for f, v in zip(found, eqn.outvars)]
+                return [np.where(np.isfinite(f), f, np.abs(np.asarray(o, np.float64))) for f, o in zip(found, outs)]
+            except Exception:  # noqa: BLE001 - the operation's own |result| is a scale too
+                pass
+        return [np.abs(np.asarray(o, np.float64)) for o in outs]
 
     def read(atom, widen):
         if isinstance(atom, Literal):
@@ -305,7 +351,15 @@ def evaluate_region(region, inputs: list[np.ndarray], wide: bool) -> list[np.nda
             if not (wide and _is_narrow_float(want) and o.dtype == np.float64):
                 o = o.astype(want)
             env[v.id] = o.reshape(v.aval.shape)
-    return [read(a, wide) if isinstance(a, Literal) else env[a.id] for a in region.outvars]
+        if magnitudes and wide:
+            for v, m in zip(eqn.outvars, magnitude_of(eqn, [env[v.id] for v in eqn.outvars])):
+                if _is_float(v.aval.dtype):
+                    mag[v.id] = m
+    outputs = [read(a, wide) if isinstance(a, Literal) else env[a.id] for a in region.outvars]
+    if not magnitudes:
+        return outputs
+    return outputs, [np.abs(np.asarray(o, np.float64)) if isinstance(a, Literal) or not _is_float(a.aval.dtype)
+                     else read_mag(a) for a, o in zip(region.outvars, outputs)]
 
 
 # ---- comparing --------------------------------------------------------------------------------
@@ -317,47 +371,71 @@ def _ordered(x: np.ndarray) -> np.ndarray:
     return np.where(i < 0, np.int64(np.iinfo(bits).min) - i, i)
 
 
-def compare(got: np.ndarray, reference: np.ndarray, native: np.ndarray, rtol: float | None):
-    """(max abs error, max relative error, max ulp or None, failing element count, rtol) of one output.
+def output_tolerances(region, rtol: float | None) -> list[float]:
+    """The rtol each output of the region is judged by: `rtol` when given, else TOLERANCES of the
+    least precise float dtype the region computes on the way to that output (an f64 sum of f32 exp
+    values carries float32's error: it is judged as float32). Region inputs and exact conversions of
+    them round nothing, so they count only through what is computed from them."""
+    if rtol is not None:
+        return [rtol] * len(region.outvars)
+    loosest: dict[int, float] = {}
 
-    Float outputs are measured against `reference` (float64); an element passes when it lies within
-    tolerance of it, or of `native` (the same operations in the program's dtypes, which shares its
-    discrete decisions: a comparison or a rounding of a value next to its threshold). Other dtypes must
-    equal one of the two."""
+    def of(atom) -> float:
+        return 0.0 if isinstance(atom, Literal) else loosest.get(atom.id, 0.0)
+
+    for eqn in region.eqns:
+        carried = max((of(a) for a in eqn.invars), default=0.0)
+        for v in eqn.outvars:
+            loosest[v.id] = max(carried, TOLERANCES.get(np.dtype(v.aval.dtype).name, 0.0))
+    return [max(of(v), TOLERANCES.get(np.dtype(v.aval.dtype).name, 0.0)) for v in region.outvars]
+
+
+def compare(got: np.ndarray, reference: np.ndarray, native: np.ndarray, tol: float,
+            scale: np.ndarray | None = None):
+    """(max abs error, max relative error, max ulp or None, failing element count) of one output.
+
+    An element of a float output passes when it lies within rtol `tol` (of the larger of the
+    element's |reference| and its `scale`, the magnitude of its terms, plus the output's largest
+    |reference|) of `reference` (float64) or of
+    `native` (the same operations in the program's dtypes, which shares the kernel's discrete decisions:
+    a comparison or a rounding of a value next to its threshold, an error-free transformation that
+    relies on float32 rounding); its errors are measured from `reference`, or from `native` when only
+    that one holds it. Elements of other dtypes must equal one of the two."""
     dtype = got.dtype
     if dtype.kind not in "fc" and dtype.name != "bfloat16":
         ref = reference.astype(dtype)
-        diff = np.abs(got.astype(np.float64) - ref.astype(np.float64)) if got.size else np.zeros(0)
-        bad = (got != ref) & (got != native.astype(dtype))
-        abs_err = float(diff.max()) if diff.size else 0.0
+        matches_native = got == native.astype(dtype)
+        ref = np.where(matches_native & (got != ref), got, ref)
+        diff = np.abs(got.astype(np.float64) - ref.astype(np.float64))
+        bad = got != ref
         rel = diff / np.maximum(np.abs(ref.astype(np.float64)), 1)
-        return abs_err, float(rel.max()) if rel.size else 0.0, None, int(bad.sum()), 0.0
-    tol = TOLERANCES.get(dtype.name, 1e-4) if rtol is None else rtol
+        return (float(diff.max()) if diff.size else 0.0, float(rel.max()) if rel.size else 0.0, None,
+                int(bad.sum()))
     g = got.astype(np.float64)
-    r = reference.astype(np.float64)
-    n = native.astype(np.float64)
+    terms = np.zeros(got.shape) if scale is None else np.where(np.isfinite(scale), scale, 0.0)
 
-    def within(ref):
+    def measure(ref):
+        """Per element: within tolerance, abs error, relative error, ulp from ref rounded to dtype."""
         with np.errstate(all="ignore"):
             finite = np.isfinite(ref)
             scale = float(np.max(np.abs(ref[finite]))) if finite.any() else 0.0
-            err = np.abs(g - ref)
-            ok = err <= tol * (np.abs(ref) + scale)
-        same = (g == ref) | (np.isnan(g) & np.isnan(ref))  # infinities, NaN
-        return ok | same
+            same = (g == ref) | (np.isnan(g) & np.isnan(ref))  # infinities, NaN
+            err = np.where(same, 0.0, np.abs(g - ref))
+            err = np.where(np.isnan(err), np.inf, err)
+            ok = same | (err <= tol * (np.maximum(np.abs(ref), terms) + scale))
+            rel = np.where(same, 0.0, np.where(ref != 0, err / np.abs(ref), np.inf))
+            rounded = ref.astype(dtype)
+            ulp = np.abs(_ordered(got) - _ordered(rounded))
+            ulp = np.where(same | (np.isnan(g) & np.isnan(rounded.astype(np.float64))), 0, ulp)
+        return ok, err, rel, ulp
 
-    with np.errstate(all="ignore"):
-        err = np.abs(g - r)
-        both_nan = np.isnan(g) & np.isnan(r)
-        same = (g == r) | both_nan
-        err = np.where(same, 0.0, np.where(np.isnan(err), np.inf, err))
-        rel = np.where(same, 0.0, np.where(r != 0, err / np.abs(r), np.inf))
-        rounded = r.astype(dtype)
-        ulp = np.abs(_ordered(got) - _ordered(rounded))
-        ulp = np.where(same | (np.isnan(g) & np.isnan(rounded.astype(np.float64))), 0, ulp)
-    bad = ~(within(r) | within(n))
+    ok_r, err, rel, ulp = measure(reference.astype(np.float64))
+    ok_n, err_n, rel_n, ulp_n = measure(native.astype(np.float64))
+    use_native = ~ok_r & ok_n
+    err, rel, ulp = (np.where(use_native, b, a) for a, b in ((err, err_n), (rel, rel_n), (ulp, ulp_n)))
+    bad = ~(ok_r | ok_n)
     return (float(err.max()) if err.size else 0.0, float(rel.max()) if rel.size else 0.0,
-            int(ulp.max()) if ulp.size else 0, int(bad.sum()), tol)
+            int(ulp.max()) if ulp.size else 0, int(bad.sum()))
 
 
 def _source_of(region) -> str:
@@ -380,15 +458,17 @@ def check_dispatch(index: int, record, step: DispatchStep, rtol: float | None) -
     inputs = [_decode(b, v.aval) for b, v in zip(record.bindings[:n_in], region.invars)]
     outputs = [_decode(b, v.aval) for b, v in zip(record.bindings[n_in:], region.outvars)]
     try:
-        reference = evaluate_region(region, inputs, wide=True)
+        reference, scales = evaluate_region(region, inputs, wide=True, magnitudes=True)
         native = evaluate_region(region, inputs, wide=False)
     except NotImplementedError as e:
         result.note = f"no reference: {e}"
         result.max_ulp = None
         return result
     notes, any_float = [], False
-    for k, (got, ref, nat, var) in enumerate(zip(outputs, reference, native, region.outvars)):
-        abs_err, rel_err, ulp, bad, tol = compare(got, np.asarray(ref), np.asarray(nat), rtol)
+    tolerances = output_tolerances(region, rtol)
+    for k, (got, ref, nat, var, tol, scale) in enumerate(zip(outputs, reference, native, region.outvars,
+                                                             tolerances, scales)):
+        abs_err, rel_err, ulp, bad = compare(got, np.asarray(ref), np.asarray(nat), tol, scale)
         result.max_abs = max(result.max_abs, abs_err)
         result.max_rel = max(result.max_rel, rel_err)
         if ulp is not None:
