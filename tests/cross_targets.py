@@ -21,6 +21,7 @@ from kiln_tools import ROOT
 from references import ulps
 
 INSTALL_SCRIPT = Path(ROOT) / "tests" / "install_cross_tools.sh"
+RUNTIME_SOURCE = Path(ROOT) / "runtime-c"
 
 
 @dataclass(frozen=True)
@@ -63,8 +64,8 @@ def ensure_tools(arch: Arch) -> str | None:
 def build_runtime(arch: Arch, *, tests: bool = False, build_dir: Path | None = None) -> Path:
     """Cross-builds runtime-c for `arch` (incrementally): kiln-run only, or with its C tests and examples."""
     out = build_dir or arch.build_dir
-    configure = ["cmake", "-S", str(Path(ROOT) / "runtime-c"), "-B", str(out), "-DCMAKE_BUILD_TYPE=Release",
-                 f"-DCMAKE_TOOLCHAIN_FILE={Path(ROOT) / 'runtime-c' / 'cmake' / arch.toolchain}",
+    configure = ["cmake", "-S", str(RUNTIME_SOURCE), "-B", str(out), "-DCMAKE_BUILD_TYPE=Release",
+                 f"-DCMAKE_TOOLCHAIN_FILE={RUNTIME_SOURCE / 'cmake' / arch.toolchain}",
                  f"-DKILN_BUILD_TESTS={'ON' if tests else 'OFF'}"]
     build = ["cmake", "--build", str(out), "--parallel", str(os.cpu_count() or 2)]
     if not tests:
@@ -98,7 +99,7 @@ def export_module(program_cls, target) -> bytes:
     from kiln import Program
 
     if "target" in inspect.signature(Program.get_compiled_artifact).parameters:
-        return bytes(Program.get_compiled_artifact(program_cls, target=target).module_bytes)
+        return bytes(Program.get_compiled_artifact(program_cls, target=target).bytes)
     return program_cls._kiln_compile(target)[1].module_bytes
 
 
@@ -121,6 +122,13 @@ def program_of(functions: dict, export_name: str):
         exec(f"def {name}(self, {params}):\n    return fn({', '.join(names)})", namespace)
         body[name] = namespace[name]
     return type(f"Cross_{export_name}", (Program,), body, export_name=export_name)
+
+
+def result_counts(module: Path) -> dict[str, int]:
+    """function name -> its number of results, read from a module file."""
+    from kiln.vm.reader import read_module
+
+    return {f.name: len(f.results) for f in read_module(Path(module).read_bytes()).functions}
 
 
 def run_function(kiln_run: list[str], module: Path, function: str, args, work: Path, n_outputs: int,

@@ -10,9 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import kiln
 from cross_targets import (ARCHES, REDUCTION_ULPS, RELOCATION_KERNEL_RESULTS, aarch64_target, assert_same,
-                           build_runtime, ensure_tools, export_module, program_of, qemu_command,
+                           build_runtime, ensure_tools, export_module, program_of, result_counts, qemu_command,
                            relocation_kernel_object, relocation_module, run_function, run_under_qemu,
                            sweep_functions)
 from kiln.compiler.link import link_object
@@ -73,7 +72,7 @@ def sweep(tmp_path_factory):
     for tag, target in (("x86", Target.host()), ("neon", aarch64_target()), ("sve", aarch64_target("+sve"))):
         modules[tag] = work / f"sweep.{tag}.vmfb"
         modules[tag].write_bytes(export_module(program, target))
-    counts = {name: len(kiln.tree_leaves(kiln.jit(fn)(*args))) for name, (fn, args, _) in functions.items()}
+    counts = result_counts(modules["x86"])
     want = {name: run_function([kiln_run_binary()], modules["x86"], name, args, work, counts[name], "x86")
             for name, (fn, args, _) in functions.items()}
     return functions, modules, counts, want, work
