@@ -148,6 +148,9 @@ class KernelSpec:
     # MAX_WORKGROUPS. None: the writer uses the largest count that the
     # module's dispatches of this kernel use (1 when there is none).
     max_workgroups: int | None = None
+    # Floating-point operations of one dispatch (kiln.compiler.flops; format
+    # 2.5): what achieved GFLOP/s are computed from. 0: not declared.
+    flops: int = 0
 
 
 @dataclass

@@ -101,7 +101,7 @@ class ModuleFile:
             variants.append(KernelVariantSpec(v.base(), image(v.image()), list(v.entry_offsets())))
         kernels = [KernelSpec(k.name(), k.image(), k.entry_offset(),
                               [BindingSpec(x.byte_size(), x.writable()) for x in k.bindings()],
-                              k.push_constant_count(), k.max_workgroups())
+                              k.push_constant_count(), k.max_workgroups(), k.flops())
                    for k in root.kernels()]
         self.globals = [(g.name(), ty(g.type()), g.mutable(), None if g.zero_init() else g.data())
                         for g in root.globals()]
@@ -214,7 +214,8 @@ def _dump(m: ModuleFile) -> str:
         out.append(f"  kernel#{i} {k.name}: image#{k.image} ({target}) entry "
                    f"0x{k.entry_offset:x}, bindings [{binds}], "
                    f"{k.push_constant_count} push constants, at most "
-                   f"{k.max_workgroups} workgroups")
+                   f"{k.max_workgroups} workgroups, "
+                   f"{f'{k.flops} flops' if k.flops else 'flops not declared'}")
     out.append(f"functions: {len(m.functions)}")
     for i, (f, words) in enumerate(zip(m.functions, m.code_words)):
         kind = "export" if f.exported else "internal"

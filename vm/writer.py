@@ -81,7 +81,7 @@ def serialize(spec: ModuleSpec, *, check: bool = True,
         kernels.append(fb.build_Kernel(b, name=k.name, image=k.image,
                                        entry_offset=k.entry_offset, bindings=bindings,
                                        push_constant_count=k.push_constant_count,
-                                       max_workgroups=bound))
+                                       max_workgroups=bound, flops=int(k.flops)))
     functions = []
     for f, code in zip(spec.functions, codes):
         args = [fb.build_Value(b, name=v.name, type=types(v.type)) for v in f.args]

@@ -510,6 +510,7 @@ static kiln_status_t decode_kernels_with(kiln_module_t* m, const uint8_t* root,
         }
     }
     ki->max_workgroups = kiln_fb_Kernel_max_workgroups(k);
+    ki->flops = kiln_fb_Kernel_flops(k);
     if (ki->max_workgroups < 1 || ki->max_workgroups > KILN_MAX_WORKGROUPS)
       return CORRUPT("kernel %u '%s': max_workgroups %u is outside [1, %u]", (unsigned)i,
                      ki->name, (unsigned)ki->max_workgroups, (unsigned)KILN_MAX_WORKGROUPS);

@@ -57,6 +57,7 @@ typedef struct kiln_kernel_info {
   uint32_t push_count;
   uint32_t max_workgroups; /* 1..KILN_MAX_WORKGROUPS; dispatches ask for no more */
   uint64_t code_size;      /* bytes from its entry to the next entry point or the text's end */
+  uint64_t flops;          /* floating-point operations per dispatch (format 2.5; 0: unknown) */
 } kiln_kernel_info_t;
 
 struct kiln_module {

@@ -258,6 +258,7 @@ size_t kiln_trace_kernel_stats(kiln_trace_t* trace, kiln_kernel_stats_t* out, si
         out[distinct].dispatches = 0;
         out[distinct].total_ns = 0;
         out[distinct].bytes = 0;
+        out[distinct].flops = 0;
       }
       distinct++;
     }
@@ -265,6 +266,7 @@ size_t kiln_trace_kernel_stats(kiln_trace_t* trace, kiln_kernel_stats_t* out, si
       out[k].dispatches++;
       out[k].total_ns += e->duration_ns;
       out[k].bytes += e->bytes;
+      out[k].flops += e->module->kernels[e->index].flops;
     }
   }
   free(seen_module);

@@ -703,8 +703,10 @@ static void print_json_string(const char* text) {
 }
 
 /* --print_statistics: one line per kernel of the traced calls, the slowest
- * first: dispatches, total and mean time, share of the calls' time, and the
- * bytes bound per second; then the process's memory high-water mark. */
+ * first: dispatches, total and mean time, share of the calls' time, the
+ * bytes bound per second and the floating-point operations per second (from
+ * the work the kernel declares; "-" when it declares none); then the
+ * process's memory high-water mark. */
 static void print_kernel_statistics(const options_t* o, kiln_trace_t* trace) {
   uint64_t calls = 0, call_ns = kiln_trace_call_ns(trace, &calls);
   size_t n = kiln_trace_kernel_stats(trace, NULL, 0);
@@ -726,20 +728,22 @@ static void print_kernel_statistics(const options_t* o, kiln_trace_t* trace) {
          calls == 1 ? "" : "s");
   print_time(" total", (double)call_ns * 1e-9);
   printf("; kernels %.1f%% of it\n", call_ns ? 100.0 * (double)kernel_ns / (double)call_ns : 0.0);
-  printf("  %-40s %10s %12s %12s %7s %9s\n", "kernel", "dispatches", "total", "mean", "share",
-         "GB/s");
+  printf("  %-40s %10s %12s %12s %7s %9s %9s\n", "kernel", "dispatches", "total", "mean", "share",
+         "GB/s", "GFLOP/s");
   for (size_t i = 0; i < n; ++i) {
-    char total[32], mean[32];
+    char total[32], mean[32], gflops[32] = "-";
     double t = (double)stats[i].total_ns * 1e-9;
     snprintf(total, sizeof total, "%.3f ms", t * 1e3);
     snprintf(mean, sizeof mean, "%.3f us", t * 1e6 / (double)stats[i].dispatches);
+    if (stats[i].flops && t > 0)
+      snprintf(gflops, sizeof gflops, "%.2f", (double)stats[i].flops / t * 1e-9);
     printf("  ");
     put_clean(stdout, stats[i].name, NULL);
     size_t len = strlen(stats[i].name);
-    printf("%*s %10llu %12s %12s %6.1f%% %9.2f\n", len < 40 ? (int)(40 - len) : 0, "",
+    printf("%*s %10llu %12s %12s %6.1f%% %9.2f %9s\n", len < 40 ? (int)(40 - len) : 0, "",
            (unsigned long long)stats[i].dispatches, total, mean,
            call_ns ? 100.0 * (double)stats[i].total_ns / (double)call_ns : 0.0,
-           t > 0 ? (double)stats[i].bytes / t * 1e-9 : 0.0);
+           t > 0 ? (double)stats[i].bytes / t * 1e-9 : 0.0, gflops);
   }
   struct rusage usage;
   if (getrusage(RUSAGE_SELF, &usage) == 0)

@@ -167,12 +167,13 @@ def build_Binding(b, *, byte_size=0, writable=0):
     return b.EndObject()
 
 
-def build_Kernel(b, *, name=None, image=0, entry_offset=0, bindings=None, push_constant_count=0, max_workgroups=0):
+def build_Kernel(b, *, name=None, image=0, entry_offset=0, bindings=None, push_constant_count=0, max_workgroups=0, flops=0):
     """Write a Kernel; vectors of tables take offsets from build_* calls."""
     _name = None if name is None else b.CreateString(name)
     _bindings = None if bindings is None else _offsets(b, list(bindings))
-    b.StartObject(6)
+    b.StartObject(7)
     b.PrependSlot(_N.Uint64Flags, 2, entry_offset, 0)
+    b.PrependSlot(_N.Uint64Flags, 6, flops, 0)
     if _name is not None:
         b.PrependUOffsetTRelativeSlot(0, _name, 0)
     b.PrependSlot(_N.Uint32Flags, 1, image, 0)
@@ -527,6 +528,10 @@ class Kernel:
     def max_workgroups(self):
         o = self._tab.Offset(14)
         return self._tab.Get(_N.Uint32Flags, o + self._tab.Pos) if o else 0
+
+    def flops(self):
+        o = self._tab.Offset(16)
+        return self._tab.Get(_N.Uint64Flags, o + self._tab.Pos) if o else 0
 
 
 class Metadata:

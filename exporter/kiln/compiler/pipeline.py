@@ -120,6 +120,7 @@ def _compile_module(name: str, procedures: list[ProcedureSource], globals_: list
     from .codegen.kernel import ELEMENT_ALIGNED_BINDINGS
     from .provenance import module_provenance
     from .compile import compile_plan
+    from .flops import region_flops
     from .fusion import partition
     from .target import Target, resolve_targets
 
@@ -141,6 +142,8 @@ def _compile_module(name: str, procedures: list[ProcedureSource], globals_: list
         schedules = {proc.name: build_schedule(optimized[proc.name], lambda g: plans[id(g)]) for proc in procedures}
     builds = [compile_plan(list(plans.values()), t) for t in targets]
     kernels = builds[-1]
+    for spec_, region in zip(kernels.kernels, kernels._regions):  # the work each kernel declares
+        spec_.flops = region_flops(region)
     dispatch_info = kernels.dispatch_info
     if len(builds) > 1:
         def dispatch_info(step):  # kernels take any count up to their items: the fewest any build chose

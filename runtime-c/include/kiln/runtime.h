@@ -326,6 +326,9 @@ typedef struct kiln_kernel_stats {
   uint64_t dispatches;
   uint64_t total_ns;
   uint64_t bytes; /* bytes bound to its dispatches (inputs and outputs) */
+  /* floating-point operations of its dispatches, from the work the kernel
+   * declares (Kernel.flops, format 2.5); 0 when it declares none */
+  uint64_t flops;
 } kiln_kernel_stats_t;
 /* Writes up to `capacity` kernels' statistics, in the order they first ran,
  * and returns how many distinct kernels the trace holds. */

@@ -585,6 +585,9 @@ static inline int kiln_fb_verify_Kernel(kiln_fb_verifier_t* v, uint64_t pos) {
   kiln_fb__push(v, "max_workgroups");
   if (!kiln_fb__verify_field(v, &t, 5, 4, 4, &at, &present)) return 0;
   kiln_fb__pop(v);
+  kiln_fb__push(v, "flops");
+  if (!kiln_fb__verify_field(v, &t, 6, 8, 8, &at, &present)) return 0;
+  kiln_fb__pop(v);
   (void)present;
   return 1;
 }
@@ -1012,6 +1015,12 @@ static inline uint32_t kiln_fb_Kernel_push_constant_count(const uint8_t* t) {
 static inline uint32_t kiln_fb_Kernel_max_workgroups(const uint8_t* t) {
   const uint8_t* f = kiln_fb__field_ptr(t, 5);
   uint32_t v = 0;
+  if (f) memcpy(&v, f, sizeof v);
+  return v;
+}
+static inline uint64_t kiln_fb_Kernel_flops(const uint8_t* t) {
+  const uint8_t* f = kiln_fb__field_ptr(t, 6);
+  uint64_t v = 0;
   if (f) memcpy(&v, f, sizeof v);
   return v;
 }
