@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 
 from ..core.ir import Graph, Literal
 from . import cache as kernel_cache
-from .codegen import conv, elementwise, matmul, pool, reduce, row_fused, structural
+from . import strategies
 from .codegen.kernel import define_kernel
 from .codegen.pipeline import emit_assembly, emit_object, new_module, optimize
 from .codegen.types import byte_size
-from .fusion import DispatchStep, Plan, region_kind
+from .fusion import DispatchStep, Plan
 from .link import link_objects
 from .perturb import perturbed
 from .specs import BindingSpec, KernelImageSpec, KernelSpec
@@ -73,52 +73,19 @@ def structural_key(region: Graph) -> str:
 
 
 def kernel_strategy(region: Graph) -> str:
-    """The kernel strategy of a dispatch region: 'custom' (the primitive's own module: conv, pooling),
-    'matmul', 'row_fused', 'reduction' or 'elementwise'. The one place that chooses (issue 10's
-    strategy registry takes it over)."""
-    own = _own_kernel(region)
-    if own == "matmul":
-        return "matmul"
-    if own is not None:
-        return "custom"
-    kind = region_kind(region)
-    if row_fused.is_row_fused(region):
-        return "row_fused"
-    if kind.startswith("reduce_"):
-        return "reduction"
-    return "elementwise"
+    """The name of the kernel strategy of a dispatch region (kiln.compiler.strategies.choose: elementwise,
+    reduction, row_fused, split_reduction, matmul, conv, pooling or structural)."""
+    return strategies.choose(region).name
 
 
 def _kernel_name(region: Graph, index: int) -> str:
-    kind = "row_fused" if kernel_strategy(region) == "row_fused" else region_kind(region)
-    return f"kiln_{kind}_{index}"
-
-
-def _own_kernel(region: Graph) -> str | None:
-    """The kernel strategy (OpTraits.kernel) of the region's primitive that is a kernel of its own, if any."""
-    return next((e.primitive.traits.kernel for e in region.eqns if e.primitive.traits.fusion == "kernel"), None)
-
-
-_CUSTOM = {"conv": conv, "pooling": pool, "structural": structural}
+    return f"kiln_{strategies.choose(region).kind(region)}_{index}"
 
 
 def _emitter_for(region: Graph, target: Target):
-    strategy = kernel_strategy(region)
-    if strategy == "custom":  # primitives emitted by their own code generation module (conv, pooling, structural)
-        own = _own_kernel(region)
-        gen = _CUSTOM[own]
-        if own == "conv":
-            return gen.emit_kernel(region, target), gen.parallel_items(region, target), gen.work(region, target)
-        return gen.emit_kernel(region), gen.parallel_items(region), gen.work(region)
-    if strategy == "matmul":
-        return matmul.emit_matmul_kernel(region, target), matmul.parallel_items(region, target), matmul.work(region)
-    if strategy == "row_fused":
-        return row_fused.emit_kernel(region), row_fused.parallel_items(region), row_fused.work(region)
-    if strategy == "reduction":
-        return reduce.emit_reduce_kernel(region), reduce.parallel_items(region), reduce.work(region)
-    cost = sum(e.primitive.traits.cost for e in region.eqns)
-    size = max(region.outvars[0].aval.size, 0)
-    return elementwise.emit_elementwise_kernel(region), elementwise.parallel_items(region), size * (1 + cost // 4)
+    """(body emitter, parallel items, work) of the region's kernel for `target`: its strategy's plan."""
+    plan = strategies.plan_region(region, target)
+    return plan.emit, plan.parallel_items, plan.work
 
 
 def choose_workgroups(work: int, parallel_items: int) -> int:

@@ -4,7 +4,7 @@ scatter, dynamic_slice, dynamic_update_slice, sort, cumulative ops, argmax/argmi
 A region is the primitive's equation plus the layout ops (broadcast, transpose,
 reshape, slice, rev) that feed it: every operand is read through a strided
 View of a materialized buffer, so slices and transposes cost no copy. The
-module is the `structural` kernel strategy's code: emit_kernel / parallel_items / work.
+module is the `structural` kernel strategy's code: plan(region) -> (emit, parallel items, work).
 """
 from __future__ import annotations
 
@@ -581,25 +581,10 @@ _EMITTERS = {
     "dynamic_slice": _emit_dynamic_slice, "dynamic_update_slice": _emit_dynamic_update_slice, "sort": _emit_sort,
     "cumulative": _emit_cumulative, "argreduce": _emit_argreduce,
 }
-_CACHE: dict[int, tuple] = {}
 
 
-def _plan(region):
-    key = id(region)
-    hit = _CACHE.get(key)
-    if hit is None or hit[0] is not region:
-        r = _Region(region)
-        hit = _CACHE[key] = (region, _EMITTERS[r.kind](r))
-    return hit[1]
-
-
-def emit_kernel(region):
-    return _plan(region)[0]
-
-
-def parallel_items(region) -> int:
-    return _plan(region)[1]
-
-
-def work(region) -> int:
-    return _plan(region)[2]
+def plan(region):
+    """(body emitter, parallel items, work) of a structural region's kernel, computed together once (the
+    `structural` kernel strategy plans each region once: no cache kept here)."""
+    r = _Region(region)
+    return _EMITTERS[r.kind](r)
