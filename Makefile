@@ -16,8 +16,14 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(VENV)/.installed: $(BIN)/python pyproject.toml setup.py $(wildcard runtime-c/src/*.c runtime-c/src/*.h runtime-c/src/generated/*.h runtime-c/include/kiln/*.h runtime-c/tools/*.c runtime-c/tools/io/*.c runtime-c/tools/io/*.h runtime-c/CMakeLists.txt)
+# pip install -e builds the runtime with scikit-build-core and CMake (pyproject.toml) into
+# build/editable; copy-installed then puts libkiln_runtime.so and kiln-run into vm/_native/,
+# where the tests and kiln.vm._native look first. The distribution was called "kiln" before it
+# became kiln-compiler: an editable install under the old name is removed first.
+$(VENV)/.installed: $(BIN)/python pyproject.toml $(wildcard runtime-c/src/*.c runtime-c/src/*.h runtime-c/src/generated/*.h runtime-c/include/kiln/*.h runtime-c/tools/*.c runtime-c/tools/io/*.c runtime-c/tools/io/*.h runtime-c/CMakeLists.txt runtime-c/cmake/*)
+	if $(BIN)/python -m pip show --quiet kiln >/dev/null 2>&1; then $(BIN)/python -m pip uninstall --quiet --yes kiln; fi
 	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m kiln.vm._native copy-installed >/dev/null
 	touch $@
 
 install: $(VENV)/.installed
@@ -85,7 +91,15 @@ debugger:
 	bash tests/install_debugger.sh
 
 clean:
-	rm -rf build $(VENV)
+	rm -rf build dist $(VENV)
+
+# The source distribution and the wheel (kiln_compiler-VERSION-py3-none-PLATFORM.whl) in dist/,
+# each built in an isolated environment from pyproject.toml's build requirements (scikit-build-core,
+# and cmake when the machine has none >= 3.16), the wheel from the sdist.
+.PHONY: dist
+dist: install
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
 
 # The differential suite (tests/test_differential.py) with the long hypothesis
 # profile: many more generated examples than `make test` runs (docs/testing.md).

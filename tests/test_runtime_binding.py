@@ -393,9 +393,38 @@ def test_library_lookup_prefers_the_environment(monkeypatch, tmp_path):
     monkeypatch.delenv("KILN_RUN")
     monkeypatch.delenv("KILN_RUNTIME_LIB")
     monkeypatch.setattr(_native, "_NATIVE_DIR", tmp_path / "no_native")
+    monkeypatch.setattr(_native, "_prefix_candidates", lambda: [tmp_path / "no_prefix"])
     monkeypatch.setattr(_native, "DEV_BUILD_DIR", tmp_path / "no_build")
     with pytest.raises(_native.NativeArtifactNotFound, match="kiln-run was not found"):
         _native.kiln_run_path()
+
+
+def test_native_lookup_order(monkeypatch, tmp_path):
+    """vm/_native/ (development copies), then the package's installed prefix kiln/_runtime, then
+    build/runtime-c; the prefix's include, CMake and pkg-config folders."""
+    from kiln.vm import _native
+
+    monkeypatch.delenv("KILN_RUN", raising=False)
+    monkeypatch.delenv("KILN_RUNTIME_LIB", raising=False)
+    native, prefix, build = tmp_path / "native", tmp_path / "pkg" / "_runtime", tmp_path / "build"
+    monkeypatch.setattr(_native, "_NATIVE_DIR", native)
+    monkeypatch.setattr(_native, "_prefix_candidates", lambda: [tmp_path / "other" / "_runtime", prefix])
+    monkeypatch.setattr(_native, "DEV_BUILD_DIR", build)
+    with pytest.raises(_native.NativeArtifactNotFound, match="installed runtime was not found.*other/_runtime"):
+        _native.runtime_include_dir()
+    places = {"native": (native, native), "prefix": (prefix / "lib", prefix / "bin"), "build": (build, build)}
+    for lib_dir, bin_dir in places.values():
+        for folder, name in ((lib_dir, _native.LIBRARY_NAME), (bin_dir, _native.KILN_RUN_NAME)):
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_bytes(b"")
+    for place, (lib_dir, bin_dir) in places.items():
+        assert _native.runtime_library_path() == str(lib_dir / _native.LIBRARY_NAME), place
+        assert _native.kiln_run_path() == str(bin_dir / _native.KILN_RUN_NAME), place
+        (lib_dir / _native.LIBRARY_NAME).unlink()
+        (bin_dir / _native.KILN_RUN_NAME).unlink()
+    assert _native.runtime_include_dir() == str(prefix / "include")
+    assert _native.runtime_cmake_dir() == str(prefix / "lib" / "cmake" / "kiln")
+    assert _native.runtime_pkgconfig_dir() == str(prefix / "lib" / "pkgconfig")
 
 
 def _host_features() -> str:

@@ -13,7 +13,8 @@ import types
 
 # The distribution whose metadata holds kiln's version (pyproject.toml's [project] name and version, the one
 # place the number is written); kiln.__version__ reads it on first use.
-_DISTRIBUTION = "kiln"
+# "kiln-compiler": the name "kiln" on the package index belongs to an unrelated project.
+_DISTRIBUTION = "kiln-compiler"
 _VERSION_UNKNOWN = "0+unknown"
 
 
@@ -26,6 +27,30 @@ def _version() -> str:
         return metadata.version(_DISTRIBUTION)
     except metadata.PackageNotFoundError:
         return _VERSION_UNKNOWN
+
+
+def runtime_include_dir() -> str:
+    """The include folder of the C runtime installed with kiln (kiln/runtime.h, kiln_io.h), for C code
+    built against it."""
+    from kiln.vm._native import runtime_include_dir
+
+    return runtime_include_dir()
+
+
+def runtime_cmake_dir() -> str:
+    """The CMake package folder of the C runtime installed with kiln: ``cmake -Dkiln_DIR=<this>`` and
+    ``find_package(kiln)`` give ``kiln::runtime``, ``kiln::runtime_static`` and ``kiln::io``."""
+    from kiln.vm._native import runtime_cmake_dir
+
+    return runtime_cmake_dir()
+
+
+def runtime_pkgconfig_dir() -> str:
+    """The pkg-config folder of the C runtime installed with kiln (kiln.pc, kiln-static.pc,
+    kiln-io.pc), for ``PKG_CONFIG_PATH``."""
+    from kiln.vm._native import runtime_pkgconfig_dir
+
+    return runtime_pkgconfig_dir()
 
 
 # public name -> (module that defines it, attribute; None: the module itself)
@@ -71,6 +96,7 @@ __all__ = [
     "checkpoint_policies", "make_jaxpr", "eval_shape", "ShapeDtypeStruct", "disable_jit", "Device", "devices",
     "local_devices", "device_count", "local_device_count", "default_backend", "device_put", "device_get",
     "block_until_ready", "config", "named_call", "named_scope", "linearize", "Target", "TargetError",
+    "runtime_include_dir", "runtime_cmake_dir", "runtime_pkgconfig_dir",
 ]
 
 

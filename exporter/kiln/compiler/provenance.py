@@ -34,7 +34,7 @@ def _version() -> str:
     from importlib import metadata
 
     try:
-        return metadata.version("kiln")
+        return metadata.version("kiln-compiler")  # the distribution (kiln._DISTRIBUTION)
     except metadata.PackageNotFoundError:
         return "0+unknown"
 
