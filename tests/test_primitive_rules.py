@@ -30,6 +30,7 @@ import kiln.numpy as knp
 from kiln import lax
 from kiln.core.primitive import all_primitives
 from kiln.lax import math_prims as mp
+from kiln.lax import pooling_select as ps
 from kiln.lax import structural_prims as sp
 from kiln.transforms.jvp import DifferentiationError, Zero, jvp_flat
 
@@ -197,6 +198,9 @@ FLOAT_UNARY = [
 if "erfc" in P:  # being added alongside this file
     FLOAT_UNARY.append(("erfc", unary(P["erfc"]), normal(2, 3)))
 
+POOL_SELECT = dict(op="max", window_dimensions=(2, 2), window_strides=(1, 2), padding=((0, 1), (1, 0)),
+                   base_dilation=(1, 1), window_dilation=(1, 1))
+
 CASES = [Case(name, fn, args(s)) for name, fn, s in FLOAT_UNARY] + [
     Case("integer_pow", lambda x: lax.integer_pow(x, 3), args(normal(2, 3))),
     Case("integer_pow", lambda x: lax.integer_pow(x, -2), args(uniform(0.5, 2, 2, 3)), name="integer_pow_neg"),
@@ -280,6 +284,11 @@ CASES = [Case(name, fn, args(s)) for name, fn, s in FLOAT_UNARY] + [
     Case("reduce_window", lambda x: lax.reduce_window(x, 0.0, lax.add, (2, 2), (1, 2), "SAME"), args(normal(3, 5))),
     Case("reduce_window", lambda x: lax.reduce_window(x, -np.inf, lax.max, (2, 2), (1, 1), "VALID"),
          args(distinct(3, 4)), name="reduce_window_max", checks={"jvp", "vmap"}),
+    # max/min pooling's derivatives: linear in the first operand, the second (distinct values) selects
+    Case("select_and_gather_add", lambda t, x: ps.select_and_gather_add(t, x, **POOL_SELECT),
+         args(normal(3, 5), distinct(3, 5)), diff=(0,)),
+    Case("select_and_scatter_add", lambda c, x: ps.select_and_scatter_add(c, x, **{**POOL_SELECT, "op": "min"}),
+         args(normal(3, 3), distinct(3, 5)), diff=(0,)),
     # kiln.lax.linalg's triangular family
     Case("cholesky", lax.linalg.cholesky, args(positive_definite(3))),
     Case("triangular_solve", lambda a, b: lax.linalg.triangular_solve(a, b, left_side=True, lower=True),

@@ -8,9 +8,10 @@ the holes of base dilation hold the op's identity (0, -inf / dtype min,
 Derivatives: the sum is linear; its transpose is again a windowed sum over
 the cotangent (JAX's _reduce_window_sum_transpose_rule with lax.pad folded
 into base dilation and padding). For max/min, the tangent of each output is
-the mean of the tangents at the window positions that attain the extremum,
-computed from window patches (a convolution with a one-hot kernel), so that
-reverse mode goes through the convolution's transpose.
+the mean of the tangents at the window positions that attain the extremum
+(`pooling_select.select_and_gather_add`, whose transpose select_and_scatter_add
+is the gradient): kernels select the positions again from the operand, so no
+index tensor or operand-sized constant exists.
 """
 from __future__ import annotations
 
@@ -27,8 +28,9 @@ from ..core.trace import Tracer, get_aval
 from ..transforms.batching import move_batch_axis
 from ..transforms.jvp import tangent_aval
 from . import prims
-from .conv import _vjp_lhs_padding, conv_general_dilated_p, dilate_dim, padtype_to_pads
+from .conv import _vjp_lhs_padding, dilate_dim, padtype_to_pads
 from .operands import asarray, broadcast_to
+from .pooling_select import select_and_gather_add_p
 from .prims import ShapeError
 
 __all__ = ["reduce_window", "add", "max", "min", "reduce_window_identity"]
@@ -195,22 +197,6 @@ def _sum_transpose(ct, x, *, op, window_dimensions, window_strides, padding, bas
     return [out]
 
 
-def window_patches(x, *, window_dimensions, window_strides, padding, base_dilation, window_dilation):
-    """(prod(window),) + out_shape: every window's elements, zero where padding (a one-hot convolution)."""
-    a = get_aval(x)
-    k = int(np.prod(window_dimensions, dtype=np.int64))
-    kernel = np.eye(k, dtype=a.dtype).reshape((k, 1) + tuple(window_dimensions))
-    canonical = tuple(range(a.ndim + 2))
-    params = dict(window_strides=tuple(window_strides), padding=tuple(padding), lhs_dilation=tuple(base_dilation),
-                  rhs_dilation=tuple(window_dilation), dimension_numbers=(canonical, canonical, canonical),
-                  feature_group_count=1, batch_group_count=1)
-    if isinstance(x, np.ndarray):  # a constant: computed now, even while tracing
-        out = conv_general_dilated_p.impl(x.reshape((1, 1) + a.shape), kernel, **params)
-        return out.reshape(out.shape[1:])
-    out = conv_general_dilated_p.bind(prims.reshape.bind(x, new_shape=(1, 1) + a.shape), kernel, **params)
-    return prims.reshape.bind(out, new_shape=get_aval(out).shape[1:])
-
-
 def _jvp(primals, tangents, *, op, **params):
     (x,), (t,) = primals, tangents
     out = reduce_window_p.bind(x, op=op, **params)
@@ -218,18 +204,9 @@ def _jvp(primals, tangents, *, op, **params):
         return out, Zero(tangent_aval(get_aval(out)))
     if op == "add":
         return out, reduce_window_p.bind(t, op=op, **params)
-    a = get_aval(x)
-    k = int(np.prod(params["window_dimensions"], dtype=np.int64))
-    out_shape = get_aval(out).shape
-    valid = window_patches(np.ones(a.shape, a.dtype), **params) != 0
-    px = window_patches(x, **params)
-    spread = prims.broadcast_in_dim.bind(out, shape=(k,) + out_shape, broadcast_dimensions=tuple(range(1, len(out_shape) + 1)))
-    hit = prims.convert.bind(prims.eq.bind(px, spread), new_dtype=a.dtype)
-    mask = prims.mul.bind(hit, valid.astype(a.dtype))
-    one = prims.broadcast_in_dim.bind(np.ones((), a.dtype), shape=out_shape, broadcast_dimensions=())
-    count = prims.max.bind(prims.reduce_sum.bind(mask, axes=(0,)), one)
-    picked = prims.reduce_sum.bind(prims.mul.bind(window_patches(t, **params), mask), axes=(0,))
-    return out, prims.div.bind(picked, count)
+    # the mean of the tangents at the positions attaining the extremum, selected again from x inside the
+    # kernel (pooling_select); its transpose, select_and_scatter_add, is reverse mode's max-pool gradient
+    return out, select_and_gather_add_p.bind(t, x, op=op, **params)
 
 
 def _batching(values, dims, *, axis_size, op, window_dimensions, window_strides, padding, base_dilation, window_dilation):

@@ -12,7 +12,7 @@ import numpy as np
 from llvmlite import ir
 
 from ..layout import region_views
-from . import scalar_ops
+from . import pool_select, scalar_ops
 from .loops import const64, delinearize, dot_offsets, for_range, workgroup_slice
 from .reduce import _Combiner
 
@@ -21,16 +21,27 @@ def _main_eqn(region):
     return next(e for e in reversed(region.eqns) if e.primitive.traits.fusion == "kernel")
 
 
+def _selects(region) -> bool:
+    """The region is one of max/min pooling's derivatives (codegen/pool_select.py)."""
+    return _main_eqn(region).primitive.name in pool_select.PRIMITIVES
+
+
 def parallel_items(region) -> int:
+    if _selects(region):
+        return pool_select.parallel_items(region)
     return int(_main_eqn(region).outvars[0].aval.size)
 
 
 def work(region) -> int:
+    if _selects(region):
+        return pool_select.work(region)
     eqn = _main_eqn(region)
     return int(eqn.outvars[0].aval.size) * int(np.prod(eqn.params["window_dimensions"], dtype=np.int64))
 
 
 def emit_kernel(region):
+    if _selects(region):
+        return pool_select.emit_kernel(region)
     eqn = _main_eqn(region)
     p = eqn.params
     view = region_views(region)[eqn.invars[0].id]

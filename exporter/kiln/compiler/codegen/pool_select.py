@@ -1,0 +1,187 @@
+"""Kernels of select_and_gather_add and select_and_scatter_add (kiln.lax.pooling_select): the
+derivatives of max/min pooling, recomputing each window's selection from the operand x.
+
+- gather (one work item per window): the window's extremum m over its real positions (padding and
+  base-dilation holes skipped, NaN propagating like reduce_window), then the mean of the tangent over
+  the positions where x == m.
+- scatter (one work item per element i of x): for every window containing i (solved per dimension
+  from i's dilated, padded coordinate), its extremum m and tie count n; when x[i] == m, i receives
+  c[window] / n. Each element is written by its own item, in a fixed window order: no atomics, no
+  zero-initialized output, the same bits for any workgroup count.
+
+No index tensor is materialized: the cost is a few passes over each window instead.
+"""
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+
+from ..layout import region_views
+from . import scalar_ops
+from .loops import const64, delinearize, dot_offsets, for_range, workgroup_slice
+from .reduce import _Combiner
+from .types import I64, info
+
+PRIMITIVES = ("select_and_gather_add", "select_and_scatter_add")
+
+
+def _main_eqn(region):
+    return next(e for e in reversed(region.eqns) if e.primitive.name in PRIMITIVES)
+
+
+def _trivial(p, d) -> bool:
+    """A dimension the window does not touch (batch, channels)."""
+    return (p["window_dimensions"][d] == 1 and p["window_strides"][d] == 1 and p["padding"][d][0] == 0
+            and p["base_dilation"][d] == 1)
+
+
+def parallel_items(region) -> int:
+    eqn = _main_eqn(region)
+    return int(eqn.outvars[0].aval.size)
+
+
+def work(region) -> int:
+    eqn = _main_eqn(region)
+    window = int(np.prod(eqn.params["window_dimensions"], dtype=np.int64))
+    per_item = 2 * window * (window if eqn.primitive.name == "select_and_scatter_add" else 1)
+    return int(eqn.outvars[0].aval.size) * per_item
+
+
+def _walk_window(b, p, x_shape, pos, visit):
+    """visit(source index, inside or None) for each position of the window at output position `pos`."""
+    rank = len(x_shape)
+
+    def window(depth, src_index, valid):
+        if depth == rank:
+            if valid is None:
+                visit(src_index)
+            else:
+                with b.if_then(valid):
+                    visit(src_index)
+            return
+        if _trivial(p, depth):
+            window(depth + 1, src_index + [pos[depth]], valid)
+            return
+        s, wd, bd = p["window_strides"][depth], p["window_dilation"][depth], p["base_dilation"][depth]
+        pad = p["padding"][depth][0]
+        extent = (x_shape[depth] - 1) * bd + 1 if x_shape[depth] else 0
+
+        def step(k):
+            q = b.sub(b.add(b.mul(pos[depth], const64(s)), b.mul(k, const64(wd))), const64(pad))
+            ok = b.and_(b.icmp_signed(">=", q, const64(0)), b.icmp_signed("<", q, const64(extent)))
+            if bd > 1:
+                ok = b.and_(ok, b.icmp_signed("==", b.srem(q, const64(bd)), const64(0)))
+                q = b.sdiv(q, const64(bd))
+            window(depth + 1, src_index + [q], ok if valid is None else b.and_(valid, ok))
+
+        for_range(b, 0, p["window_dimensions"][depth], step, name=f"k{depth}")
+
+    window(0, [], None)
+
+
+def emit_kernel(region):
+    eqn = _main_eqn(region)
+    p = eqn.params
+    views = region_views(region)
+    sv, xv = views[eqn.invars[0].id], views[eqn.invars[1].id]
+    x_shape = tuple(eqn.invars[1].aval.shape)
+    out_shape = tuple(eqn.outvars[0].aval.shape)
+    pooled_shape = tuple(eqn.invars[0].aval.shape) if eqn.primitive.name == "select_and_scatter_add" else out_shape
+    dtype = np.dtype(eqn.outvars[0].aval.dtype)
+    d = info(dtype)
+    ct = d.compute
+    comb = _Combiner(p["op"], dtype)
+    total = int(np.prod(out_shape, dtype=np.int64))
+    n_in = len(region.invars)
+    scatter = eqn.primitive.name == "select_and_scatter_add"
+
+    def body(b: ir.IRBuilder, pointers, workgroup_id, workgroup_count):
+        if total == 0:
+            return
+        x_ptr, s_ptr, out_ptr = pointers[xv.source], pointers[sv.source], pointers[n_in]
+        m_slot = b.alloca(comb.acc_type, name="m")
+        count_slot = b.alloca(I64, name="count")
+        sum_slot = b.alloca(ct, name="sum")
+        acc_slot = b.alloca(ct, name="acc")
+        lo, hi = workgroup_slice(b, total, workgroup_id, workgroup_count)
+
+        def load_x(index):
+            return scalar_ops.load(b, x_ptr, dot_offsets(b, index, xv.strides, const64(xv.offset)), dtype)
+
+        def selection(pos):
+            """The window's extremum (compute type) and its tie count."""
+            b.store(comb.init(), m_slot)
+            _walk_window(b, p, x_shape, pos, lambda idx: b.store(comb.combine(b, b.load(m_slot), load_x(idx), False), m_slot))
+            m = comb.finalize(b, b.load(m_slot))
+            b.store(const64(0), count_slot)
+
+            def count(idx):
+                hit = b.fcmp_ordered("==", load_x(idx), m)
+                b.store(b.add(b.load(count_slot), b.zext(hit, I64)), count_slot)
+
+            _walk_window(b, p, x_shape, pos, count)
+            return m, b.load(count_slot)
+
+        def gather(o):
+            pos = delinearize(b, o, out_shape)
+            m, _ = selection(pos)
+            b.store(const64(0), count_slot)
+            b.store(ir.Constant(ct, 0.0), sum_slot)
+
+            def take(idx):
+                hit = b.fcmp_ordered("==", load_x(idx), m)
+                with b.if_then(hit):
+                    t = scalar_ops.load(b, s_ptr, dot_offsets(b, idx, sv.strides, const64(sv.offset)), dtype)
+                    b.store(b.fadd(b.load(sum_slot), t), sum_slot)
+                    b.store(b.add(b.load(count_slot), const64(1)), count_slot)
+
+            _walk_window(b, p, x_shape, pos, take)
+            n = b.load(count_slot)
+            n = b.select(b.icmp_signed(">", n, const64(0)), n, const64(1))
+            scalar_ops.store(b, out_ptr, o, b.fdiv(b.load(sum_slot), b.sitofp(n, ct)), dtype)
+
+        def scatter_to(i):
+            idx = delinearize(b, i, x_shape)
+            xi = load_x(idx)
+            b.store(ir.Constant(ct, 0.0), acc_slot)
+            rank = len(x_shape)
+
+            def windows(depth, opos, valid):
+                if depth == rank:
+                    def visit():
+                        m, n = selection(opos)
+                        with b.if_then(b.fcmp_ordered("==", xi, m)):
+                            c = scalar_ops.load(b, s_ptr, dot_offsets(b, opos, sv.strides, const64(sv.offset)), dtype)
+                            b.store(b.fadd(b.load(acc_slot), b.fdiv(c, b.sitofp(n, ct))), acc_slot)
+                    if valid is None:
+                        visit()
+                    else:
+                        with b.if_then(valid):
+                            visit()
+                    return
+                if _trivial(p, depth):
+                    windows(depth + 1, opos + [idx[depth]], valid)
+                    return
+                s, wd, bd = p["window_strides"][depth], p["window_dilation"][depth], p["base_dilation"][depth]
+                pad = p["padding"][depth][0]
+                coord = b.add(b.mul(idx[depth], const64(bd)), const64(pad))
+
+                def step(k):
+                    q = b.sub(coord, b.mul(k, const64(wd)))  # = o * s for the window o holding i at offset k
+                    ok = b.icmp_signed(">=", q, const64(0))
+                    if s > 1:
+                        ok = b.and_(ok, b.icmp_signed("==", b.srem(q, const64(s)), const64(0)))
+                        o = b.sdiv(q, const64(s))
+                    else:
+                        o = q
+                    ok = b.and_(ok, b.icmp_signed("<", o, const64(pooled_shape[depth])))
+                    windows(depth + 1, opos + [o], ok if valid is None else b.and_(valid, ok))
+
+                for_range(b, 0, p["window_dimensions"][depth], step, name=f"w{depth}")
+
+            windows(0, [], None)
+            scalar_ops.store(b, out_ptr, i, b.load(acc_slot), dtype)
+
+        for_range(b, lo, hi, scatter_to if scatter else gather, name="o")
+
+    return body
