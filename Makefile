@@ -107,6 +107,13 @@ dist: install
 test-long: install
 	KILN_HYPOTHESIS_PROFILE=long $(BIN)/python -m pytest -q tests/test_differential.py
 
+# kiln check on the ten programs of tests/programs: no dispatch beyond tolerance, and each of their first
+# elementwise kernels compiled wrong on purpose named at its first dispatch (docs/accuracy.md,
+# "Checking a module's numerics"); about 1.5 min on 2 cores.
+.PHONY: check-sweep
+check-sweep: install
+	$(BIN)/python tests/check_sweep.py
+
 # Fuzzing the C runtime with libFuzzer under ASan+UBSan (fuzz/, docs/testing.md
 # "Fuzzing"). fuzz-ci fuzzes each target briefly from the seeds alone (part of
 # `make test`); fuzz for a few minutes and fuzz-long for DURATION seconds per

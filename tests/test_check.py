@@ -182,3 +182,29 @@ def test_an_output_is_judged_by_the_least_precise_float_computed_for_it():
     tolerances = sorted(t for r in regions for t in output_tolerances(r, None))
     assert tolerances == [TOLERANCES["float64"], TOLERANCES["float32"]]
     assert output_tolerances(regions[0], 0.5) == [0.5] * len(regions[0].outvars)
+
+
+def test_cancellation_is_judged_at_the_scale_of_its_terms():
+    """A sum that cancels to about 0 is accurate to eps times its terms, not to eps times itself: the
+    reference's scales carry the terms' magnitude through sums and products."""
+    import kiln.numpy as knp
+    from kiln.compiler.fusion import partition
+    from kiln.compiler.pipeline import prepare_graph
+    from kiln.core.aval import ShapedArray
+    from kiln.core.trace import trace_to_graph
+    from kiln.program.check import evaluate_region
+
+    def f(x, y):
+        return [knp.sum(x * y - x * y[::-1])]
+
+    graph = prepare_graph(trace_to_graph(f, [ShapedArray((4,), np.dtype(np.float32))] * 2))
+    (step,) = partition(graph).dispatches
+    x, y = np.float32([1e3, 2e3, 3e3, 4e3]), np.float32([1, 2, 2, 1])
+    (out,), (scale,) = evaluate_region(step.region, [x, y], wide=True, magnitudes=True)
+    assert out == 0 and scale == pytest.approx(2 * float(np.sum(x * y)))  # sum |x y| + |x y[::-1]|
+    f32 = TOLERANCES["float32"]
+    off = np.array(0.05, np.float32)  # rounding-sized next to the terms (3e4), not next to 0
+    zero = np.zeros((), np.float32)  # the program-dtype reference
+    assert compare(off, out, zero, f32)[3] == 1
+    assert compare(off, out, zero, f32, scale)[3] == 0
+    assert compare(np.array(50, np.float32), out, zero, f32, scale)[3] == 1  # a wrong value still is

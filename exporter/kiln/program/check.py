@@ -423,7 +423,9 @@ def compare(got: np.ndarray, reference: np.ndarray, native: np.ndarray, tol: flo
             err = np.where(same, 0.0, np.abs(g - ref))
             err = np.where(np.isnan(err), np.inf, err)
             ok = same | (err <= tol * (np.maximum(np.abs(ref), terms) + scale))
-            rel = np.where(same, 0.0, np.where(ref != 0, err / np.abs(ref), np.inf))
+            # relative to the element, or where it is 0 to its terms (an exact 0 from cancelling terms)
+            rel = np.where(same, 0.0, np.where(ref != 0, err / np.abs(ref),
+                                               np.where(terms > 0, err / np.where(terms > 0, terms, 1), np.inf)))
             rounded = ref.astype(dtype)
             ulp = np.abs(_ordered(got) - _ordered(rounded))
             ulp = np.where(same | (np.isnan(g) & np.isnan(rounded.astype(np.float64))), 0, ulp)

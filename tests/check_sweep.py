@@ -1,0 +1,84 @@
+"""`make check-sweep`: `kiln check` (kiln.program.check) on the ten programs of tests/programs/.
+
+For each program (exported as tests/test_programs.py exports it, on the same arguments):
+1. the healthy module: every dispatch must be within tolerance (no false alarm);
+2. each of its first KERNELS distinct elementwise kernels compiled wrong on purpose
+   (KILN_TEST_PERTURB_KERNEL): the first failure must be that kernel's first dispatch.
+Prints one line per program and exits 1 on a false alarm or a miss. About 1.5 minutes on 2 cores
+(each perturbed module is compiled again; the other kernels come from the kernel cache).
+
+    .venv/bin/python tests/check_sweep.py [PROGRAM ...]
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE / "programs")]
+
+import kiln  # noqa: E402
+from kiln import Program, random  # noqa: E402
+from kiln.compiler.perturb import ENV  # noqa: E402
+from kiln.program.check import check_program  # noqa: E402
+from test_programs import EXPORT_SEED, PROGRAMS  # noqa: E402
+
+KERNELS = 6
+
+
+def exported(name: str, tag: str):
+    """A Program whose one function `run` is the program's export(key) function, and its arguments."""
+    fn, args = importlib.import_module(name).export(random.PRNGKey(EXPORT_SEED))
+    leaves, treedef = kiln.tree_util.tree_flatten(args)
+    kfn = lambda *flat: fn(*kiln.tree_util.tree_unflatten(treedef, flat))  # noqa: E731
+    names = [f"a{i}" for i in range(len(leaves))]
+    namespace = {"Program": Program, "kfn": kfn, "args": leaves}
+    params = ", ".join(f"{n}=Program.like(args[{i}])" for i, n in enumerate(names))
+    exec(f"def run(self, {params}):\n    return kfn({', '.join(names)})", namespace)
+    cls = type(f"Check_{name}_{tag}", (Program,), {"run": namespace["run"]}, export_name=name)
+    return cls, [np.asarray(a) for a in leaves]
+
+
+def sweep(name: str) -> bool:
+    cls, inputs = exported(name, "healthy")
+    healthy = check_program(cls, "run", inputs)
+    ok = healthy.passed
+    if not ok:
+        print(healthy.text())
+    kernels = []
+    for r in healthy.results:
+        if r.kernel.startswith("kiln_elementwise") and r.kernel not in kernels:
+            kernels.append(r.kernel)
+    found = 0
+    for kernel in kernels[:KERNELS]:
+        os.environ[ENV] = kernel
+        try:
+            report = check_program(exported(name, kernel)[0], "run", inputs)
+        finally:
+            del os.environ[ENV]
+        first = next(r.index for r in healthy.results if r.kernel == kernel)
+        bad = report.first_failure
+        if bad is not None and (bad.index, bad.kernel) == (first, kernel):
+            found += 1
+        else:
+            ok = False
+            print(f"  {name}: {kernel} compiled wrong (first dispatched as #{first}), first failure: "
+                  f"{'none' if bad is None else f'#{bad.index} {bad.kernel}'}")
+    worst = max((r.max_rel for r in healthy.results), default=0.0)
+    print(f"{name}: {len(healthy.results)} dispatches, {sum(not r.passed for r in healthy.results)} beyond "
+          f"tolerance (largest relative error {worst:.2g}); {found} of {min(len(kernels), KERNELS)} perturbed "
+          f"kernels named at their first dispatch", flush=True)
+    return ok
+
+
+def main(names) -> int:
+    results = [sweep(name) for name in names or PROGRAMS]
+    return 0 if all(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
