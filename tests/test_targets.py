@@ -119,3 +119,155 @@ def test_cli_target_errors(tmp_path, args, message):
     proc = run_kiln_cli("export", "examples/linear.py:Linear", "-o", str(tmp_path / "m.vmfb"), *args, check=False)
     assert proc.returncode != 0 and message in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "m.vmfb").exists()
+
+
+# ---- portable modules: kernel variants (format 2.4) -------------------------------------------------
+
+import os  # noqa: E402
+import subprocess  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+import kiln.numpy as knp  # noqa: E402
+from kiln.vm.reader import ModuleFile, dump_text, read_module  # noqa: E402
+from kiln.vm.writer import serialize  # noqa: E402
+
+_X = np.random.default_rng(0).standard_normal((64, 48)).astype(np.float32)
+_W = np.random.default_rng(1).standard_normal((48, 32)).astype(np.float32)
+
+
+class Mix(Program, export_name="mix"):
+    """One kernel of each strategy: a matmul with tanh, a row-fused softmax, reductions, power (whose
+    integer test must not call libm's trunc), floor and sqrt."""
+    _w = _W
+
+    def run(self, x=Program.like(_X), p=Program.like(np.float32(0))):
+        h = knp.tanh(x @ self._w)
+        e = knp.exp(h - h.max(axis=1, keepdims=True))
+        return (e / e.sum(axis=1, keepdims=True), knp.power(knp.abs(x) + 1.0, p), knp.sum(x * x),
+                knp.floor(x * 3.7), knp.sqrt(knp.abs(x)))
+
+
+def _mix_reference(x, p):
+    h = np.tanh(x.astype(np.float64) @ _W)
+    e = np.exp(h - h.max(axis=1, keepdims=True))
+    return (e / e.sum(axis=1, keepdims=True), np.power(np.abs(x) + 1.0, p), np.sum(x.astype(np.float64) ** 2),
+            np.floor(x * np.float32(3.7)), np.sqrt(np.abs(x)))
+
+
+def _kiln_run(module, *args, variant=None, check=True):
+    env = dict(os.environ)
+    env.pop("KILN_CPU_VARIANT", None)
+    if variant is not None:
+        env["KILN_CPU_VARIANT"] = variant
+    from kiln.vm._native import kiln_run_path
+
+    proc = subprocess.run([kiln_run_path(), f"--module={module}", *args], capture_output=True, text=True,
+                          timeout=120, env=env)
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def _run_mix(module, tmp_path, variant=None):
+    np.save(tmp_path / "x.npy", _X)
+    np.save(tmp_path / "p.npy", np.float32(2.5))
+    outs = [tmp_path / f"{variant}-{i}.npy" for i in range(5)]
+    _kiln_run(module, "--function=run", f"--input=@{tmp_path / 'x.npy'}", f"--input=@{tmp_path / 'p.npy'}",
+              *[f"--output=@{o}" for o in outs], variant=variant)
+    return [np.load(o) for o in outs]
+
+
+def _host_runs(features: str) -> bool:
+    lib = _runtime()
+    return all(lib.kiln_host_cpu_feature(f[1:].encode()) == 1 for f in features.split(",") if f.startswith("+"))
+
+
+@pytest.fixture(scope="module")
+def portable_mix(tmp_path_factory):
+    path = tmp_path_factory.mktemp("portable") / "mix.vmfb"
+    Program.get_compiled_artifact(Mix, target="portable").save(path)
+    return path
+
+
+@pytest.mark.skipif(HOST_ARCH != "x86_64", reason="the x86-64 levels run on an x86-64 host")
+def test_portable_module_runs_every_variant_the_host_supports(portable_mix, tmp_path):
+    """A default (portable) export carries x86-64-v4, v3 and v2 builds; each one the host can run,
+    forced with KILN_CPU_VARIANT, computes numpy's results; v3 gives v4's bits, v2 (no FMA: llvm.fmuladd
+    rounds the product apart, docs/targets.md) the same up to a few ulps."""
+    reader = ModuleFile(portable_mix.read_bytes())
+    variants = [v.image for v in reader.kernel_variants] + reader.kernel_images
+    assert [img.variant for img in variants] == ["x86-64-v4", "x86-64-v3", "x86-64-v2"]
+    assert len({len(reader.kernels)}) == 1 and all(len(v.entry_offsets) == len(reader.kernels)
+                                                  for v in reader.kernel_variants)
+    runnable = [img.variant for img in variants if _host_runs(img.cpu_features)]
+    assert "x86-64-v2" in runnable
+    # unforced, the runtime loads the best build the host runs, and says so
+    listing = _kiln_run(portable_mix, "--list").stdout
+    assert f"kernel image 0: variant {runnable[0]} " in listing
+    results = {v: _run_mix(portable_mix, tmp_path, v) for v in runnable}
+    want = _mix_reference(_X, np.float32(2.5))
+    for v, got in results.items():
+        assert f"variant {v} " in _kiln_run(portable_mix, "--list", variant=v).stdout
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=2e-5, atol=1e-6, err_msg=v)
+    best = results[runnable[0]]
+    if "x86-64-v3" in runnable:
+        for a, b in zip(results["x86-64-v3"], best):
+            assert a.tobytes() == b.tobytes()
+    for a, b in zip(results["x86-64-v2"], best):
+        ulps = np.abs(a.view(np.int32).astype(np.int64) - b.view(np.int32)) if a.dtype == np.float32 else 0
+        assert np.max(ulps) <= 64
+
+
+def test_dump_shows_the_variants(portable_mix):
+    text = dump_text(portable_mix.read_bytes())
+    assert "kernel variants: 2" in text
+    assert re.search(r"variant#0 of image#0: variant x86-64-v4 x86_64\S* features=\S*\+avx512f", text)
+    assert re.search(r"variant#1 of image#0: variant x86-64-v3 x86_64\S* features=\S*\+avx2", text)
+    assert re.search(r"image#0 variant x86-64-v2 x86_64\S* features=", text)
+
+
+def test_forcing_a_variant_that_is_missing_or_cannot_run(portable_mix, tmp_path):
+    proc = _kiln_run(portable_mix, "--list", variant="x86-64-v5", check=False)
+    assert proc.returncode != 0
+    assert ("KILN_CPU_VARIANT=x86-64-v5 names no variant of kernel image 0 (it has 'x86-64-v4', "
+            "'x86-64-v3', 'x86-64-v2')") in proc.stderr
+    # a build needing a feature the runtime cannot check is passed over, and refused when forced
+    spec = read_module(portable_mix.read_bytes())
+    spec.kernel_variants[0].image.cpu_features += ",+no-such-feature"
+    damaged = tmp_path / "unknown.vmfb"
+    damaged.write_bytes(serialize(spec))
+    listing = _kiln_run(damaged, "--list").stdout
+    assert "variant x86-64-v4 " not in listing and "kernel image 0: variant x86-64-" in listing
+    proc = _kiln_run(damaged, "--list", variant="x86-64-v4", check=False)
+    assert proc.returncode != 0 and "kernel image 0 variant 'x86-64-v4'" in proc.stderr
+    assert "unknown CPU feature '+no-such-feature'" in proc.stderr
+
+
+def test_a_module_without_variants_still_loads(portable_mix, tmp_path):
+    """A format 2.3 module (one image, no variant names) loads as before; forcing a variant refuses it."""
+    spec = read_module(portable_mix.read_bytes())
+    spec.kernel_variants = []
+    spec.kernel_images[0].variant = ""
+    old = tmp_path / "old.vmfb"
+    old.write_bytes(serialize(spec, version=(2, 3)))
+    listing = _kiln_run(old, "--list").stdout
+    assert "kernel image 0: variant" not in listing
+    got = _run_mix(old, tmp_path)
+    for g, w in zip(got, _mix_reference(_X, np.float32(2.5))):
+        np.testing.assert_allclose(g, w, rtol=2e-5, atol=1e-6)
+    proc = _kiln_run(old, "--list", variant="x86-64-v2", check=False)
+    assert proc.returncode != 0 and "names no variant of kernel image 0 (it has '')" in proc.stderr
+
+
+@pytest.mark.skipif(HOST_ARCH != "x86_64", reason="runs the baseline x86-64 build")
+def test_baseline_x86_64_needs_no_libm(tmp_path):
+    """Without SSE4.1 LLVM lowers its rounding intrinsics to libm calls (trunc, floor), which a
+    kernel image cannot import: every kernel of Mix links and runs for the x86-64 baseline CPU."""
+    target = Target.named("x86_64-unknown-linux-gnu", "x86-64")
+    assert "+sse4.1" not in _features(target)
+    path = tmp_path / "baseline.vmfb"
+    Program.get_compiled_artifact(Mix, target=target).save(path)
+    for g, w in zip(_run_mix(path, tmp_path), _mix_reference(_X, np.float32(2.5))):
+        np.testing.assert_allclose(g, w, rtol=2e-5, atol=1e-6)
