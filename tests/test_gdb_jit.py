@@ -3,8 +3,11 @@ each loaded kernel image with GDB, so a breakpoint on a kernel's name resolves a
 the kernel; off by default. gdb comes from Debian (`make debugger`, tests/install_debugger.sh); without
 it, or where the process may not be traced, the gdb test skips naming why."""
 import os
+import re
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -43,13 +46,25 @@ def test_registration_of_an_exported_module(build, softmax_module):
     assert "1 modules with kernels registered and unregistered" in out
 
 
-def _gdb(build, module, kernel, env):
+def test_python_instance_options_match_the_header():
+    """kiln.vm's ctypes copy of kiln_instance_options_t has the header's fields in its order (the runtime
+    writes every field in kiln_instance_options_initialize: a shorter copy would be overrun)."""
+    from kiln.vm._clib import _InstanceOptions
+
+    header = (Path(__file__).resolve().parent.parent / "runtime-c" / "include" / "kiln" / "runtime.h").read_text()
+    body = re.search(r"typedef struct kiln_instance_options \{(.*?)\} kiln_instance_options_t;", header, re.S).group(1)
+    body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
+    fields = re.findall(r"\b(\w+);", body)
+    assert fields == [name for name, _ in _InstanceOptions._fields_] == ["worker_count", "perf_map", "gdb_jit"]
+
+
+def _gdb(build, module, kernel, env, program=None):
     gdb = shutil.which("gdb")
     if gdb is None:
         pytest.skip("gdb is not installed (make debugger, or apt-get install gdb)")
+    program = program or [str(build / "kiln-run"), f"--module={module}", "--function=run", "--input=64x256xf32=1"]
     cmd = [gdb, "-nx", "-batch", "-ex", "set breakpoint pending on", "-ex", f"break {kernel}", "-ex", "run",
-           "-ex", "bt", "-ex", "info symbol $pc",
-           "--args", str(build / "kiln-run"), f"--module={module}", "--function=run", "--input=64x256xf32=1"]
+           "-ex", "bt", "-ex", "info symbol $pc", "--args", *program]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
     out = proc.stdout + proc.stderr
     if "ptrace: Operation not permitted" in out or "Could not trace the inferior" in out:
@@ -73,3 +88,16 @@ def test_gdb_names_the_kernel_in_a_backtrace(build, softmax_module):
     env.pop("KILN_GDB_JIT")
     out = _gdb(build, softmax_module, kernel, env)
     assert "hit Breakpoint" not in out and "exited normally" in out, out
+
+
+def test_python_binding_option(build, softmax_module):
+    """Instance(gdb_jit=True) registers the kernels from Python too (no environment variable)."""
+    (kernel,) = [k.name for k in read_module(softmax_module.read_bytes()).kernels]
+    script = ("import numpy as np\n"
+              "from kiln.vm.runtime import Context, Instance, Module\n"
+              f"m = Module.from_bytes(Instance(gdb_jit=True), open({str(softmax_module)!r}, 'rb').read())\n"
+              "Context(m).invoke('run', [np.ones((64, 256), np.float32)])\n")
+    env = {k: v for k, v in os.environ.items() if k != "KILN_GDB_JIT"}
+    out = _gdb(build, softmax_module, kernel, env, program=[sys.executable, "-c", script])
+    assert "hit Breakpoint 1" in out, out
+    assert f"{kernel} in section .text" in out, out

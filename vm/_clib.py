@@ -63,7 +63,7 @@ class _HostBuffer(ctypes.Structure):
 
 
 class _InstanceOptions(ctypes.Structure):
-    _fields_ = [("worker_count", ctypes.c_uint32), ("perf_map", ctypes.c_int)]
+    _fields_ = [("worker_count", ctypes.c_uint32), ("perf_map", ctypes.c_int), ("gdb_jit", ctypes.c_int)]
 
 
 class _CallLimits(ctypes.Structure):

@@ -142,11 +142,13 @@ class Instance(_Handle):
     """The runtime instance: the worker threads that run kernels (0: one per core).
 
     A worker count the runtime cannot take raises ValueError. perf_map=True makes every module loaded
-    into it append its kernels to /tmp/perf-<pid>.map, so that `perf report` names them."""
+    into it append its kernels to /tmp/perf-<pid>.map, so that `perf report` names them; gdb_jit=True
+    (or KILN_GDB_JIT=1 in the environment) registers them with GDB's JIT interface, so that gdb names
+    them in backtraces and breaks on them."""
 
     _release_name = "kiln_instance_release"
 
-    def __init__(self, worker_count: int = 0, perf_map: bool = False):
+    def __init__(self, worker_count: int = 0, perf_map: bool = False, gdb_jit: bool = False):
         super().__init__()
         worker_count = check_worker_count(worker_count, "Instance")
         lib = _lib()
@@ -154,6 +156,7 @@ class Instance(_Handle):
         lib.kiln_instance_options_initialize(ctypes.byref(options))
         options.worker_count = worker_count
         options.perf_map = int(bool(perf_map))
+        options.gdb_jit = int(bool(gdb_jit))
         out = ctypes.c_void_p()
         try:
             _check(lib.kiln_instance_create(ctypes.byref(options), ctypes.byref(out)))
