@@ -157,6 +157,25 @@ def test_wheel_build_compiles_no_test_or_example(dist):
     assert not [p for p in dist[2].rglob("*.o") if "tests" in p.parts or "examples" in p.parts]
 
 
+def test_cmake_and_a_compiler_are_build_requirements(tmp_path):
+    """cmake is asked for from the package index when the machine has none (scikit-build-core's
+    get_requires_for_build_wheel, what pip installs into the isolated build environment); a missing
+    C compiler stops the build with CMake's message naming it."""
+    requires = ("from scikit_build_core.build import get_requires_for_build_wheel as g; "
+                "print(' '.join(g()))")
+    no_tools = tmp_path / "empty-path"
+    no_tools.mkdir()
+    assert "cmake>=3.16" in sh([sys.executable, "-c", requires], cwd=ROOT,
+                               env=clean_env(PATH=str(no_tools))).stdout.split()
+    assert not [r for r in sh([sys.executable, "-c", requires], cwd=ROOT, env=clean_env()).stdout.split()
+                if r.startswith("cmake")]  # this machine's cmake is recent enough
+    proc = sh([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", tmp_path / "out",
+               f"-Cbuild-dir={tmp_path / 'cmake'}", ROOT], env=clean_env(CC=str(tmp_path / "no-cc")), check=False)
+    assert proc.returncode != 0 and not list((tmp_path / "out").glob("*.whl"))
+    text = re.sub(r"\s+", " ", proc.stdout + proc.stderr)
+    assert f"Could not find compiler set in environment variable CC: {tmp_path / 'no-cc'}" in text, text
+
+
 def test_sdist_files(dist):
     with tarfile.open(dist[0]) as t:
         names = {n.split("/", 1)[1] for n in t.getnames() if "/" in n}
