@@ -80,8 +80,13 @@ def _progress_line(name: str, seconds: float, detail: str) -> None:
 
 @main.command()
 @click.argument("program")
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Module file to write (.vmfb).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False),
+              help="Module file to write (.vmfb); required unless --print is given.")
 @click.option("--ir", "print_ir", is_flag=True, help="Also print the program's IR.")
+@click.option("--print", "print_stages", multiple=True, metavar="STAGE",
+              type=click.Choice(["trace", "passes", "fusion", "strategy", "schedule", "llvm", "asm", "module"]),
+              help="Print a compilation stage to stdout (repeatable): trace, passes, fusion, strategy (each "
+                   "dispatch's kernel strategy and plan), schedule, llvm, asm, module (as kiln dump).")
 @click.option("--target", "target", metavar="TRIPLE|host|portable",
               help="Machines the module runs on: 'portable' (default, or $KILN_TARGET: kernel variants for "
                    "x86-64-v2/v3/v4 or aarch64 NEON/SVE, the best chosen at load), 'host' (this machine "
@@ -89,7 +94,7 @@ def _progress_line(name: str, seconds: float, detail: str) -> None:
 @click.option("--cpu", metavar="NAME", help="LLVM CPU name for --target TRIPLE (x86-64-v3, znver4, neoverse-v1, ...).")
 @click.option("--features", metavar="+a,-b", help="LLVM CPU features to add (+) or remove (-) for --target TRIPLE.")
 @click.pass_context
-def export(ctx, program, output, print_ir, target, cpu, features):
+def export(ctx, program, output, print_ir, print_stages, target, cpu, features):
     """Trace and compile PROGRAM (FILE.py:ClassName or package.module:ClassName) into a module file.
 
     By default the module is portable (docs/targets.md): for x86-64 it carries kernel variants for
@@ -104,6 +109,8 @@ def export(ctx, program, output, print_ir, target, cpu, features):
 
     from kiln.compiler.target import Target, TargetError
 
+    if output is None and not print_stages:
+        raise click.UsageError("Missing option '-o' / '--output' (or --print STAGE to print a stage only).")
     if (cpu is not None or features is not None) and target is None:
         raise click.UsageError("--cpu and --features need --target TRIPLE (the machine they describe)")
     try:
@@ -118,11 +125,20 @@ def export(ctx, program, output, print_ir, target, cpu, features):
         artifact = Program.get_compiled_artifact(cls, target=chosen)
         if print_ir:
             click.echo(Program.get_ir(cls))
-        with stage("write", output):
-            artifact.save(output)
+        if output is not None:
+            with stage("write", output):
+                artifact.save(output)
     if progress:
         click.echo("\r\033[K", nl=False, err=True)  # the progress line gives way to the result
-    click.echo(f"wrote {output} ({len(artifact.bytes)} bytes)")
+    if print_stages:
+        from kiln.compiler.stage_print import stage_text
+
+        result = cls._kiln_result_for(chosen)
+        for name in print_stages:
+            click.echo(f"=== {name} ===")
+            click.echo(stage_text(result, name))
+    if output is not None:
+        click.echo(f"wrote {output} ({len(artifact.bytes)} bytes)")
     if verbose:
         click.echo("export stages (wall clock):")
         click.echo(timings.format())

@@ -52,6 +52,11 @@ class CompiledKernels:
         return "\n".join(emit_assembly(_optimized_kernel(spec.name, region, self._target), self._target)
                          for spec, region in zip(self.kernels, self._regions))
 
+    def optimized_modules(self) -> list:
+        """Each kernel's optimized LLVM module (`kiln export --print llvm`; generated again, never read from
+        the cache)."""
+        return [_optimized_kernel(spec.name, region, self._target) for spec, region in zip(self.kernels, self._regions)]
+
 
 def structural_key(region: Graph) -> str:
     """Text that is equal for regions that compute the same thing (names aside)."""

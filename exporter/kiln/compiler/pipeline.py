@@ -48,6 +48,9 @@ class CompileResult:
     optimized: dict[str, Graph] = field(default_factory=dict)
     plans: dict[str, object] = field(default_factory=dict)
     schedules: dict[str, object] = field(default_factory=dict)  # kiln.compiler.schedule.Schedule by function
+    traced: dict[str, Graph] = field(default_factory=dict)  # each function's graph as traced
+    graph_plans: dict[int, object] = field(default_factory=dict)  # id(graph) -> Plan, nested graphs included
+    kernels: object = None  # compile.CompiledKernels of the module's (last) target
 
     def schedule_text(self) -> str:
         """Every function's schedule, printed (`kiln export --print schedule`)."""
@@ -173,7 +176,8 @@ def _compile_module(name: str, procedures: list[ProcedureSource], globals_: list
     with stage("serialize") as timed:
         module_bytes = serialize(spec)
         timed.detail = f"{len(module_bytes)} bytes"
-    return CompileResult(spec, module_bytes, optimized, by_name, schedules)
+    return CompileResult(spec, module_bytes, optimized, by_name, schedules,
+                         {proc.name: proc.graph for proc in procedures}, plans, kernels)
 
 
 def _variants(builds, targets, base) -> list:

@@ -131,6 +131,16 @@ class Program:
             cls._kiln_compiled_for[target] = compiled
         return compiled
 
+    @classmethod
+    def _kiln_result_for(cls, target=None):
+        """The CompileResult of the module for `target` (as get_compiled_artifact takes it): every stage's
+        output, which `kiln export --print STAGE` prints (kiln.compiler.stage_print)."""
+        from ..compiler.target import Target, resolve_targets
+
+        targets = resolve_targets(target)
+        host = len(targets) == 1 and targets[0] == Target.host()
+        return cls._kiln_compile(None if host else (targets[0] if len(targets) == 1 else targets))[1]
+
     def __init__(self):
         from ..runtime_session import load_module
 
@@ -202,11 +212,7 @@ class Program:
         else:
             raise TypeError(f"Program.get_compiled_artifact: expected a Program subclass or instance, "
                             f"got {type(program).__name__}")
-        from ..compiler.target import Target, resolve_targets
-
-        targets = resolve_targets(target)
-        host = len(targets) == 1 and targets[0] == Target.host()
-        _, result = cls._kiln_compile(None if host else (targets[0] if len(targets) == 1 else targets))
+        result = cls._kiln_result_for(target)
         if globals == "initial":
             return CompiledArtifact(result.module_bytes)
         from kiln.vm.writer import serialize
