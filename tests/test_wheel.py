@@ -20,7 +20,6 @@ import email.parser
 import os
 import re
 import shutil
-import subprocess
 import sys
 import sysconfig
 import tarfile
