@@ -208,3 +208,22 @@ def test_cancellation_is_judged_at_the_scale_of_its_terms():
     assert compare(off, out, zero, f32)[3] == 1
     assert compare(off, out, zero, f32, scale)[3] == 0
     assert compare(np.array(50, np.float32), out, zero, f32, scale)[3] == 1  # a wrong value still is
+
+
+def test_a_dispatch_without_reference_is_said_and_not_failed(files, monkeypatch):
+    """A region the reference cannot evaluate is reported as not compared; the others still are."""
+    from kiln.cli.loading import load_program_class
+    from kiln.lax import prims
+    from kiln.program import check
+
+    def no_tanh(*args, **params):
+        raise NotImplementedError("tanh has no reference here")
+
+    monkeypatch.setattr(prims.tanh, "impl", no_tanh)
+    report = check.check_program(load_program_class(f"{files}/net.py:Net"), "predict",
+                                 [np.load(files / "x.npy"), np.int32(3)])
+    skipped = [r for r in report.results if r.note]
+    assert len(skipped) == 1 and skipped[0].passed and report.passed
+    assert skipped[0].line().endswith("skipped (no reference: tanh has no reference here)")
+    assert report.text().splitlines()[-2:] == ["1 dispatches not compared (no reference for them)",
+                                               "all 11 compared dispatches within tolerance"]
