@@ -20,11 +20,12 @@ import numpy as np
 from ..compiler.fusion import DispatchStep, partition
 from ..core.ir import Literal, subgraphs_of
 
-# Relative tolerance per float dtype: an output element passes when |kernel - reference| <=
-# rtol * (|reference| + largest |reference| of that output), so a value that cancels to near zero is
-# judged at the scale of its output (a matmul's n·eps·sum|a·b|, a softmax gradient's p - y). float32:
-# about 840 ulp of the element, far above the few ulp of kiln's functions and the n·eps of its float32
-# matmul accumulation; float64: sums of 10^6 terms; float16/bfloat16: about 10 and 6 ulp.
+# Relative tolerance per float dtype (docs/accuracy.md, "Checking a module's numerics"): an output element
+# passes when |kernel - reference| <= rtol * (max(|reference|, its terms' magnitude) + largest |reference|
+# of that output), for the float64 reference or the one in the program's dtypes; rtol is that of the least
+# precise float dtype computed on the way to the output. float32: about 840 ulp of the element, far above
+# the few ulp of kiln's functions and the n·eps of its float32 matmul accumulation; float64: sums of 10^6
+# terms; float16/bfloat16: about 10 and 6 ulp.
 TOLERANCES = {"float64": 1e-9, "float32": 1e-4, "float16": 1e-2, "bfloat16": 5e-2}
 
 _NARROW_FLOATS = ("float16", "bfloat16", "float32")
