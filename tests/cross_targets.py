@@ -7,7 +7,6 @@ is compared and why some results may differ by a bounded number of ulps.
 """
 from __future__ import annotations
 
-import inspect
 import os
 import shutil
 import subprocess
@@ -94,13 +93,11 @@ def run_under_qemu(arch: Arch, exe: Path, *args: str, cpu: str | None = None, ch
 # ----------------------------------------------------------------------------- exporting for a target
 
 def export_module(program_cls, target) -> bytes:
-    """The module of a Program class compiled for `target` (kiln.compiler.target.Target): through the public
-    `Program.get_compiled_artifact(..., target=...)` when it exists, else the private compile path."""
+    """The module of a Program class compiled for `target`: a kiln.Target, a sequence of them (variants, best
+    first), a triple (its portable variants) or "host" (Program.get_compiled_artifact's `target`)."""
     from kiln import Program
 
-    if "target" in inspect.signature(Program.get_compiled_artifact).parameters:
-        return bytes(Program.get_compiled_artifact(program_cls, target=target).bytes)
-    return program_cls._kiln_compile(target)[1].module_bytes
+    return bytes(Program.get_compiled_artifact(program_cls, target=target).bytes)
 
 
 def aarch64_target(*features: str, cpu: str = "generic"):
