@@ -1,0 +1,209 @@
+"""The implicit-GEMM convolution strategy (kiln.compiler.codegen.conv, 'gemm'): which convolutions take it,
+and their numbers against an independent numpy reference (sliding windows and one einsum per group) for
+f32 and f64, NHWC-like ('rows') and NCHW-like ('cols') layouts, odd sizes, strides, both dilations,
+explicit and negative padding, groups, 1-d and 3-d, through kiln.jit and through an exported module run
+by kiln-run; the gradients the training path uses against central finite differences."""
+import numpy as np
+import pytest
+
+import kiln
+import kiln.numpy as knp
+from kiln import lax
+from kiln.compiler.codegen import conv as conv_codegen
+from kiln.compiler.fusion import DispatchStep, partition
+from kiln.compiler.pipeline import prepare_graph
+from kiln.compiler.target import Target
+from kiln.core.aval import ShapedArray
+from kiln.core.trace import trace_to_graph
+from kiln.lax.conv import conv_dimension_numbers, dilate_dim, padtype_to_pads
+from kiln_tools import kiln_run_exported
+from references import numerical_grad
+
+RNG = np.random.default_rng(23)
+NHWC = ("NHWC", "HWIO", "NHWC")
+
+
+def numpy_conv(x, w, window_strides, padding, lhs_dilation=None, rhs_dilation=None, dimension_numbers=None,
+               feature_group_count=1):
+    """float64: the dilated, padded input's sliding windows (numpy's sliding_window_view), subsampled by the
+    strides and the kernel dilation, contracted with the kernel in one einsum per group."""
+    lspec, rspec, ospec = conv_dimension_numbers(x.ndim, w.ndim, dimension_numbers)
+    xc = np.transpose(x, lspec).astype(np.float64)
+    wc = np.transpose(w, rspec).astype(np.float64)
+    nsp = xc.ndim - 2
+    ld = lhs_dilation or (1,) * nsp
+    rd = rhs_dilation or (1,) * nsp
+    pads = padtype_to_pads(xc.shape[2:], [dilate_dim(k, r) for k, r in zip(wc.shape[2:], rd)], window_strides, padding)
+    dil = np.zeros(xc.shape[:2] + tuple(dilate_dim(d, r) for d, r in zip(xc.shape[2:], ld)))
+    dil[(slice(None), slice(None)) + tuple(slice(None, None, r) for r in ld)] = xc
+    dil = np.pad(dil, [(0, 0), (0, 0)] + [(max(lo, 0), max(hi, 0)) for lo, hi in pads])
+    dil = dil[(slice(None), slice(None)) + tuple(slice(-min(lo, 0), dil.shape[2 + k] + min(hi, 0))
+                                                 for k, (lo, hi) in enumerate(pads))]
+    span = tuple(dilate_dim(k, r) for k, r in zip(wc.shape[2:], rd))
+    windows = np.lib.stride_tricks.sliding_window_view(dil, span, axis=tuple(range(2, 2 + nsp)))
+    windows = windows[(slice(None), slice(None)) + tuple(slice(None, None, s) for s in window_strides)
+                      + tuple(slice(None, None, r) for r in rd)]
+    g = feature_group_count
+    o, i = wc.shape[:2]
+    letters = "xyzw"[:nsp]
+    taps = "pqrs"[:nsp]
+    outs = [np.einsum(f"nc{letters}{taps},oc{taps}->no{letters}", windows[:, k * i:(k + 1) * i],
+                      wc[k * (o // g):(k + 1) * (o // g)]) for k in range(g)]
+    out = np.concatenate(outs, axis=1)
+    return np.transpose(out, np.argsort(ospec)).astype(x.dtype)
+
+
+def test_numpy_conv_reference_matches_kilns_eager_reference():
+    """The sliding-window reference and kiln.lax's (dilate, pad, einsum per tap), checked element by element
+    against loops in tests/test_conv.py, agree on a case using every parameter."""
+    x = RNG.standard_normal((2, 4, 7, 6))
+    w = RNG.standard_normal((6, 2, 3, 2))
+    kw = dict(window_strides=(2, 1), padding=((2, -1), (1, 3)), lhs_dilation=(1, 2), rhs_dilation=(2, 1),
+              feature_group_count=2)
+    np.testing.assert_allclose(numpy_conv(x, w, **kw), lax.conv_general_dilated(x, w, **kw), rtol=1e-12, atol=1e-12)
+
+
+def _conv_regions(fn, *args):
+    graph = prepare_graph(trace_to_graph(lambda *xs: kiln.tree_leaves(fn(*xs)),
+                                         [ShapedArray(a.shape, a.dtype) for a in args]))
+    return [s.region for s in partition(graph).steps if isinstance(s, DispatchStep)
+            and any(e.primitive.name == "conv_general_dilated" for e in s.region.eqns)]
+
+
+def _strategies(fn, *args):
+    return [conv_codegen.strategy(r, Target.host()) for r in _conv_regions(fn, *args)]
+
+
+# (name, lhs shape, rhs shape, kwargs); every one takes the GEMM strategy
+GEMM_CASES = [
+    ("nhwc_same", (1, 12, 13, 16), (3, 3, 16, 24), dict(window_strides=(1, 1), padding="SAME", dimension_numbers=NHWC)),
+    ("nhwc_strides_odd", (2, 11, 9, 20), (3, 2, 20, 17), dict(window_strides=(2, 3), padding="SAME",
+                                                              dimension_numbers=NHWC)),
+    ("nchw_same", (2, 16, 10, 11), (24, 16, 3, 3), dict(window_strides=(1, 1), padding="SAME")),
+    ("nchw_dilated_explicit_pad", (2, 9, 10, 11), (20, 9, 3, 2),
+     dict(window_strides=(1, 2), padding=((2, 1), (0, 3)), rhs_dilation=(2, 2))),
+    ("negative_pad", (1, 8, 9, 12), (3, 3, 12, 16), dict(window_strides=(1, 1), padding=((1, -2), (-1, 2)),
+                                                         dimension_numbers=NHWC)),
+    ("lhs_dilation", (1, 7, 6, 10), (3, 3, 10, 9), dict(window_strides=(1, 1), padding=((2, 2), (1, 2)),
+                                                         lhs_dilation=(2, 3), dimension_numbers=NHWC)),
+    ("feature_groups", (2, 7, 8, 32), (3, 3, 16, 20), dict(window_strides=(1, 1), padding="SAME",
+                                                           feature_group_count=2, dimension_numbers=NHWC)),
+    ("channels_over_a_block", (1, 5, 6, 300), (2, 2, 300, 10), dict(window_strides=(1, 1), padding="VALID",
+                                                                    dimension_numbers=NHWC)),
+    ("three_channels", (1, 9, 9, 3), (3, 3, 3, 16), dict(window_strides=(1, 1), padding="SAME", dimension_numbers=NHWC)),
+    ("conv1d_nwc", (3, 40, 12), (5, 12, 9), dict(window_strides=(2,), padding="SAME",
+                                                 dimension_numbers=("NWC", "WIO", "NWC"))),
+    ("conv3d_ncdhw", (1, 8, 5, 6, 7), (16, 8, 2, 3, 2), dict(window_strides=(1, 1, 1), padding="SAME")),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("name,lhs_shape,rhs_shape,kwargs", GEMM_CASES, ids=[c[0] for c in GEMM_CASES])
+def test_gemm_convolutions_match_numpy(name, lhs_shape, rhs_shape, kwargs, dtype):
+    x = RNG.standard_normal(lhs_shape).astype(dtype)
+    w = RNG.standard_normal(rhs_shape).astype(dtype)
+
+    def f(a, b):
+        return lax.conv_general_dilated(a, b, **kwargs)
+
+    assert _strategies(f, x, w) == ["gemm"]
+    got, want = np.asarray(kiln.jit(f)(x, w)), numpy_conv(x, w, **kwargs)
+    assert got.dtype == dtype and got.shape == want.shape
+    tol = 1e-5 if dtype == np.float32 else 1e-13  # relative to the output's scale (sums of up to 1200 terms)
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(want).max())
+
+
+def test_orientation_follows_the_output_layout():
+    """'rows' (pixels x features) when the output's features are contiguous, 'cols' (features x pixels)
+    when its spatial dims are; neither (the generic loops) when the output's spatial dims are not one
+    strided dim."""
+    x = np.zeros((1, 8, 9, 16), np.float32)
+    w = np.zeros((3, 3, 16, 16), np.float32)
+    plans = {}
+    for out in ("NHWC", "NCHW", "HNCW"):
+        (region,) = _conv_regions(lambda a, b, out=out: lax.conv_general_dilated(
+            a, b, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", out)), x, w)
+        gemm = conv_codegen._gemm_plan(conv_codegen._conv_plan(region), Target.host())
+        plans[out] = gemm.orientation if gemm else None
+    assert plans == {"NHWC": "rows", "NCHW": "cols", "HNCW": None}
+
+
+@pytest.mark.parametrize("name,dtype,lhs_shape,rhs_shape,kwargs", [
+    ("depthwise", np.float32, (1, 8, 8, 16), (3, 3, 1, 16), dict(feature_group_count=16)),
+    ("few_features", np.float32, (1, 8, 8, 16), (3, 3, 16, 4), {}),
+    ("float16", np.float16, (1, 8, 8, 16), (3, 3, 16, 16), {}),
+    ("int32", np.int32, (1, 8, 8, 16), (3, 3, 16, 16), {}),
+    ("tiny_image", np.float32, (1, 1, 1, 16), (1, 1, 16, 16), {}),
+], ids=lambda v: v if isinstance(v, str) else None)
+def test_generic_strategy_where_gemm_does_not_pay(name, dtype, lhs_shape, rhs_shape, kwargs):
+    """Depthwise and narrow convolutions, halves and integers keep the generic loops, with the same numbers."""
+    x = (RNG.standard_normal(lhs_shape) * 3).astype(dtype)
+    w = (RNG.standard_normal(rhs_shape) * 3).astype(dtype)
+
+    def f(a, b):
+        return lax.conv_general_dilated(a, b, (1, 1), "SAME", dimension_numbers=NHWC, **kwargs)
+
+    assert _strategies(f, x, w) == ["direct"]
+    want = numpy_conv(x.astype(np.float64), w.astype(np.float64), (1, 1), "SAME", dimension_numbers=NHWC, **kwargs)
+    got = np.asarray(kiln.jit(f)(x, w))
+    assert got.dtype == dtype
+    if dtype == np.int32:
+        np.testing.assert_array_equal(got, want.astype(np.int64).astype(np.int32))
+    else:
+        np.testing.assert_allclose(got.astype(np.float64), want, rtol=2e-3 if dtype == np.float16 else 1e-5,
+                                   atol=0.1 if dtype == np.float16 else 1e-4)
+
+
+def _loss(x, w, c):
+    y = lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=NHWC)
+    return knp.sum(knp.tanh(y) * c)
+
+
+def _numpy_loss(x, w, c):
+    return float(np.sum(np.tanh(numpy_conv(x, w, (1, 1), "SAME", dimension_numbers=NHWC)) * c))
+
+
+def test_training_gradients_against_finite_differences():
+    """The input gradient (a convolution with the reversed kernel, GEMM) and the kernel gradient of a
+    3x3 NHWC convolution, float64, under kiln.jit: the input's against central differences, the
+    kernel's along random directions (central differences of the numpy loss)."""
+    x = RNG.standard_normal((1, 4, 5, 8))
+    w = RNG.standard_normal((3, 3, 8, 16)) * 0.2
+    c = RNG.standard_normal((1, 4, 5, 16))
+    assert _strategies(kiln.grad(_loss, argnums=0), x, w, c).count("gemm") == 2  # forward and input gradient
+    gx, gw = kiln.jit(kiln.grad(_loss, argnums=(0, 1)))(x, w, c)
+    np.testing.assert_allclose(gx, numerical_grad(lambda v: _numpy_loss(v, w, c), x), rtol=1e-6, atol=1e-8)
+    eps = 1e-6
+    for _ in range(3):
+        d = RNG.standard_normal(w.shape)
+        want = (_numpy_loss(x, w + eps * d, c) - _numpy_loss(x, w - eps * d, c)) / (2 * eps)
+        np.testing.assert_allclose(np.sum(gw * d), want, rtol=1e-6)
+
+
+def test_exported_gemm_convolutions_run_in_kiln_run(tmp_path):
+    """NHWC with a bias and relu, NCHW strided, float64 dilated and an input gradient, in one exported
+    module run by the standalone kiln-run, against numpy."""
+    x = RNG.standard_normal((1, 9, 10, 16)).astype(np.float32)
+    w = RNG.standard_normal((3, 3, 16, 24)).astype(np.float32)
+    bias = RNG.standard_normal(24).astype(np.float32)
+    xc = RNG.standard_normal((2, 16, 9, 7)).astype(np.float32)
+    wc = RNG.standard_normal((20, 16, 3, 3)).astype(np.float32)
+    x64, w64 = x.astype(np.float64), w.astype(np.float64)
+
+    def f(x, w, bias, xc, wc, x64, w64):
+        y = knp.maximum(lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=NHWC) + bias, 0.0)
+        yc = lax.conv_general_dilated(xc, wc, (2, 1), "SAME")
+        yd = lax.conv_general_dilated(x64, w64, (1, 1), "SAME", rhs_dilation=(2, 2), dimension_numbers=NHWC)
+        gx = kiln.grad(lambda v: knp.sum(lax.conv_general_dilated(v, w, (1, 1), "SAME", dimension_numbers=NHWC) ** 2))(x)
+        return y, yc, yd, gx
+
+    args = (x, w, bias, xc, wc, x64, w64)
+    assert _strategies(f, *args).count("gemm") >= 4
+    y_ref = numpy_conv(x, w, (1, 1), "SAME", dimension_numbers=NHWC)
+    want = [np.maximum(y_ref + bias, 0), numpy_conv(xc, wc, (2, 1), "SAME"),
+            numpy_conv(x64, w64, (1, 1), "SAME", rhs_dilation=(2, 2), dimension_numbers=NHWC),
+            numpy_conv(2 * y_ref, np.flip(w, (0, 1)).transpose(0, 1, 3, 2), (1, 1), "SAME", dimension_numbers=NHWC)]
+    got = kiln_run_exported(f, *args, tmp_path=tmp_path)
+    for g, wnt in zip(got, want):
+        assert g.dtype == wnt.dtype
+        np.testing.assert_allclose(g, wnt, rtol=1e-4 if g.dtype == np.float32 else 1e-12, atol=1e-4)
