@@ -229,16 +229,16 @@ def test_exported_function_reports_its_transient_memory(tmp_path):
 
     data = Program.get_compiled_artifact(Chain).bytes
     (info,) = Module.from_bytes(Instance(), data).functions
-    _, plan = plan_of(chain, (x,))
-    assert info.transient_size == plan.size > 0
+    size = _schedule_of(chain, (x,)).arena_size
+    assert info.transient_size == size > 0
     from kiln.vm.reader import dump_text
-    assert f"transient memory: {plan.size} bytes" in dump_text(data)
+    assert f"transient memory: {size} bytes" in dump_text(data)
     from runtime_tools import run
     from kiln.vm._native import kiln_run_path
     path = tmp_path / "m.vmfb"
     path.write_bytes(data)
     listing = run(kiln_run_path(), f"--module={path}", "--list").stdout
-    assert f") -> (8x8xf32)\n    transient memory: {plan.size} bytes\n" in listing
+    assert f") -> (8x8xf32)\n    transient memory: {size} bytes\n" in listing
 
 
 F2 = TensorType("f32", (2,))
@@ -460,3 +460,62 @@ def test_caller_storage_is_the_arena():
     storage[:] = 0xAB
     np.testing.assert_array_equal(ctx.invoke("run", [x])[0], want)
     assert (storage == 0xAB).all()  # its own arena again
+
+
+def _inplace_chain(x, w):
+    h = x @ w               # a kernel's output (transient)
+    g = knp.tanh(h) * 2.0   # elementwise, h's last reader: written over h
+    return (g @ w) - 1.0
+
+
+def _transposed_read(x, w):
+    h = x @ w
+    g = knp.tanh(h) + h.T   # reads h at another element than it writes: never in place
+    return g @ w
+
+
+def _overwrites(schedule):
+    found = [b for b in schedule.buffers.values() if b.overwrites is not None]
+    for op in schedule.ops:
+        for _, body in getattr(op, "bodies", ()):
+            found += _overwrites(body)
+    return found
+
+
+def test_elementwise_output_is_written_over_its_dead_input():
+    x, w = (np.random.default_rng(7).standard_normal((16, 16)).astype(F32) for _ in range(2))
+    schedule = _schedule_of(_inplace_chain, (x, w))
+    (g,) = _overwrites(schedule)
+    h = schedule.buffers[g.overwrites]
+    assert g.offset == h.offset and h.kind == g.kind == "transient" and h.last == g.first
+    (op,) = [op for op in schedule.ops if getattr(op, "inplace", None)]
+    assert op.inplace == {0: 0}
+    assert f"(in place over %{h.var.id})" in schedule.format() and "output 0 in place over input 0" in schedule.format()
+    with planning_disabled():
+        want = np.asarray(kiln.jit(_inplace_chain)(x, w))
+    f = kiln.jit(_inplace_chain)
+    for _ in range(3):
+        np.testing.assert_array_equal(f(x, w), want)
+    np.testing.assert_allclose(want, (np.tanh(x @ w) * 2) @ w - 1, rtol=1e-4, atol=1e-4)
+
+
+def test_no_output_is_written_over_an_input_read_elsewhere():
+    x, w = (np.random.default_rng(8).standard_normal((16, 16)).astype(F32) for _ in range(2))
+    assert _overwrites(_schedule_of(_transposed_read, (x, w))) == []
+    with planning_disabled():
+        assert _overwrites(_schedule_of(_inplace_chain, (x, w))) == []
+    from kiln.compiler.memory_plan import inplace_pairs
+    graph = prepare_graph(trace_to_graph(lambda a, b: [knp.exp(a) + b.T, a[::-1] * b, knp.sum(a, axis=0) + a],
+                                         [ShapedArray((8, 8), F32)] * 2))
+    a, b = graph.invars
+    pairs = {(step.name, step.inputs[i] is a, step.inputs[i] is b): j
+             for step in partition(graph).dispatches for i, j in inplace_pairs(step)}
+    # exp(a) + b.T and a[::-1] * b (one kernel) read a and b at other elements than they write; the
+    # column sum reads a whole; only sum(a, 0) + a reads a where it writes
+    assert pairs == {("fused_2", True, False): 0}, pairs
+
+
+def test_random_programs_write_in_place():
+    a = np.zeros((8, 8), F32)
+    count = sum(len(_overwrites(_schedule_of(_random_looped_program(seed), (a, a)))) for seed in range(8))
+    assert count >= 4

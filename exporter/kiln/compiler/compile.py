@@ -35,6 +35,7 @@ class CompiledKernels:
     _steps: list = field(default_factory=list, repr=False)
     _regions: list = field(default_factory=list, repr=False)
     _target: Target | None = field(default=None, repr=False)
+    _aliases: list = field(default_factory=list, repr=False)  # per kernel: binding -> the binding it reads through
 
     def dispatch_info(self, step: DispatchStep) -> tuple[int, int]:
         """(kernel index, workgroup count) of a dispatch step given to compile_plan."""
@@ -49,13 +50,16 @@ class CompiledKernels:
     def assembly(self) -> str:
         """The optimized kernels as target assembly text (for inspection and tests; generated again,
         never read from the cache)."""
-        return "\n".join(emit_assembly(_optimized_kernel(spec.name, region, self._target), self._target)
-                         for spec, region in zip(self.kernels, self._regions))
+        aliases = self._aliases or [{}] * len(self.kernels)
+        return "\n".join(emit_assembly(_optimized_kernel(spec.name, region, self._target, alias), self._target)
+                         for spec, region, alias in zip(self.kernels, self._regions, aliases))
 
     def optimized_modules(self) -> list:
         """Each kernel's optimized LLVM module (`kiln export --print llvm`; generated again, never read from
         the cache)."""
-        return [_optimized_kernel(spec.name, region, self._target) for spec, region in zip(self.kernels, self._regions)]
+        aliases = self._aliases or [{}] * len(self.kernels)
+        return [_optimized_kernel(spec.name, region, self._target, alias)
+                for spec, region, alias in zip(self.kernels, self._regions, aliases)]
 
 
 def structural_key(region: Graph) -> str:
@@ -113,13 +117,15 @@ def compile_plan(plans: Plan | list[Plan], target: Target | None = None, cache="
     regions: list[Graph] = []
     by_key: dict[str, int] = {}
     by_step: dict[int, tuple[int, int]] = {}
+    kernel_aliases: list[dict[int, int]] = []
     steps = []
     for plan in plans:
         for step in plan.steps:
             if not isinstance(step, DispatchStep):
                 continue
             steps.append(step)
-            key = structural_key(step.region)
+            aliases = _aliases(step)
+            key = structural_key(step.region) + _alias_key(aliases)
             index = by_key.get(key)
             if index is None:
                 index = by_key[key] = len(kernels)
@@ -130,25 +136,50 @@ def compile_plan(plans: Plan | list[Plan], target: Target | None = None, cache="
                 code_region = perturbed(region, name, kernel_strategy(region))  # tests only (perturb.py)
                 with stage("kernel", name) as timed:
                     if code_region is None:
-                        compiled, hit = _compile_kernel(name, region, key, bindings, target, cache)
+                        compiled, hit = _compile_kernel(name, region, key, bindings, target, cache, aliases)
                     else:
-                        compiled, hit = _compile_kernel(name, code_region, structural_key(code_region), bindings,
-                                                        target, cache)
+                        compiled, hit = _compile_kernel(name, code_region, structural_key(code_region)
+                                                        + _alias_key(aliases), bindings, target, cache, aliases)
                     timed.detail = f"{name} ({'cached' if hit else 'compiled'})"
                 kernels.append(KernelSpec(name, 0, 0, bindings, 0))
                 workgroups.append(compiled.workgroups)
                 objects.append(compiled.obj)
                 regions.append(region)
+                kernel_aliases.append(aliases)
             by_step[id(step)] = (index, workgroups[index])
     with stage("link", f"{len(objects)} objects"):
         linked = link_objects(objects, target)
     for k, entries in zip(kernels, linked.object_entries):
         (k.entry_offset,) = entries.values()
-    return CompiledKernels(linked.to_spec(), kernels, workgroups, by_step, steps, regions, target)
+    return CompiledKernels(linked.to_spec(), kernels, workgroups, by_step, steps, regions, target,
+                           _aliases=kernel_aliases)
+
+
+def _aliases(step: DispatchStep) -> dict[int, int]:
+    """Binding k -> the binding it is read through: an output the schedule writes in place over its
+    input k (`step.inplace`, input position -> output position: kiln.compiler.schedule)."""
+    n_in = len(step.region.invars)
+    return {i: n_in + j for i, j in sorted((getattr(step, "inplace", None) or {}).items())}
+
+
+def _alias_key(aliases: dict[int, int]) -> str:
+    return "" if not aliases else ";inplace(" + ",".join(f"{i}>{j}" for i, j in aliases.items()) + ")"
+
+
+def _reading_through(emit_body, aliases: dict[int, int]):
+    """emit_body with binding k read through the pointer of binding aliases[k] (its in-place output):
+    the kernel then never touches binding k's pointer, so every binding stays noalias."""
+    if not aliases:
+        return emit_body
+
+    def emit(b, pointers, workgroup_id, workgroup_count):
+        return emit_body(b, [pointers[aliases.get(k, k)] for k in range(len(pointers))], workgroup_id,
+                         workgroup_count)
+    return emit
 
 
 def _compile_kernel(name: str, region: Graph, region_key: str, bindings: list[BindingSpec], target: Target,
-                    cache) -> tuple[kernel_cache.CachedKernel, bool]:
+                    cache, aliases: dict[int, int] | None = None) -> tuple[kernel_cache.CachedKernel, bool]:
     """The kernel's object and workgroup count, read from the cache or compiled (then cached); and
     whether it came from the cache."""
     entry = None
@@ -158,6 +189,7 @@ def _compile_kernel(name: str, region: Graph, region_key: str, bindings: list[Bi
         if found is not None:
             return found, True
     emit_body, items, work = _emitter_for(region, target)
+    emit_body = _reading_through(emit_body, aliases or {})
     module = new_module(name, target)
     define_kernel(module, name, [b.byte_size for b in bindings], [b.writable for b in bindings], emit_body)
     kernel = kernel_cache.CachedKernel(emit_object(optimize(module, target), target), choose_workgroups(work, items))
@@ -166,9 +198,10 @@ def _compile_kernel(name: str, region: Graph, region_key: str, bindings: list[Bi
     return kernel, False
 
 
-def _optimized_kernel(name: str, region: Graph, target: Target):
+def _optimized_kernel(name: str, region: Graph, target: Target, aliases: dict[int, int] | None = None):
     """The kernel's optimized LLVM module, generated afresh."""
     emit_body, _, _ = _emitter_for(region, target)
+    emit_body = _reading_through(emit_body, aliases or {})
     module = new_module(name, target)
     sizes = [byte_size(v.aval) for v in region.invars + region.outvars]
     writable = [False] * len(region.invars) + [True] * len(region.outvars)

@@ -134,6 +134,15 @@ def plan_steps(graph: Graph, steps: list, body_need: dict[int, int], inplace: bo
     and, with `inplace`, each elementwise output written over an input that dies at its dispatch
     (same type, read element for element: `inplace_pairs`), the two sharing one offset."""
     intervals = _intervals(graph, steps)
+    planned = _plan_groups(intervals, steps, body_need, inplace)
+    if planned.overwrites:  # the greedy packing of merged lifetimes may come out larger: keep the smaller
+        plain = _plan_groups(intervals, steps, body_need, False)
+        if plain.size < planned.size:
+            return plain
+    return planned
+
+
+def _plan_groups(intervals: dict, steps: list, body_need: dict[int, int], inplace: bool) -> TransientPlan:
     group = {vid: vid for vid in intervals}
     overwrites: dict[int, int] = {}
     if inplace:

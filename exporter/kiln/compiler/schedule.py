@@ -30,7 +30,7 @@ from . import memory_plan
 from .memory_plan import step_inputs
 
 PLAN_BODIES = True  # loop bodies' and branches' intermediates in the arena too
-IN_PLACE = False  # elementwise outputs written over a dead input
+IN_PLACE = True  # elementwise outputs written over a dead input
 
 KINDS = ("argument", "constant", "global", "result", "transient", "heap")
 
