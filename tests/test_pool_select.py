@@ -174,3 +174,17 @@ def test_exported_training_gradient_has_no_batch_sized_constants(tmp_path):
         W1.astype(np.float64), W2.astype(np.float64))
     np.testing.assert_allclose(np.load(tmp_path / "g1.npy"), want[0], rtol=1e-3, atol=1e-4)
     np.testing.assert_allclose(np.load(tmp_path / "g2.npy"), want[1], rtol=1e-3, atol=1e-4)
+
+
+def test_declared_flops_count_each_window_once():
+    """kiln.compiler.flops: one combine per window element and one divide per window, for both."""
+    from kiln.compiler.flops import equation_flops
+    from kiln.core.aval import ShapedArray
+    from kiln.core.trace import trace_to_graph
+
+    params = dict(op="max", window_dimensions=(2, 3), window_strides=(2, 3), padding=((0, 0), (0, 0)),
+                  base_dilation=(1, 1), window_dilation=(1, 1))
+    graph = trace_to_graph(lambda c, x: [pooling_select.select_and_scatter_add(c, x, **params),
+                                         pooling_select.select_and_gather_add(x, x, **params)],
+                           [ShapedArray((2, 2), np.float32), ShapedArray((4, 6), np.float32)])
+    assert [equation_flops(e) for e in graph.eqns] == [4 * 7, 4 * 7]

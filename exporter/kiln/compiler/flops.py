@@ -15,6 +15,8 @@ operation counts when one of its operands or results is a floating-point (or com
 - reductions: one combine per element folded in (operand elements - result elements), split reductions'
   chunk and partial kernels each their own share; windowed reductions (pooling) one per window element
   per output; cumulative scans one per element; argmax/argmin one compare per element folded in;
+  max/min pooling's derivatives (select_and_gather_add/select_and_scatter_add) one combine per window
+  element and one divide per window;
 - layout, gathers, scatters, sorts, pads, iota: 0.
 """
 from __future__ import annotations
@@ -58,6 +60,9 @@ def equation_flops(eqn: Equation) -> int:
         if eqn.params["op"] not in ("add", "max", "min"):
             return 0
         return out * math.prod(int(w) for w in eqn.params["window_dimensions"])
+    if name in ("select_and_gather_add", "select_and_scatter_add"):
+        windows = _size(eqn.outvars[0] if name == "select_and_gather_add" else eqn.invars[0])
+        return windows * (math.prod(int(w) for w in eqn.params["window_dimensions"]) + 1)
     if name in _PER_ELEMENT_KERNELS:
         return _size(eqn.invars[0])
     if traits.fusion == "reduction" or name in _FOLDING_KERNELS:
