@@ -415,7 +415,7 @@ kiln_status_t kiln_context_invoke_host(kiln_context_t* context, kiln_function_t 
                                        size_t result_count) {
   const kiln_function_info_t* f = NULL;
   const kiln_module_t* m;
-  kiln_buffer_view_t* small[16];
+  kiln_buffer_view_t* small[16] = {0}; /* zeroed: riscv64 GCC 12 warns (maybe-uninitialized) */
   kiln_buffer_view_t** views = small;
   void* direct_small[16];
   void** direct = direct_small;
