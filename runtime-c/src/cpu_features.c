@@ -12,7 +12,7 @@
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
-#if defined(__aarch64__) && defined(__linux__)
+#if (defined(__aarch64__) || defined(__riscv)) && defined(__linux__)
 #include <sys/auxv.h>
 #endif
 
@@ -92,6 +92,25 @@ int kiln_host_has_feature(const char* name) {
       uint64_t hw = (uint64_t)getauxval(AT_HWCAP), hw2 = (uint64_t)getauxval(AT_HWCAP2);
       return (hw & f->hwcap) == f->hwcap && (hw2 & f->hwcap2) == f->hwcap2;
     }
+#else
+    return 0;
+#endif
+  }
+  return -1;
+}
+
+#elif defined(__riscv) && __riscv_xlen == 64
+/* riscv64 Linux: the single-letter ISA extensions are the bits ('x' - 'a') of
+ * AT_HWCAP (asm/hwcap.h: COMPAT_HWCAP_ISA_*). LLVM's names for them; "64bit"
+ * and "relax" (a linker option, not a CPU feature) hold everywhere. Multi-letter
+ * extensions (zba, zbb, ...: riscv_hwprobe) are not checked yet, so a module
+ * needing one is refused as naming an unknown feature. */
+int kiln_host_has_feature(const char* name) {
+  static const char letters[] = "imafdcv";
+  if (strcmp(name, "64bit") == 0 || strcmp(name, "relax") == 0) return 1;
+  if (name[0] && !name[1] && strchr(letters, name[0])) {
+#if defined(__linux__)
+    return (int)((getauxval(AT_HWCAP) >> (name[0] - 'a')) & 1u);
 #else
     return 0;
 #endif

@@ -156,6 +156,8 @@ static void kiln_reason(char* reason, size_t reason_size, const char* format,
 #define KILN_HOST_ARCH "x86_64"
 #elif defined(__aarch64__)
 #define KILN_HOST_ARCH "aarch64"
+#elif defined(__riscv) && __riscv_xlen == 64
+#define KILN_HOST_ARCH "riscv64"
 #else
 #define KILN_HOST_ARCH "unknown"
 #endif
@@ -164,7 +166,7 @@ static void kiln_reason(char* reason, size_t reason_size, const char* format,
 static const char* kiln_canonical_arch(const char* arch, size_t len) {
   static const struct { const char* name; const char* canonical; } names[] = {
       {"x86_64", "x86_64"}, {"amd64", "x86_64"}, {"x86-64", "x86_64"},
-      {"aarch64", "aarch64"}, {"arm64", "aarch64"},
+      {"aarch64", "aarch64"}, {"arm64", "aarch64"}, {"riscv64", "riscv64"},
   };
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); ++i) {
     if (strlen(names[i].name) == len && strncmp(arch, names[i].name, len) == 0) {
