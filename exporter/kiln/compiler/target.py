@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 import llvmlite.binding as llvm
 
-_SEGMENT_ALIGN = {"x86_64": 4096, "aarch64": 65536}
+_SEGMENT_ALIGN = {"x86_64": 4096, "aarch64": 65536, "riscv64": 4096}
 
 
 @functools.cache
@@ -44,10 +44,7 @@ class Target:
     @staticmethod
     def host() -> "Target":
         """This machine exactly: its triple, CPU and every feature LLVM detects on it."""
-        initialize_llvm()
-        raw = llvm.get_host_cpu_features().flatten()
-        enabled = sorted(f for f in raw.split(",") if f.startswith("+"))
-        return Target(llvm.get_process_triple(), llvm.get_host_cpu_name(), ",".join(enabled), "host")
+        return _host_target()
 
     @staticmethod
     def named(triple: str, cpu: str = "generic", features: str = "", variant: str = "") -> "Target":
@@ -174,6 +171,22 @@ def resolve_targets(target) -> tuple[Target, ...]:
     if len({t.arch for t in targets}) > 1:
         raise TargetError(f"the variants of a module must share one architecture; got {[t.triple for t in targets]}")
     return targets
+
+
+@functools.cache
+def _host_target() -> Target:
+    """The host's triple and CPU, the features LLVM detects, and "-name" for each feature the CPU's
+    name implies that the host lacks (a virtual machine may hide some), so code for it uses none."""
+    initialize_llvm()
+    triple, cpu = llvm.get_process_triple(), llvm.get_host_cpu_name()
+    detected = llvm.get_host_cpu_features()
+    enabled = sorted("+" + name for name, on in detected.items() if on)
+    try:
+        implied = _effective_features(triple, cpu, "")
+    except TargetError:  # a CPU name this LLVM reports but does not know: its features alone
+        implied = []
+    missing = sorted("-" + f[1:] for f in implied if detected.get(f[1:], True) is False)
+    return Target(triple, cpu, ",".join(enabled + missing), "host")
 
 
 def _host_triple() -> str:
