@@ -271,3 +271,26 @@ def test_baseline_x86_64_needs_no_libm(tmp_path):
     Program.get_compiled_artifact(Mix, target=target).save(path)
     for g, w in zip(_run_mix(path, tmp_path), _mix_reference(_X, np.float32(2.5))):
         np.testing.assert_allclose(g, w, rtol=2e-5, atol=1e-6)
+
+
+@pytest.mark.skipif(HOST_ARCH != "x86_64", reason="the x86-64 levels run on an x86-64 host")
+def test_binding_names_the_loaded_variant(portable_mix, monkeypatch):
+    """kiln.vm.runtime.Module.kernel_variants says which build was loaded; KILN_CPU_VARIANT, read when a
+    module loads, forces one in this process too, and the call gives that build's results."""
+    from kiln.vm.runtime import Context, Instance, KilnRuntimeError, Module
+
+    data = portable_mix.read_bytes()
+    builds = [v.image for v in ModuleFile(data).kernel_variants] + ModuleFile(data).kernel_images
+    best = next(img.variant for img in builds if _host_runs(img.cpu_features))
+    monkeypatch.delenv("KILN_CPU_VARIANT", raising=False)
+    instance = Instance()
+    assert Module.from_bytes(instance, data).kernel_variants == [best]
+    monkeypatch.setenv("KILN_CPU_VARIANT", "x86-64-v2")
+    module = Module.from_bytes(instance, data)
+    assert module.kernel_variants == ["x86-64-v2"]
+    got = Context(module).invoke("run", [_X, np.float32(2.5)])
+    for g, w in zip(got, _mix_reference(_X, np.float32(2.5))):
+        np.testing.assert_allclose(g, w, rtol=2e-5, atol=1e-6)
+    monkeypatch.setenv("KILN_CPU_VARIANT", "nope")
+    with pytest.raises(KilnRuntimeError, match="KILN_CPU_VARIANT=nope names no variant of kernel image 0"):
+        Module.from_bytes(instance, data)

@@ -220,6 +220,16 @@ class Module(_Handle):
         self._handle  # noqa: B018 - raises when closed
         return list(self._reflection.all_globals())
 
+    @property
+    def kernel_variants(self) -> list[str]:
+        """The variant name of the build loaded for each kernel image ("x86-64-v4"; "" for an image
+        that names none): the best build the host supports, or the one $KILN_CPU_VARIANT forces
+        (format 2.4, docs/targets.md)."""
+        lib = _lib()
+        handle = self._handle
+        return [_text(lib.kiln_module_kernel_variant(handle, i))
+                for i in range(lib.kiln_module_kernel_image_count(handle))]
+
     def __repr__(self):
         return f"<kiln Module {self.name!r}: {len(self.functions)} functions>" if self._ptr else "<closed Module>"
 
