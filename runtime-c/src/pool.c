@@ -73,7 +73,7 @@ static inline void kiln_cpu_relax(void) {
 #endif
 }
 
-static inline int kiln_job_run_one(kiln_job_t* job, uint64_t id) {
+static inline __attribute__((always_inline)) int kiln_job_run_one(kiln_job_t* job, uint64_t id) {
   int32_t rc = job->fn(job->args, (uint32_t)id);
   if (rc == 0) return 1;
   int expected = 0;
@@ -86,7 +86,7 @@ static inline int kiln_job_run_one(kiln_job_t* job, uint64_t id) {
 
 /* kiln_job_run for a traced dispatch: the same loop, timed, and a slice
  * recorded when this thread ran at least one workgroup. */
-static void kiln_job_run_traced(kiln_job_t* job, uint32_t worker) {
+__attribute__((noinline, cold)) static void kiln_job_run_traced(kiln_job_t* job, uint32_t worker) {
   kiln_pool_slice_t slice = {kiln_trace_now_ns(), 0, kiln_trace_thread_id(), worker, 0,
                              UINT32_MAX};
   for (;;) {
@@ -105,8 +105,8 @@ static void kiln_job_run_traced(kiln_job_t* job, uint32_t worker) {
 
 /* Runs workgroups of `job` until its ids run out or it fails. `worker` is 0
  * on the dispatching thread, 1.. on the pool's threads. */
-static void kiln_job_run(kiln_job_t* job, uint32_t worker) {
-  if (job->slices) {
+static inline __attribute__((always_inline)) void kiln_job_run(kiln_job_t* job, uint32_t worker) {
+  if (__builtin_expect(job->slices != NULL, 0)) {
     kiln_job_run_traced(job, worker);
     return;
   }
@@ -287,19 +287,12 @@ static kiln_status_t kiln_job_dispatched(kiln_job_t* job, const char* kernel_nam
   return kiln_job_status(job, kernel_name);
 }
 
-kiln_status_t kiln_pool_dispatch(kiln_pool_t* pool, const char* kernel_name,
-                                 kiln_kernel_fn_t fn,
-                                 const kiln_dispatch_args_t* args,
-                                 uint32_t workgroup_count) {
-  return kiln_pool_dispatch_traced(pool, kernel_name, fn, args, workgroup_count, NULL, NULL);
-}
-
-kiln_status_t kiln_pool_dispatch_traced(kiln_pool_t* pool, const char* kernel_name,
-                                        kiln_kernel_fn_t fn,
-                                        const kiln_dispatch_args_t* args,
-                                        uint32_t workgroup_count,
-                                        kiln_pool_slice_t* slices,
-                                        uint32_t* slice_count) {
+/* Both entry points, inlined into each: in kiln_pool_dispatch `slices` and
+ * `slice_count` are constant NULLs and their code folds away. */
+static inline __attribute__((always_inline)) kiln_status_t
+dispatch(kiln_pool_t* pool, const char* kernel_name, kiln_kernel_fn_t fn,
+         const kiln_dispatch_args_t* args, uint32_t workgroup_count, kiln_pool_slice_t* slices,
+         uint32_t* slice_count) {
   if (slice_count) *slice_count = 0;
   if (!pool || !fn || !args) {
     return kiln_make_status(KILN_INVALID_ARGUMENT,
@@ -310,18 +303,21 @@ kiln_status_t kiln_pool_dispatch_traced(kiln_pool_t* pool, const char* kernel_na
   if (workgroup_count == 0) return NULL; /* nothing to run */
 
   kiln_job_t job;
-  memset(&job, 0, sizeof(job));
+  /* Every field but `idle`, which pthread_cond_init sets when workers join
+   * (no memset of the whole job: it is on every dispatch's path). */
+  job.prev = job.next = NULL;
   job.fn = fn;
   job.args = args;
   job.workgroup_count = workgroup_count;
   atomic_init(&job.next_id, 0);
   atomic_init(&job.failed, 0);
+  job.failed_code = 0;
+  job.failed_workgroup = 0;
+  job.queued = 0;
   atomic_init(&job.workers_running, 0);
+  job.slices = slices && slice_count ? slices : NULL;
+  job.slice_capacity = job.slices ? pool->worker_count : 0;
   atomic_init(&job.slice_count, 0);
-  if (slices && slice_count) {
-    job.slices = slices;
-    job.slice_capacity = pool->worker_count;
-  }
 
   if (pool->thread_count == 0 || workgroup_count == 1) {
     kiln_job_run(&job, 0);
@@ -360,4 +356,20 @@ kiln_status_t kiln_pool_dispatch_traced(kiln_pool_t* pool, const char* kernel_na
   pthread_mutex_unlock(&pool->mutex);
   pthread_cond_destroy(&job.idle);
   return kiln_job_dispatched(&job, kernel_name, slice_count);
+}
+
+kiln_status_t kiln_pool_dispatch(kiln_pool_t* pool, const char* kernel_name,
+                                 kiln_kernel_fn_t fn,
+                                 const kiln_dispatch_args_t* args,
+                                 uint32_t workgroup_count) {
+  return dispatch(pool, kernel_name, fn, args, workgroup_count, NULL, NULL);
+}
+
+kiln_status_t kiln_pool_dispatch_traced(kiln_pool_t* pool, const char* kernel_name,
+                                        kiln_kernel_fn_t fn,
+                                        const kiln_dispatch_args_t* args,
+                                        uint32_t workgroup_count,
+                                        kiln_pool_slice_t* slices,
+                                        uint32_t* slice_count) {
+  return dispatch(pool, kernel_name, fn, args, workgroup_count, slices, slice_count);
 }

@@ -271,6 +271,28 @@ static kiln_status_t observe_dispatch(kiln_context_t* c, kiln_frame_t* fr, uint3
   return s;
 }
 
+/* A dispatch while tracing: the dispatch event, then what each thread ran of
+ * it (the pool's slices: room for every worker; none when that cannot be
+ * allocated, the dispatch is still recorded). */
+static kiln_status_t traced_dispatch(kiln_context_t* c, kiln_frame_t* fr,
+                                     const kiln_kernel_info_t* k, const kiln_bc_operand_t* op,
+                                     const kiln_dispatch_args_t* args) {
+  kiln_pool_t* pool = kiln_instance_pool(c->module->instance);
+  kiln_pool_slice_t* slices = malloc(sizeof *slices * kiln_pool_worker_count(pool));
+  uint32_t slice_count = 0, j;
+  uint64_t started = kiln_trace_now_ns();
+  kiln_status_t s =
+      kiln_pool_dispatch_traced(pool, k->name, k->fn, args, op[1].value, slices, &slice_count);
+  if (!s) {
+    kiln_trace_event_t e = {fr->module, started, kiln_trace_now_ns() - started, 0,
+                            op[0].value, op[1].value, 0, 0, KILN_TRACE_DISPATCH};
+    for (j = 0; j < op[2].value; ++j) e.bytes += kiln_buffer_view_byte_size(fr->r[op[2].list[j]].view);
+    kiln_trace_record_dispatch(c->trace, &e, slices, slice_count);
+  }
+  free(slices);
+  return s;
+}
+
 static kiln_status_t do_dispatch(kiln_context_t* c, kiln_frame_t* fr, uint32_t pc,
                                  const kiln_bc_operand_t* op) {
   const kiln_kernel_info_t* k = &fr->module->kernels[op[0].value];
@@ -319,21 +341,11 @@ static kiln_status_t do_dispatch(kiln_context_t* c, kiln_frame_t* fr, uint32_t p
   args.push_constants = push;
   args.workgroup_count = op[1].value;
   args.reserved = 0;
-  uint64_t started = c->trace ? kiln_trace_now_ns() : 0;
-  kiln_pool_t* pool = kiln_instance_pool(c->module->instance);
-  /* Traced: what each thread ran, room for every worker (NULL when that
-   * cannot be allocated: the dispatch is still recorded). */
-  kiln_pool_slice_t* slices =
-      c->trace ? malloc(sizeof *slices * kiln_pool_worker_count(pool)) : NULL;
-  uint32_t slice_count = 0;
-  s = kiln_pool_dispatch_traced(pool, k->name, k->fn, &args, op[1].value, slices, &slice_count);
-  if (c->trace && !s) {
-    kiln_trace_event_t e = {fr->module, started, kiln_trace_now_ns() - started, 0,
-                            op[0].value, op[1].value, 0, 0, KILN_TRACE_DISPATCH};
-    for (j = 0; j < op[2].value; ++j) e.bytes += kiln_buffer_view_byte_size(fr->r[op[2].list[j]].view);
-    kiln_trace_record_dispatch(c->trace, &e, slices, slice_count);
-  }
-  if (slices) free(slices);
+  if (!c->trace)
+    s = kiln_pool_dispatch(kiln_instance_pool(c->module->instance), k->name, k->fn, &args,
+                           op[1].value);
+  else
+    s = traced_dispatch(c, fr, k, op, &args);
   /* The kernel wrote every byte of its writable bindings (kernel_abi.h). */
   for (j = 0; j < op[2].value && !s; ++j)
     if (k->binding_writable[j]) kiln_buffer_view_mark_written(fr->r[op[2].list[j]].view);
