@@ -162,8 +162,10 @@ def _kiln_run(module, *args, variant=None, check=True):
         env["KILN_CPU_VARIANT"] = variant
     from kiln.vm._native import kiln_run_path
 
-    proc = subprocess.run([kiln_run_path(), f"--module={module}", *args], capture_output=True, text=True,
-                          timeout=120, env=env)
+    sanitized = os.path.join(os.environ.get("KILN_SANITIZE_BUILD", ""), "kiln-run")  # make test: ASan+UBSan
+    exe = sanitized if os.environ.get("KILN_SANITIZE_BUILD") and os.path.isfile(sanitized) else kiln_run_path()
+    proc = subprocess.run([exe, f"--module={module}", *args], capture_output=True, text=True, timeout=120, env=env)
+    assert "Sanitizer" not in proc.stderr, proc.stderr
     if check:
         assert proc.returncode == 0, proc.stderr
     return proc
