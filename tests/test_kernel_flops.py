@@ -117,3 +117,30 @@ def test_statistics_print_gflops_and_old_modules_declare_none(kiln_run, tmp_path
     assert "flops not declared" in dump_text(old_path.read_bytes())
     out = run(kiln_run, f"--module={old_path}", *args).stdout
     assert re.search(rf"\n  {kernel.name} +4 +[\d.]+ ms +[\d.]+ us +[\d.]+% +[\d.]+ +-\n", out), out
+
+
+def test_equation_counts_of_each_rule():
+    """kiln.compiler.flops.equation_flops per rule, on traced graphs: pooling one per window element per
+    output, cumulative sums one per element, argmax one compare per element folded in, integer_pow one
+    multiply per square-and-multiply step (a divide more when negative), select/convert/layout 0."""
+    import kiln.lax as lax
+    import kiln.numpy as knp
+    from kiln.compiler.flops import equation_flops, region_flops
+    from kiln.core.aval import ShapedArray
+    from kiln.core.trace import trace_to_graph
+
+    f32 = ShapedArray((6, 8), np.dtype(np.float32))
+
+    def counts(fn, *avals):
+        graph = trace_to_graph(lambda *xs: [fn(*xs)], list(avals) or [f32])
+        return {e.primitive.name: equation_flops(e) for e in graph.eqns}, region_flops(graph)
+
+    by_prim, total = counts(lambda x: lax.reduce_window(x, 0.0, lax.add, (2, 3), (1, 1), "VALID"))
+    assert by_prim["reduce_window"] == (5 * 6) * (2 * 3) and total == 5 * 6 * 6
+    assert counts(lambda x: lax.cumsum(x, axis=1))[0]["cumsum"] == 48
+    assert counts(lambda x: lax.argmax(x, 1, np.int32))[0]["argmax"] == 48 - 6
+    assert counts(lambda x: lax.integer_pow(x, 2))[0]["integer_pow"] == 48 * 1
+    assert counts(lambda x: lax.integer_pow(x, 7))[0]["integer_pow"] == 48 * 4  # x^2, x^3, x^6, x^7
+    assert counts(lambda x: lax.integer_pow(x, -2))[0]["integer_pow"] == 48 * (1 + 4)
+    by_prim, total = counts(lambda x: knp.where(x > 0, x, 0.0).astype(np.float64).T.reshape(48))
+    assert by_prim["gt"] == 48 and total == 48  # the compare; select, convert and layout are free
