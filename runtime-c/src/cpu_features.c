@@ -1,6 +1,7 @@
 /* Host CPU feature detection from the generated tables of
  * schemas/cpu_features.toml: cpuid and XCR0 on x86_64, the kernel's hwcaps
- * on aarch64 Linux. */
+ * on aarch64 Linux, the single-letter extension bits of AT_HWCAP on riscv64
+ * Linux. */
 #include "cpu_features.h"
 
 #include "kiln/runtime.h"
@@ -100,17 +101,18 @@ int kiln_host_has_feature(const char* name) {
 }
 
 #elif defined(__riscv) && __riscv_xlen == 64
-/* riscv64 Linux: the single-letter ISA extensions are the bits ('x' - 'a') of
- * AT_HWCAP (asm/hwcap.h: COMPAT_HWCAP_ISA_*). LLVM's names for them; "64bit"
- * and "relax" (a linker option, not a CPU feature) hold everywhere. Multi-letter
- * extensions (zba, zbb, ...: riscv_hwprobe) are not checked yet, so a module
- * needing one is refused as naming an unknown feature. */
+/* riscv64 Linux: the single-letter ISA extensions are bits of AT_HWCAP. The
+ * multi-letter ones (zba, zbb, ...: riscv_hwprobe) are not in the table yet, so
+ * a module needing one is refused as naming an unknown feature. */
+static const kiln_riscv64_feature_t kiln_riscv64_features[] = KILN_RISCV64_FEATURES_INIT;
+
 int kiln_host_has_feature(const char* name) {
-  static const char letters[] = "imafdcv";
-  if (strcmp(name, "64bit") == 0 || strcmp(name, "relax") == 0) return 1;
-  if (name[0] && !name[1] && strchr(letters, name[0])) {
+  for (size_t i = 0; i < sizeof kiln_riscv64_features / sizeof kiln_riscv64_features[0]; ++i) {
+    const kiln_riscv64_feature_t* f = &kiln_riscv64_features[i];
+    if (strcmp(name, f->name) != 0) continue;
+    if (f->always) return 1;
 #if defined(__linux__)
-    return (int)((getauxval(AT_HWCAP) >> (name[0] - 'a')) & 1u);
+    return ((uint64_t)getauxval(AT_HWCAP) & f->hwcap) == f->hwcap;
 #else
     return 0;
 #endif

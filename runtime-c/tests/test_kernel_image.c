@@ -221,7 +221,7 @@ int main(int argc, char** argv) {
 #elif defined(__riscv)
   const char* host = "riscv64-unknown-linux-gnu";
   const char* other = "x86_64-unknown-linux-gnu";
-  const char* baseline = "+64bit,+i,+m,+a,+f,+d,+c,-relax";
+  const char* baseline = "+64bit,+i,+m,+a,+f,+d,+c,-relax";  /* -relax: never checked */
   const char* missing_arch = "x86_64";
 #endif
 #if defined(__x86_64__) || defined(__aarch64__) || defined(__riscv)

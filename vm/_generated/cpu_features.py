@@ -184,5 +184,15 @@ FEATURES = {
         'sme2',
         'mops',
     ),
+    'riscv64': (
+        '64bit',
+        'i',
+        'm',
+        'a',
+        'f',
+        'd',
+        'c',
+        'v',
+    ),
 }
 """The CPU feature names (LLVM's) the runtime can check, per architecture."""

@@ -212,4 +212,24 @@ typedef struct kiln_aarch64_feature {
     {"mops", 0x0ull, 0x80000000000ull, 0}, \
   }
 
+/* riscv64 (Linux): AT_HWCAP bits (the single-letter extensions, 'x' - 'a') that must all be
+ * set; always: every rv64 CPU has it. */
+typedef struct kiln_riscv64_feature {
+  const char* name;
+  uint64_t hwcap;
+  uint8_t always;
+} kiln_riscv64_feature_t;
+
+#define KILN_RISCV64_FEATURES_INIT \
+  { \
+    {"64bit", 0x0ull, 1}, \
+    {"i", 0x100ull, 0}, \
+    {"m", 0x1000ull, 0}, \
+    {"a", 0x1ull, 0}, \
+    {"f", 0x20ull, 0}, \
+    {"d", 0x8ull, 0}, \
+    {"c", 0x4ull, 0}, \
+    {"v", 0x200000ull, 0}, \
+  }
+
 #endif /* KILN_GENERATED_CPU_FEATURES_H_ */
