@@ -476,7 +476,9 @@ static kiln_status_t list_module(const kiln_module_t* module) {
     if (!variant || !*variant) continue;
     printf("\nkernel image %zu: variant ", i);
     put_clean(stdout, variant, NULL);
-    printf(" (the best build of it this host runs; KILN_CPU_VARIANT=NAME forces one)");
+    const char* forced = getenv("KILN_CPU_VARIANT");
+    printf(forced && *forced ? " (forced by KILN_CPU_VARIANT)"
+                             : " (the best build of it this host runs; KILN_CPU_VARIANT=NAME forces one)");
   }
   size_t count = kiln_module_function_count(module);
   printf("\nfunctions (%zu):\n", count);
