@@ -98,11 +98,11 @@ def module_html(data: bytes) -> str:
         parts.append(f'<pre class="bytecode">{html.escape(disassemble(words, names, indent=""))}</pre>')
         parts.append("</div>")
     parts.append("<h2>kernels</h2><table><tr><th>kernel</th><th>code bytes</th><th>bindings</th>"
-                 "<th>max workgroups</th></tr>")
+                 "<th>max workgroups</th><th>flops per dispatch</th></tr>")
     for k, size in zip(m.kernels, _kernel_sizes(m)):
         binds = ", ".join(f"{'w' if b.writable else 'r'}{b.byte_size}" for b in k.bindings)
         parts.append(f'<tr class="kernel"><td>{html.escape(k.name)}</td><td>{size}</td><td>{binds}</td>'
-                     f"<td>{k.max_workgroups}</td></tr>")
+                     f"<td>{k.max_workgroups}</td><td>{k.flops or '-'}</td></tr>")
     parts.append("</table><h2>globals</h2><table><tr><th>global</th><th>type</th><th></th></tr>")
     for name, t, mutable, _ in m.globals:
         parts.append(f"<tr><td>{html.escape(name)}</td><td>{t}</td><td>{'mutable' if mutable else 'immutable'}</td></tr>")
