@@ -296,3 +296,30 @@ def test_binding_names_the_loaded_variant(portable_mix, monkeypatch):
     monkeypatch.setenv("KILN_CPU_VARIANT", "nope")
     with pytest.raises(KilnRuntimeError, match="KILN_CPU_VARIANT=nope names no variant of kernel image 0"):
         Module.from_bytes(instance, data)
+
+
+def test_damaged_variant_tables_are_refused(portable_mix, tmp_path):
+    """The writer's checks and, past them (check=False), the loader's: a variant's base image out of
+    range, or entry offsets that are not one per kernel of its base image, are DATA_LOSS naming it."""
+    import copy
+
+    from kiln.vm.validate import SpecError
+
+    spec = read_module(portable_mix.read_bytes())
+    cases = []
+    bad_base = copy.deepcopy(spec)
+    bad_base.kernel_variants[1].base = 3
+    cases.append((bad_base, "kernel variant 1 (x86-64-v3): base image 3 out of range",
+                  "kernel variant 1: base image 3 out of range (1 images)"))
+    short = copy.deepcopy(spec)
+    short.kernel_variants[0].entry_offsets = short.kernel_variants[0].entry_offsets[:-1]
+    n = len(spec.kernels)
+    cases.append((short, f"kernel variant 0 (x86-64-v4): {n - 1} entry offsets, image 0 has {n} kernels",
+                  f"kernel variant 0: {n - 1} entry offsets, image 0 has {n} kernels"))
+    for damaged, python_message, c_message in cases:
+        with pytest.raises(SpecError, match=re.escape(python_message)):
+            serialize(damaged)
+        path = tmp_path / "damaged.vmfb"
+        path.write_bytes(serialize(damaged, check=False))
+        proc = _kiln_run(path, "--list", check=False)
+        assert proc.returncode != 0 and c_message in proc.stderr, proc.stderr

@@ -366,13 +366,36 @@ static const char* variant_name(const uint8_t* img) {
   return name ? name : "";
 }
 
+/* Checks every kernel variant's table (format 2.4): its base image index, its
+ * image, and one entry offset per kernel of the base image. */
+static kiln_status_t check_variants(const uint8_t* root) {
+  uint32_t images = kiln_fb_Module_kernel_images_len(root);
+  uint32_t v, k, variant_count = kiln_fb_Module_kernel_variants_len(root);
+  for (v = 0; v < variant_count; ++v) {
+    const uint8_t* var = kiln_fb_Module_kernel_variants_at(root, v);
+    uint32_t base = kiln_fb_KernelVariant_base(var), kernels_of_base = 0;
+    if (base >= images)
+      return CORRUPT("kernel variant %u: base image %u out of range (%u images)", (unsigned)v,
+                     (unsigned)base, (unsigned)images);
+    if (!kiln_fb_KernelVariant_image(var))
+      return CORRUPT("kernel variant %u has no image", (unsigned)v);
+    for (k = 0; k < kiln_fb_Module_kernels_len(root); ++k)
+      if (kiln_fb_Kernel_image(kiln_fb_Module_kernels_at(root, k)) == base) kernels_of_base++;
+    if (kiln_fb_KernelVariant_entry_offsets_len(var) != kernels_of_base)
+      return CORRUPT("kernel variant %u: %u entry offsets, image %u has %u kernels", (unsigned)v,
+                     (unsigned)kiln_fb_KernelVariant_entry_offsets_len(var), (unsigned)base,
+                     (unsigned)kernels_of_base);
+  }
+  return NULL;
+}
+
 /* Chooses which build of kernel image `i` to load (format 2.4): the first of
  * its Module.kernel_variants (best first) the host supports, else the image
  * itself; or the build KILN_CPU_VARIANT names. Sets m->image_tables[i],
  * m->image_variants[i] and m->image_entries[i]. */
 static kiln_status_t choose_variant(kiln_module_t* m, const uint8_t* root, uint32_t i) {
   const uint8_t* base = kiln_fb_Module_kernel_images_at(root, i);
-  uint32_t v, variant_count = kiln_fb_Module_kernel_variants_len(root), kernels_of_base = 0;
+  uint32_t v, variant_count = kiln_fb_Module_kernel_variants_len(root);
   uint32_t candidates = 0;
   const char* forced = getenv("KILN_CPU_VARIANT");
   char reason[256], names[256];
@@ -380,25 +403,14 @@ static kiln_status_t choose_variant(kiln_module_t* m, const uint8_t* root, uint3
   size_t used = 0;
   if (forced && !*forced) forced = NULL;
   names[0] = 0;
-  for (v = 0; v < kiln_fb_Module_kernels_len(root); ++v)
-    if (kiln_fb_Kernel_image(kiln_fb_Module_kernels_at(root, v)) == i) kernels_of_base++;
   /* Candidates in order: the variants of image i, then the image itself (v == variant_count). */
   for (v = 0; v <= variant_count; ++v) {
     const uint8_t* img = base;
     const uint64_t* entries = NULL;
-    if (v < variant_count) {
+    if (v < variant_count) { /* check_variants checked every variant's table */
       const uint8_t* var = kiln_fb_Module_kernel_variants_at(root, v);
-      uint32_t b = kiln_fb_KernelVariant_base(var);
-      if (b >= m->image_count)
-        return CORRUPT("kernel variant %u: base image %u out of range (%u images)", (unsigned)v,
-                       (unsigned)b, (unsigned)m->image_count);
-      if (b != i) continue;
+      if (kiln_fb_KernelVariant_base(var) != i) continue;
       img = kiln_fb_KernelVariant_image(var);
-      if (!img) return CORRUPT("kernel variant %u has no image", (unsigned)v);
-      if (kiln_fb_KernelVariant_entry_offsets_len(var) != kernels_of_base)
-        return CORRUPT("kernel variant %u: %u entry offsets, image %u has %u kernels", (unsigned)v,
-                       (unsigned)kiln_fb_KernelVariant_entry_offsets_len(var), (unsigned)i,
-                       (unsigned)kernels_of_base);
       entries = kiln_fb_KernelVariant_entry_offsets(var);
     }
     const char* triple = kiln_fb_KernelImage_target_triple(img);
@@ -448,6 +460,7 @@ static kiln_status_t decode_kernels_with(kiln_module_t* m, const uint8_t* root,
   ALLOC(m->image_variants, m->image_count, "kernel images");
   ALLOC(m->image_entries, m->image_count, "kernel images");
   m->element_aligned_bindings = kiln_fb_Module_element_aligned_bindings(root) != 0;
+  if ((s = check_variants(root))) return s;
   for (i = 0; i < m->image_count; ++i) {
     if ((s = choose_variant(m, root, i))) return s;
     const uint8_t* img = m->image_tables[i];
