@@ -56,7 +56,8 @@ def _strategy(result) -> str:
 
     kernels = result.kernels
     target = kernels._target
-    out = [f"target {target.triple} cpu={target.cpu}" + (f" variant={target.variant}" if getattr(target, "variant", "") else "")]
+    variant = getattr(target, "variant", "")
+    out = [f"target {target.triple} cpu={target.cpu}" + (f" variant={variant}" if variant else "")]
     for name in result.optimized:
         for label, plan in _nested(result, name):
             out.append(f"func {label}:")
@@ -76,7 +77,8 @@ def _schedule(result) -> str:
 
 def _llvm(result) -> str:
     kernels = result.kernels
-    return "\n".join(f"; kernel {spec.name}\n{module}" for spec, module in zip(kernels.kernels, kernels.optimized_modules()))
+    modules = kernels.optimized_modules()
+    return "\n".join(f"; kernel {spec.name}\n{module}" for spec, module in zip(kernels.kernels, modules))
 
 
 def _asm(result) -> str:

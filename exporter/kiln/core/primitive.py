@@ -89,9 +89,11 @@ class Primitive:
         """Declares (some of) the primitive's OpTraits; fields not named keep their value."""
         self.traits = dataclasses.replace(self.traits, **traits)
         if self.traits.fusion is not None and self.traits.fusion not in FUSION_CLASSES:
-            raise ValueError(f"primitive {self.name}: fusion class {self.traits.fusion!r} is not one of {FUSION_CLASSES}")
+            raise ValueError(f"primitive {self.name}: fusion class {self.traits.fusion!r} is not one of "
+                             f"{FUSION_CLASSES}")
         if self.traits.kernel is not None and self.traits.kernel not in KERNEL_STRATEGIES:
-            raise ValueError(f"primitive {self.name}: kernel strategy {self.traits.kernel!r} is not one of {KERNEL_STRATEGIES}")
+            raise ValueError(f"primitive {self.name}: kernel strategy {self.traits.kernel!r} is not one of "
+                             f"{KERNEL_STRATEGIES}")
         return self
 
     @property
