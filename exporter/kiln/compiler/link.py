@@ -14,7 +14,8 @@ SHT_SYMTAB, SHT_STRTAB, SHT_RELA, SHT_NOBITS, SHT_REL = 2, 3, 4, 8, 9
 SHF_WRITE, SHF_ALLOC, SHF_EXECINSTR = 1, 2, 4
 SHN_UNDEF, SHN_ABS, SHN_COMMON = 0, 0xFFF1, 0xFFF2
 STB_GLOBAL, STT_FUNC = 1, 2
-EM_X86_64, EM_AARCH64 = 62, 183
+EM_X86_64, EM_AARCH64, EM_RISCV = 62, 183, 243
+_MACHINES = {EM_X86_64: "x86_64", EM_AARCH64: "aarch64", EM_RISCV: "riscv64"}
 _DROPPED_SECTIONS = (".eh_frame", ".note", ".comment", ".llvm_addrsig", ".debug")
 
 
@@ -116,7 +117,7 @@ def link_objects(objects: list[bytes], target) -> LinkedImage:
     elves = [_Elf(obj) for obj in objects]
     arch = target.arch
     for elf in elves:
-        if {EM_X86_64: "x86_64", EM_AARCH64: "aarch64"}.get(elf.machine) != arch:
+        if _MACHINES.get(elf.machine) != arch:
             raise LinkError(f"object machine {elf.machine} does not match target {target.triple}")
     segment_align = target.segment_align
     kept = [[s for s in elf.sections if _kept(s)] for elf in elves]
@@ -156,7 +157,10 @@ def link_objects(objects: list[bytes], target) -> LinkedImage:
             runtime_relocs.append((got[address], address))
         return got[address]
 
-    patcher = _RELOCATORS[arch]
+    if arch not in _RELOCATORS:
+        raise LinkError(f"cannot link kernel images for {target.triple}: the linker knows {', '.join(_RELOCATORS)}")
+    patcher = _RELOCATORS[arch]()
+    deferred = _DEFERRED.get(arch, ())
     for elf, where in zip(elves, base):
         def symbol_address(sym_index: int) -> int:
             sym = elf.symbols[sym_index]
@@ -174,7 +178,9 @@ def link_objects(objects: list[bytes], target) -> LinkedImage:
                 raise LinkError("REL relocations are not supported (expected RELA)")
             if rs.type != SHT_RELA or rs.info not in where:
                 continue
-            for offset, rtype, sym_index, addend in elf.relocations(rs):
+            entries = list(elf.relocations(rs))
+            # Relocations that read what another one resolved (riscv64's %pcrel_lo reads its auipc's) come last.
+            for offset, rtype, sym_index, addend in sorted(entries, key=lambda r: r[1] in deferred):
                 place = where[rs.info] + offset
                 patcher(image, rtype, place, symbol_address(sym_index), addend, got_entry, runtime_relocs, elf.symbols[sym_index].name)
     if got:
@@ -275,4 +281,92 @@ def _relocate_aarch64(image, rtype, place, s, a, got_entry, runtime_relocs, name
                         f"with {', '.join(_aarch64_name(t) for t in AARCH64_SUPPORTED)}")
 
 
-_RELOCATORS = {"x86_64": _relocate_x86_64, "aarch64": _relocate_aarch64}
+# R_RISCV_* (the RISC-V ELF psABI): the types the riscv64 relocator resolves, and names of others for the message.
+RISCV_RELOCATION_NAMES = {
+    1: "32", 2: "64", 3: "RELATIVE", 5: "JUMP_SLOT", 16: "BRANCH", 17: "JAL", 18: "CALL", 19: "CALL_PLT",
+    20: "GOT_HI20", 21: "TLS_GOT_HI20", 22: "TLS_GD_HI20", 23: "PCREL_HI20", 24: "PCREL_LO12_I",
+    25: "PCREL_LO12_S", 26: "HI20", 27: "LO12_I", 28: "LO12_S", 29: "TPREL_HI20", 30: "TPREL_LO12_I",
+    31: "TPREL_LO12_S", 32: "TPREL_ADD", 33: "ADD8", 34: "ADD16", 35: "ADD32", 36: "ADD64", 37: "SUB8",
+    38: "SUB16", 39: "SUB32", 40: "SUB64", 43: "ALIGN", 44: "RVC_BRANCH", 45: "RVC_JUMP", 51: "RELAX",
+    52: "SUB6", 53: "SET6", 54: "SET8", 55: "SET16", 56: "SET32", 57: "32_PCREL",
+}
+RISCV_SUPPORTED = (2, 16, 17, 18, 19, 20, 23, 24, 25, 35, 36, 39, 40, 51, 57)
+
+
+def _riscv_name(rtype: int) -> str:
+    return f"R_RISCV_{RISCV_RELOCATION_NAMES.get(rtype, 'unknown')}"
+
+
+def _hi20(value: int) -> int:
+    return ((value + 0x800) >> 12) & 0xFFFFF
+
+
+def _lo12(value: int) -> int:
+    return value - (((value + 0x800) >> 12) << 12)  # in [-2048, 2047]
+
+
+def _fits(value: int, bits: int) -> bool:
+    return -(1 << (bits - 1)) <= value < (1 << (bits - 1))
+
+
+def _relocate_riscv64():
+    """The riscv64 relocator of one link: it remembers what each auipc (PCREL_HI20, GOT_HI20) resolved to, for
+    the %pcrel_lo relocations that name the auipc's label (run after them: _DEFERRED)."""
+    auipc: dict[int, int] = {}  # image offset of an auipc -> the PC-relative offset it resolved
+
+    def relocate(image, rtype, place, s, a, got_entry, runtime_relocs, name):
+        def pcrel(value, bits, what):
+            if not _fits(value, bits) or value % 2:
+                raise LinkError(f"{_riscv_name(rtype)} {what} to {name!r} out of range ({value} bytes; it reaches "
+                                f"+-{1 << (bits - 1)} bytes at a multiple of 2)")
+            return value
+
+        if rtype == 2:  # 64: the loader writes image_base + S + A
+            runtime_relocs.append((place, s + a))
+        elif rtype == 57:  # 32_PCREL
+            _put(image, "<i", place, s + a - place, name, rtype)
+        elif rtype in (35, 36, 39, 40):  # ADD32, ADD64, SUB32, SUB64: label differences (jump tables)
+            fmt, mask = ("<I", 0xFFFFFFFF) if rtype in (35, 39) else ("<Q", (1 << 64) - 1)
+            old = struct.unpack_from(fmt, image, place)[0]
+            struct.pack_into(fmt, image, place, (old + (s + a if rtype in (35, 36) else -(s + a))) & mask)
+        elif rtype in (23, 20):  # PCREL_HI20, GOT_HI20: auipc
+            delta = (got_entry(s) if rtype == 20 else s) + a - place
+            if not _fits(delta, 32):
+                raise LinkError(f"{_riscv_name(rtype)}: {name!r} is out of auipc's +-2 GiB range")
+            auipc[place] = delta
+            _patch_insn(image, place, 0xFFFFF000, _hi20(delta) << 12)
+        elif rtype in (24, 25):  # PCREL_LO12_I, PCREL_LO12_S: the low part of the auipc at S (a label)
+            if s not in auipc:
+                raise LinkError(f"{_riscv_name(rtype)} names no auipc relocated by PCREL_HI20 or GOT_HI20 "
+                                f"(label {name!r} at {s:#x})")
+            lo = _lo12(auipc[s]) & 0xFFF
+            if rtype == 24:
+                _patch_insn(image, place, 0xFFF00000, lo << 20)
+            else:
+                _patch_insn(image, place, 0xFE000F80, (lo >> 5) << 25 | (lo & 0x1F) << 7)
+        elif rtype in (18, 19):  # CALL, CALL_PLT: auipc ra + jalr ra
+            delta = s + a - place
+            if not _fits(delta, 32):
+                raise LinkError(f"{_riscv_name(rtype)} to {name!r} out of range")
+            _patch_insn(image, place, 0xFFFFF000, _hi20(delta) << 12)
+            _patch_insn(image, place + 4, 0xFFF00000, (_lo12(delta) & 0xFFF) << 20)
+        elif rtype == 16:  # BRANCH: B-type, +-4 KiB
+            v = pcrel(s + a - place, 13, "branch")
+            bits = ((v >> 12) & 1) << 31 | ((v >> 5) & 0x3F) << 25 | ((v >> 1) & 0xF) << 8 | ((v >> 11) & 1) << 7
+            _patch_insn(image, place, 0xFE000F80, bits)
+        elif rtype == 17:  # JAL: J-type, +-1 MiB
+            v = pcrel(s + a - place, 21, "jump")
+            bits = ((v >> 20) & 1) << 31 | ((v >> 1) & 0x3FF) << 21 | ((v >> 11) & 1) << 20 | ((v >> 12) & 0xFF) << 12
+            _patch_insn(image, place, 0xFFFFF000, bits)
+        elif rtype == 51:  # RELAX: permission to shorten the sequence before it; keeping it as it is is correct
+            pass
+        else:
+            raise LinkError(f"unsupported riscv64 relocation type {rtype} ({_riscv_name(rtype)}) against {name!r}: "
+                            "kernel images are linked from PIC objects compiled without linker relaxation (-relax), "
+                            f"which the linker resolves with {', '.join(_riscv_name(t) for t in RISCV_SUPPORTED)}")
+
+    return relocate
+
+
+_RELOCATORS = {"x86_64": lambda: _relocate_x86_64, "aarch64": lambda: _relocate_aarch64, "riscv64": _relocate_riscv64}
+_DEFERRED = {"riscv64": (24, 25)}

@@ -130,6 +130,10 @@ class Target:
 def _target_machine(triple: str, cpu: str, features: str, opt: int):
     initialize_llvm()
     target = llvm.Target.from_triple(triple)
+    if _arch_of(triple) == "riscv64":
+        # No linker relaxation: the assembler resolves branches within a section itself and emits no
+        # R_RISCV_ALIGN, which kiln.compiler.link does not implement (it would have to delete bytes).
+        features = ",".join(f for f in (features, "-relax") if f)
     return target.create_target_machine(cpu=cpu, features=features, opt=opt, reloc="pic", codemodel="small")
 
 
@@ -137,6 +141,7 @@ def _target_machine(triple: str, cpu: str, features: str, opt: int):
 _PORTABLE = {
     "x86_64": (("x86-64-v4", "", "x86-64-v4"), ("x86-64-v3", "", "x86-64-v3"), ("x86-64-v2", "", "x86-64-v2")),
     "aarch64": (("generic", "+sve", "aarch64-sve"), ("generic", "", "aarch64-neon")),
+    "riscv64": (("generic-rv64", "+m,+a,+f,+d,+c,+v", "rv64gcv"), ("generic-rv64", "+m,+a,+f,+d,+c", "rv64gc")),
 }
 
 TARGET_ENV = "KILN_TARGET"
