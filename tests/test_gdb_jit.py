@@ -90,14 +90,24 @@ def test_gdb_names_the_kernel_in_a_backtrace(build, softmax_module):
     assert "hit Breakpoint" not in out and "exited normally" in out, out
 
 
-def test_python_binding_option(build, softmax_module):
-    """Instance(gdb_jit=True) registers the kernels from Python too (no environment variable)."""
+def test_python_binding_option(build, softmax_module, tmp_path):
+    """Instance(gdb_jit=True) registers the kernels from Python too (no environment variable), with the
+    binding's runtime library stripped of its symbol table (as installed packages are): GDB finds the
+    interface's two symbols among the library's exports."""
+    from kiln.vm import _native
+
     (kernel,) = [k.name for k in read_module(softmax_module.read_bytes()).kernels]
+    library = tmp_path / "libkiln_runtime.so"
+    shutil.copy(_native.runtime_library_path(), library)
+    strip = shutil.which("strip")
+    if strip:
+        subprocess.run([strip, "--strip-unneeded", str(library)], check=True)
     script = ("import numpy as np\n"
               "from kiln.vm.runtime import Context, Instance, Module\n"
               f"m = Module.from_bytes(Instance(gdb_jit=True), open({str(softmax_module)!r}, 'rb').read())\n"
               "Context(m).invoke('run', [np.ones((64, 256), np.float32)])\n")
     env = {k: v for k, v in os.environ.items() if k != "KILN_GDB_JIT"}
+    env["KILN_RUNTIME_LIB"] = str(library)
     out = _gdb(build, softmax_module, kernel, env, program=[sys.executable, "-c", script])
     assert "hit Breakpoint 1" in out, out
     assert f"{kernel} in section .text" in out, out

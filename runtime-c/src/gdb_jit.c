@@ -22,13 +22,23 @@
 #include "module_internal.h"
 #include "status_internal.h"
 
-struct jit_descriptor __jit_debug_descriptor = {1, KILN_JIT_NOACTION, NULL, NULL};
+/* The descriptor and the function GDB breaks in, under internal names that
+ * the runtime's own code uses, and exported (dynamic symbols, which survive
+ * `strip`) under GDB's names as aliases. The runtime never refers to GDB's
+ * names, so another JIT's copies in the process (LLVM's) cannot interpose on
+ * them: each library keeps its own list, and GDB reads every one. */
+__attribute__((visibility("hidden"))) struct jit_descriptor kiln_jit_descriptor = {
+    1, KILN_JIT_NOACTION, NULL, NULL};
+extern struct jit_descriptor __jit_debug_descriptor
+    __attribute__((alias("kiln_jit_descriptor"), visibility("default")));
 
 /* GDB's breakpoint lands here: it must exist, not be inlined, and do nothing
  * the compiler could move across the list update. */
-__attribute__((noinline, used)) void __jit_debug_register_code(void) {
+__attribute__((noinline, used, visibility("hidden"))) void kiln_jit_register_code(void) {
   __asm__ __volatile__("" ::: "memory");
 }
+void __jit_debug_register_code(void)
+    __attribute__((alias("kiln_jit_register_code"), visibility("default")));
 
 static pthread_mutex_t g_jit_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -159,14 +169,14 @@ kiln_status_t kiln_gdb_jit_register(uint64_t address, uint64_t size,
   e->code.symfile_addr = e->symfile;
   e->code.symfile_size = symfile_size;
   pthread_mutex_lock(&g_jit_lock);
-  e->code.next_entry = __jit_debug_descriptor.first_entry;
+  e->code.next_entry = kiln_jit_descriptor.first_entry;
   if (e->code.next_entry) e->code.next_entry->prev_entry = &e->code;
-  __jit_debug_descriptor.first_entry = &e->code;
-  __jit_debug_descriptor.relevant_entry = &e->code;
-  __jit_debug_descriptor.action_flag = KILN_JIT_REGISTER_FN;
-  __jit_debug_register_code();
-  __jit_debug_descriptor.action_flag = KILN_JIT_NOACTION;
-  __jit_debug_descriptor.relevant_entry = NULL;
+  kiln_jit_descriptor.first_entry = &e->code;
+  kiln_jit_descriptor.relevant_entry = &e->code;
+  kiln_jit_descriptor.action_flag = KILN_JIT_REGISTER_FN;
+  kiln_jit_register_code();
+  kiln_jit_descriptor.action_flag = KILN_JIT_NOACTION;
+  kiln_jit_descriptor.relevant_entry = NULL;
   pthread_mutex_unlock(&g_jit_lock);
   *out = e;
   return NULL;
@@ -176,13 +186,13 @@ void kiln_gdb_jit_unregister(kiln_gdb_jit_entry_t* e) {
   if (!e) return;
   pthread_mutex_lock(&g_jit_lock);
   if (e->code.prev_entry) e->code.prev_entry->next_entry = e->code.next_entry;
-  else __jit_debug_descriptor.first_entry = e->code.next_entry;
+  else kiln_jit_descriptor.first_entry = e->code.next_entry;
   if (e->code.next_entry) e->code.next_entry->prev_entry = e->code.prev_entry;
-  __jit_debug_descriptor.relevant_entry = &e->code;
-  __jit_debug_descriptor.action_flag = KILN_JIT_UNREGISTER_FN;
-  __jit_debug_register_code();
-  __jit_debug_descriptor.action_flag = KILN_JIT_NOACTION;
-  __jit_debug_descriptor.relevant_entry = NULL;
+  kiln_jit_descriptor.relevant_entry = &e->code;
+  kiln_jit_descriptor.action_flag = KILN_JIT_UNREGISTER_FN;
+  kiln_jit_register_code();
+  kiln_jit_descriptor.action_flag = KILN_JIT_NOACTION;
+  kiln_jit_descriptor.relevant_entry = NULL;
   pthread_mutex_unlock(&g_jit_lock);
   free(e->symfile);
   free(e);

@@ -35,6 +35,8 @@ struct jit_descriptor {
   struct jit_code_entry* first_entry;
 };
 
+/* Exported under these names for GDB (aliases of the runtime's internal
+ * kiln_jit_descriptor and kiln_jit_register_code, which it uses itself). */
 extern struct jit_descriptor __jit_debug_descriptor;
 void __jit_debug_register_code(void);
 
