@@ -2,7 +2,7 @@
 
 For each program (exported as tests/test_programs.py exports it, on the same arguments):
 1. the healthy module: every dispatch must be within tolerance (no false alarm);
-2. each of its first KERNELS distinct elementwise kernels compiled wrong on purpose
+2. each of its first KERNELS distinct elementwise (or horizontal) kernels compiled wrong on purpose
    (KILN_TEST_PERTURB_KERNEL): the first failure must be that kernel's first dispatch.
 Prints one line per program and exits 1 on a false alarm or a miss. About 1.5 minutes on 2 cores
 (each perturbed module is compiled again; the other kernels come from the kernel cache).
@@ -51,7 +51,7 @@ def sweep(name: str) -> bool:
         print(healthy.text())
     kernels = []
     for r in healthy.results:
-        if r.kernel.startswith("kiln_elementwise") and r.kernel not in kernels:
+        if r.kernel.startswith(("kiln_elementwise", "kiln_horizontal")) and r.kernel not in kernels:
             kernels.append(r.kernel)
     found = 0
     for kernel in kernels[:KERNELS]:

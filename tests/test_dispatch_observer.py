@@ -65,12 +65,14 @@ def dispatches(lines):
     return out
 
 
-def test_observer_sees_each_dispatch_with_its_bytes(driver, kernel):
+def test_observer_sees_each_dispatch_before_and_after_with_its_bytes(driver, kernel):
     spec = axpy_spec(kernel, host_triple())
     x = np.array([10, 20, 30, 40], np.float32)
     out = driver.run(serialize(spec), "--observe", "--call=predict", "--arg=4xf32=10,20,30,40")
-    ((header, bindings),) = dispatches(out)
-    assert header == f"dispatch predict@{offset_of_dispatch(spec.functions[0].code)} 0 {spec.kernels[0].name} wg=3"
+    (before, bindings_before), (after, bindings) = dispatches(out)
+    at = f"dispatch predict@{offset_of_dispatch(spec.functions[0].code)} 0 {spec.kernels[0].name} wg=3"
+    assert (before, after) == (f"{at} before", f"{at} after")
+    assert bindings_before == [(0, "r", 16, x.tobytes()), (1, "r", 16, W.tobytes())]  # the inputs only
     assert bindings == [(0, "r", 16, x.tobytes()), (1, "r", 16, W.tobytes()),
                         (2, "w", 16, (x + np.float32(2) * W).tobytes())]
     assert out[-1].startswith("result 0 4xf32=12,24,36,48")
@@ -82,24 +84,25 @@ def test_observer_in_a_loop_and_removed(driver, kernel):
     out = driver.run(serialize(spec), "--observe", "--call=twice", "--arg=4xf32=1,1,1,1",
                      "--observe-off", "--call=twice", "--arg=4xf32=1,1,1,1")
     seen = dispatches(out)
-    at = offset_of_dispatch(twice.code)
-    assert [h for h, _ in seen] == [f"dispatch twice@{at} 0 {spec.kernels[0].name} wg=2"] * 2
+    at = f"dispatch twice@{offset_of_dispatch(twice.code)} 0 {spec.kernels[0].name} wg=2"
+    assert [h for h, _ in seen] == [f"{at} before", f"{at} after"] * 2
     first = np.float32(1) + 2 * W
-    assert seen[0][1][2][3] == first.tobytes()
-    assert seen[1][1][0][3] == first.tobytes()  # the second dispatch reads what the first wrote
-    assert seen[1][1][2][3] == (first + 2 * W).tobytes()
+    assert seen[1][1][2][3] == first.tobytes()
+    assert seen[2][1][0][3] == first.tobytes()  # the second dispatch reads what the first wrote
+    assert seen[3][1][2][3] == (first + 2 * W).tobytes()
     results = [line for line in out if line.startswith("result")]
     assert results == ["result 0 4xf32=5,9,13,17"] * 2  # nothing observed once removed: 2 dispatches only
 
 
-def test_nonzero_answer_stops_the_call(driver, kernel):
+@pytest.mark.parametrize("option, when", [("--observe-stop=7", "before"), ("--observe-stop-after=7", "after")])
+def test_nonzero_answer_stops_the_call(driver, kernel, option, when):
     spec = twice_spec(kernel)
-    proc = driver.raw("run", serialize(spec), "--observe-stop=7", "--call=twice", "--arg=4xf32=1,1,1,1")
+    proc = driver.raw("run", serialize(spec), option, "--call=twice", "--arg=4xf32=1,1,1,1")
     assert proc.returncode == 1
     lines = proc.stdout.splitlines()
-    assert lines[0] == f"dispatch {spec.kernels[0].name} stopped"  # only the first dispatch ran
+    assert lines[0] == f"dispatch {spec.kernels[0].name} stopped {when}"  # the first dispatch only
     assert lines[1] == (f"error CANCELLED: in function 'twice' at word {offset_of_dispatch(spec.functions[-1].code)} "
-                        f"(dispatch): the dispatch observer stopped the call after kernel "
+                        f"(dispatch): the dispatch observer stopped the call {when} kernel "
                         f"'{spec.kernels[0].name}' (it returned 7)")
 
 
@@ -117,10 +120,12 @@ def test_python_binding_copies_each_dispatch_and_carries_errors(kernel):
     ctx.set_dispatch_observer(seen.append)
     (y,) = ctx.invoke("twice", [np.ones(4, np.float32)])
     np.testing.assert_array_equal(y, 1 + 4 * W)
-    assert [(r.function, r.offset, r.kernel, r.kernel_name, r.workgroups, r.written) for r in seen] == \
-        [("twice", offset_of_dispatch(spec.functions[-1].code), 0, spec.kernels[0].name, 2, [False, False, True])] * 2
-    assert seen[0].bindings == [np.ones(4, np.float32).tobytes(), W.tobytes(), (1 + 2 * W).tobytes()]
-    assert seen[1].bindings[2] == y.tobytes()
+    at = offset_of_dispatch(spec.functions[-1].code)
+    assert [(r.function, r.offset, r.kernel, r.kernel_name, r.workgroups, r.written, r.phase) for r in seen] == \
+        [("twice", at, 0, spec.kernels[0].name, 2, [False, False, True], phase) for phase in ("before", "after")] * 2
+    assert seen[0].bindings == [np.ones(4, np.float32).tobytes(), W.tobytes(), None]  # not written yet
+    assert seen[1].bindings == [np.ones(4, np.float32).tobytes(), W.tobytes(), (1 + 2 * W).tobytes()]
+    assert seen[3].bindings[2] == y.tobytes()
 
     def fails(record):
         raise ValueError(f"observer saw {record.kernel_name}")
@@ -130,7 +135,7 @@ def test_python_binding_copies_each_dispatch_and_carries_errors(kernel):
         ctx.invoke("twice", [np.ones(4, np.float32)])
     ctx.set_dispatch_observer(None)  # removed: the context calls on as before
     np.testing.assert_array_equal(ctx.invoke("twice", [np.ones(4, np.float32)])[0], 1 + 4 * W)
-    assert len(seen) == 2
+    assert len(seen) == 4
 
 
 def test_kernel_with_many_bindings(driver, kernel):
@@ -148,9 +153,27 @@ def test_kernel_with_many_bindings(driver, kernel):
         Instr("i.load", 1, 4), Instr("dispatch", 1, 1, [0, 2, 3] + [1] * 17, [0, 1]), Instr("ret", [3])]))
     big = np.arange(8, dtype=np.float32)
     out = driver.run(serialize(spec), "--observe", "--call=wide", "--arg=4xf32=1,2,3,4", "--arg=8xf32=0,1,2,3,4,5,6,7")
-    ((header, bindings),) = dispatches(out)
-    assert header == f"dispatch wide@{offset_of_dispatch(spec.functions[-1].code)} 1 wide wg=1"
+    (before, bindings_before), (header, bindings) = dispatches(out)
+    assert header == f"dispatch wide@{offset_of_dispatch(spec.functions[-1].code)} 1 wide wg=1 after"
     assert [(j, kind, size) for j, kind, size, _ in bindings] == \
         [(0, "r", 16), (1, "r", 16), (2, "w", 16)] + [(j, "r", 32) for j in range(3, 20)]
+    assert bindings_before == [b for b in bindings if b[1] == "r"]
     assert all(data == big.tobytes() for *_, data in bindings[3:])
     assert bindings[2][3] == (np.array([1, 2, 3, 4], np.float32) + 2 * W).tobytes()
+
+
+def test_inputs_are_seen_before_a_kernel_writes_over_them(driver, kernel):
+    """A kernel that writes its output over its own input (y = y + 2w in place): before the kernel the
+    observer sees the input, after it the same buffer holds the output."""
+    spec = axpy_spec(kernel, host_triple())
+    spec.functions.append(fn("inplace", [("x", F4)], [("y", F4)], [
+        Instr("global.load", 1, 0), Instr("alloc", 2, F4), Instr("i.const", 0, 4), Instr("const", 3, 0),
+        Instr("i.load", 1, 3), Instr("dispatch", 0, 1, [0, 1, 2], [0, 1]),
+        Instr("dispatch", 0, 1, [2, 1, 2], [0, 1]), Instr("ret", [2])]))
+    out = driver.run(serialize(spec), "--observe", "--call=inplace", "--arg=4xf32=1,1,1,1")
+    seen = dispatches(out)
+    once, twice = np.float32(1) + 2 * W, np.float32(1) + 4 * W
+    assert [h.split()[-1] for h, _ in seen] == ["before", "after", "before", "after"]
+    assert seen[2][1][0][3] == once.tobytes()  # the second kernel's input, read before it ran
+    assert seen[3][1][0][3] == twice.tobytes() == seen[3][1][2][3]  # the same buffer, now its output
+    assert out[-1] == "result 0 4xf32=5,9,13,17"

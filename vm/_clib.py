@@ -51,7 +51,7 @@ class _DispatchInfo(ctypes.Structure):
                 ("kernel_name", ctypes.c_char_p), ("workgroup_count", ctypes.c_uint32),
                 ("binding_count", ctypes.c_uint32), ("binding_data", ctypes.POINTER(ctypes.c_void_p)),
                 ("binding_sizes", ctypes.POINTER(ctypes.c_size_t)),
-                ("binding_writable", ctypes.POINTER(ctypes.c_uint8))]
+                ("binding_writable", ctypes.POINTER(ctypes.c_uint8)), ("phase", ctypes.c_int)]
 
 
 _DispatchObserver = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(_DispatchInfo))

@@ -277,8 +277,10 @@ class CallLimits:
 
 @dataclass(frozen=True)
 class DispatchRecord:
-    """One dispatch, as Context.set_dispatch_observer reports it: `bindings` are copies of the bound
-    buffers' bytes in the kernel's order (its inputs, then the outputs it wrote: `written`)."""
+    """One dispatch, as Context.set_dispatch_observer reports it before (`phase` "before") and after
+    ("after") the kernel runs: `bindings` are copies of the bound buffers' bytes in the kernel's order
+    (its inputs, then the outputs it writes: `written`), the written ones None before the kernel ran.
+    Read the inputs before: a kernel may write its output over an input nothing reads later."""
 
     function: str
     offset: int  # word offset of the dispatch instruction in the function's code
@@ -287,6 +289,7 @@ class DispatchRecord:
     workgroups: int
     bindings: list
     written: list
+    phase: str = "after"
 
 
 class Context(_Handle):
@@ -441,9 +444,9 @@ class Context(_Handle):
                     lib.kiln_buffer_view_release(views[i])
 
     def set_dispatch_observer(self, observer) -> None:
-        """Calls `observer(record)` after every later dispatch of a call on this context, with a
-        DispatchRecord (the function and word offset of the dispatch, the kernel, its workgroups and
-        a copy of every binding's bytes); None removes it. When the observer raises, the call stops
+        """Calls `observer(record)` before and after every later dispatch of a call on this context,
+        with a DispatchRecord (the function and word offset of the dispatch, the kernel, its workgroups,
+        the phase and a copy of every binding's bytes); None removes it. When the observer raises, the call stops
         (KilnRuntimeError CANCELLED) and its exception is raised from the call instead. For
         debugging: copying every binding costs time (`kiln check` is built on it)."""
         lib = _lib()
@@ -457,11 +460,13 @@ class Context(_Handle):
                 info = info_ptr.contents
                 try:
                     n = info.binding_count
+                    written = [bool(info.binding_writable[j]) for j in range(n)]
+                    before = info.phase == 0  # KILN_DISPATCH_BEFORE: the outputs are not written yet
                     observer(DispatchRecord(
                         _text(lib.kiln_function_name(info.function)), info.offset, info.kernel,
                         _text(info.kernel_name), info.workgroup_count,
-                        [ctypes.string_at(info.binding_data[j], info.binding_sizes[j]) for j in range(n)],
-                        [bool(info.binding_writable[j]) for j in range(n)]))
+                        [None if before and written[j] else ctypes.string_at(info.binding_data[j], info.binding_sizes[j])
+                         for j in range(n)], written, "before" if before else "after"))
                 except BaseException as e:  # noqa: B036 - carried to the caller, raised there
                     self._observer_error = e
                     return 1

@@ -237,11 +237,13 @@ static kiln_status_t run(kiln_context_t* c, kiln_call_budget_t* budget, uint32_t
 static void release_module(void* module) { kiln_module_release(module); }
 
 /* Tells the context's dispatch observer (kiln_context_set_dispatch_observer)
- * about the dispatch that just ran: the instruction at word `pc` of the
- * frame's function, its kernel and every bound buffer. A nonzero answer stops
- * the call. */
+ * about the dispatch at word `pc` of the frame's function, before the kernel
+ * runs (`phase` KILN_DISPATCH_BEFORE: the inputs, which a kernel writing its
+ * output over a dead input changes) and after it (KILN_DISPATCH_AFTER): its
+ * kernel and every bound buffer. A nonzero answer stops the call. */
 static kiln_status_t observe_dispatch(kiln_context_t* c, kiln_frame_t* fr, uint32_t pc,
-                                      const kiln_bc_operand_t* op, void* const* bindings) {
+                                      const kiln_bc_operand_t* op, void* const* bindings,
+                                      kiln_dispatch_phase_t phase) {
   const kiln_kernel_info_t* k = &fr->module->kernels[op[0].value];
   size_t sizes_small[16];
   size_t* sizes = sizes_small;
@@ -263,10 +265,12 @@ static kiln_status_t observe_dispatch(kiln_context_t* c, kiln_frame_t* fr, uint3
   info.binding_data = (const void* const*)bindings;
   info.binding_sizes = sizes;
   info.binding_writable = k->binding_writable;
+  info.phase = phase;
   answer = c->observer(c->observer_data, &info);
   if (answer)
-    s = kiln_make_status(KILN_CANCELLED, "the dispatch observer stopped the call after kernel "
-                         "'%s' (it returned %d)", k->name, answer);
+    s = kiln_make_status(KILN_CANCELLED, "the dispatch observer stopped the call %s kernel "
+                         "'%s' (it returned %d)", phase == KILN_DISPATCH_BEFORE ? "before" : "after",
+                         k->name, answer);
   if (sizes != sizes_small) free(sizes);
   return s;
 }
@@ -341,6 +345,8 @@ static kiln_status_t do_dispatch(kiln_context_t* c, kiln_frame_t* fr, uint32_t p
   args.push_constants = push;
   args.workgroup_count = op[1].value;
   args.reserved = 0;
+  if (c->observer && (s = observe_dispatch(c, fr, pc, op, bindings, KILN_DISPATCH_BEFORE)))
+    goto done;
   if (!c->trace)
     s = kiln_pool_dispatch(kiln_instance_pool(c->module->instance), k->name, k->fn, &args,
                            op[1].value);
@@ -349,7 +355,7 @@ static kiln_status_t do_dispatch(kiln_context_t* c, kiln_frame_t* fr, uint32_t p
   /* The kernel wrote every byte of its writable bindings (kernel_abi.h). */
   for (j = 0; j < op[2].value && !s; ++j)
     if (k->binding_writable[j]) kiln_buffer_view_mark_written(fr->r[op[2].list[j]].view);
-  if (c->observer && !s) s = observe_dispatch(c, fr, pc, op, bindings);
+  if (c->observer && !s) s = observe_dispatch(c, fr, pc, op, bindings, KILN_DISPATCH_AFTER);
 done:
   if (bindings != bind_small) free(bindings);
   if (push != push_small) free(push);

@@ -21,10 +21,12 @@
  *       on one context, in order: --call=FUNC followed by its --arg=VALUE
  *       options, --get=GLOBAL, --set=GLOBAL=VALUE. VALUE is TYPE=v,v,...
  *       with TYPE like 2x3xf32 or i64 (0-d). Prints "result K VALUE" lines.
- *       --observe sets a dispatch observer that prints, for each later
- *       dispatch, "dispatch FUNC@OFFSET KERNEL_INDEX NAME wg=N" and then one
- *       "  binding J r|w SIZE HEX" line per binding (its bytes, read in the
- *       callback); --observe-stop=N one that returns N (stopping the call);
+ *       --observe sets a dispatch observer that prints, before and after
+ *       each later dispatch, "dispatch FUNC@OFFSET KERNEL_INDEX NAME wg=N
+ *       before|after" and then one "  binding J r|w SIZE HEX" line per
+ *       binding (its bytes, read in the callback; before the kernel, the read
+ *       bindings only); --observe-stop=N and --observe-stop-after=N one that
+ *       returns N before / after the kernel (stopping the call);
  *       --observe-off removes it.
  */
 #include <stdio.h>
@@ -492,11 +494,12 @@ static int print_dispatch(void* user, const kiln_dispatch_info_t* info) {
   uint32_t j;
   size_t b;
   (void)user;
-  printf("dispatch %s@%u %u %s wg=%u\n", kiln_function_name(info->function),
+  printf("dispatch %s@%u %u %s wg=%u %s\n", kiln_function_name(info->function),
          (unsigned)info->offset, (unsigned)info->kernel, info->kernel_name,
-         (unsigned)info->workgroup_count);
+         (unsigned)info->workgroup_count, info->phase == KILN_DISPATCH_BEFORE ? "before" : "after");
   for (j = 0; j < info->binding_count; ++j) {
     const uint8_t* bytes = info->binding_data[j];
+    if (info->phase == KILN_DISPATCH_BEFORE && info->binding_writable[j]) continue; /* not written yet */
     printf("  binding %u %s %zu ", (unsigned)j, info->binding_writable[j] ? "w" : "r",
            info->binding_sizes[j]);
     for (b = 0; b < info->binding_sizes[j]; ++b) printf("%02x", bytes[b]);
@@ -506,9 +509,12 @@ static int print_dispatch(void* user, const kiln_dispatch_info_t* info) {
 }
 
 static int stop_answer;
+static kiln_dispatch_phase_t stop_phase;
 static int stop_dispatch(void* user, const kiln_dispatch_info_t* info) {
   (void)user;
-  printf("dispatch %s stopped\n", info->kernel_name);
+  if (info->phase != stop_phase) return 0;
+  printf("dispatch %s stopped %s\n", info->kernel_name,
+         info->phase == KILN_DISPATCH_BEFORE ? "before" : "after");
   return stop_answer;
 }
 
@@ -526,6 +532,12 @@ static kiln_status_t run_steps(kiln_context_t* c, kiln_module_t* m, char** argv,
       ++i;
     } else if (strncmp(argv[i], "--observe-stop=", 15) == 0) {
       stop_answer = atoi(argv[i] + 15);
+      stop_phase = KILN_DISPATCH_BEFORE;
+      kiln_context_set_dispatch_observer(c, stop_dispatch, NULL);
+      ++i;
+    } else if (strncmp(argv[i], "--observe-stop-after=", 21) == 0) {
+      stop_answer = atoi(argv[i] + 21);
+      stop_phase = KILN_DISPATCH_AFTER;
       kiln_context_set_dispatch_observer(c, stop_dispatch, NULL);
       ++i;
     } else if (strcmp(argv[i], "--observe-off") == 0) {

@@ -459,12 +459,14 @@ def _decode(data: bytes, aval) -> np.ndarray:
     return np.frombuffer(data, dtype, count=count).reshape(aval.shape).copy()
 
 
-def check_dispatch(index: int, record, step: DispatchStep, rtol: float | None) -> DispatchResult:
+def check_dispatch(index: int, record, input_bytes: list, output_bytes: list, step: DispatchStep,
+                   rtol: float | None) -> DispatchResult:
+    """One dispatch: its inputs as the kernel read them (bytes read before it ran: a kernel may write an
+    output over a dead input), its outputs as it wrote them, against the reference on those inputs."""
     region = step.region
     result = DispatchResult(index, record.function, record.offset, record.kernel_name, step.name, _source_of(region))
-    n_in = len(region.invars)
-    inputs = [_decode(b, v.aval) for b, v in zip(record.bindings[:n_in], region.invars)]
-    outputs = [_decode(b, v.aval) for b, v in zip(record.bindings[n_in:], region.outvars)]
+    inputs = [_decode(b, v.aval) for b, v in zip(input_bytes, region.invars)]
+    outputs = [_decode(b, v.aval) for b, v in zip(output_bytes, region.outvars)]
     try:
         reference, scales = evaluate_region(region, inputs, wide=True, magnitudes=True)
         native = evaluate_region(region, inputs, wide=False)
@@ -512,13 +514,21 @@ def check_program(cls, function: str, inputs: list[np.ndarray], rtol: float | No
     mapping = dispatch_map(result)
     report = CheckReport(function)
 
+    pending = {}  # the inputs of the dispatch in progress, read before its kernel ran
+
     def observe(record):
+        if record.phase == "before":
+            pending["inputs"] = record.bindings
+            return
         found = mapping.get((record.function, record.offset))
         if found is None:
             raise CheckError(f"internal: no dispatch region for the dispatch at word {record.offset} of "
                              f"{record.function} (kernel {record.kernel_name})")
         step, _ = found
-        report.results.append(check_dispatch(len(report.results), record, step, rtol))
+        inputs = pending.pop("inputs")
+        n_in = len(step.region.invars)
+        report.results.append(check_dispatch(len(report.results), record, inputs[:n_in], record.bindings[n_in:],
+                                             step, rtol))
 
     context = Context(Module.from_bytes(Instance(worker_count=workers), result.module_bytes))
     context.set_dispatch_observer(observe)

@@ -339,10 +339,21 @@ uint64_t kiln_trace_call_ns(kiln_trace_t* trace, uint64_t* calls);
 
 /* ---- observing dispatches (debugging) ------------------------------------ */
 
-/* What one dispatch did, given to a dispatch observer right after the kernel
- * ran and before the next instruction: the buffers are valid only during the
- * callback (an intermediate's memory may be reused by the next dispatch, in
- * the function's transient arena), so an observer copies what it keeps. */
+/* When a dispatch observer is called: twice per dispatch, just before the
+ * kernel runs (its read bindings hold the inputs it will read; its written
+ * bindings are not written yet) and just after (its written bindings hold its
+ * outputs; a read binding may have changed: a kernel may write its output
+ * over an input that nothing reads later). */
+typedef enum kiln_dispatch_phase {
+  KILN_DISPATCH_BEFORE = 0,
+  KILN_DISPATCH_AFTER = 1
+} kiln_dispatch_phase_t;
+
+/* What one dispatch reads or did, given to a dispatch observer before and
+ * after the kernel runs, before the next instruction: the buffers are valid
+ * only during the callback (an intermediate's memory may be reused by the next
+ * dispatch, in the function's transient arena), so an observer copies what it
+ * keeps. */
 typedef struct kiln_dispatch_info {
   kiln_function_t function; /* whose code dispatched (exported or not) */
   uint32_t offset;          /* word offset of the dispatch instruction in its code */
@@ -356,14 +367,16 @@ typedef struct kiln_dispatch_info {
   const void* const* binding_data;
   const size_t* binding_sizes;
   const uint8_t* binding_writable;
+  kiln_dispatch_phase_t phase; /* before or after the kernel ran */
 } kiln_dispatch_info_t;
 
-/* Called after each dispatch of a call; a nonzero return stops the call with
- * KILN_CANCELLED (the call releases what it made, as a cancelled call does).
- * It runs on the calling thread and must not call into the context. */
+/* Called before and after each dispatch of a call; a nonzero return stops the
+ * call with KILN_CANCELLED (before: the kernel does not run; the call
+ * releases what it made, as a cancelled call does). It runs on the calling
+ * thread and must not call into the context. */
 typedef int (*kiln_dispatch_observer_t)(void* user_data, const kiln_dispatch_info_t* info);
 
-/* Calls `observer(user_data, info)` after every later dispatch on `context`
+/* Calls `observer(user_data, info)` around every later dispatch on `context`
  * (`kiln check` compares each dispatch's outputs with a reference this way);
  * NULL removes it. Costs one pointer test per dispatch when none is set. Call
  * it between calls, not during one. */
