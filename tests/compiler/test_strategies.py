@@ -43,6 +43,7 @@ def _regions(fn, *args):
 # One program per strategy: (expected strategy, function, example arguments).
 _CASES = {
     "elementwise": (lambda x: knp.tanh(x) * 2 + x, (np.ones((64, 32), F32),)),
+    "horizontal": (lambda x, b: (x * 2, knp.exp(b)), (np.ones((64, 32), F32), np.ones((7,), F32))),
     "reduction": (lambda x: knp.sum(x * x, axis=0), (np.ones((64, 32), F32),)),
     "row_fused": (lambda x: kiln.nn.softmax(x, axis=-1), (np.ones((64, 128), F32),)),
     "split_reduction": (lambda x: knp.sum(x), (np.ones((1 << 19,), F32),)),

@@ -15,7 +15,8 @@ Rules:
 - Then consecutive kernels over the same rows (a reduction over the last axis and the
   reductions and elementwise kernels on its rows that follow) merge into one row-fused
   reduction kernel (row_fusion.py); a large reduction with few outputs splits into
-  partials and their combine (split_reduction.py).
+  partials and their combine (split_reduction.py); consecutive independent elementwise
+  kernels of different shapes merge into one horizontal kernel (horizontal_fusion.py).
 """
 from __future__ import annotations
 
@@ -366,8 +367,10 @@ def partition(graph: Graph) -> Plan:
 
 def strategy_passes(steps: list, graph_outvars) -> list:
     """What kernel strategies do to a partition: row-fused reductions merge (row_fusion.py), large
-    reductions with few outputs split into partials and their combine (split_reduction.py)."""
+    reductions with few outputs split into partials and their combine (split_reduction.py), consecutive
+    independent elementwise kernels merge into horizontal kernels (horizontal_fusion.py)."""
+    from .horizontal_fusion import fuse_horizontal
     from .row_fusion import fuse_rows
     from .split_reduction import split_reductions
 
-    return split_reductions(fuse_rows(steps, graph_outvars))
+    return fuse_horizontal(split_reductions(fuse_rows(steps, graph_outvars)))

@@ -50,15 +50,29 @@ def parallel_items(region) -> int:
 
 def emit_elementwise_kernel(region):
     """A BodyEmitter for a fused elementwise region (all outputs share one shape)."""
+    loops, emit_items = emit_elementwise_items(region)
+
+    def body(b: ir.IRBuilder, pointers, workgroup_id, workgroup_count):
+        if loops is None:
+            return
+        lo, hi = workgroup_slice(b, loops.parallel_items, workgroup_id, workgroup_count)
+        emit_items(b, pointers, lo, hi)
+
+    return body
+
+
+def emit_elementwise_items(region):
+    """(LoopShape, emit_items) of a fused elementwise region whose outputs share one shape:
+    emit_items(b, pointers, lo, hi) emits the loops over parallel items [lo, hi) (i64 values; an item is an
+    element of a 1-d loop nest, else a row of its innermost dim), pointers being the region's inputs then
+    outputs. The LoopShape is None when the outputs have no elements."""
     eqns, leaves, leaf_views, loops = plan_loops(region)
     size = 1
     for d in region.outvars[0].aval.shape:
         size *= d
     n_in = len(region.invars)
 
-    def body(b: ir.IRBuilder, pointers, workgroup_id, workgroup_count):
-        if size == 0:
-            return
+    def emit_items(b: ir.IRBuilder, pointers, lo, hi):
         out_ptrs = pointers[n_in:]
 
         def point(index):
@@ -71,7 +85,6 @@ def emit_elementwise_kernel(region):
             for ptr, value, strides, out in zip(out_ptrs, values, loops.out_strides, region.outvars):
                 scalar_ops.store(b, ptr, dot_offsets(b, index, strides), value, out.aval.dtype)
 
-        lo, hi = workgroup_slice(b, loops.parallel_items, workgroup_id, workgroup_count)
         if len(loops.shape) == 1:
             for_range(b, lo, hi, lambda i: point([i]), name="i")
             return
@@ -82,4 +95,4 @@ def emit_elementwise_kernel(region):
 
         for_range(b, lo, hi, outer, name="o")
 
-    return body
+    return (loops if size else None), emit_items

@@ -67,10 +67,10 @@ def reductions(region: Graph) -> list:
 
 
 def _registry() -> tuple[Strategy, ...]:
-    from . import conv, elementwise, matmul, pooling, reduction, row_fused, split_reduction, structural
+    from . import conv, elementwise, horizontal, matmul, pooling, reduction, row_fused, split_reduction, structural
 
-    return (elementwise.STRATEGY, reduction.STRATEGY, row_fused.STRATEGY, split_reduction.STRATEGY,
-            matmul.STRATEGY, conv.STRATEGY, pooling.STRATEGY, structural.STRATEGY)
+    return (elementwise.STRATEGY, horizontal.STRATEGY, reduction.STRATEGY, row_fused.STRATEGY,
+            split_reduction.STRATEGY, matmul.STRATEGY, conv.STRATEGY, pooling.STRATEGY, structural.STRATEGY)
 
 
 STRATEGIES: tuple[Strategy, ...] = _registry()

@@ -1,7 +1,8 @@
-"""Fused elementwise kernels (codegen/elementwise.py): regions without a reduction or a kernel of its own."""
+"""Fused elementwise kernels (codegen/elementwise.py): regions without a reduction or a kernel of its own whose
+outputs share one shape (outputs of several shapes are the horizontal strategy's)."""
 from __future__ import annotations
 
-from ..codegen import elementwise
+from ..codegen import elementwise, horizontal
 from . import KernelPlan, Strategy, own_kernel, reductions
 
 
@@ -9,7 +10,7 @@ class Elementwise(Strategy):
     name = "elementwise"
 
     def matches(self, region) -> bool:
-        return own_kernel(region) is None and not reductions(region)
+        return own_kernel(region) is None and not reductions(region) and not horizontal.is_horizontal(region)
 
     def plan(self, region, target) -> KernelPlan:
         cost = sum(e.primitive.traits.cost for e in region.eqns)  # OpTraits.cost: the one cost table
