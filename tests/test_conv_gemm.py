@@ -207,3 +207,52 @@ def test_exported_gemm_convolutions_run_in_kiln_run(tmp_path):
     for g, wnt in zip(got, want):
         assert g.dtype == wnt.dtype
         np.testing.assert_allclose(g, wnt, rtol=1e-4 if g.dtype == np.float32 else 1e-12, atol=1e-4)
+
+
+# (name, dtype, N, H, W, C, O, stride, kernel dilation, padding): kernel gradients of NHWC/HWIO convolutions
+KERNEL_GRADIENT_CASES = [
+    ("same_3x3_f64", np.float64, 1, 9, 10, 16, 16, 1, 1, "SAME"),
+    ("batch_3_valid", np.float32, 3, 6, 12, 16, 24, 1, 1, "VALID"),
+    ("dilated", np.float32, 2, 12, 13, 16, 16, 1, 2, "SAME"),
+    ("stride_2_f64", np.float64, 2, 15, 17, 20, 16, 2, 1, "SAME"),
+]
+
+
+def numpy_kernel_gradient(x, ct, window, stride, dilation, padding):
+    """d sum(conv(x, w) * ct) / d w for NHWC/HWIO, float64: for each kernel position, the strided window
+    of the padded input contracted with the cotangent over batch and pixels."""
+    n, h, w, c = x.shape
+    _, oh, ow, o = ct.shape
+    (top, _), (left, _) = padtype_to_pads((h, w), [dilate_dim(window, dilation)] * 2, (stride, stride), padding)
+    xp = np.pad(x.astype(np.float64), ((0, 0), (top, window * dilation), (left, window * dilation), (0, 0)))
+    out = np.zeros((window, window, c, o))
+    for i in range(window):
+        for j in range(window):
+            patch = xp[:, i * dilation:i * dilation + stride * (oh - 1) + 1:stride,
+                       j * dilation:j * dilation + stride * (ow - 1) + 1:stride]
+            out[i, j] = np.einsum("nhwc,nhwo->co", patch, ct)
+    return out
+
+
+@pytest.mark.parametrize("name,dtype,n,h,w,c,o,stride,dilation,padding", KERNEL_GRADIENT_CASES,
+                         ids=[k[0] for k in KERNEL_GRADIENT_CASES])
+def test_kernel_gradients_take_the_batch_rows_gemm(name, dtype, n, h, w, c, o, stride, dilation, padding):
+    """The kernel gradient (a convolution whose GEMM rows are the forward input's channels) against numpy."""
+    x = RNG.standard_normal((n, h, w, c)).astype(dtype)
+    kernel = RNG.standard_normal((3, 3, c, o)).astype(dtype)
+
+    def conv(v, k):
+        return lax.conv_general_dilated(v, k, (stride, stride), padding, rhs_dilation=(dilation, dilation),
+                                        dimension_numbers=NHWC)
+
+    ct = RNG.standard_normal(np.shape(conv(x, kernel))).astype(dtype)
+
+    def kernel_gradient(v, k, c):
+        return kiln.vjp(lambda u: conv(v, u), k)[1](c)[0]
+
+    assert _strategies(kernel_gradient, x, kernel, ct) == ["gemm_batch"]
+    got = np.asarray(kiln.jit(kernel_gradient)(x, kernel, ct))
+    want = numpy_kernel_gradient(x, ct.astype(np.float64), 3, stride, dilation, padding)
+    assert got.dtype == dtype
+    tol = 1e-5 if dtype == np.float32 else 1e-13
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(want).max())

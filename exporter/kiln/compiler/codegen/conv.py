@@ -98,6 +98,9 @@ def parallel_items(region, target) -> int:
     gemm = _gemm_plan(plan, target)
     if gemm is not None:
         return plan.n_out * plan.groups * gemm.m_chunks * gemm.n_chunks
+    gemm = _batch_gemm_plan(plan, target)
+    if gemm is not None:
+        return gemm.pixels * gemm.m_chunks * gemm.n_chunks
     return plan.items if plan.block else 0
 
 
@@ -105,12 +108,16 @@ def work(region, target) -> int:
     eqn = _main_eqn(region)
     plan = _conv_plan(region)
     macs = int(eqn.outvars[0].aval.size) * plan.in_per_group * int(np.prod(plan.kernel_spatial, dtype=np.int64))
-    return max(macs // (16 if _gemm_plan(plan, target) is not None else 4), 1)
+    return max(macs // (4 if strategy(region, target) == "direct" else 16), 1)
 
 
 def strategy(region, target) -> str:
-    """'gemm' (implicit GEMM over the matmul microkernel) or 'direct' (the generic loops) for `target`."""
-    return "gemm" if _gemm_plan(_conv_plan(region), target) is not None else "direct"
+    """'gemm' (implicit GEMM over the matmul microkernel), 'gemm_batch' (the same with the batch as GEMM
+    rows: kernel gradients) or 'direct' (the generic loops) for `target`."""
+    plan = _conv_plan(region)
+    if _gemm_plan(plan, target) is not None:
+        return "gemm"
+    return "gemm_batch" if _batch_gemm_plan(plan, target) is not None else "direct"
 
 
 def emit_kernel(region, target):
@@ -118,6 +125,9 @@ def emit_kernel(region, target):
     gemm = _gemm_plan(plan, target)
     if gemm is not None:
         return _emit_gemm(region, plan, gemm)
+    gemm = _batch_gemm_plan(plan, target)
+    if gemm is not None:
+        return _emit_batch_gemm(region, plan, gemm)
     return _emit_conv(region, plan)
 
 
@@ -540,6 +550,150 @@ def _emit_gemm(region, p: ConvPlan, g: GemmPlan):
                 for_range(b, 0, tiles, m_tile, name="mt")
 
             for_range(b, 0, g.k_blocks, k_block, name="kb")
+
+        for_range(b, lo, hi, item, name="it")
+
+    return body
+
+
+# ----------------------------------------------------------------------------- kernel gradients: batch rows
+#
+# A convolution whose output has few pixels but many batch rows and contiguous features -- the kernel
+# gradient of an NHWC/HWIO convolution: batch = the forward input's channels, features = the forward
+# output's channels, pixels = the kernel's positions, taps = the forward output's pixels, channels = the
+# forward batch -- is, for each output pixel, a matrix product rows (batch) x K by K x features. For a
+# fixed channel and outer tap position the innermost taps lie at a constant stride in the image, so A is
+# read in place (no packing) over the run of inner taps that lands inside the input; taps outside it
+# contribute nothing and are skipped. The weights (the forward output's cotangent) are packed into
+# NR-wide panels per block of inner taps. The item's output block is zeroed first, then accumulated.
+
+
+def _batch_gemm_plan(p: ConvPlan, target) -> GemmPlan | None:
+    if (p.dtype not in (np.float32, np.float64) or p.batch_groups != 1 or p.feature_groups != 1
+            or p.items == 0 or not p.out_spatial or any(v != 1 for v in p.lhs_dilation) or p.out_s[1] != 1):
+        return None
+    taps = int(np.prod(p.kernel_spatial, dtype=np.int64))
+    pixels = int(np.prod(p.out_spatial, dtype=np.int64))
+    if (p.block < GEMM_MIN_FEATURES or p.n_out < GEMM_MIN_ROWS or p.kernel_spatial[-1] < GEMM_MIN_K
+            or p.in_per_group * taps < GEMM_MIN_K):
+        return None
+    vw, mr = matmul._target_shape(target.vector_bytes, target.vector_registers, p.dtype)
+    nr = 2 * vw
+    nc = nr * matmul.NC_STRIPS
+    tiles = -(-p.n_out // mr)
+    row_chunk = mr * max(matmul.ROW_CHUNK_TILES, -(-tiles // GEMM_MAX_M_CHUNKS))
+    return GemmPlan("batch", pixels, 0, taps, p.n_out, p.block, 1, 1, 1, vw, mr, nr, nc, row_chunk)
+
+
+def _emit_batch_gemm(region, p: ConvPlan, g: GemmPlan):
+    ty = F32 if p.dtype == np.float32 else F64
+    kc_max = matmul.KC
+    nsp = len(p.out_spatial)
+    lv, rv = p.lhs, p.rhs
+    n_in = len(region.invars)
+    tiling = SimpleNamespace(vw=g.vw, nr=g.nr)
+    items = g.pixels * g.m_chunks * g.n_chunks
+    outer_taps = p.kernel_spatial[:-1]
+    inner_taps = p.kernel_spatial[-1]
+    s_in, rd_in, pad_in, extent_in = p.strides[-1], p.rhs_dilation[-1], p.pad_lo[-1], p.in_spatial[-1]
+
+    def body(b: ir.IRBuilder, pointers, workgroup_id, workgroup_count):
+        x_ptr, w_ptr, out_ptr = pointers[lv.source], pointers[rv.source], pointers[n_in]
+        kernels = {rows: matmul._microkernel(b.module, ty, tiling, rows) for rows in matmul._tile_rows(g.m, g.mr)}
+        panel = b.alloca(ty, size=const64(kc_max * g.nc), name="panel")
+        panel.align = 64
+        lo, hi = workgroup_slice(b, items, workgroup_id, workgroup_count)
+
+        def elem(base, offset):
+            return b.gep(base, [offset], source_etype=ty)
+
+        def item(it):
+            mi = b.urem(it, const64(g.m_chunks))
+            rest = b.udiv(it, const64(g.m_chunks))
+            ni = b.urem(rest, const64(g.n_chunks))
+            pixel = b.udiv(rest, const64(g.n_chunks))
+            pos = delinearize(b, pixel, p.out_spatial)
+            m0 = b.mul(mi, const64(g.row_chunk))
+            m_end = matmul._min(b, b.add(m0, const64(g.row_chunk)), const64(g.m))
+            n0 = b.mul(ni, const64(g.nc))
+            n_count = matmul._min(b, b.sub(const64(g.n), n0), const64(g.nc))
+            strips = b.udiv(b.add(n_count, const64(g.nr - 1)), const64(g.nr))
+            c_base = dot_offsets(b, pos, p.out_s[2:], dot_offsets(b, [n0], p.out_s[1:2]))
+
+            def zero_row(r):
+                row_base = dot_offsets(b, [r], p.out_s[:1], c_base)
+                for_range(b, 0, n_count, lambda j: b.store(ir.Constant(ty, 0.0), elem(out_ptr, b.add(row_base, j))),
+                          name="zj")
+            for_range(b, m0, m_end, zero_row, name="zr")
+            # the inner taps landing inside the input: q = pos*s + t*rd - pad in [0, extent)
+            base_q = b.sub(b.mul(pos[-1], const64(s_in)), const64(pad_in))  # q at t = 0
+            need = b.sub(const64(0), base_q)  # t*rd >= need
+            t_lo = b.select(b.icmp_signed(">", need, const64(0)),
+                            b.udiv(b.add(need, const64(rd_in - 1)), const64(rd_in)), const64(0))
+            room = b.sub(const64(extent_in - 1), base_q)  # t*rd <= room
+            t_hi = b.select(b.icmp_signed(">=", room, const64(0)),
+                            matmul._min(b, b.add(b.udiv(room, const64(rd_in)), const64(1)), const64(inner_taps)),
+                            const64(0))
+
+            def channel(ci):
+                def outer(to):
+                    k_outer = delinearize(b, to, outer_taps) if outer_taps else []
+                    inside = ir.Constant(I1, 1)
+                    x_off = dot_offsets(b, [ci], p.lhs_s[1:2], const64(lv.offset))
+                    for d in range(nsp - 1):
+                        q = b.sub(b.add(b.mul(pos[d], const64(p.strides[d])), b.mul(k_outer[d], const64(p.rhs_dilation[d]))),
+                                  const64(p.pad_lo[d]))
+                        inside = b.and_(inside, b.and_(b.icmp_signed(">=", q, const64(0)),
+                                                       b.icmp_signed("<", q, const64(p.in_spatial[d]))))
+                        x_off = b.add(x_off, b.mul(q, const64(p.lhs_s[2 + d])))
+                    w_off = dot_offsets(b, k_outer, p.rhs_s[2:-1], dot_offsets(b, [ci], p.rhs_s[1:2], const64(rv.offset)))
+                    w_off = dot_offsets(b, [n0], p.rhs_s[:1], w_off)
+
+                    def run():
+                        blocks = b.udiv(b.add(b.sub(t_hi, t_lo), const64(kc_max - 1)), const64(kc_max))
+
+                        def block(kb):
+                            t0 = b.add(t_lo, b.mul(kb, const64(kc_max)))
+                            kc = matmul._min(b, b.sub(t_hi, t0), const64(kc_max))
+                            padded = b.mul(strips, const64(g.nr))
+
+                            def pack(kk):
+                                src = dot_offsets(b, [b.add(t0, kk)], p.rhs_s[-1:], w_off)
+
+                                def slot(j):
+                                    return b.gep(panel, [b.add(b.mul(b.udiv(j, const64(g.nr)), const64(kc_max * g.nr)),
+                                                               b.add(b.mul(kk, const64(g.nr)), b.urem(j, const64(g.nr))))],
+                                                 source_etype=ty)
+                                for_range(b, 0, n_count, lambda j: b.store(
+                                    b.load(elem(w_ptr, dot_offsets(b, [j], p.rhs_s[:1], src)), typ=ty), slot(j)), name="j")
+                                for_range(b, n_count, padded, lambda j: b.store(ir.Constant(ty, 0.0), slot(j)), name="jz")
+                            for_range(b, 0, kc, pack, name="kk")
+                            q0 = b.add(base_q, b.mul(t0, const64(rd_in)))
+                            a_block = b.add(x_off, b.mul(q0, const64(p.lhs_s[-1])))
+
+                            def m_tile(mt):
+                                row = b.add(m0, b.mul(mt, const64(g.mr)))
+                                rows = matmul._min(b, b.sub(m_end, row), const64(g.mr))
+                                a_tile = elem(x_ptr, dot_offsets(b, [row], p.lhs_s[:1], a_block))
+
+                                def strip(s):
+                                    col = b.mul(s, const64(g.nr))
+                                    cols = matmul._min(b, b.sub(n_count, col), const64(g.nr))
+                                    c_off = b.add(dot_offsets(b, [row], p.out_s[:1], c_base), col)
+                                    b_strip = b.gep(panel, [b.mul(s, const64(kc_max * g.nr))], source_etype=ty)
+                                    args = [a_tile, const64(p.lhs_s[0]), const64(rd_in * p.lhs_s[-1]), b_strip,
+                                            elem(out_ptr, c_off), const64(p.out_s[0]), kc, ir.Constant(I1, 1), cols]
+                                    matmul._dispatch_rows(b, rows, kernels, args, g.mr)
+                                for_range(b, 0, strips, strip, name="s")
+
+                            tiles = b.udiv(b.add(b.sub(m_end, m0), const64(g.mr - 1)), const64(g.mr))
+                            for_range(b, 0, tiles, m_tile, name="mt")
+                        for_range(b, 0, blocks, block, name="kb")
+
+                    with b.if_then(b.and_(inside, b.icmp_signed("<", t_lo, t_hi))):
+                        run()
+                for_range(b, 0, int(np.prod(outer_taps, dtype=np.int64)), outer, name="to")
+            for_range(b, 0, p.in_per_group, channel, name="ci")
 
         for_range(b, lo, hi, item, name="it")
 
