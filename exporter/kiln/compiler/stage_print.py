@@ -58,6 +58,10 @@ def _strategy(result) -> str:
     target = kernels._target
     variant = getattr(target, "variant", "")
     out = [f"target {target.triple} cpu={target.cpu}" + (f" variant={variant}" if variant else "")]
+    variants = (getattr(result.spec, "provenance", None) or {}).get("variants")
+    if variants:
+        out[0] += (f" (the last of the variants {variants}; a dispatch runs the fewest workgroups any variant "
+                   f"chose)")
     for name in result.optimized:
         for label, plan in _nested(result, name):
             out.append(f"func {label}:")
