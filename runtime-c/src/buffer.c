@@ -328,6 +328,13 @@ void kiln_buffer_view_zero_if_unwritten(kiln_buffer_view_t* view) {
 }
 int kiln_buffer_view_is_frozen(const kiln_buffer_view_t* view) { return view->frozen; }
 
+void kiln_buffer_view_thaw(kiln_buffer_view_t* view) { view->frozen = 0; }
+
+int kiln_buffer_view_is_exclusive(kiln_buffer_view_t* view) {
+  return atomic_load_explicit(&view->refcount, memory_order_acquire) == 1 &&
+         kiln_buffer_view_mutable_data(view) != NULL;
+}
+
 int kiln_buffer_view_has_type(const kiln_buffer_view_t* view, kiln_dtype_t dtype,
                               size_t rank, const int64_t* shape) {
   if (!view || view->dtype != dtype || view->rank != rank) return 0;

@@ -630,6 +630,24 @@ static kiln_status_t step(kiln_context_t* c, kiln_frame_t* fr, const kiln_bc_ins
       kiln_buffer_view_retain(c->globals[op[1].value]);
       set_ref(fr, op[0].value, c->globals[op[1].value], 0, 0);
       return NULL;
+    case KILN_OP_GLOBAL_TAKE: {
+      /* The global's own buffer when only the context holds it (no register,
+       * result, row view, caller or other context does) and the runtime owns
+       * its memory: the kernel that follows updates the global in place. */
+      kiln_buffer_view_t* g = c->globals[op[1].value];
+      if (kiln_buffer_view_is_exclusive(g)) {
+        kiln_buffer_view_thaw(g);
+        kiln_buffer_view_retain(g);
+        v = g;
+      } else if ((s = kiln_buffer_view_create(kiln_buffer_view_dtype(g), kiln_buffer_view_rank(g),
+                                              kiln_buffer_view_shape(g), kiln_buffer_view_data(g),
+                                              kiln_buffer_view_byte_size(g), &v))) {
+        return kiln_status_annotate(s, "global.take: copying global '%s'",
+                                    m->globals[op[1].value].info.name);
+      }
+      set_ref(fr, op[0].value, v, 1, 0);
+      return NULL;
+    }
     case KILN_OP_GLOBAL_STORE: {
       const kiln_global_info_t* g = &m->globals[op[0].value];
       if ((s = get_ref(fr, op[1].value, &ref))) return s;

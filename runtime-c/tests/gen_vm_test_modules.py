@@ -146,7 +146,13 @@ def arena() -> ModuleSpec:
         Instr("alloc.transient", 1, F4, 0), Instr("i.load", 0, 0), Instr("i.store", 2, 0, f32),
         Instr("i.const", 1, 2), Instr("buffer.set_row", 1, 1, 2), Instr("ret", [0])])
     fill.transient_size = 64
-    return ModuleSpec("vmarena", functions=[fill, fn("plain", [("x", I64)], [("x", I64)], [Instr("ret", [0])])])
+    # global.take (format 2.6): element 0 of global `acc` = x, in place when nothing else holds acc
+    bump = fn("bump", [("x", I64)], [], [
+        Instr("global.take", 1, 0), Instr("i.load", 0, 0), Instr("i.store", 2, 0, f32),
+        Instr("i.const", 1, 0), Instr("buffer.set_row", 1, 1, 2), Instr("global.store", 0, 1),
+        Instr("ret", [])])
+    return ModuleSpec("vmarena", functions=[fill, fn("plain", [("x", I64)], [("x", I64)], [Instr("ret", [0])]), bump],
+                      globals=[GlobalSpec("acc", F4, True, np.array([5, 6, 7, 8], np.float32))])
 
 
 def bad(code, expect, **kw) -> tuple[bytes, str]:

@@ -79,6 +79,44 @@ int main(void) {
   CHECK(call(c, fill, 11) == 11);
   for (i = 0; i < sizeof storage; ++i) CHECK(storage[i] == 0xcd);
 
+  /* global.take (format 2.6): the global's own buffer when only the context
+   * holds it, else a copy, so a value someone holds never changes. */
+  {
+    kiln_function_t bump;
+    kiln_buffer_view_t *g1 = NULL, *g2 = NULL, *g3 = NULL;
+    const void* p1 = NULL;
+    const float* f;
+    CHECK_OK(kiln_module_lookup_function(m, "bump", &bump));
+    kiln_buffer_view_t* arg = NULL;
+    kiln_buffer_view_t* none = NULL;
+    for (int64_t x = 1; x <= 3; ++x) {
+      CHECK_OK(kiln_buffer_view_create(KILN_DTYPE_I64, 0, NULL, &x, sizeof x, &arg));
+      CHECK_OK(kiln_context_invoke(c, bump, &arg, 1, &none, 0));
+      kiln_buffer_view_release(arg);
+      if (x == 1) { /* the initial value is module data: taken as a copy */
+        CHECK_OK(kiln_context_get_global(c, "acc", &g1));
+        p1 = kiln_buffer_view_data(g1);
+        f = p1;
+        CHECK(f[0] == 1.0f && f[1] == 6.0f && f[3] == 8.0f);
+        kiln_buffer_view_release(g1); /* only the context holds it now */
+      } else if (x == 2) { /* updated in place: the same memory */
+        CHECK_OK(kiln_context_get_global(c, "acc", &g2));
+        CHECK(kiln_buffer_view_data(g2) == p1);
+        f = kiln_buffer_view_data(g2);
+        CHECK(f[0] == 2.0f && f[1] == 6.0f);
+      } else { /* g2 held: a copy was written, g2 keeps its bits */
+        CHECK_OK(kiln_context_get_global(c, "acc", &g3));
+        CHECK(kiln_buffer_view_data(g3) != kiln_buffer_view_data(g2));
+        f = kiln_buffer_view_data(g2);
+        CHECK(f[0] == 2.0f && f[1] == 6.0f);
+        f = kiln_buffer_view_data(g3);
+        CHECK(f[0] == 3.0f && f[1] == 6.0f && f[2] == 7.0f);
+      }
+    }
+    kiln_buffer_view_release(g2);
+    kiln_buffer_view_release(g3);
+  }
+
   /* Released with caller storage set: the context must not free it (ASan). */
   CHECK_OK(kiln_context_set_transient_storage(c, fill, storage, sizeof storage));
   CHECK(call(c, fill, 12) == 12);

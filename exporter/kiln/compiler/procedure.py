@@ -93,6 +93,8 @@ class _GraphLowering:
         for index, op in enumerate(self.schedule.ops):
             if isinstance(op, Dispatch):
                 self._dispatch(op.step)
+            elif op.take:
+                self.frame.emit("global.take", self.define(op.eqn.outvars[0]), op.eqn.params["slot"])
             else:
                 self._host(op.eqn, [body for _, body in op.bodies])
             self._release_after(index)
@@ -142,6 +144,14 @@ class _GraphLowering:
         for v in step.outputs:
             reg = self.define(v)
             buffer = self.schedule.buffers[v.id]
+            if buffer.kind == "global" and buffer.overwrites is not None:
+                # the global's buffer global.take gave: the kernel writes it in place (reads it through
+                # this binding), and the register now holds the new value
+                reg = self.reg_of.pop(buffer.overwrites)
+                self.frame.give_back(self.reg_of.pop(v.id))
+                self.reg_of[v.id] = reg
+                bindings.append(reg)
+                continue
             if buffer.kind == "transient":
                 self.frame.emit("alloc.transient", reg, tensor_type(v.aval), buffer.offset)
             elif buffer.result is not None:

@@ -89,6 +89,7 @@ class HostOp:
     reads: list
     writes: list
     bodies: list = field(default_factory=list)  # [(name, Schedule)]
+    take: bool = False  # a global_load lowered to global.take: the next dispatch updates the global in place
 
 
 @dataclass
@@ -140,6 +141,7 @@ class Schedule:
                 params = ""
                 if "slot" in op.eqn.params:
                     params = f"[slot={op.eqn.params['slot']}]"
+                params += " (taken: updated in place)" if op.take else ""
                 lines.append(f"{pad}  {index:>3} host {op.eqn.primitive.name}{params} reads ({names(op.reads)}) "
                              f"writes ({names(op.writes)})")
                 for body_name, body in op.bodies:
@@ -164,6 +166,62 @@ def _body_graphs(eqn) -> list[tuple[str, Graph]]:
     return [(f"graph {k}", g) for k, g in enumerate(subgraphs_of(eqn))]
 
 
+def _touches_slot(eqn, slot: int) -> bool:
+    """Whether an equation loads or stores global `slot`, itself or inside its bodies."""
+    from ..program.prims import global_load, global_store
+
+    if eqn.primitive in (global_load, global_store) and eqn.params.get("slot") == slot:
+        return True
+    return any(_touches_slot(e, slot) for g in subgraphs_of(eqn) for e in g.eqns)
+
+
+def global_updates(graph: Graph, steps: list) -> tuple[list, dict[int, int]]:
+    """A mutable global updated elementwise, updated in place: `v = global_load g` read only by one
+    elementwise dispatch that may write an output `y` over it (memory_plan.inplace_pairs), `y` stored
+    into `g` later, and nothing else loading or storing `g` in between. The load becomes global.take
+    (the global's own buffer when nothing else holds it), the kernel writes `y` there, and the store
+    moves to just after the dispatch, so no cancellation or limit check can fall between the write and
+    the store. Returns the steps (reordered) and {v id: y id}."""
+    from ..program.prims import global_load, global_store
+
+    readers: dict[int, list[int]] = {}
+    for index, step in enumerate(steps):
+        for a in step_inputs(step):
+            if isinstance(a, Var):
+                readers.setdefault(a.id, []).append(index)
+    returned = {a.id for a in graph.outvars if isinstance(a, Var)}
+    steps = list(steps)
+    takes: dict[int, int] = {}
+    for load in [s for s in steps if getattr(s, "eqn", None) is not None and s.eqn.primitive is global_load]:
+        load_index = next(k for k, s in enumerate(steps) if s is load)
+        eqn = load.eqn
+        v, slot = eqn.outvars[0], eqn.params["slot"]
+        found = readers.get(v.id, [])
+        if v.id in returned or len(found) != 1 or getattr(steps[found[0]], "region", None) is None:
+            continue
+        d = found[0]
+        dispatch = steps[d]
+        for i, j in memory_plan.inplace_pairs(dispatch):
+            y = dispatch.outputs[j]
+            if dispatch.inputs[i] is not v or y.id in takes.values():
+                continue
+            store = next((k for k in range(d + 1, len(steps)) if getattr(steps[k], "eqn", None) is not None
+                          and steps[k].eqn.primitive is global_store and steps[k].eqn.params["slot"] == slot
+                          and steps[k].eqn.invars[0] is y), None)
+            if store is None or any(_touches_slot(steps[k].eqn, slot) for k in range(load_index + 1, store)
+                                    if getattr(steps[k], "eqn", None) is not None):
+                continue
+            steps.insert(d + 1, steps.pop(store))
+            takes[v.id] = y.id
+            readers = {}
+            for index, step in enumerate(steps):
+                for a in step_inputs(step):
+                    if isinstance(a, Var):
+                        readers.setdefault(a.id, []).append(index)
+            break
+    return steps, takes
+
+
 def build_schedule(graph: Graph, plan_for, top: bool = True) -> Schedule:
     """The schedule of `graph` given its partition (`plan_for(graph).steps`, and its bodies'),
     with memory planned unless inside `memory_plan.planning_disabled()`."""
@@ -171,6 +229,9 @@ def build_schedule(graph: Graph, plan_for, top: bool = True) -> Schedule:
 
     steps = plan_for(graph).steps
     planned = memory_plan.planning_enabled() and (top or PLAN_BODIES)
+    takes: dict[int, int] = {}  # global_load value id -> the dispatch output id updating it in place
+    if planned and IN_PLACE:
+        steps, takes = global_updates(graph, steps)
     ops: list = []
     body_need: dict[int, int] = {}
     for index, step in enumerate(steps):
@@ -178,7 +239,8 @@ def build_schedule(graph: Graph, plan_for, top: bool = True) -> Schedule:
             ops.append(Dispatch(step, list(step.inputs), list(step.outputs)))
         else:
             bodies = [(name, build_schedule(g, plan_for, top=False)) for name, g in _body_graphs(step.eqn)]
-            ops.append(HostOp(step.eqn, list(step.eqn.invars), list(step.eqn.outvars), bodies))
+            ops.append(HostOp(step.eqn, list(step.eqn.invars), list(step.eqn.outvars), bodies,
+                              take=step.eqn.primitive is global_load and step.eqn.outvars[0].id in takes))
             need = max((b.arena_size for _, b in bodies), default=0)
             if need:
                 body_need[index] = need
@@ -205,10 +267,14 @@ def build_schedule(graph: Graph, plan_for, top: bool = True) -> Schedule:
         add(v, "argument", -1)
     for v in graph.constvars:
         add(v, "constant", -1)
+    updated = {y: v for v, y in takes.items()}
     for index, (step, op) in enumerate(zip(steps, ops)):
         if isinstance(op, Dispatch):
             for v in op.writes:
-                if v.id in plan.offsets:
+                if v.id in updated:
+                    load = buffers[updated[v.id]]
+                    add(v, "global", index, global_slot=load.global_slot, overwrites=load.var.id)
+                elif v.id in plan.offsets:
                     add(v, "transient", index, offset=plan.offsets[v.id], overwrites=plan.overwrites.get(v.id))
                 elif v.id in slots:
                     add(v, "result", index, result=slots[v.id])
@@ -228,7 +294,7 @@ def build_schedule(graph: Graph, plan_for, top: bool = True) -> Schedule:
         if isinstance(op, Dispatch):
             inplace = {}
             for j, v in enumerate(op.writes):
-                src = plan.overwrites.get(v.id)
+                src = plan.overwrites.get(v.id, updated.get(v.id))
                 if src is not None:
                     inplace[[a.id if isinstance(a, Var) else None for a in op.reads].index(src)] = j
             op.step.inplace = inplace

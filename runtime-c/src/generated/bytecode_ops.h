@@ -48,9 +48,10 @@ typedef enum kiln_opcode {
   KILN_OP_BUFFER_VIEW = 23,
   KILN_OP_ALLOC_TRANSIENT = 24,
   KILN_OP_ALLOC_RESULT = 25,
+  KILN_OP_GLOBAL_TAKE = 26,
 } kiln_opcode_t;
 
-#define KILN_OP_COUNT 26
+#define KILN_OP_COUNT 27
 #define KILN_OP_MAX_OPERANDS 4
 
 typedef struct kiln_op_info {
@@ -90,6 +91,7 @@ static inline const kiln_op_info_t* kiln_op_info(uint32_t opcode) {
       [23] = {"buffer.view", 3, 0, {KILN_OPERAND_R, KILN_OPERAND_R, KILN_OPERAND_TYPE}, {"dst", "src", "t"}, "dst = a read-only view of src's bytes as type t, which must have src's byte size (a complex buffer of shape S as its float parts of shape S+(2,), and back); src becomes read-only"},
       [24] = {"alloc.transient", 3, 0, {KILN_OPERAND_R, KILN_OPERAND_TYPE, KILN_OPERAND_IMM64}, {"dst", "t", "offset"}, "dst = a buffer of type t at byte offset of the function's transient arena (Function.transient_size bytes, which the context owns and every call of the function reuses; offset a multiple of 64, the buffer inside the arena); its contents start unwritten, as alloc's. The compiler gives such buffers only to values that kernels write and read within one call and that nothing else holds"},
       [25] = {"alloc.result", 3, 0, {KILN_OPERAND_R, KILN_OPERAND_TYPE, KILN_OPERAND_IMM}, {"dst", "t", "result"}, "dst = a buffer of type t, the function's declared type of result `result`: the caller's destination for that result when the caller's call passed one (kiln_context_invoke_host) and this is that call's function, so the kernel that writes it writes the caller's memory; otherwise a new buffer, as alloc"},
+      [26] = {"global.take", 2, 0, {KILN_OPERAND_R, KILN_OPERAND_GLOBAL}, {"dst", "g"}, "dst = the current value of mutable global g as a buffer this call may write in place: the global's own buffer when the context holds the only reference to it and its memory is the runtime's (a kernel then updates the global in place, before the global.store of dst that follows), otherwise a writable copy of it (format 2.6)"},
   };
   if (opcode >= KILN_OP_COUNT || table[opcode].name == NULL) return NULL;
   return &table[opcode];
