@@ -76,7 +76,8 @@ def _strategies(fn, *args):
 
 # (name, lhs shape, rhs shape, kwargs); every one takes the GEMM strategy
 GEMM_CASES = [
-    ("nhwc_same", (1, 12, 13, 16), (3, 3, 16, 24), dict(window_strides=(1, 1), padding="SAME", dimension_numbers=NHWC)),
+    # big enough for several workgroups (work items split between them)
+    ("nhwc_same", (1, 20, 21, 32), (3, 3, 32, 40), dict(window_strides=(1, 1), padding="SAME", dimension_numbers=NHWC)),
     ("nhwc_strides_odd", (2, 11, 9, 20), (3, 2, 20, 17), dict(window_strides=(2, 3), padding="SAME",
                                                               dimension_numbers=NHWC)),
     ("nchw_same", (2, 16, 10, 11), (24, 16, 3, 3), dict(window_strides=(1, 1), padding="SAME")),
@@ -213,7 +214,7 @@ def test_exported_gemm_convolutions_run_in_kiln_run(tmp_path):
 KERNEL_GRADIENT_CASES = [
     ("same_3x3_f64", np.float64, 1, 9, 10, 16, 16, 1, 1, "SAME"),
     ("batch_3_valid", np.float32, 3, 6, 12, 16, 24, 1, 1, "VALID"),
-    ("dilated", np.float32, 2, 12, 13, 16, 16, 1, 2, "SAME"),
+    ("dilated_several_workgroups", np.float32, 4, 16, 17, 32, 32, 1, 2, "SAME"),
     ("stride_2_f64", np.float64, 2, 15, 17, 20, 16, 2, 1, "SAME"),
 ]
 
@@ -256,3 +257,23 @@ def test_kernel_gradients_take_the_batch_rows_gemm(name, dtype, n, h, w, c, o, s
     assert got.dtype == dtype
     tol = 1e-5 if dtype == np.float32 else 1e-13
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(want).max())
+
+
+def test_the_larger_cases_run_on_several_workgroups():
+    """So that the work-item slicing between workgroups is exercised by the cases above."""
+    from kiln.compiler.compile import choose_workgroups
+
+    def workgroups(fn, *args):
+        (region,) = _conv_regions(fn, *args)
+        return choose_workgroups(conv_codegen.work(region, Target.host()),
+                                 conv_codegen.parallel_items(region, Target.host()))
+
+    _, lhs, rhs, kwargs = GEMM_CASES[0]
+    x, w = np.zeros(lhs, np.float32), np.zeros(rhs, np.float32)
+    assert workgroups(lambda a, b: lax.conv_general_dilated(a, b, **kwargs), x, w) > 1
+    (_, _, n, h, wd, c, o, stride, dilation, padding) = KERNEL_GRADIENT_CASES[2]
+    x, k = np.zeros((n, h, wd, c), np.float32), np.zeros((3, 3, c, o), np.float32)
+    ct = np.zeros((n, h, wd, o), np.float32)
+    assert workgroups(lambda v, kk, cc: kiln.vjp(lambda u: lax.conv_general_dilated(
+        v, u, (stride, stride), padding, rhs_dilation=(dilation, dilation), dimension_numbers=NHWC), kk)[1](cc)[0],
+        x, k, ct) > 1
