@@ -224,8 +224,11 @@ def run(module, **options):
 @click.option("--rtol", type=float, default=None,
               help="Relative tolerance for every float output (default: per dtype, docs/accuracy.md).")
 @click.option("--workers", type=int, default=0, help="Worker threads (default: one per core; 1: none).")
+@click.option("--globals-in", "globals_in", metavar="PATH.npz",
+              help="Set the globals from a .npz (as kiln-run --globals-in and Program.save_globals write it) first.")
+@click.option("--globals-partial", is_flag=True, help="Let --globals-in hold a subset of the globals.")
 @click.pass_context
-def check(ctx, program, function, inputs, rtol, workers):
+def check(ctx, program, function, inputs, rtol, workers, globals_in, globals_partial):
     """Run FUNCTION of PROGRAM (as for export) in the C runtime and compare every dispatch's outputs with the
     eager reference interpreter (float64 where the op allows) on that dispatch's own inputs: one line per
     dispatch, then the first dispatch beyond tolerance and the source line of its first op. Exit 1 when
@@ -236,7 +239,8 @@ def check(ctx, program, function, inputs, rtol, workers):
     cls = load_program_class(program)
     try:
         args = [a for text in inputs for a in parse_input(text)]
-        report = check_program(cls, function, args, rtol=rtol, workers=workers)
+        report = check_program(cls, function, args, rtol=rtol, workers=workers, globals_in=globals_in,
+                               globals_partial=globals_partial)
     except (CheckError, KilnRuntimeError) as e:
         raise click.ClickException(str(e)) from None
     click.echo(report.text())

@@ -249,3 +249,32 @@ def test_a_dispatch_without_reference_is_said_and_not_failed(files, monkeypatch)
     assert skipped[0].line().endswith("skipped (no reference: tanh has no reference here)")
     assert report.text().splitlines()[-2:] == ["1 dispatches not compared (no reference for them)",
                                                f"all {len(report.results) - 1} compared dispatches within tolerance"]
+
+
+def test_globals_from_a_checkpoint(files, capsys):
+    """--globals-in sets the globals first (a trained state): the call computes with them, and every
+    dispatch is still checked; a file that lacks a global is a one-line error."""
+    from kiln.cli.loading import load_program_class
+    from kiln.program.check import check_program
+
+    cls = load_program_class(f"{files}/net.py:Net")
+    rng = np.random.default_rng(5)
+    w1, w2 = rng.standard_normal((6, 16)).astype(np.float32), rng.standard_normal((16, 5)).astype(np.float32)
+    np.savez(files / "state.npz", _w1=w1, _w2=w2)
+    np.savez(files / "half.npz", _w1=w1)
+    x = np.load(files / "x.npy")
+    report = check_program(cls, "predict", [x, np.int32(3)], globals_in=files / "state.npz")
+    assert report.passed and report.results
+    h = np.tanh(x.astype(np.float64) @ w1) * 2.0
+    for _ in range(3):
+        h = np.sin(h) + 0.5 * h
+    logits = h @ w2
+    want = np.exp(logits - logits.max(-1, keepdims=True))
+    np.testing.assert_allclose(report.outputs[0], want / want.sum(-1, keepdims=True), rtol=2e-5, atol=1e-7)
+    half = check_program(cls, "predict", [x, np.int32(3)], globals_in=files / "half.npz", globals_partial=True)
+    assert half.passed and not np.allclose(half.outputs[0], report.outputs[0])
+    code, lines, err = kiln(capsys, "check", f"{files}/net.py:Net", "-f", "predict", f"--input=@{files}/x.npy",
+                            "--input=i32=3", f"--globals-in={files}/half.npz")
+    assert code == 1 and lines == []
+    assert err.splitlines() == [f"kiln: error: --globals-in: '{files}/half.npz' lacks 1 of the 2 globals of module "
+                                f"'net': '_w2' (give every global, or pass partial=True to keep the others' values)"]

@@ -66,6 +66,7 @@ class DispatchResult:
 class CheckReport:
     function: str
     results: list = field(default_factory=list)
+    outputs: list = field(default_factory=list)  # the call's results (the runtime's)
 
     @property
     def first_failure(self) -> DispatchResult | None:
@@ -498,10 +499,14 @@ def check_dispatch(index: int, record, input_bytes: list, output_bytes: list, st
 
 
 def check_program(cls, function: str, inputs: list[np.ndarray], rtol: float | None = None,
-                  workers: int = 0) -> CheckReport:
+                  workers: int = 0, globals_in=None, globals_partial: bool = False) -> CheckReport:
     """Runs `function` of Program class `cls` in the C runtime on `inputs` (its arguments' leaves, in
-    order) and compares every dispatch with the reference."""
+    order) and compares every dispatch with the reference. `globals_in`: a .npz of globals (as
+    `kiln-run --globals-in` and Program.save_globals write it) to set first, every global unless
+    `globals_partial`."""
     from kiln.vm.runtime import Context, Instance, Module
+
+    from .checkpoint import load_globals
 
     _, result = cls._kiln_compile()
     exported = [f.name for f in result.spec.functions if f.exported]
@@ -531,6 +536,11 @@ def check_program(cls, function: str, inputs: list[np.ndarray], rtol: float | No
                                              step, rtol))
 
     context = Context(Module.from_bytes(Instance(worker_count=workers), result.module_bytes))
+    if globals_in is not None:
+        try:
+            load_globals(context, globals_in, globals_partial, "--globals-in")
+        except (OSError, ValueError) as e:
+            raise CheckError(str(e)) from None
     context.set_dispatch_observer(observe)
-    context.invoke(function, list(inputs))
+    report.outputs = context.invoke(function, list(inputs))
     return report
