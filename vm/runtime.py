@@ -465,8 +465,9 @@ class Context(_Handle):
                     observer(DispatchRecord(
                         _text(lib.kiln_function_name(info.function)), info.offset, info.kernel,
                         _text(info.kernel_name), info.workgroup_count,
-                        [None if before and written[j] else ctypes.string_at(info.binding_data[j], info.binding_sizes[j])
-                         for j in range(n)], written, "before" if before else "after"))
+                        [None if before and written[j] else
+                         ctypes.string_at(info.binding_data[j], info.binding_sizes[j]) for j in range(n)],
+                        written, "before" if before else "after"))
                 except BaseException as e:  # noqa: B036 - carried to the caller, raised there
                     self._observer_error = e
                     return 1
