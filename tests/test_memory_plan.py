@@ -137,7 +137,7 @@ def _random_dag(rng, values, steps):
     (square float32 matrices of one size) and returns the new values."""
     for _ in range(steps):
         x, y = (values[int(i)] for i in rng.integers(0, len(values), 2))
-        op = int(rng.integers(0, 7))
+        op = int(rng.integers(0, 8))
         if op == 0:
             z = knp.tanh(x) * y
         elif op == 1:
@@ -150,8 +150,10 @@ def _random_dag(rng, values, steps):
             z = knp.where(x > y, x, y * 0.5)
         elif op == 5:
             z = x.T + y
-        else:
+        elif op == 6:
             z = knp.sin(x) * 0.5  # one reader: a candidate for writing in place
+        else:
+            z = knp.tanh(knp.sort(x, axis=1)) * y  # the sort kernel's output, dead after the product
         values.append(z)
     return values
 
@@ -463,8 +465,8 @@ def test_caller_storage_is_the_arena():
 
 
 def _inplace_chain(x, w):
-    h = x @ w               # a kernel's output (transient)
-    g = knp.tanh(h) * 2.0   # elementwise, h's last reader: written over h
+    h = knp.sort(x, axis=-1)  # a kernel's output (transient; x @ w would take tanh(h) * 2 as its epilogue)
+    g = knp.tanh(h) * 2.0     # elementwise, h's last reader: written over h
     return (g @ w) - 1.0
 
 
@@ -496,7 +498,7 @@ def test_elementwise_output_is_written_over_its_dead_input():
     f = kiln.jit(_inplace_chain)
     for _ in range(3):
         np.testing.assert_array_equal(f(x, w), want)
-    np.testing.assert_allclose(want, (np.tanh(x @ w) * 2) @ w - 1, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(want, (np.tanh(np.sort(x, axis=-1)) * 2) @ w - 1, rtol=1e-4, atol=1e-4)
 
 
 def test_no_output_is_written_over_an_input_read_elsewhere():
@@ -518,7 +520,7 @@ def test_no_output_is_written_over_an_input_read_elsewhere():
 def test_random_programs_write_in_place():
     a = np.zeros((8, 8), F32)
     count = sum(len(_overwrites(_schedule_of(_random_looped_program(seed), (a, a)))) for seed in range(8))
-    assert count >= 4
+    assert count >= 3, count
 
 
 N_BIG = 1 << 20  # 4 MiB of f32: a fresh buffer of it costs ~1024 page faults
@@ -592,3 +594,66 @@ def test_in_place_global_update_has_no_page_faults_per_call(tmp_path):
     # in all 100 calls together: the 1-2 faults kiln-run's own timing costs once, none per call
     assert faults[True] <= 3, faults
     assert faults[False] >= 50000, faults
+
+
+_PEAK_PROBE = '''
+import sys, numpy as np
+from kiln.vm.runtime import Context, Instance, Module
+def status(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key):
+            return int(line.split()[1]) * 1024
+ctx = Context(Module.from_bytes(Instance(), open(sys.argv[1], "rb").read()))
+x, w = np.load(sys.argv[2]), np.load(sys.argv[3])
+ctx.invoke("probe", [x, w])  # the thread pool and first-call paths warm
+base = status("VmRSS:")
+open("/proc/self/clear_refs", "w").write("5")  # the high-water mark starts again from here
+(y,) = ctx.invoke("run", [x, w])
+print(status("VmHWM:") - base)
+'''
+
+
+def test_peak_memory_of_a_call_is_within_the_planned_bound(tmp_path):
+    """A call's peak resident memory (the process's high-water mark, VmHWM, measured from just before
+    the call in a process that only loads the module) is at most the planned arena plus the results:
+    the runtime allocates nothing else of size. Without planning the same call peaks higher (the
+    allocator keeps each freed 16 MiB intermediate), which shows the measurement sees allocations."""
+    import subprocess
+    import sys
+
+    n = 262144
+    x = np.random.default_rng(0).standard_normal((n, 16)).astype(F32)
+    w = (np.random.default_rng(1).standard_normal((16, 16)) * 0.25).astype(F32)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "w.npy", w)
+
+    def make():
+        class Deep(Program, export_name="deep"):
+            def run(self, x=Program.like(x), w=Program.like(w)):
+                h = x
+                for _ in range(5):  # each layer's value (16 MiB) materialized by its matmul kernel
+                    h = knp.tanh(h @ w) + h * 0.5
+                return h
+
+            def probe(self, x=Program.like(x), w=Program.like(w)):
+                return x + w[0]
+        return Deep._kiln_compile()[1]
+
+    peaks = {}
+    for planned in (True, False):
+        if planned:
+            result = make()
+        else:
+            with planning_disabled():
+                result = make()
+        path = tmp_path / f"deep_{planned}.vmfb"
+        path.write_bytes(result.module_bytes)
+        out = subprocess.run([sys.executable, "-c", _PEAK_PROBE, str(path), str(tmp_path / "x.npy"),
+                              str(tmp_path / "w.npy")], capture_output=True, text=True, timeout=120, check=True)
+        peaks[planned] = int(out.stdout)
+        if planned:
+            run = next(f for f in result.spec.functions if f.name == "run")
+            bound = run.transient_size + sum(r.type.byte_size for r in run.results)
+    assert run.transient_size >= 2 * x.nbytes  # intermediates planned (two live at a time)
+    assert peaks[True] <= bound + (1 << 20), (peaks, bound)
+    assert peaks[False] > bound, (peaks, bound)
