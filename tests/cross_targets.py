@@ -54,7 +54,10 @@ def ensure_tools(arch: Arch) -> str | None:
     else why they are not."""
     if tools_present(arch):
         return None
-    proc = subprocess.run(["bash", str(INSTALL_SCRIPT), arch.name], capture_output=True, text=True, timeout=900)
+    try:
+        proc = subprocess.run(["bash", str(INSTALL_SCRIPT), arch.name], capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        return f"installing the {arch.name} cross tools took more than 5 minutes"
     if proc.returncode == 0 and tools_present(arch):
         return None
     return (proc.stderr or proc.stdout).strip() or f"the {arch.name} cross tools are missing"
