@@ -356,3 +356,45 @@ def test_variants_add_only_their_kernel_code(portable_mix):
                  + len(v.image.cpu_features) + len(v.image.target_triple) + len(v.image.variant)
                  for v in variants)
     assert images <= len(data) - len(base_only) <= images + 256 * len(variants)
+
+
+def test_default_export_target_from_the_environment(monkeypatch):
+    from kiln.compiler.target import default_export_target
+
+    monkeypatch.setenv("KILN_TARGET", "portable")
+    assert default_export_target() == Target.portable()
+    monkeypatch.setenv("KILN_TARGET", "host")
+    assert default_export_target() == Target.host()
+    monkeypatch.setenv("KILN_TARGET", "foo-bar")
+    with pytest.raises(TargetError, match=re.escape("KILN_TARGET='foo-bar': unknown target triple 'foo-bar'")):
+        Program.get_compiled_artifact(Mix)
+
+
+def test_targets_checked_in_threads_at_once():
+    """Checking a target reads LLVM's warnings from file descriptor 2: threads doing it at once each get
+    their own answer, and stderr is file descriptor 2 again afterwards."""
+    import threading
+
+    from kiln.compiler import target as target_module
+
+    before = os.fstat(2)
+    errors, cpus = [], ["x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4", "znver3", "skylake", "nocpu-a", "nocpu-b"]
+    target_module._effective_features.cache_clear()
+
+    def check(cpu):
+        try:
+            Target.named("x86_64-unknown-linux-gnu", cpu)
+            errors.append((cpu, None))
+        except TargetError as e:
+            errors.append((cpu, str(e)))
+
+    threads = [threading.Thread(target=check, args=(cpu,)) for cpu in cpus]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    answers = dict(errors)
+    assert all(answers[c] is None for c in cpus[:6])
+    assert all(f"unknown CPU '{c}'" in answers[c] for c in cpus[6:])
+    after = os.fstat(2)
+    assert (before.st_dev, before.st_ino) == (after.st_dev, after.st_ino)

@@ -13,6 +13,7 @@ import os
 import re
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass, replace
 
 import llvmlite.binding as llvm
@@ -215,10 +216,14 @@ def _normalize_features(features) -> str:
     return ",".join(items)
 
 
+_STDERR_LOCK = threading.Lock()
+
+
 def _llvm_warnings(fn) -> str:
-    """What LLVM writes to stderr while `fn` runs (its unknown CPU/feature warnings)."""
+    """What LLVM writes to stderr while `fn` runs (its unknown CPU/feature warnings). One thread at a
+    time: two threads swapping file descriptor 2 could leave it pointing at a deleted file."""
     sys.stderr.flush()
-    with tempfile.TemporaryFile() as tmp:
+    with _STDERR_LOCK, tempfile.TemporaryFile() as tmp:
         saved = os.dup(2)
         os.dup2(tmp.fileno(), 2)
         try:
