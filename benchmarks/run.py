@@ -30,7 +30,7 @@ if __package__ in (None, ""):  # run as a script: python benchmarks/run.py
 
 import numpy as np  # noqa: E402
 
-from benchmarks import report  # noqa: E402
+from benchmarks import report, stream  # noqa: E402
 from benchmarks.workloads import ALL, BY_NAME, check_outputs  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -55,6 +55,8 @@ def parse_args(argv=None):
     parser.add_argument("--peers-python", default=str(PEERS_PYTHON),
                         help="Python of the venv with jax and iree (default: benchmarks/.venv-peers)")
     parser.add_argument("--verbose", action="store_true", help="print workers' tracebacks")
+    parser.add_argument("--no-stream", action="store_true",
+                        help="do not measure the STREAM bandwidth (no GB/s ratios to STREAM)")
     args = parser.parse_args(argv)
     names = [n for item in args.only for n in item.split(",") if n]
     unknown = [n for n in names if n not in BY_NAME]
@@ -132,6 +134,15 @@ def run(args) -> tuple[list[dict], dict]:
     machine = machine_info()
     meta = {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
             "machine": machine, "quick": args.quick, "systems": args.system_list, "ratios": args.ratios}
+    if "kiln-run" in args.system_list and not args.no_stream:
+        print("  STREAM bandwidth ...", end="", file=sys.stderr, flush=True)
+        try:
+            meta["stream"] = stream.quick_measure() if args.quick else stream.measure()
+            print(f" {meta['stream']['reference_gb_per_s']:.2f} GB/s ({meta['stream']['reference']})",
+                  file=sys.stderr, flush=True)
+        except (RuntimeError, OSError, subprocess.SubprocessError) as e:  # no C compiler: no ratios, not fatal
+            meta["stream"] = {"error": str(e)}
+            print(f" not measured: {e}", file=sys.stderr, flush=True)
     results = []
     with tempfile.TemporaryDirectory(prefix="kiln-benchmarks-") as tmp:
         tmp = Path(tmp)
@@ -154,6 +165,8 @@ def run(args) -> tuple[list[dict], dict]:
                     if result["status"] == "ok":
                         check(workload, inputs, expected, result)
                     result.update(workload=workload.name, size=size.label, system=system)
+                    if workload.bytes_moved is not None:
+                        result["bytes_moved"] = int(workload.bytes_moved(size.params))
                     print(" " + _progress(result), file=sys.stderr, flush=True)
                     if args.verbose and result.get("traceback"):
                         print(result["traceback"], file=sys.stderr)
@@ -183,23 +196,10 @@ def failures(results: list[dict]) -> list[str]:
 def main(argv=None) -> int:
     args = parse_args(argv)
     results, meta = run(args)
-    m = meta["machine"]
-    print(f"\n# kiln benchmarks, {meta['date']}, {m['cpu']}, {m['cores']} cores"
-          f"{' (--quick: not a measurement)' if args.quick else ''}\n")
-    loads = [m["load_average_start"], m["load_average_end"]]
-    print(f"Load average (1 min) at start {loads[0]}, at end {loads[1]}.")
-    if any(x is not None and x > 0.5 * (m["cores"] or 1) for x in loads):
-        print("WARNING: the machine was busy with other work: times are inflated and noisy; "
-              "the minima are the steadier numbers.")
-    print(f"\nTime per call: median (min), kiln-run's after its warm-up calls. "
-          f"kiln/X = kiln.jit {args.ratios} / X {args.ratios}.\n")
-    print(report.time_table(results, args.system_list, args.ratios))
-    print("\nFirst call (compile included) and peak RSS growth (see benchmarks/README.md):\n")
-    print(report.first_call_and_memory_table(results, args.system_list))
-    for line in report.notes(results):
-        print(f"- {line}")
+    clean = [{k: v for k, v in r.items() if k != "traceback"} for r in results]
+    print()
+    print(report.render({**meta, "results": clean}))
     if args.json:
-        clean = [{k: v for k, v in r.items() if k != "traceback"} for r in results]
         Path(args.json).write_text(json.dumps({**meta, "results": clean}, indent=1))
     bad = failures(results)
     if bad:

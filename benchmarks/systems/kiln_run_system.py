@@ -8,7 +8,8 @@ its warm-up calls and the page faults per call; the call count is chosen from a
 short calibration run so the timed run lasts about ``settings.min_time``. Results for the numerical check come from a separate
 run with ``--output``. Memory is the kiln-run process's peak RSS minus that
 of a run that only loads the module (``--list``) and minus the inputs' bytes,
-so it counts results and temporaries like the in-process systems do.
+so it counts results and temporaries like the in-process systems do. The same ``--list`` run gives
+the planned memory bound: the function's transient arena (``kiln_function_transient_size``).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import inspect
 import json
 import math
 import os
+import re
 import subprocess
 import tempfile
 import time
@@ -64,6 +66,13 @@ def _run_with_rss(argv: list[str]) -> tuple[str, int]:
     return stdout, usage.ru_maxrss * 1024
 
 
+def transient_bytes(listing: str) -> int:
+    """The planned transient arena of the module's function main, from `kiln-run --list` (its
+    kiln_function_transient_size; kiln-run prints the line only when the arena is not empty)."""
+    match = re.search(r"^  main\(.*\n    transient memory: (\d+) bytes$", listing, re.M)
+    return int(match.group(1)) if match else 0
+
+
 def _parse_statistics(stdout: str) -> dict:
     try:
         return json.loads(stdout)
@@ -91,7 +100,7 @@ def benchmark(workload, inputs, settings):
             np.save(tmp / f"in{i}.npy", np.asarray(a))
             base.append(f"--input=@{tmp / f'in{i}.npy'}")
 
-        _, load_rss = _run_with_rss([tool, f"--module={module}", "--list"])
+        listing, load_rss = _run_with_rss([tool, f"--module={module}", "--list"])
         # The results, for the numerical check: one --output per result (as many as numpy's).
         paths = [tmp / f"out{i}.npy" for i in range(len(workload.reference(inputs)))]
         _run_with_rss(base + [f"--output=@{p}" for p in paths])
@@ -114,6 +123,7 @@ def benchmark(workload, inputs, settings):
         "repeats": calls,
         "page_faults_per_call": stats["page_faults_per_call"],
         "peak_rss_delta": max(0, bench_rss - load_rss - input_bytes),
+        "transient_bytes": transient_bytes(listing),
         "version": "kiln-run (C runtime)",
     }
     return result, outputs

@@ -49,6 +49,10 @@ class Workload:
     needs: tuple[str, ...] = field(default_factory=tuple)  # backend features: "grad", "scan"
     # (inputs, results) -> the tuple that is compared with the reference's; default: results.
     compare_view: Callable | None = None
+    # Memory-bound workloads: size params -> the bytes one call must move, each input read once and
+    # each result written once (STREAM's counting); the report divides it by the time for GB/s and
+    # compares that with the measured STREAM bandwidth. None: not memory-bound (no GB/s shown).
+    bytes_moved: Callable[[dict], int] | None = None
 
     def size(self, label: str) -> Size:
         for s in self.quick_sizes + self.sizes:

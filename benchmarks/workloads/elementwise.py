@@ -28,5 +28,6 @@ WORKLOADS = [
         sizes=(Size("1M", {"n": 1_000_000}), Size("16M", {"n": 16 * 1024 * 1024})),
         quick_sizes=(Size("1K", {"n": 1000}),),
         tolerance=1e-5,
+        bytes_moved=lambda p: 2 * 4 * p["n"] + 3 * 4,  # read x, write the result; a, b, c
     )
 ]

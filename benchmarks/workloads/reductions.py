@@ -52,13 +52,19 @@ def layernorm(ops, x, gamma, beta):
     return (centered / xnp.sqrt(var + EPSILON) * gamma + beta,)
 
 
+def _matrix_bytes(p) -> int:
+    rows, cols = p["shape"]
+    return 4 * rows * cols
+
+
 WORKLOADS = [
     Workload("sum_axis0", "sum(x, axis=0) on f32 [0,1) values", make_uniform, sum_axis0, SIZES, QUICK,
-             tolerance=1e-5),
+             tolerance=1e-5, bytes_moved=lambda p: _matrix_bytes(p) + 4 * p["shape"][1]),
     Workload("sum_axis1", "sum(x, axis=1) on f32 [0,1) values", make_uniform, sum_axis1, SIZES, QUICK,
-             tolerance=1e-5),
+             tolerance=1e-5, bytes_moved=lambda p: _matrix_bytes(p) + 4 * p["shape"][0]),
     Workload("softmax", "row softmax: exp(x - max(x,1)) / sum(exp(...),1) on f32", make_normal, softmax,
-             ROW_SIZES, QUICK, tolerance=1e-5),
+             ROW_SIZES, QUICK, tolerance=1e-5, bytes_moved=lambda p: 2 * _matrix_bytes(p)),
     Workload("layernorm", "row layer norm (mean, variance, scale, shift) on f32", make_layernorm, layernorm,
-             ROW_SIZES, QUICK, tolerance=1e-4),
+             ROW_SIZES, QUICK, tolerance=1e-4,
+             bytes_moved=lambda p: 2 * _matrix_bytes(p) + 2 * 4 * p["shape"][1]),  # x, result; gamma, beta
 ]
