@@ -657,3 +657,36 @@ def test_peak_memory_of_a_call_is_within_the_planned_bound(tmp_path):
     assert run.transient_size >= 2 * x.nbytes  # intermediates planned (two live at a time)
     assert peaks[True] <= bound + (1 << 20), (peaks, bound)
     assert peaks[False] > bound, (peaks, bound)
+
+
+class _Train(Program, export_name="train_in_place"):
+    _w = Program.export_global(np.ones((64, 8), np.float32), mutable=True)
+
+    def step(self, x=Program.like(np.zeros((32, 64), np.float32))):
+        def loss(w):
+            return knp.sum(knp.tanh(x @ w) ** 2)
+        self._w = self._w - 0.01 * kiln.grad(loss)(self._w)  # kernels read w before its update
+        return loss(self._w)
+
+
+def test_parameters_read_by_earlier_kernels_are_updated_in_place():
+    """A training step: the parameter's value is read by the forward and backward kernels, then
+    updated by the last kernel that reads it, which writes over it; every call equals the unplanned
+    module bit for bit and numpy's step closely."""
+    _, result = _Train._kiln_compile()
+    assert "(taken: updated in place)" in result.schedule_text()
+    m = _Train()
+    with planning_disabled():
+        _Train._kiln_compiled = None
+        reference = _Train()
+    _Train._kiln_compiled = None
+    assert "taken" not in reference._kiln_result.schedule_text()
+    x = np.random.default_rng(3).standard_normal((32, 64)).astype(F32)
+    w = np.ones((64, 8), np.float32)
+    for _ in range(3):
+        np.testing.assert_array_equal(m.step(x), reference.step(x))
+        t = np.tanh(x @ w)
+        w = w - 0.01 * (x.T @ (2 * t * (1 - t * t)))
+    got = Program.get_context(m).get_global("_w")
+    np.testing.assert_array_equal(got, Program.get_context(reference).get_global("_w"))
+    np.testing.assert_allclose(got, w, rtol=1e-4, atol=1e-4)

@@ -16,7 +16,9 @@ Rules:
   reductions and elementwise kernels on its rows that follow) merge into one row-fused
   reduction kernel (row_fusion.py); a large reduction with few outputs splits into
   partials and their combine (split_reduction.py); consecutive independent elementwise
-  kernels of different shapes merge into one horizontal kernel (horizontal_fusion.py).
+  kernels of different shapes merge into one horizontal kernel (horizontal_fusion.py), after
+  the elementwise kernel consuming a matrix product became the product's epilogue
+  (epilogue_fusion.py).
 """
 from __future__ import annotations
 
@@ -368,9 +370,11 @@ def partition(graph: Graph) -> Plan:
 def strategy_passes(steps: list, graph_outvars) -> list:
     """What kernel strategies do to a partition: row-fused reductions merge (row_fusion.py), large
     reductions with few outputs split into partials and their combine (split_reduction.py), consecutive
-    independent elementwise kernels merge into horizontal kernels (horizontal_fusion.py)."""
+    independent elementwise kernels merge into horizontal kernels (horizontal_fusion.py), after a matrix
+    product's elementwise consumer became its epilogue (epilogue_fusion.py)."""
+    from .epilogue_fusion import fuse_epilogues
     from .horizontal_fusion import fuse_horizontal
     from .row_fusion import fuse_rows
     from .split_reduction import split_reductions
 
-    return fuse_horizontal(split_reductions(fuse_rows(steps, graph_outvars)))
+    return fuse_horizontal(fuse_epilogues(split_reductions(fuse_rows(steps, graph_outvars)), graph_outvars))

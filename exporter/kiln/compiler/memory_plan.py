@@ -174,14 +174,34 @@ def inplace_pairs(step) -> list[tuple[int, int]]:
     that input's memory: the kernel is the elementwise strategy's (one loop that, per element, loads
     every input and then stores every output at that element), the input has the output's shape and
     dtype, and the region reads it only at the element it writes (no transpose, broadcast, slice or
-    other layout view of it)."""
-    from .codegen.elementwise import plan_loops
+    other layout view of it). A horizontal kernel (codegen/horizontal.py: one such loop per output shape)
+    pairs an input and an output of one segment when no other segment reads the input."""
     from .compile import kernel_strategy
-    from .layout import contiguous_strides, region_views
 
     region = step.region
-    if kernel_strategy(region) != "elementwise" or not region.outvars:
+    if not region.outvars:
         return []
+    strategy = kernel_strategy(region)
+    if strategy == "elementwise":
+        return _elementwise_pairs(region)
+    if strategy != "horizontal":
+        return []
+    from .codegen.elementwise import plan_loops
+    from .codegen.horizontal import segments
+
+    segs = segments(region)
+    readers: dict[int, int] = {}
+    for seg in segs:
+        for source in {view.source for view in plan_loops(seg.region)[2]}:
+            readers[source] = readers.get(source, 0) + 1
+    return [(i, seg.positions[j]) for seg in segs for i, j in _elementwise_pairs(seg.region) if readers.get(i) == 1]
+
+
+def _elementwise_pairs(region) -> list[tuple[int, int]]:
+    """inplace_pairs of an elementwise strategy's region (all outputs of one shape)."""
+    from .codegen.elementwise import plan_loops
+    from .layout import contiguous_strides
+
     try:
         eqns, _, leaf_views, _ = plan_loops(region)
     except Exception:  # a region the elementwise strategy plans differently: never in place

@@ -8,6 +8,9 @@ explicit vector FMAs (llvm.fmuladd), GotoBLAS loop order. Workgroups split
 
 General path (integers, bool, f16, or groups that do not collapse): one
 accumulator per output element, contracting index delinearized.
+
+Epilogue (fast path only, codegen/epilogue.py): elementwise equations after the
+dot_general in the region run on each work item's finished tile.
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import numpy as np
 from llvmlite import ir
 
 from ..layout import collapse_dims, region_views
+from . import epilogue as epilogues
 from . import scalar_ops
 from .intrinsics import fmuladd
 from .loops import const64, delinearize, dot_offsets, for_range, workgroup_slice
@@ -61,7 +65,7 @@ def _group(view, dims) -> tuple[int, int] | None:
 
 
 def _plan(region) -> DotPlan:
-    eqn = region.eqns[-1]
+    eqn = epilogues.dot_equation(region)
     views = region_views(region)
     (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
     lv, rv = views[eqn.invars[0].id], views[eqn.invars[1].id]
@@ -109,13 +113,29 @@ def parallel_items(region, target) -> int:
 
 
 def work(region) -> int:
-    batch, m, n, k = _plan(region).sizes
-    return batch * m * n * max(k, 1) // 16
+    plan = _plan(region)
+    batch, m, n, k = plan.sizes
+    ep = epilogues.plan(region, plan.sizes) if plan.fast is not None else None
+    return batch * m * n * (max(k, 1) // 16 + (0 if ep is None else 1 + ep.cost // 4))
+
+
+def epilogue_fusable(region) -> bool:
+    """Whether the region (a product and elementwise work after it) is one kernel of the fast path."""
+    plan = _plan(region)
+    if plan.fast is None:
+        return False
+    try:
+        epilogues.plan(region, plan.sizes)
+    except epilogues.NotFusable:
+        return False
+    return True
 
 
 def emit_matmul_kernel(region, target):
     plan = _plan(region)
     if plan.fast is None:
+        if epilogues.dot_equation(region) is not region.eqns[-1]:
+            raise epilogues.NotFusable("an epilogue needs the fast path (f32/f64, groups of one strided dim)")
         return _emit_general(region, plan)
     return _emit_fast(region, plan, _Tiling(plan, target.vector_bytes, target.vector_registers))
 
@@ -181,11 +201,12 @@ def _emit_fast(region, plan: DotPlan, t: _Tiling):
     ty = F32 if plan.dtype == np.float32 else F64
     vec = ir.VectorType(ty, t.vw)
     panel_len = KC * t.nc
+    ep = epilogues.plan(region, plan.sizes)
 
     def body(b: ir.IRBuilder, pointers, workgroup_id, workgroup_count):
         if t.items == 0:
             return
-        out_ptr = pointers[len(region.invars)]
+        out_ptr = pointers[len(region.invars) + (0 if ep is None else ep.home)]
         a_ptr = b.gep(pointers[lv.source], [const64(lv.offset)], source_etype=ty)
         b_ptr = b.gep(pointers[rv.source], [const64(rv.offset)], source_etype=ty)
         if k == 0:
@@ -239,6 +260,8 @@ def _emit_fast(region, plan: DotPlan, t: _Tiling):
                 for_range(b, 0, tiles, m_tile, name="mt")
 
             for_range(b, 0, -(-k // KC), k_block, name="kb")
+            if ep is not None:
+                epilogues.emit(b, region, ep, pointers, plan.sizes, bi, m0, m_end, n0, n_count)
 
         for_range(b, lo, hi, item, name="it")
 
