@@ -38,7 +38,8 @@ def load(text: str) -> dict[str, list[dict]]:
                 raise CpuFeatureError(f"cpu_features.toml: {arch}: bad or duplicate name {name!r}")
             seen.add(name)
             keys = set(e) - {"name"}
-            allowed = {"always", "cpuid", "state", "avx10"} if arch == "x86_64" else {"always", "hwcap", "hwcap2"}
+            allowed = {"x86_64": {"always", "cpuid", "state", "avx10"}, "aarch64": {"always", "hwcap", "hwcap2"},
+                       "riscv64": {"always", "hwcap", "hwprobe"}}[arch]
             if keys - allowed:
                 raise CpuFeatureError(f"cpu_features.toml: {arch} {name}: unknown keys {sorted(keys - allowed)}")
             if e.get("always") and keys - {"always"}:
@@ -53,9 +54,9 @@ def load(text: str) -> dict[str, list[dict]]:
                         if s not in _STATES:
                             raise CpuFeatureError(f"cpu_features.toml: {name}: unknown state {s!r}")
                 else:
-                    bits = e.get("hwcap", []) + e.get("hwcap2", [])
+                    bits = e.get("hwcap", []) + e.get("hwcap2", []) + e.get("hwprobe", [])
                     if not bits or any(not 0 <= b < 64 for b in bits):
-                        raise CpuFeatureError(f"cpu_features.toml: {name}: needs hwcap/hwcap2 bits in [0, 64)")
+                        raise CpuFeatureError(f"cpu_features.toml: {name}: needs hwcap/hwcap2/hwprobe bits in [0, 64)")
     return {arch: data.get(arch, []) for arch in _ARCHES}
 
 
@@ -93,16 +94,18 @@ def gen_c(tables: dict[str, list[dict]]) -> str:
         hw2 = sum(1 << b for b in e.get("hwcap2", []))
         w.append(f"    {{{_c_str(e['name'])}, 0x{hw:x}ull, 0x{hw2:x}ull, {1 if e.get('always') else 0}}}, \\")
     w += ["  }", "",
-          "/* riscv64 (Linux): AT_HWCAP bits (the single-letter extensions, 'x' - 'a') that must all be",
-          " * set; always: every rv64 CPU has it. */",
-          "typedef struct kiln_riscv64_feature {", "  const char* name;", "  uint64_t hwcap;",
+          "/* riscv64 (Linux): AT_HWCAP bits (the single-letter extensions, 'x' - 'a') and bits of",
+          " * riscv_hwprobe's RISCV_HWPROBE_KEY_IMA_EXT_0 (multi-letter extensions) that must all be set;",
+          " * always: every rv64 CPU has it. */",
+          "typedef struct kiln_riscv64_feature {", "  const char* name;", "  uint64_t hwcap, hwprobe;",
           "  uint8_t always;", "} kiln_riscv64_feature_t;", "",
           "#define KILN_RISCV64_FEATURES_INIT \\", "  { \\"]
     for e in tables["riscv64"]:
         if e.get("hwcap2"):
             raise CpuFeatureError(f"cpu_features.toml: riscv64 {e['name']}: riscv64 has no AT_HWCAP2 bits")
         hw = sum(1 << b for b in e.get("hwcap", []))
-        w.append(f"    {{{_c_str(e['name'])}, 0x{hw:x}ull, {1 if e.get('always') else 0}}}, \\")
+        probe = sum(1 << b for b in e.get("hwprobe", []))
+        w.append(f"    {{{_c_str(e['name'])}, 0x{hw:x}ull, 0x{probe:x}ull, {1 if e.get('always') else 0}}}, \\")
     w += ["  }", "", f"#endif /* {guard} */", ""]
     return "\n".join(w)
 

@@ -1,7 +1,6 @@
 /* Host CPU feature detection from the generated tables of
  * schemas/cpu_features.toml: cpuid and XCR0 on x86_64, the kernel's hwcaps
- * on aarch64 Linux, the single-letter extension bits of AT_HWCAP on riscv64
- * Linux. */
+ * on aarch64 Linux, AT_HWCAP and riscv_hwprobe on riscv64 Linux. */
 #include "cpu_features.h"
 
 #include "kiln/runtime.h"
@@ -15,6 +14,10 @@
 #endif
 #if (defined(__aarch64__) || defined(__riscv)) && defined(__linux__)
 #include <sys/auxv.h>
+#endif
+#if defined(__riscv) && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
 #endif
 
 #include "generated/cpu_features.h"
@@ -101,18 +104,33 @@ int kiln_host_has_feature(const char* name) {
 }
 
 #elif defined(__riscv) && __riscv_xlen == 64
-/* riscv64 Linux: the single-letter ISA extensions are bits of AT_HWCAP. The
- * multi-letter ones (zba, zbb, ...: riscv_hwprobe) are not in the table yet, so
- * a module needing one is refused as naming an unknown feature. */
+/* riscv64 Linux: the single-letter ISA extensions are bits of AT_HWCAP; the
+ * multi-letter ones come from the riscv_hwprobe system call (Linux 6.4), key
+ * RISCV_HWPROBE_KEY_IMA_EXT_0. Without the call (ENOSYS: older kernels, qemu-user
+ * before 8.1) or the key, none of them is reported: a module needing one is
+ * refused, never run unchecked. */
 static const kiln_riscv64_feature_t kiln_riscv64_features[] = KILN_RISCV64_FEATURES_INIT;
+static uint64_t kiln_riscv64_ext0;
+static pthread_once_t kiln_riscv64_once = PTHREAD_ONCE_INIT;
+
+static void kiln_riscv64_init(void) {
+#if defined(__linux__)
+  struct { int64_t key; uint64_t value; } pair = {4 /* RISCV_HWPROBE_KEY_IMA_EXT_0 */, 0};
+  if (syscall(258 /* __NR_riscv_hwprobe */, &pair, (size_t)1, (size_t)0, (void*)0, 0u) == 0 &&
+      pair.key == 4)
+    kiln_riscv64_ext0 = pair.value;
+#endif
+}
 
 int kiln_host_has_feature(const char* name) {
+  pthread_once(&kiln_riscv64_once, kiln_riscv64_init);
   for (size_t i = 0; i < sizeof kiln_riscv64_features / sizeof kiln_riscv64_features[0]; ++i) {
     const kiln_riscv64_feature_t* f = &kiln_riscv64_features[i];
     if (strcmp(name, f->name) != 0) continue;
     if (f->always) return 1;
 #if defined(__linux__)
-    return ((uint64_t)getauxval(AT_HWCAP) & f->hwcap) == f->hwcap;
+    return ((uint64_t)getauxval(AT_HWCAP) & f->hwcap) == f->hwcap &&
+           (kiln_riscv64_ext0 & f->hwprobe) == f->hwprobe;
 #else
     return 0;
 #endif

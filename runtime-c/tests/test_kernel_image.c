@@ -8,6 +8,9 @@
 #if (defined(__aarch64__) || defined(__riscv)) && defined(__linux__)
 #include <sys/auxv.h>
 #endif
+#if defined(__riscv) && defined(__linux__)
+#include <sys/syscall.h>
+#endif
 #include <unistd.h>
 
 #include "instance_internal.h"
@@ -280,7 +283,12 @@ int main(int argc, char** argv) {
   CHECK(kiln_host_supports(host, "+v", reason, sizeof(reason)) == (int)((rv >> ('v' - 'a')) & 1));
   CHECK(kiln_host_supports(host, "+q", reason, sizeof(reason)) == 0);
   CHECK(strstr(reason, "unknown CPU feature '+q'") != NULL);
-  CHECK(kiln_host_supports(host, "+zba", reason, sizeof(reason)) == 0);
+  /* Multi-letter extensions through riscv_hwprobe (none when the kernel lacks the call). */
+  struct { int64_t key; uint64_t value; } pair = {4, 0};
+  uint64_t ext0 = syscall(258, &pair, (size_t)1, (size_t)0, (void*)0, 0u) == 0 && pair.key == 4 ? pair.value : 0;
+  CHECK(kiln_host_supports(host, "+zba", reason, sizeof(reason)) == (int)((ext0 >> 3) & 1));
+  if (!((ext0 >> 3) & 1)) CHECK(strstr(reason, "'+zba' which this host CPU lacks") != NULL);
+  CHECK(kiln_host_supports(host, "+zbb,+zbs", reason, sizeof(reason)) == (int)(((ext0 >> 4) & 3) == 3));
 #endif
 
   free(code);

@@ -193,6 +193,17 @@ FEATURES = {
         'd',
         'c',
         'v',
+        'zba',
+        'zbb',
+        'zbs',
+        'zicboz',
+        'zbc',
+        'zfh',
+        'zfhmin',
+        'zvfh',
+        'zvfhmin',
+        'zfa',
+        'zicond',
     ),
 }
 """The CPU feature names (LLVM's) the runtime can check, per architecture."""

@@ -212,24 +212,36 @@ typedef struct kiln_aarch64_feature {
     {"mops", 0x0ull, 0x80000000000ull, 0}, \
   }
 
-/* riscv64 (Linux): AT_HWCAP bits (the single-letter extensions, 'x' - 'a') that must all be
- * set; always: every rv64 CPU has it. */
+/* riscv64 (Linux): AT_HWCAP bits (the single-letter extensions, 'x' - 'a') and bits of
+ * riscv_hwprobe's RISCV_HWPROBE_KEY_IMA_EXT_0 (multi-letter extensions) that must all be set;
+ * always: every rv64 CPU has it. */
 typedef struct kiln_riscv64_feature {
   const char* name;
-  uint64_t hwcap;
+  uint64_t hwcap, hwprobe;
   uint8_t always;
 } kiln_riscv64_feature_t;
 
 #define KILN_RISCV64_FEATURES_INIT \
   { \
-    {"64bit", 0x0ull, 1}, \
-    {"i", 0x100ull, 0}, \
-    {"m", 0x1000ull, 0}, \
-    {"a", 0x1ull, 0}, \
-    {"f", 0x20ull, 0}, \
-    {"d", 0x8ull, 0}, \
-    {"c", 0x4ull, 0}, \
-    {"v", 0x200000ull, 0}, \
+    {"64bit", 0x0ull, 0x0ull, 1}, \
+    {"i", 0x100ull, 0x0ull, 0}, \
+    {"m", 0x1000ull, 0x0ull, 0}, \
+    {"a", 0x1ull, 0x0ull, 0}, \
+    {"f", 0x20ull, 0x0ull, 0}, \
+    {"d", 0x8ull, 0x0ull, 0}, \
+    {"c", 0x4ull, 0x0ull, 0}, \
+    {"v", 0x200000ull, 0x0ull, 0}, \
+    {"zba", 0x0ull, 0x8ull, 0}, \
+    {"zbb", 0x0ull, 0x10ull, 0}, \
+    {"zbs", 0x0ull, 0x20ull, 0}, \
+    {"zicboz", 0x0ull, 0x40ull, 0}, \
+    {"zbc", 0x0ull, 0x80ull, 0}, \
+    {"zfh", 0x0ull, 0x8000000ull, 0}, \
+    {"zfhmin", 0x0ull, 0x10000000ull, 0}, \
+    {"zvfh", 0x0ull, 0x40000000ull, 0}, \
+    {"zvfhmin", 0x0ull, 0x80000000ull, 0}, \
+    {"zfa", 0x0ull, 0x100000000ull, 0}, \
+    {"zicond", 0x0ull, 0x800000000ull, 0}, \
   }
 
 #endif /* KILN_GENERATED_CPU_FEATURES_H_ */
