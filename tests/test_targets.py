@@ -221,6 +221,7 @@ def test_portable_module_runs_every_variant_the_host_supports(portable_mix, tmp_
         assert np.max(ulps) <= 64
 
 
+@pytest.mark.skipif(HOST_ARCH != "x86_64", reason="the x86-64 levels run on an x86-64 host")
 def test_dump_shows_the_variants(portable_mix):
     text = dump_text(portable_mix.read_bytes())
     assert "kernel variants: 2" in text
@@ -229,6 +230,7 @@ def test_dump_shows_the_variants(portable_mix):
     assert re.search(r"image#0 variant x86-64-v2 x86_64\S* features=", text)
 
 
+@pytest.mark.skipif(HOST_ARCH != "x86_64", reason="the x86-64 levels run on an x86-64 host")
 def test_forcing_a_variant_that_is_missing_or_cannot_run(portable_mix, tmp_path):
     proc = _kiln_run(portable_mix, "--list", variant="x86-64-v5", check=False)
     assert proc.returncode != 0
@@ -246,6 +248,7 @@ def test_forcing_a_variant_that_is_missing_or_cannot_run(portable_mix, tmp_path)
     assert "unknown CPU feature '+no-such-feature'" in proc.stderr
 
 
+@pytest.mark.skipif(HOST_ARCH != "x86_64", reason="the x86-64 levels run on an x86-64 host")
 def test_a_module_without_variants_still_loads(portable_mix, tmp_path):
     """A format 2.3 module (one image, no variant names) loads as before; forcing a variant refuses it."""
     spec = read_module(portable_mix.read_bytes())
@@ -316,6 +319,7 @@ def test_binding_names_the_loaded_variant(portable_mix, monkeypatch):
         Module.from_bytes(instance, data)
 
 
+@pytest.mark.skipif(HOST_ARCH != "x86_64", reason="the x86-64 levels run on an x86-64 host")
 def test_damaged_variant_tables_are_refused(portable_mix, tmp_path):
     """The writer's checks and, past them (check=False), the loader's: a variant's base image out of
     range, or entry offsets that are not one per kernel of its base image, are DATA_LOSS naming it."""
