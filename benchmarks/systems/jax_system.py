@@ -16,7 +16,8 @@ def jax_ops():
         import jax.numpy as jnp
     except ImportError as e:
         raise Skip(f"JAX is not installed ({e}); run benchmarks/setup_peers.sh")
-    return jax, Ops("jax", jnp, scan=jax.lax.scan, value_and_grad=jax.value_and_grad, lax=jax.lax)
+    return jax, Ops("jax", jnp, scan=jax.lax.scan, value_and_grad=jax.value_and_grad, lax=jax.lax,
+                    gelu=lambda x: jax.nn.gelu(x, approximate=True))
 
 
 def benchmark(workload, inputs, settings):

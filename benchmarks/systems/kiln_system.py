@@ -13,7 +13,8 @@ def kiln_ops() -> Ops:
     import kiln
     import kiln.numpy as knp
 
-    return Ops("kiln", knp, scan=kiln.lax.scan, value_and_grad=kiln.value_and_grad, lax=kiln.lax)
+    return Ops("kiln", knp, scan=kiln.lax.scan, value_and_grad=kiln.value_and_grad, lax=kiln.lax,
+               gelu=kiln.nn.gelu)
 
 
 def benchmark(workload, inputs, settings):

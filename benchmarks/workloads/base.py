@@ -6,7 +6,8 @@ the same source runs on numpy, kiln and JAX:
 * ``ops.np``: the array module (numpy, ``kiln.numpy`` or ``jax.numpy``);
 * ``ops.scan(body, init, xs)``: ``lax.scan`` (a Python loop for numpy);
 * ``ops.value_and_grad(f)``: reverse-mode AD (None for numpy, where a
-  workload that needs it supplies a hand-written ``numpy_fn``).
+  workload that needs it supplies a hand-written ``numpy_fn``);
+* ``ops.gelu(x)``: GELU in its tanh form (kiln.nn.gelu, jax.nn.gelu; numpy's written out).
 
 Inputs are a flat tuple of numpy arrays and results a flat tuple of arrays,
 which every runner (kiln.jit, an exported kiln module under kiln-run, jax.jit,
@@ -91,15 +92,21 @@ def _numpy_scan(body, init, xs):
 class Ops:
     """A backend: array module plus the transformations a workload may use."""
 
-    def __init__(self, name: str, array_module, scan=None, value_and_grad=None, lax=None):
+    def __init__(self, name: str, array_module, scan=None, value_and_grad=None, lax=None, gelu=None):
         self.name = name
+        self.gelu = gelu
         self.np = array_module
         self.scan = scan
         self.value_and_grad = value_and_grad
         self.lax = lax  # jax.lax-like module (conv_general_dilated), None for numpy
 
 
-NUMPY_OPS = Ops("numpy", np, scan=_numpy_scan)
+def _numpy_gelu(x):
+    """GELU, tanh form (JAX's default approximate=True), as kiln.nn.gelu and jax.nn.gelu compute it."""
+    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+NUMPY_OPS = Ops("numpy", np, scan=_numpy_scan, gelu=_numpy_gelu)
 
 
 def check_outputs(got: tuple, expected: tuple, tolerance: float) -> tuple[bool, float, str]:
