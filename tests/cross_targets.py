@@ -72,8 +72,13 @@ def build_runtime(arch: Arch, *, tests: bool = False, build_dir: Path | None = N
     build = ["cmake", "--build", str(out), "--parallel", str(os.cpu_count() or 2)]
     if not tests:
         build += ["--target", "kiln-run"]
+    proc = subprocess.run(configure, capture_output=True, text=True)
+    if proc.returncode != 0 and "does not match the source" in proc.stderr:
+        shutil.rmtree(out)  # a build folder of another checkout (moved or copied): start it again
+        proc = subprocess.run(configure, capture_output=True, text=True)
     for cmd in (configure, build):
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if cmd is build:
+            proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode})\n{proc.stdout}\n{proc.stderr}")
     return out

@@ -5,16 +5,17 @@ cross_targets.REDUCTION_ULPS). The short part, for `make test`: it installs the 
 root, no apt-get). `make test-aarch64` runs the long suite (tests/cross_suite.py): the C tests under qemu,
 the MLP training loop in C, larger sweeps, SVE at five vector lengths. docs/targets.md, docs/testing.md."""
 import re
+import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from cross_targets import (ARCHES, REDUCTION_ULPS, RELOCATION_KERNEL_RESULTS, aarch64_target, assert_same,
-                           build_runtime, ensure_tools, export_module, program_of, result_counts, qemu_command,
-                           relocation_kernel_object, relocation_module, run_function, run_under_qemu,
-                           sweep_functions)
+from cross_targets import (ARCHES, INSTALL_SCRIPT, REDUCTION_ULPS, RELOCATION_KERNEL_RESULTS, aarch64_target,
+                           assert_same, build_runtime, ensure_tools, export_module, program_of, qemu_command,
+                           relocation_kernel_object, relocation_module, result_counts, run_function, run_under_qemu,
+                           sweep_functions, tools_present)
 from kiln.compiler.link import link_object
 from kiln.compiler.target import Target
 from kiln_tools import ROOT, kiln_run_binary, run_kiln_cli
@@ -29,6 +30,18 @@ def kiln_run_aarch64() -> Path:
     if why:
         pytest.skip(f"the aarch64 cross tools are missing and cannot be installed here: {why}")
     return build_runtime(ARCH) / "kiln-run"
+
+
+def test_install_script_checks_and_refuses_unknown_architectures():
+    """tests/install_cross_tools.sh --check says whether the tools are there without installing anything, and an
+    unknown argument is an error naming the ones it knows."""
+    proc = subprocess.run(["bash", str(INSTALL_SCRIPT), "--check", "aarch64"], capture_output=True, text=True)
+    assert proc.returncode == (0 if tools_present(ARCH) else 1), proc.stderr
+    if proc.returncode:
+        assert proc.stderr.startswith("missing cross tools: ")
+    proc = subprocess.run(["bash", str(INSTALL_SCRIPT), "sparc64"], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "unknown argument 'sparc64' (expected --check, aarch64 or riscv64)" in proc.stderr
 
 
 def test_every_relocation_type_runs(kiln_run_aarch64, tmp_path):
