@@ -277,3 +277,18 @@ def test_the_larger_cases_run_on_several_workgroups():
     assert workgroups(lambda v, kk, cc: kiln.vjp(lambda u: lax.conv_general_dilated(
         v, u, (stride, stride), padding, rhs_dilation=(dilation, dilation), dimension_numbers=NHWC), kk)[1](cc)[0],
         x, k, ct) > 1
+
+
+def test_nchw_kernel_gradient_is_computed_with_contiguous_features():
+    """An OIHW kernel's gradient is a convolution into (I, H, W, O) (gemm_batch) then transposed."""
+    x = RNG.standard_normal((2, 16, 9, 11))
+    kernel = RNG.standard_normal((24, 16, 3, 3))
+    ct = RNG.standard_normal((2, 24, 9, 11))
+
+    def kernel_gradient(v, k, c):
+        return kiln.vjp(lambda u: lax.conv_general_dilated(v, u, (1, 1), "SAME"), k)[1](c)[0]
+
+    assert _strategies(kernel_gradient, x, kernel, ct) == ["gemm_batch"]
+    want = numpy_kernel_gradient(x.transpose(0, 2, 3, 1), ct.transpose(0, 2, 3, 1), 3, 1, 1, "SAME").transpose(3, 2, 0, 1)
+    np.testing.assert_allclose(kiln.jit(kernel_gradient)(x, kernel, ct), want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(kernel_gradient(x, kernel, ct), want, rtol=1e-12, atol=1e-12)

@@ -523,14 +523,27 @@ def _transpose_rhs(ct, lhs, rhs_aval, *, window_strides, padding, lhs_dilation, 
         g, b = b, 1
     elif g > 1:
         g, b = 1, g
-    trans_dn = (lhs_t, out_t, rhs_t)
+    ndim = len(rhs_spec)
+    # The kernel's output features contiguous in the convolution's result, then transposed to the kernel's
+    # layout: the compiler's kernel-gradient GEMM ('gemm_batch') writes rows of contiguous features, so an
+    # OIHW kernel's gradient is computed as (I, H, W, O) and transposed (a copy of the kernel's size).
+    permuted = (rhs_t[1] != ndim - 1 and np.dtype(rhs_aval.dtype) in (np.float32, np.float64)
+                and g == 1 and b == 1)
+    result_spec = (0, ndim - 1) + tuple(range(1, ndim - 1)) if permuted else rhs_t
+    trans_dn = (lhs_t, out_t, result_spec)
     lshape = _shape(lhs)
     pads = _vjp_rhs_padding([lshape[d] for d in lhs_spec[2:]], [rhs_aval.shape[d] for d in rhs_spec[2:]],
                             window_strides, [_shape(ct)[d] for d in out_spec[2:]], padding, lhs_dilation, rhs_dilation)
-    return conv_general_dilated_p.bind(
+    out = conv_general_dilated_p.bind(
         lhs, ct, window_strides=tuple(rhs_dilation), padding=pads, lhs_dilation=tuple(lhs_dilation),
         rhs_dilation=tuple(window_strides), dimension_numbers=trans_dn, feature_group_count=g, batch_group_count=b,
     )
+    if permuted:
+        perm = [0] * ndim
+        for k in range(ndim):
+            perm[rhs_t[k]] = result_spec[k]
+        out = prims.transpose.bind(out, permutation=tuple(perm))
+    return out
 
 
 def _conv_transpose_rule(ct, lhs, rhs, **params):
