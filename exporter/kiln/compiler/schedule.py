@@ -176,8 +176,9 @@ def _touches_slot(eqn, slot: int) -> bool:
 
 
 def global_updates(graph: Graph, steps: list) -> tuple[list, dict[int, int]]:
-    """A mutable global updated elementwise, updated in place: `v = global_load g` read only by one
-    elementwise dispatch that may write an output `y` over it (memory_plan.inplace_pairs), `y` stored
+    """A mutable global updated elementwise, updated in place: `v = global_load g` read only by kernels,
+    the last of them an elementwise dispatch that may write an output `y` over it
+    (memory_plan.inplace_pairs), `y` stored
     into `g` later, and nothing else loading or storing `g` in between. The load becomes global.take
     (the global's own buffer when nothing else holds it), the kernel writes `y` there, and the store
     moves to just after the dispatch, so no cancellation or limit check can fall between the write and
@@ -197,9 +198,9 @@ def global_updates(graph: Graph, steps: list) -> tuple[list, dict[int, int]]:
         eqn = load.eqn
         v, slot = eqn.outvars[0], eqn.params["slot"]
         found = readers.get(v.id, [])
-        if v.id in returned or len(found) != 1 or getattr(steps[found[0]], "region", None) is None:
+        if v.id in returned or not found or any(getattr(steps[k], "region", None) is None for k in found):
             continue
-        d = found[0]
+        d = max(found)  # the last reader; the kernels before it read the old value
         dispatch = steps[d]
         for i, j in memory_plan.inplace_pairs(dispatch):
             y = dispatch.outputs[j]
