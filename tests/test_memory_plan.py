@@ -690,3 +690,11 @@ def test_parameters_read_by_earlier_kernels_are_updated_in_place():
     got = Program.get_context(m).get_global("_w")
     np.testing.assert_array_equal(got, Program.get_context(reference).get_global("_w"))
     np.testing.assert_allclose(got, w, rtol=1e-4, atol=1e-4)
+
+
+def test_global_take_names_an_existing_global():
+    spec = _module([Instr("global.take", 0, 3), Instr("ret", [])], [], 0)
+    with pytest.raises(Exception, match=r"global.take g: global 3 out of range \(limit 0\)"):
+        serialize(spec)
+    with pytest.raises(KilnRuntimeError, match="word 0: global.take operand 'g' names global 3, but only 0 exist"):
+        Module.from_bytes(Instance(), serialize(spec, check=False))
