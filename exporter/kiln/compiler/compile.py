@@ -82,18 +82,15 @@ def structural_key(region: Graph) -> str:
 
 
 def kernel_strategy(region: Graph) -> str:
-    """The name of the kernel strategy of a dispatch region (kiln.compiler.strategies.choose: elementwise,
-    reduction, row_fused, split_reduction, matmul, conv, pooling or structural)."""
+    """The name of the kernel strategy of a dispatch region (kiln.compiler.strategies.choose: one of
+    strategies.BY_NAME)."""
     return strategies.choose(region).name
 
 
-def _kernel_name(region: Graph, index: int) -> str:
-    return f"kiln_{strategies.choose(region).kind(region)}_{index}"
-
-
-def _emitter_for(region: Graph, target: Target):
-    """(body emitter, parallel items, work) of the region's kernel for `target`: its strategy's plan."""
-    plan = strategies.plan_region(region, target)
+def _emitter_for(region: Graph, target: Target, strategy=None):
+    """(body emitter, parallel items, work) of the region's kernel for `target`: the plan of its strategy
+    (`strategy` when the caller has chosen it, else strategies.choose's)."""
+    plan = (strategy or strategies.choose(region)).plan(region, target)
     return plan.emit, plan.parallel_items, plan.work
 
 
@@ -130,13 +127,15 @@ def compile_plan(plans: Plan | list[Plan], target: Target | None = None, cache="
             if index is None:
                 index = by_key[key] = len(kernels)
                 region = step.region
-                name = _kernel_name(region, index)
+                strategy = strategies.choose(region)  # the one choice of the region's kernel strategy
+                name = f"kiln_{strategy.kind(region)}_{index}"
                 bindings = [BindingSpec(byte_size(v.aval), False) for v in region.invars]
                 bindings += [BindingSpec(byte_size(v.aval), True) for v in region.outvars]
-                code_region = perturbed(region, name, kernel_strategy(region))  # tests only (perturb.py)
+                code_region = perturbed(region, name, strategy.name)  # tests only (perturb.py)
                 with stage("kernel", name) as timed:
                     if code_region is None:
-                        compiled, hit = _compile_kernel(name, region, key, bindings, target, cache, aliases)
+                        compiled, hit = _compile_kernel(name, region, key, bindings, target, cache, aliases,
+                                                        strategy)
                     else:
                         compiled, hit = _compile_kernel(name, code_region, structural_key(code_region)
                                                         + _alias_key(aliases), bindings, target, cache, aliases)
@@ -179,16 +178,17 @@ def _reading_through(emit_body, aliases: dict[int, int]):
 
 
 def _compile_kernel(name: str, region: Graph, region_key: str, bindings: list[BindingSpec], target: Target,
-                    cache, aliases: dict[int, int] | None = None) -> tuple[kernel_cache.CachedKernel, bool]:
-    """The kernel's object and workgroup count, read from the cache or compiled (then cached); and
-    whether it came from the cache."""
+                    cache, aliases: dict[int, int] | None = None, strategy=None
+                    ) -> tuple[kernel_cache.CachedKernel, bool]:
+    """The kernel's object and workgroup count, read from the cache or compiled (then cached) by `strategy`
+    (chosen by the caller, else here); and whether it came from the cache."""
     entry = None
     if cache is not None:
         entry = kernel_cache.kernel_key(region_key, [(b.byte_size, b.writable) for b in bindings], target)
         found = cache.get(entry)
         if found is not None:
             return found, True
-    emit_body, items, work = _emitter_for(region, target)
+    emit_body, items, work = _emitter_for(region, target, strategy)
     emit_body = _reading_through(emit_body, aliases or {})
     module = new_module(name, target)
     define_kernel(module, name, [b.byte_size for b in bindings], [b.writable for b in bindings], emit_body)
