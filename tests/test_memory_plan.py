@@ -698,3 +698,31 @@ def test_global_take_names_an_existing_global():
         serialize(spec)
     with pytest.raises(KilnRuntimeError, match="word 0: global.take operand 'g' names global 3, but only 0 exist"):
         Module.from_bytes(Instance(), serialize(spec, check=False))
+
+
+def test_transient_storage_cannot_change_while_the_function_runs():
+    """Called from inside a call (a dispatch observer), kiln_context_set_transient_storage refuses:
+    the arena is in use."""
+    from kiln.vm._clib import _check, _lib
+
+    x = CASES["chain"][1][0]
+
+    class Chain(Program, export_name="chain_busy"):
+        def run(self, x=Program.like(x)):
+            return chain(x)
+
+    ctx = Context(Module.from_bytes(Instance(), Program.get_compiled_artifact(Chain).bytes))
+    fn, info = ctx._reflection.resolve("run")
+    storage = _aligned_bytes(info.transient_size)
+    errors = []
+
+    def observer(record):
+        try:
+            _check(_lib().kiln_context_set_transient_storage(ctx._handle, fn, storage.ctypes.data, storage.nbytes))
+        except KilnRuntimeError as e:
+            errors.append(str(e))
+
+    ctx.set_dispatch_observer(observer)
+    ctx.invoke("run", [x])
+    assert errors and all("set_transient_storage: 'run' is running on this context (its transient arena is in use)"
+                          in e for e in errors), errors
