@@ -244,7 +244,7 @@ def _emit_conv(region, p: ConvPlan):
 
 GEMM_MIN_FEATURES = 8   # output features per group below which the generic strategy is kept (depthwise)
 GEMM_MIN_K = 8          # taps x input channels per group below which the generic strategy is kept
-GEMM_MAX_M_CHUNKS = 32  # row chunks per (batch, group, column chunk): bigger chunks repack B less often
+GEMM_MAX_M_CHUNKS = 16  # row chunks per (batch, group, column chunk): bigger chunks repack B less often
 GEMM_MIN_ROWS = 16      # GEMM rows below which the generic strategy is kept: each work item packs its B
                         # panels again, which only pays over enough rows (a weight gradient's 3x3 'pixels')
 
