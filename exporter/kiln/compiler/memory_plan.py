@@ -206,7 +206,7 @@ def _elementwise_pairs(region) -> list[tuple[int, int]]:
         eqns, _, leaf_views, _ = plan_loops(region)
     except Exception:  # a region the elementwise strategy plans differently: never in place
         return []
-    if not all(getattr(e.primitive, "elementwise", False) for e in eqns):
+    if not all(e.primitive.traits.fusion == "elementwise" for e in eqns):
         return []
     shape = tuple(region.outvars[0].aval.shape)
     identity = contiguous_strides(shape)
