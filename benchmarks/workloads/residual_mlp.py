@@ -4,7 +4,7 @@ Each layer is ``h + gelu(layernorm(h) @ w + b)`` (the layer norm with a learned 
 GELU in its tanh form, JAX's default); the step is ``value_and_grad`` of the mean squared error
 and an SGD update. The same ``loss`` is what benchmarks/export_time.py exports at 6 to 48
 layers (its ``residual_mlp_program``). numpy's version of the step is the backpropagation written
-out by hand (``train_numpy``, in float64, rounded to float32 at the end), the reference every
+out by hand (``train_numpy``, in float32 like the other systems), the reference every
 system's loss and gradients are checked against.
 """
 import math
@@ -56,13 +56,15 @@ def train_fn(ops, *inputs):
 
 
 def _gelu(a):
-    t = np.tanh(_K * (a + 0.044715 * a ** 3))
-    return 0.5 * a * (1.0 + t), t
+    t = np.tanh(a.dtype.type(_K) * (a + a.dtype.type(0.044715) * a * a * a))
+    return a.dtype.type(0.5) * a * (1 + t), t
 
 
 def train_numpy(*inputs):
-    """The step with the backward pass written out (float64; results rounded to float32)."""
-    *flat, x, y = (np.asarray(a, np.float64) for a in inputs)
+    """The step with the backward pass written out, in the inputs' precision (float32 for the
+    benchmark, as the other systems compute; the test of it against central differences uses float64)."""
+    dtype = np.result_type(*inputs)
+    *flat, x, y = (np.asarray(a, dtype) for a in inputs)
     params = layer_params(flat)
     h, saved = x, []
     for p in params:
@@ -79,14 +81,14 @@ def train_numpy(*inputs):
     dh = 2.0 * diff / diff.size
     grads = []
     for p, (n, rstd, z, a, t) in zip(reversed(params), reversed(saved)):
-        da = dh * (0.5 * (1.0 + t) + 0.5 * a * (1.0 - t * t) * _K * (1.0 + 3 * 0.044715 * a * a))
+        da = dh * (0.5 * (1 + t) + 0.5 * a * (1 - t * t) * _K * (1 + 3 * 0.044715 * a * a)).astype(dh.dtype)
         dz = da @ p["w"].T
         dn = dz * p["scale"]
         dh = dh + rstd * (dn - dn.mean(axis=-1, keepdims=True) - n * (dn * n).mean(axis=-1, keepdims=True))
         grads.append({"w": z.T @ da, "b": da.sum(axis=0), "scale": (dz * n).sum(axis=0), "shift": dz.sum(axis=0)})
     grads.reverse()
-    return (np.float32(value),
-            *(np.asarray(p[f] - LEARNING_RATE * g[f], np.float32) for p, g in zip(params, grads) for f in FIELDS))
+    return (dtype.type(value),
+            *(np.asarray(p[f] - dtype.type(LEARNING_RATE) * g[f], dtype) for p, g in zip(params, grads) for f in FIELDS))
 
 
 def compare_view(inputs, outputs):
@@ -103,6 +105,6 @@ WORKLOADS = [
              make_inputs, train_fn,
              (Size("L6-w128-b64", {"layers": 6, "width": 128, "batch": 64}),
               Size("L24-w128-b64", {"layers": 24, "width": 128, "batch": 64})),
-             (Size("L2-w8-b4", {"layers": 2, "width": 8, "batch": 4}),),
+             (Size("L3-w16-b8", {"layers": 3, "width": 16, "batch": 8}),),
              tolerance=1e-4, numpy_fn=train_numpy, needs=("grad",), compare_view=compare_view),
 ]
