@@ -3,7 +3,8 @@
 After fusion a dense layer is two dispatches: the product, then bias + activation reading it back; the
 backward pass has the same shape: dh = dz @ W^T, then dz' = dh * (1 - h*h) (or relu's mask). Here a
 matmul dispatch followed by an elementwise dispatch of the product's shape that reads the product at the
-element it writes becomes one matmul region with an epilogue (codegen/epilogue.py: each work item
+element it writes (and the elementwise dispatches after it that read those at their elements: bias
+added, then the activation of a kept pre-activation) becomes one matmul region with an epilogue (codegen/epilogue.py: each work item
 applies it to the tile it has just computed, still in cache). Global loads between the two move before
 the product (no dispatch writes a global). The product stays an output when a later step or the graph
 reads it; otherwise it lives in an epilogue output's buffer. The merge is not made where the matmul
@@ -31,8 +32,6 @@ def _bare_matmul(step) -> bool:
 
 
 def fuse_epilogues(steps: list, graph_outvars) -> list:
-    from .codegen.matmul import epilogue_fusable
-
     uses: dict[int, int] = {}
     for s in steps:
         atoms = s.inputs if isinstance(s, DispatchStep) else s.eqn.invars
@@ -48,28 +47,50 @@ def fuse_epilogues(steps: list, graph_outvars) -> list:
             result.append(s)
             i += 1
             continue
+        group, loads, merged = [s], [], None
         j = i + 1
-        while j < len(steps) and isinstance(steps[j], HostStep) and steps[j].eqn.primitive.name == "global_load":
-            j += 1
-        merged = None
-        if j < len(steps) and _is(steps[j], "elementwise"):
-            e = steps[j]
-            product = s.outputs[0]
-            reads = sum(1 for a in e.inputs if a.id == product.id)
-            if reads and tuple(e.outputs[0].aval.shape) == tuple(product.aval.shape):
-                outside = product.id in returned or uses.get(product.id, 0) > reads
-                keep = {o.id for o in e.outputs} | ({product.id} if outside else set())
-                candidate = _merge(s.name, [s, e], keep)
-                if epilogue_fusable(candidate.region):
-                    merged = candidate
-                elif not outside:  # perhaps no output of the product's dtype: keep the product as one
-                    candidate = _merge(s.name, [s, e], keep | {product.id})
-                    merged = candidate if epilogue_fusable(candidate.region) else None
+        while True:  # absorb the elementwise kernels that follow while they read the group at its elements
+            k = j
+            while k < len(steps) and isinstance(steps[k], HostStep) and steps[k].eqn.primitive.name == "global_load":
+                k += 1
+            if k >= len(steps) or not _is(steps[k], "elementwise"):
+                break
+            e = steps[k]
+            produced = {o.id for g in group for o in g.outputs}
+            if not any(a.id in produced for a in e.inputs) or \
+                    tuple(e.outputs[0].aval.shape) != tuple(s.outputs[0].aval.shape):
+                break
+            candidate = _fused(group + [e], uses, returned)
+            if candidate is None:
+                break
+            group.append(e)
+            loads += steps[j:k]
+            merged = candidate
+            j = k + 1
         if merged is None:
             result.append(s)
             i += 1
             continue
-        result.extend(steps[i + 1:j])  # the global loads, before the merged product
+        result.extend(loads)  # the global loads, before the merged product
         result.append(merged)
-        i = j + 1
+        i = j
     return result
+
+
+def _fused(group: list[DispatchStep], uses: dict[int, int], returned: set[int]):
+    """The group merged into one matmul region with an epilogue, or None where the strategy refuses it."""
+    from .codegen.matmul import epilogue_fusable
+
+    outputs = {o.id for g in group for o in g.outputs}
+    inside: dict[int, int] = {}
+    for g in group:
+        for a in g.inputs:
+            if a.id in outputs:
+                inside[a.id] = inside.get(a.id, 0) + 1
+    keep = {o for o in outputs if o in returned or uses.get(o, 0) > inside.get(o, 0)}
+    product = group[0].outputs[0].id
+    for extra in (set(), {product}):  # with the product kept as an output when no other output can hold it
+        candidate = _merge(group[0].name, group, keep | extra)
+        if epilogue_fusable(candidate.region):
+            return candidate
+    return None
