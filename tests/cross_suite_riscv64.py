@@ -1,6 +1,6 @@
 """The riscv64 suite, run by `make test-riscv64` (not collected by `make test`: the file name does not start
-with test_). Under qemu-riscv64, against this machine's results: the runtime's C tests, the relocation kernel,
-examples/linear.py exported with `kiln export --target riscv64-unknown-linux-gnu` and the op sweep, each on
+with test_). Under qemu-riscv64, against this machine's results: the runtime's C tests, the relocation kernel, the MLP
+training loop in C, examples/linear.py exported with `kiln export --target riscv64-unknown-linux-gnu` and the op sweep, each on
 a CPU without the vector extension (the runtime loads the rv64gc build) and with it at several vector lengths
 (the rv64gcv build). docs/targets.md.
 
@@ -20,6 +20,7 @@ from cross_targets import (ARCHES, REDUCTION_ULPS, RELOCATION_KERNEL_RESULTS, as
 from kiln.compiler.link import link_object
 from kiln.compiler.target import Target
 from kiln_tools import ROOT, kiln_run_binary, run_kiln_cli
+from runtime_tools import native_build_dir
 
 ARCH = ARCHES["riscv64"]
 CPUS = [("rv64", "rv64gc"), *[(f"rv64,v=true,vlen={n}", "rv64gcv") for n in (128, 256, 512)]]
@@ -66,6 +67,35 @@ def test_linear_example_matches_x86(tests_build, tmp_path):
             got = run_function(qemu_command(ARCH, cpu) + [str(tests_build / "kiln-run")], rv, function, [x], tmp_path,
                                outputs, "riscv64")
             assert_same(got, want, what=f"{function} on {cpu}")
+
+
+def test_mlp_training_loop_in_c_matches_x86(tests_build, tmp_path):
+    """examples/mlp_train.py exported for riscv64 (rv64gcv loaded) and trained 20 steps by kiln-train-example
+    under qemu: every loss, the accuracy and the checkpoint equal the x86 run's."""
+    sys.path.insert(0, str(Path(ROOT) / "examples"))
+    try:
+        import mlp_train as M
+    finally:
+        sys.path.pop(0)
+    np.save(tmp_path / "x.npy", M.example_x)
+    np.save(tmp_path / "y.npy", M.example_y)
+    runs = {}
+    for tag, target, command in (
+            ("x86", Target.host(), [str(native_build_dir() / "kiln-train-example")]),
+            ("riscv64", ARCH.triple, qemu_command(ARCH, CPUS[1][0]) + [str(tests_build / "kiln-train-example")])):
+        module = tmp_path / f"mlp_train.{tag}.vmfb"
+        module.write_bytes(export_module(M.MLPTrain, target))
+        proc = subprocess.run([*command, str(module), str(tmp_path / "x.npy"), str(tmp_path / "y.npy"), "20",
+                               str(tmp_path / f"checkpoint.{tag}.npz")], capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert re.search(r"^resumed step identical: yes", proc.stdout, flags=re.M)
+        runs[tag] = proc.stdout
+    losses = {tag: re.findall(r"^step \d+ loss (\S+)$", out, flags=re.M) for tag, out in runs.items()}
+    assert len(losses["x86"]) == 20 and losses["riscv64"] == losses["x86"]
+    want, got = np.load(tmp_path / "checkpoint.x86.npz"), np.load(tmp_path / "checkpoint.riscv64.npz")
+    assert sorted(got.files) == sorted(want.files)
+    for name in want.files:
+        assert_same([got[name]], [want[name]], what=name)
 
 
 @pytest.fixture(scope="module")
