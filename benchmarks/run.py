@@ -10,7 +10,9 @@ kiln.jit and kiln-run with this Python; JAX and IREE with the peers' venv
 reason when absent). Every system's results are checked against numpy's; a
 wrong result is marked WRONG in the table, listed in a banner, and makes the
 exit status 1, as does a kiln or kiln-run error. Peers that cannot run a
-workload are skipped and noted, never fatal.
+workload are skipped and noted, never fatal. Before the workloads, the
+machine's memory bandwidth is measured once (benchmarks.stream) for the
+report's STREAM ratios of kiln-run on the memory-bound workloads.
 """
 from __future__ import annotations
 
