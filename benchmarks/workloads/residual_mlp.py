@@ -87,8 +87,8 @@ def train_numpy(*inputs):
         dh = dh + rstd * (dn - dn.mean(axis=-1, keepdims=True) - n * (dn * n).mean(axis=-1, keepdims=True))
         grads.append({"w": z.T @ da, "b": da.sum(axis=0), "scale": (dz * n).sum(axis=0), "shift": dz.sum(axis=0)})
     grads.reverse()
-    return (dtype.type(value),
-            *(np.asarray(p[f] - dtype.type(LEARNING_RATE) * g[f], dtype) for p, g in zip(params, grads) for f in FIELDS))
+    rate = dtype.type(LEARNING_RATE)
+    return (dtype.type(value), *(np.asarray(p[f] - rate * g[f], dtype) for p, g in zip(params, grads) for f in FIELDS))
 
 
 def compare_view(inputs, outputs):
