@@ -154,11 +154,14 @@ def _mix_reference(x, p):
             np.floor(x * np.float32(3.7)), np.sqrt(np.abs(x)))
 
 
-def _kiln_run(module, *args, variant=None, check=True):
+def _kiln_run(module, *args, variant=None, check=True, hide=None):
     env = dict(os.environ)
     env.pop("KILN_CPU_VARIANT", None)
+    env.pop("KILN_HIDE_CPU_FEATURES", None)
     if variant is not None:
         env["KILN_CPU_VARIANT"] = variant
+    if hide is not None:
+        env["KILN_HIDE_CPU_FEATURES"] = hide
     from kiln.vm._native import kiln_run_path
 
     sanitized = os.path.join(os.environ.get("KILN_SANITIZE_BUILD", ""), "kiln-run")  # make test: ASan+UBSan
@@ -170,12 +173,12 @@ def _kiln_run(module, *args, variant=None, check=True):
     return proc
 
 
-def _run_mix(module, tmp_path, variant=None):
+def _run_mix(module, tmp_path, variant=None, hide=None):
     np.save(tmp_path / "x.npy", _X)
     np.save(tmp_path / "p.npy", np.float32(2.5))
     outs = [tmp_path / f"{variant}-{i}.npy" for i in range(5)]
     _kiln_run(module, "--function=run", f"--input=@{tmp_path / 'x.npy'}", f"--input=@{tmp_path / 'p.npy'}",
-              *[f"--output=@{o}" for o in outs], variant=variant)
+              *[f"--output=@{o}" for o in outs], variant=variant, hide=hide)
     return [np.load(o) for o in outs]
 
 
@@ -246,6 +249,75 @@ def test_forcing_a_variant_that_is_missing_or_cannot_run(portable_mix, tmp_path)
     proc = _kiln_run(damaged, "--list", variant="x86-64-v4", check=False)
     assert proc.returncode != 0 and "kernel image 0 variant 'x86-64-v4'" in proc.stderr
     assert "unknown CPU feature '+no-such-feature'" in proc.stderr
+
+
+def test_non_gating_features_are_marked_and_recorded():
+    """schemas/cpu_features.toml's gates_load = false features (NON_GATING) are known names, still recorded
+    by a named CPU (the full effective list), and marked by kiln dump."""
+    from kiln.vm._generated.cpu_features import NON_GATING
+
+    assert {"ssbs", "dit", "sb", "ccdp"} <= NON_GATING["aarch64"] and {"sgx", "rtm", "xsave"} <= NON_GATING["x86_64"]
+    assert not {"sve", "neon", "fullfp16", "lse", "rcpc", "fcma", "flagm"} & NON_GATING["aarch64"]
+    assert not {"avx2", "fma", "movbe", "popcnt", "cx16", "sahf", "prfchw", "avx512f"} & NON_GATING["x86_64"]
+    for arch, names in NON_GATING.items():
+        assert names <= set(FEATURES[arch]), arch
+    assert {"+ssbs", "+ccpp"} <= _features(Target.named("aarch64-unknown-linux-gnu", "cortex-a76"))
+    assert "+dit" in _features(Target.named("aarch64-unknown-linux-gnu", "neoverse-v1"))
+
+
+def test_non_gating_features_change_no_kernel_code(tmp_path):
+    """What makes a feature non-gating: the op sweep of tests/cross_targets.py (every kernel strategy and the
+    math library) compiles to the same code bytes with every non-gating feature added and with every one
+    removed, for a CPU of each architecture that implies most of them (neoverse-n2, sapphirerapids)."""
+    from cross_targets import program_of, sweep_functions
+    from kiln.vm._generated.cpu_features import NON_GATING
+
+    functions = sweep_functions()
+    program = program_of({name: (fn, args) for name, (fn, args, _) in functions.items()}, "sweep")
+    for triple, cpu in (("aarch64-unknown-linux-gnu", "neoverse-n2"), ("x86_64-unknown-linux-gnu", "sapphirerapids")):
+        names = sorted(NON_GATING[triple.split("-")[0]])
+        plus = Target.named(triple, cpu, ",".join("+" + n for n in names), variant="plus")
+        minus = Target.named(triple, cpu, ",".join("-" + n for n in names), variant="minus")
+        assert {"+" + n for n in names} <= _features(plus) and not {"+" + n for n in names} & _features(minus)
+        assert {"+sve2", "+bf16"} <= _features(minus) or {"+avx512fp16", "+amx-tile"} <= _features(minus)
+        images = [read_module(bytes(Program.get_compiled_artifact(program, target=t).bytes)).kernel_images[0]
+                  for t in (plus, minus)]
+        assert len(images[0].code) > 10000 and images[0].code == images[1].code, cpu
+
+
+@pytest.mark.skipif(HOST_ARCH != "x86_64", reason="hides x86-64 features of this host")
+def test_missing_non_gating_feature_still_loads(portable_mix, tmp_path, monkeypatch):
+    """A host lacking a non-gating feature an image records still loads it; a gating one is refused by name.
+    KILN_HIDE_CPU_FEATURES (a testing aid) makes the runtime answer as if the host lacked the names."""
+    lib = _runtime()
+    if not _host_runs(read_module(portable_mix.read_bytes()).kernel_variants[0].image.cpu_features):
+        pytest.skip("this host cannot run the x86-64-v4 build")
+    monkeypatch.setenv("KILN_HIDE_CPU_FEATURES", "+xsave,avx2")
+    assert lib.kiln_host_cpu_feature(b"xsave") == 0 and lib.kiln_host_cpu_feature(b"avx2") == 0
+    assert lib.kiln_host_cpu_feature(b"sse2") == 1 and lib.kiln_host_cpu_feature(b"no-such-feature") == -1
+    monkeypatch.delenv("KILN_HIDE_CPU_FEATURES")
+    assert lib.kiln_host_cpu_feature(b"xsave") == 1
+    assert "+xsave" in read_module(portable_mix.read_bytes()).kernel_variants[0].image.cpu_features
+    # non-gating features hidden: the best build is still chosen, forced it loads, and computes numpy's results
+    hidden = "xsave,xsaveopt,xsavec,xsaves,fsgsbase,rdrnd,rdseed,clflushopt,clwb,invpcid,pku,ermsb"
+    assert "kernel image 0: variant x86-64-v4 " in _kiln_run(portable_mix, "--list", hide=hidden).stdout
+    assert "kernel image 0: variant x86-64-v4 " in _kiln_run(portable_mix, "--list", hide=hidden,
+                                                            variant="x86-64-v4").stdout
+    for g, w in zip(_run_mix(portable_mix, tmp_path, hide=hidden), _mix_reference(_X, np.float32(2.5))):
+        np.testing.assert_allclose(g, w, rtol=2e-5, atol=1e-6)
+    # a gating feature hidden: the next build is chosen, and forcing the build is refused naming it
+    assert "kernel image 0: variant x86-64-v3 " in _kiln_run(portable_mix, "--list", hide="avx512bw").stdout
+    proc = _kiln_run(portable_mix, "--list", hide="xsave,avx512bw", variant="x86-64-v4", check=False)
+    assert proc.returncode != 0
+    assert "requires CPU feature '+avx512bw' which this host CPU lacks" in proc.stderr, proc.stderr
+    assert "kernel image 0: variant x86-64-v2 " in _kiln_run(portable_mix, "--list", hide="avx2,xsave").stdout
+
+
+def test_dump_marks_non_gating_features(portable_mix):
+    text = dump_text(portable_mix.read_bytes())
+    line = next(l for l in text.splitlines() if "variant x86-64-v4" in l)
+    marked = re.search(r" \[not gating: (\S+)\]: ", line)
+    assert marked and "+xsave" in marked.group(1).split(",") and "+avx512f" not in marked.group(1).split(","), line
 
 
 @pytest.mark.skipif(HOST_ARCH != "x86_64", reason="the x86-64 levels run on an x86-64 host")
@@ -402,3 +474,17 @@ def test_targets_checked_in_threads_at_once():
     assert all(f"unknown CPU '{c}'" in answers[c] for c in cpus[6:])
     after = os.fstat(2)
     assert (before.st_dev, before.st_ino) == (after.st_dev, after.st_ino)
+
+
+@pytest.mark.parametrize("entry, message", [
+    ('{ name = "x", hwcap = [1], gates_load = 0 }', "x: gates_load must be true or false"),
+    ('{ name = "x", always = true, gates_load = false }', "an 'always' feature needs none"),
+])
+def test_gates_load_is_validated(entry, message):
+    from kiln.vm.cpu_features_gen import CpuFeatureError, gen_c, gen_py, load
+
+    with pytest.raises(CpuFeatureError, match=re.escape(message)):
+        load(f"aarch64 = [\n  {entry},\n]\n")
+    tables = load('aarch64 = [\n  { name = "x", hwcap = [1], gates_load = false },\n  { name = "y", hwcap = [2] },\n]\n')
+    assert '{"x", 0x2ull, 0x0ull, 0, 0}' in gen_c(tables) and '{"y", 0x4ull, 0x0ull, 0, 1}' in gen_c(tables)
+    assert "'aarch64': frozenset({'x'})" in gen_py(tables)

@@ -37,7 +37,10 @@ def load(text: str) -> dict[str, list[dict]]:
             if not isinstance(name, str) or not name or len(name) >= 48 or name in seen:
                 raise CpuFeatureError(f"cpu_features.toml: {arch}: bad or duplicate name {name!r}")
             seen.add(name)
-            keys = set(e) - {"name"}
+            if "gates_load" in e and (not isinstance(e["gates_load"], bool) or e.get("always")):
+                raise CpuFeatureError(f"cpu_features.toml: {arch} {name}: gates_load must be true or false, "
+                                      f"and an 'always' feature needs none")
+            keys = set(e) - {"name", "gates_load"}
             allowed = {"x86_64": {"always", "cpuid", "state", "avx10"}, "aarch64": {"always", "hwcap", "hwcap2"},
                        "riscv64": {"always", "hwcap", "hwprobe"}}[arch]
             if keys - allowed:
@@ -64,6 +67,10 @@ def _c_str(s: str) -> str:
     return '"' + s + '"'
 
 
+def _gates(e: dict) -> int:
+    return 0 if e.get("gates_load") is False else 1
+
+
 def gen_c(tables: dict[str, list[dict]]) -> str:
     guard = "KILN_GENERATED_CPU_FEATURES_H_"
     w = [f"/* {HEADER} */",
@@ -71,41 +78,42 @@ def gen_c(tables: dict[str, list[dict]]) -> str:
          f"#ifndef {guard}", f"#define {guard}", "", "#include <stdint.h>", "",
          "/* x86_64: cpuid leaf/subleaf, register (0 eax .. 3 edx) and bit; `state`: OS-saved register",
          " * state it needs (KILN_X86_STATE_*); avx10: AVX10 version at least this (0: none);",
-         " * always: every x86_64 CPU has it. */",
+         " * always: every x86_64 CPU has it. gates_load (every architecture): 0 when the feature adds no",
+         " * instruction kiln's kernels use, so a host lacking it still loads an image recording it. */",
          *(f"#define KILN_X86_STATE_{k.upper()} {v}u" for k, v in _STATES.items()),
          "typedef struct kiln_x86_feature {", "  const char* name;", "  uint32_t leaf, subleaf;",
-         "  uint8_t reg, bit, state, avx10, always;", "} kiln_x86_feature_t;", "",
+         "  uint8_t reg, bit, state, avx10, always, gates_load;", "} kiln_x86_feature_t;", "",
          "#define KILN_X86_FEATURES_INIT \\", "  { \\"]
     for e in tables["x86_64"]:
         if e.get("always"):
-            w.append(f"    {{{_c_str(e['name'])}, 0, 0, 0, 0, 0, 0, 1}}, \\")
+            w.append(f"    {{{_c_str(e['name'])}, 0, 0, 0, 0, 0, 0, 1, 1}}, \\")
             continue
         leaf, sub, reg, bit = e["cpuid"]
         state = sum(_STATES[s] for s in e.get("state", []))
         w.append(f"    {{{_c_str(e['name'])}, 0x{leaf:x}u, {sub}u, {_REGISTERS[reg]}, {bit}, {state}, "
-                 f"{e.get('avx10', 0)}, 0}}, \\")
+                 f"{e.get('avx10', 0)}, 0, {_gates(e)}}}, \\")
     w += ["  }", "",
           "/* aarch64 (Linux): AT_HWCAP and AT_HWCAP2 bits that must all be set; always: baseline. */",
           "typedef struct kiln_aarch64_feature {", "  const char* name;", "  uint64_t hwcap, hwcap2;",
-          "  uint8_t always;", "} kiln_aarch64_feature_t;", "",
+          "  uint8_t always, gates_load;", "} kiln_aarch64_feature_t;", "",
           "#define KILN_AARCH64_FEATURES_INIT \\", "  { \\"]
     for e in tables["aarch64"]:
         hw = sum(1 << b for b in e.get("hwcap", []))
         hw2 = sum(1 << b for b in e.get("hwcap2", []))
-        w.append(f"    {{{_c_str(e['name'])}, 0x{hw:x}ull, 0x{hw2:x}ull, {1 if e.get('always') else 0}}}, \\")
+        w.append(f"    {{{_c_str(e['name'])}, 0x{hw:x}ull, 0x{hw2:x}ull, {1 if e.get('always') else 0}, {_gates(e)}}}, \\")
     w += ["  }", "",
           "/* riscv64 (Linux): AT_HWCAP bits (the single-letter extensions, 'x' - 'a') and bits of",
           " * riscv_hwprobe's RISCV_HWPROBE_KEY_IMA_EXT_0 (multi-letter extensions) that must all be set;",
           " * always: every rv64 CPU has it. */",
           "typedef struct kiln_riscv64_feature {", "  const char* name;", "  uint64_t hwcap, hwprobe;",
-          "  uint8_t always;", "} kiln_riscv64_feature_t;", "",
+          "  uint8_t always, gates_load;", "} kiln_riscv64_feature_t;", "",
           "#define KILN_RISCV64_FEATURES_INIT \\", "  { \\"]
     for e in tables["riscv64"]:
         if e.get("hwcap2"):
             raise CpuFeatureError(f"cpu_features.toml: riscv64 {e['name']}: riscv64 has no AT_HWCAP2 bits")
         hw = sum(1 << b for b in e.get("hwcap", []))
         probe = sum(1 << b for b in e.get("hwprobe", []))
-        w.append(f"    {{{_c_str(e['name'])}, 0x{hw:x}ull, 0x{probe:x}ull, {1 if e.get('always') else 0}}}, \\")
+        w.append(f"    {{{_c_str(e['name'])}, 0x{hw:x}ull, 0x{probe:x}ull, {1 if e.get('always') else 0}, {_gates(e)}}}, \\")
     w += ["  }", "", f"#endif /* {guard} */", ""]
     return "\n".join(w)
 
@@ -116,7 +124,13 @@ def gen_py(tables: dict[str, list[dict]]) -> str:
         w.append(f"    {arch!r}: (")
         w += [f"        {e['name']!r}," for e in tables[arch]]
         w.append("    ),")
-    w += ["}", '"""The CPU feature names (LLVM\'s) the runtime can check, per architecture."""', ""]
+    w += ["}", '"""The CPU feature names (LLVM\'s) the runtime can check, per architecture."""', "", "NON_GATING = {"]
+    for arch in _ARCHES:
+        names = [e["name"] for e in tables[arch] if not _gates(e)]
+        w.append(f"    {arch!r}: frozenset({{{', '.join(repr(n) for n in names)}}}),"
+                 if names else f"    {arch!r}: frozenset(),")
+    w += ["}", '"""Features that do not gate loading (gates_load = false): an image recording one still loads on a',
+          'host that lacks it; kiln dump marks them."""', ""]
     return "\n".join(w)
 
 

@@ -193,8 +193,16 @@ def _dump(m: ModuleFile) -> str:
     out.append(f"kernel images: {len(m.kernel_images)}, bindings aligned to "
                f"{'their elements' if m.element_aligned_bindings else '64 bytes'}")
     def describe(label, img):
+        from kiln.vm._generated.cpu_features import NON_GATING
+
         variant = f" variant {img.variant}" if img.variant else ""
-        out.append(f"  {label}{variant} {img.target_triple} features={img.cpu_features or '-'}: "
+        arch = img.target_triple.split("-", 1)[0]
+        arch = {"amd64": "x86_64", "arm64": "aarch64"}.get(arch, arch)
+        # recorded, but not required of the host that loads the image (schemas/cpu_features.toml)
+        free = [f for f in (img.cpu_features or "").split(",")
+                if f.startswith("+") and f[1:] in NON_GATING.get(arch, ())]
+        free = f" [not gating: {','.join(free)}]" if free else ""
+        out.append(f"  {label}{variant} {img.target_triple} features={img.cpu_features or '-'}{free}: "
                    f"{len(img.code)} bytes (text {img.text_size}, align "
                    f"{img.segment_align}), {len(img.relocs)} relocations, entry points "
                    f"[{', '.join(f'0x{e:x}' for e in img.entry_points)}]")

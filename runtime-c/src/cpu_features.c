@@ -7,6 +7,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(__x86_64__)
@@ -70,11 +71,12 @@ static void kiln_x86_init(void) {
     h->avx10_version = kiln_cpuid_reg(0x24, 0, 1) & 0xffu;
 }
 
-int kiln_host_has_feature(const char* name) {
+static int kiln_host_detect(const char* name, int* gates_load) {
   pthread_once(&kiln_x86_once, kiln_x86_init);
   for (size_t i = 0; i < sizeof kiln_x86_features / sizeof kiln_x86_features[0]; ++i) {
     const kiln_x86_feature_t* f = &kiln_x86_features[i];
     if (strcmp(name, f->name) != 0) continue;
+    *gates_load = f->gates_load;
     if (f->always) return 1;
     if ((f->state & kiln_x86_host.states) != f->state) return 0;
     if (f->avx10 && kiln_x86_host.avx10_version < f->avx10) return 0;
@@ -86,10 +88,11 @@ int kiln_host_has_feature(const char* name) {
 #elif defined(__aarch64__)
 static const kiln_aarch64_feature_t kiln_aarch64_features[] = KILN_AARCH64_FEATURES_INIT;
 
-int kiln_host_has_feature(const char* name) {
+static int kiln_host_detect(const char* name, int* gates_load) {
   for (size_t i = 0; i < sizeof kiln_aarch64_features / sizeof kiln_aarch64_features[0]; ++i) {
     const kiln_aarch64_feature_t* f = &kiln_aarch64_features[i];
     if (strcmp(name, f->name) != 0) continue;
+    *gates_load = f->gates_load;
     if (f->always) return 1;
 #if defined(__linux__)
     {
@@ -122,11 +125,12 @@ static void kiln_riscv64_init(void) {
 #endif
 }
 
-int kiln_host_has_feature(const char* name) {
+static int kiln_host_detect(const char* name, int* gates_load) {
   pthread_once(&kiln_riscv64_once, kiln_riscv64_init);
   for (size_t i = 0; i < sizeof kiln_riscv64_features / sizeof kiln_riscv64_features[0]; ++i) {
     const kiln_riscv64_feature_t* f = &kiln_riscv64_features[i];
     if (strcmp(name, f->name) != 0) continue;
+    *gates_load = f->gates_load;
     if (f->always) return 1;
 #if defined(__linux__)
     return ((uint64_t)getauxval(AT_HWCAP) & f->hwcap) == f->hwcap &&
@@ -139,11 +143,38 @@ int kiln_host_has_feature(const char* name) {
 }
 
 #else
-int kiln_host_has_feature(const char* name) {
-  (void)name;
+static int kiln_host_detect(const char* name, int* gates_load) {
+  (void)name, (void)gates_load;
   return -1;
 }
 #endif
+
+/* KILN_HIDE_CPU_FEATURES=a,b (a testing aid): the runtime answers as if the
+ * host lacked these features. It can only make loading stricter. */
+static int kiln_feature_hidden(const char* name) {
+  const char* p = getenv("KILN_HIDE_CPU_FEATURES");
+  size_t n = strlen(name);
+  while (p && *p) {
+    size_t len = strcspn(p, ",");
+    const char* item = p;
+    if (len && (*item == '+')) item++, len--;
+    if (len == n && strncmp(item, name, n) == 0) return 1;
+    p += strcspn(p, ",");
+    if (*p == ',') p++;
+  }
+  return 0;
+}
+
+int kiln_host_has_feature(const char* name) {
+  int gates_load = 1;
+  int has = kiln_host_detect(name, &gates_load);
+  return has == 1 && kiln_feature_hidden(name) ? 0 : has;
+}
+
+int kiln_feature_gates_load(const char* name) {
+  int gates_load = 1;
+  return kiln_host_detect(name, &gates_load) < 0 ? 1 : gates_load;
+}
 
 int kiln_host_cpu_feature(const char* name) {
   return name ? kiln_host_has_feature(name) : -1;

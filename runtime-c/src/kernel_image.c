@@ -234,7 +234,9 @@ int kiln_host_supports(const char* target_triple, const char* cpu_features,
                       feature, target_triple);
           return 0;
         }
-        if (has == 0) {
+        /* A feature that adds no instruction kiln's kernels use (gates_load =
+         * false) is recorded but not required: qemu and some kernels hide them. */
+        if (has == 0 && kiln_feature_gates_load(feature)) {
           kiln_reason(reason, reason_size,
                       "kernel image requires CPU feature '+%s' which this host "
                       "CPU lacks (target %s)",

@@ -207,3 +207,11 @@ FEATURES = {
     ),
 }
 """The CPU feature names (LLVM's) the runtime can check, per architecture."""
+
+NON_GATING = {
+    'x86_64': frozenset({'xsave', 'rdrnd', 'lwp', 'mwaitx', 'clzero', 'rdpru', 'wbnoinvd', 'fsgsbase', 'sgx', 'ermsb', 'invpcid', 'rtm', 'rdseed', 'clflushopt', 'clwb', 'pku', 'waitpkg', 'shstk', 'rdpid', 'kl', 'cldemote', 'movdiri', 'movdir64b', 'enqcmd', 'uintr', 'serialize', 'tsxldtrk', 'pconfig', 'hreset', 'xsaveopt', 'xsavec', 'xsaves', 'ptwrite', 'widekl'}),
+    'aarch64': frozenset({'ccpp', 'dit', 'ssbs', 'sb', 'pauth', 'ccdp', 'rand', 'bti', 'mte'}),
+    'riscv64': frozenset(),
+}
+"""Features that do not gate loading (gates_load = false): an image recording one still loads on a
+host that lacks it; kiln dump marks them."""

@@ -211,7 +211,11 @@ const char* kiln_module_provenance(const kiln_module_t* module, const char* key)
  * record them: "avx2", "avx512f", "sve"), 0 when it lacks it, -1 when this
  * runtime cannot check the name on this architecture (a kernel image that
  * needs such a feature is refused). The names and their detection come from
- * schemas/cpu_features.toml. */
+ * schemas/cpu_features.toml. Features marked gates_load = false there (they
+ * add no instruction kiln's kernels use: aarch64 ssbs, dit, x86 xsave, sgx,
+ * ...) are recorded by images but not required when loading them. The
+ * environment variable KILN_HIDE_CPU_FEATURES=a,b (a testing aid) makes the
+ * runtime answer 0 for these names. */
 int kiln_host_cpu_feature(const char* name);
 
 /* Kernel variants (format 2.4): a module may carry several builds of a kernel

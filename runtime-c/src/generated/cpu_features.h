@@ -7,7 +7,8 @@
 
 /* x86_64: cpuid leaf/subleaf, register (0 eax .. 3 edx) and bit; `state`: OS-saved register
  * state it needs (KILN_X86_STATE_*); avx10: AVX10 version at least this (0: none);
- * always: every x86_64 CPU has it. */
+ * always: every x86_64 CPU has it. gates_load (every architecture): 0 when the feature adds no
+ * instruction kiln's kernels use, so a host lacking it still loads an image recording it. */
 #define KILN_X86_STATE_AVX 1u
 #define KILN_X86_STATE_AVX512 2u
 #define KILN_X86_STATE_AMX 4u
@@ -15,201 +16,201 @@
 typedef struct kiln_x86_feature {
   const char* name;
   uint32_t leaf, subleaf;
-  uint8_t reg, bit, state, avx10, always;
+  uint8_t reg, bit, state, avx10, always, gates_load;
 } kiln_x86_feature_t;
 
 #define KILN_X86_FEATURES_INIT \
   { \
-    {"64bit", 0, 0, 0, 0, 0, 0, 1}, \
-    {"x87", 0x1u, 0u, 3, 0, 0, 0, 0}, \
-    {"cx8", 0x1u, 0u, 3, 8, 0, 0, 0}, \
-    {"cmov", 0x1u, 0u, 3, 15, 0, 0, 0}, \
-    {"mmx", 0x1u, 0u, 3, 23, 0, 0, 0}, \
-    {"fxsr", 0x1u, 0u, 3, 24, 0, 0, 0}, \
-    {"sse", 0x1u, 0u, 3, 25, 0, 0, 0}, \
-    {"sse2", 0x1u, 0u, 3, 26, 0, 0, 0}, \
-    {"nopl", 0, 0, 0, 0, 0, 0, 1}, \
-    {"sse3", 0x1u, 0u, 2, 0, 0, 0, 0}, \
-    {"pclmul", 0x1u, 0u, 2, 1, 0, 0, 0}, \
-    {"ssse3", 0x1u, 0u, 2, 9, 0, 0, 0}, \
-    {"fma", 0x1u, 0u, 2, 12, 1, 0, 0}, \
-    {"cx16", 0x1u, 0u, 2, 13, 0, 0, 0}, \
-    {"sse4.1", 0x1u, 0u, 2, 19, 0, 0, 0}, \
-    {"sse4.2", 0x1u, 0u, 2, 20, 0, 0, 0}, \
-    {"crc32", 0x1u, 0u, 2, 20, 0, 0, 0}, \
-    {"movbe", 0x1u, 0u, 2, 22, 0, 0, 0}, \
-    {"popcnt", 0x1u, 0u, 2, 23, 0, 0, 0}, \
-    {"aes", 0x1u, 0u, 2, 25, 0, 0, 0}, \
-    {"xsave", 0x1u, 0u, 2, 26, 1, 0, 0}, \
-    {"avx", 0x1u, 0u, 2, 28, 1, 0, 0}, \
-    {"f16c", 0x1u, 0u, 2, 29, 1, 0, 0}, \
-    {"rdrnd", 0x1u, 0u, 2, 30, 0, 0, 0}, \
-    {"sahf", 0x80000001u, 0u, 2, 0, 0, 0, 0}, \
-    {"lzcnt", 0x80000001u, 0u, 2, 5, 0, 0, 0}, \
-    {"abm", 0x80000001u, 0u, 2, 5, 0, 0, 0}, \
-    {"sse4a", 0x80000001u, 0u, 2, 6, 0, 0, 0}, \
-    {"prfchw", 0x80000001u, 0u, 2, 8, 0, 0, 0}, \
-    {"xop", 0x80000001u, 0u, 2, 11, 1, 0, 0}, \
-    {"lwp", 0x80000001u, 0u, 2, 15, 0, 0, 0}, \
-    {"fma4", 0x80000001u, 0u, 2, 16, 1, 0, 0}, \
-    {"tbm", 0x80000001u, 0u, 2, 21, 0, 0, 0}, \
-    {"mwaitx", 0x80000001u, 0u, 2, 29, 0, 0, 0}, \
-    {"clzero", 0x80000008u, 0u, 1, 0, 0, 0, 0}, \
-    {"rdpru", 0x80000008u, 0u, 1, 4, 0, 0, 0}, \
-    {"wbnoinvd", 0x80000008u, 0u, 1, 9, 0, 0, 0}, \
-    {"fsgsbase", 0x7u, 0u, 1, 0, 0, 0, 0}, \
-    {"sgx", 0x7u, 0u, 1, 2, 0, 0, 0}, \
-    {"bmi", 0x7u, 0u, 1, 3, 0, 0, 0}, \
-    {"avx2", 0x7u, 0u, 1, 5, 1, 0, 0}, \
-    {"bmi2", 0x7u, 0u, 1, 8, 0, 0, 0}, \
-    {"ermsb", 0x7u, 0u, 1, 9, 0, 0, 0}, \
-    {"invpcid", 0x7u, 0u, 1, 10, 0, 0, 0}, \
-    {"rtm", 0x7u, 0u, 1, 11, 0, 0, 0}, \
-    {"avx512f", 0x7u, 0u, 1, 16, 2, 0, 0}, \
-    {"evex512", 0x7u, 0u, 1, 16, 2, 0, 0}, \
-    {"avx512dq", 0x7u, 0u, 1, 17, 2, 0, 0}, \
-    {"rdseed", 0x7u, 0u, 1, 18, 0, 0, 0}, \
-    {"adx", 0x7u, 0u, 1, 19, 0, 0, 0}, \
-    {"avx512ifma", 0x7u, 0u, 1, 21, 2, 0, 0}, \
-    {"clflushopt", 0x7u, 0u, 1, 23, 0, 0, 0}, \
-    {"clwb", 0x7u, 0u, 1, 24, 0, 0, 0}, \
-    {"avx512pf", 0x7u, 0u, 1, 26, 2, 0, 0}, \
-    {"avx512er", 0x7u, 0u, 1, 27, 2, 0, 0}, \
-    {"avx512cd", 0x7u, 0u, 1, 28, 2, 0, 0}, \
-    {"sha", 0x7u, 0u, 1, 29, 0, 0, 0}, \
-    {"avx512bw", 0x7u, 0u, 1, 30, 2, 0, 0}, \
-    {"avx512vl", 0x7u, 0u, 1, 31, 2, 0, 0}, \
-    {"prefetchwt1", 0x7u, 0u, 2, 0, 0, 0, 0}, \
-    {"avx512vbmi", 0x7u, 0u, 2, 1, 2, 0, 0}, \
-    {"pku", 0x7u, 0u, 2, 4, 0, 0, 0}, \
-    {"waitpkg", 0x7u, 0u, 2, 5, 0, 0, 0}, \
-    {"avx512vbmi2", 0x7u, 0u, 2, 6, 2, 0, 0}, \
-    {"shstk", 0x7u, 0u, 2, 7, 0, 0, 0}, \
-    {"gfni", 0x7u, 0u, 2, 8, 0, 0, 0}, \
-    {"vaes", 0x7u, 0u, 2, 9, 1, 0, 0}, \
-    {"vpclmulqdq", 0x7u, 0u, 2, 10, 1, 0, 0}, \
-    {"avx512vnni", 0x7u, 0u, 2, 11, 2, 0, 0}, \
-    {"avx512bitalg", 0x7u, 0u, 2, 12, 2, 0, 0}, \
-    {"avx512vpopcntdq", 0x7u, 0u, 2, 14, 2, 0, 0}, \
-    {"rdpid", 0x7u, 0u, 2, 22, 0, 0, 0}, \
-    {"kl", 0x7u, 0u, 2, 23, 0, 0, 0}, \
-    {"cldemote", 0x7u, 0u, 2, 25, 0, 0, 0}, \
-    {"movdiri", 0x7u, 0u, 2, 27, 0, 0, 0}, \
-    {"movdir64b", 0x7u, 0u, 2, 28, 0, 0, 0}, \
-    {"enqcmd", 0x7u, 0u, 2, 29, 0, 0, 0}, \
-    {"uintr", 0x7u, 0u, 3, 5, 0, 0, 0}, \
-    {"avx512vp2intersect", 0x7u, 0u, 3, 8, 2, 0, 0}, \
-    {"serialize", 0x7u, 0u, 3, 14, 0, 0, 0}, \
-    {"tsxldtrk", 0x7u, 0u, 3, 16, 0, 0, 0}, \
-    {"pconfig", 0x7u, 0u, 3, 18, 0, 0, 0}, \
-    {"amx-bf16", 0x7u, 0u, 3, 22, 4, 0, 0}, \
-    {"avx512fp16", 0x7u, 0u, 3, 23, 2, 0, 0}, \
-    {"amx-tile", 0x7u, 0u, 3, 24, 4, 0, 0}, \
-    {"amx-int8", 0x7u, 0u, 3, 25, 4, 0, 0}, \
-    {"sha512", 0x7u, 1u, 0, 0, 1, 0, 0}, \
-    {"sm3", 0x7u, 1u, 0, 1, 1, 0, 0}, \
-    {"sm4", 0x7u, 1u, 0, 2, 1, 0, 0}, \
-    {"raoint", 0x7u, 1u, 0, 3, 0, 0, 0}, \
-    {"avxvnni", 0x7u, 1u, 0, 4, 1, 0, 0}, \
-    {"avx512bf16", 0x7u, 1u, 0, 5, 2, 0, 0}, \
-    {"cmpccxadd", 0x7u, 1u, 0, 7, 0, 0, 0}, \
-    {"amx-fp16", 0x7u, 1u, 0, 21, 4, 0, 0}, \
-    {"hreset", 0x7u, 1u, 0, 22, 0, 0, 0}, \
-    {"avxifma", 0x7u, 1u, 0, 23, 1, 0, 0}, \
-    {"avxvnniint8", 0x7u, 1u, 3, 4, 1, 0, 0}, \
-    {"avxneconvert", 0x7u, 1u, 3, 5, 1, 0, 0}, \
-    {"amx-complex", 0x7u, 1u, 3, 8, 4, 0, 0}, \
-    {"avxvnniint16", 0x7u, 1u, 3, 10, 1, 0, 0}, \
-    {"prefetchi", 0x7u, 1u, 3, 14, 0, 0, 0}, \
-    {"usermsr", 0x7u, 1u, 3, 15, 0, 0, 0}, \
-    {"xsaveopt", 0xdu, 1u, 0, 0, 1, 0, 0}, \
-    {"xsavec", 0xdu, 1u, 0, 1, 1, 0, 0}, \
-    {"xsaves", 0xdu, 1u, 0, 3, 1, 0, 0}, \
-    {"ptwrite", 0x14u, 0u, 1, 4, 0, 0, 0}, \
-    {"widekl", 0x19u, 0u, 1, 2, 0, 0, 0}, \
-    {"movrs", 0x7u, 1u, 0, 31, 0, 0, 0}, \
-    {"amx-fp8", 0x1eu, 1u, 0, 4, 4, 0, 0}, \
-    {"amx-transpose", 0x1eu, 1u, 0, 5, 4, 0, 0}, \
-    {"amx-tf32", 0x1eu, 1u, 0, 6, 4, 0, 0}, \
-    {"amx-avx512", 0x1eu, 1u, 0, 7, 6, 0, 0}, \
-    {"amx-movrs", 0x1eu, 1u, 0, 8, 4, 0, 0}, \
-    {"avx10.1", 0x7u, 1u, 3, 19, 2, 1, 0}, \
-    {"avx10.1-256", 0x7u, 1u, 3, 19, 2, 1, 0}, \
-    {"avx10.1-512", 0x7u, 1u, 3, 19, 2, 1, 0}, \
-    {"avx10.2", 0x7u, 1u, 3, 19, 2, 2, 0}, \
-    {"avx10.2-256", 0x7u, 1u, 3, 19, 2, 2, 0}, \
-    {"avx10.2-512", 0x7u, 1u, 3, 19, 2, 2, 0}, \
-    {"egpr", 0x7u, 1u, 3, 21, 8, 0, 0}, \
-    {"push2pop2", 0x7u, 1u, 3, 21, 8, 0, 0}, \
-    {"ppx", 0x7u, 1u, 3, 21, 8, 0, 0}, \
-    {"ndd", 0x7u, 1u, 3, 21, 8, 0, 0}, \
-    {"ccmp", 0x7u, 1u, 3, 21, 8, 0, 0}, \
-    {"nf", 0x7u, 1u, 3, 21, 8, 0, 0}, \
-    {"cf", 0x7u, 1u, 3, 21, 8, 0, 0}, \
-    {"zu", 0x7u, 1u, 3, 21, 8, 0, 0}, \
+    {"64bit", 0, 0, 0, 0, 0, 0, 1, 1}, \
+    {"x87", 0x1u, 0u, 3, 0, 0, 0, 0, 1}, \
+    {"cx8", 0x1u, 0u, 3, 8, 0, 0, 0, 1}, \
+    {"cmov", 0x1u, 0u, 3, 15, 0, 0, 0, 1}, \
+    {"mmx", 0x1u, 0u, 3, 23, 0, 0, 0, 1}, \
+    {"fxsr", 0x1u, 0u, 3, 24, 0, 0, 0, 1}, \
+    {"sse", 0x1u, 0u, 3, 25, 0, 0, 0, 1}, \
+    {"sse2", 0x1u, 0u, 3, 26, 0, 0, 0, 1}, \
+    {"nopl", 0, 0, 0, 0, 0, 0, 1, 1}, \
+    {"sse3", 0x1u, 0u, 2, 0, 0, 0, 0, 1}, \
+    {"pclmul", 0x1u, 0u, 2, 1, 0, 0, 0, 1}, \
+    {"ssse3", 0x1u, 0u, 2, 9, 0, 0, 0, 1}, \
+    {"fma", 0x1u, 0u, 2, 12, 1, 0, 0, 1}, \
+    {"cx16", 0x1u, 0u, 2, 13, 0, 0, 0, 1}, \
+    {"sse4.1", 0x1u, 0u, 2, 19, 0, 0, 0, 1}, \
+    {"sse4.2", 0x1u, 0u, 2, 20, 0, 0, 0, 1}, \
+    {"crc32", 0x1u, 0u, 2, 20, 0, 0, 0, 1}, \
+    {"movbe", 0x1u, 0u, 2, 22, 0, 0, 0, 1}, \
+    {"popcnt", 0x1u, 0u, 2, 23, 0, 0, 0, 1}, \
+    {"aes", 0x1u, 0u, 2, 25, 0, 0, 0, 1}, \
+    {"xsave", 0x1u, 0u, 2, 26, 1, 0, 0, 0}, \
+    {"avx", 0x1u, 0u, 2, 28, 1, 0, 0, 1}, \
+    {"f16c", 0x1u, 0u, 2, 29, 1, 0, 0, 1}, \
+    {"rdrnd", 0x1u, 0u, 2, 30, 0, 0, 0, 0}, \
+    {"sahf", 0x80000001u, 0u, 2, 0, 0, 0, 0, 1}, \
+    {"lzcnt", 0x80000001u, 0u, 2, 5, 0, 0, 0, 1}, \
+    {"abm", 0x80000001u, 0u, 2, 5, 0, 0, 0, 1}, \
+    {"sse4a", 0x80000001u, 0u, 2, 6, 0, 0, 0, 1}, \
+    {"prfchw", 0x80000001u, 0u, 2, 8, 0, 0, 0, 1}, \
+    {"xop", 0x80000001u, 0u, 2, 11, 1, 0, 0, 1}, \
+    {"lwp", 0x80000001u, 0u, 2, 15, 0, 0, 0, 0}, \
+    {"fma4", 0x80000001u, 0u, 2, 16, 1, 0, 0, 1}, \
+    {"tbm", 0x80000001u, 0u, 2, 21, 0, 0, 0, 1}, \
+    {"mwaitx", 0x80000001u, 0u, 2, 29, 0, 0, 0, 0}, \
+    {"clzero", 0x80000008u, 0u, 1, 0, 0, 0, 0, 0}, \
+    {"rdpru", 0x80000008u, 0u, 1, 4, 0, 0, 0, 0}, \
+    {"wbnoinvd", 0x80000008u, 0u, 1, 9, 0, 0, 0, 0}, \
+    {"fsgsbase", 0x7u, 0u, 1, 0, 0, 0, 0, 0}, \
+    {"sgx", 0x7u, 0u, 1, 2, 0, 0, 0, 0}, \
+    {"bmi", 0x7u, 0u, 1, 3, 0, 0, 0, 1}, \
+    {"avx2", 0x7u, 0u, 1, 5, 1, 0, 0, 1}, \
+    {"bmi2", 0x7u, 0u, 1, 8, 0, 0, 0, 1}, \
+    {"ermsb", 0x7u, 0u, 1, 9, 0, 0, 0, 0}, \
+    {"invpcid", 0x7u, 0u, 1, 10, 0, 0, 0, 0}, \
+    {"rtm", 0x7u, 0u, 1, 11, 0, 0, 0, 0}, \
+    {"avx512f", 0x7u, 0u, 1, 16, 2, 0, 0, 1}, \
+    {"evex512", 0x7u, 0u, 1, 16, 2, 0, 0, 1}, \
+    {"avx512dq", 0x7u, 0u, 1, 17, 2, 0, 0, 1}, \
+    {"rdseed", 0x7u, 0u, 1, 18, 0, 0, 0, 0}, \
+    {"adx", 0x7u, 0u, 1, 19, 0, 0, 0, 1}, \
+    {"avx512ifma", 0x7u, 0u, 1, 21, 2, 0, 0, 1}, \
+    {"clflushopt", 0x7u, 0u, 1, 23, 0, 0, 0, 0}, \
+    {"clwb", 0x7u, 0u, 1, 24, 0, 0, 0, 0}, \
+    {"avx512pf", 0x7u, 0u, 1, 26, 2, 0, 0, 1}, \
+    {"avx512er", 0x7u, 0u, 1, 27, 2, 0, 0, 1}, \
+    {"avx512cd", 0x7u, 0u, 1, 28, 2, 0, 0, 1}, \
+    {"sha", 0x7u, 0u, 1, 29, 0, 0, 0, 1}, \
+    {"avx512bw", 0x7u, 0u, 1, 30, 2, 0, 0, 1}, \
+    {"avx512vl", 0x7u, 0u, 1, 31, 2, 0, 0, 1}, \
+    {"prefetchwt1", 0x7u, 0u, 2, 0, 0, 0, 0, 1}, \
+    {"avx512vbmi", 0x7u, 0u, 2, 1, 2, 0, 0, 1}, \
+    {"pku", 0x7u, 0u, 2, 4, 0, 0, 0, 0}, \
+    {"waitpkg", 0x7u, 0u, 2, 5, 0, 0, 0, 0}, \
+    {"avx512vbmi2", 0x7u, 0u, 2, 6, 2, 0, 0, 1}, \
+    {"shstk", 0x7u, 0u, 2, 7, 0, 0, 0, 0}, \
+    {"gfni", 0x7u, 0u, 2, 8, 0, 0, 0, 1}, \
+    {"vaes", 0x7u, 0u, 2, 9, 1, 0, 0, 1}, \
+    {"vpclmulqdq", 0x7u, 0u, 2, 10, 1, 0, 0, 1}, \
+    {"avx512vnni", 0x7u, 0u, 2, 11, 2, 0, 0, 1}, \
+    {"avx512bitalg", 0x7u, 0u, 2, 12, 2, 0, 0, 1}, \
+    {"avx512vpopcntdq", 0x7u, 0u, 2, 14, 2, 0, 0, 1}, \
+    {"rdpid", 0x7u, 0u, 2, 22, 0, 0, 0, 0}, \
+    {"kl", 0x7u, 0u, 2, 23, 0, 0, 0, 0}, \
+    {"cldemote", 0x7u, 0u, 2, 25, 0, 0, 0, 0}, \
+    {"movdiri", 0x7u, 0u, 2, 27, 0, 0, 0, 0}, \
+    {"movdir64b", 0x7u, 0u, 2, 28, 0, 0, 0, 0}, \
+    {"enqcmd", 0x7u, 0u, 2, 29, 0, 0, 0, 0}, \
+    {"uintr", 0x7u, 0u, 3, 5, 0, 0, 0, 0}, \
+    {"avx512vp2intersect", 0x7u, 0u, 3, 8, 2, 0, 0, 1}, \
+    {"serialize", 0x7u, 0u, 3, 14, 0, 0, 0, 0}, \
+    {"tsxldtrk", 0x7u, 0u, 3, 16, 0, 0, 0, 0}, \
+    {"pconfig", 0x7u, 0u, 3, 18, 0, 0, 0, 0}, \
+    {"amx-bf16", 0x7u, 0u, 3, 22, 4, 0, 0, 1}, \
+    {"avx512fp16", 0x7u, 0u, 3, 23, 2, 0, 0, 1}, \
+    {"amx-tile", 0x7u, 0u, 3, 24, 4, 0, 0, 1}, \
+    {"amx-int8", 0x7u, 0u, 3, 25, 4, 0, 0, 1}, \
+    {"sha512", 0x7u, 1u, 0, 0, 1, 0, 0, 1}, \
+    {"sm3", 0x7u, 1u, 0, 1, 1, 0, 0, 1}, \
+    {"sm4", 0x7u, 1u, 0, 2, 1, 0, 0, 1}, \
+    {"raoint", 0x7u, 1u, 0, 3, 0, 0, 0, 1}, \
+    {"avxvnni", 0x7u, 1u, 0, 4, 1, 0, 0, 1}, \
+    {"avx512bf16", 0x7u, 1u, 0, 5, 2, 0, 0, 1}, \
+    {"cmpccxadd", 0x7u, 1u, 0, 7, 0, 0, 0, 1}, \
+    {"amx-fp16", 0x7u, 1u, 0, 21, 4, 0, 0, 1}, \
+    {"hreset", 0x7u, 1u, 0, 22, 0, 0, 0, 0}, \
+    {"avxifma", 0x7u, 1u, 0, 23, 1, 0, 0, 1}, \
+    {"avxvnniint8", 0x7u, 1u, 3, 4, 1, 0, 0, 1}, \
+    {"avxneconvert", 0x7u, 1u, 3, 5, 1, 0, 0, 1}, \
+    {"amx-complex", 0x7u, 1u, 3, 8, 4, 0, 0, 1}, \
+    {"avxvnniint16", 0x7u, 1u, 3, 10, 1, 0, 0, 1}, \
+    {"prefetchi", 0x7u, 1u, 3, 14, 0, 0, 0, 1}, \
+    {"usermsr", 0x7u, 1u, 3, 15, 0, 0, 0, 1}, \
+    {"xsaveopt", 0xdu, 1u, 0, 0, 1, 0, 0, 0}, \
+    {"xsavec", 0xdu, 1u, 0, 1, 1, 0, 0, 0}, \
+    {"xsaves", 0xdu, 1u, 0, 3, 1, 0, 0, 0}, \
+    {"ptwrite", 0x14u, 0u, 1, 4, 0, 0, 0, 0}, \
+    {"widekl", 0x19u, 0u, 1, 2, 0, 0, 0, 0}, \
+    {"movrs", 0x7u, 1u, 0, 31, 0, 0, 0, 1}, \
+    {"amx-fp8", 0x1eu, 1u, 0, 4, 4, 0, 0, 1}, \
+    {"amx-transpose", 0x1eu, 1u, 0, 5, 4, 0, 0, 1}, \
+    {"amx-tf32", 0x1eu, 1u, 0, 6, 4, 0, 0, 1}, \
+    {"amx-avx512", 0x1eu, 1u, 0, 7, 6, 0, 0, 1}, \
+    {"amx-movrs", 0x1eu, 1u, 0, 8, 4, 0, 0, 1}, \
+    {"avx10.1", 0x7u, 1u, 3, 19, 2, 1, 0, 1}, \
+    {"avx10.1-256", 0x7u, 1u, 3, 19, 2, 1, 0, 1}, \
+    {"avx10.1-512", 0x7u, 1u, 3, 19, 2, 1, 0, 1}, \
+    {"avx10.2", 0x7u, 1u, 3, 19, 2, 2, 0, 1}, \
+    {"avx10.2-256", 0x7u, 1u, 3, 19, 2, 2, 0, 1}, \
+    {"avx10.2-512", 0x7u, 1u, 3, 19, 2, 2, 0, 1}, \
+    {"egpr", 0x7u, 1u, 3, 21, 8, 0, 0, 1}, \
+    {"push2pop2", 0x7u, 1u, 3, 21, 8, 0, 0, 1}, \
+    {"ppx", 0x7u, 1u, 3, 21, 8, 0, 0, 1}, \
+    {"ndd", 0x7u, 1u, 3, 21, 8, 0, 0, 1}, \
+    {"ccmp", 0x7u, 1u, 3, 21, 8, 0, 0, 1}, \
+    {"nf", 0x7u, 1u, 3, 21, 8, 0, 0, 1}, \
+    {"cf", 0x7u, 1u, 3, 21, 8, 0, 0, 1}, \
+    {"zu", 0x7u, 1u, 3, 21, 8, 0, 0, 1}, \
   }
 
 /* aarch64 (Linux): AT_HWCAP and AT_HWCAP2 bits that must all be set; always: baseline. */
 typedef struct kiln_aarch64_feature {
   const char* name;
   uint64_t hwcap, hwcap2;
-  uint8_t always;
+  uint8_t always, gates_load;
 } kiln_aarch64_feature_t;
 
 #define KILN_AARCH64_FEATURES_INIT \
   { \
-    {"neon", 0x0ull, 0x0ull, 1}, \
-    {"fp-armv8", 0x0ull, 0x0ull, 1}, \
-    {"v8a", 0x0ull, 0x0ull, 1}, \
-    {"v8.0a", 0x0ull, 0x0ull, 1}, \
-    {"aes", 0x18ull, 0x0ull, 0}, \
-    {"sha2", 0x40ull, 0x0ull, 0}, \
-    {"crypto", 0x78ull, 0x0ull, 0}, \
-    {"crc", 0x80ull, 0x0ull, 0}, \
-    {"lse", 0x100ull, 0x0ull, 0}, \
-    {"fullfp16", 0x600ull, 0x0ull, 0}, \
-    {"rdm", 0x1000ull, 0x0ull, 0}, \
-    {"jsconv", 0x2000ull, 0x0ull, 0}, \
-    {"fcma", 0x4000ull, 0x0ull, 0}, \
-    {"rcpc", 0x8000ull, 0x0ull, 0}, \
-    {"ccpp", 0x10000ull, 0x0ull, 0}, \
-    {"sha3", 0x220000ull, 0x0ull, 0}, \
-    {"sm4", 0xc0000ull, 0x0ull, 0}, \
-    {"dotprod", 0x100000ull, 0x0ull, 0}, \
-    {"sve", 0x400000ull, 0x0ull, 0}, \
-    {"fp16fml", 0x800000ull, 0x0ull, 0}, \
-    {"dit", 0x1000000ull, 0x0ull, 0}, \
-    {"rcpc-immo", 0x4000000ull, 0x0ull, 0}, \
-    {"flagm", 0x8000000ull, 0x0ull, 0}, \
-    {"ssbs", 0x10000000ull, 0x0ull, 0}, \
-    {"sb", 0x20000000ull, 0x0ull, 0}, \
-    {"pauth", 0xc0000000ull, 0x0ull, 0}, \
-    {"v8.1a", 0x1180ull, 0x0ull, 0}, \
-    {"v8.2a", 0x11180ull, 0x0ull, 0}, \
-    {"ccdp", 0x0ull, 0x1ull, 0}, \
-    {"sve2", 0x0ull, 0x2ull, 0}, \
-    {"sve2-aes", 0x0ull, 0xcull, 0}, \
-    {"sve-aes", 0x0ull, 0x4ull, 0}, \
-    {"sve2-bitperm", 0x0ull, 0x10ull, 0}, \
-    {"sve2-sha3", 0x0ull, 0x20ull, 0}, \
-    {"sve-sha3", 0x0ull, 0x20ull, 0}, \
-    {"sve2-sm4", 0x0ull, 0x40ull, 0}, \
-    {"sve-sm4", 0x0ull, 0x40ull, 0}, \
-    {"flagm2", 0x0ull, 0x80ull, 0}, \
-    {"frint3264", 0x0ull, 0x100ull, 0}, \
-    {"i8mm", 0x0ull, 0x2000ull, 0}, \
-    {"bf16", 0x0ull, 0x4000ull, 0}, \
-    {"rand", 0x0ull, 0x10000ull, 0}, \
-    {"bti", 0x0ull, 0x20000ull, 0}, \
-    {"mte", 0x0ull, 0x40000ull, 0}, \
-    {"complxnum", 0x4000ull, 0x0ull, 0}, \
-    {"altnzcv", 0x0ull, 0x80ull, 0}, \
-    {"fptoint", 0x0ull, 0x100ull, 0}, \
-    {"f32mm", 0x0ull, 0x400ull, 0}, \
-    {"f64mm", 0x0ull, 0x800ull, 0}, \
-    {"sme", 0x0ull, 0x800000ull, 0}, \
-    {"sme2", 0x0ull, 0x2000000000ull, 0}, \
-    {"mops", 0x0ull, 0x80000000000ull, 0}, \
+    {"neon", 0x0ull, 0x0ull, 1, 1}, \
+    {"fp-armv8", 0x0ull, 0x0ull, 1, 1}, \
+    {"v8a", 0x0ull, 0x0ull, 1, 1}, \
+    {"v8.0a", 0x0ull, 0x0ull, 1, 1}, \
+    {"aes", 0x18ull, 0x0ull, 0, 1}, \
+    {"sha2", 0x40ull, 0x0ull, 0, 1}, \
+    {"crypto", 0x78ull, 0x0ull, 0, 1}, \
+    {"crc", 0x80ull, 0x0ull, 0, 1}, \
+    {"lse", 0x100ull, 0x0ull, 0, 1}, \
+    {"fullfp16", 0x600ull, 0x0ull, 0, 1}, \
+    {"rdm", 0x1000ull, 0x0ull, 0, 1}, \
+    {"jsconv", 0x2000ull, 0x0ull, 0, 1}, \
+    {"fcma", 0x4000ull, 0x0ull, 0, 1}, \
+    {"rcpc", 0x8000ull, 0x0ull, 0, 1}, \
+    {"ccpp", 0x10000ull, 0x0ull, 0, 0}, \
+    {"sha3", 0x220000ull, 0x0ull, 0, 1}, \
+    {"sm4", 0xc0000ull, 0x0ull, 0, 1}, \
+    {"dotprod", 0x100000ull, 0x0ull, 0, 1}, \
+    {"sve", 0x400000ull, 0x0ull, 0, 1}, \
+    {"fp16fml", 0x800000ull, 0x0ull, 0, 1}, \
+    {"dit", 0x1000000ull, 0x0ull, 0, 0}, \
+    {"rcpc-immo", 0x4000000ull, 0x0ull, 0, 1}, \
+    {"flagm", 0x8000000ull, 0x0ull, 0, 1}, \
+    {"ssbs", 0x10000000ull, 0x0ull, 0, 0}, \
+    {"sb", 0x20000000ull, 0x0ull, 0, 0}, \
+    {"pauth", 0xc0000000ull, 0x0ull, 0, 0}, \
+    {"v8.1a", 0x1180ull, 0x0ull, 0, 1}, \
+    {"v8.2a", 0x11180ull, 0x0ull, 0, 1}, \
+    {"ccdp", 0x0ull, 0x1ull, 0, 0}, \
+    {"sve2", 0x0ull, 0x2ull, 0, 1}, \
+    {"sve2-aes", 0x0ull, 0xcull, 0, 1}, \
+    {"sve-aes", 0x0ull, 0x4ull, 0, 1}, \
+    {"sve2-bitperm", 0x0ull, 0x10ull, 0, 1}, \
+    {"sve2-sha3", 0x0ull, 0x20ull, 0, 1}, \
+    {"sve-sha3", 0x0ull, 0x20ull, 0, 1}, \
+    {"sve2-sm4", 0x0ull, 0x40ull, 0, 1}, \
+    {"sve-sm4", 0x0ull, 0x40ull, 0, 1}, \
+    {"flagm2", 0x0ull, 0x80ull, 0, 1}, \
+    {"frint3264", 0x0ull, 0x100ull, 0, 1}, \
+    {"i8mm", 0x0ull, 0x2000ull, 0, 1}, \
+    {"bf16", 0x0ull, 0x4000ull, 0, 1}, \
+    {"rand", 0x0ull, 0x10000ull, 0, 0}, \
+    {"bti", 0x0ull, 0x20000ull, 0, 0}, \
+    {"mte", 0x0ull, 0x40000ull, 0, 0}, \
+    {"complxnum", 0x4000ull, 0x0ull, 0, 1}, \
+    {"altnzcv", 0x0ull, 0x80ull, 0, 1}, \
+    {"fptoint", 0x0ull, 0x100ull, 0, 1}, \
+    {"f32mm", 0x0ull, 0x400ull, 0, 1}, \
+    {"f64mm", 0x0ull, 0x800ull, 0, 1}, \
+    {"sme", 0x0ull, 0x800000ull, 0, 1}, \
+    {"sme2", 0x0ull, 0x2000000000ull, 0, 1}, \
+    {"mops", 0x0ull, 0x80000000000ull, 0, 1}, \
   }
 
 /* riscv64 (Linux): AT_HWCAP bits (the single-letter extensions, 'x' - 'a') and bits of
@@ -218,30 +219,30 @@ typedef struct kiln_aarch64_feature {
 typedef struct kiln_riscv64_feature {
   const char* name;
   uint64_t hwcap, hwprobe;
-  uint8_t always;
+  uint8_t always, gates_load;
 } kiln_riscv64_feature_t;
 
 #define KILN_RISCV64_FEATURES_INIT \
   { \
-    {"64bit", 0x0ull, 0x0ull, 1}, \
-    {"i", 0x100ull, 0x0ull, 0}, \
-    {"m", 0x1000ull, 0x0ull, 0}, \
-    {"a", 0x1ull, 0x0ull, 0}, \
-    {"f", 0x20ull, 0x0ull, 0}, \
-    {"d", 0x8ull, 0x0ull, 0}, \
-    {"c", 0x4ull, 0x0ull, 0}, \
-    {"v", 0x200000ull, 0x0ull, 0}, \
-    {"zba", 0x0ull, 0x8ull, 0}, \
-    {"zbb", 0x0ull, 0x10ull, 0}, \
-    {"zbs", 0x0ull, 0x20ull, 0}, \
-    {"zicboz", 0x0ull, 0x40ull, 0}, \
-    {"zbc", 0x0ull, 0x80ull, 0}, \
-    {"zfh", 0x0ull, 0x8000000ull, 0}, \
-    {"zfhmin", 0x0ull, 0x10000000ull, 0}, \
-    {"zvfh", 0x0ull, 0x40000000ull, 0}, \
-    {"zvfhmin", 0x0ull, 0x80000000ull, 0}, \
-    {"zfa", 0x0ull, 0x100000000ull, 0}, \
-    {"zicond", 0x0ull, 0x800000000ull, 0}, \
+    {"64bit", 0x0ull, 0x0ull, 1, 1}, \
+    {"i", 0x100ull, 0x0ull, 0, 1}, \
+    {"m", 0x1000ull, 0x0ull, 0, 1}, \
+    {"a", 0x1ull, 0x0ull, 0, 1}, \
+    {"f", 0x20ull, 0x0ull, 0, 1}, \
+    {"d", 0x8ull, 0x0ull, 0, 1}, \
+    {"c", 0x4ull, 0x0ull, 0, 1}, \
+    {"v", 0x200000ull, 0x0ull, 0, 1}, \
+    {"zba", 0x0ull, 0x8ull, 0, 1}, \
+    {"zbb", 0x0ull, 0x10ull, 0, 1}, \
+    {"zbs", 0x0ull, 0x20ull, 0, 1}, \
+    {"zicboz", 0x0ull, 0x40ull, 0, 1}, \
+    {"zbc", 0x0ull, 0x80ull, 0, 1}, \
+    {"zfh", 0x0ull, 0x8000000ull, 0, 1}, \
+    {"zfhmin", 0x0ull, 0x10000000ull, 0, 1}, \
+    {"zvfh", 0x0ull, 0x40000000ull, 0, 1}, \
+    {"zvfhmin", 0x0ull, 0x80000000ull, 0, 1}, \
+    {"zfa", 0x0ull, 0x100000000ull, 0, 1}, \
+    {"zicond", 0x0ull, 0x800000000ull, 0, 1}, \
   }
 
 #endif /* KILN_GENERATED_CPU_FEATURES_H_ */
