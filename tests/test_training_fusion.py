@@ -118,6 +118,17 @@ def test_an_epilogue_reading_the_product_elsewhere_is_not_fused():
     check_like_numpy(kiln.jit(fn)(x, w), np.tanh(x @ w) + (x @ w).T, 2e-5)
 
 
+@pytest.mark.parametrize("fn", [lambda x, w: (x.T @ w).T, lambda x, w: [(x @ w).T, (x @ w) * 2]],
+                         ids=["transposed", "transposed_and_scaled"])
+def test_a_transposed_copy_of_the_product_is_not_an_epilogue(fn):
+    """A kernel that only transposes the product (grad of x @ W taken as (dz^T @ x)^T) is no epilogue: the
+    merge once wrote the untransposed product into it (a square W's gradient came out transposed)."""
+    x, w = _rand(8, 8), _rand(8, 8)
+    want = [np.asarray(r) for r in kiln.tree_util.tree_leaves(fn(np.asarray(x, np.float64), np.asarray(w, np.float64)))]
+    got = kiln.tree_util.tree_leaves(kiln.jit(fn)(x, w))
+    check_like_numpy(got, [r.astype(np.float32) for r in want], 2e-5)
+
+
 def test_the_general_path_refuses_an_epilogue():
     from kiln.compiler.codegen.epilogue import NotFusable
     from kiln.compiler.codegen.matmul import emit_matmul_kernel, epilogue_fusable

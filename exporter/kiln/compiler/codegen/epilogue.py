@@ -47,9 +47,9 @@ def plan(region, sizes) -> Epilogue | None:
     """The epilogue of a matmul region (None: the region is the product alone); sizes: (B, M, N, K)."""
     dot = dot_equation(region)
     after = region.eqns[region.eqns.index(dot) + 1:]
-    if not any(e.primitive.traits.fusion == "elementwise" for e in after):
-        return None
     product = dot.outvars[0]
+    if not after and [v.id for v in region.outvars] == [product.id]:
+        return None
     positions = [i for i, v in enumerate(region.outvars) if v.id != product.id]
     if any(e.primitive.traits.fusion not in ("elementwise", "layout", "iota") for e in after):
         raise NotFusable("only elementwise work may follow the product")
@@ -69,6 +69,8 @@ def plan(region, sizes) -> Epilogue | None:
         for a in e.invars:
             if is_var(a) and a.id not in computed and a.id not in views:
                 raise NotFusable("an epilogue operand is a layout op over the product")
+    if any(t.id not in computed for t in targets):  # an output that is a layout op (transpose) of the product
+        raise NotFusable("an epilogue output is not computed elementwise from the product")
     leaves = [v for v in leaves_used(eqns, targets, views) if v.id != product.id]
     b, m, n, k = sizes
     if k == 0 or m == 0 or n == 0:
