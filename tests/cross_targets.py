@@ -154,6 +154,18 @@ def run_function(kiln_run: list[str], module: Path, function: str, args, work: P
     return [np.load(o) for o in outputs]
 
 
+def run_functions(kiln_run: list[str], module: Path, functions: dict, counts: dict[str, int], work: Path, tag: str,
+                  jobs: int | None = None) -> dict[str, list[np.ndarray]]:
+    """run_function for each of `functions` ({name: (fn, args, ...)}), `jobs` kiln-run processes at a time (one
+    per core by default: each qemu-user process is single-threaded). Returns {name: outputs}."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 2) as pool:
+        futures = {name: pool.submit(run_function, kiln_run, module, name, spec[1], work, counts[name], tag)
+                   for name, spec in functions.items()}
+        return {name: f.result() for name, f in futures.items()}
+
+
 # ----------------------------------------------------------------------------- comparing results
 
 def differences(got: np.ndarray, want: np.ndarray) -> tuple[int, int]:

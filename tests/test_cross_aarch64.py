@@ -4,6 +4,7 @@ cross_targets.REDUCTION_ULPS). The short part, for `make test`: it installs the 
 (tests/install_cross_tools.sh, Debian packages) and is skipped only where they cannot be installed (not
 root, no apt-get). `make test-aarch64` runs the long suite (tests/cross_suite.py): the C tests under qemu,
 the MLP training loop in C, larger sweeps, SVE at five vector lengths. docs/targets.md, docs/testing.md."""
+import os
 import re
 import subprocess
 import sys
@@ -14,14 +15,15 @@ import pytest
 
 from cross_targets import (ARCHES, INSTALL_SCRIPT, REDUCTION_ULPS, RELOCATION_KERNEL_RESULTS, aarch64_target,
                            assert_same, build_runtime, ensure_tools, export_module, program_of, qemu_command,
-                           relocation_kernel_object, relocation_module, result_counts, run_function, run_under_qemu,
-                           sweep_functions, tools_present)
+                           relocation_kernel_object, relocation_module, result_counts, run_function, run_functions,
+                           run_under_qemu, sweep_functions, tools_present)
 from kiln.compiler.link import link_object
 from kiln.compiler.target import Target
+from kiln.vm.reader import read_module
 from kiln_tools import ROOT, kiln_run_binary, run_kiln_cli
 
 ARCH = ARCHES["aarch64"]
-SVE_LENGTHS = (1, 4)  # qemu's sve-max-vq: 128 and 512-bit vectors (the long suite runs 1, 2, 4, 8, 16)
+SVE_LENGTHS = (4,)  # qemu's sve-max-vq: 512-bit vectors (test_linear_example_matches_x86 runs 256; the long suite 1-16)
 
 
 @pytest.fixture(scope="module")
@@ -77,6 +79,37 @@ def test_linear_example_matches_x86(kiln_run_aarch64, tmp_path):
             assert_same(got, want, what=f"{function} on {cpu}")
 
 
+def test_named_cpu_modules_load_without_non_gating_features(kiln_run_aarch64, tmp_path):
+    """A module for --cpu cortex-a76 records +ssbs, one for neoverse-v1 +dit and +ssbs (the full effective
+    list), which qemu 7.2's cortex-a76 and max models do not report (AT_HWCAP bits 28, 24): those features
+    do not gate loading (schemas/cpu_features.toml), so each loads there and computes x86's results. Hiding
+    a gating feature it records (KILN_HIDE_CPU_FEATURES) refuses it by name."""
+    sys.path.insert(0, str(Path(ROOT) / "examples"))
+    try:
+        from linear import Linear
+    finally:
+        sys.path.pop(0)
+    x = np.random.default_rng(5).standard_normal((4, 3)).astype(np.float32)
+    native = tmp_path / "linear.x86.vmfb"
+    native.write_bytes(export_module(Linear, Target.host()))
+    want = run_function([kiln_run_binary()], native, "predict", [x], tmp_path, 1, "x86")
+    for cpu, qemu_cpu, non_gating, gating in (("cortex-a76", "cortex-a76", "+ssbs", "dotprod"),
+                                              ("neoverse-v1", "max", "+dit", "sve")):
+        path = tmp_path / f"linear.{cpu}.vmfb"
+        path.write_bytes(export_module(Linear, Target.named(ARCH.triple, cpu)))
+        assert non_gating in read_module(path.read_bytes()).kernel_images[0].cpu_features.split(",")
+        listing = run_under_qemu(ARCH, kiln_run_aarch64, f"--module={path}", "--list", cpu=qemu_cpu).stdout
+        assert f"kernel image 0: variant {cpu}" in listing, listing
+        got = run_function(qemu_command(ARCH, qemu_cpu) + [str(kiln_run_aarch64)], path, "predict", [x], tmp_path,
+                           1, cpu)
+        assert_same(got, want, what=f"{cpu} on qemu {qemu_cpu}")
+        proc = subprocess.run(qemu_command(ARCH, qemu_cpu) + [str(kiln_run_aarch64), f"--module={path}", "--list"],
+                              capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "KILN_HIDE_CPU_FEATURES": f"ssbs,dit,{gating}"})
+        assert proc.returncode != 0
+        assert f"requires CPU feature '+{gating}' which this host CPU lacks" in proc.stderr, proc.stderr
+
+
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
     """The op sweep's functions, its module for x86 (this host) and the default (portable) aarch64 module, with
@@ -88,8 +121,7 @@ def sweep(tmp_path_factory):
     modules["x86"].write_bytes(export_module(program, Target.host()))
     modules["aarch64"].write_bytes(export_module(program, ARCH.triple))  # a triple alone: its portable variants
     counts = result_counts(modules["x86"])
-    want = {name: run_function([kiln_run_binary()], modules["x86"], name, args, work, counts[name], "x86")
-            for name, (fn, args, _) in functions.items()}
+    want = run_functions([kiln_run_binary()], modules["x86"], functions, counts, work, "x86")
     return functions, modules, counts, want, work
 
 
@@ -104,9 +136,10 @@ def test_op_sweep_matches_x86(kiln_run_aarch64, sweep, cpu, variant):
     assert f"kernel image 0: variant {variant}" in listing, listing
     command = qemu_command(ARCH, cpu) + [str(kiln_run_aarch64)]
     tag = cpu.replace(",", "_").replace("=", "")
+    results = run_functions(command, modules["aarch64"], functions, counts, work, tag)  # a qemu per core at once
     for name, (fn, args, kind) in functions.items():
-        got = run_function(command, modules["aarch64"], name, args, work, counts[name], tag)
-        assert_same(got, want[name], max_ulps=REDUCTION_ULPS if kind == "reduction" else 0, what=f"{name} ({tag})")
+        assert_same(results[name], want[name], max_ulps=REDUCTION_ULPS if kind == "reduction" else 0,
+                    what=f"{name} ({tag})")
 
 
 def test_sve_build_is_refused_without_sve(kiln_run_aarch64, sweep, monkeypatch):
