@@ -1,9 +1,9 @@
 """Kernels of select_and_gather_add and select_and_scatter_add (kiln.lax.pooling_select): the
 derivatives of max/min pooling, recomputing each window's selection from the operand x.
 
-- gather (one work item per window): the window's extremum m over its real positions (padding and
-  base-dilation holes skipped, NaN propagating like reduce_window), then the mean of the tangent over
-  the positions where x == m.
+- gather (one work item per window): the window's extremum m and tie count over its real positions
+  (padding and base-dilation holes skipped, NaN propagating like reduce_window) in one pass, then the
+  mean of the tangent over the positions where x == m.
 - scatter (one work item per element i of x): for every window containing i (solved per dimension
   from i's dilated, padded coordinate), its extremum m and tie count n; when x[i] == m, i receives
   c[window] / n. Each element is written by its own item, in a fixed window order: no atomics, no
@@ -20,7 +20,7 @@ from ..layout import region_views
 from . import scalar_ops
 from .loops import const64, delinearize, dot_offsets, for_range, workgroup_slice
 from .reduce import _Combiner
-from .types import I64, info
+from .types import I1, I64, info
 
 PRIMITIVES = ("select_and_gather_add", "select_and_scatter_add")
 
@@ -47,6 +47,18 @@ def work(region) -> int:
     return int(eqn.outvars[0].aval.size) * per_item
 
 
+def inside_range(b, base, step: int, extent: int, count: int):
+    """[k_lo, k_hi): the k in [0, count) with 0 <= base + k * step < extent (step >= 1)."""
+    need = b.sub(const64(0), base)
+    k_lo = b.select(b.icmp_signed(">", need, const64(0)), b.udiv(b.add(need, const64(step - 1)), const64(step)),
+                    const64(0))
+    room = b.sub(const64(extent - 1), base)
+    last = b.add(b.udiv(room, const64(step)), const64(1))
+    k_hi = b.select(b.icmp_signed(">=", room, const64(0)),
+                    b.select(b.icmp_signed("<", last, const64(count)), last, const64(count)), const64(0))
+    return k_lo, k_hi
+
+
 def _walk_window(b, p, x_shape, pos, visit):
     """visit(source index, inside or None) for each position of the window at output position `pos`."""
     rank = len(x_shape)
@@ -65,13 +77,19 @@ def _walk_window(b, p, x_shape, pos, visit):
         s, wd, bd = p["window_strides"][depth], p["window_dilation"][depth], p["base_dilation"][depth]
         pad = p["padding"][depth][0]
         extent = (x_shape[depth] - 1) * bd + 1 if x_shape[depth] else 0
+        base = b.sub(b.mul(pos[depth], const64(s)), const64(pad))  # q at window offset 0
+        if bd == 1:
+            # only the offsets landing inside the operand: no test per element
+            k_lo, k_hi = inside_range(b, base, wd, extent, p["window_dimensions"][depth])
+            for_range(b, k_lo, k_hi, lambda k: window(depth + 1, src_index + [b.add(base, b.mul(k, const64(wd)))], valid),
+                      name=f"k{depth}")
+            return
 
         def step(k):
-            q = b.sub(b.add(b.mul(pos[depth], const64(s)), b.mul(k, const64(wd))), const64(pad))
+            q = b.add(base, b.mul(k, const64(wd)))
             ok = b.and_(b.icmp_signed(">=", q, const64(0)), b.icmp_signed("<", q, const64(extent)))
-            if bd > 1:
-                ok = b.and_(ok, b.icmp_signed("==", b.srem(q, const64(bd)), const64(0)))
-                q = b.sdiv(q, const64(bd))
+            ok = b.and_(ok, b.icmp_signed("==", b.srem(q, const64(bd)), const64(0)))
+            q = b.sdiv(q, const64(bd))
             window(depth + 1, src_index + [q], ok if valid is None else b.and_(valid, ok))
 
         for_range(b, 0, p["window_dimensions"][depth], step, name=f"k{depth}")
@@ -101,6 +119,7 @@ def emit_kernel(region):
         x_ptr, s_ptr, out_ptr = pointers[xv.source], pointers[sv.source], pointers[n_in]
         m_slot = b.alloca(comb.acc_type, name="m")
         count_slot = b.alloca(I64, name="count")
+        nan_slot = b.alloca(I1, name="nan")
         sum_slot = b.alloca(ct, name="sum")
         acc_slot = b.alloca(ct, name="acc")
         lo, hi = workgroup_slice(b, total, workgroup_id, workgroup_count)
@@ -109,17 +128,25 @@ def emit_kernel(region):
             return scalar_ops.load(b, x_ptr, dot_offsets(b, index, xv.strides, const64(xv.offset)), dtype)
 
         def selection(pos):
-            """The window's extremum (compute type) and its tie count."""
+            """The window's extremum and its tie count, in one pass: a strictly better value restarts the
+            count, an equal one adds to it; a NaN makes the extremum NaN (which selects nothing)."""
+            better = ">" if p["op"] == "max" else "<"
             b.store(comb.init(), m_slot)
-            _walk_window(b, p, x_shape, pos, lambda idx: b.store(comb.combine(b, b.load(m_slot), load_x(idx), False), m_slot))
-            m = comb.finalize(b, b.load(m_slot))
             b.store(const64(0), count_slot)
+            b.store(ir.Constant(I1, 0), nan_slot)
 
-            def count(idx):
-                hit = b.fcmp_ordered("==", load_x(idx), m)
-                b.store(b.add(b.load(count_slot), b.zext(hit, I64)), count_slot)
+            def visit(idx):
+                v = load_x(idx)
+                m = b.load(m_slot)
+                wins = b.fcmp_ordered(better, v, m)
+                ties = b.fcmp_ordered("==", v, m)
+                b.store(b.select(wins, v, m), m_slot)
+                n = b.load(count_slot)
+                b.store(b.select(wins, const64(1), b.add(n, b.zext(ties, I64))), count_slot)
+                b.store(b.or_(b.load(nan_slot), b.fcmp_unordered("uno", v, v)), nan_slot)
 
-            _walk_window(b, p, x_shape, pos, count)
+            _walk_window(b, p, x_shape, pos, visit)
+            m = b.select(b.load(nan_slot), ir.Constant(ct, float("nan")), b.load(m_slot))
             return m, b.load(count_slot)
 
         def gather(o):
