@@ -102,7 +102,8 @@ def export(ctx, program, output, print_ir, print_stages, target, cpu, features):
 
     With --verbose (before the command: kiln --verbose export ...), prints the time of each stage:
     load, trace, passes, fusion, each kernel (compiled or read from the cache), link, lower,
-    serialize, write.
+    serialize, write. With --verbose or on a terminal it also says which kernel builds it wrote
+    ("kernel builds: x86-64-v4, x86-64-v3, x86-64-v2 (x86_64-unknown-linux-gnu)").
     """
     from kiln import Program
     from kiln.compiler.timing import recording, stage
@@ -138,10 +139,26 @@ def export(ctx, program, output, print_ir, print_stages, target, cpu, features):
             click.echo(f"=== {name} ===")
             click.echo(stage_text(result, name))
     if output is not None:
+        if verbose or sys.stdout.isatty():
+            click.echo(_kernel_builds_line(artifact.bytes))
         click.echo(f"wrote {output} ({len(artifact.bytes)} bytes)")
     if verbose:
         click.echo("export stages (wall clock):")
         click.echo(timings.format())
+
+
+def _kernel_builds_line(module: bytes) -> str:
+    """`kernel builds: x86-64-v4, x86-64-v3, x86-64-v2 (x86_64-unknown-linux-gnu)`: the builds of the module's
+    kernels, best first (format 2.4 variants, then the base image), and their triples."""
+    from kiln.vm.reader import read_module
+
+    m = read_module(module)
+    images = [v.image for v in m.kernel_variants] + list(m.kernel_images)
+    if not images:
+        return "kernel builds: none (the module has no kernels)"
+    names = list(dict.fromkeys(img.variant or img.target_triple for img in images))
+    triples = ", ".join(dict.fromkeys(img.target_triple for img in images))
+    return f"kernel builds: {', '.join(names)} ({triples})"
 
 
 # Every option of kiln-run, which `kiln run` passes on verbatim (kiln-run checks the values, and its error lines

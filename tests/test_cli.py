@@ -352,7 +352,8 @@ def test_kiln_run_passes_every_option_through(tmp_path, linear_example, native_k
 
 def test_export_shows_progress_on_a_terminal_only(tmp_path):
     """On a terminal, kiln export rewrites one progress line per stage (trace, passes, fusion, each
-    kernel, link, lower, write) before 'wrote ...'; piped, it prints only the result line."""
+    kernel, link, lower, write) and names the kernel builds before 'wrote ...'; piped, it prints only the
+    result line."""
     import pty
 
     out = tmp_path / "m.vmfb"
@@ -375,5 +376,6 @@ def test_export_shows_progress_on_a_terminal_only(tmp_path):
     for name in ("trace", "passes", "fusion", "lower", "write"):
         assert f"kiln export: {name}" in text, text
     assert "\r\x1b[K" in text and text.rstrip().endswith(f"wrote {out} ({out.stat().st_size} bytes)")
+    assert "kernel builds: host (" in text, text  # tests/conftest.py sets KILN_TARGET=host
     piped = run_kiln_cli("export", "examples/linear.py:Linear", "-o", str(out))
     assert piped.stderr == "" and piped.stdout == f"wrote {out} ({out.stat().st_size} bytes)\n"

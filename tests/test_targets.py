@@ -488,3 +488,21 @@ def test_gates_load_is_validated(entry, message):
     tables = load('aarch64 = [\n  { name = "x", hwcap = [1], gates_load = false },\n  { name = "y", hwcap = [2] },\n]\n')
     assert '{"x", 0x2ull, 0x0ull, 0, 0}' in gen_c(tables) and '{"y", 0x4ull, 0x0ull, 0, 1}' in gen_c(tables)
     assert "'aarch64': frozenset({'x'})" in gen_py(tables)
+
+
+def test_export_says_which_kernel_builds_it_wrote(tmp_path):
+    """`kiln --verbose export` (and kiln export on a terminal: tests/test_cli.py) names the kernel builds it
+    wrote, best first, as the module records them (piped without --verbose it prints only 'wrote ...':
+    tests/test_cli.py)."""
+    out = tmp_path / "m.vmfb"
+    proc = run_kiln_cli("--verbose", "export", "examples/linear.py:Linear", "-o", str(out),
+                        "--target", "x86_64-unknown-linux-gnu")
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "kernel builds: x86-64-v4, x86-64-v3, x86-64-v2 (x86_64-unknown-linux-gnu)", proc.stdout
+    assert lines[1] == f"wrote {out} ({out.stat().st_size} bytes)"
+    spec = read_module(out.read_bytes())
+    assert [v.image.variant for v in spec.kernel_variants] + [spec.kernel_images[0].variant] == \
+        ["x86-64-v4", "x86-64-v3", "x86-64-v2"]
+    proc = run_kiln_cli("--verbose", "export", "examples/linear.py:Linear", "-o", str(out),
+                        "--target", "aarch64-unknown-linux-gnu", "--cpu", "cortex-a76")
+    assert proc.stdout.splitlines()[0] == "kernel builds: cortex-a76 (aarch64-unknown-linux-gnu)", proc.stdout
