@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,6 +107,25 @@ def export_module(program_cls, target) -> bytes:
     from kiln import Program
 
     return bytes(Program.get_compiled_artifact(program_cls, target=target).bytes)
+
+
+def start_sweep_export(path: Path, target: str, scale: int = 1) -> subprocess.Popen:
+    """Starts exporting the op sweep (sweep_functions(scale), as program_of(..., "sweep")) for `target` (a triple
+    or "host") to `path` in another process, so that the test compiles its other module meanwhile: the kernels'
+    LLVM work holds one core. finish_export waits for it."""
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); "
+            "from cross_targets import export_module, program_of, sweep_functions; "
+            "f = sweep_functions(int(sys.argv[4])); "
+            "p = program_of({n: (fn, a) for n, (fn, a, _) in f.items()}, 'sweep'); "
+            "open(sys.argv[2], 'wb').write(export_module(p, sys.argv[3]))")
+    return subprocess.Popen([sys.executable, "-c", code, str(Path(ROOT) / "tests"), str(path), target, str(scale)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+
+
+def finish_export(proc: subprocess.Popen, timeout: float = 900) -> None:
+    out, err = proc.communicate(timeout=timeout)
+    if proc.returncode != 0:
+        raise AssertionError(f"exporting the sweep in another process failed ({proc.returncode}):\n{out}\n{err}")
 
 
 def aarch64_target(*features: str, cpu: str = "generic"):
