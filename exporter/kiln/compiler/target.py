@@ -3,7 +3,8 @@
 `Target.host()` is this machine exactly; `Target.named(triple, cpu, features)` another one, checked
 against LLVM (an unknown triple, CPU or feature is a TargetError) and recording its full effective
 feature list: the CPU's implied features as well as the ones given, so the runtime refuses the
-module on a CPU that lacks any of them. `Target.portable(triple)` is the default export's variants:
+module on a CPU that lacks any of them (except the features schemas/cpu_features.toml marks
+gates_load = false, which add no instruction kiln's kernels use: NON_GATING). `Target.portable(triple)` is the default export's variants:
 x86-64-v4, v3 and v2 for x86_64, SVE and NEON for aarch64, best first (docs/targets.md).
 """
 from __future__ import annotations
