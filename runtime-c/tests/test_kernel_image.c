@@ -277,6 +277,32 @@ int main(int argc, char** argv) {
   CHECK(kiln_host_supports(host, "+dotprod", reason, sizeof(reason)) == (int)((hw >> 20) & 1));
 #endif
 
+#if defined(__x86_64__) || (defined(__aarch64__) && defined(__linux__))
+  /* KILN_HIDE_CPU_FEATURES: the named features read as absent. A missing
+   * feature that does not gate loading (schemas/cpu_features.toml) is
+   * recorded but not required; a gating one is refused by name. */
+  {
+#if defined(__x86_64__)
+    const char *free_one = "xsave", *gated = "sse2";
+#else
+    const char *free_one = "ssbs", *gated = "neon";
+#endif
+    char hide[64], one[32];
+    snprintf(hide, sizeof hide, "+%s,%s", free_one, gated);
+    CHECK(setenv("KILN_HIDE_CPU_FEATURES", hide, 1) == 0);
+    CHECK(kiln_host_cpu_feature(free_one) == 0 && kiln_host_cpu_feature(gated) == 0);
+    CHECK(kiln_host_cpu_feature("no-such-feature") == -1);
+    snprintf(one, sizeof one, "+%s", free_one);
+    CHECK(kiln_host_supports(host, one, reason, sizeof(reason)) == 1);
+    snprintf(one, sizeof one, "+%s", gated);
+    CHECK(kiln_host_supports(host, one, reason, sizeof(reason)) == 0);
+    CHECK(strstr(reason, "which this host CPU lacks") != NULL && strstr(reason, one) != NULL);
+    CHECK(unsetenv("KILN_HIDE_CPU_FEATURES") == 0);
+    CHECK(kiln_host_cpu_feature(gated) == 1);
+    CHECK(kiln_host_supports(host, one, reason, sizeof(reason)) == 1);
+  }
+#endif
+
 #if defined(__riscv) && defined(__linux__)
   /* The single-letter extensions the kernel reports (AT_HWCAP) are accepted, others refused. */
   unsigned long rv = getauxval(AT_HWCAP);
