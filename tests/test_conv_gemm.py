@@ -292,3 +292,45 @@ def test_nchw_kernel_gradient_is_computed_with_contiguous_features():
     want = numpy_kernel_gradient(x.transpose(0, 2, 3, 1), ct.transpose(0, 2, 3, 1), 3, 1, 1, "SAME").transpose(3, 2, 0, 1)
     np.testing.assert_allclose(kiln.jit(kernel_gradient)(x, kernel, ct), want, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(kernel_gradient(x, kernel, ct), want, rtol=1e-12, atol=1e-12)
+
+
+def _dispatches(fn, *args):
+    from kiln.compiler.fusion import strategy_passes
+    from kiln.compiler.strategies import choose
+
+    graph = prepare_graph(trace_to_graph(lambda *xs: kiln.tree_leaves(fn(*xs)),
+                                         [ShapedArray(a.shape, a.dtype) for a in args]))
+    return [choose(s.region).name for s in strategy_passes(partition(graph).steps, graph.outvars)
+            if isinstance(s, DispatchStep)]
+
+
+def test_bias_and_activation_are_the_gemm_kernels_epilogue():
+    """conv + bias + relu (NHWC) is one dispatch whose work items apply the epilogue to their finished
+    tiles, also when the convolution's own result is returned too; an NCHW convolution (the cols
+    orientation) keeps its elementwise consumer a dispatch of its own. Numbers against numpy."""
+    x = RNG.standard_normal((2, 13, 11, 16)).astype(np.float32)
+    w = RNG.standard_normal((3, 3, 16, 24)).astype(np.float32)
+    bias = RNG.standard_normal(24).astype(np.float32)
+
+    def relu_layer(x, w, bias):
+        return knp.maximum(lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=NHWC) + bias, 0.0)
+
+    def both(x, w, bias):
+        y = lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=NHWC)
+        return knp.tanh(y + bias), y
+
+    assert _dispatches(relu_layer, x, w, bias) == ["conv"]
+    assert _dispatches(both, x, w, bias) == ["conv"]
+    y = numpy_conv(x, w, (1, 1), "SAME", dimension_numbers=NHWC).astype(np.float64)
+    np.testing.assert_allclose(kiln.jit(relu_layer)(x, w, bias), np.maximum(y + bias, 0), rtol=1e-5, atol=1e-4)
+    got_t, got_y = kiln.jit(both)(x, w, bias)
+    np.testing.assert_allclose(got_t, np.tanh(y + bias), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got_y, y, rtol=1e-5, atol=1e-4)
+    xc, wc = x.transpose(0, 3, 1, 2), w.transpose(3, 2, 0, 1)
+
+    def nchw(x, w, bias):
+        return knp.maximum(lax.conv_general_dilated(x, w, (1, 1), "SAME") + bias[:, None, None], 0.0)
+
+    assert _dispatches(nchw, xc, wc, bias) == ["conv", "elementwise"]
+    np.testing.assert_allclose(kiln.jit(nchw)(xc, wc, bias), np.maximum(y + bias, 0).transpose(0, 3, 1, 2),
+                               rtol=1e-5, atol=1e-4)

@@ -10,6 +10,9 @@ the product (no dispatch writes a global). The product stays an output when a la
 reads it; otherwise it lives in an epilogue output's buffer. The merge is not made where the matmul
 strategy refuses the region (codegen/matmul.epilogue_fusable: integers and halves, operands that are not
 one strided dim per group, an empty product, an epilogue operand not a strided view of an input).
+A convolution's elementwise consumer merges the same way where the convolution strategy takes it
+(codegen/conv.epilogue_fusable: the implicit GEMM with output pixels as rows, no groups; conv + bias +
+relu in NHWC is one dispatch).
 Runs after row fusion and split reductions and before horizontal fusion; linear in the plan's size.
 """
 from __future__ import annotations
@@ -28,7 +31,7 @@ def _is(step, name: str) -> bool:
 def _bare_matmul(step) -> bool:
     from .codegen.epilogue import dot_equation
 
-    return _is(step, "matmul") and dot_equation(step.region) is step.region.eqns[-1]
+    return (_is(step, "matmul") or _is(step, "conv")) and dot_equation(step.region) is step.region.eqns[-1]
 
 
 def fuse_epilogues(steps: list, graph_outvars) -> list:
@@ -79,7 +82,9 @@ def fuse_epilogues(steps: list, graph_outvars) -> list:
 
 def _fused(group: list[DispatchStep], uses: dict[int, int], returned: set[int]):
     """The group merged into one matmul region with an epilogue, or None where the strategy refuses it."""
-    from .codegen.matmul import epilogue_fusable
+    from .codegen import conv, matmul
+
+    epilogue_fusable = conv.epilogue_fusable if _is(group[0], "conv") else matmul.epilogue_fusable
 
     outputs = {o.id for g in group for o in g.outputs}
     inside: dict[int, int] = {}

@@ -20,6 +20,7 @@ import numpy as np
 from llvmlite import ir
 
 from ..layout import contiguous_strides, region_views
+from . import epilogue as epilogues
 from . import matmul, scalar_ops
 from .intrinsics import fmuladd
 from .loops import const64, delinearize, dot_offsets, for_range, workgroup_slice
@@ -120,11 +121,34 @@ def strategy(region, target) -> str:
     return "gemm_batch" if _batch_gemm_plan(plan, target) is not None else "direct"
 
 
+def _epilogue(region, p: ConvPlan, g: GemmPlan | None):
+    """The elementwise epilogue after the convolution (epilogue_fusion.py), None when there is none; only
+    the rows orientation without groups, whose output is (batch, pixels, features) contiguous, takes one."""
+    eqn = _main_eqn(region)
+    if eqn is region.eqns[-1] and [v.id for v in region.outvars] == [eqn.outvars[0].id]:
+        return None
+    if g is None or g.orientation != "rows" or p.groups != 1 or g.pixel_stride != p.block:
+        raise epilogues.NotFusable("a convolution epilogue needs the rows GEMM without groups")
+    k = p.in_per_group * g.taps
+    return epilogues.plan(region, (p.n_out, g.pixels, p.block, k))
+
+
+def epilogue_fusable(region) -> bool:
+    """Whether the region (a convolution and elementwise work after it) is one kernel: the implicit GEMM
+    with rows = pixels, its epilogue applied to each work item's finished tile (as the matmul strategy's)."""
+    plan = _conv_plan(region)
+    try:
+        return _epilogue(region, plan, _gemm_plan(plan, SimpleNamespace(vector_bytes=32, vector_registers=16))) is not None
+    except epilogues.NotFusable:
+        return False
+
+
 def emit_kernel(region, target):
     plan = _conv_plan(region)
     gemm = _gemm_plan(plan, target)
+    ep = _epilogue(region, plan, gemm)
     if gemm is not None:
-        return _emit_gemm(region, plan, gemm)
+        return _emit_gemm(region, plan, gemm, ep)
     gemm = _batch_gemm_plan(plan, target)
     if gemm is not None:
         return _emit_batch_gemm(region, plan, gemm)
@@ -325,7 +349,7 @@ def _gemm_plan(p: ConvPlan, target) -> GemmPlan | None:
                     -(-p.in_per_group // channel_block), vw, mr, nr, nc, row_chunk)
 
 
-def _emit_gemm(region, p: ConvPlan, g: GemmPlan):
+def _emit_gemm(region, p: ConvPlan, g: GemmPlan, ep=None):
     ty = F32 if p.dtype == np.float32 else F64
     kc_max = matmul.KC
     nsp = len(p.out_spatial)
@@ -338,7 +362,8 @@ def _emit_gemm(region, p: ConvPlan, g: GemmPlan):
     ld_one = all(v == 1 for v in p.lhs_dilation)
 
     def body(b: ir.IRBuilder, pointers, workgroup_id, workgroup_count):
-        x_ptr, w_ptr, out_ptr = pointers[lv.source], pointers[rv.source], pointers[n_in]
+        x_ptr, w_ptr = pointers[lv.source], pointers[rv.source]
+        out_ptr = pointers[n_in + (0 if ep is None else ep.home)]
         module = b.module
         kernels = {rows: matmul._microkernel(module, ty, tiling, rows) for rows in matmul._tile_rows(g.m, g.mr)}
         panel = b.alloca(ty, size=const64(kc_max * g.nc), name="panel")
@@ -550,6 +575,8 @@ def _emit_gemm(region, p: ConvPlan, g: GemmPlan):
                 for_range(b, 0, tiles, m_tile, name="mt")
 
             for_range(b, 0, g.k_blocks, k_block, name="kb")
+            if ep is not None:  # bias, activation, ...: on the item's finished tile, still in cache
+                epilogues.emit(b, region, ep, pointers, (p.n_out, g.pixels, p.block, 0), batch, m0, m_end, n0, n_count)
 
         for_range(b, lo, hi, item, name="it")
 
