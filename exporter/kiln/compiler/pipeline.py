@@ -141,8 +141,9 @@ def _compile_module(name: str, procedures: list[ProcedureSource], globals_: list
             for g in _all_graphs(graph):
                 plans[id(g)] = partition(g)
             timed.detail = f"{proc.name}: {sum(len(plans[id(g)].dispatches) for g in _all_graphs(graph))} dispatches"
-    with stage("schedule"):  # before the kernels: an in-place output changes its kernel
+    with stage("schedule") as timed:  # before the kernels: an in-place output changes its kernel
         schedules = {proc.name: build_schedule(optimized[proc.name], lambda g: plans[id(g)]) for proc in procedures}
+        timed.detail = f"{len(schedules)} functions, arenas {sum(s.arena_size for s in schedules.values())} bytes"
     builds = [compile_plan(list(plans.values()), t) for t in targets]
     kernels = builds[-1]
     for spec_, region in zip(kernels.kernels, kernels._regions):  # the work each kernel declares
