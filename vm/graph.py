@@ -72,7 +72,7 @@ def function_graphs(data: bytes) -> list[FunctionGraph]:
             elif op == "const":
                 producer[ops[0]] = node(f"f{fi}_const{ops[1]}", "const", f"constant #{ops[1]}")
                 buffer[ops[0]] = ""
-            elif op == "global.load":
+            elif op in ("global.load", "global.take"):  # take: the global's own buffer, updated in place
                 name = m.globals[ops[1]][0]
                 producer[ops[0]] = node(f"g{ops[1]}", "global", f"global {name}")
                 buffer[ops[0]] = str(m.globals[ops[1]][1])
