@@ -5,6 +5,15 @@ whose position lands on a real element of the (base-dilated, padded)
 operand, the element is combined into the accumulator (float sums in f64,
 like the reduction kernels). Padding and dilation holes are the identity, so
 they are skipped.
+
+Channel rows (the vector path): when the innermost axis is one the window does
+not touch (channels of NHWC pooling) and the operand's view is contiguous along
+it, one work item is one output row: the window is walked once per chunk of
+LANES channels, each offset's chunk loaded and combined as one vector (offsets
+outside the operand skipped by loop bounds, not per-element tests), the tail
+channels one at a time. Each output element sees the same values combined in
+the same order as in the scalar kernel (maximum/minimum propagate NaN, sums in
+f64), so the results are bit for bit the same.
 """
 from __future__ import annotations
 
@@ -14,7 +23,9 @@ from llvmlite import ir
 from ..layout import region_views
 from . import pool_select, scalar_ops
 from .loops import const64, delinearize, dot_offsets, for_range, workgroup_slice
+from .intrinsics import call_binary
 from .reduce import _Combiner
+from .types import info
 
 
 def _main_eqn(region):
@@ -26,10 +37,30 @@ def _selects(region) -> bool:
     return _main_eqn(region).primitive.name in pool_select.PRIMITIVES
 
 
+LANES = 8  # channels per vector: one AVX register of f32 (two of f64; LLVM splits as the target needs)
+
+
+def _row_length(region) -> int:
+    """The channel-row length when the vector path applies (the innermost axis is untouched by the window,
+    unpadded and unit-stride in the operand's view, at least LANES long); else 0."""
+    eqn = _main_eqn(region)
+    p = eqn.params
+    shape = tuple(eqn.outvars[0].aval.shape)
+    if not shape or shape[-1] < LANES:
+        return 0
+    d = len(shape) - 1
+    if (p["window_dimensions"][d], p["window_strides"][d], tuple(p["padding"][d]), p["base_dilation"][d]) != (1, 1, (0, 0), 1):
+        return 0
+    view = region_views(region)[eqn.invars[0].id]
+    return int(shape[-1]) if view.strides[-1] == 1 else 0
+
+
 def parallel_items(region) -> int:
     if _selects(region):
         return pool_select.parallel_items(region)
-    return int(_main_eqn(region).outvars[0].aval.size)
+    size = int(_main_eqn(region).outvars[0].aval.size)
+    row = _row_length(region)
+    return size // row if row else size
 
 
 def work(region) -> int:
@@ -52,6 +83,9 @@ def emit_kernel(region):
     comb = _Combiner("sum" if p["op"] == "add" else p["op"], dtype)
     n_in = len(region.invars)
     rank = len(out_shape)
+    row = _row_length(region)
+    if row:
+        return _emit_rows(p, view, in_shape, out_shape, dtype, comb, n_in, row)
 
     def body(b: ir.IRBuilder, pointers, workgroup_id, workgroup_count):
         if total == 0:
@@ -100,3 +134,84 @@ def emit_kernel(region):
         for_range(b, lo, hi, element, name="o")
 
     return body
+
+
+def _emit_rows(p, view, in_shape, out_shape, dtype, comb, n_in, row):
+    """The channel-row kernel (module docstring): one work item per output row of `row` channels."""
+    d = info(dtype)
+    rows = int(np.prod(out_shape[:-1], dtype=np.int64))
+    whole = row - row % LANES
+    # f32 / f64 / integers are stored as computed: one vector load or store; halves and bools convert lane by lane
+    direct = d.storage == d.compute and d.kind != "b"
+    vec_acc = ir.VectorType(comb.acc_type, LANES)
+
+    def body(b: ir.IRBuilder, pointers, workgroup_id, workgroup_count):
+        if rows == 0:
+            return
+        src, out_ptr = pointers[view.source], pointers[n_in]
+        lo, hi = workgroup_slice(b, rows, workgroup_id, workgroup_count)
+        vacc = b.alloca(vec_acc, name="vacc")
+        acc = b.alloca(comb.acc_type, name="acc")
+
+        def load(offset, lanes):
+            if lanes == 1:
+                return scalar_ops.load(b, src, offset, dtype)
+            if direct:
+                ptr = b.gep(src, [offset], inbounds=True, source_etype=d.storage)
+                return b.load(ptr, typ=ir.VectorType(d.storage, lanes), align=_align(d))
+            v = ir.Constant(ir.VectorType(d.compute, lanes), None)
+            for k in range(lanes):
+                v = b.insert_element(v, scalar_ops.load(b, src, b.add(offset, const64(k)), dtype), const64(k))
+            return v
+
+        def store(offset, value, lanes):
+            if lanes == 1:
+                scalar_ops.store(b, out_ptr, offset, comb.finalize(b, value), dtype)
+            elif direct:
+                if comb.acc_type != d.compute:  # float sums: f64 lanes rounded once, as the scalar finalize does
+                    value = b.fptrunc(value, ir.VectorType(d.compute, lanes))
+                ptr = b.gep(out_ptr, [offset], inbounds=True, source_etype=d.storage)
+                b.store(value, ptr, align=_align(d))
+            else:
+                for k in range(lanes):
+                    lane = b.extract_element(value, const64(k))
+                    scalar_ops.store(b, out_ptr, b.add(offset, const64(k)), comb.finalize(b, lane), dtype)
+
+        def chunk(pos, out_base, c, lanes):
+            slot = acc if lanes == 1 else vacc
+            init = comb.init()
+            b.store(init if lanes == 1 else ir.Constant(vec_acc, [init] * lanes), slot)
+
+            def visit(src_index):
+                offset = dot_offsets(b, src_index, view.strides, const64(view.offset))
+                value = load(offset, lanes)
+                if lanes > 1 and d.kind == "b":
+                    value = b.zext(value, ir.VectorType(ir.IntType(8), lanes))
+                    b.store(call_binary(b, "umin" if comb.op == "min" else "umax", b.load(slot), value), slot)
+                    return
+                if lanes > 1 and comb.op == "sum" and d.is_float:
+                    if value.type != vec_acc:
+                        value = b.fpext(value, vec_acc)
+                    b.store(b.fadd(b.load(slot), value), slot)
+                    return
+                b.store(comb.combine(b, b.load(slot), value, False), slot)
+
+            pool_select._walk_window(b, p, in_shape, pos + [c], visit)
+            store(b.add(out_base, c), b.load(slot), lanes)
+
+        def element(r):
+            pos = delinearize(b, r, out_shape[:-1]) if rank_rows else []
+            out_base = b.mul(r, const64(row))
+            if whole:
+                for_range(b, 0, whole, lambda c: chunk(pos, out_base, c, LANES), name="c", step=LANES)
+            if whole < row:
+                for_range(b, whole, row, lambda c: chunk(pos, out_base, c, 1), name="t")
+
+        rank_rows = len(out_shape) - 1
+        for_range(b, lo, hi, element, name="r")
+
+    return body
+
+
+def _align(d) -> int:
+    return {8: 1, 16: 2, 32: 4, 64: 8}[d.bits]

@@ -1,0 +1,167 @@
+"""reduce_window's channel-row kernel (codegen/pool.py's vector path: the innermost axis untouched by the
+window and contiguous, LANES channels per vector, the tail one by one) against an independent float64
+numpy pooling: channel counts with and without a tail, strides, padding, window and base dilation, every
+dtype family, NaN propagation; the vector path is the one taken (parallel items are rows); gradients of
+max and average pooling over it against finite differences; and an exported module run by kiln-run."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+import kiln
+import kiln.nn as nn
+import kiln.numpy as knp
+from kiln import Program, lax
+from kiln.compiler.codegen import pool
+from kiln.compiler.fusion import DispatchStep, partition
+from kiln.compiler.pipeline import prepare_graph
+from kiln.core.aval import ShapedArray
+from kiln.core.trace import trace_to_graph
+from kiln.lax.conv import dilate_dim, padtype_to_pads
+from kiln_tools import random_array, run_kiln_run
+from references import numerical_grad
+
+RNG = np.random.default_rng(47)
+
+
+def numpy_pool(x, op, window, strides, padding, base_dilation=None, window_dilation=None):
+    """float64 pooling by strided slices of the dilated operand padded with op's identity."""
+    n = x.ndim
+    base_dilation = base_dilation or (1,) * n
+    window_dilation = window_dilation or (1,) * n
+    fill = {"add": 0.0, "max": -np.inf, "min": np.inf}[op]
+    pads = padtype_to_pads([dilate_dim(d, b) for d, b in zip(x.shape, base_dilation)],
+                           [dilate_dim(w, d) for w, d in zip(window, window_dilation)], strides, padding)
+    dil = np.full([dilate_dim(d, b) for d, b in zip(x.shape, base_dilation)], fill)
+    dil[tuple(slice(None, None, b) for b in base_dilation)] = x
+    dil = np.pad(dil, pads, constant_values=fill)
+    out_shape = [(d - dilate_dim(w, wd)) // s + 1 for d, w, wd, s in zip(dil.shape, window, window_dilation, strides)]
+    out = np.full(out_shape, fill)
+    combine = {"add": np.add, "max": np.maximum, "min": np.minimum}[op]
+    for k in np.ndindex(*window):
+        sl = tuple(slice(kk * wd, kk * wd + s * (o - 1) + 1, s) for kk, wd, s, o in zip(k, window_dilation, strides, out_shape))
+        out = combine(out, dil[sl])
+    return out
+
+
+COMPUTATION = {"add": lax.add, "max": lax.max, "min": lax.min}
+
+
+def pooled(x, op, window, strides, padding, base_dilation=None, window_dilation=None):
+    init = 0 if op == "add" else (-np.inf if x.dtype.kind == "f" or x.dtype == ml_dtypes.bfloat16 else None)
+    if init is None:
+        init = np.iinfo(x.dtype).min if op == "max" else np.iinfo(x.dtype).max
+    if op == "min" and not isinstance(init, (int, np.integer)):
+        init = np.inf
+    f = kiln.jit(lambda v: lax.reduce_window(v, init, COMPUTATION[op], window, strides, padding, base_dilation,
+                                             window_dilation))
+    return np.asarray(f(x))
+
+
+CASES = [  # (shape, window, strides, padding, base_dilation, window_dilation)
+    ((2, 9, 9, 32), (1, 3, 3, 1), (1, 2, 2, 1), "SAME", None, None),
+    ((3, 7, 6, 19), (1, 3, 2, 1), (1, 2, 1, 1), "VALID", None, None),  # two vectors and a 3-channel tail
+    ((2, 5, 5, 8), (1, 2, 2, 1), (1, 1, 1, 1), ((0, 0), (1, 2), (2, 0), (0, 0)), None, (1, 2, 1, 1)),
+    ((1, 4, 5, 11), (1, 3, 3, 1), (1, 2, 3, 1), ((0, 0), (1, 1), (0, 2), (0, 0)), (1, 2, 2, 1), None),
+    ((6, 10), (3, 1), (2, 1), "SAME", None, None),
+]
+
+
+@pytest.mark.parametrize("op", ["max", "min", "add"])
+@pytest.mark.parametrize("case", CASES)
+def test_rows_match_numpy_float32(op, case):
+    shape, window, strides, padding, bd, wd = case
+    x = RNG.standard_normal(shape).astype(np.float32)
+    want = numpy_pool(x.astype(np.float64), "add" if op == "add" else op, window, strides, padding, bd, wd)
+    got = pooled(x, op, window, strides, padding, bd, wd)
+    assert got.dtype == np.float32 and got.shape == want.shape
+    if op == "add":
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    else:
+        np.testing.assert_array_equal(got, want.astype(np.float32))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float16, ml_dtypes.bfloat16, np.int32, np.int8, np.uint8])
+@pytest.mark.parametrize("op", ["max", "min", "add"])
+def test_rows_every_dtype(dtype, op):
+    shape, window, strides, padding, bd, wd = CASES[1]
+    x = random_array(RNG, shape, dtype)
+    want = numpy_pool(x.astype(np.float64), op, window, strides, padding, bd, wd)
+    got = pooled(x, op, window, strides, padding, bd, wd)
+    assert got.dtype == np.dtype(dtype)
+    # float sums accumulate in f64 and round once; integer sums of small values are exact
+    np.testing.assert_array_equal(got, want.astype(dtype))
+
+
+def test_rows_bool_max_min():
+    x = RNG.random((2, 5, 4, 13)) > 0.6
+    for op in ("max", "min"):
+        init = op == "min"
+        f = kiln.jit(lambda v: lax.reduce_window(v, init, COMPUTATION[op], (1, 2, 2, 1), (1, 1, 2, 1), "SAME"))
+        want = numpy_pool(x.astype(np.float64), op, (1, 2, 2, 1), (1, 1, 2, 1), "SAME") > 0.5
+        np.testing.assert_array_equal(np.asarray(f(x)), want)
+
+
+def test_rows_propagate_nan_per_channel():
+    x = RNG.standard_normal((1, 6, 6, 20)).astype(np.float32)
+    x[0, 1, 1, 3] = np.nan  # a vector lane
+    x[0, 4, 5, 18] = np.nan  # a tail channel
+    for op in ("max", "min", "add"):
+        got = pooled(x, op, (1, 3, 3, 1), (1, 2, 2, 1), "SAME")
+        want = numpy_pool(x.astype(np.float64), op, (1, 3, 3, 1), (1, 2, 2, 1), "SAME")
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        assert np.isnan(got[..., 3]).any() and np.isnan(got[..., 18]).any()
+        np.testing.assert_allclose(got[~np.isnan(got)], want[~np.isnan(want)], rtol=1e-6, atol=1e-6)
+
+
+def _pool_region(fn, x):
+    graph = prepare_graph(trace_to_graph(lambda v: [fn(v)], [ShapedArray(x.shape, x.dtype)]))
+    regions = [s.region for s in partition(graph).steps if isinstance(s, DispatchStep)
+               and any(e.primitive.name == "reduce_window" for e in s.region.eqns)]
+    assert len(regions) == 1
+    return regions[0]
+
+
+@pytest.mark.parametrize("shape, window, strides, padding, rows", [
+    ((2, 9, 9, 32), (1, 3, 3, 1), (1, 2, 2, 1), "SAME", True),
+    ((2, 9, 9, 8), (1, 3, 3, 1), (1, 2, 2, 1), "VALID", True),
+    ((2, 9, 9, 7), (1, 3, 3, 1), (1, 2, 2, 1), "SAME", False),  # fewer channels than LANES
+    ((2, 9, 9, 32), (1, 3, 3, 2), (1, 2, 2, 2), "VALID", False),  # the window spans channels
+    ((2, 32, 9, 9), (1, 1, 3, 3), (1, 1, 2, 2), "SAME", False),  # NCHW: W is pooled
+])
+def test_vector_path_is_taken_exactly_when_it_applies(shape, window, strides, padding, rows):
+    """parallel items are output rows on the vector path, elements otherwise."""
+    x = np.zeros(shape, np.float32)
+    region = _pool_region(lambda v: lax.reduce_window(v, -np.inf, lax.max, window, strides, padding), x)
+    size = int(np.prod(region.outvars[0].aval.shape))
+    assert pool.parallel_items(region) == (size // shape[-1] if rows else size)
+    assert pool._row_length(region) == (shape[-1] if rows else 0)
+
+
+def test_gradients_through_rows_match_finite_differences():
+    x = RNG.standard_normal((2, 6, 6, 11))
+
+    def loss(v):
+        return knp.sum(nn.max_pool(v, (3, 3), (2, 2), "SAME") ** 2) + knp.sum(nn.avg_pool(v, (2, 2), (1, 1), "VALID") ** 2)
+
+    got = np.asarray(kiln.jit(kiln.grad(loss))(x))
+    want = numerical_grad(lambda v: float(np.sum(numpy_pool(v, "max", (1, 3, 3, 1), (1, 2, 2, 1), "SAME") ** 2)
+                                          + np.sum((numpy_pool(v, "add", (1, 2, 2, 1), (1, 1, 1, 1), "VALID") / 4) ** 2)), x)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_exported_pooling_runs_in_the_c_runtime(tmp_path):
+    x = RNG.standard_normal((2, 9, 9, 19)).astype(np.float32)
+
+    class Pools(Program, export_name="pools"):
+        def pools(self, v=Program.like(x)):
+            return nn.max_pool(v, (3, 3), (2, 2), "SAME"), nn.avg_pool(v, (3, 3), (2, 2), "SAME")
+
+    path = tmp_path / "pools.vmfb"
+    path.write_bytes(Program.get_compiled_artifact(Pools()).bytes)
+    np.save(tmp_path / "x.npy", x)
+    run_kiln_run(f"--module={path}", "--function=pools", f"--input=@{tmp_path / 'x.npy'}",
+                 f"--output=@{tmp_path / 'm.npy'}", f"--output=@{tmp_path / 'a.npy'}")
+    np.testing.assert_array_equal(np.load(tmp_path / "m.npy"),
+                                  numpy_pool(x.astype(np.float64), "max", (1, 3, 3, 1), (1, 2, 2, 1), "SAME").astype(np.float32))
+    np.testing.assert_allclose(np.load(tmp_path / "a.npy"),
+                               numpy_pool(x.astype(np.float64), "add", (1, 3, 3, 1), (1, 2, 2, 1), "SAME") / 9, rtol=1e-6, atol=1e-6)
