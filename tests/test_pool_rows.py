@@ -16,6 +16,7 @@ from kiln.compiler.fusion import DispatchStep, partition
 from kiln.compiler.pipeline import prepare_graph
 from kiln.core.aval import ShapedArray
 from kiln.core.trace import trace_to_graph
+from kiln.lax import pooling_select
 from kiln.lax.conv import dilate_dim, padtype_to_pads
 from kiln_tools import random_array, run_kiln_run
 from references import numerical_grad
@@ -113,10 +114,10 @@ def test_rows_propagate_nan_per_channel():
         np.testing.assert_allclose(got[~np.isnan(got)], want[~np.isnan(want)], rtol=1e-6, atol=1e-6)
 
 
-def _pool_region(fn, x):
-    graph = prepare_graph(trace_to_graph(lambda v: [fn(v)], [ShapedArray(x.shape, x.dtype)]))
+def _pool_region(fn, *args, primitive="reduce_window"):
+    graph = prepare_graph(trace_to_graph(lambda *v: [fn(*v)], [ShapedArray(a.shape, a.dtype) for a in args]))
     regions = [s.region for s in partition(graph).steps if isinstance(s, DispatchStep)
-               and any(e.primitive.name == "reduce_window" for e in s.region.eqns)]
+               and any(e.primitive.name == primitive for e in s.region.eqns)]
     assert len(regions) == 1
     return regions[0]
 
@@ -135,6 +136,9 @@ def test_vector_path_is_taken_exactly_when_it_applies(shape, window, strides, pa
     size = int(np.prod(region.outvars[0].aval.shape))
     assert pool.parallel_items(region) == (size // shape[-1] if rows else size)
     assert pool._row_length(region) == (shape[-1] if rows else 0)
+    f, pooled_shape = _scatter("max", window, strides, padding, None, None, shape)
+    region = _pool_region(f, np.zeros(pooled_shape, np.float32), x, primitive="select_and_scatter_add")
+    assert pool.parallel_items(region) == (x.size // shape[-1] if rows else x.size)
 
 
 def test_gradients_through_rows_match_finite_differences():
@@ -165,3 +169,43 @@ def test_exported_pooling_runs_in_the_c_runtime(tmp_path):
                                   numpy_pool(x.astype(np.float64), "max", (1, 3, 3, 1), (1, 2, 2, 1), "SAME").astype(np.float32))
     np.testing.assert_allclose(np.load(tmp_path / "a.npy"),
                                numpy_pool(x.astype(np.float64), "add", (1, 3, 3, 1), (1, 2, 2, 1), "SAME") / 9, rtol=1e-6, atol=1e-6)
+
+
+# select_and_scatter_add's channel-row kernel (codegen/pool_select.py): (op, shape, window, strides, padding,
+# base dilation, window dilation); channel counts with and without a tail
+SCATTER_CASES = [
+    ("max", (2, 7, 7, 19), (1, 3, 3, 1), (1, 2, 2, 1), "SAME", None, None),
+    ("min", (1, 6, 5, 8), (1, 2, 3, 1), (1, 1, 2, 1), "VALID", None, None),
+    ("max", (1, 9, 8, 11), (1, 2, 3, 1), (1, 2, 1, 1), "SAME", None, (1, 2, 2, 1)),
+    ("min", (1, 4, 5, 20), (1, 3, 2, 1), (1, 2, 1, 1), ((0, 0), (2, 1), (0, 2), (0, 0)), (1, 2, 1, 1), None),
+    ("max", (9, 16), (3, 1), (2, 1), ((3, 3), (0, 0)), None, None),  # windows wholly in the padding
+]
+
+
+def _scatter(op, window, strides, padding, bd, wd, shape):
+    n = len(shape)
+    pads = padtype_to_pads([dilate_dim(d, b) for d, b in zip(shape, bd or (1,) * n)],
+                           [dilate_dim(w, d) for w, d in zip(window, wd or (1,) * n)], strides, padding)
+    params = dict(op=op, window_dimensions=window, window_strides=strides, padding=tuple(pads),
+                  base_dilation=bd or (1,) * n, window_dilation=wd or (1,) * n)
+    pooled_shape = pooling_select.window_out_shape(shape, *[params[k] for k in list(params)[1:]])
+    return (lambda c, v: pooling_select.select_and_scatter_add(c, v, **params)), pooled_shape
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16])
+@pytest.mark.parametrize("case", SCATTER_CASES)
+def test_scatter_rows_match_the_numpy_selection_with_ties_and_nan(case, dtype):
+    """Against the eager numpy implementation: values rounded to quarters (many ties, shared evenly) and a
+    NaN in a vector lane and in a tail channel (their windows select nothing)."""
+    op, shape, window, strides, padding, bd, wd = case
+    x = np.round(RNG.standard_normal(shape) * 2) / 4
+    x[(0,) * (len(shape) - 1) + (1,)] = np.nan
+    x[(-1,) * (len(shape) - 1) + (shape[-1] - 1,)] = np.nan
+    f, pooled_shape = _scatter(op, window, strides, padding, bd, wd, shape)
+    c = (RNG.standard_normal(pooled_shape) * 3).astype(dtype)
+    xd = x.astype(dtype)
+    got = np.asarray(kiln.jit(f)(c, xd))
+    want = np.asarray(f(c.astype(np.float64), xd.astype(np.float64)))
+    assert got.dtype == np.dtype(dtype) and got.shape == x.shape
+    tol = {np.dtype(np.float32): 1e-6, np.dtype(np.float64): 1e-13}.get(np.dtype(dtype), 1e-2)
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=tol, atol=tol)

@@ -10,6 +10,12 @@ derivatives of max/min pooling, recomputing each window's selection from the ope
   zero-initialized output, the same bits for any workgroup count.
 
 No index tensor is materialized: the cost is a few passes over each window instead.
+
+Channel rows (the scatter's vector path): when the innermost axis is untouched by the window and
+contiguous in x, the cotangent and the output, one work item is a row of x's channels, handled LANES
+channels at a time as vectors (the tail one by one): the same windows in the same order, each window's
+extremum, tie count and NaN flag per lane, and c / n added where the lane attains the extremum. Every
+element receives the same terms in the same order as in the scalar kernel, so the bits are the same.
 """
 from __future__ import annotations
 
@@ -35,9 +41,31 @@ def _trivial(p, d) -> bool:
             and p["base_dilation"][d] == 1)
 
 
+LANES = 8  # as codegen/pool.py's channel rows
+
+
+def _row_length(region) -> int:
+    """The channel-row length when the scatter's vector path applies, else 0 (module docstring)."""
+    eqn = _main_eqn(region)
+    if eqn.primitive.name != "select_and_scatter_add":
+        return 0
+    p = eqn.params
+    shape = tuple(eqn.outvars[0].aval.shape)
+    if not shape or shape[-1] < LANES:
+        return 0
+    d = len(shape) - 1
+    if not _trivial(p, d) or tuple(p["padding"][d]) != (0, 0):
+        return 0
+    views = region_views(region)
+    if any(views[v.id].strides[-1] != 1 for v in eqn.invars[:2]):
+        return 0
+    return int(shape[-1])
+
+
 def parallel_items(region) -> int:
     eqn = _main_eqn(region)
-    return int(eqn.outvars[0].aval.size)
+    row = _row_length(region)
+    return int(eqn.outvars[0].aval.size) // row if row else int(eqn.outvars[0].aval.size)
 
 
 def work(region) -> int:
@@ -112,6 +140,9 @@ def emit_kernel(region):
     total = int(np.prod(out_shape, dtype=np.int64))
     n_in = len(region.invars)
     scatter = eqn.primitive.name == "select_and_scatter_add"
+    row = _row_length(region)
+    if row:
+        return _emit_scatter_rows(p, sv, xv, x_shape, pooled_shape, dtype, comb, n_in, row)
 
     def body(b: ir.IRBuilder, pointers, workgroup_id, workgroup_count):
         if total == 0:
@@ -210,5 +241,121 @@ def emit_kernel(region):
             scalar_ops.store(b, out_ptr, i, b.load(acc_slot), dtype)
 
         for_range(b, lo, hi, scatter_to if scatter else gather, name="o")
+
+    return body
+
+
+def _emit_scatter_rows(p, sv, xv, x_shape, pooled_shape, dtype, comb, n_in, row):
+    """select_and_scatter_add over rows of x's channels (module docstring)."""
+    d = info(dtype)
+    ct = d.compute
+    rank = len(x_shape)
+    rows = int(np.prod(x_shape[:-1], dtype=np.int64))
+    whole = row - row % LANES
+    direct = d.storage == ct  # f32 / f64: vector loads and stores; halves convert lane by lane
+    better = ">" if p["op"] == "max" else "<"
+
+    def body(b: ir.IRBuilder, pointers, workgroup_id, workgroup_count):
+        if rows == 0:
+            return
+        x_ptr, s_ptr, out_ptr = pointers[xv.source], pointers[sv.source], pointers[n_in]
+        lo, hi = workgroup_slice(b, rows, workgroup_id, workgroup_count)
+        slots = {}
+        for lanes in {LANES, 1} if whole < row else {LANES}:
+            vt = ct if lanes == 1 else ir.VectorType(ct, lanes)
+            it = I64 if lanes == 1 else ir.VectorType(I64, lanes)
+            bt = I1 if lanes == 1 else ir.VectorType(I1, lanes)
+            slots[lanes] = (b.alloca(vt, name=f"m{lanes}"), b.alloca(it, name=f"n{lanes}"),
+                            b.alloca(bt, name=f"nan{lanes}"), b.alloca(vt, name=f"acc{lanes}"), vt, it, bt)
+
+        def splat(ty, value):
+            return ir.Constant(ty, value if not isinstance(ty, ir.VectorType) else [value] * ty.count)
+
+        def load(ptr, view, index, lanes):
+            offset = dot_offsets(b, index, view.strides, const64(view.offset))
+            if lanes == 1:
+                return scalar_ops.load(b, ptr, offset, dtype)
+            if direct:
+                return b.load(b.gep(ptr, [offset], inbounds=True, source_etype=d.storage),
+                              typ=ir.VectorType(ct, lanes), align=d.bits // 8)
+            v = ir.Constant(ir.VectorType(ct, lanes), None)
+            for k in range(lanes):
+                v = b.insert_element(v, scalar_ops.load(b, ptr, b.add(offset, const64(k)), dtype), const64(k))
+            return v
+
+        def chunk(r, idx, c, lanes):
+            m_slot, n_slot, nan_slot, acc_slot, vt, it, bt = slots[lanes]
+            xi = load(x_ptr, xv, idx + [c], lanes)
+            b.store(splat(vt, 0.0), acc_slot)
+
+            def selection(opos):
+                b.store(splat(vt, comb.init().constant), m_slot)
+                b.store(splat(it, 0), n_slot)
+                b.store(splat(bt, 0), nan_slot)
+
+                def visit(src):
+                    v = load(x_ptr, xv, src, lanes)
+                    m = b.load(m_slot)
+                    wins = b.fcmp_ordered(better, v, m)
+                    ties = b.fcmp_ordered("==", v, m)
+                    b.store(b.select(wins, v, m), m_slot)
+                    b.store(b.select(wins, splat(it, 1), b.add(b.load(n_slot), b.zext(ties, it))), n_slot)
+                    b.store(b.or_(b.load(nan_slot), b.fcmp_unordered("uno", v, v)), nan_slot)
+
+                _walk_window(b, p, x_shape, opos, visit)
+                return b.select(b.load(nan_slot), splat(vt, float("nan")), b.load(m_slot)), b.load(n_slot)
+
+            def windows(depth, opos, valid):
+                if depth == rank - 1:
+                    def visit():
+                        full = opos + [c]
+                        m, n = selection(full)
+                        share = b.fdiv(load(s_ptr, sv, full, lanes), b.sitofp(n, vt))
+                        share = b.select(b.fcmp_ordered("==", xi, m), share, splat(vt, 0.0))
+                        b.store(b.fadd(b.load(acc_slot), share), acc_slot)
+                    if valid is None:
+                        visit()
+                    else:
+                        with b.if_then(valid):
+                            visit()
+                    return
+                if _trivial(p, depth):
+                    windows(depth + 1, opos + [idx[depth]], valid)
+                    return
+                s, wd, bd = p["window_strides"][depth], p["window_dilation"][depth], p["base_dilation"][depth]
+                coord = b.add(b.mul(idx[depth], const64(bd)), const64(p["padding"][depth][0]))
+
+                def step(k):
+                    q = b.sub(coord, b.mul(k, const64(wd)))
+                    ok = b.icmp_signed(">=", q, const64(0))
+                    if s > 1:
+                        ok = b.and_(ok, b.icmp_signed("==", b.srem(q, const64(s)), const64(0)))
+                        o = b.sdiv(q, const64(s))
+                    else:
+                        o = q
+                    ok = b.and_(ok, b.icmp_signed("<", o, const64(pooled_shape[depth])))
+                    windows(depth + 1, opos + [o], ok if valid is None else b.and_(valid, ok))
+
+                for_range(b, 0, p["window_dimensions"][depth], step, name=f"w{depth}")
+
+            windows(0, [], None)
+            out = b.add(b.mul(r, const64(row)), c)
+            acc = b.load(acc_slot)
+            if lanes == 1:
+                scalar_ops.store(b, out_ptr, out, acc, dtype)
+            elif direct:
+                b.store(acc, b.gep(out_ptr, [out], inbounds=True, source_etype=d.storage), align=d.bits // 8)
+            else:
+                for k in range(lanes):
+                    scalar_ops.store(b, out_ptr, b.add(out, const64(k)), b.extract_element(acc, const64(k)), dtype)
+
+        def element(r):
+            idx = delinearize(b, r, x_shape[:-1]) if rank > 1 else []
+            if whole:
+                for_range(b, 0, whole, lambda c: chunk(r, idx, c, LANES), name="c", step=LANES)
+            if whole < row:
+                for_range(b, whole, row, lambda c: chunk(r, idx, c, 1), name="t")
+
+        for_range(b, lo, hi, element, name="r")
 
     return body
