@@ -138,7 +138,10 @@ def test_vector_path_is_taken_exactly_when_it_applies(shape, window, strides, pa
     assert pool._row_length(region) == (shape[-1] if rows else 0)
     f, pooled_shape = _scatter("max", window, strides, padding, None, None, shape)
     region = _pool_region(f, np.zeros(pooled_shape, np.float32), x, primitive="select_and_scatter_add")
-    assert pool.parallel_items(region) == (x.size // shape[-1] if rows else x.size)
+    # f32 with channel rows and no base dilation: bands of W x channels (one per (batch, H))
+    assert pool.parallel_items(region) == (x.size // (shape[-2] * shape[-1]) if rows else x.size)
+    region = _pool_region(f, np.zeros(pooled_shape, np.float16), x.astype(np.float16), primitive="select_and_scatter_add")
+    assert pool.parallel_items(region) == (x.size // shape[-1] if rows else x.size)  # halves: rows
 
 
 def test_gradients_through_rows_match_finite_differences():

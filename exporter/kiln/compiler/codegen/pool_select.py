@@ -62,8 +62,19 @@ def _row_length(region) -> int:
     return int(shape[-1])
 
 
+def _bands(region) -> bool:
+    """The scatter's band path (module docstring): channel rows, rank >= 3, no base dilation, f32/f64."""
+    eqn = _main_eqn(region)
+    return (_row_length(region) > 0 and eqn.outvars[0].aval.ndim >= 3
+            and all(bd == 1 for bd in eqn.params["base_dilation"])
+            and np.dtype(eqn.outvars[0].aval.dtype) in (np.float32, np.float64))
+
+
 def parallel_items(region) -> int:
     eqn = _main_eqn(region)
+    shape = tuple(eqn.outvars[0].aval.shape)
+    if _bands(region):
+        return int(np.prod(shape[:-2], dtype=np.int64))
     row = _row_length(region)
     return int(eqn.outvars[0].aval.size) // row if row else int(eqn.outvars[0].aval.size)
 
@@ -141,6 +152,8 @@ def emit_kernel(region):
     n_in = len(region.invars)
     scatter = eqn.primitive.name == "select_and_scatter_add"
     row = _row_length(region)
+    if row and _bands(region):
+        return _emit_scatter_bands(p, sv, xv, x_shape, pooled_shape, dtype, comb, n_in, row)
     if row:
         return _emit_scatter_rows(p, sv, xv, x_shape, pooled_shape, dtype, comb, n_in, row)
 
@@ -351,6 +364,133 @@ def _emit_scatter_rows(p, sv, xv, x_shape, pooled_shape, dtype, comb, n_in, row)
 
         def element(r):
             idx = delinearize(b, r, x_shape[:-1]) if rank > 1 else []
+            if whole:
+                for_range(b, 0, whole, lambda c: chunk(r, idx, c, LANES), name="c", step=LANES)
+            if whole < row:
+                for_range(b, whole, row, lambda c: chunk(r, idx, c, 1), name="t")
+
+        for_range(b, lo, hi, element, name="r")
+
+    return body
+
+
+def _emit_scatter_bands(p, sv, xv, x_shape, pooled_shape, dtype, comb, n_in, row):
+    """select_and_scatter_add over bands of x (module docstring): one work item per index of x's dims
+    before the last two (a row of W x channels), whose output it zeroes and then accumulates window by
+    window, each window's selection computed once per band."""
+    d = info(dtype)
+    ct = d.compute
+    rank = len(x_shape)
+    band_dim = rank - 2
+    width = x_shape[band_dim]
+    bands = int(np.prod(x_shape[:-2], dtype=np.int64))
+    whole = row - row % LANES
+    better = ">" if p["op"] == "max" else "<"
+    align = d.bits // 8
+    s_w, wd_w, pad_w = p["window_strides"][band_dim], p["window_dilation"][band_dim], p["padding"][band_dim][0]
+    w_w = p["window_dimensions"][band_dim]
+
+    def body(b: ir.IRBuilder, pointers, workgroup_id, workgroup_count):
+        if bands == 0:
+            return
+        x_ptr, s_ptr, out_ptr = pointers[xv.source], pointers[sv.source], pointers[n_in]
+        lo, hi = workgroup_slice(b, bands, workgroup_id, workgroup_count)
+        slots = {}
+        for lanes in {LANES, 1} if whole < row else {LANES}:
+            vt = ct if lanes == 1 else ir.VectorType(ct, lanes)
+            it = I64 if lanes == 1 else ir.VectorType(I64, lanes)
+            bt = I1 if lanes == 1 else ir.VectorType(I1, lanes)
+            slots[lanes] = (b.alloca(vt, name=f"m{lanes}"), b.alloca(it, name=f"n{lanes}"),
+                            b.alloca(bt, name=f"nan{lanes}"), vt, it, bt)
+
+        def splat(ty, value):
+            return ir.Constant(ty, value if not isinstance(ty, ir.VectorType) else [value] * ty.count)
+
+        def load_at(ptr, offset, lanes):
+            return b.load(b.gep(ptr, [offset], inbounds=True, source_etype=d.storage),
+                          typ=ct if lanes == 1 else ir.VectorType(ct, lanes), align=align)
+
+        def load(ptr, view, index, lanes):
+            return load_at(ptr, dot_offsets(b, index, view.strides, const64(view.offset)), lanes)
+
+        def chunk(r, idx, c, lanes):
+            m_slot, n_slot, nan_slot, vt, it, bt = slots[lanes]
+            out_row = b.add(b.mul(r, const64(width * row)), c)  # out index of (idx, w = 0, c)
+
+            def selection(opos):
+                b.store(splat(vt, comb.init().constant), m_slot)
+                b.store(splat(it, 0), n_slot)
+                b.store(splat(bt, 0), nan_slot)
+
+                def visit(src):
+                    v = load(x_ptr, xv, src, lanes)
+                    m = b.load(m_slot)
+                    wins = b.fcmp_ordered(better, v, m)
+                    ties = b.fcmp_ordered("==", v, m)
+                    b.store(b.select(wins, v, m), m_slot)
+                    b.store(b.select(wins, splat(it, 1), b.add(b.load(n_slot), b.zext(ties, it))), n_slot)
+                    b.store(b.or_(b.load(nan_slot), b.fcmp_unordered("uno", v, v)), nan_slot)
+
+                _walk_window(b, p, x_shape, opos, visit)
+                return b.select(b.load(nan_slot), splat(vt, float("nan")), b.load(m_slot)), b.load(n_slot)
+
+            def band(opos):
+                # windows along the band dim in descending order: each element then receives its windows'
+                # shares in the scalar kernel's order (window offsets ascending), so the sums are the same
+                def one(j):
+                    o = b.sub(const64(pooled_shape[band_dim] - 1), j)
+                    full = opos + [o, c]
+                    m, n = selection(full)
+                    share = b.fdiv(load(s_ptr, sv, full, lanes), b.sitofp(n, vt))
+                    base = b.sub(b.mul(o, const64(s_w)), const64(pad_w))
+                    k_lo, k_hi = inside_range(b, base, wd_w, width, w_w)
+
+                    def put(k):
+                        q = b.add(base, b.mul(k, const64(wd_w)))
+                        hit = b.fcmp_ordered("==", load(x_ptr, xv, idx + [q, c], lanes), m)
+                        at = b.add(out_row, b.mul(q, const64(row)))
+                        old = load_at(out_ptr, at, lanes)
+                        b.store(b.fadd(old, b.select(hit, share, splat(vt, 0.0))),
+                                b.gep(out_ptr, [at], inbounds=True, source_etype=d.storage), align=align)
+
+                    for_range(b, k_lo, k_hi, put, name="k")
+
+                for_range(b, 0, pooled_shape[band_dim], one, name="ow")
+
+            def windows(depth, opos, valid):
+                if depth == band_dim:
+                    if valid is None:
+                        band(opos)
+                    else:
+                        with b.if_then(valid):
+                            band(opos)
+                    return
+                if _trivial(p, depth):
+                    windows(depth + 1, opos + [idx[depth]], valid)
+                    return
+                s, wd = p["window_strides"][depth], p["window_dilation"][depth]
+                coord = b.add(idx[depth], const64(p["padding"][depth][0]))
+
+                def step(k):
+                    q = b.sub(coord, b.mul(k, const64(wd)))
+                    ok = b.icmp_signed(">=", q, const64(0))
+                    if s > 1:
+                        ok = b.and_(ok, b.icmp_signed("==", b.srem(q, const64(s)), const64(0)))
+                        o = b.sdiv(q, const64(s))
+                    else:
+                        o = q
+                    ok = b.and_(ok, b.icmp_signed("<", o, const64(pooled_shape[depth])))
+                    windows(depth + 1, opos + [o], ok if valid is None else b.and_(valid, ok))
+
+                for_range(b, 0, p["window_dimensions"][depth], step, name=f"w{depth}")
+
+            windows(0, [], None)
+
+        def element(r):
+            idx = delinearize(b, r, x_shape[:-2]) if rank > 2 else []
+            start = b.mul(r, const64(width * row))
+            for_range(b, 0, width * row, lambda i: b.store(ir.Constant(ct, 0.0), b.gep(
+                out_ptr, [b.add(start, i)], inbounds=True, source_etype=d.storage)), name="z")
             if whole:
                 for_range(b, 0, whole, lambda c: chunk(r, idx, c, LANES), name="c", step=LANES)
             if whole < row:
