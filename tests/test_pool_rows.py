@@ -25,7 +25,8 @@ RNG = np.random.default_rng(47)
 
 
 def numpy_pool(x, op, window, strides, padding, base_dilation=None, window_dilation=None):
-    """float64 pooling by strided slices of the dilated operand padded with op's identity."""
+    """float64 pooling by strided slices of the dilated operand padded with op's identity (negative padding
+    crops)."""
     n = x.ndim
     base_dilation = base_dilation or (1,) * n
     window_dilation = window_dilation or (1,) * n
@@ -34,7 +35,8 @@ def numpy_pool(x, op, window, strides, padding, base_dilation=None, window_dilat
                            [dilate_dim(w, d) for w, d in zip(window, window_dilation)], strides, padding)
     dil = np.full([dilate_dim(d, b) for d, b in zip(x.shape, base_dilation)], fill)
     dil[tuple(slice(None, None, b) for b in base_dilation)] = x
-    dil = np.pad(dil, pads, constant_values=fill)
+    dil = np.pad(dil, [(max(lo, 0), max(hi, 0)) for lo, hi in pads], constant_values=fill)
+    dil = dil[tuple(slice(-min(lo, 0), d + min(hi, 0)) for (lo, hi), d in zip(pads, dil.shape))]  # negative: cropped
     out_shape = [(d - dilate_dim(w, wd)) // s + 1 for d, w, wd, s in zip(dil.shape, window, window_dilation, strides)]
     out = np.full(out_shape, fill)
     combine = {"add": np.add, "max": np.maximum, "min": np.minimum}[op]
@@ -64,6 +66,11 @@ CASES = [  # (shape, window, strides, padding, base_dilation, window_dilation)
     ((2, 5, 5, 8), (1, 2, 2, 1), (1, 1, 1, 1), ((0, 0), (1, 2), (2, 0), (0, 0)), None, (1, 2, 1, 1)),
     ((1, 4, 5, 11), (1, 3, 3, 1), (1, 2, 3, 1), ((0, 0), (1, 1), (0, 2), (0, 0)), (1, 2, 2, 1), None),
     ((6, 10), (3, 1), (2, 1), "SAME", None, None),
+    # pooled rows (NCHW along W): lanes a window stride apart, edges one by one
+    ((2, 3, 9, 40), (1, 1, 3, 3), (1, 1, 2, 2), "SAME", None, None),
+    ((1, 2, 5, 37), (1, 1, 2, 3), (1, 1, 1, 3), ((0, 0), (0, 0), (1, 0), (2, 1)), None, (1, 1, 1, 2)),
+    ((2, 2, 6, 35), (1, 1, 2, 2), (1, 1, 2, 1), ((0, 0), (0, 0), (0, 0), (-1, 3)), None, None),
+    ((1, 1, 4, 70), (1, 1, 2, 5), (1, 1, 2, 4), "VALID", (1, 1, 2, 1), None),
 ]
 
 
@@ -83,8 +90,9 @@ def test_rows_match_numpy_float32(op, case):
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float16, ml_dtypes.bfloat16, np.int32, np.int8, np.uint8])
 @pytest.mark.parametrize("op", ["max", "min", "add"])
-def test_rows_every_dtype(dtype, op):
-    shape, window, strides, padding, bd, wd = CASES[1]
+@pytest.mark.parametrize("case", [1, 5], ids=["channels", "nchw"])
+def test_rows_every_dtype(dtype, op, case):
+    shape, window, strides, padding, bd, wd = CASES[case]
     x = random_array(RNG, shape, dtype)
     want = numpy_pool(x.astype(np.float64), op, window, strides, padding, bd, wd)
     got = pooled(x, op, window, strides, padding, bd, wd)
@@ -122,26 +130,30 @@ def _pool_region(fn, *args, primitive="reduce_window"):
     return regions[0]
 
 
-@pytest.mark.parametrize("shape, window, strides, padding, rows", [
-    ((2, 9, 9, 32), (1, 3, 3, 1), (1, 2, 2, 1), "SAME", True),
-    ((2, 9, 9, 8), (1, 3, 3, 1), (1, 2, 2, 1), "VALID", True),
-    ((2, 9, 9, 7), (1, 3, 3, 1), (1, 2, 2, 1), "SAME", False),  # fewer channels than LANES
-    ((2, 9, 9, 32), (1, 3, 3, 2), (1, 2, 2, 2), "VALID", False),  # the window spans channels
-    ((2, 32, 9, 9), (1, 1, 3, 3), (1, 1, 2, 2), "SAME", False),  # NCHW: W is pooled
+@pytest.mark.parametrize("shape, window, strides, padding, rows, scatter_rows", [
+    ((2, 9, 9, 32), (1, 3, 3, 1), (1, 2, 2, 1), "SAME", True, True),
+    ((2, 9, 9, 8), (1, 3, 3, 1), (1, 2, 2, 1), "VALID", True, True),
+    ((2, 9, 9, 7), (1, 3, 3, 1), (1, 2, 2, 1), "SAME", False, False),  # fewer than LANES outputs per row
+    ((2, 9, 9, 32), (1, 3, 3, 2), (1, 2, 2, 2), "VALID", True, False),  # channels pooled: lanes 2 apart
+    ((2, 32, 9, 9), (1, 1, 3, 3), (1, 1, 2, 2), "SAME", False, False),  # NCHW, fewer than LANES along W
+    ((2, 4, 9, 40), (1, 1, 3, 3), (1, 1, 2, 2), "SAME", True, False),  # NCHW: W pooled, lanes 2 apart
+    ((2, 4, 9, 80), (1, 1, 3, 5), (1, 1, 2, 5), "SAME", False, False),  # window stride 5 > MAX_LANE_STRIDE
+    ((2, 4, 9, 40), (1, 1, 3, 3), (1, 1, 2, 2), ((0, 0), (0, 0), (1, 1), (1, 1)), True, False),
 ])
-def test_vector_path_is_taken_exactly_when_it_applies(shape, window, strides, padding, rows):
-    """parallel items are output rows on the vector path, elements otherwise."""
+def test_vector_path_is_taken_exactly_when_it_applies(shape, window, strides, padding, rows, scatter_rows):
+    """parallel items are output rows on reduce_window's vector paths, elements otherwise; the f32
+    scatter's are bands of W x channels (one per (batch, H)), rows for halves, elements without channel rows."""
     x = np.zeros(shape, np.float32)
     region = _pool_region(lambda v: lax.reduce_window(v, -np.inf, lax.max, window, strides, padding), x)
-    size = int(np.prod(region.outvars[0].aval.shape))
-    assert pool.parallel_items(region) == (size // shape[-1] if rows else size)
-    assert pool._row_length(region) == (shape[-1] if rows else 0)
+    out_shape = region.outvars[0].aval.shape
+    size = int(np.prod(out_shape))
+    assert pool.parallel_items(region) == (size // out_shape[-1] if rows else size)
+    assert pool._row_length(region) == (out_shape[-1] if rows else 0)
     f, pooled_shape = _scatter("max", window, strides, padding, None, None, shape)
     region = _pool_region(f, np.zeros(pooled_shape, np.float32), x, primitive="select_and_scatter_add")
-    # f32 with channel rows and no base dilation: bands of W x channels (one per (batch, H))
-    assert pool.parallel_items(region) == (x.size // (shape[-2] * shape[-1]) if rows else x.size)
+    assert pool.parallel_items(region) == (x.size // (shape[-2] * shape[-1]) if scatter_rows else x.size)
     region = _pool_region(f, np.zeros(pooled_shape, np.float16), x.astype(np.float16), primitive="select_and_scatter_add")
-    assert pool.parallel_items(region) == (x.size // shape[-1] if rows else x.size)  # halves: rows
+    assert pool.parallel_items(region) == (x.size // shape[-1] if scatter_rows else x.size)
 
 
 def test_gradients_through_rows_match_finite_differences():

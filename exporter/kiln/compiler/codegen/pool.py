@@ -37,22 +37,55 @@ def _selects(region) -> bool:
     return _main_eqn(region).primitive.name in pool_select.PRIMITIVES
 
 
-LANES = 8  # channels per vector: one AVX register of f32 (two of f64; LLVM splits as the target needs)
+LANES = 8  # outputs per vector: one AVX register of f32 (two of f64; LLVM splits as the target needs)
+MAX_LANE_STRIDE = 4  # pooled rows: window strides up to this load (LANES - 1) * stride + 1 elements per vector
 
 
-def _row_length(region) -> int:
-    """The channel-row length when the vector path applies (the innermost axis is untouched by the window,
-    unpadded and unit-stride in the operand's view, at least LANES long); else 0."""
+def _row_plan(region):
+    """(row length, lane stride, [vector range]) when a vector path applies, else None.
+
+    Channel rows: the innermost axis is untouched by the window, unpadded and unit-stride in the operand's
+    view and at least LANES long; lane stride 1, every whole chunk of LANES vectorized. Pooled rows (NCHW
+    along W): the innermost axis is pooled with window stride s <= MAX_LANE_STRIDE and no base
+    dilation and is unit-stride in the view; lanes are s apart (one load of (LANES - 1) s + 1 elements,
+    then a shuffle), for the outputs whose whole window lies inside the operand along it (the interior,
+    at least LANES of them); the rest of the row takes one output at a time."""
     eqn = _main_eqn(region)
     p = eqn.params
     shape = tuple(eqn.outvars[0].aval.shape)
     if not shape or shape[-1] < LANES:
-        return 0
+        return None
     d = len(shape) - 1
-    if (p["window_dimensions"][d], p["window_strides"][d], tuple(p["padding"][d]), p["base_dilation"][d]) != (1, 1, (0, 0), 1):
-        return 0
     view = region_views(region)[eqn.invars[0].id]
-    return int(shape[-1]) if view.strides[-1] == 1 else 0
+    if view.strides[-1] != 1:
+        return None
+    w, s, (lo, hi), bd, wd = (p["window_dimensions"][d], p["window_strides"][d], tuple(p["padding"][d]),
+                              p["base_dilation"][d], p["window_dilation"][d])
+    if (w, s, (lo, hi), bd) == (1, 1, (0, 0), 1):
+        return shape[-1], 1, _segments(0, shape[-1], shape[-1])
+    if bd != 1 or s > MAX_LANE_STRIDE:
+        return None
+    extent = eqn.invars[0].aval.shape[-1]
+    first = -(-lo // s) if lo > 0 else 0  # the first output whose window starts inside
+    last = (extent - 1 - (w - 1) * wd + lo) // s + 1 if extent - 1 - (w - 1) * wd + lo >= 0 else 0
+    last = min(last, shape[-1])
+    if last - first < LANES:
+        return None
+    return shape[-1], s, _segments(first, last, shape[-1])
+
+
+def _segments(first: int, last: int, row: int):
+    """(start, stop, lanes) runs covering [0, row): [first, last) in chunks of LANES, then one of
+    LANES // 2 where it fits, the rest one at a time."""
+    eight = first + (last - first) // LANES * LANES
+    four = eight + (last - eight) // (LANES // 2) * (LANES // 2)
+    runs = [(0, first, 1), (first, eight, LANES), (eight, four, LANES // 2), (four, row, 1)]
+    return tuple(r for r in runs if r[0] < r[1])
+
+
+def _row_length(region) -> int:
+    plan = _row_plan(region)
+    return plan[0] if plan else 0
 
 
 def parallel_items(region) -> int:
@@ -83,9 +116,9 @@ def emit_kernel(region):
     comb = _Combiner("sum" if p["op"] == "add" else p["op"], dtype)
     n_in = len(region.invars)
     rank = len(out_shape)
-    row = _row_length(region)
-    if row:
-        return _emit_rows(p, view, in_shape, out_shape, dtype, comb, n_in, row)
+    plan = _row_plan(region)
+    if plan:
+        return _emit_rows(p, view, in_shape, out_shape, dtype, comb, n_in, *plan)
 
     def body(b: ir.IRBuilder, pointers, workgroup_id, workgroup_count):
         if total == 0:
@@ -136,32 +169,38 @@ def emit_kernel(region):
     return body
 
 
-def _emit_rows(p, view, in_shape, out_shape, dtype, comb, n_in, row):
-    """The channel-row kernel (module docstring): one work item per output row of `row` channels."""
+def _emit_rows(p, view, in_shape, out_shape, dtype, comb, n_in, row, lane_stride, segments):
+    """The row kernel (module docstring, _row_plan): one work item per output row of `row` elements, taken
+    in segments of (start, stop, lanes) (lanes lane_stride apart in the operand)."""
     d = info(dtype)
     rows = int(np.prod(out_shape[:-1], dtype=np.int64))
-    whole = row - row % LANES
     # f32 / f64 / integers are stored as computed: one vector load or store; halves and bools convert lane by lane
     direct = d.storage == d.compute and d.kind != "b"
-    vec_acc = ir.VectorType(comb.acc_type, LANES)
 
     def body(b: ir.IRBuilder, pointers, workgroup_id, workgroup_count):
         if rows == 0:
             return
         src, out_ptr = pointers[view.source], pointers[n_in]
         lo, hi = workgroup_slice(b, rows, workgroup_id, workgroup_count)
-        vacc = b.alloca(vec_acc, name="vacc")
-        acc = b.alloca(comb.acc_type, name="acc")
+        slots = {n: b.alloca(comb.acc_type if n == 1 else ir.VectorType(comb.acc_type, n), name=f"acc{n}")
+                 for n in {n for _, _, n in segments}}
 
         def load(offset, lanes):
             if lanes == 1:
                 return scalar_ops.load(b, src, offset, dtype)
             if direct:
                 ptr = b.gep(src, [offset], inbounds=True, source_etype=d.storage)
-                return b.load(ptr, typ=ir.VectorType(d.storage, lanes), align=_align(d))
+                span = (lanes - 1) * lane_stride + 1
+                v = b.load(ptr, typ=ir.VectorType(d.storage, span), align=_align(d))
+                if lane_stride == 1:
+                    return v
+                return b.shuffle_vector(v, ir.Constant(ir.VectorType(d.storage, span), None),
+                                        ir.Constant(ir.VectorType(ir.IntType(32), lanes),
+                                                    [k * lane_stride for k in range(lanes)]))
             v = ir.Constant(ir.VectorType(d.compute, lanes), None)
             for k in range(lanes):
-                v = b.insert_element(v, scalar_ops.load(b, src, b.add(offset, const64(k)), dtype), const64(k))
+                at = b.add(offset, const64(k * lane_stride))
+                v = b.insert_element(v, scalar_ops.load(b, src, at, dtype), const64(k))
             return v
 
         def store(offset, value, lanes):
@@ -178,7 +217,8 @@ def _emit_rows(p, view, in_shape, out_shape, dtype, comb, n_in, row):
                     scalar_ops.store(b, out_ptr, b.add(offset, const64(k)), comb.finalize(b, lane), dtype)
 
         def chunk(pos, out_base, c, lanes):
-            slot = acc if lanes == 1 else vacc
+            slot = slots[lanes]
+            vec_acc = slot.allocated_type
             init = comb.init()
             b.store(init if lanes == 1 else ir.Constant(vec_acc, [init] * lanes), slot)
 
@@ -202,10 +242,8 @@ def _emit_rows(p, view, in_shape, out_shape, dtype, comb, n_in, row):
         def element(r):
             pos = delinearize(b, r, out_shape[:-1]) if rank_rows else []
             out_base = b.mul(r, const64(row))
-            if whole:
-                for_range(b, 0, whole, lambda c: chunk(pos, out_base, c, LANES), name="c", step=LANES)
-            if whole < row:
-                for_range(b, whole, row, lambda c: chunk(pos, out_base, c, 1), name="t")
+            for start, stop, lanes in segments:
+                for_range(b, start, stop, lambda c, n=lanes: chunk(pos, out_base, c, n), name=f"c{lanes}", step=lanes)
 
         rank_rows = len(out_shape) - 1
         for_range(b, lo, hi, element, name="r")
