@@ -13,7 +13,11 @@ LANES channels, each offset's chunk loaded and combined as one vector (offsets
 outside the operand skipped by loop bounds, not per-element tests), the tail
 channels one at a time. Each output element sees the same values combined in
 the same order as in the scalar kernel (maximum/minimum propagate NaN, sums in
-f64), so the results are bit for bit the same.
+f64), so the results are bit for bit the same. Pooled rows (NCHW along W): when
+the innermost axis is pooled with a small window stride s and is contiguous, the
+outputs whose window lies inside the operand along it take LANES lanes s apart
+(one load of (LANES - 1) s + 1 elements, then a shuffle), the row's edges one
+output at a time (_row_plan). A run of LANES // 2 lanes precedes each scalar tail.
 """
 from __future__ import annotations
 
