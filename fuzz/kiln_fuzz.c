@@ -172,15 +172,44 @@ static int kernel_within(const uint8_t* k, const uint8_t* s) {
   return 1;
 }
 
+static int same_string(const char* a, const char* b) {
+  return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+/* A kernel build (format 2.4) the runtime may load instead of its base image:
+ * the same code, entry points and CPU features as the seed's (features decide
+ * which build a host runs, so a build claiming fewer features than its code
+ * uses would be run where it faults). */
+static int variants_equal(const uint8_t* a, const uint8_t* b) {
+  const uint8_t* ia = kiln_fb_KernelVariant_image(a);
+  const uint8_t* ib = kiln_fb_KernelVariant_image(b);
+  uint32_t n = kiln_fb_KernelVariant_entry_offsets_len(a);
+  if (kiln_fb_KernelVariant_base(a) != kiln_fb_KernelVariant_base(b) ||
+      n != kiln_fb_KernelVariant_entry_offsets_len(b) ||
+      !same_bytes(kiln_fb_KernelVariant_entry_offsets(a), kiln_fb_KernelVariant_entry_offsets(b),
+                  (size_t)n * 8))
+    return 0;
+  if (!ia || !ib) return !ia && !ib;
+  return images_equal(ia, ib) &&
+         same_string(kiln_fb_KernelImage_cpu_features(ia), kiln_fb_KernelImage_cpu_features(ib)) &&
+         same_string(kiln_fb_KernelImage_target_triple(ia), kiln_fb_KernelImage_target_triple(ib));
+}
+
 static int native_code_within(const uint8_t* root, const uint8_t* seed) {
   uint32_t i, images = kiln_fb_Module_kernel_images_len(root);
   uint32_t kernels = kiln_fb_Module_kernels_len(root);
+  uint32_t variants = kiln_fb_Module_kernel_variants_len(root);
   if (images != kiln_fb_Module_kernel_images_len(seed) ||
-      kernels != kiln_fb_Module_kernels_len(seed))
+      kernels != kiln_fb_Module_kernels_len(seed) ||
+      variants != kiln_fb_Module_kernel_variants_len(seed))
     return 0;
   for (i = 0; i < images; ++i)
     if (!images_equal(kiln_fb_Module_kernel_images_at(root, i),
                       kiln_fb_Module_kernel_images_at(seed, i)))
+      return 0;
+  for (i = 0; i < variants; ++i)
+    if (!variants_equal(kiln_fb_Module_kernel_variants_at(root, i),
+                        kiln_fb_Module_kernel_variants_at(seed, i)))
       return 0;
   for (i = 0; i < kernels; ++i)
     if (!kernel_within(kiln_fb_Module_kernels_at(root, i), kiln_fb_Module_kernels_at(seed, i)))
