@@ -224,3 +224,36 @@ def test_scatter_rows_match_the_numpy_selection_with_ties_and_nan(case, dtype):
     assert got.dtype == np.dtype(dtype) and got.shape == x.shape
     tol = {np.dtype(np.float32): 1e-6, np.dtype(np.float64): 1e-13}.get(np.dtype(dtype), 1e-2)
     np.testing.assert_allclose(got.astype(np.float64), want, rtol=tol, atol=tol)
+
+
+def test_vector_paths_are_bit_identical_to_the_scalar_loops(monkeypatch):
+    """The same values combined in the same order: the row, pooled-row, scatter-row and band kernels give
+    the scalar kernels' bits (LANES beyond every row length turns the vector paths off; the kernel cache
+    is off so that the scalar kernels are compiled, not found)."""
+    from kiln.compiler.codegen import pool_select
+
+    x = RNG.standard_normal((3, 10, 12, 21)).astype(np.float32)
+    x[0, 2:4, 2:4, :] = 0.5  # tied windows
+    x[1, 5, 6, 4] = np.nan
+    nchw = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+    c = RNG.standard_normal((3, 5, 6, 21)).astype(np.float32)
+
+    f, _ = _scatter("max", (1, 3, 3, 1), (1, 2, 2, 1), "SAME", None, None, x.shape)
+
+    def run():
+        return [
+            np.asarray(kiln.jit(lambda v: lax.reduce_window(v, -np.inf, lax.max, (1, 3, 3, 1), (1, 2, 2, 1), "SAME"))(x)),
+            np.asarray(kiln.jit(lambda v: lax.reduce_window(v, -np.inf, lax.max, (1, 1, 3, 3), (1, 1, 2, 2), "SAME"))(nchw)),
+            np.asarray(kiln.jit(lambda v: lax.reduce_window(v, 0.0, lax.add, (1, 1, 2, 3), (1, 1, 1, 2),
+                                                            ((0, 0), (0, 0), (1, 0), (2, 1))))(nchw)),
+            np.asarray(kiln.jit(f)(c, x)),  # bands
+            np.asarray(kiln.jit(f)(c.astype(np.float16), x.astype(np.float16))),  # rows
+        ]
+
+    monkeypatch.setenv("KILN_CACHE", "0")
+    vector = run()
+    monkeypatch.setattr(pool, "LANES", 10**9)
+    monkeypatch.setattr(pool_select, "LANES", 10**9)
+    scalar = run()
+    for v, s in zip(vector, scalar, strict=True):
+        np.testing.assert_array_equal(v.view(np.uint8), s.view(np.uint8))
