@@ -154,6 +154,9 @@ def test_vector_path_is_taken_exactly_when_it_applies(shape, window, strides, pa
     assert pool.parallel_items(region) == (x.size // (shape[-2] * shape[-1]) if scatter_rows else x.size)
     region = _pool_region(f, np.zeros(pooled_shape, np.float16), x.astype(np.float16), primitive="select_and_scatter_add")
     assert pool.parallel_items(region) == (x.size // shape[-1] if scatter_rows else x.size)
+    region = _pool_region(_gather("max", window, strides, padding, None, None, shape), x, x,
+                          primitive="select_and_gather_add")
+    assert pool.parallel_items(region) == (size // shape[-1] if scatter_rows else size)  # rows of channels
 
 
 def test_gradients_through_rows_match_finite_differences():
@@ -207,6 +210,15 @@ def _scatter(op, window, strides, padding, bd, wd, shape):
     return (lambda c, v: pooling_select.select_and_scatter_add(c, v, **params)), pooled_shape
 
 
+def _gather(op, window, strides, padding, bd, wd, shape):
+    (_, pooled_shape), n = _scatter(op, window, strides, padding, bd, wd, shape), len(shape)
+    pads = padtype_to_pads([dilate_dim(d, b) for d, b in zip(shape, bd or (1,) * n)],
+                           [dilate_dim(w, d) for w, d in zip(window, wd or (1,) * n)], strides, padding)
+    return lambda t, v: pooling_select.select_and_gather_add(
+        t, v, op=op, window_dimensions=window, window_strides=strides, padding=tuple(pads),
+        base_dilation=bd or (1,) * n, window_dilation=wd or (1,) * n)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16])
 @pytest.mark.parametrize("case", SCATTER_CASES)
 def test_scatter_rows_match_the_numpy_selection_with_ties_and_nan(case, dtype):
@@ -224,10 +236,17 @@ def test_scatter_rows_match_the_numpy_selection_with_ties_and_nan(case, dtype):
     assert got.dtype == np.dtype(dtype) and got.shape == x.shape
     tol = {np.dtype(np.float32): 1e-6, np.dtype(np.float64): 1e-13}.get(np.dtype(dtype), 1e-2)
     np.testing.assert_allclose(got.astype(np.float64), want, rtol=tol, atol=tol)
+    # the forward-mode derivative (select_and_gather_add, per output row of channels) on the same windows
+    g = _gather(op, window, strides, padding, bd, wd, shape)
+    t = (RNG.standard_normal(shape) * 3).astype(dtype)
+    got = np.asarray(kiln.jit(g)(t, xd))
+    want = np.asarray(g(t.astype(np.float64), xd.astype(np.float64)))
+    assert got.dtype == np.dtype(dtype) and got.shape == pooled_shape
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=tol, atol=tol)
 
 
 def test_vector_paths_are_bit_identical_to_the_scalar_loops(monkeypatch):
-    """The same values combined in the same order: the row, pooled-row, scatter-row and band kernels give
+    """The same values combined in the same order: the row, pooled-row, scatter-row, band and gather-row kernels give
     the scalar kernels' bits (LANES beyond every row length turns the vector paths off; the kernel cache
     is off so that the scalar kernels are compiled, not found)."""
     from kiln.compiler.codegen import pool_select
@@ -239,6 +258,7 @@ def test_vector_paths_are_bit_identical_to_the_scalar_loops(monkeypatch):
     c = RNG.standard_normal((3, 5, 6, 21)).astype(np.float32)
 
     f, _ = _scatter("max", (1, 3, 3, 1), (1, 2, 2, 1), "SAME", None, None, x.shape)
+    g = _gather("max", (1, 3, 3, 1), (1, 2, 2, 1), "SAME", None, None, x.shape)
 
     def run():
         return [
@@ -248,6 +268,8 @@ def test_vector_paths_are_bit_identical_to_the_scalar_loops(monkeypatch):
                                                             ((0, 0), (0, 0), (1, 0), (2, 1))))(nchw)),
             np.asarray(kiln.jit(f)(c, x)),  # bands
             np.asarray(kiln.jit(f)(c.astype(np.float16), x.astype(np.float16))),  # rows
+            np.asarray(kiln.jit(g)(x[::-1].copy(), x)),  # gather rows
+            np.asarray(kiln.jit(g)(x.astype(np.float16), x.astype(np.float16))),
         ]
 
     monkeypatch.setenv("KILN_CACHE", "0")

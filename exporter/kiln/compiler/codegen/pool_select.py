@@ -45,10 +45,9 @@ LANES = 8  # as codegen/pool.py's channel rows
 
 
 def _row_length(region) -> int:
-    """The channel-row length when the scatter's vector path applies, else 0 (module docstring)."""
+    """The channel-row length when the vector path applies (the scatter's or the gather's), else 0 (module
+    docstring)."""
     eqn = _main_eqn(region)
-    if eqn.primitive.name != "select_and_scatter_add":
-        return 0
     p = eqn.params
     shape = tuple(eqn.outvars[0].aval.shape)
     if not shape or shape[-1] < LANES:
@@ -65,7 +64,8 @@ def _row_length(region) -> int:
 def _bands(region) -> bool:
     """The scatter's band path (module docstring): channel rows, rank >= 3, no base dilation, f32/f64."""
     eqn = _main_eqn(region)
-    return (_row_length(region) > 0 and eqn.outvars[0].aval.ndim >= 3
+    return (eqn.primitive.name == "select_and_scatter_add" and _row_length(region) > 0
+            and eqn.outvars[0].aval.ndim >= 3
             and all(bd == 1 for bd in eqn.params["base_dilation"])
             and np.dtype(eqn.outvars[0].aval.dtype) in (np.float32, np.float64))
 
@@ -154,6 +154,8 @@ def emit_kernel(region):
     row = _row_length(region)
     if row and _bands(region):
         return _emit_scatter_bands(p, sv, xv, x_shape, pooled_shape, dtype, comb, n_in, row)
+    if row and not scatter:
+        return _emit_gather_rows(p, sv, xv, x_shape, out_shape, dtype, comb, n_in, row)
     if row:
         return _emit_scatter_rows(p, sv, xv, x_shape, pooled_shape, dtype, comb, n_in, row)
 
@@ -495,6 +497,97 @@ def _emit_scatter_bands(p, sv, xv, x_shape, pooled_shape, dtype, comb, n_in, row
                 for_range(b, 0, whole, lambda c: chunk(r, idx, c, LANES), name="c", step=LANES)
             if whole < row:
                 for_range(b, whole, row, lambda c: chunk(r, idx, c, 1), name="t")
+
+        for_range(b, lo, hi, element, name="r")
+
+    return body
+
+
+def _emit_gather_rows(p, tv, xv, x_shape, out_shape, dtype, comb, n_in, row):
+    """select_and_gather_add over rows of output channels (module docstring): per lane the selection, then
+    the tangent summed over the positions attaining the extremum and divided by their count, as the
+    scalar kernel does (a position that does not attain it adds +0.0, which changes no sum)."""
+    d = info(dtype)
+    ct = d.compute
+    rows = int(np.prod(out_shape[:-1], dtype=np.int64))
+    whole = row - row % LANES
+    direct = d.storage == ct
+    better = ">" if p["op"] == "max" else "<"
+
+    def body(b: ir.IRBuilder, pointers, workgroup_id, workgroup_count):
+        if rows == 0:
+            return
+        x_ptr, t_ptr, out_ptr = pointers[xv.source], pointers[tv.source], pointers[n_in]
+        lo, hi = workgroup_slice(b, rows, workgroup_id, workgroup_count)
+        slots = {}
+        for lanes in {LANES, 1} if whole < row else {LANES}:
+            vt = ct if lanes == 1 else ir.VectorType(ct, lanes)
+            it = I64 if lanes == 1 else ir.VectorType(I64, lanes)
+            bt = I1 if lanes == 1 else ir.VectorType(I1, lanes)
+            slots[lanes] = (b.alloca(vt, name=f"m{lanes}"), b.alloca(it, name=f"n{lanes}"),
+                            b.alloca(bt, name=f"nan{lanes}"), b.alloca(vt, name=f"sum{lanes}"), vt, it, bt)
+
+        def splat(ty, value):
+            return ir.Constant(ty, value if not isinstance(ty, ir.VectorType) else [value] * ty.count)
+
+        def load(ptr, view, index, lanes):
+            offset = dot_offsets(b, index, view.strides, const64(view.offset))
+            if lanes == 1:
+                return scalar_ops.load(b, ptr, offset, dtype)
+            if direct:
+                return b.load(b.gep(ptr, [offset], inbounds=True, source_etype=d.storage),
+                              typ=ir.VectorType(ct, lanes), align=d.bits // 8)
+            v = ir.Constant(ir.VectorType(ct, lanes), None)
+            for k in range(lanes):
+                v = b.insert_element(v, scalar_ops.load(b, ptr, b.add(offset, const64(k)), dtype), const64(k))
+            return v
+
+        def chunk(r, pos, c, lanes):
+            m_slot, n_slot, nan_slot, sum_slot, vt, it, bt = slots[lanes]
+            full = pos + [c]
+            b.store(splat(vt, comb.init().constant), m_slot)
+            b.store(splat(it, 0), n_slot)
+            b.store(splat(bt, 0), nan_slot)
+
+            def visit(src):
+                v = load(x_ptr, xv, src, lanes)
+                m = b.load(m_slot)
+                wins = b.fcmp_ordered(better, v, m)
+                ties = b.fcmp_ordered("==", v, m)
+                b.store(b.select(wins, v, m), m_slot)
+                b.store(b.select(wins, splat(it, 1), b.add(b.load(n_slot), b.zext(ties, it))), n_slot)
+                b.store(b.or_(b.load(nan_slot), b.fcmp_unordered("uno", v, v)), nan_slot)
+
+            _walk_window(b, p, x_shape, full, visit)
+            m = b.select(b.load(nan_slot), splat(vt, float("nan")), b.load(m_slot))
+            b.store(splat(it, 0), n_slot)
+            b.store(splat(vt, 0.0), sum_slot)
+
+            def take(src):
+                hit = b.fcmp_ordered("==", load(x_ptr, xv, src, lanes), m)
+                t = b.select(hit, load(t_ptr, tv, src, lanes), splat(vt, 0.0))
+                b.store(b.fadd(b.load(sum_slot), t), sum_slot)
+                b.store(b.add(b.load(n_slot), b.zext(hit, it)), n_slot)
+
+            _walk_window(b, p, x_shape, full, take)
+            n = b.load(n_slot)
+            n = b.select(b.icmp_signed(">", n, splat(it, 0)), n, splat(it, 1))
+            value = b.fdiv(b.load(sum_slot), b.sitofp(n, vt))
+            out = b.add(b.mul(r, const64(row)), c)
+            if lanes == 1:
+                scalar_ops.store(b, out_ptr, out, value, dtype)
+            elif direct:
+                b.store(value, b.gep(out_ptr, [out], inbounds=True, source_etype=d.storage), align=d.bits // 8)
+            else:
+                for k in range(lanes):
+                    scalar_ops.store(b, out_ptr, b.add(out, const64(k)), b.extract_element(value, const64(k)), dtype)
+
+        def element(r):
+            pos = delinearize(b, r, out_shape[:-1]) if len(out_shape) > 1 else []
+            if whole:
+                for_range(b, 0, whole, lambda c: chunk(r, pos, c, LANES), name="c", step=LANES)
+            if whole < row:
+                for_range(b, whole, row, lambda c: chunk(r, pos, c, 1), name="t")
 
         for_range(b, lo, hi, element, name="r")
 
