@@ -11,11 +11,17 @@ derivatives of max/min pooling, recomputing each window's selection from the ope
 
 No index tensor is materialized: the cost is a few passes over each window instead.
 
-Channel rows (the scatter's vector path): when the innermost axis is untouched by the window and
-contiguous in x, the cotangent and the output, one work item is a row of x's channels, handled LANES
+Channel rows (the vector paths): when the innermost axis is untouched by the window and contiguous in
+x and the tangent or cotangent, the scatter's work item is a row of x's channels, handled LANES
 channels at a time as vectors (the tail one by one): the same windows in the same order, each window's
 extremum, tie count and NaN flag per lane, and c / n added where the lane attains the extremum. Every
 element receives the same terms in the same order as in the scalar kernel, so the bits are the same.
+The gather does the same over rows of output channels (the selection, then the tangent summed where
+the lane attains it).
+
+Bands (the f32/f64 scatter of rank >= 3 without base dilation): one work item per W x channels slab of
+x, which it zeroes and then accumulates window by window, each window's selection computed once per
+band; windows along W in descending order give each element its shares in the scalar kernel's order.
 """
 from __future__ import annotations
 
