@@ -47,6 +47,8 @@ _CASES = {
     "reduction": (lambda x: knp.sum(x * x, axis=0), (np.ones((64, 32), F32),)),
     "row_fused": (lambda x: kiln.nn.softmax(x, axis=-1), (np.ones((64, 128), F32),)),
     "split_reduction": (lambda x: knp.sum(x), (np.ones((1 << 19,), F32),)),
+    "multi_reduction": (lambda x, y: (knp.sum(x, axis=0), knp.mean(y, axis=0)), (np.ones((64, 32), F32),
+                                                                                np.ones((64, 7), F32))),
     "matmul": (lambda a, b: a @ b, (np.ones((64, 48), F32), np.ones((48, 40), F32))),
     "conv": (lambda x, w: lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")),
              (np.ones((2, 8, 8, 4), F32), np.ones((3, 3, 4, 16), F32))),

@@ -13,6 +13,12 @@ one strided dim per group, an empty product, an epilogue operand not a strided v
 A convolution's elementwise consumer merges the same way where the convolution strategy takes it
 (codegen/conv.epilogue_fusable: the implicit GEMM with output pixels as rows, no groups; conv + bias +
 relu in NHWC is one dispatch).
+A reduction's elementwise consumer merges the same way (fuse_reduction_epilogues): a dispatch after a
+plain reduction (or a split reduction's combine) whose outputs have the result's element count and that
+reads the result at its elements (mean = sum / n, a loss's scalar tail, the scale after a column sum)
+becomes the reduction kernel's epilogue, applied where each result element is stored
+(codegen/reduce.epilogue_fusable refuses a layout op of the result other than a reshape, an operand
+computed before the reduction).
 Runs after row fusion and split reductions and before horizontal fusion; linear in the plan's size.
 """
 from __future__ import annotations
@@ -34,7 +40,30 @@ def _bare_matmul(step) -> bool:
     return (_is(step, "matmul") or _is(step, "conv")) and dot_equation(step.region) is step.region.eqns[-1]
 
 
+def _bare_reduction(step) -> bool:
+    """A plain reduction dispatch (its reduction last and its only output) or a split reduction's combine."""
+    if not (_is(step, "reduction") or _is(step, "split_reduction")):
+        return False
+    last = step.region.eqns[-1]
+    return (last.primitive.traits.fusion == "reduction" and "chunks" not in last.params
+            and [v.id for v in step.region.outvars] == [last.outvars[0].id])
+
+
 def fuse_epilogues(steps: list, graph_outvars) -> list:
+    """Each matmul (or convolution) dispatch merged with the elementwise dispatches after it that read its
+    product at their elements."""
+    return _fuse(steps, graph_outvars, _bare_matmul,
+                 lambda e, s: tuple(e.outputs[0].aval.shape) == tuple(s.outputs[0].aval.shape))
+
+
+def fuse_reduction_epilogues(steps: list, graph_outvars) -> list:
+    """Each reduction dispatch (a split reduction's combine included) merged with the elementwise
+    dispatches after it that read its result at their elements: outputs of the result's element count
+    (mean = sum / n; keepdims reshapes), codegen/reduce.py applying them as each result element is final."""
+    return _fuse(steps, graph_outvars, _bare_reduction, lambda e, s: e.outputs[0].aval.size == s.outputs[0].aval.size)
+
+
+def _fuse(steps: list, graph_outvars, starts, same_elements) -> list:
     uses: dict[int, int] = {}
     for s in steps:
         atoms = s.inputs if isinstance(s, DispatchStep) else s.eqn.invars
@@ -46,7 +75,7 @@ def fuse_epilogues(steps: list, graph_outvars) -> list:
     i = 0
     while i < len(steps):
         s = steps[i]
-        if not _bare_matmul(s):
+        if not starts(s):
             result.append(s)
             i += 1
             continue
@@ -60,8 +89,7 @@ def fuse_epilogues(steps: list, graph_outvars) -> list:
                 break
             e = steps[k]
             produced = {o.id for g in group for o in g.outputs}
-            if not any(a.id in produced for a in e.inputs) or \
-                    tuple(e.outputs[0].aval.shape) != tuple(s.outputs[0].aval.shape):
+            if not any(a.id in produced for a in e.inputs) or not same_elements(e, s):
                 break
             candidate = _fused(group + [e], uses, returned)
             if candidate is None:
@@ -82,9 +110,10 @@ def fuse_epilogues(steps: list, graph_outvars) -> list:
 
 def _fused(group: list[DispatchStep], uses: dict[int, int], returned: set[int]):
     """The group merged into one matmul region with an epilogue, or None where the strategy refuses it."""
-    from .codegen import conv, matmul
+    from .codegen import conv, matmul, reduce
 
-    epilogue_fusable = conv.epilogue_fusable if _is(group[0], "conv") else matmul.epilogue_fusable
+    epilogue_fusable = conv.epilogue_fusable if _is(group[0], "conv") else \
+        matmul.epilogue_fusable if _is(group[0], "matmul") else reduce.epilogue_fusable
 
     outputs = {o.id for g in group for o in g.outputs}
     inside: dict[int, int] = {}

@@ -370,11 +370,14 @@ def partition(graph: Graph) -> Plan:
 def strategy_passes(steps: list, graph_outvars) -> list:
     """What kernel strategies do to a partition: row-fused reductions merge (row_fusion.py), large
     reductions with few outputs split into partials and their combine (split_reduction.py), consecutive
-    independent elementwise kernels merge into horizontal kernels (horizontal_fusion.py), after a matrix
-    product's elementwise consumer became its epilogue (epilogue_fusion.py)."""
-    from .epilogue_fusion import fuse_epilogues
-    from .horizontal_fusion import fuse_horizontal
+    independent reductions and independent elementwise kernels merge into horizontal kernels
+    (horizontal_fusion.py), after a matrix product's or a reduction's elementwise consumer became its epilogue
+    (epilogue_fusion.py)."""
+    from .epilogue_fusion import fuse_epilogues, fuse_reduction_epilogues
+    from .horizontal_fusion import fuse_horizontal, fuse_reductions
     from .row_fusion import fuse_rows
     from .split_reduction import split_reductions
 
-    return fuse_horizontal(fuse_epilogues(split_reductions(fuse_rows(steps, graph_outvars)), graph_outvars))
+    steps = split_reductions(fuse_rows(steps, graph_outvars))
+    steps = fuse_reductions(fuse_reduction_epilogues(steps, graph_outvars))
+    return fuse_horizontal(fuse_epilogues(steps, graph_outvars))

@@ -11,6 +11,14 @@ splitting all their elements). Adam's update of every parameter is then three di
 the scalar bias corrections, the parameters. A merged region holds at most _MAX_GROUP dispatches and
 _MAX_OUTPUTS outputs. A global's load within a run moves before the run (no dispatch writes a global), so
 the loads of the optimizer's state do not cut it. It runs after row fusion and split reductions, whose regions it leaves alone.
+
+Independent reductions merge too (fuse_reductions, before the elementwise regrouping): a reduction kernel
+(the reduction strategy's, its epilogue included) that keeps its operand's last axis waits, while no step
+reads its result and no host step comes, for the next such reduction over as many elements; the ones
+found merge into one region at the last one's place, the multi_reduction strategy's (codegen/reduce.py's
+segments: each reduction's work items, the workgroups splitting them all). The bias gradients' column
+sums of every layer of a training step are then one dispatch. A group holds at most _MAX_GROUP reductions;
+a reduction that finds no partner stays where it was.
 """
 from __future__ import annotations
 
@@ -79,3 +87,65 @@ def _merged(chunk: list[DispatchStep]) -> DispatchStep:
         return chunk[0]
     outputs = {o.id for s in chunk for o in s.outputs}
     return _merge(f"horizontal_{chunk[0].name.rsplit('_', 1)[-1]}", chunk, outputs)
+
+
+def _reduction_key(step):
+    """(reduced elements,) of a reduction kernel that keeps its operand's last axis, else None."""
+    from .strategies import BY_NAME
+
+    if not isinstance(step, DispatchStep) or not BY_NAME["reduction"].matches(step.region):
+        return None
+    eqn = next(e for e in step.region.eqns if e.primitive.traits.fusion == "reduction")
+    shape = tuple(eqn.invars[0].aval.shape)
+    axes = tuple(eqn.params.get("axes", ()))
+    if not shape or len(shape) - 1 in axes or shape[-1] == 1:
+        return None
+    count = 1
+    for d in axes:
+        count *= shape[d]
+    return (count,)
+
+
+def fuse_reductions(steps: list) -> list:
+    """The steps with groups of independent reductions of one reduced size merged (module docstring)."""
+    groups: list[list[int]] = []       # step indices of each group found
+    open_groups: dict[tuple, list[int]] = {}
+    produced_by: dict[int, tuple] = {}  # output var id of an open group's member -> the group's key
+
+    def close(key):
+        members = open_groups.pop(key)
+        for i in members:
+            for o in steps[i].outputs:
+                produced_by.pop(o.id, None)
+        if len(members) > 1:
+            groups.append(members)
+
+    for index, s in enumerate(steps):
+        if not isinstance(s, DispatchStep):  # a host step (global store, control flow) ends every group
+            for key in list(open_groups):
+                close(key)
+            continue
+        for a in s.inputs:
+            key = produced_by.get(a.id) if isinstance(a, Var) else None
+            if key is not None and key in open_groups:
+                close(key)
+        key = _reduction_key(s)
+        if key is None:
+            continue
+        open_groups.setdefault(key, []).append(index)
+        for o in s.outputs:
+            produced_by[o.id] = key
+        if len(open_groups[key]) >= _MAX_GROUP:
+            close(key)
+    for key in list(open_groups):
+        close(key)
+    if not groups:
+        return steps
+    merged_at: dict[int, DispatchStep] = {}
+    moved: set[int] = set()
+    for members in groups:
+        chunk = [steps[i] for i in members]
+        outputs = {o.id for c in chunk for o in c.outputs}
+        merged_at[members[-1]] = _merge(f"reductions_{chunk[0].name.rsplit('_', 1)[-1]}", chunk, outputs)
+        moved.update(members)
+    return [merged_at[i] if i in merged_at else s for i, s in enumerate(steps) if i not in moved or i in merged_at]

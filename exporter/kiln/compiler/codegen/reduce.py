@@ -7,6 +7,13 @@ Two loop orders, chosen by whether the operand's last dim is reduced:
   across the contiguous kept dim (vectorized), reduced dims in the loops outside.
 f32/f16 sums accumulate in f64; integer sums wrap like numpy's astype.
 
+Elementwise work consuming only the reduction's result (mean = sum / n, a loss's scalar tail, the scale
+after a column sum) is the kernel's epilogue (compiler/epilogue_fusion.fuse_reduction_epilogues merges
+the regions): applied to each output element once its accumulator is final, where the result would be
+stored; the epilogue's outputs have the result's elements (keepdims reshapes of the result allowed), its
+other operands are strided views of the inputs read at the output element. A split reduction takes it
+in its combine kernel (the partials), never in the chunks.
+
 A large reduction with few outputs runs as two kernels (compiler/split_reduction.py): partials over
 `chunks` ranges of the outermost reduced dim (each a workgroup item, accumulators stored unrounded),
 then their combine in chunk order: the same bits for every worker count.
@@ -22,11 +29,29 @@ from ..layout import collapse_dims, contiguous_strides, region_views
 from . import scalar_ops
 from .intrinsics import call_binary
 from .loops import const64, delinearize, dot_offsets, for_range, workgroup_slice
-from .region_eval import evaluate, leaves_used, load_view, needed_equations
+from .region_eval import evaluate, is_var, leaves_used, load_view, needed_equations
+from .scalar_ops import round_to_narrow
 from .types import F64, I8, info, int_const
 
 TILE = 256
 ROWS_PER_BLOCK = 8
+
+
+class NotFusable(ValueError):
+    """Elementwise work after a reduction that cannot be the reduction kernel's epilogue."""
+
+
+_ORDER_PRESERVING = ("reshape", "squeeze", "expand_dims", "broadcast_in_dim")
+
+
+@dataclass
+class ReduceEpilogue:
+    eqns: list                  # the epilogue's equations (layout ops of computed values resolved away)
+    targets: list               # the values the outputs receive
+    positions: list[int]        # their output positions
+    result_position: int | None  # the output position of the reduction's own result, if it is one
+    leaves: list                # region vars read through views
+    views: list                 # their views (each of the output's element count)
 
 
 @dataclass
@@ -45,6 +70,8 @@ class ReducePlan:
     empty_output: bool
     chunks: int = 1  # > 1: partials of `chunks` ranges of red_shape[0], stored as accumulators
     kept_size: int = 1
+    result: object = None       # the reduction's result Var
+    epilogue: ReduceEpilogue | None = None
 
     @property
     def base_items(self) -> int:
@@ -59,17 +86,96 @@ class ReducePlan:
         return self.base_items * self.chunks
 
 
+def reduction_index(region) -> int | None:
+    """The position of the region's one reduction equation (None: no reduction or several)."""
+    found = [i for i, e in enumerate(region.eqns) if e.primitive.traits.fusion == "reduction"]
+    return found[0] if len(found) == 1 else None
+
+
+def has_epilogue(region) -> bool:
+    """Whether the region is one reduction followed by elementwise work on its result whose outputs all
+    have the result's element count (the form fuse_reduction_epilogues makes; row-fused regions differ)."""
+    i = reduction_index(region)
+    if i is None or i == len(region.eqns) - 1:
+        return False
+    size = region.eqns[i].outvars[0].aval.size
+    return (all(e.primitive.traits.fusion in ("elementwise", "layout", "iota") for e in region.eqns[i + 1:])
+            and all(v.aval.size == size for v in region.outvars))
+
+
+def epilogue_fusable(region) -> bool:
+    """Whether the reduction kernel takes this region (its reduction's consumers as the epilogue)."""
+    try:
+        _plan(region)
+    except NotFusable:
+        return False
+    return True
+
+
+def _epilogue(region, index: int, views) -> ReduceEpilogue:
+    eqn = region.eqns[index]
+    result = eqn.outvars[0]
+    size = result.aval.size
+    if "chunks" in eqn.params:
+        raise NotFusable("a split reduction's chunks take no epilogue")
+    after = region.eqns[index + 1:]
+    alias: dict[int, object] = {}
+    computed = {result.id}
+    eqns = []
+
+    def resolve(a):
+        return alias.get(a.id, a) if is_var(a) else a
+
+    for e in after:
+        fusion = e.primitive.traits.fusion
+        if fusion == "layout" and is_var(e.invars[0]) and resolve(e.invars[0]).id in computed:
+            if e.primitive.name not in _ORDER_PRESERVING or e.outvars[0].aval.size != size or (
+                    e.primitive.name == "broadcast_in_dim"
+                    and list(e.params["broadcast_dimensions"]) != sorted(e.params["broadcast_dimensions"])):
+                raise NotFusable(f"{e.primitive.name} of the reduction's result in the epilogue")
+            alias[e.outvars[0].id] = resolve(e.invars[0])
+        elif fusion == "elementwise":
+            for a in e.invars:
+                if is_var(a) and resolve(a).id not in computed and a.id not in views:
+                    raise NotFusable("an epilogue operand is computed before the reduction")
+            eqns.append(type(e)(e.primitive, [resolve(a) for a in e.invars], e.outvars, e.params, e.source_info))
+            computed.add(e.outvars[0].id)
+        elif fusion not in ("layout", "iota"):
+            raise NotFusable("only elementwise work may follow the reduction")
+    positions, targets, result_position = [], [], None
+    for i, v in enumerate(region.outvars):
+        if v.aval.size != size:
+            raise NotFusable("an output's size differs from the reduction's result")
+        t = resolve(v)
+        if t.id == result.id and v.id == result.id:
+            result_position = i
+            continue
+        if t.id not in computed:
+            raise NotFusable("an output is not computed from the reduction's result")
+        positions.append(i)
+        targets.append(t)
+    eqns = needed_equations(eqns, targets)
+    leaves = [v for v in leaves_used(eqns, targets, views) if v.id != result.id]
+    for v in leaves:
+        if int(np.prod(views[v.id].shape, dtype=np.int64)) != size:
+            raise NotFusable("an epilogue operand's size differs from the reduction's result")
+    return ReduceEpilogue(eqns, targets, positions, result_position, leaves, [views[v.id] for v in leaves])
+
+
 def _plan(region) -> ReducePlan:
-    eqn = region.eqns[-1]
-    if eqn.primitive.traits.fusion != "reduction" or list(region.outvars) != [eqn.outvars[0]]:
-        raise ValueError("a reduction kernel's region ends with its reduction, whose result is its only output")
+    index = reduction_index(region)
+    if index is None:
+        raise ValueError("a reduction kernel's region holds one reduction")
+    eqn = region.eqns[index]
+    plain = index == len(region.eqns) - 1 and list(region.outvars) == [eqn.outvars[0]]
     op = eqn.primitive.traits.reduction
     chunks = int(eqn.params.get("chunks", 1))
     operand = eqn.invars[0]
     shape = tuple(operand.aval.shape)
     axes = tuple(eqn.params["axes"])
     views = region_views(region)
-    eqns = needed_equations(region.eqns[:-1], [operand])
+    epilogue = None if plain else _epilogue(region, index, views)
+    eqns = needed_equations(region.eqns[:index], [operand])
     leaves = leaves_used(eqns, [operand], views)
     leaf_views = [views[v.id] for v in leaves]
     kept = [d for d in range(len(shape)) if d not in axes]
@@ -86,7 +192,7 @@ def _plan(region) -> ReducePlan:
     dtype = np.dtype(eqn.params["dtype"] if chunks > 1 else eqn.outvars[0].aval.dtype)
     kept_size = int(np.prod([shape[d] for d in kept], dtype=np.int64))
     return ReducePlan(op, dtype, operand, eqns, leaves, leaf_views, kept_shape, kept_strides, red_shape, red_strides,
-                      last_kept, empty_output, chunks, kept_size)
+                      last_kept, empty_output, chunks, kept_size, eqn.outvars[0], epilogue)
 
 
 def accumulator_dtype(op: str, dtype) -> np.dtype:
@@ -111,7 +217,19 @@ def parallel_items(region) -> int:
 
 
 def work(region) -> int:
-    return int(region.eqns[-1].invars[0].aval.size) * (1 + len(region.eqns) // 2)
+    return int(region.eqns[reduction_index(region)].invars[0].aval.size) * (1 + len(region.eqns) // 2)
+
+
+def _linear_offset(b: ir.IRBuilder, view, linear) -> ir.Value:
+    """The element of a view at row-major position `linear` of its shape."""
+    shape = tuple(view.shape)
+    strides = [s for s, d in zip(view.strides, shape) if d != 1]
+    dims = tuple(d for d in shape if d != 1)
+    if all(s == 0 for s in strides):
+        return const64(view.offset)
+    if tuple(strides) == tuple(contiguous_strides(dims)):
+        return b.add(const64(view.offset), linear)
+    return dot_offsets(b, delinearize(b, linear, dims), strides, const64(view.offset))
 
 
 class _Combiner:
@@ -180,12 +298,23 @@ class _Combiner:
 
 def emit_reduce_kernel(region):
     p = _plan(region)
+    items = _emit_items(region, p)
+
+    def body(b: ir.IRBuilder, pointers, workgroup_id, workgroup_count):
+        lo, hi = workgroup_slice(b, p.parallel_items, workgroup_id, workgroup_count)
+        items(b, pointers, lo, hi)
+
+    return body
+
+
+def _emit_items(region, p: ReducePlan):
+    """items(builder, pointers, lo, hi): the kernel's work items [lo, hi)."""
     comb = _Combiner(p.op, p.dtype)
     n_in = len(region.invars)
     n_leaves = len(p.leaves)
     kept_rank = len(p.kept_shape)
 
-    def body(b: ir.IRBuilder, pointers, workgroup_id, workgroup_count):
+    def body(b: ir.IRBuilder, pointers, lo, hi):
         if p.empty_output:
             return
         out_ptr = pointers[n_in]
@@ -232,13 +361,28 @@ def emit_reduce_kernel(region):
             return b.urem(linear, const64(p.base_items))
 
         def store_result(offset, acc):
-            if p.chunks == 1:
+            ep = p.epilogue
+            if p.chunks == 1 and ep is not None:
+                value = comb.finalize(b, acc)
+                if info(p.dtype).name in ("f16", "bf16"):
+                    value = round_to_narrow(b, value, info(p.dtype).name)  # the result as stored
+                if ep.result_position is not None:
+                    scalar_ops.store(b, pointers[n_in + ep.result_position], offset, value, p.dtype)
+
+                def leaf_value(var):
+                    if var.id == p.result.id:
+                        return value
+                    k = next(i for i, v in enumerate(ep.leaves) if v.id == var.id)
+                    return load_view(b, ep.views[k], _linear_offset(b, ep.views[k], offset), pointers)
+
+                for i, v in zip(ep.positions, evaluate(b, ep.eqns, ep.targets, leaf_value)):
+                    scalar_ops.store(b, pointers[n_in + i], offset, v, region.outvars[i].aval.dtype)
+            elif p.chunks == 1:
                 scalar_ops.store(b, out_ptr, offset, comb.finalize(b, acc), p.dtype)
             else:
                 offset = b.add(offset, b.mul(chunk[0], const64(p.kept_size)))
                 scalar_ops.store(b, out_ptr, offset, acc, accumulator_dtype(p.op, p.dtype))
 
-        lo, hi = workgroup_slice(b, p.parallel_items, workgroup_id, workgroup_count)
         if not p.kept_innermost:
             acc = b.alloca(comb.acc_type, name="acc")
 
@@ -296,3 +440,103 @@ def emit_reduce_kernel(region):
         for_range(b, lo, hi, item, name="t")
 
     return body
+
+
+# ------------------------------------------------------------------ independent reductions in one kernel
+
+@dataclass
+class Segment:
+    region: object          # the merged region's inputs, the equations this segment's outputs need
+    positions: list[int]    # its outputs' positions among the merged region's outputs
+    plan: ReducePlan
+
+
+def _closure(eqns, targets) -> list:
+    """The equations (layout ops included) the targets depend on, in order."""
+    wanted = {t.id for t in targets if is_var(t)}
+    chosen = []
+    for eqn in reversed(eqns):
+        if any(v.id in wanted for v in eqn.outvars):
+            chosen.append(eqn)
+            wanted.update(a.id for a in eqn.invars if is_var(a))
+    return chosen[::-1]
+
+
+def segments(region) -> list[Segment] | None:
+    """A region of independent reductions (horizontal_fusion.fuse_reductions): its outputs grouped by the
+    one reduction each depends on, each group a reduction kernel's region (plain or with an epilogue),
+    every reduction keeping its operand's last axis (the column sums of bias gradients; a row reduction
+    is row fusion's). None where the region is not one."""
+    from ...core.ir import Graph
+
+    reds = [e for e in region.eqns if e.primitive.traits.fusion == "reduction"]
+    if len(reds) < 2:
+        return None
+    groups: dict[int, list[int]] = {}
+    for i, v in enumerate(region.outvars):
+        if not is_var(v):
+            return None
+        found = [e for e in _closure(region.eqns, [v]) if e.primitive.traits.fusion == "reduction"]
+        if len(found) != 1:
+            return None
+        groups.setdefault(id(found[0]), []).append(i)
+    if len(groups) != len(reds):
+        return None
+    result = []
+    for e in reds:
+        rank = len(e.invars[0].aval.shape)
+        if "chunks" in e.params or not rank or rank - 1 in tuple(e.params.get("axes", ())):
+            return None
+        positions = groups[id(e)]
+        outs = [region.outvars[i] for i in positions]
+        sub = Graph(region.invars, [], [], _closure(region.eqns, outs), outs)
+        try:
+            plan = _plan(sub)
+        except (NotFusable, ValueError):
+            return None
+        if plan.chunks != 1:
+            return None
+        result.append(Segment(sub, positions, plan))
+    return result
+
+
+def is_multi(region) -> bool:
+    """Whether the region is several independent reductions for one kernel (segments)."""
+    return segments(region) is not None
+
+
+def multi_work(region) -> int:
+    return sum(work(s.region) for s in segments(region))
+
+
+def multi_parallel_items(region) -> int:
+    return sum(s.plan.parallel_items for s in segments(region))
+
+
+def emit_multi_kernel(region):
+    """The segments' work items laid end to end, the workgroups splitting them: each output element is
+    still reduced by one item in a fixed order, so its bits do not depend on the worker count."""
+    segs = segments(region)
+    total = sum(s.plan.parallel_items for s in segs)
+    n_in = len(region.invars)
+    emitters = [_emit_items(s.region, s.plan) for s in segs]
+
+    def body(b: ir.IRBuilder, pointers, workgroup_id, workgroup_count):
+        if total == 0:
+            return
+        lo, hi = workgroup_slice(b, total, workgroup_id, workgroup_count)
+        base = 0
+        for seg, items in zip(segs, emitters):
+            n = seg.plan.parallel_items
+            if n:
+                seg_pointers = list(pointers[:n_in]) + [pointers[n_in + i] for i in seg.positions]
+                items(b, seg_pointers, _clamp(b, lo, base, n), _clamp(b, hi, base, n))
+            base += n
+
+    return body
+
+
+def _clamp(b: ir.IRBuilder, x, base: int, n: int):
+    local = b.sub(x, const64(base))
+    local = b.select(b.icmp_signed("<", local, const64(0)), const64(0), local)
+    return b.select(b.icmp_signed(">", local, const64(n)), const64(n), local)

@@ -24,7 +24,7 @@ from llvmlite import ir
 from ..layout import region_views
 from . import scalar_ops
 from .loops import const64, delinearize, dot_offsets, for_range, workgroup_slice
-from .reduce import _Combiner
+from .reduce import _Combiner, epilogue_fusable, has_epilogue, is_multi
 from .region_eval import load_view
 
 SCRATCH_LIMIT = 128 * 1024
@@ -58,13 +58,15 @@ class RowPlan:
 
 def is_row_fused(region) -> bool:
     """Whether the region is this strategy's: one with a reduction that is not a plain reduction region
-    (one reduction, last, whose result is the region's only output)."""
+    (one reduction, last, whose result is the region's only output) nor a reduction with an epilogue
+    (reduce.has_epilogue and epilogue_fusable: the reduction strategy's) nor independent reductions
+    (reduce.is_multi: the multi_reduction strategy's)."""
     found = [i for i, e in enumerate(region.eqns) if e.primitive.traits.fusion == "reduction"]
     if not found:
         return False
     last = region.eqns[-1]
     plain = len(found) == 1 and found[0] == len(region.eqns) - 1 and list(region.outvars) == [last.outvars[0]]
-    return not plain
+    return not plain and not (has_epilogue(region) and epilogue_fusable(region)) and not is_multi(region)
 
 
 def plan(region) -> RowPlan:

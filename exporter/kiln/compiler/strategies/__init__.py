@@ -67,10 +67,12 @@ def reductions(region: Graph) -> list:
 
 
 def _registry() -> tuple[Strategy, ...]:
-    from . import conv, elementwise, horizontal, matmul, pooling, reduction, row_fused, split_reduction, structural
+    from . import (conv, elementwise, horizontal, matmul, multi_reduction, pooling, reduction, row_fused,
+                   split_reduction, structural)
 
     return (elementwise.STRATEGY, horizontal.STRATEGY, reduction.STRATEGY, row_fused.STRATEGY,
-            split_reduction.STRATEGY, matmul.STRATEGY, conv.STRATEGY, pooling.STRATEGY, structural.STRATEGY)
+            split_reduction.STRATEGY, multi_reduction.STRATEGY, matmul.STRATEGY, conv.STRATEGY, pooling.STRATEGY,
+            structural.STRATEGY)
 
 
 STRATEGIES: tuple[Strategy, ...] = _registry()

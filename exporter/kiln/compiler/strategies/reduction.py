@@ -1,5 +1,6 @@
 """Reduction kernels (codegen/reduce.py): a region whose one reduction is its last equation and only output,
-with its elementwise producers fused in (not a split reduction's chunks or partials)."""
+with its elementwise producers fused in, or followed by an epilogue on its result (reduce.has_epilogue;
+not a split reduction's chunks or partials)."""
 from __future__ import annotations
 
 from ..codegen import reduce, row_fused
@@ -18,7 +19,7 @@ class Reduction(Strategy):
     name = "reduction"
 
     def matches(self, region) -> bool:
-        return (own_kernel(region) is None and bool(reductions(region)) and not row_fused.is_row_fused(region)
+        return (own_kernel(region) is None and len(reductions(region)) == 1 and not row_fused.is_row_fused(region)
                 and not is_split(region))
 
     def plan(self, region, target) -> KernelPlan:

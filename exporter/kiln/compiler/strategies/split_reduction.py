@@ -12,7 +12,7 @@ class SplitReduction(Strategy):
     name = "split_reduction"
 
     def matches(self, region) -> bool:
-        return (own_kernel(region) is None and bool(reductions(region)) and not row_fused.is_row_fused(region)
+        return (own_kernel(region) is None and len(reductions(region)) == 1 and not row_fused.is_row_fused(region)
                 and is_split(region))
 
     def plan(self, region, target) -> KernelPlan:
