@@ -227,3 +227,25 @@ def test_mlp_bias_gradients_match_finite_differences():
             ps[k] = v
             return np.asarray(loss(*ps))
         np.testing.assert_allclose(grads[k], numerical_grad(f, p), rtol=1e-6, atol=1e-8, err_msg=f"param {k}")
+
+
+def test_kiln_check_maps_the_fused_reductions_to_their_regions():
+    """kiln check's reference runs the merged regions' equations: the multi_reduction and the reduction with
+    an epilogue (a mean of a split reduction's combine, a loss tail) each map back and agree."""
+    from kiln import Program
+    from kiln.program.check import check_program
+
+    args = [_rand(37, 3), _rand(37, 130), _rand(37, 5, 7), _rand(3, 11), _rand(100001, 3)]
+
+    class Grads(Program, export_name="grads"):
+        def run(self, a=Program.like(args[0]), b=Program.like(args[1]), c=Program.like(args[2]),
+                w=Program.like(args[3]), big=Program.like(args[4])):
+            return bias_grads(a, b, c, w) + (knp.mean(big, axis=0) * 2.0, -knp.sum(a * a) / 3.0)
+
+    report = check_program(Grads, "run", args)
+    kernels = [r.kernel for r in report.results]
+    assert any("reductions" in k for k in kernels) and any("partials" in k for k in kernels), kernels
+    assert all(r.passed for r in report.results), [(r.kernel, r.note) for r in report.results if not r.passed]
+    x = [a.astype(np.float64) for a in args]
+    want = list(bias_grads_ref(*x[:4])) + [x[4].mean(0) * 2, -(x[0] ** 2).sum() / 3]
+    check_like_numpy(report.outputs, [np.asarray(v).astype(np.float32) for v in want], 2e-5)
