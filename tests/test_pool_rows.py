@@ -279,3 +279,23 @@ def test_vector_paths_are_bit_identical_to_the_scalar_loops(monkeypatch):
     scalar = run()
     for v, s in zip(vector, scalar, strict=True):
         np.testing.assert_array_equal(v.view(np.uint8), s.view(np.uint8))
+
+
+def test_padding_after_an_untouched_axis_reads_nothing_past_the_end():
+    """Width 1, stride 1 and padding only after: the windows past the operand's end are empty (the sum's
+    and the extremum's identity; they select nothing), for reduce_window and both derivatives (these
+    windows used to read past the operand: the untouched-axis shortcut ignored high padding)."""
+    x = RNG.standard_normal((5, 12)).astype(np.float32) + 4.0
+    pad = ((1, 0), (0, 3))
+    for op in ("add", "max"):
+        got = pooled(x, op, (2, 1), (1, 1), pad)
+        want = numpy_pool(x.astype(np.float64), op, (2, 1), (1, 1), pad)
+        assert got.shape == (5, 15)
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    f, pooled_shape = _scatter("max", (2, 1), (1, 1), pad, None, None, x.shape)
+    g = _gather("max", (2, 1), (1, 1), pad, None, None, x.shape)
+    c = RNG.standard_normal(pooled_shape).astype(np.float32)
+    np.testing.assert_allclose(np.asarray(kiln.jit(f)(c, x)), f(c.astype(np.float64), x.astype(np.float64)), rtol=1e-6)
+    got = np.asarray(kiln.jit(g)(x, x))
+    np.testing.assert_allclose(got, g(x.astype(np.float64), x.astype(np.float64)), rtol=1e-6)
+    np.testing.assert_array_equal(got[:, 12:], 0.0)

@@ -42,8 +42,9 @@ def _main_eqn(region):
 
 
 def _trivial(p, d) -> bool:
-    """A dimension the window does not touch (batch, channels)."""
-    return (p["window_dimensions"][d] == 1 and p["window_strides"][d] == 1 and p["padding"][d][0] == 0
+    """A dimension the window does not touch (batch, channels): width and stride 1, no padding (padding
+    after it would put windows past the operand's end) and no base dilation."""
+    return (p["window_dimensions"][d] == 1 and p["window_strides"][d] == 1 and tuple(p["padding"][d]) == (0, 0)
             and p["base_dilation"][d] == 1)
 
 
