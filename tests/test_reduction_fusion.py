@@ -61,6 +61,29 @@ def test_integer_sum_scaled_is_one_dispatch():
     check_like_numpy(kiln.jit(fn)(x), x.sum(0) * 3 - 7)
 
 
+OTHER_FORMS = {  # name: (function, numpy reference, strategies of its dispatches)
+    "any_not": (lambda x: ~knp.any(x > 1.0, axis=0), lambda x: ~np.any(x > 1, axis=0), ["reduction"]),
+    "all_and_slice": (lambda x: knp.all(x > -2.0, axis=1) & (x[:, 0] > 0), lambda x: np.all(x > -2, axis=1) & (x[:, 0] > 0),
+                      ["reduction"]),
+    "prod_scaled": (lambda x: knp.prod(x, axis=0) * 2.0, lambda x: np.prod(x, axis=0) * 2, ["reduction"]),
+    "min_keepdims": (lambda x: knp.min(x, axis=0, keepdims=True) - 1.0, lambda x: x.min(0, keepdims=True) - 1,
+                     ["reduction"]),
+    "empty_reduced": (lambda x: knp.sum(x[:0], axis=0) + 1.0, lambda x: x[:0].sum(0) + 1, ["reduction"]),
+    "empty_result": (lambda x: knp.sum(x[:, :0], axis=0) + 1.0, lambda x: x[:, :0].sum(0) + 1, ["reduction"]),
+    "std_axis0": (lambda x: knp.std(x, axis=0), lambda x: x.std(0), ["reduction", "reduction"]),  # was 4 dispatches
+}
+
+
+@pytest.mark.parametrize("name", sorted(OTHER_FORMS))
+def test_other_reductions_take_epilogues(name):
+    fn, ref, strategies = OTHER_FORMS[name]
+    x = _rand(23, 9)
+    steps = _dispatches(fn, x)
+    assert [kernel_strategy(s.region) for s in steps] == strategies, [_ops(s) for s in steps]
+    want = np.asarray(ref(x.astype(np.float64)))
+    check_like_numpy(kiln.jit(fn)(x), want.astype(np.float32) if want.dtype == np.float64 else want, 2e-5)
+
+
 def test_result_kept_beside_its_epilogue():
     x = _rand(29, 31)
     fn = lambda x: (knp.sum(x, axis=1), knp.sqrt(knp.abs(knp.sum(x, axis=1))) + 2.0)  # noqa: E731
