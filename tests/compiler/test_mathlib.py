@@ -175,6 +175,16 @@ for dtype in (np.float32, np.float64):
     CASES[f"pow-{np.dtype(dtype).name}"] = Case(lambda a, b: [prims.pow.bind(a, b)], [px, py])
 
 
+# Dense float32 sweeps where exp and tanh do their work: every 67th bit pattern (tanh: 2^-13 to 9.5, past where it
+# rounds to 1; exp: |x| from 2^-13 to 104, into the subnormal results), both signs, about 4 million values each.
+# docs/accuracy.md records the exhaustive sweep over every float32.
+DENSE = {"tanh": (2.0**-13, 9.5), "exp": (2.0**-13, 104.0)}
+for fn, (lo, hi) in DENSE.items():
+    bits = np.arange(np.float32(lo).view(np.int32), np.float32(hi).view(np.int32), 67, dtype=np.int32)
+    dense = bits.view(np.float32)
+    CASES[f"dense_{fn}-float32"] = Case(lambda a, fn=fn: [_prim(fn).bind(a)], [np.concatenate([dense, -dense])])
+
+
 @pytest.fixture(scope="module")
 def batch():
     return Batch(CASES)
@@ -193,7 +203,7 @@ def check_ulps(got, want, x, bound, label):
     return int(d.max()) if d.size else 0
 
 
-@pytest.mark.parametrize("name", sorted(k for k in CASES if not k.startswith(("atan2", "fmod", "pow"))))
+@pytest.mark.parametrize("name", sorted(k for k in CASES if not k.startswith(("atan2", "fmod", "pow", "dense_"))))
 def test_unary_accuracy_in_ulps(batch, name):
     fn, dtype_name = name.split("-")
     dtype = np.dtype(dtype_name)
@@ -213,6 +223,16 @@ def test_unary_accuracy_in_ulps(batch, name):
     if fn in ("floor", "ceil", "trunc", "round", "sin", "tan", "asin", "atan", "sinh", "asinh", "atanh", "erf", "expm1",
               "log1p"):
         assert np.array_equal(np.signbit(got[want == 0]), np.signbit(want[want == 0])), name  # signed zeros
+
+
+@pytest.mark.parametrize("fn", sorted(DENSE))
+def test_dense_float32_sweep(batch, fn):
+    (got,), _ = batch.run(f"dense_{fn}-float32")
+    x = batch.cases[f"dense_{fn}-float32"].args[0]
+    assert x.size > 4_000_000
+    with np.errstate(all="ignore"):
+        want = REFS[fn](x.astype(np.float64)).astype(np.float32)
+    check_ulps(got, want, x, BOUNDS["float32"][fn], f"dense {fn}")
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
