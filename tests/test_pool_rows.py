@@ -142,7 +142,8 @@ def _pool_region(fn, *args, primitive="reduce_window"):
 ])
 def test_vector_path_is_taken_exactly_when_it_applies(shape, window, strides, padding, rows, scatter_rows):
     """parallel items are output rows on reduce_window's vector paths, elements otherwise; the f32
-    scatter's are bands of W x channels (one per (batch, H)), rows for halves, elements without channel rows."""
+    scatter's are bands of W x channels (one per (batch, H)) or, with W innermost and pooled, of W (one per
+    (batch, C, H)); rows for halves, elements without channel rows."""
     x = np.zeros(shape, np.float32)
     region = _pool_region(lambda v: lax.reduce_window(v, -np.inf, lax.max, window, strides, padding), x)
     out_shape = region.outvars[0].aval.shape
@@ -151,7 +152,9 @@ def test_vector_path_is_taken_exactly_when_it_applies(shape, window, strides, pa
     assert pool._row_length(region) == (out_shape[-1] if rows else 0)
     f, pooled_shape = _scatter("max", window, strides, padding, None, None, shape)
     region = _pool_region(f, np.zeros(pooled_shape, np.float32), x, primitive="select_and_scatter_add")
-    assert pool.parallel_items(region) == (x.size // (shape[-2] * shape[-1]) if scatter_rows else x.size)
+    pooled_last = window[-1] != 1 or strides[-1] != 1 or (padding not in ("SAME", "VALID") and padding[-1] != (0, 0))
+    bands = x.size // shape[-1] if pooled_last else x.size // (shape[-2] * shape[-1]) if scatter_rows else x.size
+    assert pool.parallel_items(region) == bands  # f32: bands of W (x channels)
     region = _pool_region(f, np.zeros(pooled_shape, np.float16), x.astype(np.float16), primitive="select_and_scatter_add")
     assert pool.parallel_items(region) == (x.size // shape[-1] if scatter_rows else x.size)
     region = _pool_region(_gather("max", window, strides, padding, None, None, shape), x, x,
@@ -197,6 +200,9 @@ SCATTER_CASES = [
     ("max", (1, 9, 8, 11), (1, 2, 3, 1), (1, 2, 1, 1), "SAME", None, (1, 2, 2, 1)),
     ("min", (1, 4, 5, 20), (1, 3, 2, 1), (1, 2, 1, 1), ((0, 0), (2, 1), (0, 2), (0, 0)), (1, 2, 1, 1), None),
     ("max", (9, 16), (3, 1), (2, 1), ((3, 3), (0, 0)), None, None),  # windows wholly in the padding
+    # a pooled innermost axis (NCHW): f32/f64 take one-lane bands along W
+    ("max", (2, 3, 9, 13), (1, 1, 3, 3), (1, 1, 2, 2), "SAME", None, None),
+    ("min", (1, 2, 7, 11), (1, 1, 2, 3), (1, 1, 1, 2), ((0, 0), (0, 0), (1, 0), (2, -1)), None, (1, 1, 2, 2)),
 ]
 
 
@@ -246,9 +252,10 @@ def test_scatter_rows_match_the_numpy_selection_with_ties_and_nan(case, dtype):
 
 
 def test_vector_paths_are_bit_identical_to_the_scalar_loops(monkeypatch):
-    """The same values combined in the same order: the row, pooled-row, scatter-row, band and gather-row kernels give
-    the scalar kernels' bits (LANES beyond every row length turns the vector paths off; the kernel cache
-    is off so that the scalar kernels are compiled, not found)."""
+    """The same values combined in the same order: the row, pooled-row, scatter-row, band (channel and
+    one-lane) and gather-row kernels give the scalar kernels' bits (LANES beyond every row length and no
+    bands turn those paths off; the kernel cache is off so that the scalar kernels are compiled, not
+    found)."""
     from kiln.compiler.codegen import pool_select
 
     x = RNG.standard_normal((3, 10, 12, 21)).astype(np.float32)
@@ -259,6 +266,8 @@ def test_vector_paths_are_bit_identical_to_the_scalar_loops(monkeypatch):
 
     f, _ = _scatter("max", (1, 3, 3, 1), (1, 2, 2, 1), "SAME", None, None, x.shape)
     g = _gather("max", (1, 3, 3, 1), (1, 2, 2, 1), "SAME", None, None, x.shape)
+    fn, _ = _scatter("max", (1, 1, 3, 3), (1, 1, 2, 2), "SAME", None, None, nchw.shape)
+    cn = np.ascontiguousarray(c.transpose(0, 3, 1, 2))
 
     def run():
         return [
@@ -269,6 +278,7 @@ def test_vector_paths_are_bit_identical_to_the_scalar_loops(monkeypatch):
             np.asarray(kiln.jit(f)(c, x)),  # bands
             np.asarray(kiln.jit(f)(c.astype(np.float16), x.astype(np.float16))),  # rows
             np.asarray(kiln.jit(g)(x[::-1].copy(), x)),  # gather rows
+            np.asarray(kiln.jit(fn)(cn, nchw)),  # one-lane bands along W
             np.asarray(kiln.jit(g)(x.astype(np.float16), x.astype(np.float16))),
         ]
 
@@ -276,6 +286,7 @@ def test_vector_paths_are_bit_identical_to_the_scalar_loops(monkeypatch):
     vector = run()
     monkeypatch.setattr(pool, "LANES", 10**9)
     monkeypatch.setattr(pool_select, "LANES", 10**9)
+    monkeypatch.setattr(pool_select, "_bands", lambda region: False)
     scalar = run()
     for v, s in zip(vector, scalar, strict=True):
         np.testing.assert_array_equal(v.view(np.uint8), s.view(np.uint8))

@@ -22,6 +22,7 @@ the lane attains it).
 Bands (the f32/f64 scatter of rank >= 3 without base dilation): one work item per W x channels slab of
 x, which it zeroes and then accumulates window by window, each window's selection computed once per
 band; windows along W in descending order give each element its shares in the scalar kernel's order.
+A pooled innermost axis (NCHW) takes the same kernel one lane wide: each band is one row of W.
 """
 from __future__ import annotations
 
@@ -69,19 +70,36 @@ def _row_length(region) -> int:
 
 
 def _bands(region) -> bool:
-    """The scatter's band path (module docstring): channel rows, rank >= 3, no base dilation, f32/f64."""
+    """The scatter's band path (module docstring): f32/f64 without base dilation, either channel rows of
+    rank >= 3 or (_pooled_bands) a pooled innermost axis."""
     eqn = _main_eqn(region)
-    return (eqn.primitive.name == "select_and_scatter_add" and _row_length(region) > 0
-            and eqn.outvars[0].aval.ndim >= 3
+    if (eqn.primitive.name != "select_and_scatter_add" or any(bd != 1 for bd in eqn.params["base_dilation"])
+            or np.dtype(eqn.outvars[0].aval.dtype) not in (np.float32, np.float64)):
+        return False
+    return (_row_length(region) > 0 and eqn.outvars[0].aval.ndim >= 3) or _pooled_bands(region)
+
+
+def _pooled_bands(region) -> bool:
+    """Bands along a pooled innermost axis (NCHW's W): one lane, each window's selection once per band."""
+    eqn = _main_eqn(region)
+    return (eqn.primitive.name == "select_and_scatter_add" and eqn.outvars[0].aval.ndim >= 2
+            and not _trivial(eqn.params, eqn.outvars[0].aval.ndim - 1)
             and all(bd == 1 for bd in eqn.params["base_dilation"])
             and np.dtype(eqn.outvars[0].aval.dtype) in (np.float32, np.float64))
+
+
+class _WithChannel:
+    """A view with a trailing axis of length 1 (its index is always 0)."""
+
+    def __init__(self, view):
+        self.source, self.offset, self.strides = view.source, view.offset, tuple(view.strides) + (1,)
 
 
 def parallel_items(region) -> int:
     eqn = _main_eqn(region)
     shape = tuple(eqn.outvars[0].aval.shape)
     if _bands(region):
-        return int(np.prod(shape[:-2], dtype=np.int64))
+        return int(np.prod(shape[:-1] if _pooled_bands(region) else shape[:-2], dtype=np.int64))
     row = _row_length(region)
     return int(eqn.outvars[0].aval.size) // row if row else int(eqn.outvars[0].aval.size)
 
@@ -159,6 +177,14 @@ def emit_kernel(region):
     n_in = len(region.invars)
     scatter = eqn.primitive.name == "select_and_scatter_add"
     row = _row_length(region)
+    if _bands(region) and _pooled_bands(region):
+        # a pooled innermost axis: the band kernel over a trailing channel axis of length 1 the window does
+        # not touch, so each band is one row of W and each window's selection is computed once per band
+        p1 = {**p, "window_dimensions": (*p["window_dimensions"], 1), "window_strides": (*p["window_strides"], 1),
+              "padding": (*map(tuple, p["padding"]), (0, 0)), "base_dilation": (*p["base_dilation"], 1),
+              "window_dilation": (*p["window_dilation"], 1)}
+        return _emit_scatter_bands(p1, _WithChannel(sv), _WithChannel(xv), (*x_shape, 1), (*pooled_shape, 1), dtype,
+                                   comb, n_in, 1)
     if row and _bands(region):
         return _emit_scatter_bands(p, sv, xv, x_shape, pooled_shape, dtype, comb, n_in, row)
     if row and not scatter:
