@@ -175,21 +175,38 @@ def test_gradients_through_rows_match_finite_differences():
 
 
 def test_exported_pooling_runs_in_the_c_runtime(tmp_path):
+    """NHWC max and average pooling (channel rows with a tail), NCHW max pooling (pooled rows) and both
+    layouts' max-pool gradients (channel bands, one-lane bands), exported and run by kiln-run."""
     x = RNG.standard_normal((2, 9, 9, 19)).astype(np.float32)
+    xn = RNG.standard_normal((2, 3, 9, 37)).astype(np.float32)
+    nchw_window, nchw_strides = (1, 1, 3, 3), (1, 1, 2, 2)
+
+    def nchw_pool(v):
+        return lax.reduce_window(v, -np.inf, lax.max, nchw_window, nchw_strides, "SAME")
 
     class Pools(Program, export_name="pools"):
-        def pools(self, v=Program.like(x)):
-            return nn.max_pool(v, (3, 3), (2, 2), "SAME"), nn.avg_pool(v, (3, 3), (2, 2), "SAME")
+        def pools(self, v=Program.like(x), n=Program.like(xn)):
+            return (nn.max_pool(v, (3, 3), (2, 2), "SAME"), nn.avg_pool(v, (3, 3), (2, 2), "SAME"), nchw_pool(n),
+                    kiln.grad(lambda u: knp.sum(nn.max_pool(u, (3, 3), (2, 2), "SAME") ** 2))(v),
+                    kiln.grad(lambda u: knp.sum(nchw_pool(u) ** 2))(n))
 
     path = tmp_path / "pools.vmfb"
     path.write_bytes(Program.get_compiled_artifact(Pools()).bytes)
     np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "n.npy", xn)
+    names = ["m", "a", "mn", "g", "gn"]
     run_kiln_run(f"--module={path}", "--function=pools", f"--input=@{tmp_path / 'x.npy'}",
-                 f"--output=@{tmp_path / 'm.npy'}", f"--output=@{tmp_path / 'a.npy'}")
-    np.testing.assert_array_equal(np.load(tmp_path / "m.npy"),
-                                  numpy_pool(x.astype(np.float64), "max", (1, 3, 3, 1), (1, 2, 2, 1), "SAME").astype(np.float32))
-    np.testing.assert_allclose(np.load(tmp_path / "a.npy"),
-                               numpy_pool(x.astype(np.float64), "add", (1, 3, 3, 1), (1, 2, 2, 1), "SAME") / 9, rtol=1e-6, atol=1e-6)
+                 f"--input=@{tmp_path / 'n.npy'}", *[f"--output=@{tmp_path / (k + '.npy')}" for k in names])
+    got = {k: np.load(tmp_path / f"{k}.npy") for k in names}
+    x64, n64 = x.astype(np.float64), xn.astype(np.float64)
+    np.testing.assert_array_equal(got["m"], numpy_pool(x64, "max", (1, 3, 3, 1), (1, 2, 2, 1), "SAME").astype(np.float32))
+    np.testing.assert_allclose(got["a"], numpy_pool(x64, "add", (1, 3, 3, 1), (1, 2, 2, 1), "SAME") / 9, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(got["mn"], numpy_pool(n64, "max", nchw_window, nchw_strides, "SAME").astype(np.float32))
+    # the gradients against kiln's eager float64 ones (finite differences check those in the tests above)
+    want = kiln.grad(lambda u: knp.sum(nn.max_pool(u, (3, 3), (2, 2), "SAME") ** 2))(x64)
+    np.testing.assert_allclose(got["g"], want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got["gn"], kiln.grad(lambda u: knp.sum(nchw_pool(u) ** 2))(n64), rtol=1e-5, atol=1e-5)
+    assert np.count_nonzero(got["gn"]) > 0
 
 
 # select_and_scatter_add's channel-row kernel (codegen/pool_select.py): (op, shape, window, strides, padding,
