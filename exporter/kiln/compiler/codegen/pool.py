@@ -151,7 +151,8 @@ def emit_kernel(region):
                                 p["window_dilation"][depth], p["base_dilation"][depth])
                 pad = p["padding"][depth][0]
                 extent = (in_shape[depth] - 1) * bd + 1 if in_shape[depth] else 0
-                if w == 1 and s == 1 and tuple(p["padding"][depth]) == (0, 0) and bd == 1:  # a dimension the window does not touch
+                # a dimension the window does not touch (padded after, it would reach past the operand)
+                if w == 1 and s == 1 and tuple(p["padding"][depth]) == (0, 0) and bd == 1:
                     window(depth + 1, src_index + [pos[depth]], valid)
                     return
 
