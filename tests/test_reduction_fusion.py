@@ -272,3 +272,25 @@ def test_kiln_check_maps_the_fused_reductions_to_their_regions():
     x = [a.astype(np.float64) for a in args]
     want = list(bias_grads_ref(*x[:4])) + [x[4].mean(0) * 2, -(x[0] ** 2).sum() / 3]
     check_like_numpy(report.outputs, [np.asarray(v).astype(np.float32) for v in want], 2e-5)
+
+
+def test_independent_row_sums_are_one_row_fused_dispatch():
+    """A layer norm gradient's two row sums (of g and of g * xhat), independent, with a product between:
+    one row-fused dispatch at the second's place, numbers as numpy's, same bits for every worker count."""
+    def fn(g, xhat, w):
+        return knp.sum(g, axis=-1), g @ w, knp.sum(g * xhat, axis=-1)
+
+    args = [_rand(67, 130), _rand(67, 130), _rand(130, 9)]
+    strategies = [kernel_strategy(s.region) for s in _dispatches(fn, *args)]
+    assert sorted(strategies) == ["matmul", "row_fused"], strategies
+    g, xhat, w = (a.astype(np.float64) for a in args)
+    want = [g.sum(-1), g @ w, (g * xhat).sum(-1)]
+    check_like_numpy(kiln.jit(fn)(*args), [v.astype(np.float32) for v in want], 2e-5)
+    results = []
+    try:
+        for workers in (1, 3):
+            kiln.set_worker_count(workers)
+            results.append([np.asarray(r).tobytes() for r in kiln.jit(fn)(*args)])
+    finally:
+        kiln.set_worker_count(0)
+    assert results[0] == results[1]

@@ -17,8 +17,10 @@ Independent reductions merge too (fuse_reductions, before the elementwise regrou
 reads its result and no host step comes, for the next such reduction over as many elements; the ones
 found merge into one region at the last one's place, the multi_reduction strategy's (codegen/reduce.py's
 segments: each reduction's work items, the workgroups splitting them all). The bias gradients' column
-sums of every layer of a training step are then one dispatch. A group holds at most _MAX_GROUP reductions;
-a reduction that finds no partner stays where it was.
+sums of every layer of a training step are then one dispatch. Plain reductions over the last axis of the
+same rows x C (a layer norm's gradient sums) group the same way into a row-fused region (the row_fused
+strategy's, where codegen/row_fused.plan takes it; row fusion's size rule applies). A group holds at most
+_MAX_GROUP reductions; a reduction that finds no partner, or whose group no strategy takes, stays where it was.
 """
 from __future__ import annotations
 
@@ -90,7 +92,9 @@ def _merged(chunk: list[DispatchStep]) -> DispatchStep:
 
 
 def _reduction_key(step):
-    """(reduced elements,) of a reduction kernel that keeps its operand's last axis, else None."""
+    """The grouping key of a reduction kernel: ("columns", reduced elements) where it keeps its operand's
+    last axis, ("rows", rows, C) for a plain reduction over the last axis of rows x C (row fusion's
+    geometry and size rule), else None."""
     from .strategies import BY_NAME
 
     if not isinstance(step, DispatchStep) or not BY_NAME["reduction"].matches(step.region):
@@ -98,12 +102,17 @@ def _reduction_key(step):
     eqn = next(e for e in step.region.eqns if e.primitive.traits.fusion == "reduction")
     shape = tuple(eqn.invars[0].aval.shape)
     axes = tuple(eqn.params.get("axes", ()))
+    if shape and axes == (len(shape) - 1,) and step.region.eqns[-1] is eqn:
+        from .row_fusion import _joins
+
+        rows, columns = shape[:-1], shape[-1]
+        return ("rows", rows, columns) if columns >= 2 and _joins(step, rows, columns) else None
     if not shape or len(shape) - 1 in axes or shape[-1] == 1:
         return None
     count = 1
     for d in axes:
         count *= shape[d]
-    return (count,)
+    return ("columns", count)
 
 
 def fuse_reductions(steps: list) -> list:
@@ -146,6 +155,23 @@ def fuse_reductions(steps: list) -> list:
     for members in groups:
         chunk = [steps[i] for i in members]
         outputs = {o.id for c in chunk for o in c.outputs}
-        merged_at[members[-1]] = _merge(f"reductions_{chunk[0].name.rsplit('_', 1)[-1]}", chunk, outputs)
+        merged = _merge(f"reductions_{chunk[0].name.rsplit('_', 1)[-1]}", chunk, outputs)
+        if not _accepted(merged.region):
+            continue
+        merged_at[members[-1]] = merged
         moved.update(members)
     return [merged_at[i] if i in merged_at else s for i, s in enumerate(steps) if i not in moved or i in merged_at]
+
+
+def _accepted(region) -> bool:
+    """Whether a strategy takes the merged reductions: multi_reduction (column reductions) or row_fused
+    (row reductions over the same rows, one loop reading their operands)."""
+    from .codegen import reduce, row_fused
+
+    if reduce.is_multi(region):
+        return True
+    try:
+        row_fused.plan(region)
+    except row_fused.NotRowFusable:
+        return False
+    return row_fused.is_row_fused(region)
