@@ -84,11 +84,11 @@ test: install ctest ctest-sanitize ctest-tsan ctest-alloc-fail fuzz-ci pytest
 
 # Headless Chromium for the test that renders `kiln dump --html`'s page (installed when missing).
 browser:
-	bash tests/html/setup_browser.sh
+	bash tests/install_debian_package.sh chromium "chromium chromium-browser" "headless browser for the HTML page test"
 
 # GDB, for the test that breaks inside a kernel registered through GDB's JIT interface (installed when missing).
 debugger:
-	bash tests/install_debugger.sh
+	bash tests/install_debian_package.sh gdb gdb "for the GDB JIT interface test"
 
 clean:
 	rm -rf build dist $(VENV)

@@ -1,6 +1,6 @@
 """GDB's JIT interface (runtime-c/src/gdb_jit.c, issue 12): with KILN_GDB_JIT=1 the runtime registers
 each loaded kernel image with GDB, so a breakpoint on a kernel's name resolves and a backtrace names
-the kernel; off by default. gdb comes from Debian (`make debugger`, tests/install_debugger.sh); without
+the kernel; off by default. gdb comes from Debian (`make debugger`, tests/install_debian_package.sh); without
 it, or where the process may not be traced, the gdb test skips naming why."""
 import os
 import re
