@@ -616,8 +616,10 @@ print(status("VmHWM:") - base)
 def test_peak_memory_of_a_call_is_within_the_planned_bound(tmp_path):
     """A call's peak resident memory (the process's high-water mark, VmHWM, measured from just before
     the call in a process that only loads the module) is at most the planned arena plus the results:
-    the runtime allocates nothing else of size. Without planning the same call peaks higher (the
-    allocator keeps each freed 16 MiB intermediate), which shows the measurement sees allocations."""
+    the runtime allocates nothing else of size. The peak is also at least that bound less 1 MiB (the
+    arena's two live intermediates and the result are all touched), which shows the measurement sees
+    the call's allocations. (An unplanned module is no usable contrast: whether its freed 16 MiB
+    intermediates stay resident depends on the C library's mmap threshold.)"""
     import subprocess
     import sys
 
@@ -627,36 +629,26 @@ def test_peak_memory_of_a_call_is_within_the_planned_bound(tmp_path):
     np.save(tmp_path / "x.npy", x)
     np.save(tmp_path / "w.npy", w)
 
-    def make():
-        class Deep(Program, export_name="deep"):
-            def run(self, x=Program.like(x), w=Program.like(w)):
-                h = x
-                for _ in range(5):  # each layer's value (16 MiB) materialized by its matmul kernel
-                    h = knp.tanh(h @ w) + h * 0.5
-                return h
+    class Deep(Program, export_name="deep"):
+        def run(self, x=Program.like(x), w=Program.like(w)):
+            h = x
+            for _ in range(5):  # each layer's value (16 MiB) materialized by its matmul kernel
+                h = knp.tanh(h @ w) + h * 0.5
+            return h
 
-            def probe(self, x=Program.like(x), w=Program.like(w)):
-                return x + w[0]
-        return Deep._kiln_compile()[1]
+        def probe(self, x=Program.like(x), w=Program.like(w)):
+            return x + w[0]
 
-    peaks = {}
-    for planned in (True, False):
-        if planned:
-            result = make()
-        else:
-            with planning_disabled():
-                result = make()
-        path = tmp_path / f"deep_{planned}.vmfb"
-        path.write_bytes(result.module_bytes)
-        out = subprocess.run([sys.executable, "-c", _PEAK_PROBE, str(path), str(tmp_path / "x.npy"),
-                              str(tmp_path / "w.npy")], capture_output=True, text=True, timeout=120, check=True)
-        peaks[planned] = int(out.stdout)
-        if planned:
-            run = next(f for f in result.spec.functions if f.name == "run")
-            bound = run.transient_size + sum(r.type.byte_size for r in run.results)
+    result = Deep._kiln_compile()[1]
+    path = tmp_path / "deep.vmfb"
+    path.write_bytes(result.module_bytes)
+    out = subprocess.run([sys.executable, "-c", _PEAK_PROBE, str(path), str(tmp_path / "x.npy"),
+                          str(tmp_path / "w.npy")], capture_output=True, text=True, timeout=120, check=True)
+    peak = int(out.stdout)
+    run = next(f for f in result.spec.functions if f.name == "run")
+    bound = run.transient_size + sum(r.type.byte_size for r in run.results)
     assert run.transient_size >= 2 * x.nbytes  # intermediates planned (two live at a time)
-    assert peaks[True] <= bound + (1 << 20), (peaks, bound)
-    assert peaks[False] > bound, (peaks, bound)
+    assert bound - (1 << 20) <= peak <= bound + (1 << 20), (peak, bound)
 
 
 class _Train(Program, export_name="train_in_place"):
