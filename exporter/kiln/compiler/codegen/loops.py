@@ -39,6 +39,37 @@ def if_then(builder: ir.IRBuilder, cond: ir.Value, body: Callable[[], None]) -> 
         body()
 
 
+def local_var(builder: ir.IRBuilder, ty, init, name: str):
+    """A stack slot of type ty holding init (a mutable local for while loops); its alloca sits at the top
+    of the function's entry block, so emitting it inside a loop does not grow the stack per iteration."""
+    entry = builder.function.entry_basic_block
+    here = builder.block
+    with builder.goto_block(entry):
+        if entry.instructions:
+            builder.position_before(entry.instructions[0])
+        slot = builder.alloca(ty, name=name)
+    if builder.block is not here:
+        builder.position_at_end(here)
+    builder.store(init, slot)
+    return slot
+
+
+def while_loop(builder: ir.IRBuilder, cond: Callable[[], ir.Value], body: Callable[[ir.Block], None], name: str = "w") -> None:
+    """Emits `while (cond()) body(done)`; cond and body emit code at the builder's position, and body may
+    branch to `done` (the block after the loop) to break."""
+    fn = builder.function
+    head, loop, done = (fn.append_basic_block(f"{name}.head"), fn.append_basic_block(f"{name}.body"),
+                        fn.append_basic_block(f"{name}.done"))
+    builder.branch(head)
+    builder.position_at_end(head)
+    builder.cbranch(cond(), loop, done)
+    builder.position_at_end(loop)
+    body(done)
+    if not builder.block.is_terminated:
+        builder.branch(head)
+    builder.position_at_end(done)
+
+
 def delinearize(builder: ir.IRBuilder, linear: ir.Value, shape: tuple[int, ...]) -> list[ir.Value]:
     """Row-major multi-index of `linear` within `shape` (constant divisors)."""
     index = []

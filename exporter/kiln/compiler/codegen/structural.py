@@ -13,7 +13,7 @@ from llvmlite import ir
 
 from ..layout import contiguous_strides, region_views
 from . import scalar_ops
-from .loops import const64, delinearize, dot_offsets, for_range, workgroup_slice
+from .loops import const64, delinearize, dot_offsets, for_range, local_var, while_loop, workgroup_slice
 from .region_eval import load_view
 from .types import I1, I64, info
 
@@ -92,26 +92,6 @@ def _all(b, conds):
     for c in conds:
         result = b.and_(result, c)
     return result
-
-
-def _var(b, ty, init, name):
-    slot = b.alloca(ty, name=name)
-    b.store(init, slot)
-    return slot
-
-
-def _while(b, cond, body, name="w"):
-    """while (cond()) body(); cond and body emit code at the builder's position."""
-    fn = b.function
-    head, loop, done = fn.append_basic_block(f"{name}.head"), fn.append_basic_block(f"{name}.body"), fn.append_basic_block(f"{name}.done")
-    b.branch(head)
-    b.position_at_end(head)
-    b.cbranch(cond(), loop, done)
-    b.position_at_end(loop)
-    body(done)
-    if not b.block.is_terminated:
-        b.branch(head)
-    b.position_at_end(done)
 
 
 # --------------------------------------------------------------------------- pad / concatenate / dynamic slices
@@ -400,10 +380,10 @@ def _emit_sort(r: _Region):
             return
         out_ptrs = [r.out(pointers, k) for k in range(len(outs))]
         step = const64(strides[axis])
-        root_v = _var(b, I64, const64(0), "root")
-        end_v = _var(b, I64, const64(0), "end")
-        start_v = _var(b, I64, const64(0), "start")
-        last_v = _var(b, I64, const64(0), "last")
+        root_v = local_var(b, I64, const64(0), "root")
+        end_v = local_var(b, I64, const64(0), "end")
+        start_v = local_var(b, I64, const64(0), "start")
+        last_v = local_var(b, I64, const64(0), "last")
 
         def row(row_index):
             base = dot_offsets(b, join(row_index, const64(0)), strides)
@@ -458,7 +438,7 @@ def _emit_sort(r: _Region):
                     swap(root, child)
                     b.store(child, root_v)
 
-                _while(b, cond, step_body, name="sift")
+                while_loop(b, cond, step_body, name="sift")
 
             b.store(const64(n // 2), start_v)
 
@@ -471,7 +451,7 @@ def _emit_sort(r: _Region):
                 b.store(s, root_v)
                 sift(const64(n))
 
-            _while(b, heapify_cond, heapify, name="heapify")
+            while_loop(b, heapify_cond, heapify, name="heapify")
             b.store(const64(n - 1), last_v)
 
             def extract_cond():
@@ -484,7 +464,7 @@ def _emit_sort(r: _Region):
                 sift(last)
                 b.store(b.sub(last, const64(1)), last_v)
 
-            _while(b, extract_cond, extract, name="extract")
+            while_loop(b, extract_cond, extract, name="extract")
 
         _row_loop(b, row_shape, wid, wcount, row)
 
