@@ -70,11 +70,13 @@ def _registry() -> tuple[Strategy, ...]:
     from . import (conv, elementwise, horizontal, matmul, multi_reduction, pooling, reduction, row_fused,
                    split_reduction, structural)
     from . import linalg  # noqa: E402  (dense linear algebra: cholesky, triangular_solve, lu)
+    from . import svd  # noqa: E402  (native qr and svd)
 
     return (elementwise.STRATEGY, horizontal.STRATEGY, reduction.STRATEGY, row_fused.STRATEGY,
             split_reduction.STRATEGY, multi_reduction.STRATEGY, matmul.STRATEGY, conv.STRATEGY, pooling.STRATEGY,
             structural.STRATEGY,
-            linalg.STRATEGY)
+            linalg.STRATEGY,
+            svd.STRATEGY)
 
 
 STRATEGIES: tuple[Strategy, ...] = _registry()
