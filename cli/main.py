@@ -292,5 +292,24 @@ def dump(module, dot, html_path):
     click.echo(dump_text(data))
 
 
+@main.command()
+@click.argument("action", type=click.Choice(["info", "clear", "trim"]), default="info")
+def cache(action):
+    """Show (info), empty (clear) or trim to its size limit (trim) the persistent kernel cache
+    ($KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else ~/.cache/kiln; limit $KILN_CACHE_MAX_SIZE)."""
+    from kiln.compiler.cache import default_cache
+
+    kernels = default_cache()
+    if kernels is None:
+        click.echo("the kernel cache is off (KILN_CACHE)")
+        return
+    if action == "clear":
+        click.echo(f"freed {kernels.clear()} bytes in {kernels.directory}")
+    elif action == "trim":
+        click.echo(f"freed {kernels.trim()} bytes in {kernels.directory}")
+    used = kernels.usage()
+    click.echo(f"{kernels.directory}: {used.entries} kernels, {used.bytes} bytes (limit {kernels.max_bytes})")
+
+
 if __name__ == "__main__":
     main()

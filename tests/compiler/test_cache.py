@@ -220,3 +220,70 @@ def test_stages_are_recorded_in_order():
     text = timings.format()
     assert "kernels" in text and "3 kernels" in text and "link" in text
     assert all(seconds >= 0 for _, seconds, _ in timings.stages)
+
+
+def _put(cache, key, size, mtime):
+    cache.put(key, CachedKernel(b"\0" * size, 1))
+    os.utime(cache.path(key), (mtime, mtime))
+
+
+def test_least_recently_used_entries_are_evicted_past_the_size_limit(tmp_path):
+    entry_size = len(kernel_cache._encode(CachedKernel(b"\0" * 1000, 1)))
+    cache = KernelCache(tmp_path, max_bytes=10 * entry_size)
+    keys = [f"{i:02x}" * 32 for i in range(10)]
+    for age, key in enumerate(keys):
+        _put(cache, key, 1000, 1_000_000 + age)
+    assert cache.usage() == kernel_cache.CacheUsage(10, 10 * entry_size)  # at the limit: nothing evicted
+    assert cache.get(keys[0]) is not None  # a hit makes the oldest entry the newest
+    cache._written_since_trim = None  # the next write checks the size
+    _put(cache, "ff" * 32, 1000, 2_000_000_000)
+    # over the limit: trimmed to 80% (8 entries), the least recently used first (keys 1, 2, 3)
+    assert cache.usage().entries == 8
+    assert [cache.get(k) is not None for k in keys[:5]] == [True, False, False, False, True]
+    assert cache.get("ff" * 32) is not None
+
+
+def test_trim_removes_dead_writers_temporaries_and_clear_empties(tmp_path):
+    cache = KernelCache(tmp_path)
+    _put(cache, "ab" * 32, 100, 1_000_000)
+    stale = cache.path("ab" * 32).parent / ".abababab.x.tmp"
+    stale.write_bytes(b"half an entry")
+    os.utime(stale, (1_000_000, 1_000_000))
+    fresh = cache.path("ab" * 32).parent / ".abababab.y.tmp"
+    fresh.write_bytes(b"a writer at work")
+    assert cache.trim() == len(b"half an entry")
+    assert not stale.exists() and fresh.exists() and cache.get("ab" * 32) is not None
+    assert cache.clear() > 0 and cache.usage() == kernel_cache.CacheUsage(0, 0)
+
+
+def test_size_limit_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("KILN_CACHE", raising=False)
+    for text, size in (("", kernel_cache.DEFAULT_MAX_BYTES), ("4096", 4096), ("64K", 65536), ("2M", 2 << 20),
+                       ("1.5G", 3 << 29), ("512kb", 512 << 10)):
+        monkeypatch.setenv("KILN_CACHE_MAX_SIZE", text)
+        assert default_cache().max_bytes == size
+    for bad in ("lots", "-1M", "0"):
+        monkeypatch.setenv("KILN_CACHE_MAX_SIZE", bad)
+        with pytest.raises(ValueError, match="KILN_CACHE_MAX_SIZE"):
+            default_cache()
+
+
+def test_kiln_cache_command(tmp_path):
+    env = dict(os.environ, KILN_CACHE_DIR=str(tmp_path), KILN_CACHE="1")
+    cache = KernelCache(tmp_path)
+    _put(cache, "ab" * 32, 100, 1_000_000)
+
+    def kiln_cache(*args):
+        return subprocess.run([sys.executable, "-m", "kiln", "cache", *args], env=env, capture_output=True,
+                              text=True, timeout=120)
+
+    info = kiln_cache()
+    assert info.returncode == 0 and f"{tmp_path}: 1 kernels" in info.stdout
+    cleared = kiln_cache("clear")
+    assert cleared.returncode == 0 and "0 kernels, 0 bytes" in cleared.stdout
+    bad = kiln_cache("shrink")
+    assert bad.returncode != 0 and "shrink" in bad.stderr
+    off = subprocess.run([sys.executable, "-m", "kiln", "cache"], env=dict(env, KILN_CACHE="0"),
+                         capture_output=True, text=True, timeout=120)
+    assert off.returncode == 0 and "off" in off.stdout

@@ -10,8 +10,13 @@ Where: `$KILN_CACHE_DIR`, else `$XDG_CACHE_HOME/kiln`, else `~/.cache/kiln`; ent
 processes: an entry is written to a temporary file in its folder and renamed over its name, so a
 reader sees a whole entry or none. Each entry carries a checksum of its contents; an entry that is
 short, damaged or of another format is ignored, and the kernel is compiled and the entry rewritten.
-A cache that cannot be written (read-only, full) only costs the compile. Nothing is evicted: delete
-the folder to reclaim space.
+A cache that cannot be written (read-only, full) only costs the compile.
+
+Size: the folder is kept under `$KILN_CACHE_MAX_SIZE` (bytes, or with a K/M/G suffix; default 1G) by
+evicting the least recently used entries (a hit refreshes an entry's modification time) down to 80%
+of the limit; the check runs on a process's first write and after each further tenth of the limit
+written, so a write costs one folder scan only now and then. Entries of other compiler versions are
+never hit again, so they age out first.
 """
 from __future__ import annotations
 
@@ -25,6 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ENTRY_MAGIC = b"KILNKOBJ"
+DEFAULT_MAX_BYTES = 1 << 30
+TRIM_TO = 0.8
+"""An over-full cache is trimmed to this share of its limit, so the next trim is not at the next write."""
 ENTRY_FORMAT = 1
 _HEADER = struct.Struct("<8sI32sI")  # magic, format, sha256 of the rest, length of the JSON metadata
 
@@ -66,6 +74,26 @@ def cache_dir() -> Path | None:
     return (Path(xdg) if xdg else Path.home() / ".cache") / "kiln"
 
 
+def parse_size(text: str) -> int:
+    """Bytes from '123', '64K', '512M' or '2G' (powers of 1024); ValueError names a bad value."""
+    value = text.strip().upper().removesuffix("B")
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(value[-1:], 1)
+    number = value[:-1] if scale > 1 else value
+    try:
+        size = int(float(number) * scale)
+    except ValueError:
+        raise ValueError(f"KILN_CACHE_MAX_SIZE={text!r} is not a size (bytes, or a number with K, M or G)") from None
+    if size <= 0:
+        raise ValueError(f"KILN_CACHE_MAX_SIZE={text!r} must be positive")
+    return size
+
+
+def max_bytes_from_env() -> int:
+    """The size limit `$KILN_CACHE_MAX_SIZE` asks for, else DEFAULT_MAX_BYTES."""
+    text = os.environ.get("KILN_CACHE_MAX_SIZE", "").strip()
+    return parse_size(text) if text else DEFAULT_MAX_BYTES
+
+
 @dataclass
 class CachedKernel:
     """A compiled kernel: its ELF object and the workgroup count its dispatches use."""
@@ -74,22 +102,39 @@ class CachedKernel:
     workgroups: int
 
 
-class KernelCache:
-    """Compiled kernels in `directory`/kernels, one file per key."""
+@dataclass(frozen=True)
+class CacheUsage:
+    """What a cache folder holds: entries and their bytes (temporaries not counted)."""
 
-    def __init__(self, directory):
+    entries: int
+    bytes: int
+
+
+class KernelCache:
+    """Compiled kernels in `directory`/kernels, one file per key, kept under `max_bytes` (LRU)."""
+
+    def __init__(self, directory, max_bytes: int = DEFAULT_MAX_BYTES):
         self.directory = Path(directory)
+        self.max_bytes = max_bytes
+        self._written_since_trim: int | None = None  # None: no trim yet in this process
 
     def path(self, key: str) -> Path:
         return self.directory / "kernels" / key[:2] / key
 
     def get(self, key: str) -> CachedKernel | None:
         """The entry for `key`, or None if there is none or it is not a whole, valid entry."""
+        path = self.path(key)
         try:
-            data = self.path(key).read_bytes()
+            data = path.read_bytes()
         except OSError:
             return None
-        return _decode(data)
+        entry = _decode(data)
+        if entry is not None:
+            try:
+                os.utime(path)  # recently used: the last to be evicted
+            except OSError:
+                pass
+        return entry
 
     def put(self, key: str, kernel: CachedKernel) -> None:
         """Writes the entry atomically (temporary file, then rename); gives up silently on OSError."""
@@ -100,20 +145,91 @@ class KernelCache:
         except OSError:
             return
         try:
+            data = _encode(kernel)
             with os.fdopen(fd, "wb") as f:
-                f.write(_encode(kernel))
+                f.write(data)
             os.replace(tmp, path)
         except OSError:
             try:
                 os.unlink(tmp)
             except OSError:
                 pass
+            return
+        written = (self._written_since_trim or 0) + len(data)
+        if self._written_since_trim is None or written > self.max_bytes // 10:
+            self.trim()
+            written = 0
+        self._written_since_trim = written
+
+    def _files(self):
+        """(modification time, size, path) of every entry and every temporary; missing files skipped."""
+        found = []
+        try:
+            shards = list(os.scandir(self.directory / "kernels"))
+        except OSError:
+            return found
+        for shard in shards:
+            try:
+                files = list(os.scandir(shard.path)) if shard.is_dir(follow_symlinks=False) else []
+            except OSError:
+                continue
+            for f in files:
+                try:
+                    st = f.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                found.append((st.st_mtime, st.st_size, Path(f.path)))
+        return found
+
+    def usage(self) -> CacheUsage:
+        entries = [(size, path) for _, size, path in self._files() if not path.name.endswith(".tmp")]
+        return CacheUsage(len(entries), sum(size for size, _ in entries))
+
+    def trim(self, limit: int | None = None) -> int:
+        """Evicts the least recently used entries until the folder holds at most TRIM_TO of `limit`
+        (default: max_bytes) once it holds more than `limit`; temporaries an hour old (a writer that
+        died) go too. Returns the bytes freed. Entries another process deletes first are skipped."""
+        import time
+
+        limit = self.max_bytes if limit is None else limit
+        files = self._files()
+        freed = 0
+        stale = time.time() - 3600
+        live = []
+        for mtime, size, path in files:
+            if path.name.endswith(".tmp"):
+                if mtime < stale and _unlink(path):
+                    freed += size
+            else:
+                live.append((mtime, size, path))
+        total = sum(size for _, size, _ in live)
+        if total > limit:
+            goal = int(limit * TRIM_TO)
+            for _, size, path in sorted(live, key=lambda f: f[0]):
+                if total <= goal:
+                    break
+                if _unlink(path):
+                    freed += size
+                total -= size
+        return freed
+
+    def clear(self) -> int:
+        """Deletes every entry; returns the bytes freed."""
+        return self.trim(limit=-1)
+
+
+def _unlink(path: Path) -> bool:
+    try:
+        path.unlink()
+        return True
+    except OSError:
+        return False
 
 
 def default_cache() -> KernelCache | None:
     """The cache the environment asks for (see the module docstring), or None when it is off."""
     directory = cache_dir()
-    return None if directory is None else KernelCache(directory)
+    return None if directory is None else KernelCache(directory, max_bytes_from_env())
 
 
 def _encode(kernel: CachedKernel) -> bytes:
