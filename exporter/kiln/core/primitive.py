@@ -22,7 +22,7 @@ FUSION_CLASSES = ("elementwise", "layout", "iota", "reduction", "kernel", "host"
 - internal: exists only inside a transformation (never reaches the compiler).
 """
 
-KERNEL_STRATEGIES = ("matmul", "conv", "pooling", "structural", "linalg", "svd")
+KERNEL_STRATEGIES = ("matmul", "conv", "pooling", "structural", "linalg", "svd", "eigh")
 """The values of OpTraits.kernel: the kernel strategies (kiln.compiler.strategies) that emit a primitive
 with a kernel of its own."""
 

@@ -71,12 +71,14 @@ def _registry() -> tuple[Strategy, ...]:
                    split_reduction, structural)
     from . import linalg  # noqa: E402  (dense linear algebra: cholesky, triangular_solve, lu)
     from . import svd  # noqa: E402  (native qr and svd)
+    from . import eigh  # noqa: E402  (native symmetric eigendecomposition)
 
     return (elementwise.STRATEGY, horizontal.STRATEGY, reduction.STRATEGY, row_fused.STRATEGY,
             split_reduction.STRATEGY, multi_reduction.STRATEGY, matmul.STRATEGY, conv.STRATEGY, pooling.STRATEGY,
             structural.STRATEGY,
             linalg.STRATEGY,
-            svd.STRATEGY)
+            svd.STRATEGY,
+            eigh.STRATEGY)
 
 
 STRATEGIES: tuple[Strategy, ...] = _registry()
