@@ -123,17 +123,22 @@ def inside_range(b, base, step: int, extent: int, count: int):
     return k_lo, k_hi
 
 
+def _guarded(b, valid, fn, *args):
+    """fn(*args), under `if valid` unless valid is None (every index known to be in range)."""
+    if valid is None:
+        fn(*args)
+    else:
+        with b.if_then(valid):
+            fn(*args)
+
+
 def _walk_window(b, p, x_shape, pos, visit):
     """visit(source index, inside or None) for each position of the window at output position `pos`."""
     rank = len(x_shape)
 
     def window(depth, src_index, valid):
         if depth == rank:
-            if valid is None:
-                visit(src_index)
-            else:
-                with b.if_then(valid):
-                    visit(src_index)
+            _guarded(b, valid, visit, src_index)
             return
         if _trivial(p, depth):
             window(depth + 1, src_index + [pos[depth]], valid)
@@ -161,6 +166,118 @@ def _walk_window(b, p, x_shape, pos, visit):
     window(0, [], None)
 
 
+def _windows_holding(b, p, idx, pooled_shape, depth_end, visit):
+    """visit(output position over the dims before depth_end) for each window holding x's element idx there,
+    solved per dimension (the window o holds i at offset k when o * stride = i * base_dilation + pad - k *
+    window_dilation), offsets ascending: the scatter kernels' fixed window order."""
+
+    def windows(depth, opos, valid):
+        if depth == depth_end:
+            _guarded(b, valid, visit, opos)
+            return
+        if _trivial(p, depth):
+            windows(depth + 1, opos + [idx[depth]], valid)
+            return
+        s, wd, bd = p["window_strides"][depth], p["window_dilation"][depth], p["base_dilation"][depth]
+        coord = b.add(b.mul(idx[depth], const64(bd)), const64(p["padding"][depth][0]))
+
+        def step(k):
+            q = b.sub(coord, b.mul(k, const64(wd)))  # = o * s for the window o holding i at offset k
+            ok = b.icmp_signed(">=", q, const64(0))
+            if s > 1:
+                ok = b.and_(ok, b.icmp_signed("==", b.srem(q, const64(s)), const64(0)))
+                o = b.sdiv(q, const64(s))
+            else:
+                o = q
+            ok = b.and_(ok, b.icmp_signed("<", o, const64(pooled_shape[depth])))
+            windows(depth + 1, opos + [o], ok if valid is None else b.and_(valid, ok))
+
+        for_range(b, 0, p["window_dimensions"][depth], step, name=f"w{depth}")
+
+    windows(0, [], None)
+
+
+def _splat(ty, value):
+    return ir.Constant(ty, value if not isinstance(ty, ir.VectorType) else [value] * ty.count)
+
+
+class _Lanes:
+    """One lane count's types (compute values, tie counts, flags; a scalar for one lane) and the stack slots
+    of a selection: the running extremum m, the tie count n, the NaN flag and, where a kernel names it, an
+    accumulator (acc)."""
+
+    def __init__(self, b, ct, lanes: int, acc: str | None = None):
+        self.vt = ct if lanes == 1 else ir.VectorType(ct, lanes)
+        self.it = I64 if lanes == 1 else ir.VectorType(I64, lanes)
+        self.bt = I1 if lanes == 1 else ir.VectorType(I1, lanes)
+        self.m, self.n = b.alloca(self.vt, name=f"m{lanes}"), b.alloca(self.it, name=f"n{lanes}")
+        self.nan = b.alloca(self.bt, name=f"nan{lanes}")
+        self.acc = b.alloca(self.vt, name=f"{acc}{lanes}") if acc else None
+
+
+def _row_lanes(b, ct, row: int, acc: str | None = None) -> dict:
+    """The _Lanes of a channel-row kernel by lane count: LANES, and 1 where the row has a tail."""
+    return {lanes: _Lanes(b, ct, lanes, acc) for lanes in ({LANES, 1} if row % LANES else {LANES})}
+
+
+def _over_row(b, row: int, chunk):
+    """chunk(c, lanes) over a row of `row` channels: LANES at a time, then the tail one by one."""
+    whole = row - row % LANES
+    if whole:
+        for_range(b, 0, whole, lambda c: chunk(c, LANES), name="c", step=LANES)
+    if whole < row:
+        for_range(b, whole, row, lambda c: chunk(c, 1), name="t")
+
+
+def _load_lanes(b, ptr, offset, lanes: int, dtype):
+    """`lanes` consecutive elements at ptr[offset] in the compute type (one lane: a scalar): f32/f64 in one
+    vector load, halves converted lane by lane."""
+    d = info(dtype)
+    if lanes == 1:
+        return scalar_ops.load(b, ptr, offset, dtype)
+    if d.storage == d.compute:
+        return b.load(b.gep(ptr, [offset], inbounds=True, source_etype=d.storage),
+                      typ=ir.VectorType(d.compute, lanes), align=d.bits // 8)
+    v = ir.Constant(ir.VectorType(d.compute, lanes), None)
+    for k in range(lanes):
+        v = b.insert_element(v, scalar_ops.load(b, ptr, b.add(offset, const64(k)), dtype), const64(k))
+    return v
+
+
+def _store_lanes(b, ptr, offset, value, lanes: int, dtype):
+    """The inverse of _load_lanes."""
+    d = info(dtype)
+    if lanes == 1:
+        scalar_ops.store(b, ptr, offset, value, dtype)
+    elif d.storage == d.compute:
+        b.store(value, b.gep(ptr, [offset], inbounds=True, source_etype=d.storage), align=d.bits // 8)
+    else:
+        for k in range(lanes):
+            scalar_ops.store(b, ptr, b.add(offset, const64(k)), b.extract_element(value, const64(k)), dtype)
+
+
+def _selection(b, p, x_shape, pos, load_x, lanes: _Lanes, comb):
+    """The extremum and tie count of the window at output position pos, per lane, in one pass: a strictly
+    better value restarts the count, an equal one adds to it; a NaN makes the extremum NaN (which selects
+    nothing). load_x(index) gives x there, one value per lane."""
+    better = ">" if p["op"] == "max" else "<"
+    b.store(_splat(lanes.vt, comb.init().constant), lanes.m)
+    b.store(_splat(lanes.it, 0), lanes.n)
+    b.store(_splat(lanes.bt, 0), lanes.nan)
+
+    def visit(src):
+        v = load_x(src)
+        m = b.load(lanes.m)
+        wins = b.fcmp_ordered(better, v, m)
+        ties = b.fcmp_ordered("==", v, m)
+        b.store(b.select(wins, v, m), lanes.m)
+        b.store(b.select(wins, _splat(lanes.it, 1), b.add(b.load(lanes.n), b.zext(ties, lanes.it))), lanes.n)
+        b.store(b.or_(b.load(lanes.nan), b.fcmp_unordered("uno", v, v)), lanes.nan)
+
+    _walk_window(b, p, x_shape, pos, visit)
+    return b.select(b.load(lanes.nan), _splat(lanes.vt, float("nan")), b.load(lanes.m)), b.load(lanes.n)
+
+
 def emit_kernel(region):
     eqn = _main_eqn(region)
     p = eqn.params
@@ -170,8 +287,7 @@ def emit_kernel(region):
     out_shape = tuple(eqn.outvars[0].aval.shape)
     pooled_shape = tuple(eqn.invars[0].aval.shape) if eqn.primitive.name == "select_and_scatter_add" else out_shape
     dtype = np.dtype(eqn.outvars[0].aval.dtype)
-    d = info(dtype)
-    ct = d.compute
+    ct = info(dtype).compute
     comb = _Combiner(p["op"], dtype)
     total = int(np.prod(out_shape, dtype=np.int64))
     n_in = len(region.invars)
@@ -196,97 +312,43 @@ def emit_kernel(region):
         if total == 0:
             return
         x_ptr, s_ptr, out_ptr = pointers[xv.source], pointers[sv.source], pointers[n_in]
-        m_slot = b.alloca(comb.acc_type, name="m")
-        count_slot = b.alloca(I64, name="count")
-        nan_slot = b.alloca(I1, name="nan")
-        sum_slot = b.alloca(ct, name="sum")
-        acc_slot = b.alloca(ct, name="acc")
+        one = _Lanes(b, ct, 1, "acc")
         lo, hi = workgroup_slice(b, total, workgroup_id, workgroup_count)
 
         def load_x(index):
             return scalar_ops.load(b, x_ptr, dot_offsets(b, index, xv.strides, const64(xv.offset)), dtype)
 
-        def selection(pos):
-            """The window's extremum and its tie count, in one pass: a strictly better value restarts the
-            count, an equal one adds to it; a NaN makes the extremum NaN (which selects nothing)."""
-            better = ">" if p["op"] == "max" else "<"
-            b.store(comb.init(), m_slot)
-            b.store(const64(0), count_slot)
-            b.store(ir.Constant(I1, 0), nan_slot)
-
-            def visit(idx):
-                v = load_x(idx)
-                m = b.load(m_slot)
-                wins = b.fcmp_ordered(better, v, m)
-                ties = b.fcmp_ordered("==", v, m)
-                b.store(b.select(wins, v, m), m_slot)
-                n = b.load(count_slot)
-                b.store(b.select(wins, const64(1), b.add(n, b.zext(ties, I64))), count_slot)
-                b.store(b.or_(b.load(nan_slot), b.fcmp_unordered("uno", v, v)), nan_slot)
-
-            _walk_window(b, p, x_shape, pos, visit)
-            m = b.select(b.load(nan_slot), ir.Constant(ct, float("nan")), b.load(m_slot))
-            return m, b.load(count_slot)
-
         def gather(o):
             pos = delinearize(b, o, out_shape)
-            m, _ = selection(pos)
-            b.store(const64(0), count_slot)
-            b.store(ir.Constant(ct, 0.0), sum_slot)
+            m, _ = _selection(b, p, x_shape, pos, load_x, one, comb)
+            b.store(const64(0), one.n)
+            b.store(ir.Constant(ct, 0.0), one.acc)
 
             def take(idx):
                 hit = b.fcmp_ordered("==", load_x(idx), m)
                 with b.if_then(hit):
                     t = scalar_ops.load(b, s_ptr, dot_offsets(b, idx, sv.strides, const64(sv.offset)), dtype)
-                    b.store(b.fadd(b.load(sum_slot), t), sum_slot)
-                    b.store(b.add(b.load(count_slot), const64(1)), count_slot)
+                    b.store(b.fadd(b.load(one.acc), t), one.acc)
+                    b.store(b.add(b.load(one.n), const64(1)), one.n)
 
             _walk_window(b, p, x_shape, pos, take)
-            n = b.load(count_slot)
+            n = b.load(one.n)
             n = b.select(b.icmp_signed(">", n, const64(0)), n, const64(1))
-            scalar_ops.store(b, out_ptr, o, b.fdiv(b.load(sum_slot), b.sitofp(n, ct)), dtype)
+            scalar_ops.store(b, out_ptr, o, b.fdiv(b.load(one.acc), b.sitofp(n, ct)), dtype)
 
         def scatter_to(i):
             idx = delinearize(b, i, x_shape)
             xi = load_x(idx)
-            b.store(ir.Constant(ct, 0.0), acc_slot)
-            rank = len(x_shape)
+            b.store(ir.Constant(ct, 0.0), one.acc)
 
-            def windows(depth, opos, valid):
-                if depth == rank:
-                    def visit():
-                        m, n = selection(opos)
-                        with b.if_then(b.fcmp_ordered("==", xi, m)):
-                            c = scalar_ops.load(b, s_ptr, dot_offsets(b, opos, sv.strides, const64(sv.offset)), dtype)
-                            b.store(b.fadd(b.load(acc_slot), b.fdiv(c, b.sitofp(n, ct))), acc_slot)
-                    if valid is None:
-                        visit()
-                    else:
-                        with b.if_then(valid):
-                            visit()
-                    return
-                if _trivial(p, depth):
-                    windows(depth + 1, opos + [idx[depth]], valid)
-                    return
-                s, wd, bd = p["window_strides"][depth], p["window_dilation"][depth], p["base_dilation"][depth]
-                pad = p["padding"][depth][0]
-                coord = b.add(b.mul(idx[depth], const64(bd)), const64(pad))
+            def visit(opos):
+                m, n = _selection(b, p, x_shape, opos, load_x, one, comb)
+                with b.if_then(b.fcmp_ordered("==", xi, m)):
+                    c = scalar_ops.load(b, s_ptr, dot_offsets(b, opos, sv.strides, const64(sv.offset)), dtype)
+                    b.store(b.fadd(b.load(one.acc), b.fdiv(c, b.sitofp(n, ct))), one.acc)
 
-                def step(k):
-                    q = b.sub(coord, b.mul(k, const64(wd)))  # = o * s for the window o holding i at offset k
-                    ok = b.icmp_signed(">=", q, const64(0))
-                    if s > 1:
-                        ok = b.and_(ok, b.icmp_signed("==", b.srem(q, const64(s)), const64(0)))
-                        o = b.sdiv(q, const64(s))
-                    else:
-                        o = q
-                    ok = b.and_(ok, b.icmp_signed("<", o, const64(pooled_shape[depth])))
-                    windows(depth + 1, opos + [o], ok if valid is None else b.and_(valid, ok))
-
-                for_range(b, 0, p["window_dimensions"][depth], step, name=f"w{depth}")
-
-            windows(0, [], None)
-            scalar_ops.store(b, out_ptr, i, b.load(acc_slot), dtype)
+            _windows_holding(b, p, idx, pooled_shape, len(x_shape), visit)
+            scalar_ops.store(b, out_ptr, i, b.load(one.acc), dtype)
 
         for_range(b, lo, hi, scatter_to if scatter else gather, name="o")
 
@@ -295,114 +357,38 @@ def emit_kernel(region):
 
 def _emit_scatter_rows(p, sv, xv, x_shape, pooled_shape, dtype, comb, n_in, row):
     """select_and_scatter_add over rows of x's channels (module docstring)."""
-    d = info(dtype)
-    ct = d.compute
+    ct = info(dtype).compute
     rank = len(x_shape)
     rows = int(np.prod(x_shape[:-1], dtype=np.int64))
-    whole = row - row % LANES
-    direct = d.storage == ct  # f32 / f64: vector loads and stores; halves convert lane by lane
-    better = ">" if p["op"] == "max" else "<"
 
     def body(b: ir.IRBuilder, pointers, workgroup_id, workgroup_count):
         if rows == 0:
             return
         x_ptr, s_ptr, out_ptr = pointers[xv.source], pointers[sv.source], pointers[n_in]
         lo, hi = workgroup_slice(b, rows, workgroup_id, workgroup_count)
-        slots = {}
-        for lanes in {LANES, 1} if whole < row else {LANES}:
-            vt = ct if lanes == 1 else ir.VectorType(ct, lanes)
-            it = I64 if lanes == 1 else ir.VectorType(I64, lanes)
-            bt = I1 if lanes == 1 else ir.VectorType(I1, lanes)
-            slots[lanes] = (b.alloca(vt, name=f"m{lanes}"), b.alloca(it, name=f"n{lanes}"),
-                            b.alloca(bt, name=f"nan{lanes}"), b.alloca(vt, name=f"acc{lanes}"), vt, it, bt)
-
-        def splat(ty, value):
-            return ir.Constant(ty, value if not isinstance(ty, ir.VectorType) else [value] * ty.count)
+        slots = _row_lanes(b, ct, row, "acc")
 
         def load(ptr, view, index, lanes):
-            offset = dot_offsets(b, index, view.strides, const64(view.offset))
-            if lanes == 1:
-                return scalar_ops.load(b, ptr, offset, dtype)
-            if direct:
-                return b.load(b.gep(ptr, [offset], inbounds=True, source_etype=d.storage),
-                              typ=ir.VectorType(ct, lanes), align=d.bits // 8)
-            v = ir.Constant(ir.VectorType(ct, lanes), None)
-            for k in range(lanes):
-                v = b.insert_element(v, scalar_ops.load(b, ptr, b.add(offset, const64(k)), dtype), const64(k))
-            return v
+            return _load_lanes(b, ptr, dot_offsets(b, index, view.strides, const64(view.offset)), lanes, dtype)
 
         def chunk(r, idx, c, lanes):
-            m_slot, n_slot, nan_slot, acc_slot, vt, it, bt = slots[lanes]
+            ln = slots[lanes]
             xi = load(x_ptr, xv, idx + [c], lanes)
-            b.store(splat(vt, 0.0), acc_slot)
+            b.store(_splat(ln.vt, 0.0), ln.acc)
 
-            def selection(opos):
-                b.store(splat(vt, comb.init().constant), m_slot)
-                b.store(splat(it, 0), n_slot)
-                b.store(splat(bt, 0), nan_slot)
+            def visit(opos):
+                full = opos + [c]
+                m, n = _selection(b, p, x_shape, full, lambda src: load(x_ptr, xv, src, lanes), ln, comb)
+                share = b.fdiv(load(s_ptr, sv, full, lanes), b.sitofp(n, ln.vt))
+                share = b.select(b.fcmp_ordered("==", xi, m), share, _splat(ln.vt, 0.0))
+                b.store(b.fadd(b.load(ln.acc), share), ln.acc)
 
-                def visit(src):
-                    v = load(x_ptr, xv, src, lanes)
-                    m = b.load(m_slot)
-                    wins = b.fcmp_ordered(better, v, m)
-                    ties = b.fcmp_ordered("==", v, m)
-                    b.store(b.select(wins, v, m), m_slot)
-                    b.store(b.select(wins, splat(it, 1), b.add(b.load(n_slot), b.zext(ties, it))), n_slot)
-                    b.store(b.or_(b.load(nan_slot), b.fcmp_unordered("uno", v, v)), nan_slot)
-
-                _walk_window(b, p, x_shape, opos, visit)
-                return b.select(b.load(nan_slot), splat(vt, float("nan")), b.load(m_slot)), b.load(n_slot)
-
-            def windows(depth, opos, valid):
-                if depth == rank - 1:
-                    def visit():
-                        full = opos + [c]
-                        m, n = selection(full)
-                        share = b.fdiv(load(s_ptr, sv, full, lanes), b.sitofp(n, vt))
-                        share = b.select(b.fcmp_ordered("==", xi, m), share, splat(vt, 0.0))
-                        b.store(b.fadd(b.load(acc_slot), share), acc_slot)
-                    if valid is None:
-                        visit()
-                    else:
-                        with b.if_then(valid):
-                            visit()
-                    return
-                if _trivial(p, depth):
-                    windows(depth + 1, opos + [idx[depth]], valid)
-                    return
-                s, wd, bd = p["window_strides"][depth], p["window_dilation"][depth], p["base_dilation"][depth]
-                coord = b.add(b.mul(idx[depth], const64(bd)), const64(p["padding"][depth][0]))
-
-                def step(k):
-                    q = b.sub(coord, b.mul(k, const64(wd)))
-                    ok = b.icmp_signed(">=", q, const64(0))
-                    if s > 1:
-                        ok = b.and_(ok, b.icmp_signed("==", b.srem(q, const64(s)), const64(0)))
-                        o = b.sdiv(q, const64(s))
-                    else:
-                        o = q
-                    ok = b.and_(ok, b.icmp_signed("<", o, const64(pooled_shape[depth])))
-                    windows(depth + 1, opos + [o], ok if valid is None else b.and_(valid, ok))
-
-                for_range(b, 0, p["window_dimensions"][depth], step, name=f"w{depth}")
-
-            windows(0, [], None)
-            out = b.add(b.mul(r, const64(row)), c)
-            acc = b.load(acc_slot)
-            if lanes == 1:
-                scalar_ops.store(b, out_ptr, out, acc, dtype)
-            elif direct:
-                b.store(acc, b.gep(out_ptr, [out], inbounds=True, source_etype=d.storage), align=d.bits // 8)
-            else:
-                for k in range(lanes):
-                    scalar_ops.store(b, out_ptr, b.add(out, const64(k)), b.extract_element(acc, const64(k)), dtype)
+            _windows_holding(b, p, idx, pooled_shape, rank - 1, visit)
+            _store_lanes(b, out_ptr, b.add(b.mul(r, const64(row)), c), b.load(ln.acc), lanes, dtype)
 
         def element(r):
             idx = delinearize(b, r, x_shape[:-1]) if rank > 1 else []
-            if whole:
-                for_range(b, 0, whole, lambda c: chunk(r, idx, c, LANES), name="c", step=LANES)
-            if whole < row:
-                for_range(b, whole, row, lambda c: chunk(r, idx, c, 1), name="t")
+            _over_row(b, row, lambda c, lanes: chunk(r, idx, c, lanes))
 
         for_range(b, lo, hi, element, name="r")
 
@@ -419,9 +405,6 @@ def _emit_scatter_bands(p, sv, xv, x_shape, pooled_shape, dtype, comb, n_in, row
     band_dim = rank - 2
     width = x_shape[band_dim]
     bands = int(np.prod(x_shape[:-2], dtype=np.int64))
-    whole = row - row % LANES
-    better = ">" if p["op"] == "max" else "<"
-    align = d.bits // 8
     s_w, wd_w, pad_w = p["window_strides"][band_dim], p["window_dilation"][band_dim], p["padding"][band_dim][0]
     w_w = p["window_dimensions"][band_dim]
 
@@ -430,44 +413,14 @@ def _emit_scatter_bands(p, sv, xv, x_shape, pooled_shape, dtype, comb, n_in, row
             return
         x_ptr, s_ptr, out_ptr = pointers[xv.source], pointers[sv.source], pointers[n_in]
         lo, hi = workgroup_slice(b, bands, workgroup_id, workgroup_count)
-        slots = {}
-        for lanes in {LANES, 1} if whole < row else {LANES}:
-            vt = ct if lanes == 1 else ir.VectorType(ct, lanes)
-            it = I64 if lanes == 1 else ir.VectorType(I64, lanes)
-            bt = I1 if lanes == 1 else ir.VectorType(I1, lanes)
-            slots[lanes] = (b.alloca(vt, name=f"m{lanes}"), b.alloca(it, name=f"n{lanes}"),
-                            b.alloca(bt, name=f"nan{lanes}"), vt, it, bt)
-
-        def splat(ty, value):
-            return ir.Constant(ty, value if not isinstance(ty, ir.VectorType) else [value] * ty.count)
-
-        def load_at(ptr, offset, lanes):
-            return b.load(b.gep(ptr, [offset], inbounds=True, source_etype=d.storage),
-                          typ=ct if lanes == 1 else ir.VectorType(ct, lanes), align=align)
+        slots = _row_lanes(b, ct, row)
 
         def load(ptr, view, index, lanes):
-            return load_at(ptr, dot_offsets(b, index, view.strides, const64(view.offset)), lanes)
+            return _load_lanes(b, ptr, dot_offsets(b, index, view.strides, const64(view.offset)), lanes, dtype)
 
         def chunk(r, idx, c, lanes):
-            m_slot, n_slot, nan_slot, vt, it, bt = slots[lanes]
+            ln = slots[lanes]
             out_row = b.add(b.mul(r, const64(width * row)), c)  # out index of (idx, w = 0, c)
-
-            def selection(opos):
-                b.store(splat(vt, comb.init().constant), m_slot)
-                b.store(splat(it, 0), n_slot)
-                b.store(splat(bt, 0), nan_slot)
-
-                def visit(src):
-                    v = load(x_ptr, xv, src, lanes)
-                    m = b.load(m_slot)
-                    wins = b.fcmp_ordered(better, v, m)
-                    ties = b.fcmp_ordered("==", v, m)
-                    b.store(b.select(wins, v, m), m_slot)
-                    b.store(b.select(wins, splat(it, 1), b.add(b.load(n_slot), b.zext(ties, it))), n_slot)
-                    b.store(b.or_(b.load(nan_slot), b.fcmp_unordered("uno", v, v)), nan_slot)
-
-                _walk_window(b, p, x_shape, opos, visit)
-                return b.select(b.load(nan_slot), splat(vt, float("nan")), b.load(m_slot)), b.load(n_slot)
 
             def band(opos):
                 # windows along the band dim in descending order: each element then receives its windows'
@@ -475,8 +428,8 @@ def _emit_scatter_bands(p, sv, xv, x_shape, pooled_shape, dtype, comb, n_in, row
                 def one(j):
                     o = b.sub(const64(pooled_shape[band_dim] - 1), j)
                     full = opos + [o, c]
-                    m, n = selection(full)
-                    share = b.fdiv(load(s_ptr, sv, full, lanes), b.sitofp(n, vt))
+                    m, n = _selection(b, p, x_shape, full, lambda src: load(x_ptr, xv, src, lanes), ln, comb)
+                    share = b.fdiv(load(s_ptr, sv, full, lanes), b.sitofp(n, ln.vt))
                     base = b.sub(b.mul(o, const64(s_w)), const64(pad_w))
                     k_lo, k_hi = inside_range(b, base, wd_w, width, w_w)
 
@@ -484,52 +437,21 @@ def _emit_scatter_bands(p, sv, xv, x_shape, pooled_shape, dtype, comb, n_in, row
                         q = b.add(base, b.mul(k, const64(wd_w)))
                         hit = b.fcmp_ordered("==", load(x_ptr, xv, idx + [q, c], lanes), m)
                         at = b.add(out_row, b.mul(q, const64(row)))
-                        old = load_at(out_ptr, at, lanes)
-                        b.store(b.fadd(old, b.select(hit, share, splat(vt, 0.0))),
-                                b.gep(out_ptr, [at], inbounds=True, source_etype=d.storage), align=align)
+                        old = _load_lanes(b, out_ptr, at, lanes, dtype)
+                        _store_lanes(b, out_ptr, at, b.fadd(old, b.select(hit, share, _splat(ln.vt, 0.0))), lanes, dtype)
 
                     for_range(b, k_lo, k_hi, put, name="k")
 
                 for_range(b, 0, pooled_shape[band_dim], one, name="ow")
 
-            def windows(depth, opos, valid):
-                if depth == band_dim:
-                    if valid is None:
-                        band(opos)
-                    else:
-                        with b.if_then(valid):
-                            band(opos)
-                    return
-                if _trivial(p, depth):
-                    windows(depth + 1, opos + [idx[depth]], valid)
-                    return
-                s, wd = p["window_strides"][depth], p["window_dilation"][depth]
-                coord = b.add(idx[depth], const64(p["padding"][depth][0]))
-
-                def step(k):
-                    q = b.sub(coord, b.mul(k, const64(wd)))
-                    ok = b.icmp_signed(">=", q, const64(0))
-                    if s > 1:
-                        ok = b.and_(ok, b.icmp_signed("==", b.srem(q, const64(s)), const64(0)))
-                        o = b.sdiv(q, const64(s))
-                    else:
-                        o = q
-                    ok = b.and_(ok, b.icmp_signed("<", o, const64(pooled_shape[depth])))
-                    windows(depth + 1, opos + [o], ok if valid is None else b.and_(valid, ok))
-
-                for_range(b, 0, p["window_dimensions"][depth], step, name=f"w{depth}")
-
-            windows(0, [], None)
+            _windows_holding(b, p, idx, pooled_shape, band_dim, band)
 
         def element(r):
             idx = delinearize(b, r, x_shape[:-2]) if rank > 2 else []
             start = b.mul(r, const64(width * row))
             for_range(b, 0, width * row, lambda i: b.store(ir.Constant(ct, 0.0), b.gep(
                 out_ptr, [b.add(start, i)], inbounds=True, source_etype=d.storage)), name="z")
-            if whole:
-                for_range(b, 0, whole, lambda c: chunk(r, idx, c, LANES), name="c", step=LANES)
-            if whole < row:
-                for_range(b, whole, row, lambda c: chunk(r, idx, c, 1), name="t")
+            _over_row(b, row, lambda c, lanes: chunk(r, idx, c, lanes))
 
         for_range(b, lo, hi, element, name="r")
 
@@ -540,87 +462,41 @@ def _emit_gather_rows(p, tv, xv, x_shape, out_shape, dtype, comb, n_in, row):
     """select_and_gather_add over rows of output channels (module docstring): per lane the selection, then
     the tangent summed over the positions attaining the extremum and divided by their count, as the
     scalar kernel does (a position that does not attain it adds +0.0, which changes no sum)."""
-    d = info(dtype)
-    ct = d.compute
+    ct = info(dtype).compute
     rows = int(np.prod(out_shape[:-1], dtype=np.int64))
-    whole = row - row % LANES
-    direct = d.storage == ct
-    better = ">" if p["op"] == "max" else "<"
 
     def body(b: ir.IRBuilder, pointers, workgroup_id, workgroup_count):
         if rows == 0:
             return
         x_ptr, t_ptr, out_ptr = pointers[xv.source], pointers[tv.source], pointers[n_in]
         lo, hi = workgroup_slice(b, rows, workgroup_id, workgroup_count)
-        slots = {}
-        for lanes in {LANES, 1} if whole < row else {LANES}:
-            vt = ct if lanes == 1 else ir.VectorType(ct, lanes)
-            it = I64 if lanes == 1 else ir.VectorType(I64, lanes)
-            bt = I1 if lanes == 1 else ir.VectorType(I1, lanes)
-            slots[lanes] = (b.alloca(vt, name=f"m{lanes}"), b.alloca(it, name=f"n{lanes}"),
-                            b.alloca(bt, name=f"nan{lanes}"), b.alloca(vt, name=f"sum{lanes}"), vt, it, bt)
-
-        def splat(ty, value):
-            return ir.Constant(ty, value if not isinstance(ty, ir.VectorType) else [value] * ty.count)
+        slots = _row_lanes(b, ct, row, "sum")
 
         def load(ptr, view, index, lanes):
-            offset = dot_offsets(b, index, view.strides, const64(view.offset))
-            if lanes == 1:
-                return scalar_ops.load(b, ptr, offset, dtype)
-            if direct:
-                return b.load(b.gep(ptr, [offset], inbounds=True, source_etype=d.storage),
-                              typ=ir.VectorType(ct, lanes), align=d.bits // 8)
-            v = ir.Constant(ir.VectorType(ct, lanes), None)
-            for k in range(lanes):
-                v = b.insert_element(v, scalar_ops.load(b, ptr, b.add(offset, const64(k)), dtype), const64(k))
-            return v
+            return _load_lanes(b, ptr, dot_offsets(b, index, view.strides, const64(view.offset)), lanes, dtype)
 
         def chunk(r, pos, c, lanes):
-            m_slot, n_slot, nan_slot, sum_slot, vt, it, bt = slots[lanes]
+            ln = slots[lanes]
             full = pos + [c]
-            b.store(splat(vt, comb.init().constant), m_slot)
-            b.store(splat(it, 0), n_slot)
-            b.store(splat(bt, 0), nan_slot)
-
-            def visit(src):
-                v = load(x_ptr, xv, src, lanes)
-                m = b.load(m_slot)
-                wins = b.fcmp_ordered(better, v, m)
-                ties = b.fcmp_ordered("==", v, m)
-                b.store(b.select(wins, v, m), m_slot)
-                b.store(b.select(wins, splat(it, 1), b.add(b.load(n_slot), b.zext(ties, it))), n_slot)
-                b.store(b.or_(b.load(nan_slot), b.fcmp_unordered("uno", v, v)), nan_slot)
-
-            _walk_window(b, p, x_shape, full, visit)
-            m = b.select(b.load(nan_slot), splat(vt, float("nan")), b.load(m_slot))
-            b.store(splat(it, 0), n_slot)
-            b.store(splat(vt, 0.0), sum_slot)
+            m, _ = _selection(b, p, x_shape, full, lambda src: load(x_ptr, xv, src, lanes), ln, comb)
+            b.store(_splat(ln.it, 0), ln.n)
+            b.store(_splat(ln.vt, 0.0), ln.acc)
 
             def take(src):
                 hit = b.fcmp_ordered("==", load(x_ptr, xv, src, lanes), m)
-                t = b.select(hit, load(t_ptr, tv, src, lanes), splat(vt, 0.0))
-                b.store(b.fadd(b.load(sum_slot), t), sum_slot)
-                b.store(b.add(b.load(n_slot), b.zext(hit, it)), n_slot)
+                t = b.select(hit, load(t_ptr, tv, src, lanes), _splat(ln.vt, 0.0))
+                b.store(b.fadd(b.load(ln.acc), t), ln.acc)
+                b.store(b.add(b.load(ln.n), b.zext(hit, ln.it)), ln.n)
 
             _walk_window(b, p, x_shape, full, take)
-            n = b.load(n_slot)
-            n = b.select(b.icmp_signed(">", n, splat(it, 0)), n, splat(it, 1))
-            value = b.fdiv(b.load(sum_slot), b.sitofp(n, vt))
-            out = b.add(b.mul(r, const64(row)), c)
-            if lanes == 1:
-                scalar_ops.store(b, out_ptr, out, value, dtype)
-            elif direct:
-                b.store(value, b.gep(out_ptr, [out], inbounds=True, source_etype=d.storage), align=d.bits // 8)
-            else:
-                for k in range(lanes):
-                    scalar_ops.store(b, out_ptr, b.add(out, const64(k)), b.extract_element(value, const64(k)), dtype)
+            n = b.load(ln.n)
+            n = b.select(b.icmp_signed(">", n, _splat(ln.it, 0)), n, _splat(ln.it, 1))
+            value = b.fdiv(b.load(ln.acc), b.sitofp(n, ln.vt))
+            _store_lanes(b, out_ptr, b.add(b.mul(r, const64(row)), c), value, lanes, dtype)
 
         def element(r):
             pos = delinearize(b, r, out_shape[:-1]) if len(out_shape) > 1 else []
-            if whole:
-                for_range(b, 0, whole, lambda c: chunk(r, pos, c, LANES), name="c", step=LANES)
-            if whole < row:
-                for_range(b, whole, row, lambda c: chunk(r, pos, c, 1), name="t")
+            _over_row(b, row, lambda c, lanes: chunk(r, pos, c, lanes))
 
         for_range(b, lo, hi, element, name="r")
 
