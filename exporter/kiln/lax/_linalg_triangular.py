@@ -1,10 +1,12 @@
 """The triangular factorizations under jax.lax.linalg's names: cholesky, triangular_solve, lu (partial
 pivoting), lu_pivots_to_permutation. Batched over leading axes.
 
-Each factorization is a composite primitive (kiln.lax.composite): its rules are JAX's, and its
-implementation is a static fori_loop over columns (or rows) whose body is whole-matrix lax operations
-(dynamic slices, a matrix-vector product, a rank-1 update, selects), so a compiled module runs n
-iterations of a few fused kernels each, never one VM dispatch per element.
+Each factorization is a composite primitive (kiln.lax.composite): its rules are JAX's. For float32 and
+float64 its implementation binds a native kernel (kiln.lax._linalg_native: one dispatch per call, the
+`linalg` kernel strategy); for the other float dtypes (float16, bfloat16) it is a static fori_loop over
+columns (or rows) whose body is whole-matrix lax operations (dynamic slices, a matrix-vector product, a
+rank-1 update, selects: the _*_impl functions below), so a compiled module runs n iterations of a few
+fused kernels each, never one VM dispatch per element.
 
 Failure as in JAX: cholesky of a matrix that is not positive definite is all NaN; lu of a singular
 matrix finishes (a zero pivot leaves its column unscaled, as LAPACK's getrf does) and solving with it
@@ -19,6 +21,7 @@ from ..core.ad_util import Zero, add_any
 from ..core.trace import get_aval
 from ..transforms.batching import move_batch_axis
 from ..transforms.jvp import tangent_aval
+from . import _linalg_native as native
 from . import _linalg_triangular_eager as eager
 from . import api
 from .composite import composite_primitive
@@ -236,7 +239,12 @@ def _cholesky_impl(x):
     return _nan_unless_positive_diagonal(_cholesky_blocked(x) if blocked else _cholesky_columns(x))
 
 
-cholesky_p = composite_primitive("cholesky", _cholesky_impl, eager=eager.cholesky)
+def _cholesky_lowering(x):
+    """The native kernel (kiln.lax._linalg_native) for float32/float64, else the lax implementation."""
+    return native.cholesky_p.bind(x) if native.native(_dtype(x)) else _cholesky_impl(x)
+
+
+cholesky_p = composite_primitive("cholesky", _cholesky_lowering, eager=eager.cholesky)
 
 
 def cholesky(x, *, symmetrize_input: bool = True):
@@ -363,7 +371,14 @@ def _triangular_solve_impl(a, b, *, left_side, lower, transpose_a, conjugate_a, 
     return _substitute(a, b, lower=lower, unit_diagonal=unit_diagonal)
 
 
-triangular_solve_p = composite_primitive("triangular_solve", _triangular_solve_impl, eager=eager.triangular_solve)
+def _triangular_solve_lowering(a, b, **params):
+    """The native kernel (kiln.lax._linalg_native) for float32/float64, else the lax implementation."""
+    if native.native(_dtype(a), _dtype(b)):
+        return native.triangular_solve_p.bind(a, b, **params)
+    return _triangular_solve_impl(a, b, **params)
+
+
+triangular_solve_p = composite_primitive("triangular_solve", _triangular_solve_lowering, eager=eager.triangular_solve)
 
 
 def triangular_solve(a, b, *, left_side: bool = False, lower: bool = False, transpose_a: bool = False,
@@ -562,7 +577,12 @@ def _lu_impl(a):
     return _lu_blocked(a) if m == n and n > 2 * _BLOCK else _lu_columns(a)
 
 
-lu_p = composite_primitive("lu", _lu_impl, multiple_results=True, eager=eager.lu)
+def _lu_lowering(a):
+    """The native kernel (kiln.lax._linalg_native) for float32/float64, else the lax implementation."""
+    return native.lu_p.bind(a) if native.native(_dtype(a)) else _lu_impl(a)
+
+
+lu_p = composite_primitive("lu", _lu_lowering, multiple_results=True, eager=eager.lu)
 
 
 def lu(x):
