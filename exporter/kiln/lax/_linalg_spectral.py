@@ -27,6 +27,7 @@ from ..core.trace import get_aval
 from ..transforms.batching import move_batch_axis
 from ..transforms.jvp import tangent_aval
 from . import _jacobi as jacobi
+from . import _svd_qr_native as native
 from . import api
 from ._linalg_triangular import lu, matmul, permutation_matrix, swap_last, tril, triangular_solve, triu
 from .composite import composite_primitive
@@ -173,6 +174,8 @@ def _qr_impl(x, *, full_matrices):
     if m == 0 or n == 0:
         k = m if full_matrices else min(m, n)
         return [_eye(batch, m, k, dtype), _full(batch + (k, n), 0, dtype)]
+    if native.native_dtype(dtype):  # real f32/f64: the native kernel (kiln.lax._svd_qr_native)
+        return native.qr(x, full_matrices)
     q, r = _householder_qr(x)
     if not full_matrices and m > n:
         q, r = _take(q, 0, n, len(_shape(q)) - 1), _take(r, 0, n, len(_shape(r)) - 2)
@@ -419,6 +422,8 @@ def _svd_impl(x, *, full_matrices, compute_uv):
     m, n = _shape(x)[-2:]
     if m == 0 or n == 0:
         return _empty_svd(x, full_matrices=full_matrices, compute_uv=compute_uv)
+    if native.native_dtype(_dtype(x)):  # real f32/f64: the native kernel (kiln.lax._svd_qr_native)
+        return native.svd(x, full_matrices, compute_uv)
     if m >= n:
         return _jacobi_svd_tall(x, full_matrices=full_matrices, compute_uv=compute_uv)
     outs = _jacobi_svd_tall(swap_last(x), full_matrices=full_matrices, compute_uv=compute_uv)

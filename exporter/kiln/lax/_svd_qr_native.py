@@ -1,0 +1,285 @@
+"""The native kernels of qr and svd for real float32/float64 matrices (the `svd` kernel strategy,
+kiln/compiler/codegen/linalg_svd.py): one primitive each, a kernel of its own, one dispatch per call
+with the batch's matrices split over the workgroups. kiln.lax._linalg_spectral's qr and svd composites
+bind them in their graphs (complex, half and empty matrices keep the lax composite path).
+
+Each primitive's eager implementation below is the kernel's algorithm step for step in numpy (batched),
+so eager results equal compiled ones up to rounding, the signs of singular vectors included.
+
+- qr_kernel: Householder QR as LAPACK's geqrf computes it (R's diagonal is -sign(pivot) * the column's
+  norm; a column already zero below the diagonal is left alone: tau = 0), each column's norm scaled by
+  its largest entry; Q formed backwards (orgqr: H_{k-1} first, only the columns it changes).
+- svd_kernel: x (or x^T when wide, so M >= N) divided by its largest |entry| (NaN if x holds one, so
+  that every result is NaN), then x = Q R (as above),
+  then one-sided Jacobi (Hestenes) on R's columns: sweeps over all pairs in the round-robin order (round
+  r pairs (r, N'-1) and ((r+k) mod (N'-1), (r-k) mod (N'-1)), N' = N rounded up to even, the pairs
+  with the padding column skipped) until a sweep rotates no pair (at most MAX_SWEEPS); a pair rotates
+  when |w_p . w_q| > sqrt(N) eps |w_p| |w_q| (LAPACK's gesvj criterion), and both columns' squared norms
+  are recomputed from the rotated columns. R V = W; the singular values are W's column norms, sorted
+  descending (stably; NaN last); U = Q[:, :N] Q_W sign(diag R_W) from a Householder QR of the sorted W
+  (its columns are orthogonal, so R_W is diagonal and Q_W completes U where a singular value is zero),
+  with full_matrices Q's other columns after them.
+
+The kernels need scratch memory (the matrices in column storage, Q, W, V): a last output, `work`,
+zeroed by the kernel when it is done (its eager value is zeros), which nothing reads.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core.aval import ShapedArray
+from ..core.primitive import Primitive, register
+
+MAX_SWEEPS = 40
+_NATIVE = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def native_dtype(dtype) -> bool:
+    """Whether qr/svd of this dtype take the native kernels (real float32/float64)."""
+    return np.dtype(dtype) in _NATIVE
+
+
+# ---- sizes of the outputs and the scratch ------------------------------------------------------------
+
+def qr_sizes(m: int, n: int, full_matrices: bool) -> tuple[int, int]:
+    """(columns of q, rows of r)."""
+    k = m if full_matrices else min(m, n)
+    return k, k
+
+
+def qr_work_size(m: int, n: int, full_matrices: bool) -> int:
+    """Scratch elements per matrix: x's columns (n x m), Q's columns (kq x m), the taus."""
+    kq, _ = qr_sizes(m, n, full_matrices)
+    return n * m + kq * m + min(m, n)
+
+
+def svd_work_size(m: int, n: int, full_matrices: bool, compute_uv: bool) -> int:
+    """Scratch elements per matrix, M = max(m, n), N = min(m, n): A's columns (N x M), its taus, W (N x N)
+    and the squared norms (N); with compute_uv also Q's columns (kq x M), V (N x N), the sorted W (N x N),
+    its Q (N x N) and taus (N)."""
+    big, small = max(m, n), min(m, n)
+    size = small * big + small + small * small + small
+    if compute_uv:
+        kq = big if full_matrices else small
+        size += kq * big + 3 * small * small + small
+    return size
+
+
+# ---- numpy mirror of the kernels (the eager implementation) ------------------------------------------
+
+def _householder(a, columns: int):
+    """In place on a (B, m, n): the first `columns` Householder steps. Returns the taus (B, columns);
+    a holds R on and above the diagonal and the reflectors' v (v_j = 1 implied) below it."""
+    bsz, m, n = a.shape
+    taus = np.zeros((bsz, columns), a.dtype)
+    with np.errstate(all="ignore"):
+        for j in range(columns):
+            col = a[:, j:, j]
+            alpha, below = col[:, 0].copy(), col[:, 1:]
+            scale = np.max(np.abs(col), axis=1)
+            safe = np.where(scale > 0, scale, 1).astype(a.dtype)
+            scaled = below / safe[:, None]
+            below_sq = np.sum(scaled * scaled, axis=1)
+            sa = alpha / safe
+            norm = safe * np.sqrt(sa * sa + below_sq)
+            reflect = below_sq > 0
+            beta = np.where(reflect, -np.where(alpha >= 0, 1, -1).astype(a.dtype) * norm, alpha)
+            tau = np.where(reflect, (beta - alpha) / np.where(reflect, beta, 1), 0).astype(a.dtype)
+            gap = np.where(reflect, alpha - beta, 1).astype(a.dtype)
+            v = (below / gap[:, None]).astype(a.dtype)
+            if j + 1 < n:
+                rest = a[:, j + 1:, j + 1:]
+                w = a[:, j, j + 1:] + np.einsum("bi,bic->bc", v, rest)
+                tw = tau[:, None] * w
+                a[:, j, j + 1:] -= tw
+                rest -= v[:, :, None] * tw[:, None, :]
+            a[:, j, j] = beta
+            a[:, j + 1:, j] = v
+            taus[:, j] = tau
+    return taus
+
+
+def _form_q(a, taus, columns: int):
+    """Q's first `columns` columns (B, m, columns) from _householder's reflectors, H_{k-1} applied first."""
+    bsz, m, _ = a.shape
+    q = np.zeros((bsz, m, columns), a.dtype)
+    q[:, np.arange(min(m, columns)), np.arange(min(m, columns))] = 1
+    with np.errstate(all="ignore"):
+        for j in range(taus.shape[1] - 1, -1, -1):
+            v = np.concatenate([np.ones((bsz, 1), a.dtype), a[:, j + 1:, j]], axis=1)
+            block = q[:, j:, j:]
+            w = np.einsum("bi,bic->bc", v, block)
+            block -= v[:, :, None] * (taus[:, j, None] * w)[:, None, :]
+    return q
+
+
+def _qr_numpy(x, full_matrices: bool):
+    batch, (m, n) = x.shape[:-2], x.shape[-2:]
+    a = np.array(x.reshape((-1, m, n)), copy=True)
+    k = min(m, n)
+    kq, kr = qr_sizes(m, n, full_matrices)
+    taus = _householder(a, k)
+    q = _form_q(a, taus, kq)
+    r = np.triu(a[:, :kr, :])
+    return q.reshape(batch + (m, kq)), r.reshape(batch + (kr, n))
+
+
+def round_robin_pairs(size: int, r: int):
+    """The pairs (p < q) of round r of a sweep over `size` (even) positions."""
+    last = size - 1
+    pairs = [(r % last if last else 0, last)]
+    for k in range(1, size // 2):
+        a, b = (r + k) % last, (r - k) % last
+        pairs.append((min(a, b), max(a, b)))
+    return pairs
+
+
+def _rotation(theta, active):
+    """kiln.lax._jacobi's rotation: t = sign(theta) / (|theta| + sqrt(1 + theta^2)) without overflow."""
+    with np.errstate(all="ignore"):
+        big = np.abs(theta) > 1
+        inverse = 1 / np.where(big, theta, 1)
+        root = np.where(big, np.abs(theta) * (1 + np.sqrt(1 + inverse * inverse)),
+                        np.abs(theta) + np.sqrt(1 + theta * theta))
+        t = np.where(active, np.where(theta >= 0, 1, -1) / root, 0).astype(theta.dtype)
+        c = (1 / np.sqrt(1 + t * t)).astype(theta.dtype)
+    return c, (t * c).astype(theta.dtype)
+
+
+def _jacobi(w, v):
+    """One-sided Jacobi on the columns of w (B, N, N) in place, v (B, N, N) or None rotated along.
+    Returns the squared column norms (B, N)."""
+    n = w.shape[-1]
+    dtype = w.dtype
+    tol = dtype.type(np.sqrt(n) * np.finfo(dtype).eps)
+    d = np.sum(w * w, axis=1)
+    size = n + n % 2
+    rounds = []
+    for r in range(size - 1):
+        pairs = [(p, q) for p, q in round_robin_pairs(size, r) if q < n]
+        if pairs:
+            rounds.append((np.array([p for p, _ in pairs]), np.array([q for _, q in pairs])))
+    with np.errstate(all="ignore"):
+        for _ in range(MAX_SWEEPS):
+            rotated = False
+            for ps, qs in rounds:
+                wp, wq = w[:, :, ps], w[:, :, qs]
+                alpha, beta = d[:, ps], d[:, qs]
+                gamma = np.sum(wp * wq, axis=1)
+                active = np.abs(gamma) > tol * (np.sqrt(alpha) * np.sqrt(beta))
+                if not active.any():
+                    continue
+                rotated = True
+                c, s = _rotation((beta - alpha) / (2 * np.where(active, gamma, 1)), active)
+                c3, s3, act3 = c[:, None, :], s[:, None, :], active[:, None, :]
+                new_p, new_q = c3 * wp - s3 * wq, s3 * wp + c3 * wq
+                w[:, :, ps] = np.where(act3, new_p, wp)
+                w[:, :, qs] = np.where(act3, new_q, wq)
+                d[:, ps] = np.where(active, np.sum(new_p * new_p, axis=1), alpha)
+                d[:, qs] = np.where(active, np.sum(new_q * new_q, axis=1), beta)
+                if v is not None:
+                    vp, vq = v[:, :, ps], v[:, :, qs]
+                    v[:, :, ps] = np.where(act3, c3 * vp - s3 * vq, vp)
+                    v[:, :, qs] = np.where(act3, s3 * vp + c3 * vq, vq)
+            if not rotated:
+                break
+    return d
+
+
+def descending_order(sigma):
+    """The stable order of sigma (B, N) descending, NaN last."""
+    key = np.where(np.isnan(sigma), np.inf, -sigma)
+    return np.argsort(key, axis=-1, kind="stable")
+
+
+def _svd_numpy(x, full_matrices: bool, compute_uv: bool):
+    batch, (m, n) = x.shape[:-2], x.shape[-2:]
+    dtype = x.dtype
+    a = x.reshape((-1, m, n))
+    wide = m < n
+    if wide:
+        a = np.swapaxes(a, 1, 2)
+    big, small = max(m, n), min(m, n)
+    with np.errstate(all="ignore"):
+        scale = np.max(np.abs(a), axis=(1, 2)) if a.shape[0] else np.zeros((0,), dtype)
+        scale = np.where(scale == 0, 1, scale).astype(dtype)  # NaN stays: every result NaN
+        a = (a / scale[:, None, None]).astype(dtype)
+    taus = _householder(a, small)
+    w = np.triu(a[:, :small, :])
+    v = np.broadcast_to(np.eye(small, dtype=dtype), w.shape).copy() if compute_uv else None
+    d = _jacobi(w, v)
+    sigma = np.sqrt(d)
+    order = descending_order(sigma)
+    s = (np.take_along_axis(sigma, order, axis=1) * scale[:, None]).astype(dtype)
+    if not compute_uv:
+        return [s.reshape(batch + (small,))]
+    kq = big if full_matrices else small
+    q = _form_q(a, taus, kq)
+    ws = np.take_along_axis(w, order[:, None, :], axis=2)
+    vs = np.take_along_axis(v, order[:, None, :], axis=2)
+    taus_w = _householder(ws, small)
+    q_w = _form_q(ws, taus_w, small)
+    signs = np.where(ws[:, np.arange(small), np.arange(small)] >= 0, 1, -1).astype(dtype)
+    u = (q[:, :, :small] @ (q_w * signs[:, None, :])).astype(dtype)
+    if kq > small:
+        u = np.concatenate([u, q[:, :, small:]], axis=2)
+    vh = np.swapaxes(vs, 1, 2)
+    if wide:
+        u, vh = np.swapaxes(vh, 1, 2), np.swapaxes(u, 1, 2)
+    return [s.reshape(batch + (small,)), np.ascontiguousarray(u).reshape(batch + u.shape[1:]),
+            np.ascontiguousarray(vh).reshape(batch + vh.shape[1:])]
+
+
+# ---- the primitives -----------------------------------------------------------------------------------
+
+def _qr_avals(x, *, full_matrices):
+    batch, (m, n) = x.shape[:-2], x.shape[-2:]
+    kq, kr = qr_sizes(m, n, full_matrices)
+    return [ShapedArray(batch + (m, kq), x.dtype), ShapedArray(batch + (kr, n), x.dtype),
+            ShapedArray(batch + (qr_work_size(m, n, full_matrices),), x.dtype)]
+
+
+def _qr_eager(x, *, full_matrices):
+    x = np.asarray(x)
+    q, r = _qr_numpy(x, full_matrices)
+    work = np.zeros(x.shape[:-2] + (qr_work_size(*x.shape[-2:], full_matrices),), x.dtype)
+    return [q, r, work]
+
+
+def _svd_avals(x, *, full_matrices, compute_uv):
+    batch, (m, n) = x.shape[:-2], x.shape[-2:]
+    k = min(m, n)
+    outs = [ShapedArray(batch + (k,), x.dtype)]
+    if compute_uv:
+        ku, kv = (m, n) if full_matrices else (k, k)
+        outs += [ShapedArray(batch + (m, ku), x.dtype), ShapedArray(batch + (kv, n), x.dtype)]
+    return outs + [ShapedArray(batch + (svd_work_size(m, n, full_matrices, compute_uv),), x.dtype)]
+
+
+def _svd_eager(x, *, full_matrices, compute_uv):
+    x = np.asarray(x)
+    outs = _svd_numpy(x, full_matrices, compute_uv)
+    work = np.zeros(x.shape[:-2] + (svd_work_size(*x.shape[-2:], full_matrices, compute_uv),), x.dtype)
+    return outs + [work]
+
+
+qr_kernel_p = register(Primitive("qr_kernel", multiple_results=True))
+qr_kernel_p.def_abstract_eval(_qr_avals)
+qr_kernel_p.def_impl(_qr_eager)
+qr_kernel_p.def_traits(fusion="kernel", kernel="svd")
+
+svd_kernel_p = register(Primitive("svd_kernel", multiple_results=True))
+svd_kernel_p.def_abstract_eval(_svd_avals)
+svd_kernel_p.def_impl(_svd_eager)
+svd_kernel_p.def_traits(fusion="kernel", kernel="svd")
+
+
+def qr(x, full_matrices: bool):
+    """[q, r] of the real float32/float64 matrices x (..., m, n), m, n >= 1, from the native kernel."""
+    return list(qr_kernel_p.bind(x, full_matrices=bool(full_matrices))[:2])
+
+
+def svd(x, full_matrices: bool, compute_uv: bool):
+    """[s] or [s, u, vh] of the real float32/float64 matrices x (..., m, n), m, n >= 1, from the native
+    kernel."""
+    return list(svd_kernel_p.bind(x, full_matrices=bool(full_matrices), compute_uv=bool(compute_uv))[:-1])
