@@ -42,6 +42,7 @@ NO_RULES = {
     "kernel_call": "transformations trace through the callee (inline_rule, tested in test_transforms.py)",
     "jacobi_two_sided": "inside eigh's graph only: transformations apply eigh's rules and never see it",
     "jacobi_one_sided": "inside svd's graph only: transformations apply svd's rules and never see it",
+    "eigh_ql": "inside eigh's graph only: transformations apply eigh's rules and never see it",
     "complex_parts": "made by the compiler's complex lowering, after every transformation",
     "complex_from_parts": "made by the compiler's complex lowering, after every transformation",
 }

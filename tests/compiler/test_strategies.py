@@ -56,6 +56,7 @@ _CASES = {
                 (np.ones((2, 8, 8, 4), F32),)),
     "structural": (lambda x: knp.sort(x, axis=-1), (np.ones((16, 32), F32),)),
     "svd": (lambda x: knp.linalg.svd(x, compute_uv=False), (np.eye(5, 4, dtype=F32),)),
+    "eigh": (lambda x: knp.linalg.eigh(x), (np.ones((4, 8, 8), F32),)),
 }
 
 

@@ -26,6 +26,7 @@ from ..core.ad_util import Zero
 from ..core.trace import get_aval
 from ..transforms.batching import move_batch_axis
 from ..transforms.jvp import tangent_aval
+from . import _eigh_ql
 from . import _jacobi as jacobi
 from . import _svd_qr_native as native
 from . import api
@@ -324,7 +325,16 @@ def _jacobi_eigh(x, *, lower, sort_eigenvalues):
     return [v, w]
 
 
-eigh_p = composite_primitive("eigh", _jacobi_eigh, multiple_results=True)
+def _eigh_impl(x, *, lower, sort_eigenvalues):
+    """Real float32/float64 matrices: the native kernel eigh_ql (kiln.lax._eigh_ql: Householder
+    tridiagonalization, implicit QL, one dispatch per call); other dtypes and n = 0: Jacobi."""
+    n, dtype = _shape(x)[-1], _dtype(x)
+    if n > 0 and _eigh_ql.supported(dtype) and _eigh_ql.stack_fits(n, dtype):
+        return _eigh_ql.eigh_ql(x, lower=lower, sort_eigenvalues=sort_eigenvalues)
+    return _jacobi_eigh(x, lower=lower, sort_eigenvalues=sort_eigenvalues)
+
+
+eigh_p = composite_primitive("eigh", _eigh_impl, multiple_results=True)
 
 
 def eigh(x, *, lower: bool = True, symmetrize_input: bool = True, sort_eigenvalues: bool = True,

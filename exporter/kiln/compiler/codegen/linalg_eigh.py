@@ -1,7 +1,522 @@
-"""The native eigh kernel (the `eigh` kernel strategy). Filled in by the next commit."""
+"""The native symmetric eigendecomposition kernel (the `eigh` kernel strategy): the code of the primitive
+eigh_ql (kiln.lax._eigh_ql, whose docstring gives the algorithm and whose numpy mirror is the eager
+implementation).
+
+Each workgroup takes a slice of the batch's matrices. One matrix lives in its eigenvector output (n x n,
+row-major), its eigenvalues in the eigenvalue output, and two vectors of n scalars (the subdiagonal and
+the Householder update's q) in a stack slot of the kernel. The eigenvectors are kept as rows until the
+final in-place transpose, so every O(n^3) loop (the tridiagonalization's matrix-vector products and
+rank-2 updates, the accumulation of Q, the QL rotations of two rows) runs over contiguous memory; those
+loops are written with explicit vectors of the target's width (a scalar loop finishes each row), the
+sums with one vector accumulator folded at the end. The region's operand is read through its View, so
+a transposed or batched layout feeding the kernel costs no copy.
+"""
 from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+
+from ..layout import region_views
+from .intrinsics import call_unary, fmuladd
+from .loops import const64, delinearize, dot_offsets, for_range, local_var, while_loop, workgroup_slice
+from .region_eval import load_view
+from ...lax._eigh_ql import MAX_ITERATIONS, MAX_STACK_BYTES, stack_fits
+from .types import I1, I64, info
+
+
+def _eqn(region):
+    return next(e for e in region.eqns if e.primitive.name == "eigh_ql")
+
+
+class _Emitter:
+    """Emits one kernel body; `b` is the builder, T the element type, VT the vector type."""
+
+    def __init__(self, b: ir.IRBuilder, dtype, lanes: int):
+        self.b = b
+        self.dtype = np.dtype(dtype)
+        self.T = info(dtype).storage
+        self.lanes = lanes
+        self.VT = ir.VectorType(self.T, lanes)
+        self.esize = self.dtype.itemsize
+
+    # ---- scalars -------------------------------------------------------------------------------------
+    def c(self, value):
+        return ir.Constant(self.T, float(value))
+
+    def ptr(self, base, index):
+        return self.b.gep(base, [index], inbounds=True, source_etype=self.T)
+
+    def ld(self, base, index):
+        return self.b.load(self.ptr(base, index), typ=self.T)
+
+    def st(self, base, index, value):
+        self.b.store(value, self.ptr(base, index))
+
+    def vld(self, base, index):
+        return self.b.load(self.ptr(base, index), typ=self.VT, align=self.esize)
+
+    def vst(self, base, index, value):
+        self.b.store(value, self.ptr(base, index), align=self.esize)
+
+    def splat(self, value):
+        b = self.b
+        v = b.insert_element(ir.Constant(self.VT, ir.Undefined), value, ir.Constant(ir.IntType(32), 0))
+        return b.shuffle_vector(v, ir.Constant(self.VT, ir.Undefined), ir.Constant(ir.VectorType(ir.IntType(32), self.lanes), [0] * self.lanes))
+
+    def fabs(self, x):
+        return call_unary(self.b, "fabs", x)
+
+    def sqrt(self, x):
+        return call_unary(self.b, "sqrt", x)
+
+    def var(self, init, name):
+        return local_var(self.b, init.type, init, name)
+
+    def hsum(self, v):
+        b = self.b
+        total = b.extract_element(v, ir.Constant(ir.IntType(32), 0))
+        for k in range(1, self.lanes):
+            total = b.fadd(total, b.extract_element(v, ir.Constant(ir.IntType(32), k)))
+        return total
+
+    def pythag(self, x, y):
+        """sqrt(x^2 + y^2) without overflow: m sqrt(1 + (small/m)^2), 0 when both are 0."""
+        b = self.b
+        ax, ay = self.fabs(x), self.fabs(y)
+        x_big = b.fcmp_ordered(">", ax, ay)
+        big = b.select(x_big, ax, ay)
+        small = b.select(x_big, ay, ax)
+        zero = b.fcmp_ordered("==", big, self.c(0))
+        ratio = b.fdiv(small, b.select(zero, self.c(1), big))
+        root = b.fmul(big, self.sqrt(fmuladd(b, ratio, ratio, self.c(1))))
+        return b.select(zero, self.c(0), root)
+
+    # ---- vector loops over [0, length) -----------------------------------------------------------------
+    def vloop(self, length, vector_body, scalar_body, name):
+        """vector_body(k) for k = 0, lanes, ... while k + lanes <= length; scalar_body(k) for the rest."""
+        b = self.b
+        chunks = b.udiv(length, const64(self.lanes))
+        for_range(b, const64(0), chunks, lambda c: vector_body(b.mul(c, const64(self.lanes))), name=f"{name}.v")
+        for_range(b, b.mul(chunks, const64(self.lanes)), length, scalar_body, name=f"{name}.s")
+
+    def dot(self, x, xo, y, yo, length, name="dot", absolute=False):
+        """sum_k x[xo + k] * y[yo + k] over [0, length) (absolute: sum_k |x[xo + k]|; y unused)."""
+        b = self.b
+        acc = self.var(ir.Constant(self.VT, [0.0] * self.lanes), f"{name}.acc")
+        tail = self.var(self.c(0), f"{name}.tail")
+
+        def vec(k):
+            xv = self.vld(x, b.add(xo, k))
+            if absolute:
+                b.store(b.fadd(b.load(acc), call_unary(b, "fabs", xv)), acc)
+            else:
+                b.store(fmuladd(b, xv, self.vld(y, b.add(yo, k)), b.load(acc)), acc)
+
+        def sca(k):
+            xs = self.ld(x, b.add(xo, k))
+            if absolute:
+                b.store(b.fadd(b.load(tail), self.fabs(xs)), tail)
+            else:
+                b.store(fmuladd(b, xs, self.ld(y, b.add(yo, k)), b.load(tail)), tail)
+
+        self.vloop(length, vec, sca, name)
+        return b.fadd(self.hsum(b.load(acc)), b.load(tail))
+
+    def axpy(self, alpha, x, xo, y, yo, length, name="axpy"):
+        """y[yo + k] -= alpha * x[xo + k] over [0, length)."""
+        b = self.b
+        neg = b.fneg(alpha)
+        va = self.splat(neg)
+
+        def vec(k):
+            yk = b.add(yo, k)
+            self.vst(y, yk, fmuladd(b, va, self.vld(x, b.add(xo, k)), self.vld(y, yk)))
+
+        def sca(k):
+            yk = b.add(yo, k)
+            self.st(y, yk, fmuladd(b, neg, self.ld(x, b.add(xo, k)), self.ld(y, yk)))
+
+        self.vloop(length, vec, sca, name)
+
+    def axpy2(self, a1, x1, a2, x2, y, yo, length, name="rank2"):
+        """y[yo + k] -= a1 * x1[k] + a2 * x2[k] over [0, length) (x1, x2 pointers at their element 0)."""
+        b = self.b
+        n1, n2 = b.fneg(a1), b.fneg(a2)
+        v1, v2 = self.splat(n1), self.splat(n2)
+
+        def vec(k):
+            yk = b.add(yo, k)
+            t = fmuladd(b, v1, self.vld(x1, k), self.vld(y, yk))
+            self.vst(y, yk, fmuladd(b, v2, self.vld(x2, k), t))
+
+        def sca(k):
+            yk = b.add(yo, k)
+            t = fmuladd(b, n1, self.ld(x1, k), self.ld(y, yk))
+            self.st(y, yk, fmuladd(b, n2, self.ld(x2, k), t))
+
+        self.vloop(length, vec, sca, name)
+
+    def rotate(self, z, row_i, row_j, length, c, s):
+        """(z_i, z_j) <- (c z_i - s z_j, s z_i + c z_j), rows at offsets row_i, row_j."""
+        b = self.b
+        vc, vs = self.splat(c), self.splat(s)
+        ns, nvs = b.fneg(s), b.fneg(vs)
+
+        def vec(k):
+            pi, pj = b.add(row_i, k), b.add(row_j, k)
+            zi, zj = self.vld(z, pi), self.vld(z, pj)
+            self.vst(z, pi, fmuladd(b, nvs, zj, b.fmul(vc, zi)))
+            self.vst(z, pj, fmuladd(b, vs, zi, b.fmul(vc, zj)))
+
+        def sca(k):
+            pi, pj = b.add(row_i, k), b.add(row_j, k)
+            zi, zj = self.ld(z, pi), self.ld(z, pj)
+            self.st(z, pi, fmuladd(b, ns, zj, b.fmul(c, zi)))
+            self.st(z, pj, fmuladd(b, s, zi, b.fmul(c, zj)))
+
+        self.vloop(length, vec, sca, "rot")
 
 
 def plan(region, target):
-    """(body emitter, parallel items, work) of an eigh_ql region."""
-    raise NotImplementedError("linalg_eigh.plan: no primitive names the eigh strategy yet")
+    """(body emitter, parallel items, work) of an eigh_ql region's kernel: one item per matrix."""
+    eqn = _eqn(region)
+    (x,) = eqn.invars
+    lower, sort = eqn.params["lower"], eqn.params["sort_eigenvalues"]
+    shape = x.aval.shape
+    dtype = np.dtype(x.aval.dtype)
+    n = shape[-1]
+    batch_shape = tuple(shape[:-2])
+    count = int(np.prod(batch_shape, dtype=np.int64))
+    if not stack_fits(n, dtype):
+        raise ValueError(f"eigh_ql: {n}x{n} {dtype} matrices need more than {MAX_STACK_BYTES} bytes of stack "
+                         "(eigh uses Jacobi for them)")
+    views = region_views(region)
+    view = views.get(x.id) if hasattr(x, "id") else None
+    n_in = len(region.invars)
+    out_index = {v.id: k for k, v in enumerate(region.outvars)}
+    v_out, w_out = (n_in + out_index[o.id] if o.id in out_index else None for o in eqn.outvars)
+    lanes = max(1, target.vector_bytes // dtype.itemsize)
+    eps = float(np.finfo(dtype).eps)
+    huge = float(np.finfo(dtype).max)
+
+    def body(b, pointers, wid, wcount):
+        if count == 0 or n == 0 or v_out is None or w_out is None:
+            return
+        g = _Emitter(b, dtype, lanes)
+        T = g.T
+        work = b.alloca(T, size=const64(2 * n), name="work")
+        e_vec = work
+        q_vec = b.gep(work, [const64(n)], inbounds=True, source_etype=T)
+        lo, hi = workgroup_slice(b, count, wid, wcount)
+
+        def matrix(m):
+            z = b.gep(pointers[v_out], [b.mul(m, const64(n * n))], inbounds=True, source_etype=T)
+            d = b.gep(pointers[w_out], [b.mul(m, const64(n))], inbounds=True, source_etype=T)
+            bad = g.var(ir.Constant(I1, 0), "bad")
+            _load(g, z, m, bad, pointers, view, x, batch_shape, n, lower, huge)
+            with b.if_then(b.not_(b.load(bad))):
+                _solve(g, z, d, e_vec, q_vec, bad, n, sort, eps)
+            with b.if_then(b.load(bad)):
+                nan = g.c(float("nan"))
+                for_range(b, const64(0), const64(n * n), lambda k: g.st(z, k, nan), name="nanz")
+                for_range(b, const64(0), const64(n), lambda k: g.st(d, k, nan), name="nand")
+
+        for_range(b, lo, hi, matrix, name="mat")
+
+    work = max(1, count) * (10 * n ** 3 + 40 * n * n)
+    return body, count, work
+
+
+def _load(g: _Emitter, z, m, bad, pointers, view, x, batch_shape, n, lower, huge):
+    """The triangle of matrix m into z as a full symmetric matrix divided by its largest |entry|; bad
+    set when an entry is NaN or infinite."""
+    b = g.b
+    amax = g.var(g.c(0), "amax")
+    prefix = delinearize(b, m, batch_shape) if batch_shape else []
+
+    def read(i, j):
+        if view is None:
+            from . import scalar_ops
+
+            return scalar_ops.literal(x.value, x.aval.dtype)
+        index = prefix + ([i, j] if lower else [j, i])
+        return load_view(b, view, dot_offsets(b, index, view.strides, const64(view.offset)), pointers)
+
+    def row(i):
+        def col(j):
+            a = read(i, j)
+            g.st(z, b.add(b.mul(i, const64(n)), j), a)
+            g.st(z, b.add(b.mul(j, const64(n)), i), a)
+            absa = g.fabs(a)
+            b.store(b.or_(b.load(bad), b.fcmp_unordered(">", absa, g.c(huge))), bad)
+            old = b.load(amax)
+            b.store(b.select(b.fcmp_ordered(">", absa, old), absa, old), amax)
+
+        for_range(b, const64(0), b.add(i, const64(1)), col, name="ldj")
+
+    for_range(b, const64(0), const64(n), row, name="ldi")
+    with b.if_then(b.not_(b.load(bad))):
+        mx = b.load(amax)
+        scale = b.select(b.fcmp_ordered("==", mx, g.c(0)), g.c(1), mx)
+        b.store(scale, amax)
+
+        def vec(k):
+            g.vst(z, k, b.fdiv(g.vld(z, k), g.splat(scale)))
+
+        def sca(k):
+            g.st(z, k, b.fdiv(g.ld(z, k), scale))
+
+        g.vloop(const64(n * n), vec, sca, "scale")
+    g.scale_slot = amax
+
+
+def _solve(g: _Emitter, z, d, e, q, bad, n, sort, eps):
+    b = g.b
+    _tridiagonalize(g, z, d, e, q, n)
+    _accumulate(g, z, d, n)
+    _ql(g, z, d, e, bad, n, eps)
+    with b.if_then(b.not_(b.load(bad))):
+        scale = b.load(g.scale_slot)
+        for_range(b, const64(0), const64(n), lambda k: g.st(d, k, b.fmul(g.ld(d, k), scale)), name="unscale")
+        if sort:
+            _sort(g, z, d, n)
+        _transpose(g, z, n)
+
+
+def _tridiagonalize(g: _Emitter, z, d, e, q, n):
+    """Householder reduction, rows n-1 .. 1 (the module docstring of kiln.lax._eigh_ql)."""
+    b = g.b
+    N = const64(n)
+
+    def step(ii):
+        i = b.sub(const64(n - 1), ii)
+        row_i = b.mul(i, N)
+        last = b.add(row_i, b.sub(i, const64(1)))  # z[i, i-1]
+        with b.if_else(b.icmp_signed(">=", i, const64(2))) as (reflect, plain):
+            with reflect:
+                scale = g.dot(z, row_i, None, None, i, "rsum", absolute=True)
+                with b.if_else(b.fcmp_ordered("==", scale, g.c(0))) as (zero_row, nonzero):
+                    with zero_row:
+                        g.st(e, i, g.ld(z, last))
+                        g.st(d, i, g.c(0))
+                    with nonzero:
+                        u = g.ptr(z, row_i)
+
+                        def divide(k):
+                            g.st(z, b.add(row_i, k), b.fdiv(g.ld(z, b.add(row_i, k)), scale))
+
+                        for_range(b, const64(0), i, divide, name="rdiv")
+                        h = g.dot(z, row_i, z, row_i, i, "hsq")
+                        f = g.ld(z, last)
+                        root = g.sqrt(h)
+                        gg = b.select(b.fcmp_ordered(">=", f, g.c(0)), b.fneg(root), root)
+                        g.st(e, i, b.fmul(scale, gg))
+                        h = b.fsub(h, b.fmul(f, gg))
+                        g.st(z, last, b.fsub(f, gg))
+
+                        def p_row(j):
+                            g.st(q, j, b.fdiv(g.dot(z, b.mul(j, N), z, row_i, i, "pdot"), h))
+
+                        for_range(b, const64(0), i, p_row, name="prow")
+                        kk = b.fdiv(g.dot(u, const64(0), q, const64(0), i, "kdot"), b.fadd(h, h))
+                        for_range(b, const64(0), i, lambda j: g.st(q, j, fmuladd(b, b.fneg(kk), g.ld(u, j), g.ld(q, j))),
+                                  name="qvec")
+
+                        def update(j):
+                            g.axpy2(g.ld(q, j), u, g.ld(u, j), q, z, b.mul(j, N), i)
+
+                        for_range(b, const64(0), i, update, name="upd")
+                        g.st(d, i, h)
+            with plain:
+                g.st(e, i, g.ld(z, last))
+                g.st(d, i, g.c(0))
+
+    if n >= 2:
+        for_range(b, const64(0), const64(n - 1), step, name="tri")
+    g.st(d, const64(0), g.c(0))
+    g.st(e, const64(0), g.c(0))
+
+
+def _accumulate(g: _Emitter, z, d, n):
+    """Q^T in z from the reflectors kept in its rows; d gets the tridiagonal matrix's diagonal."""
+    b = g.b
+    N = const64(n)
+
+    def step(i):
+        row_i = b.mul(i, N)
+        h = g.ld(d, i)
+        with b.if_then(b.fcmp_unordered("!=", h, g.c(0))):
+            def apply(r):
+                row_r = b.mul(r, N)
+                gr = b.fdiv(g.dot(z, row_r, z, row_i, i, "adot"), h)
+                g.axpy(gr, z, row_i, z, row_r, i, "aaxpy")
+
+            for_range(b, const64(0), i, apply, name="acc")
+        diag = b.add(row_i, i)
+        g.st(d, i, g.ld(z, diag))
+        g.st(z, diag, g.c(1))
+
+        def clear(j):
+            g.st(z, b.add(row_i, j), g.c(0))
+            g.st(z, b.add(b.mul(j, N), i), g.c(0))
+
+        for_range(b, const64(0), i, clear, name="clr")
+
+    for_range(b, const64(0), N, step, name="accum")
+
+
+def _ql(g: _Emitter, z, d, e, bad, n, eps):
+    """The implicit QL iterations with Wilkinson's shift (tqli); rotations on rows of z; bad set when an
+    eigenvalue takes more than MAX_ITERATIONS."""
+    b = g.b
+    N = const64(n)
+    for_range(b, const64(1), N, lambda i: g.st(e, b.sub(i, const64(1)), g.ld(e, i)), name="eshift")
+    g.st(e, const64(n - 1), g.c(0))
+    m_v = g.var(const64(0), "m")
+    it_v = g.var(const64(0), "iters")
+    i_v = g.var(const64(0), "i")
+    s_v, c_v, p_v, g_v, r_v = (g.var(g.c(0), name) for name in ("s", "c", "p", "g", "r"))
+    deflated_v = g.var(ir.Constant(I1, 0), "deflated")
+    fn = b.function
+
+    def eigenvalue(l):
+        b.store(const64(0), it_v)
+
+        def iterate(done):
+            # m: the first index >= l whose subdiagonal entry is negligible
+            b.store(l, m_v)
+
+            def m_cond():
+                return b.icmp_signed("<", b.load(m_v), const64(n - 1))
+
+            def m_body(found):
+                m = b.load(m_v)
+                dd = b.fadd(g.fabs(g.ld(d, m)), g.fabs(g.ld(d, b.add(m, const64(1)))))
+                small = b.fcmp_ordered("<=", g.fabs(g.ld(e, m)), b.fmul(g.c(eps), dd))
+                nxt = fn.append_basic_block("m.next")
+                b.cbranch(small, found, nxt)
+                b.position_at_end(nxt)
+                b.store(b.add(m, const64(1)), m_v)
+
+            while_loop(b, m_cond, m_body, name="msearch")
+            m = b.load(m_v)
+            go = fn.append_basic_block("ql.go")
+            b.cbranch(b.icmp_signed("==", m, l), done, go)
+            b.position_at_end(go)
+            fail = fn.append_basic_block("ql.fail")
+            proceed = fn.append_basic_block("ql.step")
+            b.cbranch(b.icmp_signed(">=", b.load(it_v), const64(MAX_ITERATIONS)), fail, proceed)
+            b.position_at_end(fail)
+            b.store(ir.Constant(I1, 1), bad)
+            b.branch(done)
+            b.position_at_end(proceed)
+            b.store(b.add(b.load(it_v), const64(1)), it_v)
+            dl, el = g.ld(d, l), g.ld(e, l)
+            l1 = b.add(l, const64(1))
+            gg = b.fdiv(b.fsub(g.ld(d, l1), dl), b.fadd(el, el))
+            r = g.pythag(gg, g.c(1))
+            signed_r = b.select(b.fcmp_ordered(">=", gg, g.c(0)), g.fabs(r), b.fneg(g.fabs(r)))
+            gg = b.fadd(b.fsub(g.ld(d, m), dl), b.fdiv(el, b.fadd(gg, signed_r)))
+            b.store(gg, g_v)
+            b.store(g.c(1), s_v)
+            b.store(g.c(1), c_v)
+            b.store(g.c(0), p_v)
+            b.store(ir.Constant(I1, 0), deflated_v)
+            b.store(b.sub(m, const64(1)), i_v)
+
+            def chase_cond():
+                return b.icmp_signed(">=", b.load(i_v), l)
+
+            def chase(stop):
+                i = b.load(i_v)
+                i1 = b.add(i, const64(1))
+                s, c, ei = b.load(s_v), b.load(c_v), g.ld(e, i)
+                f = b.fmul(s, ei)
+                bb = b.fmul(c, ei)
+                r = g.pythag(f, b.load(g_v))
+                g.st(e, i1, r)
+                go_on = fn.append_basic_block("chase.rot")
+                underflow = fn.append_basic_block("chase.zero")
+                b.cbranch(b.fcmp_ordered("==", r, g.c(0)), underflow, go_on)
+                b.position_at_end(underflow)
+                g.st(d, i1, b.fsub(g.ld(d, i1), b.load(p_v)))
+                g.st(e, m, g.c(0))
+                b.store(ir.Constant(I1, 1), deflated_v)
+                b.branch(stop)
+                b.position_at_end(go_on)
+                s = b.fdiv(f, r)
+                c = b.fdiv(b.load(g_v), r)
+                gi = b.fsub(g.ld(d, i1), b.load(p_v))
+                rr = b.fadd(b.fmul(b.fsub(g.ld(d, i), gi), s), b.fmul(b.fmul(g.c(2), c), bb))
+                p = b.fmul(s, rr)
+                g.st(d, i1, b.fadd(gi, p))
+                b.store(b.fsub(b.fmul(c, rr), bb), g_v)
+                b.store(s, s_v)
+                b.store(c, c_v)
+                b.store(p, p_v)
+                g.rotate(z, b.mul(i, N), b.mul(i1, N), N, c, s)
+                b.store(b.sub(i, const64(1)), i_v)
+
+            while_loop(b, chase_cond, chase, name="chase")
+            with b.if_then(b.not_(b.load(deflated_v))):
+                g.st(d, l, b.fsub(g.ld(d, l), b.load(p_v)))
+                g.st(e, l, b.load(g_v))
+                g.st(e, m, g.c(0))
+
+        def forever():
+            return b.not_(b.load(bad))
+
+        while_loop(b, forever, iterate, name="qliter")
+
+    for_range(b, const64(0), N, eigenvalue, name="ql")
+
+
+def _sort(g: _Emitter, z, d, n):
+    """Eigenvalues ascending (selection sort, the first least value), their rows swapped along."""
+    b = g.b
+    N = const64(n)
+    k_v = g.var(const64(0), "k")
+    best_v = g.var(g.c(0), "best")
+
+    def place(i):
+        b.store(i, k_v)
+        b.store(g.ld(d, i), best_v)
+
+        def scan(j):
+            v = g.ld(d, j)
+            less = b.fcmp_ordered("<", v, b.load(best_v))
+            b.store(b.select(less, j, b.load(k_v)), k_v)
+            b.store(b.select(less, v, b.load(best_v)), best_v)
+
+        for_range(b, b.add(i, const64(1)), N, scan, name="scan")
+        k = b.load(k_v)
+        with b.if_then(b.icmp_signed("!=", k, i)):
+            g.st(d, k, g.ld(d, i))
+            g.st(d, i, b.load(best_v))
+            row_i, row_k = b.mul(i, N), b.mul(k, N)
+
+            def swap(j):
+                a, c = g.ld(z, b.add(row_i, j)), g.ld(z, b.add(row_k, j))
+                g.st(z, b.add(row_i, j), c)
+                g.st(z, b.add(row_k, j), a)
+
+            for_range(b, const64(0), N, swap, name="swap")
+
+    if n >= 2:
+        for_range(b, const64(0), const64(n - 1), place, name="sort")
+
+
+def _transpose(g: _Emitter, z, n):
+    b = g.b
+    N = const64(n)
+
+    def row(i):
+        def col(j):
+            p, q = b.add(b.mul(i, N), j), b.add(b.mul(j, N), i)
+            a, c = g.ld(z, p), g.ld(z, q)
+            g.st(z, p, c)
+            g.st(z, q, a)
+
+        for_range(b, const64(0), i, col, name="tcol")
+
+    for_range(b, const64(0), N, row, name="trow")
