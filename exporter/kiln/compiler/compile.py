@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from ..core.ir import Graph, Literal
 from . import cache as kernel_cache
-from . import strategies
+from . import parallel_compile, strategies
 from .codegen.kernel import define_kernel
 from .codegen.pipeline import emit_assembly, emit_object, new_module, optimize
 from .codegen.types import byte_size
@@ -18,7 +18,7 @@ from .link import link_objects
 from .perturb import perturbed
 from .specs import BindingSpec, KernelImageSpec, KernelSpec
 from .target import Target
-from .timing import stage
+from .timing import record_stage, stage
 
 _WORK_PER_GROUP = 1 << 16
 _MAX_WORKGROUPS = 64
@@ -109,13 +109,13 @@ def compile_plan(plans: Plan | list[Plan], target: Target | None = None, cache="
     plans = [plans] if isinstance(plans, Plan) else list(plans)
     cache = kernel_cache.default_cache() if cache == "default" else cache
     kernels: list[KernelSpec] = []
-    workgroups: list[int] = []
-    objects: list[bytes] = []
+    compiled: list[kernel_cache.CachedKernel | None] = []
     regions: list[Graph] = []
     by_key: dict[str, int] = {}
-    by_step: dict[int, tuple[int, int]] = {}
+    step_kernel: dict[int, int] = {}
     kernel_aliases: list[dict[int, int]] = []
     steps = []
+    builds: list[_Build] = []  # the kernels the cache does not hold
     for plan in plans:
         for step in plan.steps:
             if not isinstance(step, DispatchStep):
@@ -132,26 +132,78 @@ def compile_plan(plans: Plan | list[Plan], target: Target | None = None, cache="
                 bindings = [BindingSpec(byte_size(v.aval), False) for v in region.invars]
                 bindings += [BindingSpec(byte_size(v.aval), True) for v in region.outvars]
                 code_region = perturbed(region, name, strategy.name)  # tests only (perturb.py)
-                with stage("kernel", name) as timed:
-                    if code_region is None:
-                        compiled, hit = _compile_kernel(name, region, key, bindings, target, cache, aliases,
-                                                        strategy)
-                    else:
-                        compiled, hit = _compile_kernel(name, code_region, structural_key(code_region)
-                                                        + _alias_key(aliases), bindings, target, cache, aliases)
-                    timed.detail = f"{name} ({'cached' if hit else 'compiled'})"
+                build = (_Build(index, name, region, key, bindings, aliases, strategy) if code_region is None else
+                         _Build(index, name, code_region, structural_key(code_region) + _alias_key(aliases),
+                                bindings, aliases, None))
+                with stage("kernel", f"{name} (cached)") as timed:
+                    found = _cached(build, target, cache)
+                    if found is None:
+                        timed.name = None  # timed with its compile below
+                compiled.append(found)
+                if found is None:
+                    builds.append(build)
                 kernels.append(KernelSpec(name, 0, 0, bindings, 0))
-                workgroups.append(compiled.workgroups)
-                objects.append(compiled.obj)
                 regions.append(region)
                 kernel_aliases.append(aliases)
-            by_step[id(step)] = (index, workgroups[index])
-    with stage("link", f"{len(objects)} objects"):
-        linked = link_objects(objects, target)
+            step_kernel[id(step)] = index
+    for build, kernel in zip(builds, _compile_all(builds, target)):
+        compiled[build.index] = kernel
+        if cache is not None:
+            cache.put(_cache_entry(build, target), kernel)
+    workgroups = [k.workgroups for k in compiled]
+    with stage("link", f"{len(compiled)} objects"):
+        linked = link_objects([k.obj for k in compiled], target)
     for k, entries in zip(kernels, linked.object_entries):
         (k.entry_offset,) = entries.values()
+    by_step = {step: (index, workgroups[index]) for step, index in step_kernel.items()}
     return CompiledKernels(linked.to_spec(), kernels, workgroups, by_step, steps, regions, target,
                            _aliases=kernel_aliases)
+
+
+@dataclass
+class _Build:
+    """A kernel to compile: its index in the image, name, the region its code comes from, that region's
+    key, bindings, in-place aliases and strategy (None: chosen when compiled)."""
+
+    index: int
+    name: str
+    region: Graph
+    region_key: str
+    bindings: list[BindingSpec]
+    aliases: dict[int, int]
+    strategy: object
+
+
+def _cache_entry(build: _Build, target: Target) -> str:
+    return kernel_cache.kernel_key(build.region_key, [(b.byte_size, b.writable) for b in build.bindings], target)
+
+
+def _cached(build: _Build, target: Target, cache) -> kernel_cache.CachedKernel | None:
+    return None if cache is None else cache.get(_cache_entry(build, target))
+
+
+def _compile_all(builds: list[_Build], target: Target) -> list[kernel_cache.CachedKernel]:
+    """Each build's kernel, compiled in forked workers when there are enough of them
+    (kiln.compiler.parallel_compile), else in-process; each recorded as a `kernel` stage."""
+    import time
+
+    def timed_compile(i):
+        start = time.perf_counter()
+        kernel = _compile_kernel(builds[i], target)
+        return kernel, time.perf_counter() - start
+
+    workers = parallel_compile.worker_count(len(builds))
+    done = parallel_compile.run_forked(len(builds), workers, timed_compile) if workers > 1 else [None] * len(builds)
+    kernels = []
+    for build, result in zip(builds, done):
+        if result is None:  # compiled here: in-process, or again after a child's failure (its error surfaces)
+            with stage("kernel", f"{build.name} (compiled)"):
+                kernels.append(_compile_kernel(build, target))
+        else:
+            kernel, seconds = result
+            record_stage("kernel", seconds, f"{build.name} (compiled)")
+            kernels.append(kernel)
+    return kernels
 
 
 def _aliases(step: DispatchStep) -> dict[int, int]:
@@ -177,25 +229,15 @@ def _reading_through(emit_body, aliases: dict[int, int]):
     return emit
 
 
-def _compile_kernel(name: str, region: Graph, region_key: str, bindings: list[BindingSpec], target: Target,
-                    cache, aliases: dict[int, int] | None = None, strategy=None
-                    ) -> tuple[kernel_cache.CachedKernel, bool]:
-    """The kernel's object and workgroup count, read from the cache or compiled (then cached) by `strategy`
-    (chosen by the caller, else here); and whether it came from the cache."""
-    entry = None
-    if cache is not None:
-        entry = kernel_cache.kernel_key(region_key, [(b.byte_size, b.writable) for b in bindings], target)
-        found = cache.get(entry)
-        if found is not None:
-            return found, True
-    emit_body, items, work = _emitter_for(region, target, strategy)
-    emit_body = _reading_through(emit_body, aliases or {})
-    module = new_module(name, target)
-    define_kernel(module, name, [b.byte_size for b in bindings], [b.writable for b in bindings], emit_body)
-    kernel = kernel_cache.CachedKernel(emit_object(optimize(module, target), target), choose_workgroups(work, items))
-    if cache is not None:
-        cache.put(entry, kernel)
-    return kernel, False
+def _compile_kernel(build: _Build, target: Target) -> kernel_cache.CachedKernel:
+    """The kernel's object and workgroup count, generated by its strategy (chosen here when the build has
+    none) and compiled by LLVM."""
+    emit_body, items, work = _emitter_for(build.region, target, build.strategy)
+    emit_body = _reading_through(emit_body, build.aliases)
+    module = new_module(build.name, target)
+    define_kernel(module, build.name, [b.byte_size for b in build.bindings], [b.writable for b in build.bindings],
+                  emit_body)
+    return kernel_cache.CachedKernel(emit_object(optimize(module, target), target), choose_workgroups(work, items))
 
 
 def _optimized_kernel(name: str, region: Graph, target: Target, aliases: dict[int, int] | None = None):

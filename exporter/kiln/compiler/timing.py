@@ -64,15 +64,21 @@ class _Stage:
         return self
 
     def __exit__(self, *exc):
-        timings = _current.get()
-        if timings is not None:
-            seconds = time.perf_counter() - self.start
-            timings.stages.append((self.name, seconds, self.detail))
-            if timings.listener is not None:
-                timings.listener(self.name, seconds, self.detail)
+        if self.name is not None:  # a stage whose name was set to None inside it is not recorded
+            record_stage(self.name, time.perf_counter() - self.start, self.detail)
         return False
 
 
+def record_stage(name: str, seconds: float, detail: str = "") -> None:
+    """Records a stage timed elsewhere (e.g. a kernel compiled in a worker process)."""
+    timings = _current.get()
+    if timings is not None:
+        timings.stages.append((name, seconds, detail))
+        if timings.listener is not None:
+            timings.listener(name, seconds, detail)
+
+
 def stage(name: str, detail: str = "") -> _Stage:
-    """Times the block as stage `name`; the detail may be changed inside it (stage.detail = ...)."""
+    """Times the block as stage `name`; the detail may be changed inside it (stage.detail = ...), and a
+    name set to None inside it drops the record."""
     return _Stage(name, detail)
