@@ -140,11 +140,11 @@ fuzz-long: install
 .PHONY: test-aarch64
 test-aarch64: install
 	bash tests/install_cross_tools.sh aarch64
-	$(BIN)/python -m pytest -q tests/cross_suite.py tests/test_cross_aarch64.py tests/compiler/test_link_aarch64.py
+	$(BIN)/python -m pytest -q tests/cross_suite.py -k aarch64 tests/test_cross_aarch64.py tests/compiler/test_link_aarch64.py
 
 # riscv64 (rv64gc, rv64gcv) under qemu-riscv64: the C tests, the relocation kernel, examples/linear.py and the
 # op sweep without and with the vector extension (128-512 bit vectors), against this machine's results.
 .PHONY: test-riscv64
 test-riscv64: install
 	bash tests/install_cross_tools.sh riscv64
-	$(BIN)/python -m pytest -q tests/cross_suite_riscv64.py tests/compiler/test_link_riscv64.py
+	$(BIN)/python -m pytest -q tests/cross_suite.py -k riscv64 tests/compiler/test_link_riscv64.py

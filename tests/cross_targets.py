@@ -2,17 +2,19 @@
 Debian cross compilers, run under qemu-user, their results compared with this (x86-64) machine's.
 
 Used by tests/test_cross_aarch64.py (the short part `make test` runs when the tools are present or can
-be installed) and tests/cross_suite.py (the long suite of `make test-aarch64`); docs/targets.md says what
+be installed) and tests/cross_suite.py (the long suites of `make test-aarch64` and `make test-riscv64`); docs/targets.md says what
 is compared and why some results may differ by a bounded number of ulps.
 """
 from __future__ import annotations
 
 import os
 import shutil
+import struct
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import ml_dtypes
 import numpy as np
@@ -417,7 +419,7 @@ RELOCATION_KERNEL_RESULTS = [7, 300, 70000, 5000000000, 11, 12, 99, 22, 50000000
 
 
 def relocation_kernel_object(target) -> bytes:
-    """RELOCATION_KERNEL_IR compiled for `target` (an aarch64 Target) into an ELF object."""
+    """RELOCATION_KERNEL_IR compiled for `target` (an aarch64 or riscv64 Target) into an ELF object."""
     import llvmlite.binding as llvm
 
     from kiln.compiler.target import initialize_llvm
@@ -426,6 +428,41 @@ def relocation_kernel_object(target) -> bytes:
     module = llvm.parse_assembly(RELOCATION_KERNEL_IR)
     module.triple = target.triple
     return target.target_machine().emit_object(module)
+
+
+class Relocation(NamedTuple):
+    """One RELA entry of an object: where it stands in the file (so that a test can rewrite it) and what it says."""
+    section: str        # the section it patches
+    entry: int          # the file offset of the entry itself
+    offset: int         # the place it patches, within that section
+    type: int
+    symbol: str
+    value: int          # the symbol's value
+    addend: int
+
+
+def relocations(obj: bytes) -> list[Relocation]:
+    """Every RELA entry of an ELF object, except those patching .eh_frame."""
+    from kiln.compiler.link import SHT_RELA, _Elf
+
+    elf = _Elf(obj)
+    found = []
+    for s in elf.sections:
+        if s.type == SHT_RELA and not elf.sections[s.info].name.startswith(".eh_frame"):
+            for k, (offset, rtype, sym, addend) in enumerate(elf.relocations(s)):
+                found.append(Relocation(elf.sections[s.info].name, s.offset + 24 * k, offset, rtype,
+                                        elf.symbols[sym].name, elf.symbols[sym].value, addend))
+    return found
+
+
+def patched(obj: bytes, entry: int, *, rtype: int | None = None, addend: int | None = None) -> bytes:
+    """obj with the RELA entry at file offset `entry` given another type and/or addend."""
+    data = bytearray(obj)
+    offset, info, old_addend = struct.unpack_from("<QQq", data, entry)
+    if rtype is not None:
+        info = (info >> 32) << 32 | rtype
+    struct.pack_into("<QQq", data, entry, offset, info, old_addend if addend is None else addend)
+    return bytes(data)
 
 
 def relocation_module(linked) -> bytes:

@@ -2,7 +2,7 @@
 qemu-user, and their results are this machine's (bit for bit except a NaN's sign; reductions within
 cross_targets.REDUCTION_ULPS). The short part, for `make test`: it installs the cross tools when missing
 (tests/install_cross_tools.sh, Debian packages) and is skipped only where they cannot be installed (not
-root, no apt-get). `make test-aarch64` runs the long suite (tests/cross_suite.py): the C tests under qemu,
+root, no apt-get). `make test-aarch64` runs the long suite (tests/cross_suite.py's aarch64 tests): the C tests under qemu,
 the MLP training loop in C, larger sweeps, SVE at five vector lengths. docs/targets.md, docs/testing.md."""
 import os
 import re

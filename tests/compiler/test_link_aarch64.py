@@ -5,8 +5,8 @@ import struct
 
 import pytest
 
-from cross_targets import RELOCATION_KERNEL_RESULTS, aarch64_target, relocation_kernel_object
-from kiln.compiler.link import AARCH64_SUPPORTED, SHT_RELA, LinkError, _Elf, link_object
+from cross_targets import RELOCATION_KERNEL_RESULTS, aarch64_target, patched, relocation_kernel_object, relocations
+from kiln.compiler.link import AARCH64_SUPPORTED, LinkError, link_object
 
 TARGET = aarch64_target()
 
@@ -16,32 +16,10 @@ def obj():
     return relocation_kernel_object(TARGET)
 
 
-def _relocations(obj: bytes):
-    """[(section name, entry file offset, offset, type, symbol name, addend)] of every kept section's RELA entries."""
-    elf = _Elf(obj)
-    found = []
-    for s in elf.sections:
-        if s.type == SHT_RELA and not elf.sections[s.info].name.startswith(".eh_frame"):
-            for k, (offset, rtype, sym, addend) in enumerate(elf.relocations(s)):
-                found.append((elf.sections[s.info].name, s.offset + 24 * k, offset, rtype, elf.symbols[sym].name,
-                              addend))
-    return found
-
-
-def _patched(obj: bytes, entry: int, *, rtype=None, addend=None) -> bytes:
-    """obj with the RELA entry at file offset `entry` given another type and/or addend."""
-    data = bytearray(obj)
-    offset, info, old_addend = struct.unpack_from("<QQq", data, entry)
-    if rtype is not None:
-        info = (info >> 32) << 32 | rtype
-    struct.pack_into("<QQq", data, entry, offset, info, old_addend if addend is None else addend)
-    return bytes(data)
-
-
 def test_the_kernel_uses_every_supported_type(obj):
     """The test kernel exercises every type the linker accepts except ADR_PREL_PG_HI21_NC (LLVM emits the checked
     form; the _NC form is tested below by rewriting one)."""
-    used = {r[3] for r in _relocations(obj)}
+    used = {r.type for r in relocations(obj)}
     assert used == set(AARCH64_SUPPORTED) - {276}
 
 
@@ -76,14 +54,14 @@ def test_resolved_instructions_and_data_point_where_they_should(obj):
     callee's entry, and the PC-relative data words point at their functions."""
     linked = link_object(obj, TARGET)
     code = linked.code
-    relocs = _relocations(obj)
+    relocs = relocations(obj)
     # The kernel's text is its own object's .text: symbols' offsets within .text are image offsets (text first).
-    text = [r for r in relocs if r[0] == ".text"]
+    text = [r for r in relocs if r.section == ".text"]
     loader = dict(linked.relocs)
     values = {278: RELOCATION_KERNEL_RESULTS[0], 284: RELOCATION_KERNEL_RESULTS[1],
               285: RELOCATION_KERNEL_RESULTS[2], 286: RELOCATION_KERNEL_RESULTS[3]}
     checked = set()
-    for _, _, place, rtype, name, _ in text:
+    for _, _, place, rtype, name, _, _ in text:
         if rtype in (282, 283):
             insn = _word(code, place)
             delta = (insn & 0x03FFFFFF) - ((1 << 26) if insn & (1 << 25) else 0)
@@ -91,26 +69,26 @@ def test_resolved_instructions_and_data_point_where_they_should(obj):
             checked.add(rtype)
     pairs = []  # each lo12 relocation with the adrp of the same symbol and addend before it
     for k, lo in enumerate(text):
-        if lo[3] in (277, 278, 284, 285, 286, 299, 312):
-            hi = next(r for r in reversed(text[:k]) if r[3] in (275, 311) and r[4:] == lo[4:])
+        if lo.type in (277, 278, 284, 285, 286, 299, 312):
+            hi = next(r for r in reversed(text[:k]) if r.type in (275, 311) and (r.symbol, r.addend) == (lo.symbol, lo.addend))
             pairs.append((hi, lo))
     for hi, lo in pairs:
-        address = _adrp_page(code, hi[2])
-        offset, size = _lo12(code, lo[2])
+        address = _adrp_page(code, hi.offset)
+        offset, size = _lo12(code, lo.offset)
         address += offset
-        if lo[3] in values:
+        if lo.type in values:
             got = int.from_bytes(code[address:address + size], "little")
-            assert got == values[lo[3]], (lo[3], got)
-        elif lo[3] == 299:
+            assert got == values[lo.type], (lo.type, got)
+        elif lo.type == 299:
             assert struct.unpack_from("<2q", code, address) == tuple(RELOCATION_KERNEL_RESULTS[4:6])
-        elif lo[3] == 312:  # the GOT slot: filled by the loader with image_base + address of @gotted
+        elif lo.type == 312:  # the GOT slot: filled by the loader with image_base + address of @gotted
             assert struct.unpack_from("<q", code, loader[address])[0] == RELOCATION_KERNEL_RESULTS[6]
-        checked.update((hi[3], lo[3]))
+        checked.update((hi.type, lo.type))
     assert 277 in checked  # add :lo12: (the addresses of @rel64, @rel32 and @ptrs)
     # .data.rel.ro: @ptrs (two ABS64), @rel64 (PREL64), @rel32 (PREL32). @ptrs[0] is its first word and the
     # image's lowest loader relocation (the GOT comes after every section).
     data = min(loader)
-    for section, _, offset, rtype, name, addend in relocs:
+    for section, _, offset, rtype, name, _, addend in relocs:
         if section != ".text":
             assert section.startswith(".data.rel.ro"), section
             place = data + offset
@@ -127,36 +105,36 @@ def test_resolved_instructions_and_data_point_where_they_should(obj):
 
 
 def test_adr_prel_pg_hi21_nc_resolves_as_the_checked_form(obj):
-    first = next(r for r in _relocations(obj) if r[3] == 275)
-    assert link_object(_patched(obj, first[1], rtype=276), TARGET).code == link_object(obj, TARGET).code
+    first = next(r for r in relocations(obj) if r.type == 275)
+    assert link_object(patched(obj, first.entry, rtype=276), TARGET).code == link_object(obj, TARGET).code
 
 
 @pytest.mark.parametrize("rtype, name", [(263, "MOVW_UABS_G0"), (274, "ADR_PREL_LO21"), (280, "CONDBR19"),
                                          (258, "ABS32"), (560, "TLSDESC_ADR_PAGE21"), (9999, "unknown")])
 def test_unsupported_types_are_refused_naming_them(obj, rtype, name):
-    entry = next(r for r in _relocations(obj) if r[3] == 283)
+    entry = next(r for r in relocations(obj) if r.type == 283)
     with pytest.raises(LinkError, match=rf"unsupported aarch64 relocation type {rtype} \(R_AARCH64_{name}\) "
                                         r"against 'triple': kernel images are linked from small-code-model PIC"):
-        link_object(_patched(obj, entry[1], rtype=rtype), TARGET)
+        link_object(patched(obj, entry.entry, rtype=rtype), TARGET)
 
 
 def test_branch_out_of_range_is_an_error(obj):
-    entry = next(r for r in _relocations(obj) if r[3] == 283)
-    with pytest.raises(LinkError, match=rf"R_AARCH64_CALL26 branch to 'triple' out of range \({(1 << 28) - entry[2]} bytes"):
-        link_object(_patched(obj, entry[1], addend=1 << 28), TARGET)
+    entry = next(r for r in relocations(obj) if r.type == 283)
+    with pytest.raises(LinkError, match=rf"R_AARCH64_CALL26 branch to 'triple' out of range \({(1 << 28) - entry.offset} bytes"):
+        link_object(patched(obj, entry.entry, addend=1 << 28), TARGET)
     with pytest.raises(LinkError, match="R_AARCH64_CALL26 branch to 'triple' out of range"):
-        link_object(_patched(obj, entry[1], addend=2), TARGET)  # not a multiple of 4
+        link_object(patched(obj, entry.entry, addend=2), TARGET)  # not a multiple of 4
 
 
 def test_misaligned_scaled_offset_is_an_error(obj):
     """An LDST64 offset that is not a multiple of 8 cannot be encoded: an error, not a silently rounded address."""
-    entry = next(r for r in _relocations(obj) if r[3] == 286)
+    entry = next(r for r in relocations(obj) if r.type == 286)
     with pytest.raises(LinkError, match=r"R_AARCH64_LDST64_ABS_LO12_NC against '': the address 0x[0-9a-f]+ is not "
                                         r"a multiple of the 8-byte access"):
-        link_object(_patched(obj, entry[1], addend=entry[5] + 4), TARGET)
+        link_object(patched(obj, entry.entry, addend=entry.addend + 4), TARGET)
 
 
 def test_prel32_out_of_range_is_an_error(obj):
-    entry = next(r for r in _relocations(obj) if r[3] == 261)
+    entry = next(r for r in relocations(obj) if r.type == 261)
     with pytest.raises(LinkError, match=r"relocation type 261 against 'tail' is out of range"):
-        link_object(_patched(obj, entry[1], addend=1 << 32), TARGET)
+        link_object(patched(obj, entry.entry, addend=1 << 32), TARGET)

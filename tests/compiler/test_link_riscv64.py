@@ -1,12 +1,12 @@
 """The linker's riscv64 relocations: every type it accepts resolved to the right place (checked by decoding the
-linked image, independently of the linker's encoder; tests/cross_suite_riscv64.py runs the image under qemu),
+linked image, independently of the linker's encoder; tests/cross_suite.py's riscv64 tests run the image under qemu),
 and a clear error for the types it does not accept."""
 import struct
 
 import pytest
 
-from cross_targets import RELOCATION_KERNEL_RESULTS, relocation_kernel_object
-from kiln.compiler.link import RISCV_SUPPORTED, SHT_RELA, LinkError, _Elf, link_object
+from cross_targets import RELOCATION_KERNEL_RESULTS, patched, relocation_kernel_object, relocations
+from kiln.compiler.link import RISCV_SUPPORTED, LinkError, link_object
 from kiln.compiler.target import Target
 
 TARGET = Target.portable("riscv64-unknown-linux-gnu")[1]  # rv64gc
@@ -15,27 +15,6 @@ TARGET = Target.portable("riscv64-unknown-linux-gnu")[1]  # rv64gc
 @pytest.fixture(scope="module")
 def obj():
     return relocation_kernel_object(TARGET)
-
-
-def _relocations(obj: bytes):
-    """[(section, entry file offset, offset, type, symbol name, symbol value, addend)] outside .eh_frame."""
-    elf = _Elf(obj)
-    found = []
-    for s in elf.sections:
-        if s.type == SHT_RELA and not elf.sections[s.info].name.startswith(".eh_frame"):
-            for k, (offset, rtype, sym, addend) in enumerate(elf.relocations(s)):
-                found.append((elf.sections[s.info].name, s.offset + 24 * k, offset, rtype, elf.symbols[sym].name,
-                              elf.symbols[sym].value, addend))
-    return found
-
-
-def _patched(obj: bytes, entry: int, *, rtype=None, addend=None) -> bytes:
-    data = bytearray(obj)
-    offset, info, old = struct.unpack_from("<QQq", data, entry)
-    if rtype is not None:
-        info = (info >> 32) << 32 | rtype
-    struct.pack_into("<QQq", data, entry, offset, info, old if addend is None else addend)
-    return bytes(data)
 
 
 def _insn(code, at):
@@ -71,14 +50,14 @@ def test_the_kernel_uses_these_types(obj):
     """The relocation kernel compiled for rv64gc: PC-relative data (auipc + lo12), the GOT, calls and tail calls
     (CALL_PLT), absolute pointers (64) and label differences (ADD/SUB 32 and 64). BRANCH, JAL, CALL,
     PCREL_LO12_S and 32_PCREL are checked below by rewriting one of these."""
-    assert {r[3] for r in _relocations(obj)} == {2, 19, 20, 23, 24, 35, 36, 39, 40}
+    assert {r.type for r in relocations(obj)} == {2, 19, 20, 23, 24, 35, 36, 39, 40}
 
 
 def test_resolved_instructions_and_data_point_where_they_should(obj):
     linked = link_object(obj, TARGET)
     code = linked.code
-    relocs = _relocations(obj)
-    text = [r for r in relocs if r[0] == ".text"]
+    relocs = relocations(obj)
+    text = [r for r in relocs if r.section == ".text"]
     loader = dict(linked.relocs)
     # Each auipc + addi/l* pair: the address it forms, then what lies there.
     addresses = {}
@@ -119,22 +98,22 @@ def test_resolved_instructions_and_data_point_where_they_should(obj):
 
 def test_rewritten_types_encode_the_same_target(obj):
     """BRANCH, JAL, CALL, PCREL_LO12_S and 32_PCREL, by giving an existing relocation that type and decoding."""
-    relocs = _relocations(obj)
+    relocs = relocations(obj)
     linked = link_object(obj, TARGET)
-    call = next(r for r in relocs if r[3] == 19 and r[4] == "triple")
-    same = link_object(_patched(obj, call[1], rtype=18), TARGET)  # CALL resolves as CALL_PLT
+    call = next(r for r in relocs if r.type == 19 and r.symbol == "triple")
+    same = link_object(patched(obj, call.entry, rtype=18), TARGET)  # CALL resolves as CALL_PLT
     assert same.code == linked.code
-    place = call[2]
-    jal = link_object(_patched(obj, call[1], rtype=17), TARGET).code
+    place = call.offset
+    jal = link_object(patched(obj, call.entry, rtype=17), TARGET).code
     assert place + _j_imm(_insn(jal, place)) == linked.entries["triple"]
-    branch = link_object(_patched(obj, call[1], rtype=16), TARGET).code
+    branch = link_object(patched(obj, call.entry, rtype=16), TARGET).code
     assert place + _b_imm(_insn(branch, place)) == linked.entries["triple"]
-    lo = next(r for r in relocs if r[3] == 24)
-    store_form = link_object(_patched(obj, lo[1], rtype=25), TARGET).code
-    assert _s_imm(_insn(store_form, lo[2])) == _i_imm(_insn(linked.code, lo[2]))
-    add32 = next(r for r in relocs if r[3] == 35)  # @rel32's word: tail - rel32, as ADD32 + SUB32
-    sub32 = next(r for r in relocs if r[3] == 39)
-    pcrel = link_object(_patched(_patched(obj, add32[1], rtype=57), sub32[1], rtype=51), TARGET)  # SUB -> RELAX
+    lo = next(r for r in relocs if r.type == 24)
+    store_form = link_object(patched(obj, lo.entry, rtype=25), TARGET).code
+    assert _s_imm(_insn(store_form, lo.offset)) == _i_imm(_insn(linked.code, lo.offset))
+    add32 = next(r for r in relocs if r.type == 35)  # @rel32's word: tail - rel32, as ADD32 + SUB32
+    sub32 = next(r for r in relocs if r.type == 39)
+    pcrel = link_object(patched(patched(obj, add32.entry, rtype=57), sub32.entry, rtype=51), TARGET)  # SUB -> RELAX
     data = min(dict(pcrel.relocs))
     assert data + 24 + struct.unpack_from("<i", pcrel.code, data + 24)[0] == pcrel.entries["tail"]
     assert {16, 17, 18, 25, 51, 57} | {2, 19, 20, 23, 24, 35, 36, 39, 40} == set(RISCV_SUPPORTED)
@@ -143,29 +122,29 @@ def test_rewritten_types_encode_the_same_target(obj):
 @pytest.mark.parametrize("rtype, name", [(26, "HI20"), (43, "ALIGN"), (44, "RVC_BRANCH"), (1, "32"),
                                          (29, "TPREL_HI20"), (9999, "unknown")])
 def test_unsupported_types_are_refused_naming_them(obj, rtype, name):
-    entry = next(r for r in _relocations(obj) if r[3] == 19)
+    entry = next(r for r in relocations(obj) if r.type == 19)
     with pytest.raises(LinkError, match=rf"unsupported riscv64 relocation type {rtype} \(R_RISCV_{name}\) against "
                                         r"'triple': kernel images are linked from PIC objects compiled without "
                                         r"linker relaxation"):
-        link_object(_patched(obj, entry[1], rtype=rtype), TARGET)
+        link_object(patched(obj, entry.entry, rtype=rtype), TARGET)
 
 
 def test_range_errors(obj):
-    relocs = _relocations(obj)
-    call = next(r for r in relocs if r[3] == 19 and r[4] == "triple")
+    relocs = relocations(obj)
+    call = next(r for r in relocs if r.type == 19 and r.symbol == "triple")
     with pytest.raises(LinkError, match=r"R_RISCV_BRANCH branch to 'triple' out of range \(\d+ bytes; it reaches "
                                         r"\+-4096 bytes"):
-        link_object(_patched(obj, call[1], rtype=16, addend=1 << 13), TARGET)
+        link_object(patched(obj, call.entry, rtype=16, addend=1 << 13), TARGET)
     with pytest.raises(LinkError, match=r"R_RISCV_JAL jump to 'triple' out of range"):
-        link_object(_patched(obj, call[1], rtype=17, addend=1 << 21), TARGET)
+        link_object(patched(obj, call.entry, rtype=17, addend=1 << 21), TARGET)
     with pytest.raises(LinkError, match=r"R_RISCV_CALL_PLT to 'triple' out of range"):
-        link_object(_patched(obj, call[1], addend=1 << 32), TARGET)
+        link_object(patched(obj, call.entry, addend=1 << 32), TARGET)
 
 
 def test_lo12_naming_no_auipc_is_an_error(obj):
     """A %pcrel_lo whose label is not at a relocated auipc (its HI20 relocation rewritten away)."""
-    relocs = _relocations(obj)
-    hi = next(r for r in relocs if r[3] == 23)
+    relocs = relocations(obj)
+    hi = next(r for r in relocs if r.type == 23)
     with pytest.raises(LinkError, match=r"R_RISCV_PCREL_LO12_I names no auipc relocated by PCREL_HI20 or GOT_HI20 "
                                         r"\(label '\.Lpcrel_hi\d+' at 0x[0-9a-f]+\)"):
-        link_object(_patched(obj, hi[1], rtype=51), TARGET)
+        link_object(patched(obj, hi.entry, rtype=51), TARGET)
