@@ -171,15 +171,37 @@ class _Gen:
 
 # ---- the shared steps ----------------------------------------------------------------------------------
 
+def _helper(g: _Gen, name: str, args: list, emit):
+    """Calls the module's internal function `name` (defined on first use by emit(g', *params), g' a _Gen
+    over its own builder) with args: an i64 or a pointer each. One copy of each step per kernel keeps the
+    module small (the SVD runs the Householder steps twice and forms three Qs)."""
+    b = g.b
+    module = b.module
+    full = f"{name}.{g.t}.{g.lanes}"
+    fn = module.globals.get(full)
+    if fn is None:
+        fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [a.type for a in args]), name=full)
+        fn.linkage = "internal"
+        fn.attributes.add("nounwind")
+        inner = ir.IRBuilder(fn.append_basic_block("entry"))
+        emit(_Gen(inner, g.dtype, g.lanes), *fn.args)
+        inner.ret_void()
+    b.call(fn, args)
+
+
 def _householder(g: _Gen, a, m: int, ncols: int, k: int, taus):
     """In place on the columns of a (m x ncols, column storage): the first k Householder steps (as
     _svd_qr_native._householder). taus[j] = tau_j; a holds R and the reflectors' v below the diagonal."""
+    _helper(g, "householder", [a, const64(m), const64(ncols), const64(k), taus], _householder_body)
+
+
+def _householder_body(g: _Gen, a, m, ncols, k, taus):
     b = g.b
 
     def step(j):
-        cj = b.mul(j, const64(m))
+        cj = b.mul(j, m)
         start = b.add(cj, j)
-        end = b.add(cj, const64(m))
+        end = b.add(cj, m)
         below_lo = b.add(start, const64(1))
         scale = g.vmax_abs(a, start, end, name="hh.scale")
         safe = b.select(g.gt(scale, g.c(0.0)), scale, g.c(1.0))
@@ -197,7 +219,7 @@ def _householder(g: _Gen, a, m: int, ncols: int, k: int, taus):
         g.st(taus, j, tau)
 
         def column(c):
-            cc = b.mul(c, const64(m))
+            cc = b.mul(c, m)
             shift = b.sub(cc, cj)  # column c's element i lies at i + shift
             (dot,) = g.vsum(below_lo, end, lambda i, w: [b.fmul(g.ld(a, i, w), g.ld(a, b.add(i, shift), w))],
                             name="hh.dot")
@@ -213,27 +235,31 @@ def _householder(g: _Gen, a, m: int, ncols: int, k: int, taus):
             g.vloop(below_lo, end, axpy, name="hh.axpy")
 
         with b.if_then(reflect):
-            for_range(b, b.add(j, const64(1)), const64(ncols), column, name="hh.col")
+            for_range(b, b.add(j, const64(1)), ncols, column, name="hh.col")
         g.st(a, start, beta)
 
-    for_range(b, 0, k, step, name="hh.j")
+    for_range(b, const64(0), k, step, name="hh.j")
 
 
 def _form_q(g: _Gen, a, m: int, k: int, taus, q, kq: int):
     """Q's first kq columns (column storage, m each) from _householder's reflectors in a, H_{k-1} first."""
+    _helper(g, "form_q", [a, const64(m), const64(k), taus, q, const64(kq)], _form_q_body)
+
+
+def _form_q_body(g: _Gen, a, m, k, taus, q, kq):
     b = g.b
-    g.zero(q, kq * m)
-    for_range(b, 0, kq, lambda c: g.st(q, b.add(b.mul(c, const64(m)), c), g.c(1.0)), name="q.eye")
+    g.zero(q, b.mul(kq, m))
+    for_range(b, const64(0), kq, lambda c: g.st(q, b.add(b.mul(c, m), c), g.c(1.0)), name="q.eye")
 
     def step(r):
-        j = b.sub(const64(k - 1), r)
+        j = b.sub(b.sub(k, const64(1)), r)
         tau = g.ld(taus, j)
-        cj = b.mul(j, const64(m))
+        cj = b.mul(j, m)
         below_lo = b.add(b.add(cj, j), const64(1))
-        end = b.add(cj, const64(m))
+        end = b.add(cj, m)
 
         def column(c):
-            cc = b.mul(c, const64(m))
+            cc = b.mul(c, m)
             shift = b.sub(cc, cj)
             (dot,) = g.vsum(below_lo, end, lambda i, w: [b.fmul(g.ld(a, i, w), g.ld(q, b.add(i, shift), w))],
                             name="q.dot")
@@ -248,9 +274,9 @@ def _form_q(g: _Gen, a, m: int, k: int, taus, q, kq: int):
             g.vloop(below_lo, end, axpy, name="q.axpy")
 
         with b.if_then(b.fcmp_unordered("!=", tau, g.c(0.0))):
-            for_range(b, j, const64(kq), column, name="q.col")
+            for_range(b, j, kq, column, name="q.col")
 
-    for_range(b, 0, k, step, name="q.j")
+    for_range(b, const64(0), k, step, name="q.j")
 
 
 def _rotation(g: _Gen, theta):
