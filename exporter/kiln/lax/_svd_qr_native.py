@@ -54,11 +54,11 @@ def qr_work_size(m: int, n: int, full_matrices: bool) -> int:
 
 
 def svd_work_size(m: int, n: int, full_matrices: bool, compute_uv: bool) -> int:
-    """Scratch elements per matrix, M = max(m, n), N = min(m, n): A's columns (N x M), its taus, W (N x N)
-    and the squared norms (N); with compute_uv also Q's columns (kq x M), V (N x N), the sorted W (N x N),
+    """Scratch elements per matrix, M = max(m, n), N = min(m, n): A's columns (N x M), its taus, W (N x N),
+    the squared norms (N) and three values per pair of a Jacobi round; with compute_uv also Q's columns (kq x M), V (N x N), the sorted W (N x N),
     its Q (N x N) and taus (N)."""
     big, small = max(m, n), min(m, n)
-    size = small * big + small + small * small + small
+    size = small * big + small + small * small + small + 3 * ((small + small % 2) // 2)
     if compute_uv:
         kq = big if full_matrices else small
         size += kq * big + 3 * small * small + small

@@ -279,28 +279,38 @@ def _form_q_body(g: _Gen, a, m, k, taus, q, kq):
     for_range(b, const64(0), k, step, name="q.j")
 
 
-def _rotation(g: _Gen, theta):
-    """(c, s) of kiln.lax._jacobi's rotation for theta."""
+def _rotation(g: _Gen, theta, width: int = 1):
+    """(c, s) of kiln.lax._jacobi's rotation for theta (a scalar, or a vector of `width`)."""
     b = g.b
-    one = g.c(1.0)
+    one = g.c(1.0, width)
     mag = g.abs(theta)
     big = g.gt(mag, one)
     inverse = b.fdiv(one, b.select(big, theta, one))
     root_big = b.fmul(mag, b.fadd(one, g.sqrt(b.fadd(one, b.fmul(inverse, inverse)))))
     root_small = b.fadd(mag, g.sqrt(b.fadd(one, b.fmul(theta, theta))))
-    sign = b.select(b.fcmp_ordered(">=", theta, g.c(0.0)), one, g.c(-1.0))
+    sign = b.select(b.fcmp_ordered(">=", theta, g.c(0.0, width)), one, g.c(-1.0, width))
     t = b.fdiv(sign, b.select(big, root_big, root_small))
     c = b.fdiv(one, g.sqrt(b.fadd(one, b.fmul(t, t))))
     return c, b.fmul(t, c)
 
 
-def _jacobi(g: _Gen, w, v, d, n: int):
+def jacobi_scratch(n: int) -> int:
+    """Scratch elements of _jacobi's rounds: gamma, alpha, beta (then c, s, active) of each pair."""
+    return 3 * ((n + n % 2) // 2)
+
+
+def _jacobi(g: _Gen, w, v, d, n: int, scratch):
     """One-sided Jacobi on the n columns (n long) of w, v (or None) rotated along; d the squared norms
-    (as _svd_qr_native._jacobi)."""
+    (as _svd_qr_native._jacobi). A round's pairs are disjoint, so each round computes all its pairs' dot
+    products first, then their rotations as vectors across the pairs (the divisions and square roots of
+    one pair no longer wait for each other pair's), then applies the rotations."""
     b = g.b
-    tol = g.c(float(np.float64(np.sqrt(n) * np.finfo(g.dtype).eps).astype(g.dtype)))
+    tol = float(np.float64(np.sqrt(n) * np.finfo(g.dtype).eps).astype(g.dtype))
     size = n + n % 2
     last = size - 1
+    h = size // 2
+    gam, al, be = scratch, g.ptr(scratch, const64(h)), g.ptr(scratch, const64(2 * h))
+    cs_, ss_, act = gam, al, be  # overwritten in place once the parameters are computed
 
     def norms(p):
         base = b.mul(p, const64(n))
@@ -311,52 +321,71 @@ def _jacobi(g: _Gen, w, v, d, n: int):
     sweeps = local_var(b, I64, const64(0), "sweeps")
     rotated = local_var(b, I1, ir.Constant(I1, 1), "rotated")
 
-    def pair(p, q):
-        alpha, beta = g.ld(d, p), g.ld(d, q)
-        pb, qb = b.mul(p, const64(n)), b.mul(q, const64(n))
-        shift = b.sub(qb, pb)
-        (gamma,) = g.vsum(pb, b.add(pb, const64(n)), lambda i, wd: [b.fmul(g.ld(w, i, wd), g.ld(w, b.add(i, shift), wd))],
-                          name="gamma")
-        active = g.gt(g.abs(gamma), b.fmul(tol, b.fmul(g.sqrt(alpha), g.sqrt(beta))))
-
-        def rotate():
-            b.store(ir.Constant(I1, 1), rotated)
-            theta = b.fdiv(b.fsub(beta, alpha), b.fmul(g.c(2.0), gamma))
-            c, s = _rotation(g, theta)
-
-            def rot_terms(base):
-                def terms(i, wd):
-                    cs, ss = g.splat(c, wd), g.splat(s, wd)
-                    xp, xq = g.ld(base, i, wd), g.ld(base, b.add(i, shift), wd)
-                    new_p = b.fsub(b.fmul(cs, xp), b.fmul(ss, xq))
-                    new_q = b.fadd(b.fmul(ss, xp), b.fmul(cs, xq))
-                    g.st(base, i, new_p, wd)
-                    g.st(base, b.add(i, shift), new_q, wd)
-                    return [b.fmul(new_p, new_p), b.fmul(new_q, new_q)]
-                return terms
-
-            sp, sq = g.vsum(pb, b.add(pb, const64(n)), rot_terms(w), count=2, name="rot")
-            g.st(d, p, sp)
-            g.st(d, q, sq)
-            if v is not None:
-                g.vsum(pb, b.add(pb, const64(n)), rot_terms(v), count=0, name="rotv")
-
-        with b.if_then(active):
-            rotate()
+    def members(r, kk):
+        first = b.icmp_signed("==", kk, const64(0))
+        x = b.urem(b.add(r, kk), const64(max(last, 1)))
+        y = b.urem(b.sub(b.add(r, const64(last)), kk), const64(max(last, 1)))
+        lo_ = b.select(b.icmp_signed("<", x, y), x, y)
+        hi_ = b.select(b.icmp_signed("<", x, y), y, x)
+        p = b.select(first, b.urem(r, const64(max(last, 1))), lo_)
+        q = b.select(first, const64(last), hi_)
+        return p, q
 
     def one_round(r):
-        def member(kk):
-            first = b.icmp_signed("==", kk, const64(0))
-            x = b.urem(b.add(r, kk), const64(max(last, 1)))
-            y = b.urem(b.sub(b.add(r, const64(last)), kk), const64(max(last, 1)))
-            lo_ = b.select(b.icmp_signed("<", x, y), x, y)
-            hi_ = b.select(b.icmp_signed("<", x, y), y, x)
-            p = b.select(first, b.urem(r, const64(max(last, 1))), lo_)
-            q = b.select(first, const64(last), hi_)
-            with b.if_then(b.icmp_signed("<", q, const64(n))):
-                pair(p, q)
+        def dots(kk):
+            p, q = members(r, kk)
+            real = b.icmp_signed("<", q, const64(n))
+            g.st(gam, kk, g.c(0.0))
+            g.st(al, kk, g.c(1.0))
+            g.st(be, kk, g.c(1.0))
+            with b.if_then(real):
+                pb = b.mul(p, const64(n))
+                shift = b.sub(b.mul(q, const64(n)), pb)
+                (gamma,) = g.vsum(pb, b.add(pb, const64(n)),
+                                  lambda i, wd: [b.fmul(g.ld(w, i, wd), g.ld(w, b.add(i, shift), wd))], name="gamma")
+                g.st(gam, kk, gamma)
+                g.st(al, kk, g.ld(d, p))
+                g.st(be, kk, g.ld(d, q))
 
-        for_range(b, 0, size // 2, member, name="k")
+        for_range(b, 0, h, dots, name="dots")
+
+        def parameters(kk, wd):
+            gamma, alpha, beta = g.ld(gam, kk, wd), g.ld(al, kk, wd), g.ld(be, kk, wd)
+            active = g.gt(g.abs(gamma), b.fmul(g.c(tol, wd), b.fmul(g.sqrt(alpha), g.sqrt(beta))))
+            safe = b.select(active, gamma, g.c(1.0, wd))
+            c, s = _rotation(g, b.fdiv(b.fsub(beta, alpha), b.fmul(g.c(2.0, wd), safe)), wd)
+            g.st(cs_, kk, c, wd)
+            g.st(ss_, kk, s, wd)
+            g.st(act, kk, b.select(active, g.c(1.0, wd), g.c(0.0, wd)), wd)
+
+        g.vloop(0, h, parameters, name="par")
+
+        def apply(kk):
+            with b.if_then(b.fcmp_ordered("!=", g.ld(act, kk), g.c(0.0))):
+                b.store(ir.Constant(I1, 1), rotated)
+                p, q = members(r, kk)
+                c, s = g.ld(cs_, kk), g.ld(ss_, kk)
+                pb = b.mul(p, const64(n))
+                shift = b.sub(b.mul(q, const64(n)), pb)
+
+                def rot_terms(base):
+                    def terms(i, wd):
+                        cv, sv = g.splat(c, wd), g.splat(s, wd)
+                        xp, xq = g.ld(base, i, wd), g.ld(base, b.add(i, shift), wd)
+                        new_p = b.fsub(b.fmul(cv, xp), b.fmul(sv, xq))
+                        new_q = b.fadd(b.fmul(sv, xp), b.fmul(cv, xq))
+                        g.st(base, i, new_p, wd)
+                        g.st(base, b.add(i, shift), new_q, wd)
+                        return [b.fmul(new_p, new_p), b.fmul(new_q, new_q)]
+                    return terms
+
+                sp, sq = g.vsum(pb, b.add(pb, const64(n)), rot_terms(w), count=2, name="rot")
+                g.st(d, p, sp)
+                g.st(d, q, sq)
+                if v is not None:
+                    g.vsum(pb, b.add(pb, const64(n)), rot_terms(v), count=0, name="rotv")
+
+        for_range(b, 0, h, apply, name="apply")
 
     def cond():
         return b.and_(b.load(rotated), b.icmp_signed("<", b.load(sweeps), const64(native.MAX_SWEEPS)))
@@ -483,6 +512,7 @@ def _emit_svd(region, eqn, target):
                 return p
 
             a, taus, w, d = take(N * M), take(N), take(N * N), take(N)
+            scratch = take(jacobi_scratch(N))
             if uv:
                 q, v, wsorted, qw, taus_w = take(kq * M), take(N * N), take(N * N), take(N * N), take(N)
             xb = operand.base(b, bi)
@@ -511,7 +541,7 @@ def _emit_svd(region, eqn, target):
             if uv:
                 g.zero(v, N * N)
                 for_range(b, 0, N, lambda c: g.st(v, b.mul(c, const64(N + 1)), g.c(1.0)), name="v.eye")
-            _jacobi(g, w, v if uv else None, d, N)
+            _jacobi(g, w, v if uv else None, d, N, scratch)
 
             # ranks: the stable descending order of sigma = sqrt(d), NaN last
             s_out = g.ptr(outs[0], b.mul(bi, const64(N)))
