@@ -93,14 +93,14 @@ def function_graphs(data: bytes) -> list[FunctionGraph]:
             elif op == "ret":
                 for j, reg in enumerate(ops[0]):
                     read(reg, node(f"f{fi}_result{j}", "result", f"result {j}: {f.results[j].type}"))
-            elif op in ("buffer.row", "buffer.view", "buffer.set_row", "call", "i.store"):
+            elif op in ("buffer.row", "buffer.view", "buffer.set_row", "buffer.copy", "call", "i.store"):
                 o = node(f"f{fi}_op{k}", "op", op)
                 regs = {"buffer.row": [ops[1]], "buffer.view": [ops[1]], "buffer.set_row": [ops[2], ops[0]],
-                        "call": list(ops[1]), "i.store": []}[op]
+                        "buffer.copy": [ops[1]], "call": list(ops[1]), "i.store": []}[op]
                 for reg in regs:
                     read(reg, o)
                 outs = {"buffer.row": [ops[0]], "buffer.view": [ops[0]], "buffer.set_row": [ops[0]],
-                        "call": list(ops[2]), "i.store": [ops[0]]}[op]
+                        "buffer.copy": [ops[0]], "call": list(ops[2]), "i.store": [ops[0]]}[op]
                 for reg in outs:
                     producer[reg] = o
                     if op == "buffer.view" or op == "i.store":

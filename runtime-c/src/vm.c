@@ -559,6 +559,44 @@ static kiln_status_t do_view(kiln_frame_t* fr, const kiln_bc_operand_t* op) {
   return NULL;
 }
 
+/* buffer.copy dst, src (format 2.7): src's bytes into dst, in place. The
+ * compiler writes a loop's final carry, or a branch's result, into the buffer
+ * it planned for the value; usually the last iteration or the branch already
+ * wrote it there, and then dst and src are the same memory and nothing is
+ * copied. */
+static kiln_status_t do_copy(kiln_frame_t* fr, const kiln_bc_operand_t* op) {
+  kiln_ref_t dst = {NULL, 0, 0}, src = {NULL, 0, 0};
+  const void* from;
+  char* to;
+  size_t bytes;
+  kiln_status_t s;
+  if ((s = get_ref_raw(fr, op[0].value, &dst)) || (s = get_ref(fr, op[1].value, &src)))
+    return s;
+  if (!ref_writable(dst))
+    return RUNTIME_ERROR("buffer.copy: dst r%u holds a read-only buffer (%s), expected one "
+                         "this invocation allocated", (unsigned)op[0].value,
+                         read_only_reason(dst));
+  if (!kiln_buffer_view_has_type(src.view, kiln_buffer_view_dtype(dst.view),
+                                 kiln_buffer_view_rank(dst.view),
+                                 kiln_buffer_view_shape(dst.view))) {
+    char want[128], got[128];
+    kiln_format_view_type(dst.view, want, sizeof want);
+    kiln_format_view_type(src.view, got, sizeof got);
+    return RUNTIME_ERROR("buffer.copy: src r%u is %s, expected dst r%u's type %s",
+                         (unsigned)op[1].value, got, (unsigned)op[0].value, want);
+  }
+  to = kiln_buffer_view_mutable_data(dst.view);
+  bytes = kiln_buffer_view_byte_size(dst.view);
+  if (!to && bytes)
+    return kiln_make_status(KILN_INTERNAL, "buffer.copy: dst r%u is writable but does "
+                            "not own its memory", (unsigned)op[0].value);
+  from = kiln_buffer_view_data(src.view);
+  /* Distinct buffers the VM made never overlap in part: the same memory or none. */
+  if (bytes && (const void*)to != from) memmove(to, from, bytes);
+  kiln_buffer_view_mark_written(dst.view);
+  return NULL;
+}
+
 /* ---- one instruction ----------------------------------------------------------- */
 
 static kiln_status_t step(kiln_context_t* c, kiln_frame_t* fr, const kiln_bc_instr_t* in,
@@ -734,6 +772,7 @@ static kiln_status_t step(kiln_context_t* c, kiln_frame_t* fr, const kiln_bc_ins
     case KILN_OP_BUFFER_ROW: return do_row(fr, op);
     case KILN_OP_BUFFER_SET_ROW: return do_set_row(fr, op);
     case KILN_OP_BUFFER_VIEW: return do_view(fr, op);
+    case KILN_OP_BUFFER_COPY: return do_copy(fr, op);
     case KILN_OP_INVALID:
       break;
   }

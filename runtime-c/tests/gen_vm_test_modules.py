@@ -151,7 +151,20 @@ def arena() -> ModuleSpec:
         Instr("global.take", 1, 0), Instr("i.load", 0, 0), Instr("i.store", 2, 0, f32),
         Instr("i.const", 1, 0), Instr("buffer.set_row", 1, 1, 2), Instr("global.store", 0, 1),
         Instr("ret", [])])
-    return ModuleSpec("vmarena", functions=[fill, fn("plain", [("x", I64)], [("x", I64)], [Instr("ret", [0])]), bump],
+    # buffer.copy (format 2.7): row 1 of an arena buffer = x, copied into a fresh result (and the
+    # result onto itself: the same memory, nothing copied); copying into the argument, or a value
+    # of another type, fails
+    copy = fn("copy", [("x", I64)], [("y", F4)], [
+        Instr("alloc.transient", 1, F4, 0), Instr("i.load", 0, 0), Instr("i.store", 2, 0, f32),
+        Instr("i.const", 1, 1), Instr("buffer.set_row", 1, 1, 2), Instr("alloc", 3, F4),
+        Instr("buffer.copy", 3, 1), Instr("buffer.copy", 3, 3), Instr("ret", [3])])
+    copy.transient_size = 64
+    copy_ro = fn("copy_ro", [("x", I64)], [], [
+        Instr("alloc", 1, I64), Instr("buffer.copy", 0, 1), Instr("ret", [])])
+    copy_type = fn("copy_type", [("x", I64)], [], [
+        Instr("alloc", 1, F4), Instr("buffer.copy", 1, 0), Instr("ret", [])])
+    return ModuleSpec("vmarena", functions=[fill, fn("plain", [("x", I64)], [("x", I64)], [Instr("ret", [0])]), bump,
+                                            copy, copy_ro, copy_type],
                       globals=[GlobalSpec("acc", F4, True, np.array([5, 6, 7, 8], np.float32))])
 
 

@@ -117,6 +117,31 @@ int main(void) {
     kiln_buffer_view_release(g3);
   }
 
+  /* buffer.copy (format 2.7): into a buffer of the call's own, never into a
+   * read-only one or from a value of another type. */
+  {
+    kiln_function_t copy, copy_ro, copy_type;
+    kiln_buffer_view_t* arg = NULL;
+    kiln_buffer_view_t* result = NULL;
+    int64_t x = 9;
+    CHECK_OK(kiln_module_lookup_function(m, "copy", &copy));
+    CHECK_OK(kiln_module_lookup_function(m, "copy_ro", &copy_ro));
+    CHECK_OK(kiln_module_lookup_function(m, "copy_type", &copy_type));
+    CHECK_OK(kiln_buffer_view_create(KILN_DTYPE_I64, 0, NULL, &x, sizeof x, &arg));
+    for (int round = 0; round < 2; ++round) {
+      CHECK_OK(kiln_context_invoke(c, copy, &arg, 1, &result, 1));
+      memcpy(values, kiln_buffer_view_data(result), sizeof values);
+      CHECK(values[0] == 0.0f && values[1] == 9.0f && values[2] == 0.0f && values[3] == 0.0f);
+      kiln_buffer_view_release(result);
+      result = NULL;
+    }
+    CHECK_ERROR(kiln_context_invoke(c, copy_ro, &arg, 1, NULL, 0), KILN_FAILED_PRECONDITION,
+                "buffer.copy: dst r0 holds a read-only buffer");
+    CHECK_ERROR(kiln_context_invoke(c, copy_type, &arg, 1, NULL, 0), KILN_FAILED_PRECONDITION,
+                "buffer.copy: src r0 is i64, expected dst r1's type 4xf32");
+    kiln_buffer_view_release(arg);
+  }
+
   /* Released with caller storage set: the context must not free it (ASan). */
   CHECK_OK(kiln_context_set_transient_storage(c, fill, storage, sizeof storage));
   CHECK(call(c, fill, 12) == 12);

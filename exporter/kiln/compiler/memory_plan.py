@@ -45,6 +45,7 @@ class TransientPlan:
     enabled: bool = True  # False inside planning_disabled(): no alloc.transient nor alloc.result
     overwrites: dict[int, int] = field(default_factory=dict)  # output id -> the input id it is written over
     body_offsets: dict[int, int] = field(default_factory=dict)  # host step index -> its bodies' arena base
+    spare_offsets: dict = field(default_factory=dict)  # (host step index, carry) -> its spare buffer's offset
 
 
 def step_inputs(step) -> list:
@@ -59,8 +60,17 @@ def aligned(n: int) -> int:
 _aligned = aligned
 
 
-def _intervals(graph: Graph, steps: list) -> dict[int, tuple[int, int, int]]:
-    """value id -> (first step, last step, bytes) of every dispatch output only kernels read."""
+def _intervals(graph: Graph, steps: list, host_defs: dict | None = None, ok_reads: frozenset = frozenset(),
+               copied: frozenset = frozenset()) -> dict[int, tuple[int, int, int]]:
+    """value id -> (first step, last step, bytes) of every dispatch output only kernels read.
+
+    The schedule widens this for control flow (kiln.compiler.schedule.loop_memory): `host_defs`
+    (value id -> step) are values a host step makes in memory the plan may place (a loop's final
+    carry, a scan's stacked outputs); `ok_reads` are (step, value id) host reads that keep nothing
+    of the value past that step (a loop operand its body only hands to kernels, a branch index that
+    i.load reads); `copied` are positions of the graph's outputs that the enclosing step copies as
+    soon as the graph returns (a scan body's per-row outputs, a while condition's predicate): an
+    output only at such positions lives to the end of the graph and no further."""
     defined: dict[int, tuple[int, int]] = {}
     for index, step in enumerate(steps):
         if getattr(step, "region", None) is not None:
@@ -68,20 +78,27 @@ def _intervals(graph: Graph, steps: list) -> dict[int, tuple[int, int, int]]:
                 size = tensor_type(v.aval).byte_size
                 if size:
                     defined[v.id] = (index, size)
+    for vid, (index, aval) in (host_defs or {}).items():
+        size = tensor_type(aval).byte_size
+        if size:
+            defined[vid] = (index, size)
     last: dict[int, int] = {}
-    excluded: set[int] = {a.id for a in graph.outvars if isinstance(a, Var)}
+    excluded: set[int] = {a.id for k, a in enumerate(graph.outvars) if isinstance(a, Var) and k not in copied}
+    for k, a in enumerate(graph.outvars):
+        if isinstance(a, Var) and k in copied:
+            last[a.id] = len(steps)
     for index, step in enumerate(steps):
         kernel = getattr(step, "region", None) is not None
         for a in step_inputs(step):
             if isinstance(a, Var) and a.id in defined:
-                last[a.id] = index
-                if not kernel:
+                last[a.id] = max(last.get(a.id, index), index)
+                if not kernel and (index, a.id) not in ok_reads:
                     excluded.add(a.id)
     return {vid: (first, last.get(vid, first), size) for vid, (first, size) in defined.items()
             if vid not in excluded}
 
 
-def result_slots(graph: Graph, steps: list) -> dict[int, int]:
+def result_slots(graph: Graph, steps: list, host_defs=()) -> dict[int, int]:
     """value id -> result index of the results a top-level dispatch writes and only kernels read
     otherwise: alloc.result may place them in the caller's destination (kiln_context_invoke_host),
     so the kernel writes the caller's memory and no copy follows. A value returned twice is left out
@@ -91,6 +108,7 @@ def result_slots(graph: Graph, steps: list) -> dict[int, int]:
         if isinstance(a, Var):
             positions.setdefault(a.id, []).append(k)
     outputs = {v.id for step in steps if getattr(step, "region", None) is not None for v in step.outputs}
+    outputs |= set(host_defs)  # a loop's final carry or stacked outputs written where the plan says
     host_read = {a.id for step in steps if getattr(step, "region", None) is None
                  for a in step_inputs(step) if isinstance(a, Var)}
     return {vid: ks[0] for vid, ks in positions.items()
@@ -128,21 +146,26 @@ def _pack(intervals: dict) -> tuple[dict, int]:
     return offsets, size
 
 
-def plan_steps(graph: Graph, steps: list, body_need: dict[int, int], inplace: bool = True) -> TransientPlan:
+def plan_steps(graph: Graph, steps: list, body_need: dict[int, int], inplace: bool = True, *,
+               host_defs: dict | None = None, ok_reads: frozenset = frozenset(), copied: frozenset = frozenset(),
+               spares: dict | None = None) -> TransientPlan:
     """The arena of one graph of the schedule: its kernel-only intermediates, the arena parts its
     control-flow steps' bodies need (`body_need`: step index -> bytes, alive during that step only),
-    and, with `inplace`, each elementwise output written over an input that dies at its dispatch
-    (same type, read element for element: `inplace_pairs`), the two sharing one offset."""
-    intervals = _intervals(graph, steps)
-    planned = _plan_groups(intervals, steps, body_need, inplace)
+    the spare buffers of its loops' carries (`spares`: key -> (step index, bytes), alive during that
+    step only) and, with `inplace`, each elementwise output written over an input that dies at its
+    dispatch (same type, read element for element: `inplace_pairs`), the two sharing one offset.
+    `host_defs`, `ok_reads` and `copied` as for `_intervals`."""
+    intervals = _intervals(graph, steps, host_defs, ok_reads, copied)
+    planned = _plan_groups(intervals, steps, body_need, inplace, spares or {})
     if planned.overwrites:  # the greedy packing of merged lifetimes may come out larger: keep the smaller
-        plain = _plan_groups(intervals, steps, body_need, False)
+        plain = _plan_groups(intervals, steps, body_need, False, spares or {})
         if plain.size < planned.size:
             return plain
     return planned
 
 
-def _plan_groups(intervals: dict, steps: list, body_need: dict[int, int], inplace: bool) -> TransientPlan:
+def _plan_groups(intervals: dict, steps: list, body_need: dict[int, int], inplace: bool,
+                 spares: dict) -> TransientPlan:
     group = {vid: vid for vid in intervals}
     overwrites: dict[int, int] = {}
     if inplace:
@@ -164,9 +187,12 @@ def _plan_groups(intervals: dict, steps: list, body_need: dict[int, int], inplac
         spans[g] = (min(f, first), max(l, last), max(n, nbytes))
     for index, need in body_need.items():
         spans[("body", index)] = (index, index, need)
+    for key, (index, nbytes) in spares.items():
+        spans[("spare", key)] = (index, index, nbytes)
     offsets, size = _pack(spans)
     return TransientPlan({vid: offsets[group[vid]] for vid in intervals}, size, True, overwrites,
-                         {index: offsets[("body", index)] for index in body_need})
+                         {index: offsets[("body", index)] for index in body_need},
+                         {key: offsets[("spare", key)] for key in spares})
 
 
 def inplace_pairs(step) -> list[tuple[int, int]]:

@@ -75,13 +75,17 @@ class _Frame:
 class _GraphLowering:
     """Lowers one graph's steps into a frame, given the registers holding its inputs."""
 
-    def __init__(self, ctx: LoweringContext, frame: _Frame, schedule: Schedule, input_regs: list[int]):
+    def __init__(self, ctx: LoweringContext, frame: _Frame, schedule: Schedule, input_regs: list[int],
+                 dest_regs: dict[int, int] | None = None):
         self.ctx = ctx
         self.frame = frame
         self.schedule = schedule
         self.graph = graph = schedule.graph
         self.reg_of: dict[int, int] = {v.id: r for v, r in zip(graph.invars, input_regs)}
         self.borrowed = set(input_regs)
+        # output position -> the register holding the buffer the enclosing step gives that output
+        self.dest_regs = dest_regs or {}
+        self.borrowed |= set(self.dest_regs.values())
         self.const_value = {v.id: c for v, c in zip(graph.constvars, graph.consts)}
         self.dies_after: dict[int, list[int]] = {}
         for var_id, last in _last_uses(schedule).items():
@@ -96,7 +100,7 @@ class _GraphLowering:
             elif op.take:
                 self.frame.emit("global.take", self.define(op.eqn.outvars[0]), op.eqn.params["slot"])
             else:
-                self._host(op.eqn, [body for _, body in op.bodies])
+                self._host(op.eqn, [body for _, body in op.bodies], op)
             self._release_after(index)
         return [self.use(a, keep=True) for a in self.graph.outvars]
 
@@ -138,10 +142,38 @@ class _GraphLowering:
 
     # -- steps ----------------------------------------------------------------------
 
+    def _dest(self, v: Var) -> int | None:
+        """The register of the buffer the enclosing step gives v (a `dest` value), bound to v."""
+        buffer = self.schedule.buffers.get(v.id)
+        if buffer is None or buffer.kind != "dest":
+            return None
+        reg = self.reg_of[v.id] = self.dest_regs[buffer.dest]
+        return reg
+
+    def _placed(self, v: Var) -> int:
+        """A register holding v's buffer as the schedule places it, made before the step that
+        writes it: the enclosing step's buffer, an arena offset, the caller's result or a new one."""
+        reg = self._dest(v)
+        if reg is not None:
+            return reg
+        reg = self.define(v)
+        buffer = self.schedule.buffers[v.id]
+        if buffer.kind == "transient":
+            self.frame.emit("alloc.transient", reg, tensor_type(v.aval), buffer.offset)
+        elif buffer.result is not None:
+            self.frame.emit("alloc.result", reg, tensor_type(v.aval), buffer.result)
+        else:
+            self.frame.emit("alloc", reg, tensor_type(v.aval))
+        return reg
+
     def _dispatch(self, step) -> None:
         kernel_index, workgroups = self.ctx.dispatch_info(step)
         bindings = [self.use(v) for v in step.inputs]
         for v in step.outputs:
+            dest = self._dest(v)
+            if dest is not None:
+                bindings.append(dest)
+                continue
             reg = self.define(v)
             buffer = self.schedule.buffers[v.id]
             if buffer.kind == "global" and buffer.overwrites is not None:
@@ -161,18 +193,18 @@ class _GraphLowering:
             bindings.append(reg)
         self.frame.emit("dispatch", kernel_index, workgroups, bindings, [])
 
-    def _host(self, eqn, bodies: list[Schedule]) -> None:
+    def _host(self, eqn, bodies: list[Schedule], op=None) -> None:
         prim = eqn.primitive
         if prim is global_load:
             self.frame.emit("global.load", self.define(eqn.outvars[0]), eqn.params["slot"])
         elif prim is global_store:
             self.frame.emit("global.store", eqn.params["slot"], self.use(eqn.invars[0]))
         elif prim is cond_p:
-            self._cond(eqn, bodies)
+            self._cond(eqn, op, bodies)
         elif prim is while_p:
-            self._while(eqn, *bodies)
+            self._while(eqn, op, *bodies)
         elif prim is scan_p:
-            self._scan(eqn, *bodies)
+            self._scan(eqn, op, *bodies)
         elif prim in (complex_parts_p, complex_from_parts_p):
             self.frame.emit("buffer.view", self.define(eqn.outvars[0]), self.use(eqn.invars[0]),
                             tensor_type(eqn.outvars[0].aval))
@@ -180,8 +212,58 @@ class _GraphLowering:
             where = f" (at {eqn.source_info})" if eqn.source_info else ""
             raise CompileError(f"primitive {prim.name} cannot run outside a kernel{where}")
 
-    def _inline(self, schedule: Schedule, input_regs: list[int]) -> list[int]:
-        return _GraphLowering(self.ctx, self.frame, schedule, input_regs).run()
+    def _inline(self, schedule: Schedule, input_regs: list[int], dest_regs: dict[int, int] | None = None) -> list[int]:
+        return _GraphLowering(self.ctx, self.frame, schedule, input_regs, dest_regs).run()
+
+    def _rotation(self, eqn, op, iterations_odd: bool | None) -> dict[int, tuple[int, int, int]]:
+        """For each carried carry k (`schedule.LoopMemory`): (final, next, other) registers. `final`
+        holds the buffer of the loop's result k, `next` the buffer the next iteration writes its new
+        value into, `other` the one it does not (the current value's, from the second iteration
+        on). The spare is an arena buffer; the rotation starts so that the last iteration writes the
+        final buffer when the iteration count's parity is known (`iterations_odd`)."""
+        rotation = {}
+        for k, offset in sorted(op.spares.items()):
+            v = eqn.outvars[k]
+            final = self._placed(v)
+            spare = self.frame.take()
+            self.frame.emit("alloc.transient", spare, tensor_type(v.aval), offset)
+            nxt, other = self.frame.take(), self.frame.take()
+            first, second = (spare, final) if iterations_odd is False else (final, spare)
+            self.frame.emit("mov", nxt, first)
+            self.frame.emit("mov", other, second)
+            self.frame.give_back(spare)
+            rotation[k] = (final, nxt, other)
+        return rotation
+
+    def _rotate(self, rotation: dict, outs: list[int], carry: list[int]) -> None:
+        """After a body: the carried values into their `next` buffers (the body wrote them there
+        unless a host step made them), the carry registers updated, `next` and `other` swapped."""
+        outs = list(outs)
+        for k, (_, nxt, _) in rotation.items():
+            if outs[k] != nxt:
+                self.frame.emit("buffer.copy", nxt, outs[k])
+                outs[k] = nxt
+        self._copy_into(carry, outs[:len(carry)])
+        for k, (_, nxt, other) in rotation.items():
+            self._copy_into([nxt, other], [other, nxt])
+
+    def _exit(self, eqn, rotation: dict, carry: list[int], invariant=()) -> None:
+        """Binds the loop's results: a carried one is copied into its final buffer (nothing is
+        copied when the last iteration wrote it there); a result the enclosing step gives a buffer
+        is copied into it."""
+        for k, (v, reg) in enumerate(zip(eqn.outvars, carry)):
+            if k in rotation:
+                final = rotation[k][0]
+                self.frame.emit("buffer.copy", final, reg)
+                continue
+            if k in invariant:  # a carry handed back unchanged: its operand may be arena memory
+                self.frame.emit("buffer.copy", self._placed(v), reg)
+                continue
+            dest = self._dest(v)
+            if dest is not None:
+                self.frame.emit("buffer.copy", dest, reg)
+            else:
+                self.bind(v, reg)
 
     def _copy_into(self, targets: list[int], sources: list[int]) -> None:
         """Parallel move: targets[k] = sources[k], safe when the two lists overlap."""
@@ -202,10 +284,13 @@ class _GraphLowering:
             out.append(c)
         return out
 
-    def _cond(self, eqn, branches: list[Schedule]) -> None:
+    def _cond(self, eqn, op, branches: list[Schedule]) -> None:
         index_reg = self.use(eqn.invars[0])
         operands = [self.use(a) for a in eqn.invars[1:]]
-        results = [self.define(v) for v in eqn.outvars]
+        # the results every branch makes itself go into their planned buffers, made before branching
+        placed = set(op.placed) if op is not None else set()
+        results = [self._placed(v) if k in placed else self.define(v) for k, v in enumerate(eqn.outvars)]
+        dest_regs = {k: results[k] for k in sorted(placed)}
         index = self.frame.take_i64()
         self.frame.emit("i.load", index, index_reg)
         end = Label("cond.end")
@@ -220,16 +305,21 @@ class _GraphLowering:
         self.frame.emit("br", labels[-1])
         for label, branch in zip(labels, branches):
             self.frame.code.append(label)
-            outs = self._inline(branch, operands)
-            self._copy_into(results, outs)
+            outs = self._inline(branch, operands, dest_regs)
+            for k, reg in dest_regs.items():  # a result a host step made: copied into its buffer
+                if outs[k] != reg:
+                    self.frame.emit("buffer.copy", reg, outs[k])
+            moved = [k for k in range(len(results)) if k not in dest_regs]
+            self._copy_into([results[k] for k in moved], [outs[k] for k in moved])
             self.frame.emit("br", end)
         self.frame.code.append(end)
 
-    def _while(self, eqn, cond_schedule: Schedule, body_schedule: Schedule) -> None:
+    def _while(self, eqn, op, cond_schedule: Schedule, body_schedule: Schedule) -> None:
         n_carry = eqn.params["n_carry"]
         cond_graph = cond_schedule.graph
         operands = [self.use(a) for a in eqn.invars]
         carry = self._fresh_copies(operands[:n_carry])
+        rotation = self._rotation(eqn, op, None)
         n_cond = len(cond_graph.invars) - n_carry
         cond_consts = operands[n_carry:n_carry + n_cond]
         body_consts = operands[n_carry + n_cond:]
@@ -240,25 +330,21 @@ class _GraphLowering:
         self.frame.emit("i.load", pred, pred_reg)
         self.frame.emit("br.if", pred, body, end)
         self.frame.code.append(body)
-        outs = self._inline(body_schedule, carry + body_consts)
-        self._copy_into(carry, outs)
+        outs = self._inline(body_schedule, carry + body_consts, {k: r[1] for k, r in rotation.items()})
+        self._rotate(rotation, outs, carry)
         self.frame.emit("br", head)
         self.frame.code.append(end)
-        for v, reg in zip(eqn.outvars, carry):
-            self.bind(v, reg)
+        self._exit(eqn, rotation, carry, op.invariant)
 
-    def _scan(self, eqn, body: Schedule) -> None:
+    def _scan(self, eqn, op, body: Schedule) -> None:
         p = eqn.params
         length, n_carry, n_xs = p["length"], p["n_carry"], p["n_xs"]
         operands = [self.use(a) for a in eqn.invars]
         carry = self._fresh_copies(operands[:n_carry])
         xs = operands[n_carry:n_carry + n_xs]
         consts = operands[n_carry + n_xs:]
-        ys = []
-        for v in eqn.outvars[n_carry:]:
-            reg = self.define(v)
-            self.frame.emit("alloc", reg, tensor_type(v.aval))
-            ys.append(reg)
+        rotation = self._rotation(eqn, op, length % 2 == 1)
+        ys = [self._placed(v) for v in eqn.outvars[n_carry:]]
         i, bound, step, test = (self.frame.take_i64() for _ in range(4))
         if p["reverse"]:
             self.frame.emit("i.const", i, length - 1)
@@ -281,17 +367,16 @@ class _GraphLowering:
             r = self.frame.take()
             self.frame.emit("buffer.row", r, x, i)
             rows.append(r)
-        outs = self._inline(body, carry + rows + consts)
+        outs = self._inline(body, carry + rows + consts, {k: r[1] for k, r in rotation.items()})
         for y, out in zip(ys, outs[n_carry:]):
             self.frame.emit("buffer.set_row", y, i, out)
-        self._copy_into(carry, outs[:n_carry])
+        self._rotate(rotation, outs[:n_carry], carry)
         for r in rows:
             self.frame.give_back(r)
         self.frame.emit("i.add", i, i, step)
         self.frame.emit("br", head)
         self.frame.code.append(end)
-        for v, reg in zip(eqn.outvars[:n_carry], carry):
-            self.bind(v, reg)
+        self._exit(eqn, rotation, carry, op.invariant)
 
 
 def _last_uses(schedule: Schedule) -> dict[int, int]:

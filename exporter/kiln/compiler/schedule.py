@@ -32,7 +32,7 @@ from .memory_plan import step_inputs
 PLAN_BODIES = True  # loop bodies' and branches' intermediates in the arena too
 IN_PLACE = True  # elementwise outputs written over a dead input
 
-KINDS = ("argument", "constant", "global", "result", "transient", "heap")
+KINDS = ("argument", "constant", "global", "result", "transient", "heap", "dest")
 
 
 @dataclass
@@ -48,6 +48,7 @@ class Buffer:
     result: int | None = None  # result: the result index alloc.result places it in (None: alloc)
     overwrites: int | None = None  # transient written in place over this value id's memory
     global_slot: int | None = None
+    dest: int | None = None  # dest: the output position whose buffer the enclosing step gives it
 
     @property
     def type(self):
@@ -61,6 +62,8 @@ class Buffer:
             text += f" -> result {self.result}"
         if self.global_slot is not None:
             text += f" global {self.global_slot}"
+        if self.dest is not None:
+            text += f" -> output {self.dest}'s buffer"
         if self.overwrites is not None:
             text += f" (in place over %{self.overwrites})"
         span = "entry" if self.first < 0 else str(self.first)
@@ -90,6 +93,9 @@ class HostOp:
     writes: list
     bodies: list = field(default_factory=list)  # [(name, Schedule)]
     take: bool = False  # a global_load lowered to global.take: the next dispatch updates the global in place
+    spares: dict = field(default_factory=dict)  # loop carry position -> its spare buffer's arena offset
+    placed: tuple = ()  # cond results written into their planned buffers by the branches
+    invariant: tuple = ()  # loop carries handed back unchanged, copied into the result's planned buffer at the exit
 
 
 @dataclass
@@ -117,6 +123,7 @@ class Schedule:
                 b.offset += delta
         for op in self.ops:
             if isinstance(op, HostOp):
+                op.spares = {k: o + delta for k, o in op.spares.items()}
                 for _, body in op.bodies:
                     body._shift(delta)
 
@@ -142,6 +149,10 @@ class Schedule:
                 if "slot" in op.eqn.params:
                     params = f"[slot={op.eqn.params['slot']}]"
                 params += " (taken: updated in place)" if op.take else ""
+                params += f" (results {list(op.placed)} written in place by the branches)" if op.placed else ""
+                params += f" (carries {list(op.invariant)} unchanged: copied at the exit)" if op.invariant else ""
+                params += "".join(f" (carry {k}: spare @ {o}+{memory_plan.aligned(tensor_type(op.eqn.outvars[k].aval).byte_size)})"
+                                  for k, o in sorted(op.spares.items()))
                 lines.append(f"{pad}  {index:>3} host {op.eqn.primitive.name}{params} reads ({names(op.reads)}) "
                              f"writes ({names(op.writes)})")
                 for body_name, body in op.bodies:
@@ -223,32 +234,239 @@ def global_updates(graph: Graph, steps: list) -> tuple[list, dict[int, int]]:
     return steps, takes
 
 
-def build_schedule(graph: Graph, plan_for, top: bool = True) -> Schedule:
+@dataclass(frozen=True)
+class LoopMemory:
+    """How a scan or while (or, for `consumed` only, a cond) uses memory (`loop_memory`).
+
+    `carried`: for a cond, the results every branch makes itself, written into the result's
+    planned buffer (made before branching); for a loop, carry positions whose new value each iteration writes into one of two buffers the
+    loop rotates: a spare in the arena and the buffer of the loop's result (its final location), so
+    an iteration allocates nothing for it; at the exit `buffer.copy` puts the last value in the final
+    location (nothing to copy when the last iteration wrote it there: a scan's iteration count is
+    known, so the rotation starts where it ends there). `consumed`: operand positions whose value the
+    step keeps nothing of once it is done (the body hands it only to kernels, and a carried operand
+    is never the result: the exit copies it), so the operand may live in the arena. `dests` and
+    `copied`: per body name, the output positions written into a buffer the loop gives (the carried
+    ones) and the ones the loop copies as soon as the body returns (a scan's rows, a while
+    condition's predicate). `invariant`: carries every iteration hands back as they came, whose value
+    the loop's result takes by a copy at the exit (so the operand is consumed too). `rows`: a scan's
+    stacked inputs whose rows go only into kernels: their memory is free once the scan is done, but
+    `buffer.row` freezes the buffer, so they count as consumed for the step's own graph only, never
+    for a buffer that is written again (a rotating carry, a destination)."""
+
+    carried: frozenset = frozenset()
+    consumed: frozenset = frozenset()
+    dests: dict = field(default_factory=dict)
+    copied: dict = field(default_factory=dict)
+    invariant: frozenset = frozenset()  # carries the body hands back unchanged: the exit copies them
+    rows: frozenset = frozenset()  # a scan's stacked inputs read by kernels only (buffer.row freezes them)
+
+
+def _safe_reads(graph: Graph, steps: list, plan_for, memo: dict) -> frozenset:
+    """(step index, value id) of the host reads in `graph` that keep nothing of the value past the
+    step: the operands a control-flow step consumes (`LoopMemory.consumed`)."""
+    found = set()
+    for index, step in enumerate(steps):
+        eqn = getattr(step, "eqn", None)
+        if eqn is None or getattr(step, "region", None) is not None:
+            continue
+        mem = loop_memory(eqn, plan_for, memo)
+        positions: dict[int, set[int]] = {}
+        for p, a in enumerate(eqn.invars):
+            if isinstance(a, Var):
+                positions.setdefault(a.id, set()).add(p)
+        found |= {(index, vid) for vid, ps in positions.items() if ps <= mem.consumed}
+    return frozenset(found)
+
+
+def _kernel_only(graph: Graph, plan_for, memo: dict):
+    """A test `ok(value id)`: every step of `graph` reading the value is a dispatch or a host step
+    that keeps nothing of it (`_safe_reads`)."""
+    key = ("reads", id(graph))
+    if key not in memo:
+        steps = plan_for(graph).steps
+        safe = _safe_reads(graph, steps, plan_for, memo)
+        bad = set()
+        for index, step in enumerate(steps):
+            if getattr(step, "region", None) is None:
+                bad |= {a.id for a in step_inputs(step) if isinstance(a, Var) and (index, a.id) not in safe}
+        memo[key] = bad
+    bad = memo[key]
+    return lambda vid: vid not in bad
+
+
+def loop_memory(eqn, plan_for, memo: dict | None = None) -> LoopMemory:
+    """The `LoopMemory` of a control-flow equation (none for other host steps). A carry is carried
+    in rotating buffers when its body makes the new value itself (a step of the body defines it,
+    once among the carry outputs), and neither that value nor the carry parameter goes anywhere but
+    into kernels (or into inner control flow that keeps nothing of it) and the scan's rows: then
+    no reference to a buffer survives the iteration after the one that wrote it."""
+    from ..lax.control_flow import cond_p, scan_p, while_p
+
+    memo = {} if memo is None else memo
+    if ("loop", id(eqn)) in memo:
+        return memo[("loop", id(eqn))]
+    p = eqn.params
+    result = LoopMemory()
+    if eqn.primitive is cond_p:
+        branches = p["branches"]
+        # results written into their planned buffer, made before branching: each branch makes the
+        # value itself (once among its outputs, read in it only by kernels), or hands over an operand
+        # or a constant, which is copied there; at least one branch makes it
+        placed = set()
+        for k in range(len(eqn.outvars)):
+            makes = 0
+            for g in branches:
+                o = g.outvars[k]
+                params = {v.id for v in g.invars} | {v.id for v in g.constvars}
+                if not isinstance(o, Var) or o.id in params:
+                    continue
+                if sum(a is o for a in g.outvars) == 1 and _kernel_only(g, plan_for, memo)(o.id):
+                    makes += 1
+                else:
+                    makes = -len(branches)
+            if makes > 0:
+                placed.add(k)
+        consumed = {0}  # the branch index: read by i.load
+        for k in range(1, len(eqn.invars)):
+            if all(_kernel_only(g, plan_for, memo)(g.invars[k - 1].id)
+                   and not any(a is g.invars[k - 1] for j, a in enumerate(g.outvars) if j not in placed)
+                   for g in branches):
+                consumed.add(k)
+        result = LoopMemory(carried=frozenset(placed), consumed=frozenset(consumed),
+                            dests={f"branch {j}": frozenset(placed) for j in range(len(branches))})
+    elif eqn.primitive in (scan_p, while_p):
+        n_carry = p["n_carry"]
+        if eqn.primitive is scan_p:
+            body, conds = p["body"], []
+            n_xs = p["n_xs"]
+            body_of = list(range(len(eqn.invars)))  # operand position -> body parameter position
+            cond_of = {}
+        else:
+            body, conds = p["body_graph"], [p["cond_graph"]]
+            n_cond = len(p["cond_graph"].invars) - n_carry
+            body_of = {k: k for k in range(n_carry)}
+            body_of.update({n_carry + n_cond + j: n_carry + j for j in range(len(body.invars) - n_carry)})
+            cond_of = {k: k for k in range(n_carry)}
+            cond_of.update({n_carry + j: n_carry + j for j in range(n_cond)})
+            n_xs = 0
+        ok_body = _kernel_only(body, plan_for, memo)
+        ok_conds = [_kernel_only(g, plan_for, memo) for g in conds]
+        params = {v.id for v in body.invars} | {v.id for v in body.constvars}
+        carry_outs = body.outvars[:n_carry]
+
+        def param_ok(position: int, back: int | None = None) -> bool:
+            """The operand at `position` reaches kernels only, in the body and the condition (and the
+            body's carry output `back`, for a carry handed back unchanged)."""
+            if isinstance(body_of, dict):
+                b = body_of.get(position)
+            else:
+                b = body_of[position]
+            if b is not None:
+                v = body.invars[b]
+                if not ok_body(v.id) or any(a is v for j, a in enumerate(carry_outs) if j != back):
+                    return False
+            c = cond_of.get(position)
+            if c is not None:
+                v = conds[0].invars[c]
+                if not ok_conds[0](v.id) or any(a is v for a in conds[0].outvars):
+                    return False
+            return True
+
+        carried, invariant = set(), set()
+        for k, o in enumerate(carry_outs):
+            if (isinstance(o, Var) and o.id not in params and sum(a is o for a in carry_outs) == 1
+                    and ok_body(o.id) and param_ok(k)):
+                carried.add(k)
+            elif o is body.invars[k] and param_ok(k, back=k):
+                invariant.add(k)
+        consumed = carried | invariant
+        # not a scan's stacked inputs: buffer.row freezes the buffer it takes rows of for good
+        consumed |= {q for q in range(n_carry + n_xs, len(eqn.invars)) if param_ok(q)}
+        rows = {q for q in range(n_carry, n_carry + n_xs) if param_ok(q)}
+        dests = {"body": frozenset(carried)}
+        copied = {"body": frozenset(range(n_carry, len(body.outvars)))} if eqn.primitive is scan_p else {"cond": frozenset({0})}
+        result = LoopMemory(frozenset(carried), frozenset(consumed), dests, copied, frozenset(invariant),
+                            frozenset(rows))
+    memo[("loop", id(eqn))] = result
+    return result
+
+
+def build_schedule(graph: Graph, plan_for, top: bool = True, dests: frozenset = frozenset(),
+                   copied: frozenset = frozenset(), memo: dict | None = None) -> Schedule:
     """The schedule of `graph` given its partition (`plan_for(graph).steps`, and its bodies'),
-    with memory planned unless inside `memory_plan.planning_disabled()`."""
+    with memory planned unless inside `memory_plan.planning_disabled()`. For a body, `dests` are
+    the output positions whose buffers the enclosing loop gives (a value a step of the body makes
+    there is written into it: kind `dest`), `copied` those it copies as soon as the body returns."""
+    from ..lax.control_flow import cond_p, scan_p, while_p
     from ..program.prims import global_load
 
+    memo = {} if memo is None else memo
     steps = plan_for(graph).steps
     planned = memory_plan.planning_enabled() and (top or PLAN_BODIES)
+    if not planned:
+        dests, copied = frozenset(), frozenset()
     takes: dict[int, int] = {}  # global_load value id -> the dispatch output id updating it in place
     if planned and IN_PLACE:
         steps, takes = global_updates(graph, steps)
     ops: list = []
     body_need: dict[int, int] = {}
+    host_defs: dict[int, tuple[int, object]] = {}  # value id -> (step, aval) a loop writes where the plan says
+    ok_reads: set = set()
+    spares: dict = {}
+    mems: dict[int, LoopMemory] = {}
     for index, step in enumerate(steps):
         if getattr(step, "region", None) is not None:
             ops.append(Dispatch(step, list(step.inputs), list(step.outputs)))
-        else:
-            bodies = [(name, build_schedule(g, plan_for, top=False)) for name, g in _body_graphs(step.eqn)]
-            ops.append(HostOp(step.eqn, list(step.eqn.invars), list(step.eqn.outvars), bodies,
-                              take=step.eqn.primitive is global_load and step.eqn.outvars[0].id in takes))
-            need = max((b.arena_size for _, b in bodies), default=0)
-            if need:
-                body_need[index] = need
+            continue
+        eqn = step.eqn
+        mem = loop_memory(eqn, plan_for, memo) if planned else LoopMemory()
+        mems[index] = mem
+        bodies = [(name, build_schedule(g, plan_for, top=False, dests=mem.dests.get(name, frozenset()),
+                                        copied=mem.copied.get(name, frozenset()), memo=memo))
+                  for name, g in _body_graphs(eqn)]
+        ops.append(HostOp(eqn, list(eqn.invars), list(eqn.outvars), bodies,
+                          take=eqn.primitive is global_load and eqn.outvars[0].id in takes))
+        need = max((b.arena_size for _, b in bodies), default=0)
+        if need:
+            body_need[index] = need
+        positions: dict[int, set[int]] = {}
+        for q, a in enumerate(eqn.invars):
+            if isinstance(a, Var):
+                positions.setdefault(a.id, set()).add(q)
+        ok_reads |= {(index, vid) for vid, qs in positions.items() if qs <= mem.consumed | mem.rows}
+        for k in mem.invariant:
+            host_defs[eqn.outvars[k].id] = (index, eqn.outvars[k].aval)
+        if eqn.primitive is cond_p:
+            for k in mem.carried:
+                host_defs[eqn.outvars[k].id] = (index, eqn.outvars[k].aval)
+        if eqn.primitive in (scan_p, while_p):
+            for k in mem.carried:
+                v = eqn.outvars[k]
+                host_defs[v.id] = (index, v.aval)
+                spares[(index, k)] = (index, tensor_type(v.aval).byte_size)
+            if eqn.primitive is scan_p:
+                for v in eqn.outvars[eqn.params["n_carry"]:]:
+                    host_defs[v.id] = (index, v.aval)
 
-    plan = (memory_plan.plan_steps(graph, steps, body_need, inplace=IN_PLACE) if planned
+    # values written into the buffers the enclosing step gives: a dispatch's output, or a control-flow
+    # step's (which copies into it what it does not write there itself); one position per value
+    dest_of: dict[int, int] = {}
+    makers = {v.id for op in ops if isinstance(op, Dispatch) for v in op.writes}
+    makers |= {v.id for op in ops if isinstance(op, HostOp) and op.eqn.primitive in (scan_p, while_p)
+               for v in op.writes}
+    makers |= {op.eqn.outvars[k].id for index, op in enumerate(ops)
+               if isinstance(op, HostOp) and op.eqn.primitive is cond_p for k in mems[index].carried}
+    makers -= set(takes.values())
+    for k in sorted(dests):
+        a = graph.outvars[k]
+        if isinstance(a, Var) and a.id in makers and a.id not in dest_of:
+            dest_of[a.id] = k
+
+    plan = (memory_plan.plan_steps(graph, steps, body_need, inplace=IN_PLACE, host_defs=host_defs,
+                                   ok_reads=frozenset(ok_reads), copied=copied, spares=spares) if planned
             else memory_plan.TransientPlan({}, 0, enabled=False))
-    slots = memory_plan.result_slots(graph, steps) if planned and top else {}
+    slots = memory_plan.result_slots(graph, steps, host_defs) if planned and top else {}
 
     last: dict[int, int] = {}
     for index, step in enumerate(steps):
@@ -264,6 +482,16 @@ def build_schedule(graph: Graph, plan_for, top: bool = True) -> Schedule:
             kind = "result" if top else "heap"
         buffers[v.id] = Buffer(v, kind, first, end if v.id in outs else last.get(v.id, first), **kw)
 
+    def place(v: Var, index: int) -> None:
+        if v.id in dest_of:
+            add(v, "dest", index, dest=dest_of[v.id])
+        elif v.id in plan.offsets:
+            add(v, "transient", index, offset=plan.offsets[v.id], overwrites=plan.overwrites.get(v.id))
+        elif v.id in slots:
+            add(v, "result", index, result=slots[v.id])
+        else:
+            add(v, "heap", index)
+
     for v in graph.invars:
         add(v, "argument", -1)
     for v in graph.constvars:
@@ -275,18 +503,20 @@ def build_schedule(graph: Graph, plan_for, top: bool = True) -> Schedule:
                 if v.id in updated:
                     load = buffers[updated[v.id]]
                     add(v, "global", index, global_slot=load.global_slot, overwrites=load.var.id)
-                elif v.id in plan.offsets:
-                    add(v, "transient", index, offset=plan.offsets[v.id], overwrites=plan.overwrites.get(v.id))
-                elif v.id in slots:
-                    add(v, "result", index, result=slots[v.id])
                 else:
-                    add(v, "heap", index)
+                    place(v, index)
         else:
             for v in op.writes:
                 if op.eqn.primitive is global_load:
                     add(v, "global", index, global_slot=op.eqn.params["slot"])
+                elif v.id in dest_of or v.id in host_defs:
+                    place(v, index)
                 else:
                     add(v, "heap", index)
+            op.spares = {k: plan.spare_offsets[(index, k)] for k in sorted(mems[index].carried)} \
+                if op.eqn.primitive in (scan_p, while_p) else {}
+            op.placed = tuple(sorted(mems[index].carried)) if op.eqn.primitive is cond_p else ()
+            op.invariant = tuple(sorted(mems[index].invariant))
     for index, base in plan.body_offsets.items():
         for _, body in ops[index].bodies:
             body._shift(base)
