@@ -12,14 +12,15 @@ import pytest
 
 import kiln
 import kiln.numpy as knp
-from kiln import lax
+from kiln import Program, lax
 from kiln.compiler.compile import kernel_strategy
 from kiln.compiler.fusion import DispatchStep, partition
 from kiln.compiler.pipeline import prepare_graph
+from kiln.compiler.target import Target
 from kiln.core.aval import ShapedArray
 from kiln.core.trace import trace_to_graph
 from kiln.lax import _eigh_ql
-from kiln_tools import check_like_numpy, kiln_run_exported
+from kiln_tools import check_like_numpy, run_kiln_run
 from references import numerical_grad
 
 FLOATS = [np.float32, np.float64]
@@ -179,7 +180,16 @@ def test_eager_mirror_equals_the_kernel(dtype):
     check_decomposition(s, v, w)
 
 
-def test_exported_modules_run_in_kiln_run(tmp_path):
+def _runnable_variants():
+    """The portable builds whose vector features this machine has."""
+    vector = {"+avx512f", "+avx2", "+fma", "+avx", "+sse4.2", "+sve", "+neon"}
+    host = set(Target.host().features.split(","))
+    return [t.variant for t in Target.portable() if (set(t.features.split(",")) & vector) <= host]
+
+
+def test_exported_modules_run_in_kiln_run(tmp_path, monkeypatch):
+    """A portable module run by kiln-run in every build the machine can run (x86-64: vector widths 16, 8
+    and 4 for float32, v2 without FMA), against LAPACK and against kiln.jit."""
     rng = np.random.default_rng(8)
     s32 = symmetric(rng, (3, 20, 20), np.float32)
     s64 = symmetric(rng, (17, 17), np.float64)
@@ -189,11 +199,27 @@ def test_exported_modules_run_in_kiln_run(tmp_path):
         vb, wb = lax.linalg.eigh(b)
         return v, w, vb, wb
 
-    v, w, vb, wb = kiln_run_exported(kfn, s32, s64, tmp_path=tmp_path)
-    check_decomposition(s32, v, w)
-    check_decomposition(s64, vb, wb)
-    # the module computes what kiln.jit does
-    check_like_numpy([v, w, vb, wb], kiln.tree_leaves(kiln.jit(kfn)(s32, s64)), 1e-5)
+    class Eigh(Program, export_name="eigh"):
+        def run(self, a=Program.like(s32), b=Program.like(s64)):
+            return kfn(a, b)
+
+    path = tmp_path / "eigh.vmfb"
+    Program.get_compiled_artifact(Eigh, target="portable").save(path)
+    np.save(tmp_path / "a.npy", s32)
+    np.save(tmp_path / "b.npy", s64)
+    outs = [tmp_path / f"out{k}.npy" for k in range(4)]
+    variants = _runnable_variants()
+    assert variants
+    jitted = kiln.tree_leaves(kiln.jit(kfn)(s32, s64))
+    for variant in variants:
+        monkeypatch.setenv("KILN_CPU_VARIANT", variant)
+        run_kiln_run(f"--module={path}", "--function=run", f"--input=@{tmp_path / 'a.npy'}",
+                     f"--input=@{tmp_path / 'b.npy'}", *[f"--output=@{o}" for o in outs])
+        v, w, vb, wb = (np.load(o) for o in outs)
+        check_decomposition(s32, v, w)
+        check_decomposition(s64, vb, wb)
+        check_like_numpy([np.abs(v), w, np.abs(vb), wb], [np.abs(jitted[0]), jitted[1], np.abs(jitted[2]), jitted[3]],
+                         1e-4)
 
 
 def test_gradients_against_central_differences():

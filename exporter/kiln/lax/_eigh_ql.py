@@ -32,13 +32,18 @@ from ..core.primitive import Primitive, register
 MAX_ITERATIONS = 60
 DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 MAX_STACK_BYTES = 1 << 20
-"""The kernel keeps two work vectors of n scalars per matrix on its stack: eigh uses eigh_ql when they
-take at most this many bytes (n up to 65536 in float64), Jacobi otherwise."""
+WORK_VECTORS = 5
+WORK_PAD = 16
+"""The kernel keeps WORK_VECTORS vectors of n + WORK_PAD scalars per matrix on its stack (the
+subdiagonal, the Householder update's q, the zero-padded reflector, a QL sweep's cosines and sines;
+WORK_PAD bounds the vector width it uses): eigh uses eigh_ql when they take at most MAX_STACK_BYTES
+(n up to about 26000 in float64), Jacobi otherwise."""
 
 
 def stack_fits(n: int, dtype) -> bool:
     """Whether eigh_ql's kernel takes n x n matrices of dtype (its work vectors fit on the stack)."""
-    return 2 * max(n, 1) * np.dtype(dtype).itemsize <= MAX_STACK_BYTES
+    return WORK_VECTORS * (n + WORK_PAD) * np.dtype(dtype).itemsize <= MAX_STACK_BYTES
+
 
 eigh_ql_p = register(Primitive("eigh_ql", multiple_results=True))
 eigh_ql_p.def_traits(fusion="kernel", kernel="eigh")
@@ -59,7 +64,12 @@ def _abstract(x, *, lower, sort_eigenvalues):
 
 
 def _pythag(a, b):
-    """sqrt(a^2 + b^2) without overflow or destructive underflow."""
+    """sqrt(a^2 + b^2) without overflow or destructive underflow: the plain formula where a^2 + b^2 lies in
+    [tiny / eps, huge / 2], else m sqrt(1 + (small / m)^2) (the kernel's choice)."""
+    info = np.finfo(a.dtype)
+    t = a * a + b * b
+    if info.tiny / info.eps <= t <= info.max / 2:
+        return np.sqrt(t)
     a, b = abs(a), abs(b)
     if a > b:
         return a * np.sqrt(1 + (b / a) * (b / a))
@@ -126,8 +136,8 @@ def _ql(z, d, e, eps) -> bool:
                 return False
             iterations += 1
             g = (d[l + 1] - d[l]) / (e[l] + e[l])
-            r = _pythag(g, d.dtype.type(1))
-            g = d[m] - d[l] + e[l] / (g + (abs(r) if g >= 0 else -abs(r)))
+            r = abs(_pythag(g, d.dtype.type(1)))
+            g = d[m] - d[l] + e[l] / (g + (r if g >= 0 else -r))
             s = c = d.dtype.type(1)
             p = d.dtype.type(0)
             i = m - 1
@@ -141,7 +151,8 @@ def _ql(z, d, e, eps) -> bool:
                     e[m] = 0
                     deflated = True
                     break
-                s, c = f / r, g / r
+                inv = 1 / r
+                s, c = f * inv, g * inv
                 g = d[i + 1] - p
                 r = (d[i] - g) * s + 2 * c * b
                 p = s * r

@@ -20,7 +20,7 @@ from ..layout import region_views
 from .intrinsics import call_unary, fmuladd
 from .loops import const64, delinearize, dot_offsets, for_range, local_var, while_loop, workgroup_slice
 from .region_eval import load_view
-from ...lax._eigh_ql import MAX_ITERATIONS, MAX_STACK_BYTES, stack_fits
+from ...lax._eigh_ql import MAX_ITERATIONS, MAX_STACK_BYTES, WORK_PAD, WORK_VECTORS, stack_fits
 from .types import I1, I64, info
 
 
@@ -38,6 +38,8 @@ class _Emitter:
         self.lanes = lanes
         self.VT = ir.VectorType(self.T, lanes)
         self.esize = self.dtype.itemsize
+        fi = np.finfo(self.dtype)
+        self.safe_low, self.safe_high = float(fi.tiny / fi.eps), float(fi.max / 2)
 
     # ---- scalars -------------------------------------------------------------------------------------
     def c(self, value):
@@ -73,23 +75,37 @@ class _Emitter:
         return local_var(self.b, init.type, init, name)
 
     def hsum(self, v):
+        """The sum of v's lanes by halving (log2(lanes) dependent adds, not lanes - 1)."""
         b = self.b
-        total = b.extract_element(v, ir.Constant(ir.IntType(32), 0))
-        for k in range(1, self.lanes):
-            total = b.fadd(total, b.extract_element(v, ir.Constant(ir.IntType(32), k)))
-        return total
+        i32 = ir.IntType(32)
+        width = self.lanes
+        while width > 1:
+            half = width // 2
+            undef = ir.Constant(ir.VectorType(self.T, width), ir.Undefined)
+            lo = b.shuffle_vector(v, undef, ir.Constant(ir.VectorType(i32, half), list(range(half))))
+            hi = b.shuffle_vector(v, undef, ir.Constant(ir.VectorType(i32, half), list(range(half, width))))
+            v = b.fadd(lo, hi)
+            width = half
+        return b.extract_element(v, ir.Constant(i32, 0))
 
     def pythag(self, x, y):
-        """sqrt(x^2 + y^2) without overflow: m sqrt(1 + (small/m)^2), 0 when both are 0."""
+        """sqrt(x^2 + y^2) without overflow or destructive underflow: the plain formula where x^2 + y^2 is
+        in [tiny / eps, huge / 2] (nothing lost to underflow, no overflow), else m sqrt(1 + (small / m)^2)
+        (0 when both are 0). The same choice as kiln.lax._eigh_ql._pythag."""
         b = self.b
-        ax, ay = self.fabs(x), self.fabs(y)
-        x_big = b.fcmp_ordered(">", ax, ay)
-        big = b.select(x_big, ax, ay)
-        small = b.select(x_big, ay, ax)
-        zero = b.fcmp_ordered("==", big, self.c(0))
-        ratio = b.fdiv(small, b.select(zero, self.c(1), big))
-        root = b.fmul(big, self.sqrt(fmuladd(b, ratio, ratio, self.c(1))))
-        return b.select(zero, self.c(0), root)
+        t = fmuladd(b, x, x, b.fmul(y, y))
+        result = self.var(self.sqrt(t), "hypot")
+        fine = b.and_(b.fcmp_ordered(">=", t, self.c(self.safe_low)), b.fcmp_ordered("<=", t, self.c(self.safe_high)))
+        with b.if_then(b.not_(fine), likely=False):
+            ax, ay = self.fabs(x), self.fabs(y)
+            x_big = b.fcmp_ordered(">", ax, ay)
+            big = b.select(x_big, ax, ay)
+            small = b.select(x_big, ay, ax)
+            zero = b.fcmp_ordered("==", big, self.c(0))
+            ratio = b.fdiv(small, b.select(zero, self.c(1), big))
+            root = b.fmul(big, self.sqrt(fmuladd(b, ratio, ratio, self.c(1))))
+            b.store(b.select(zero, self.c(0), root), result)
+        return b.load(result)
 
     # ---- vector loops over [0, length) -----------------------------------------------------------------
     def vloop(self, length, vector_body, scalar_body, name):
@@ -100,17 +116,30 @@ class _Emitter:
         for_range(b, b.mul(chunks, const64(self.lanes)), length, scalar_body, name=f"{name}.s")
 
     def dot(self, x, xo, y, yo, length, name="dot", absolute=False):
-        """sum_k x[xo + k] * y[yo + k] over [0, length) (absolute: sum_k |x[xo + k]|; y unused)."""
+        """sum_k x[xo + k] * y[yo + k] over [0, length) (absolute: sum_k |x[xo + k]|; y unused): four
+        vector accumulators over blocks of 4 vectors, one over the remaining vectors, a scalar tail."""
         b = self.b
-        acc = self.var(ir.Constant(self.VT, [0.0] * self.lanes), f"{name}.acc")
+        zero_v = ir.Constant(self.VT, [0.0] * self.lanes)
+        accs = [self.var(zero_v, f"{name}.acc{u}") for u in range(4)]
         tail = self.var(self.c(0), f"{name}.tail")
+        step = const64(4 * self.lanes)
 
-        def vec(k):
+        def term(acc, k):
             xv = self.vld(x, b.add(xo, k))
             if absolute:
                 b.store(b.fadd(b.load(acc), call_unary(b, "fabs", xv)), acc)
             else:
                 b.store(fmuladd(b, xv, self.vld(y, b.add(yo, k)), b.load(acc)), acc)
+
+        def block(c):
+            k0 = b.mul(c, step)
+            for u in range(4):
+                term(accs[u], b.add(k0, const64(u * self.lanes)))
+
+        blocks = b.udiv(length, step)
+        for_range(b, const64(0), blocks, block, name=f"{name}.b")
+        rest = b.sub(length, b.mul(blocks, step))
+        start = b.mul(blocks, step)
 
         def sca(k):
             xs = self.ld(x, b.add(xo, k))
@@ -119,8 +148,12 @@ class _Emitter:
             else:
                 b.store(fmuladd(b, xs, self.ld(y, b.add(yo, k)), b.load(tail)), tail)
 
-        self.vloop(length, vec, sca, name)
-        return b.fadd(self.hsum(b.load(acc)), b.load(tail))
+        vectors = b.udiv(rest, const64(self.lanes))
+        for_range(b, const64(0), vectors, lambda c: term(accs[0], b.add(start, b.mul(c, const64(self.lanes)))),
+                  name=f"{name}.v")
+        for_range(b, b.add(start, b.mul(vectors, const64(self.lanes))), length, sca, name=f"{name}.s")
+        total = b.fadd(b.fadd(b.load(accs[0]), b.load(accs[1])), b.fadd(b.load(accs[2]), b.load(accs[3])))
+        return b.fadd(self.hsum(total), b.load(tail))
 
     def axpy(self, alpha, x, xo, y, yo, length, name="axpy"):
         """y[yo + k] -= alpha * x[xo + k] over [0, length)."""
@@ -156,25 +189,61 @@ class _Emitter:
 
         self.vloop(length, vec, sca, name)
 
-    def rotate(self, z, row_i, row_j, length, c, s):
-        """(z_i, z_j) <- (c z_i - s z_j, s z_i + c z_j), rows at offsets row_i, row_j."""
+    def rotate_rows(self, z, n, cs, ss, lo, hi):
+        """The rotations i = hi-1, hi-2, ..., lo of one QL sweep applied to rows lo..hi of z (row-major,
+        n columns): rotation i maps (z_i, z_{i+1}) to (c_i z_i - s_i z_{i+1}, s_i z_i + c_i z_{i+1}).
+        Column blocks held in registers: row i+1's running value is carried from one rotation to the
+        next, so each rotation loads and stores one row (LAPACK's dlasr, register-blocked)."""
         b = self.b
-        vc, vs = self.splat(c), self.splat(s)
-        ns, nvs = b.fneg(s), b.fneg(vs)
+        N = const64(n)
+        width = 4 * self.lanes
+        groups = []  # (first column, [element types of the block's parts]) with static columns
+        col = 0
+        while col + width <= n:
+            groups.append((col, [self.VT] * 4))
+            col += width
+        rest_vectors = (n - col) // self.lanes
+        if rest_vectors:
+            groups.append((col, [self.VT] * rest_vectors))
+            col += rest_vectors * self.lanes
+        if col < n:
+            groups.append((col, [self.T] * (n - col)))
+        count = b.sub(hi, lo)
+        for first, parts in groups:
+            offsets, at = [], first
+            for ty in parts:
+                offsets.append(at)
+                at += self.lanes if ty is self.VT else 1
+            scalar = parts[0] is self.T
 
-        def vec(k):
-            pi, pj = b.add(row_i, k), b.add(row_j, k)
-            zi, zj = self.vld(z, pi), self.vld(z, pj)
-            self.vst(z, pi, fmuladd(b, nvs, zj, b.fmul(vc, zi)))
-            self.vst(z, pj, fmuladd(b, vs, zi, b.fmul(vc, zj)))
+            def load(row, off, scalar=scalar):
+                index = b.add(b.mul(row, N), const64(off))
+                return self.ld(z, index) if scalar else self.vld(z, index)
 
-        def sca(k):
-            pi, pj = b.add(row_i, k), b.add(row_j, k)
-            zi, zj = self.ld(z, pi), self.ld(z, pj)
-            self.st(z, pi, fmuladd(b, ns, zj, b.fmul(c, zi)))
-            self.st(z, pj, fmuladd(b, s, zi, b.fmul(c, zj)))
+            def store(row, off, value, scalar=scalar):
+                index = b.add(b.mul(row, N), const64(off))
+                (self.st if scalar else self.vst)(z, index, value)
 
-        self.vloop(length, vec, sca, "rot")
+            def blocks_loop(first=first, parts=parts, offsets=offsets, scalar=scalar, load=load, store=store):
+                carries = [self.var(load(hi, off), "carry") for off in offsets]
+
+                def rotation(t):
+                    i = b.sub(b.sub(hi, const64(1)), t)
+                    c, s = self.ld(cs, i), self.ld(ss, i)
+                    if not scalar:
+                        c, s = self.splat(c), self.splat(s)
+                    ns = b.fneg(s)
+                    i1 = b.add(i, const64(1))
+                    for carry, off in zip(carries, offsets):
+                        zi, zj = load(i, off), b.load(carry)
+                        store(i1, off, fmuladd(b, s, zi, b.fmul(c, zj)))
+                        b.store(fmuladd(b, ns, zj, b.fmul(c, zi)), carry)
+
+                for_range(b, const64(0), count, rotation, name="rot")
+                for carry, off in zip(carries, offsets):
+                    store(lo, off, b.load(carry))
+
+            blocks_loop()
 
 
 def plan(region, target):
@@ -195,7 +264,7 @@ def plan(region, target):
     n_in = len(region.invars)
     out_index = {v.id: k for k, v in enumerate(region.outvars)}
     v_out, w_out = (n_in + out_index[o.id] if o.id in out_index else None for o in eqn.outvars)
-    lanes = max(1, target.vector_bytes // dtype.itemsize)
+    lanes = max(1, min(target.vector_bytes // dtype.itemsize, WORK_PAD, 1 << (max(n, 1).bit_length() - 1)))
     eps = float(np.finfo(dtype).eps)
     huge = float(np.finfo(dtype).max)
 
@@ -204,9 +273,10 @@ def plan(region, target):
             return
         g = _Emitter(b, dtype, lanes)
         T = g.T
-        work = b.alloca(T, size=const64(2 * n), name="work")
-        e_vec = work
-        q_vec = b.gep(work, [const64(n)], inbounds=True, source_etype=T)
+        stride = n + WORK_PAD
+        work = b.alloca(T, size=const64(WORK_VECTORS * stride), name="work")
+        e_vec, q_vec, u_vec, c_vec, s_vec = (b.gep(work, [const64(k * stride)], inbounds=True, source_etype=T)
+                                             for k in range(WORK_VECTORS))
         lo, hi = workgroup_slice(b, count, wid, wcount)
 
         def matrix(m):
@@ -215,7 +285,7 @@ def plan(region, target):
             bad = g.var(ir.Constant(I1, 0), "bad")
             _load(g, z, m, bad, pointers, view, x, batch_shape, n, lower, huge)
             with b.if_then(b.not_(b.load(bad))):
-                _solve(g, z, d, e_vec, q_vec, bad, n, sort, eps)
+                _solve(g, z, d, e_vec, q_vec, u_vec, c_vec, s_vec, bad, n, sort, eps)
             with b.if_then(b.load(bad)):
                 nan = g.c(float("nan"))
                 for_range(b, const64(0), const64(n * n), lambda k: g.st(z, k, nan), name="nanz")
@@ -270,11 +340,11 @@ def _load(g: _Emitter, z, m, bad, pointers, view, x, batch_shape, n, lower, huge
     g.scale_slot = amax
 
 
-def _solve(g: _Emitter, z, d, e, q, bad, n, sort, eps):
+def _solve(g: _Emitter, z, d, e, q, u, cs, ss, bad, n, sort, eps):
     b = g.b
-    _tridiagonalize(g, z, d, e, q, n)
-    _accumulate(g, z, d, n)
-    _ql(g, z, d, e, bad, n, eps)
+    _tridiagonalize(g, z, d, e, q, u, n)
+    _accumulate(g, z, d, u, n)
+    _ql(g, z, d, e, cs, ss, bad, n, eps)
     with b.if_then(b.not_(b.load(bad))):
         scale = b.load(g.scale_slot)
         for_range(b, const64(0), const64(n), lambda k: g.st(d, k, b.fmul(g.ld(d, k), scale)), name="unscale")
@@ -283,8 +353,26 @@ def _solve(g: _Emitter, z, d, e, q, bad, n, sort, eps):
         _transpose(g, z, n)
 
 
-def _tridiagonalize(g: _Emitter, z, d, e, q, n):
-    """Householder reduction, rows n-1 .. 1 (the module docstring of kiln.lax._eigh_ql)."""
+def _padded(g: _Emitter, length):
+    """length rounded up to a multiple of the vector width."""
+    b = g.b
+    lanes = const64(g.lanes)
+    return b.mul(b.udiv(b.add(length, const64(g.lanes - 1)), lanes), lanes)
+
+
+def _copy_padded(g: _Emitter, z, row, length, plen, u):
+    """u[0:length] = z[row + 0 : row + length], u[length:plen] = 0."""
+    b = g.b
+    for_range(b, const64(0), length, lambda k: g.st(u, k, g.ld(z, b.add(row, k))), name="ucopy")
+    for_range(b, length, plen, lambda k: g.st(u, k, g.c(0)), name="upad")
+
+
+def _tridiagonalize(g: _Emitter, z, d, e, q, u, n):
+    """Householder reduction, rows n-1 .. 1 (the module docstring of kiln.lax._eigh_ql). The reflector u
+    is copied to a zero-padded vector, so the matrix-vector products and rank-2 updates of the leading
+    i x i block run over plen = i rounded up to whole vectors: the columns past i get zero terms (they
+    hold finite values the later steps overwrite; plen <= n + lanes - 1 stays inside the matrix because
+    the vector width is at most n)."""
     b = g.b
     N = const64(n)
 
@@ -300,8 +388,6 @@ def _tridiagonalize(g: _Emitter, z, d, e, q, n):
                         g.st(e, i, g.ld(z, last))
                         g.st(d, i, g.c(0))
                     with nonzero:
-                        u = g.ptr(z, row_i)
-
                         def divide(k):
                             g.st(z, b.add(row_i, k), b.fdiv(g.ld(z, b.add(row_i, k)), scale))
 
@@ -313,17 +399,20 @@ def _tridiagonalize(g: _Emitter, z, d, e, q, n):
                         g.st(e, i, b.fmul(scale, gg))
                         h = b.fsub(h, b.fmul(f, gg))
                         g.st(z, last, b.fsub(f, gg))
+                        plen = _padded(g, i)
+                        _copy_padded(g, z, row_i, i, plen, u)
 
                         def p_row(j):
-                            g.st(q, j, b.fdiv(g.dot(z, b.mul(j, N), z, row_i, i, "pdot"), h))
+                            g.st(q, j, b.fdiv(g.dot(z, b.mul(j, N), u, const64(0), plen, "pdot"), h))
 
                         for_range(b, const64(0), i, p_row, name="prow")
-                        kk = b.fdiv(g.dot(u, const64(0), q, const64(0), i, "kdot"), b.fadd(h, h))
+                        for_range(b, i, plen, lambda k: g.st(q, k, g.c(0)), name="qpad")
+                        kk = b.fdiv(g.dot(u, const64(0), q, const64(0), plen, "kdot"), b.fadd(h, h))
                         for_range(b, const64(0), i, lambda j: g.st(q, j, fmuladd(b, b.fneg(kk), g.ld(u, j), g.ld(q, j))),
                                   name="qvec")
 
                         def update(j):
-                            g.axpy2(g.ld(q, j), u, g.ld(u, j), q, z, b.mul(j, N), i)
+                            g.axpy2(g.ld(q, j), u, g.ld(u, j), q, z, b.mul(j, N), plen)
 
                         for_range(b, const64(0), i, update, name="upd")
                         g.st(d, i, h)
@@ -337,8 +426,9 @@ def _tridiagonalize(g: _Emitter, z, d, e, q, n):
     g.st(e, const64(0), g.c(0))
 
 
-def _accumulate(g: _Emitter, z, d, n):
-    """Q^T in z from the reflectors kept in its rows; d gets the tridiagonal matrix's diagonal."""
+def _accumulate(g: _Emitter, z, d, u, n):
+    """Q^T in z from the reflectors kept in its rows (each copied to the zero-padded u first, as in
+    _tridiagonalize); d gets the tridiagonal matrix's diagonal."""
     b = g.b
     N = const64(n)
 
@@ -346,10 +436,13 @@ def _accumulate(g: _Emitter, z, d, n):
         row_i = b.mul(i, N)
         h = g.ld(d, i)
         with b.if_then(b.fcmp_unordered("!=", h, g.c(0))):
+            plen = _padded(g, i)
+            _copy_padded(g, z, row_i, i, plen, u)
+
             def apply(r):
                 row_r = b.mul(r, N)
-                gr = b.fdiv(g.dot(z, row_r, z, row_i, i, "adot"), h)
-                g.axpy(gr, z, row_i, z, row_r, i, "aaxpy")
+                gr = b.fdiv(g.dot(z, row_r, u, const64(0), plen, "adot"), h)
+                g.axpy(gr, u, const64(0), z, row_r, plen, "aaxpy")
 
             for_range(b, const64(0), i, apply, name="acc")
         diag = b.add(row_i, i)
@@ -365,9 +458,10 @@ def _accumulate(g: _Emitter, z, d, n):
     for_range(b, const64(0), N, step, name="accum")
 
 
-def _ql(g: _Emitter, z, d, e, bad, n, eps):
-    """The implicit QL iterations with Wilkinson's shift (tqli); rotations on rows of z; bad set when an
-    eigenvalue takes more than MAX_ITERATIONS."""
+def _ql(g: _Emitter, z, d, e, cs, ss, bad, n, eps):
+    """The implicit QL iterations with Wilkinson's shift (tqli); each sweep's rotations (cs, ss) applied to
+    rows of z after the sweep (_Emitter.rotate_rows); bad set when an eigenvalue takes more than
+    MAX_ITERATIONS."""
     b = g.b
     N = const64(n)
     for_range(b, const64(1), N, lambda i: g.st(e, b.sub(i, const64(1)), g.ld(e, i)), name="eshift")
@@ -375,7 +469,7 @@ def _ql(g: _Emitter, z, d, e, bad, n, eps):
     m_v = g.var(const64(0), "m")
     it_v = g.var(const64(0), "iters")
     i_v = g.var(const64(0), "i")
-    s_v, c_v, p_v, g_v, r_v = (g.var(g.c(0), name) for name in ("s", "c", "p", "g", "r"))
+    s_v, c_v, p_v, g_v = (g.var(g.c(0), name) for name in ("s", "c", "p", "g"))
     deflated_v = g.var(ir.Constant(I1, 0), "deflated")
     fn = b.function
 
@@ -414,8 +508,8 @@ def _ql(g: _Emitter, z, d, e, bad, n, eps):
             dl, el = g.ld(d, l), g.ld(e, l)
             l1 = b.add(l, const64(1))
             gg = b.fdiv(b.fsub(g.ld(d, l1), dl), b.fadd(el, el))
-            r = g.pythag(gg, g.c(1))
-            signed_r = b.select(b.fcmp_ordered(">=", gg, g.c(0)), g.fabs(r), b.fneg(g.fabs(r)))
+            r = g.fabs(g.pythag(gg, g.c(1)))
+            signed_r = b.select(b.fcmp_ordered(">=", gg, g.c(0)), r, b.fneg(r))
             gg = b.fadd(b.fsub(g.ld(d, m), dl), b.fdiv(el, b.fadd(gg, signed_r)))
             b.store(gg, g_v)
             b.store(g.c(1), s_v)
@@ -444,8 +538,9 @@ def _ql(g: _Emitter, z, d, e, bad, n, eps):
                 b.store(ir.Constant(I1, 1), deflated_v)
                 b.branch(stop)
                 b.position_at_end(go_on)
-                s = b.fdiv(f, r)
-                c = b.fdiv(b.load(g_v), r)
+                inv = b.fdiv(g.c(1), r)
+                s = b.fmul(f, inv)
+                c = b.fmul(b.load(g_v), inv)
                 gi = b.fsub(g.ld(d, i1), b.load(p_v))
                 rr = b.fadd(b.fmul(b.fsub(g.ld(d, i), gi), s), b.fmul(b.fmul(g.c(2), c), bb))
                 p = b.fmul(s, rr)
@@ -454,10 +549,15 @@ def _ql(g: _Emitter, z, d, e, bad, n, eps):
                 b.store(s, s_v)
                 b.store(c, c_v)
                 b.store(p, p_v)
-                g.rotate(z, b.mul(i, N), b.mul(i1, N), N, c, s)
+                g.st(cs, i, c)
+                g.st(ss, i, s)
                 b.store(b.sub(i, const64(1)), i_v)
 
             while_loop(b, chase_cond, chase, name="chase")
+            # the rotations made: i = m-1 down to l, or down to the deflation point + 1
+            lowest = b.add(b.load(i_v), const64(1))
+            with b.if_then(b.icmp_signed("<", lowest, m)):
+                g.rotate_rows(z, n, cs, ss, lowest, m)
             with b.if_then(b.not_(b.load(deflated_v))):
                 g.st(d, l, b.fsub(g.ld(d, l), b.load(p_v)))
                 g.st(e, l, b.load(g_v))
