@@ -913,3 +913,36 @@ def test_loops_and_branches_allocate_nothing_per_call(tmp_path):
         ys.append(c * 2.0)
     np.testing.assert_allclose(results[True, "rows"][0], c, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(results[True, "rows"][1], ys, rtol=1e-4, atol=1e-5)
+
+
+def test_peak_memory_of_a_loop_is_within_the_planned_bound(tmp_path):
+    """A fori_loop whose 16 MiB carry rotates through the arena's spare and the result: the call's peak
+    resident memory (as in test_peak_memory_of_a_call_is_within_the_planned_bound) is the planned
+    arena plus the result, within 1 MiB either way; no iteration allocates a carry of its own."""
+    import subprocess
+    import sys
+
+    n = 262144
+    x = np.random.default_rng(0).standard_normal((n, 16)).astype(F32)
+    w = (np.random.default_rng(1).standard_normal((16, 16)) * 0.25).astype(F32)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "w.npy", w)
+
+    class DeepLoop(Program, export_name="deep_loop"):
+        def run(self, x=Program.like(x), w=Program.like(w)):
+            return kiln.lax.fori_loop(0, 4, lambda i, h: knp.tanh(h @ w) + h * 0.5, x)
+
+        def probe(self, x=Program.like(x), w=Program.like(w)):
+            return x + w[0]
+
+    result = DeepLoop._kiln_compile()[1]
+    path = tmp_path / "deep_loop.vmfb"
+    path.write_bytes(result.module_bytes)
+    out = subprocess.run([sys.executable, "-c", _PEAK_PROBE, str(path), str(tmp_path / "x.npy"),
+                          str(tmp_path / "w.npy")], capture_output=True, text=True, timeout=120, check=True)
+    peak = int(out.stdout)
+    run = next(f for f in result.spec.functions if f.name == "run")
+    assert "alloc" not in [i.op for i in run.code if isinstance(i, Instr)]
+    bound = run.transient_size + sum(r.type.byte_size for r in run.results)
+    assert run.transient_size >= x.nbytes  # the carry's spare
+    assert bound - (1 << 20) <= peak <= bound + (1 << 20), (peak, bound)
