@@ -10,15 +10,27 @@ from ..lax.math_prims import P
 from ._base import aval, broadcast_all, convert, convert_weak, numpy_result_dtype, promote, weak_float_dtype
 
 
-def _binary(prim, name):
+def _promoted(name, *xs):
+    return promote(*xs)
+
+
+def _named(fn, name, doc):
+    fn.__name__ = fn.__qualname__ = name  # Python names it in call errors
+    fn.__doc__ = f"numpy.{name}{doc}"
+    return fn
+
+
+def _binary(prim, name, doc=" with broadcasting and type promotion.", operands=_promoted):
+    """numpy's `name` of two operands: operands(name, x1, x2) (numpy's promotion unless given), broadcast
+    together, then `prim` (a primitive, or its name in math_prims.P)."""
+    prim = P[prim] if isinstance(prim, str) else prim
+
     def fn(x1, x2):
-        a, b = promote(x1, x2)
+        a, b = operands(name, x1, x2)
         a, b = broadcast_all(a, b, where=name)
         return prim.bind(a, b)
 
-    fn.__name__ = fn.__qualname__ = name  # Python names it in call errors
-    fn.__doc__ = f"numpy.{name} with broadcasting and type promotion."
-    return fn
+    return _named(fn, name, doc)
 
 
 add = _binary(prims.add, "add")
@@ -65,13 +77,15 @@ def power(x1, x2):
 
 
 def _unary_float(prim, name):
+    """numpy's `name` of one operand, integer and bool inputs made floats; `prim`: a primitive or its name in
+    math_prims.P."""
+    prim = P[prim] if isinstance(prim, str) else prim
+
     def fn(x):
         (a,) = _float_operands(name, x)
         return prim.bind(a)
 
-    fn.__name__ = fn.__qualname__ = name  # Python names it in call errors
-    fn.__doc__ = f"numpy.{name}; integer inputs become floats as in numpy."
-    return fn
+    return _named(fn, name, "; integer inputs become floats as in numpy.")
 
 
 exp = _unary_float(prims.exp, "exp")

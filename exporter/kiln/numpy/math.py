@@ -14,23 +14,11 @@ from ..core import dtypes
 from ..lax import complex_prims, prims
 from ..lax.math_prims import P, integer_pow_p
 from ._base import asarray, aval, broadcast_all, convert, convert_weak, numpy_result_dtype, promote, weak_float_dtype
-from .elementwise import _float_operands, _full, where  # noqa: F401
+from .elementwise import _binary, _float_operands, _full, _named, _unary_float, where  # noqa: F401
 from .elementwise import (  # noqa: F401  (re-exported with the rest of the math surface)
     absolute, add, divide, equal, exp, greater, greater_equal, less, less_equal, log, maximum, minimum, multiply,
     negative, not_equal, power, sqrt, subtract, tanh, true_divide,
 )
-
-
-def _unary_float(prim_name, name):
-    prim = P[prim_name]
-
-    def fn(x):
-        (a,) = _float_operands(name, x)
-        return prim.bind(a)
-
-    fn.__name__ = fn.__qualname__ = name  # Python names it in call errors
-    fn.__doc__ = f"numpy.{name}; integer inputs become floats as in numpy."
-    return fn
 
 
 exp2 = _unary_float("exp2", "exp2")
@@ -51,20 +39,7 @@ arccosh = _unary_float("acosh", "arccosh")
 arctanh = _unary_float("atanh", "arctanh")
 
 
-def _binary_float(prim_name, name):
-    prim = P[prim_name]
-
-    def fn(x1, x2):
-        a, b = _float_operands(name, x1, x2)
-        a, b = broadcast_all(a, b, where=name)
-        return prim.bind(a, b)
-
-    fn.__name__ = fn.__qualname__ = name  # Python names it in call errors
-    fn.__doc__ = f"numpy.{name} with broadcasting; integer inputs become floats as in numpy."
-    return fn
-
-
-arctan2 = _binary_float("atan2", "arctan2")
+arctan2 = _binary("atan2", "arctan2", " with broadcasting; integer inputs become floats as in numpy.", _float_operands)
 
 
 def fmod(x1, x2):
@@ -257,9 +232,7 @@ def _nan_ignoring(prim, name):
         out = prims.select.bind(prims.ne.bind(a, a), b, out)
         return prims.select.bind(prims.ne.bind(b, b), a, out)
 
-    fn.__name__ = fn.__qualname__ = name  # Python names it in call errors
-    fn.__doc__ = f"numpy.{name}: like {name[1:]}imum but a NaN operand is ignored when the other is not NaN."
-    return fn
+    return _named(fn, name, f": like {name[1:]}imum but a NaN operand is ignored when the other is not NaN.")
 
 
 fmax = _nan_ignoring(prims.max, "fmax")
@@ -270,17 +243,12 @@ def _as_bool(x):
     return x if aval(x).dtype == np.bool_ else convert(x, np.bool_)
 
 
+def _bool_operands(name, *xs):
+    return [_as_bool(x) for x in xs]
+
+
 def _logical(prim_name, name):
-    prim = P[prim_name]
-
-    def fn(x1, x2):
-        a, b = _as_bool(x1), _as_bool(x2)
-        a, b = broadcast_all(a, b, where=name)
-        return prim.bind(a, b)
-
-    fn.__name__ = fn.__qualname__ = name  # Python names it in call errors
-    fn.__doc__ = f"numpy.{name}: operands are converted to bool (nonzero is True)."
-    return fn
+    return _binary(prim_name, name, ": operands are converted to bool (nonzero is True).", _bool_operands)
 
 
 logical_and = _logical("and", "logical_and")
@@ -301,16 +269,7 @@ def _integer_operands(name, *xs):
 
 
 def _bitwise(prim_name, name):
-    prim = P[prim_name]
-
-    def fn(x1, x2):
-        a, b = _integer_operands(name, x1, x2)
-        a, b = broadcast_all(a, b, where=name)
-        return prim.bind(a, b)
-
-    fn.__name__ = fn.__qualname__ = name  # Python names it in call errors
-    fn.__doc__ = f"numpy.{name} for integers and booleans."
-    return fn
+    return _binary(prim_name, name, " for integers and booleans.", _integer_operands)
 
 
 bitwise_and = _bitwise("and", "bitwise_and")
@@ -326,20 +285,14 @@ def invert(x):
 bitwise_not = invert
 
 
+def _shift_operands(name, *xs):
+    ops = _integer_operands(name, *xs)
+    return [convert(o, np.int8) for o in ops] if dtypes.is_bool(aval(ops[0]).dtype) else ops
+
+
 def _shift(prim_name, name):
-    prim = P[prim_name]
-
-    def fn(x1, x2):
-        a, b = _integer_operands(name, x1, x2)
-        if dtypes.is_bool(aval(a).dtype):
-            a, b = convert(a, np.int8), convert(b, np.int8)
-        a, b = broadcast_all(a, b, where=name)
-        return prim.bind(a, b)
-
-    fn.__name__ = fn.__qualname__ = name  # Python names it in call errors
-    fn.__doc__ = (f"numpy.{name} for integers. A shift count outside [0, bits) gives 0, or -1 when shifting "
-                  "a negative value right (numpy's definition).")
-    return fn
+    return _binary(prim_name, name, " for integers. A shift count outside [0, bits) gives 0, or -1 when shifting "
+                   "a negative value right (numpy's definition).", _shift_operands)
 
 
 left_shift = _shift("shift_left", "left_shift")
