@@ -56,9 +56,13 @@ CASES = {
 }
 
 
+def _graph_of(f, args):
+    return prepare_graph(trace_to_graph(lambda *a: list(kiln.tree_util.tree_leaves(f(*a))),
+                                        [ShapedArray(a.shape, a.dtype) for a in args]))
+
+
 def plan_of(f, args):
-    graph = prepare_graph(trace_to_graph(lambda *a: list(kiln.tree_util.tree_leaves(f(*a))),
-                                         [ShapedArray(a.shape, a.dtype) for a in args]))
+    graph = _graph_of(f, args)
     steps = partition(graph).steps
     return _intervals(graph, steps), plan_transients(graph, steps)
 
@@ -98,46 +102,41 @@ def _random_program(seed):
     rng = np.random.default_rng(seed)
 
     def f(a, b):
-        values = [a, b]
-        for _ in range(int(rng.integers(4, 14))):
-            x, y = (values[int(i)] for i in rng.integers(0, len(values), 2))
-            op = int(rng.integers(0, 6))
-            if op == 0:
-                z = knp.tanh(x) * y
-            elif op == 1:
-                z = x @ y * 0.1
-            elif op == 2:
-                z = x - knp.max(y, axis=1, keepdims=True)
-            elif op == 3:
-                z = knp.exp(-knp.abs(x)) + knp.sum(y, axis=0)
-            elif op == 4:
-                z = knp.where(x > y, x, y * 0.5)
-            else:
-                z = x.T + y
-            values.append(z)
-        picks = rng.choice(len(values), size=min(3, len(values)), replace=False)
-        return tuple(values[int(i)] for i in picks)
+        return _three_of(rng, _random_dag(rng, [a, b], int(rng.integers(4, 14)), kinds=6))
 
     return f
+
+
+def _three_of(rng, values):
+    """Three of the values (all, if fewer), as a program's results."""
+    picks = rng.choice(len(values), size=min(3, len(values)), replace=False)
+    return tuple(values[int(i)] for i in picks)
+
+
+def _assert_planned_agrees(program_of_seed, seed, *args):
+    """The planned module of program_of_seed(seed) computes what the unplanned one does, bit for bit, on
+    each of three calls (every call reuses the arena the first one allocated)."""
+    planned = kiln.jit(program_of_seed(seed))
+    with planning_disabled():
+        reference = [np.asarray(r) for r in kiln.jit(program_of_seed(seed))(*args)]
+    for _ in range(3):
+        for got, want in zip(planned(*args), reference):
+            np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("seed", range(12))
 def test_planned_and_unplanned_modules_agree_bit_for_bit(seed):
     a, b = (np.random.default_rng(100 + seed).standard_normal((12, 12)).astype(F32) for _ in range(2))
-    planned = kiln.jit(_random_program(seed))
-    with planning_disabled():
-        reference = [np.asarray(r) for r in kiln.jit(_random_program(seed))(a, b)]
-    for _ in range(3):  # every call reuses the arena the first one allocated
-        for got, want in zip(planned(a, b), reference):
-            np.testing.assert_array_equal(got, want)
+    _assert_planned_agrees(_random_program, seed, a, b)
 
 
-def _random_dag(rng, values, steps):
+def _random_dag(rng, values, steps, kinds=8):
     """Appends `steps` random ops (elementwise, row reductions, matmuls, transposes) over `values`
-    (square float32 matrices of one size) and returns the new values."""
+    (square float32 matrices of one size) and returns the new values; the ops are of the first `kinds`
+    kinds (six: no sin, no sort)."""
     for _ in range(steps):
         x, y = (values[int(i)] for i in rng.integers(0, len(values), 2))
-        op = int(rng.integers(0, 8))
+        op = int(rng.integers(0, kinds))
         if op == 0:
             z = knp.tanh(x) * y
         elif op == 1:
@@ -192,8 +191,7 @@ def _random_looped_program(seed):
             else:
                 values = _random_dag(rng_f, values, sizes[k + 1])
             values.append(values[-1] + keep)
-        picks = rng.choice(len(values), size=min(3, len(values)), replace=False)
-        return tuple(values[int(i)] for i in picks)
+        return _three_of(rng, values)
 
     return f
 
@@ -201,12 +199,7 @@ def _random_looped_program(seed):
 @pytest.mark.parametrize("seed", range(8))
 def test_planned_and_unplanned_looped_modules_agree_bit_for_bit(seed):
     a, b = (np.random.default_rng(200 + seed).standard_normal((8, 8)).astype(F32) for _ in range(2))
-    planned = kiln.jit(_random_looped_program(seed))
-    with planning_disabled():
-        reference = [np.asarray(r) for r in kiln.jit(_random_looped_program(seed))(a, b)]
-    for _ in range(3):
-        for got, want in zip(planned(a, b), reference):
-            np.testing.assert_array_equal(got, want)
+    _assert_planned_agrees(_random_looped_program, seed, a, b)
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -222,14 +215,20 @@ def test_cases_agree_with_unplanned_and_eager(name):
         np.testing.assert_allclose(p, e, rtol=2e-5, atol=1e-5)
 
 
-def test_exported_function_reports_its_transient_memory(tmp_path):
+def _chain_module(export_name):
+    """CASES["chain"] exported as a Program's function `run`: its module's bytes."""
     x = CASES["chain"][1][0]
 
-    class Chain(Program, export_name="chain_plan"):
+    class Chain(Program, export_name=export_name):
         def run(self, x=Program.like(x)):
             return chain(x)
 
-    data = Program.get_compiled_artifact(Chain).bytes
+    return Program.get_compiled_artifact(Chain).bytes
+
+
+def test_exported_function_reports_its_transient_memory(tmp_path):
+    x = CASES["chain"][1][0]
+    data = _chain_module("chain_plan")
     (info,) = Module.from_bytes(Instance(), data).functions
     size = _schedule_of(chain, (x,)).arena_size
     assert info.transient_size == size > 0
@@ -394,8 +393,7 @@ def test_schedule_prints_buffers_and_ops_and_bytecode_follows_it():
 
 def _schedule_of(f, args):
     from kiln.compiler.schedule import build_schedule
-    graph = prepare_graph(trace_to_graph(lambda *a: list(kiln.tree_util.tree_leaves(f(*a))),
-                                         [ShapedArray(a.shape, a.dtype) for a in args]))
+    graph = _graph_of(f, args)
     plans = {}
 
     def plan_for(g):
@@ -405,13 +403,18 @@ def _schedule_of(f, args):
     return build_schedule(graph, plan_for)
 
 
-def _body_transients(schedule, depth=0):
-    """(buffer, depth) of every transient of a schedule and its bodies."""
-    found = [(b, depth) for b in schedule.buffers.values() if b.kind == "transient"]
+def _buffers(schedule, depth=0):
+    """(buffer, depth) of every buffer of a schedule (depth 0) and of its ops' bodies, nested."""
+    found = [(b, depth) for b in schedule.buffers.values()]
     for op in schedule.ops:
         for _, body in getattr(op, "bodies", ()):
-            found += _body_transients(body, depth + 1)
+            found += _buffers(body, depth + 1)
     return found
+
+
+def _body_transients(schedule):
+    """(buffer, depth) of every transient of a schedule and its bodies."""
+    return [(b, depth) for b, depth in _buffers(schedule) if b.kind == "transient"]
 
 
 def test_random_looped_programs_plan_their_bodies():
@@ -439,12 +442,7 @@ def test_caller_storage_is_the_arena():
     x = CASES["chain"][1][0]
     f = kiln.jit(chain)
     want = np.asarray(f(x))
-
-    class Chain(Program, export_name="chain_storage"):
-        def run(self, x=Program.like(x)):
-            return chain(x)
-
-    module = Module.from_bytes(Instance(), Program.get_compiled_artifact(Chain).bytes)
+    module = Module.from_bytes(Instance(), _chain_module("chain_storage"))
     ctx = Context(module)
     (info,) = module.functions
     size = info.transient_size
@@ -479,11 +477,7 @@ def _transposed_read(x, w):
 
 
 def _overwrites(schedule):
-    found = [b for b in schedule.buffers.values() if b.overwrites is not None]
-    for op in schedule.ops:
-        for _, body in getattr(op, "bodies", ()):
-            found += _overwrites(body)
-    return found
+    return [b for b, _ in _buffers(schedule) if b.overwrites is not None]
 
 
 def test_elementwise_output_is_written_over_its_dead_input():
@@ -615,6 +609,31 @@ print(status("VmHWM:") - base)
 '''
 
 
+def _deep_inputs(tmp_path):
+    """x (262144 x 16, 16 MiB) and w (16 x 16) of the peak-memory tests, also saved as x.npy and w.npy."""
+    x = np.random.default_rng(0).standard_normal((262144, 16)).astype(F32)
+    w = (np.random.default_rng(1).standard_normal((16, 16)) * 0.25).astype(F32)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "w.npy", w)
+    return x, w
+
+
+def _peak_of_run(program, tmp_path):
+    """(peak, bound, run's FunctionSpec): the peak resident memory of program's run(x, w) (measured by
+    _PEAK_PROBE in a process of its own, on the inputs _deep_inputs saved) and the bound the plan gives it,
+    the arena plus the results."""
+    import subprocess
+    import sys
+
+    result = program._kiln_compile()[1]
+    path = tmp_path / "peak.vmfb"
+    path.write_bytes(result.module_bytes)
+    out = subprocess.run([sys.executable, "-c", _PEAK_PROBE, str(path), str(tmp_path / "x.npy"),
+                          str(tmp_path / "w.npy")], capture_output=True, text=True, timeout=120, check=True)
+    run = next(f for f in result.spec.functions if f.name == "run")
+    return int(out.stdout), run.transient_size + sum(r.type.byte_size for r in run.results), run
+
+
 def test_peak_memory_of_a_call_is_within_the_planned_bound(tmp_path):
     """A call's peak resident memory (the process's high-water mark, VmHWM, measured from just before
     the call in a process that only loads the module) is at most the planned arena plus the results:
@@ -622,14 +641,7 @@ def test_peak_memory_of_a_call_is_within_the_planned_bound(tmp_path):
     arena's two live intermediates and the result are all touched), which shows the measurement sees
     the call's allocations. (An unplanned module is no usable contrast: whether its freed 16 MiB
     intermediates stay resident depends on the C library's mmap threshold.)"""
-    import subprocess
-    import sys
-
-    n = 262144
-    x = np.random.default_rng(0).standard_normal((n, 16)).astype(F32)
-    w = (np.random.default_rng(1).standard_normal((16, 16)) * 0.25).astype(F32)
-    np.save(tmp_path / "x.npy", x)
-    np.save(tmp_path / "w.npy", w)
+    x, w = _deep_inputs(tmp_path)
 
     class Deep(Program, export_name="deep"):
         def run(self, x=Program.like(x), w=Program.like(w)):
@@ -641,14 +653,7 @@ def test_peak_memory_of_a_call_is_within_the_planned_bound(tmp_path):
         def probe(self, x=Program.like(x), w=Program.like(w)):
             return x + w[0]
 
-    result = Deep._kiln_compile()[1]
-    path = tmp_path / "deep.vmfb"
-    path.write_bytes(result.module_bytes)
-    out = subprocess.run([sys.executable, "-c", _PEAK_PROBE, str(path), str(tmp_path / "x.npy"),
-                          str(tmp_path / "w.npy")], capture_output=True, text=True, timeout=120, check=True)
-    peak = int(out.stdout)
-    run = next(f for f in result.spec.functions if f.name == "run")
-    bound = run.transient_size + sum(r.type.byte_size for r in run.results)
+    peak, bound, run = _peak_of_run(Deep, tmp_path)
     assert run.transient_size >= 2 * x.nbytes  # intermediates planned (two live at a time)
     assert bound - (1 << 20) <= peak <= bound + (1 << 20), (peak, bound)
 
@@ -700,12 +705,7 @@ def test_transient_storage_cannot_change_while_the_function_runs():
     from kiln.vm._clib import _check, _lib
 
     x = CASES["chain"][1][0]
-
-    class Chain(Program, export_name="chain_busy"):
-        def run(self, x=Program.like(x)):
-            return chain(x)
-
-    ctx = Context(Module.from_bytes(Instance(), Program.get_compiled_artifact(Chain).bytes))
+    ctx = Context(Module.from_bytes(Instance(), _chain_module("chain_busy")))
     fn, info = ctx._reflection.resolve("run")
     storage = _aligned_bytes(info.transient_size)
     errors = []
@@ -809,12 +809,7 @@ def _random_loop_nest(seed):
 def test_planned_and_unplanned_loop_nests_agree_bit_for_bit(seed):
     rng = np.random.default_rng(300 + seed)
     a, b = rng.standard_normal((8, 8)).astype(F32), rng.standard_normal(8).astype(F32)
-    planned = kiln.jit(_random_loop_nest(seed))
-    with planning_disabled():
-        reference = [np.asarray(r) for r in kiln.jit(_random_loop_nest(seed))(a, b)]
-    for _ in range(3):  # the arena and the rotating carries are reused by every call
-        for got, want in zip(planned(a, b), reference):
-            np.testing.assert_array_equal(got, want)
+    _assert_planned_agrees(_random_loop_nest, seed, a, b)  # the rotating carries reused by every call too
 
 
 N_LOOP = 256  # 256x256 f32 carries (256 KiB): a fresh one per iteration costs page faults
@@ -919,14 +914,7 @@ def test_peak_memory_of_a_loop_is_within_the_planned_bound(tmp_path):
     """A fori_loop whose 16 MiB carry rotates through the arena's spare and the result: the call's peak
     resident memory (as in test_peak_memory_of_a_call_is_within_the_planned_bound) is the planned
     arena plus the result, within 1 MiB either way; no iteration allocates a carry of its own."""
-    import subprocess
-    import sys
-
-    n = 262144
-    x = np.random.default_rng(0).standard_normal((n, 16)).astype(F32)
-    w = (np.random.default_rng(1).standard_normal((16, 16)) * 0.25).astype(F32)
-    np.save(tmp_path / "x.npy", x)
-    np.save(tmp_path / "w.npy", w)
+    x, w = _deep_inputs(tmp_path)
 
     class DeepLoop(Program, export_name="deep_loop"):
         def run(self, x=Program.like(x), w=Program.like(w)):
@@ -935,14 +923,7 @@ def test_peak_memory_of_a_loop_is_within_the_planned_bound(tmp_path):
         def probe(self, x=Program.like(x), w=Program.like(w)):
             return x + w[0]
 
-    result = DeepLoop._kiln_compile()[1]
-    path = tmp_path / "deep_loop.vmfb"
-    path.write_bytes(result.module_bytes)
-    out = subprocess.run([sys.executable, "-c", _PEAK_PROBE, str(path), str(tmp_path / "x.npy"),
-                          str(tmp_path / "w.npy")], capture_output=True, text=True, timeout=120, check=True)
-    peak = int(out.stdout)
-    run = next(f for f in result.spec.functions if f.name == "run")
+    peak, bound, run = _peak_of_run(DeepLoop, tmp_path)
     assert "alloc" not in [i.op for i in run.code if isinstance(i, Instr)]
-    bound = run.transient_size + sum(r.type.byte_size for r in run.results)
     assert run.transient_size >= x.nbytes  # the carry's spare
     assert bound - (1 << 20) <= peak <= bound + (1 << 20), (peak, bound)
