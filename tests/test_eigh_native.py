@@ -13,11 +13,13 @@ import pytest
 import kiln
 import kiln.numpy as knp
 from kiln import Program, lax
+from kiln.compiler import strategies
 from kiln.compiler.compile import kernel_strategy
 from kiln.compiler.fusion import DispatchStep, partition
 from kiln.compiler.pipeline import prepare_graph
 from kiln.compiler.target import Target
 from kiln.core.aval import ShapedArray
+from kiln.core.ir import Equation, Graph, Var
 from kiln.core.trace import trace_to_graph
 from kiln.lax import _eigh_ql
 from kiln_tools import check_like_numpy, run_kiln_run
@@ -238,3 +240,28 @@ def test_gradients_against_central_differences():
     want = numerical_grad(reference, x)
     np.testing.assert_allclose(kiln.grad(loss)(x), want, atol=1e-6)
     np.testing.assert_allclose(kiln.jit(kiln.grad(loss))(x), want, atol=1e-6)
+
+
+def _region(shape, dtype, outputs=(0, 1)):
+    x = Var(ShapedArray(shape, np.dtype(dtype)))
+    v, w = Var(ShapedArray(shape, np.dtype(dtype))), Var(ShapedArray(shape[:-1], np.dtype(dtype)))
+    eqn = Equation(_eigh_ql.eigh_ql_p, [x], [v, w], {"lower": True, "sort_eigenvalues": True}, None)
+    return Graph([x], [], [], [eqn], [[v, w][k] for k in outputs])
+
+
+def test_errors_name_the_primitive_and_what_was_wrong():
+    for fn in (lambda a: _eigh_ql.eigh_ql(a, lower=True, sort_eigenvalues=True),
+               kiln.jit(lambda a: _eigh_ql.eigh_ql(a, lower=True, sort_eigenvalues=True))):
+        with pytest.raises(ValueError, match=r"eigh_ql: expected a batch of square matrices, got shape \(2, 3\)"):
+            fn(np.ones((2, 3), np.float32))
+        with pytest.raises(TypeError, match="eigh_ql: expected float32 or float64 matrices, got float16"):
+            fn(np.ones((2, 2), np.float16))
+    target = Target.host()
+    assert strategies.plan_region(_region((2, 4, 4), np.float32), target).strategy == "eigh"
+    with pytest.raises(ValueError, match="eigh_ql: the kernel writes both results"):
+        strategies.plan_region(_region((2, 4, 4), np.float32, outputs=(1,)), target)
+    # past the stack's room for the work vectors: eigh itself takes Jacobi there (stack_fits)
+    n = 7000
+    assert not _eigh_ql.stack_fits(n, np.float64) and _eigh_ql.stack_fits(n, np.float32)
+    with pytest.raises(ValueError, match="eigh_ql: 7000x7000 float64 matrices need more than 262144 bytes of stack"):
+        strategies.plan_region(_region((n, n), np.float64), target)

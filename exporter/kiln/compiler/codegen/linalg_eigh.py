@@ -21,7 +21,7 @@ from .intrinsics import call_unary, fmuladd
 from .loops import const64, delinearize, dot_offsets, for_range, local_var, while_loop, workgroup_slice
 from .region_eval import load_view
 from ...lax._eigh_ql import MAX_ITERATIONS, MAX_STACK_BYTES, WORK_PAD, WORK_VECTORS, stack_fits
-from .types import I1, I64, info
+from .types import I1, info
 
 
 def _eqn(region):
@@ -62,8 +62,10 @@ class _Emitter:
 
     def splat(self, value):
         b = self.b
-        v = b.insert_element(ir.Constant(self.VT, ir.Undefined), value, ir.Constant(ir.IntType(32), 0))
-        return b.shuffle_vector(v, ir.Constant(self.VT, ir.Undefined), ir.Constant(ir.VectorType(ir.IntType(32), self.lanes), [0] * self.lanes))
+        i32 = ir.IntType(32)
+        undef = ir.Constant(self.VT, ir.Undefined)
+        v = b.insert_element(undef, value, ir.Constant(i32, 0))
+        return b.shuffle_vector(v, undef, ir.Constant(ir.VectorType(i32, self.lanes), [0] * self.lanes))
 
     def fabs(self, x):
         return call_unary(self.b, "fabs", x)
@@ -260,16 +262,21 @@ def plan(region, target):
         raise ValueError(f"eigh_ql: {n}x{n} {dtype} matrices need more than {MAX_STACK_BYTES} bytes of stack "
                          "(eigh uses Jacobi for them)")
     views = region_views(region)
-    view = views.get(x.id) if hasattr(x, "id") else None
+    if not hasattr(x, "id") or x.id not in views:
+        raise ValueError(f"eigh_ql: the operand {x} is not a value the kernel can read through a View")
+    view = views[x.id]
     n_in = len(region.invars)
     out_index = {v.id: k for k, v in enumerate(region.outvars)}
-    v_out, w_out = (n_in + out_index[o.id] if o.id in out_index else None for o in eqn.outvars)
+    if any(o.id not in out_index for o in eqn.outvars):
+        raise ValueError("eigh_ql: the kernel writes both results (its eigenvectors are its workspace), but the "
+                         "region does not output both")
+    v_out, w_out = (n_in + out_index[o.id] for o in eqn.outvars)
     lanes = max(1, min(target.vector_bytes // dtype.itemsize, WORK_PAD, 1 << (max(n, 1).bit_length() - 1)))
     eps = float(np.finfo(dtype).eps)
     huge = float(np.finfo(dtype).max)
 
     def body(b, pointers, wid, wcount):
-        if count == 0 or n == 0 or v_out is None or w_out is None:
+        if count == 0 or n == 0:
             return
         g = _Emitter(b, dtype, lanes)
         T = g.T
@@ -283,7 +290,7 @@ def plan(region, target):
             z = b.gep(pointers[v_out], [b.mul(m, const64(n * n))], inbounds=True, source_etype=T)
             d = b.gep(pointers[w_out], [b.mul(m, const64(n))], inbounds=True, source_etype=T)
             bad = g.var(ir.Constant(I1, 0), "bad")
-            _load(g, z, m, bad, pointers, view, x, batch_shape, n, lower, huge)
+            _load(g, z, m, bad, pointers, view, batch_shape, n, lower, huge)
             with b.if_then(b.not_(b.load(bad))):
                 _solve(g, z, d, e_vec, q_vec, u_vec, c_vec, s_vec, bad, n, sort, eps)
             with b.if_then(b.load(bad)):
@@ -297,7 +304,7 @@ def plan(region, target):
     return body, count, work
 
 
-def _load(g: _Emitter, z, m, bad, pointers, view, x, batch_shape, n, lower, huge):
+def _load(g: _Emitter, z, m, bad, pointers, view, batch_shape, n, lower, huge):
     """The triangle of matrix m into z as a full symmetric matrix divided by its largest |entry|; bad
     set when an entry is NaN or infinite."""
     b = g.b
@@ -305,10 +312,6 @@ def _load(g: _Emitter, z, m, bad, pointers, view, x, batch_shape, n, lower, huge
     prefix = delinearize(b, m, batch_shape) if batch_shape else []
 
     def read(i, j):
-        if view is None:
-            from . import scalar_ops
-
-            return scalar_ops.literal(x.value, x.aval.dtype)
         index = prefix + ([i, j] if lower else [j, i])
         return load_view(b, view, dot_offsets(b, index, view.strides, const64(view.offset)), pointers)
 
@@ -408,7 +411,8 @@ def _tridiagonalize(g: _Emitter, z, d, e, q, u, n):
                         for_range(b, const64(0), i, p_row, name="prow")
                         for_range(b, i, plen, lambda k: g.st(q, k, g.c(0)), name="qpad")
                         kk = b.fdiv(g.dot(u, const64(0), q, const64(0), plen, "kdot"), b.fadd(h, h))
-                        for_range(b, const64(0), i, lambda j: g.st(q, j, fmuladd(b, b.fneg(kk), g.ld(u, j), g.ld(q, j))),
+                        neg_kk = b.fneg(kk)
+                        for_range(b, const64(0), i, lambda j: g.st(q, j, fmuladd(b, neg_kk, g.ld(u, j), g.ld(q, j))),
                                   name="qvec")
 
                         def update(j):
