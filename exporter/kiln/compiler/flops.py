@@ -17,6 +17,8 @@ operation counts when one of its operands or results is a floating-point (or com
   per output; cumulative scans one per element; argmax/argmin one compare per element folded in;
   max/min pooling's derivatives (select_and_gather_add/select_and_scatter_add) one combine per window
   element and one divide per window;
+- the symmetric eigendecomposition (`eigh_ql`): 9 n^3 per n x n matrix (Golub and Van Loan's count for the
+  eigenvalues and eigenvectors by tridiagonalization and symmetric QR);
 - layout, gathers, scatters, sorts, pads, iota: 0.
 """
 from __future__ import annotations
@@ -63,6 +65,9 @@ def equation_flops(eqn: Equation) -> int:
     if name in ("select_and_gather_add", "select_and_scatter_add"):
         windows = _size(eqn.outvars[0] if name == "select_and_gather_add" else eqn.invars[0])
         return windows * (math.prod(int(w) for w in eqn.params["window_dimensions"]) + 1)
+    if name == "eigh_ql":
+        n = eqn.invars[0].aval.shape[-1]
+        return (_size(eqn.invars[0]) // max(n * n, 1)) * 9 * n ** 3
     if name in _PER_ELEMENT_KERNELS:
         return _size(eqn.invars[0])
     if traits.fusion == "reduction" or name in _FOLDING_KERNELS:
