@@ -9,7 +9,7 @@ matrix is factored by one workgroup, in its output buffer:
   copy); the first step copies the operand into the output buffer (Cholesky: its lower triangle,
   transposed into the upper one), every later step works on that contiguous row-major buffer;
 - the inner loops run over contiguous rows in explicit vectors of the target's width (llvm.fmuladd on
-  <W x float>), with a scalar tail;
+  <W x float>), the tail of a row in one masked vector (llvm.masked.load/store);
 - Cholesky and LU are blocked right-looking factorizations (LAPACK's potrf/getrf structure) with panels of
   PANEL rows/columns: the panel is factored with rank-1 updates, then the trailing matrix takes one rank-PANEL
   update per row, each output vector loaded and stored once for PANEL fused multiply-adds.
@@ -31,7 +31,7 @@ from llvmlite import ir
 from ..layout import region_views
 from .intrinsics import call_unary, fmuladd
 from .loops import const64, delinearize, for_range, local_var, workgroup_slice
-from .types import F32, F64, I1, I32, I64
+from .types import F32, F64, I1, I32, I64, PTR
 
 PANEL = 8
 """Rows (Cholesky) or columns (LU) per panel of the blocked factorizations: the rank of the trailing update."""
@@ -51,12 +51,16 @@ class _Code:
         self.size = self.dtype.itemsize
         self.vw = max(vector_bytes // self.size, 1)
         self.vec = ir.VectorType(self.ty, self.vw)
+        bits = 8 * self.size
+        self.int_ty = ir.IntType(bits)
+        self.abs_bits = (1 << (bits - 1)) - 1  # the bits of |x|
+        self.nan_key = 0x7F800001 if bits == 32 else 0x7FF0000000000001  # just above +inf's bits
 
     def const(self, value: float) -> ir.Constant:
         return ir.Constant(self.ty, float(value))
 
-    def ptr(self, base, offset):
-        return self.b.gep(base, [offset], inbounds=True, source_etype=self.ty)
+    def ptr(self, base, offset, inbounds: bool = True):
+        return self.b.gep(base, [offset], inbounds=inbounds, source_etype=self.ty)
 
     def load(self, base, offset):
         return self.b.load(self.ptr(base, offset), typ=self.ty)
@@ -64,26 +68,96 @@ class _Code:
     def store(self, value, base, offset):
         self.b.store(value, self.ptr(base, offset))
 
-    def vload(self, base, offset):
-        return self.b.load(self.ptr(base, offset), typ=self.vec, align=self.size)
+    def vload(self, base, offset, mask=None):
+        """A vector from base[offset:]; with a mask (the tail of a row) only its lanes are read, the others
+        are zero."""
+        if mask is None:
+            return self.b.load(self.ptr(base, offset), typ=self.vec, align=self.size)
+        return self.b.call(self._masked("load"), [self.ptr(base, offset, False), ir.Constant(I32, self.size), mask,
+                                                  ir.Constant(self.vec, None)])
 
-    def vstore(self, value, base, offset):
-        self.b.store(value, self.ptr(base, offset), align=self.size)
+    def vstore(self, value, base, offset, mask=None):
+        if mask is None:
+            self.b.store(value, self.ptr(base, offset), align=self.size)
+        else:
+            self.b.call(self._masked("store"), [value, self.ptr(base, offset, False), ir.Constant(I32, self.size), mask])
+
+    def _masked(self, op: str):
+        """llvm.masked.load / llvm.masked.store of this vector type (lanes off the mask are never touched)."""
+        suffix = f"v{self.vw}{'f32' if self.ty == F32 else 'f64'}"
+        name = f"llvm.masked.{op}.{suffix}.p0"
+        fn = self.b.module.globals.get(name)
+        if fn is None:
+            mask = ir.VectorType(I1, self.vw)
+            if op == "load":
+                sig = ir.FunctionType(self.vec, [PTR, I32, mask, self.vec])
+            else:
+                sig = ir.FunctionType(ir.VoidType(), [self.vec, PTR, I32, mask])
+            fn = ir.Function(self.b.module, sig, name=name)
+        return fn
+
+    def mask(self, count):
+        """The lanes below `count` (an i64 value in [0, vw])."""
+        b = self.b
+        lanes = ir.Constant(ir.VectorType(I32, self.vw), list(range(self.vw)))
+        limit = b.trunc(count, I32)
+        one = b.insert_element(ir.Constant(ir.VectorType(I32, self.vw), None), limit, ir.Constant(I32, 0))
+        limits = b.shuffle_vector(one, ir.Constant(ir.VectorType(I32, self.vw), None),
+                                  ir.Constant(ir.VectorType(I32, self.vw), [0] * self.vw))
+        return b.icmp_unsigned("<", lanes, limits)
 
     def splat(self, x):
         b = self.b
         one = b.insert_element(ir.Constant(self.vec, None), x, ir.Constant(I32, 0))
         return b.shuffle_vector(one, ir.Constant(self.vec, None), ir.Constant(ir.VectorType(I32, self.vw), [0] * self.vw))
 
-    def gather(self, base, offset, stride: int):
-        """A vector of the vw elements at offset + l * stride (one vector load when stride is 1)."""
+    def gather(self, base, offset, stride: int, mask=None, count=None):
+        """A vector of the vw elements at offset + l * stride (one vector load when stride is 1); with a mask,
+        only the first `count` lanes are read (the others repeat lane 0's element)."""
         if stride == 1:
-            return self.vload(base, offset)
+            return self.vload(base, offset, mask)
         b = self.b
         v = ir.Constant(self.vec, None)
         for lane in range(self.vw):
-            v = b.insert_element(v, self.load(base, b.add(offset, const64(lane * stride))), ir.Constant(I32, lane))
+            at = b.add(offset, const64(lane * stride))
+            if count is not None and lane:
+                at = b.select(b.icmp_unsigned("<", const64(lane), count), at, offset)
+            v = b.insert_element(v, self.load(base, at), ir.Constant(I32, lane))
         return v
+
+    def transpose(self, rows: list) -> list:
+        """The vw x vw tile whose rows are `rows` (vw vectors), transposed: log2(vw) rounds of two-vector
+        shuffles, round d exchanging bit d of the row and column indices."""
+        b, v = self.b, self.vw
+        d = 1
+        while d < v:
+            new = list(rows)
+            for i in range(v):
+                if i & d:
+                    continue
+                low = ir.Constant(ir.VectorType(I32, v), [v + l - d if l & d else l for l in range(v)])
+                high = ir.Constant(ir.VectorType(I32, v), [v + l if l & d else l + d for l in range(v)])
+                new[i] = b.shuffle_vector(rows[i], rows[i + d], low)
+                new[i + d] = b.shuffle_vector(rows[i], rows[i + d], high)
+            rows = new
+            d *= 2
+        return rows
+
+    def lanes_if(self, mask, cond):
+        """mask's lanes where the i1 cond holds, else none."""
+        b = self.b
+        one = b.insert_element(ir.Constant(ir.VectorType(I1, self.vw), None), cond, ir.Constant(I32, 0))
+        spread = b.shuffle_vector(one, ir.Constant(ir.VectorType(I1, self.vw), None),
+                                  ir.Constant(ir.VectorType(I32, self.vw), [0] * self.vw))
+        return b.and_(mask, spread)
+
+    def tile_masks(self, limit: int, start):
+        """(count of valid lanes clamped to [0, vw], mask of the lanes start + l < limit) for a tile starting at
+        row/column `start` (i64) of a dimension of `limit`."""
+        b = self.b
+        left = b.sub(const64(limit), start)
+        count = b.select(b.icmp_signed("<", left, const64(self.vw)), left, const64(self.vw))
+        return count, self.mask(count)
 
     def hsum(self, v):
         """The lanes of v added in order."""
@@ -93,58 +167,53 @@ class _Code:
             total = b.fadd(total, b.extract_element(v, ir.Constant(I32, lane)))
         return total
 
-    def row_loop(self, count, vector_body, scalar_body, name="c"):
-        """vector_body(c) for c = 0, vw, ... while c + vw <= count, then scalar_body(c) for the rest (count:
-        an i64 value or int)."""
+    def row_loop(self, count, body, name="c"):
+        """body(c, None, None) for c = 0, vw, ... while c + vw <= count, then body(c, mask, rest) once for the
+        rest (fewer than vw elements, rest > 0: the lanes of mask). count: an i64 value or int."""
         b = self.b
         count = const64(count) if isinstance(count, int) else count
         vectors = b.udiv(count, const64(self.vw))
-        for_range(b, 0, vectors, lambda v: vector_body(b.mul(v, const64(self.vw))), name=f"{name}.v")
-        for_range(b, b.mul(vectors, const64(self.vw)), count, scalar_body, name=f"{name}.s")
+        for_range(b, 0, vectors, lambda v: body(b.mul(v, const64(self.vw)), None, None), name=f"{name}.v")
+        done = b.mul(vectors, const64(self.vw))
+        rest = b.sub(count, done)
+        with b.if_then(b.icmp_unsigned("!=", rest, const64(0))):
+            body(done, self.mask(rest), rest)
 
     def update_row(self, base, dst, sources, coefs, count):
         """base[dst + c] -= sum_t coefs[t] * base[sources[t] + c] for c in [0, count): one load and store of
         the destination per len(coefs) fused multiply-adds."""
         b = self.b
-        negs = [b.fneg(c) for c in coefs]
-        vnegs = [self.splat(n) for n in negs]
+        vnegs = [self.splat(b.fneg(c)) for c in coefs]
 
-        def vector(c):
-            acc = self.vload(base, b.add(dst, c))
+        def body(c, mask, rest):
+            acc = self.vload(base, b.add(dst, c), mask)
             for s, n in zip(sources, vnegs):
-                acc = fmuladd(b, n, self.vload(base, b.add(s, c)), acc)
-            self.vstore(acc, base, b.add(dst, c))
+                acc = fmuladd(b, n, self.vload(base, b.add(s, c), mask), acc)
+            self.vstore(acc, base, b.add(dst, c), mask)
 
-        def scalar(c):
-            acc = self.load(base, b.add(dst, c))
-            for s, n in zip(sources, negs):
-                acc = fmuladd(b, n, self.load(base, b.add(s, c)), acc)
-            self.store(acc, base, b.add(dst, c))
-
-        self.row_loop(count, vector, scalar)
+        self.row_loop(count, body)
 
     def scale_row(self, base, dst, divisor, count):
         """base[dst + c] /= divisor for c in [0, count)."""
         b = self.b
         vdiv = self.splat(divisor)
-        self.row_loop(count, lambda c: self.vstore(b.fdiv(self.vload(base, b.add(dst, c)), vdiv), base, b.add(dst, c)),
-                      lambda c: self.store(b.fdiv(self.load(base, b.add(dst, c)), divisor), base, b.add(dst, c)))
+
+        def body(c, mask, rest):
+            at = b.add(dst, c)
+            self.vstore(b.fdiv(self.vload(base, at, mask), vdiv), base, at, mask)
+
+        self.row_loop(count, body)
 
     def swap_rows(self, base, p, q, count):
         """Exchanges base[p + c] and base[q + c] for c in [0, count)."""
         b = self.b
 
-        def vector(c):
-            x, y = self.vload(base, b.add(p, c)), self.vload(base, b.add(q, c))
-            self.vstore(y, base, b.add(p, c))
-            self.vstore(x, base, b.add(q, c))
+        def body(c, mask, rest):
+            x, y = self.vload(base, b.add(p, c), mask), self.vload(base, b.add(q, c), mask)
+            self.vstore(y, base, b.add(p, c), mask)
+            self.vstore(x, base, b.add(q, c), mask)
 
-        def scalar(c):
-            x, y = self.load(base, b.add(p, c)), self.load(base, b.add(q, c))
-            self.store(y, base, b.add(p, c))
-            self.store(x, base, b.add(q, c))
-
-        self.row_loop(count, vector, scalar)
+        self.row_loop(count, body)
 
 
 class _Operand:
@@ -217,14 +286,8 @@ def _emit_cholesky(region, target):
             def at(i, j):
                 return b.add(w, b.add(b.mul(i, nn), j))
 
-            # W (upper triangle) = the operand's lower triangle transposed; zeros below the diagonal
-            def copy_row(i):
-                for_range(b, 0, i, lambda j: code.store(code.const(0), out, at(i, j)), name="z")
-                for_range(b, i, nn, lambda j: code.store(code.load(source.ptr, source.offset(b, src, j, i)), out,
-                                                         at(i, j)), name="cp")
-
-            for_range(b, 0, nn, copy_row, name="row")
-
+            # W (upper triangle) = the operand's lower triangle transposed, by vw x vw tiles; zeros below
+            _copy_transposed_lower(code, source, src, out, at, n)
             def factor_panel(k, width: int):
                 def row(r):
                     def step():
@@ -271,23 +334,78 @@ def _emit_cholesky(region, target):
 
             with b.if_else(b.load(failed_v)) as (then, otherwise):
                 with then:
-                    nan = code.const(float("nan"))
-                    for_range(b, 0, const64(n * n), lambda e: code.store(nan, out, b.add(w, e)), name="nan")
+                    nan = code.splat(code.const(float("nan")))
+                    code.row_loop(const64(n * n), lambda c, mask, rest: code.vstore(nan, out, b.add(w, c), mask))
                 with otherwise:
-                    # L = U^T: each entry below the diagonal from its mirror, which becomes zero
-                    def transpose_row(i):
-                        def entry(j):
-                            code.store(code.load(out, at(j, i)), out, at(i, j))
-                            code.store(code.const(0), out, at(j, i))
-
-                        for_range(b, 0, i, entry, name="tj")
-
-                    for_range(b, 1, nn, transpose_row, name="ti")
+                    _transpose_upper_to_lower(code, out, at, n)
 
         _matrix_loop(b, batch, wid, wcount, matrix)
 
     work = _prod(batch) * max(n, 1) ** 3 // 3 + _prod(shape)
     return body, items, work, f"panel {PANEL}"
+
+
+def _tiles(code: _Code, n: int, body, upper_only: bool = True):
+    """body(I, J) (tile indices, i64) for the vw x vw tiles of an n x n matrix on and above the diagonal."""
+    b = code.b
+    count = -(-n // code.vw)
+    for_range(b, 0, count, lambda i: for_range(b, i if upper_only else 0, count, lambda j: body(i, j), name="tj"),
+              name="ti")
+
+
+def _copy_transposed_lower(code: _Code, source: "_Operand", src, out, at, n: int):
+    """out (n x n at `at`) = the operand's lower triangle transposed (its upper triangle), zeros below the
+    diagonal: the operand's tiles below the diagonal loaded by rows, transposed in registers, stored by rows."""
+    b, v = code.b, code.vw
+    zero = ir.Constant(code.vec, None)
+
+    def tile(ti, tj):
+        i0, j0 = b.mul(ti, const64(v)), b.mul(tj, const64(v))
+        count_i, mask_i = code.tile_masks(n, i0)
+        _, mask_j = code.tile_masks(n, j0)
+        rows = []
+        for r in range(v):  # operand rows j0 + r, columns i0 ..: clamped in bounds, unused lanes never stored
+            row = b.add(j0, const64(r))
+            row = b.select(b.icmp_signed("<", row, const64(n)), row, const64(n - 1))
+            rows.append(code.gather(source.ptr, source.offset(b, src, row, i0), source.col_stride, mask_i, count_i))
+        diagonal = b.icmp_unsigned("==", ti, tj)
+        for c, value in enumerate(code.transpose(rows)):
+            row = b.add(i0, const64(c))
+            keep = ir.Constant(ir.VectorType(I1, v), [int(l >= c) for l in range(v)])
+            keep = b.or_(keep, code.lanes_if(ir.Constant(ir.VectorType(I1, v), [1] * v), b.not_(diagonal)))
+            value = b.select(keep, value, zero)
+            code.vstore(value, out, at(row, j0), code.lanes_if(mask_j, b.icmp_signed("<", row, const64(n))))
+
+    _tiles(code, n, tile)
+
+    def zero_row(i):
+        code.row_loop(i, lambda c, mask, rest: code.vstore(zero, out, at(i, c), mask), name="zr")
+
+    for_range(b, 1, const64(n), zero_row, name="zi")
+
+
+def _transpose_upper_to_lower(code: _Code, out, at, n: int):
+    """out (n x n, zero below the diagonal) in place := its transpose: each tile above the diagonal moves to
+    its mirror (transposed in registers) and is zeroed, each diagonal tile is transposed in place."""
+    b, v = code.b, code.vw
+    zero = ir.Constant(code.vec, None)
+
+    def tile(ti, tj):
+        i0, j0 = b.mul(ti, const64(v)), b.mul(tj, const64(v))
+        _, mask_i = code.tile_masks(n, i0)
+        _, mask_j = code.tile_masks(n, j0)
+        off_diagonal = b.icmp_unsigned("!=", ti, tj)
+        rows = []
+        for r in range(v):
+            row = b.add(i0, const64(r))
+            inside = code.lanes_if(mask_j, b.icmp_signed("<", row, const64(n)))
+            rows.append(code.vload(out, at(row, j0), inside))
+            code.vstore(zero, out, at(row, j0), code.lanes_if(inside, off_diagonal))
+        for c, value in enumerate(code.transpose(rows)):
+            row = b.add(j0, const64(c))
+            code.vstore(value, out, at(row, i0), code.lanes_if(mask_i, b.icmp_signed("<", row, const64(n))))
+
+    _tiles(code, n, tile)
 
 
 # --------------------------------------------------------------------------- LU
@@ -311,7 +429,7 @@ def _emit_lu(region, target):
         code = _Code(b, x.aval.dtype, target.vector_bytes)
         source = _Operand(views[x.id], pointers, nb)
         out, pivots_out, perm_out = (pointers[n_in + position[v.id]] for v in eqn.outvars)
-        best_v = local_var(b, code.ty, code.const(0), "best")
+        best_v = local_var(b, code.int_ty, ir.Constant(code.int_ty, -1), "best")
         index_v = local_var(b, I64, const64(0), "index")
         nn = const64(n)
 
@@ -336,24 +454,32 @@ def _emit_lu(region, target):
             if n == 0:
                 return
 
+            def consider(v, i):
+                """The pivot search's step at row i of entry v: the first largest |entry| wins, NaN first (as
+                argmax). Compared as integers: |v|'s bits with every NaN made the one pattern above infinity,
+                so the loop-carried chain is one integer compare and select."""
+                key = b.and_(b.bitcast(v, code.int_ty), ir.Constant(code.int_ty, code.abs_bits))
+                key = b.select(b.icmp_unsigned(">", key, ir.Constant(code.int_ty, code.nan_key)),
+                               ir.Constant(code.int_ty, code.nan_key), key)
+                best = b.load(best_v)
+                better = b.icmp_signed(">", key, best)
+                b.store(b.select(better, key, best), best_v)
+                b.store(b.select(better, i, b.load(index_v)), index_v)
+
+            def search(j):
+                b.store(ir.Constant(code.int_ty, -1), best_v)
+                b.store(j, index_v)
+                for_range(b, j, const64(m), lambda i: consider(code.load(out, at(i, j)), i), name="piv")
+
             def factor_panel(k, width: int):
+                """Columns k .. k + width of rows k ..: pivot, swap, multipliers and their update of the panel's
+                later columns, row by row in vectors hoisted out of the row loop; the update of column j + 1
+                tracks its pivot, so only the panel's first column is searched on its own."""
                 end = b.add(k, const64(width))
+                chunks = -(-(width - 1) // code.vw)
+                search(k)
 
                 def column(j):
-                    # pivot: the first largest |entry| on or below the diagonal (NaN first, as argmax)
-                    b.store(call_unary(b, "fabs", code.load(out, at(j, j))), best_v)
-                    b.store(j, index_v)
-
-                    def candidate(i):
-                        v = call_unary(b, "fabs", code.load(out, at(i, j)))
-                        best = b.load(best_v)
-                        best_nan = b.fcmp_unordered("uno", best, best)
-                        better = b.or_(b.fcmp_ordered(">", v, best), b.fcmp_unordered("uno", v, v))
-                        better = b.and_(better, b.not_(best_nan))
-                        b.store(b.select(better, v, best), best_v)
-                        b.store(b.select(better, i, b.load(index_v)), index_v)
-
-                    for_range(b, b.add(j, const64(1)), const64(m), candidate, name="piv")
                     p = b.load(index_v)
                     b.store(b.trunc(p, I32), b.gep(pivots_out, [b.add(piv, j)], inbounds=True, source_etype=I32))
 
@@ -368,11 +494,27 @@ def _emit_lu(region, target):
                     pivot = code.load(out, at(j, j))
                     safe = b.select(b.fcmp_ordered("==", pivot, code.const(0)), code.const(1), pivot)
                     after = b.add(j, const64(1))
+                    count = b.sub(end, after)
+                    masks, sources = [], []
+                    for q in range(chunks):
+                        left = b.sub(count, const64(q * code.vw))
+                        left = b.select(b.icmp_signed("<", left, const64(0)), const64(0), left)
+                        left = b.select(b.icmp_signed(">", left, const64(code.vw)), const64(code.vw), left)
+                        masks.append(code.mask(left))
+                        sources.append(code.vload(out, at(j, b.add(after, const64(q * code.vw))), masks[-1]))
+                    b.store(ir.Constant(code.int_ty, -1), best_v)
+                    b.store(after, index_v)
 
                     def below(i):
                         factor = b.fdiv(code.load(out, at(i, j)), safe)
                         code.store(factor, out, at(i, j))
-                        code.update_row(out, at(i, after), [at(j, after)], [factor], b.sub(end, after))
+                        neg = code.splat(b.fneg(factor))
+                        for q, (mask, source) in enumerate(zip(masks, sources)):
+                            offset = at(i, b.add(after, const64(q * code.vw)))
+                            value = fmuladd(b, neg, source, code.vload(out, offset, mask))
+                            code.vstore(value, out, offset, mask)
+                            if q == 0:
+                                consider(b.extract_element(value, ir.Constant(I32, 0)), i)
 
                     for_range(b, after, const64(m), below, name="l")
 
@@ -588,40 +730,30 @@ def _right_solve(code: _Code, out, at, mat: _Operand, abase, m: int, rows: int, 
                 lo = b.add(j, const64(1)) if forward else const64(0)
                 count = b.sub(const64(m), lo) if forward else j
 
-                def vector(c):
+                def body(c, mask, rest):
                     col = b.add(lo, c)
-                    acc = code.vload(out, x_at(col))
-                    code.vstore(fmuladd(b, vneg, code.gather(mat.ptr, t_offset(j, col), along), acc), out, x_at(col))
+                    acc = code.vload(out, x_at(col), mask)
+                    row = code.gather(mat.ptr, t_offset(j, col), along, mask, rest)
+                    code.vstore(fmuladd(b, vneg, row, acc), out, x_at(col), mask)
 
-                def scalar(c):
-                    col = b.add(lo, c)
-                    acc = code.load(out, x_at(col))
-                    code.store(fmuladd(b, neg, t(j, col), acc), out, x_at(col))
-
-                code.row_loop(count, vector, scalar, name="ax")
+                code.row_loop(count, body, name="ax")
 
             _order(b, m, forward, step)
         else:
             acc_v = local_var(b, code.vec, ir.Constant(code.vec, None), "dot")
-            sum_v = local_var(b, code.ty, code.const(0), "dots")
 
             def step(j):
                 lo = const64(0) if forward else b.add(j, const64(1))
                 count = j if forward else b.sub(const64(m), lo)
-                b.store(ir.Constant(code.vec, [0.0] * code.vw), acc_v)
-                b.store(code.const(0), sum_v)
+                b.store(ir.Constant(code.vec, None), acc_v)
 
-                def vector(c):
+                def body(c, mask, rest):
                     s = b.add(lo, c)
-                    b.store(fmuladd(b, code.vload(out, x_at(s)), code.vload(mat.ptr, t_offset(s, j)), b.load(acc_v)),
-                            acc_v)
+                    b.store(fmuladd(b, code.vload(out, x_at(s), mask), code.vload(mat.ptr, t_offset(s, j), mask),
+                                    b.load(acc_v)), acc_v)
 
-                def scalar(c):
-                    s = b.add(lo, c)
-                    b.store(fmuladd(b, code.load(out, x_at(s)), t(s, j), b.load(sum_v)), sum_v)
-
-                code.row_loop(count, vector, scalar, name="dt")
-                total = b.fadd(code.hsum(b.load(acc_v)), b.load(sum_v))
+                code.row_loop(count, body, name="dt")
+                total = code.hsum(b.load(acc_v))
                 value = b.fsub(code.load(out, x_at(j)), total)
                 d = diag(j)
                 if d is not None:
