@@ -43,6 +43,9 @@ NO_RULES = {
     "jacobi_two_sided": "inside eigh's graph only: transformations apply eigh's rules and never see it",
     "jacobi_one_sided": "inside svd's graph only: transformations apply svd's rules and never see it",
     "eigh_ql": "inside eigh's graph only: transformations apply eigh's rules and never see it",
+    "cholesky_native": "inside cholesky's graph only (float32/float64): transformations apply cholesky's rules",
+    "triangular_solve_native": "inside triangular_solve's graph only: transformations apply its rules",
+    "lu_native": "inside lu's graph only (float32/float64): transformations apply lu's rules and never see it",
     "complex_parts": "made by the compiler's complex lowering, after every transformation",
     "complex_from_parts": "made by the compiler's complex lowering, after every transformation",
 }

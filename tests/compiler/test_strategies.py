@@ -55,6 +55,7 @@ _CASES = {
     "pooling": (lambda x: lax.reduce_window(x, -np.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID"),
                 (np.ones((2, 8, 8, 4), F32),)),
     "structural": (lambda x: knp.sort(x, axis=-1), (np.ones((16, 32), F32),)),
+    "linalg": (lambda x: lax.linalg.cholesky(x), (np.broadcast_to(np.eye(8, dtype=F32) * 2, (3, 8, 8)),)),
     "svd": (lambda x: knp.linalg.svd(x, compute_uv=False), (np.eye(5, 4, dtype=F32),)),
     "eigh": (lambda x: knp.linalg.eigh(x), (np.ones((4, 8, 8), F32),)),
 }
