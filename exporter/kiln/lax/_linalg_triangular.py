@@ -239,12 +239,13 @@ def _cholesky_impl(x):
     return _nan_unless_positive_diagonal(_cholesky_blocked(x) if blocked else _cholesky_columns(x))
 
 
-def _cholesky_lowering(x):
-    """The native kernel (kiln.lax._linalg_native) for float32/float64, else the lax implementation."""
+def _cholesky_lowering(x, *, lower_only=False):
+    """The native kernel (kiln.lax._linalg_native) for float32/float64, else the lax implementation (both
+    read only x's lower triangle)."""
     return native.cholesky_p.bind(x) if native.native(_dtype(x)) else _cholesky_impl(x)
 
 
-cholesky_p = composite_primitive("cholesky", _cholesky_lowering, eager=eager.cholesky)
+cholesky_p = composite_primitive("cholesky", _cholesky_lowering, eager=lambda x, *, lower_only=False: eager.cholesky(x))
 
 
 def cholesky(x, *, symmetrize_input: bool = True):
@@ -258,23 +259,36 @@ def cholesky(x, *, symmetrize_input: bool = True):
     return cholesky_p.apply(x)
 
 
+def cholesky_of_lower(x):
+    """The Cholesky factor L of the symmetric matrices whose lower triangles are x's (..., n, n): the upper
+    triangle is not an input at all (not read, and its derivative is zero), as LAPACK's potrf with uplo='L'
+    and numpy.linalg.cholesky. Same values as cholesky(tril(x) + tril(x, -1)^T, symmetrize_input=False)
+    without computing that matrix: the cholesky primitive's lower_only=True takes the tangent's lower
+    triangle the same way."""
+    x = api.asarray(x)
+    _check_float_matrix("cholesky", "x", x)
+    return cholesky_p.apply(x, lower_only=True)
+
+
 def _halve_diagonal_tril(x):
     return api.mul(tril(x), api.sub(1, api.mul(eye_like(x), 0.5)))
 
 
-def _cholesky_jvp(primals, tangents):
+def _cholesky_jvp(primals, tangents, *, lower_only=False):
     (x,), (sigma_dot,) = primals, tangents
-    factor = cholesky_p.apply(x)
+    factor = cholesky_p.apply(x, lower_only=lower_only)
     if isinstance(sigma_dot, Zero):
         return factor, Zero(tangent_aval(get_aval(factor)))
+    if lower_only:  # the symmetric tangent whose lower triangle is sigma_dot's
+        sigma_dot = api.add(tril(sigma_dot), swap_last(tril(sigma_dot, -1)))
     tmp = triangular_solve(factor, sigma_dot, left_side=False, transpose_a=True, lower=True)
     inner = triangular_solve(factor, tmp, left_side=True, transpose_a=False, lower=True)
     return factor, matmul(factor, _halve_diagonal_tril(inner))
 
 
-def _cholesky_batch(values, dims, *, axis_size):
+def _cholesky_batch(values, dims, *, axis_size, lower_only=False):
     (x,) = _batch_to_front(values, dims, axis_size)
-    return cholesky_p.apply(x), 0
+    return cholesky_p.apply(x, lower_only=lower_only), 0
 
 
 cholesky_p.jvp_rule = cholesky_p.graph_free(_cholesky_jvp)

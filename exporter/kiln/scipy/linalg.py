@@ -56,7 +56,7 @@ def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
     """scipy.linalg.cholesky: the upper factor U with a = U^T U (lower=True: L with a = L L^T), reading only
     that triangle of a, as LAPACK's potrf does. Not positive definite: all NaN (scipy raises)."""
     x = _matrix("cholesky", a)
-    factor = lax_linalg.cholesky(_symmetric_from(x, bool(lower)), symmetrize_input=False)
+    factor = lax_linalg.cholesky_of_lower(x if lower else _swap_last(x))  # a's upper triangle: a^T's lower
     return factor if lower else _swap_last(factor)
 
 

@@ -73,9 +73,7 @@ def cholesky(a, /, *, upper: bool = False):
     a = U^T @ U from its upper triangle (numpy reads only that triangle). Not positive definite: all NaN
     (numpy raises)."""
     x = _square_float("cholesky", a)
-    triangle = lax_linalg.triu(x) if upper else lax_linalg.tril(x)
-    symmetric = lax_api.sub(lax_api.add(triangle, _swap_last(triangle)), lax_api.mul(triangle, lax_linalg.eye_like(x)))
-    factor = lax_linalg.cholesky(symmetric, symmetrize_input=False)
+    factor = lax_linalg.cholesky_of_lower(_swap_last(x) if upper else x)  # a's upper triangle: a^T's lower
     return _swap_last(factor) if upper else factor
 
 
