@@ -127,25 +127,33 @@ class _Gen:
             for_range(self.b, lo, hi, lambda i: body(i, 1), name=name)
 
     def vsum(self, lo, hi, terms, count: int = 1, name="s"):
-        """The sums over i in [lo, hi) of each of terms(i, width) -> `count` values (vector accumulators,
-        then the scalar tail added to their total)."""
+        """The sums over i in [lo, hi) of the products x * y of each of terms(i, width) -> `count` (x, y)
+        pairs (fused multiply-adds into two vector accumulators each, two vectors a step so that the
+        additions' latency overlaps, then one vector, then the scalar tail added to their total)."""
         b = self.b
         lo, hi, vec_end = self._split(lo, hi)
         results = []
         if self.lanes > 1:
-            accs = [local_var(b, self.vt, self.c(0.0, self.lanes), f"{name}.acc") for _ in range(count)]
+            lanes = self.lanes
+            accs = [[local_var(b, self.vt, self.c(0.0, lanes), f"{name}.acc") for _ in range(2)] for _ in range(count)]
+            pair_end = b.add(lo, b.and_(b.sub(hi, lo), const64(~(2 * lanes - 1))))
 
-            def vec(i):
-                for acc, value in zip(accs, terms(i, self.lanes)):
-                    b.store(b.fadd(b.load(acc), value), acc)
+            def add(i, which):
+                for acc, (x, y) in zip(accs, terms(i, lanes)):
+                    b.store(self.fma(x, y, b.load(acc[which])), acc[which])
 
-            for_range(b, lo, vec_end, vec, name=f"{name}.vec", step=self.lanes)
-            results = [self.hsum(b.load(acc)) for acc in accs]
+            def two(i):
+                add(i, 0)
+                add(b.add(i, const64(lanes)), 1)
+
+            for_range(b, lo, pair_end, two, name=f"{name}.vec2", step=2 * lanes)
+            for_range(b, pair_end, vec_end, lambda i: add(i, 0), name=f"{name}.vec", step=lanes)
+            results = [self.hsum(b.fadd(b.load(acc[0]), b.load(acc[1]))) for acc in accs]
         tails = [local_var(b, self.t, results[k] if results else self.c(0.0), f"{name}.tail") for k in range(count)]
 
         def scalar(i):
-            for acc, value in zip(tails, terms(i, 1)):
-                b.store(b.fadd(b.load(acc), value), acc)
+            for acc, (x, y) in zip(tails, terms(i, 1)):
+                b.store(self.fma(x, y, b.load(acc)), acc)
 
         for_range(b, vec_end if self.lanes > 1 else lo, hi, scalar, name=f"{name}.tail")
         return [b.load(t) for t in tails]
@@ -205,7 +213,7 @@ def _householder_body(g: _Gen, a, m, ncols, k, taus):
         below_lo = b.add(start, const64(1))
         scale = g.vmax_abs(a, start, end, name="hh.scale")
         safe = b.select(g.gt(scale, g.c(0.0)), scale, g.c(1.0))
-        (below_sq,) = g.vsum(below_lo, end, lambda i, w: [(lambda s: b.fmul(s, s))(b.fdiv(g.ld(a, i, w), g.splat(safe, w)))],
+        (below_sq,) = g.vsum(below_lo, end, lambda i, w: [(lambda s: (s, s))(b.fdiv(g.ld(a, i, w), g.splat(safe, w)))],
                              name="hh.sq")
         alpha = g.ld(a, start)
         sa = b.fdiv(alpha, safe)
@@ -221,7 +229,7 @@ def _householder_body(g: _Gen, a, m, ncols, k, taus):
         def column(c):
             cc = b.mul(c, m)
             shift = b.sub(cc, cj)  # column c's element i lies at i + shift
-            (dot,) = g.vsum(below_lo, end, lambda i, w: [b.fmul(g.ld(a, i, w), g.ld(a, b.add(i, shift), w))],
+            (dot,) = g.vsum(below_lo, end, lambda i, w: [(g.ld(a, i, w), g.ld(a, b.add(i, shift), w))],
                             name="hh.dot")
             top = b.add(cc, j)
             w_ = b.fadd(g.ld(a, top), dot)
@@ -261,7 +269,7 @@ def _form_q_body(g: _Gen, a, m, k, taus, q, kq):
         def column(c):
             cc = b.mul(c, m)
             shift = b.sub(cc, cj)
-            (dot,) = g.vsum(below_lo, end, lambda i, w: [b.fmul(g.ld(a, i, w), g.ld(q, b.add(i, shift), w))],
+            (dot,) = g.vsum(below_lo, end, lambda i, w: [(g.ld(a, i, w), g.ld(q, b.add(i, shift), w))],
                             name="q.dot")
             top = b.add(cc, j)
             tw = b.fmul(tau, b.fadd(g.ld(q, top), dot))
@@ -314,7 +322,7 @@ def _jacobi(g: _Gen, w, v, d, n: int, scratch):
 
     def norms(p):
         base = b.mul(p, const64(n))
-        (sq,) = g.vsum(base, b.add(base, const64(n)), lambda i, wd: [(lambda x: b.fmul(x, x))(g.ld(w, i, wd))], name="d")
+        (sq,) = g.vsum(base, b.add(base, const64(n)), lambda i, wd: [(lambda x: (x, x))(g.ld(w, i, wd))], name="d")
         g.st(d, p, sq)
 
     for_range(b, 0, n, norms, name="d.p")
@@ -342,7 +350,7 @@ def _jacobi(g: _Gen, w, v, d, n: int, scratch):
                 pb = b.mul(p, const64(n))
                 shift = b.sub(b.mul(q, const64(n)), pb)
                 (gamma,) = g.vsum(pb, b.add(pb, const64(n)),
-                                  lambda i, wd: [b.fmul(g.ld(w, i, wd), g.ld(w, b.add(i, shift), wd))], name="gamma")
+                                  lambda i, wd: [(g.ld(w, i, wd), g.ld(w, b.add(i, shift), wd))], name="gamma")
                 g.st(gam, kk, gamma)
                 g.st(al, kk, g.ld(d, p))
                 g.st(be, kk, g.ld(d, q))
@@ -372,11 +380,11 @@ def _jacobi(g: _Gen, w, v, d, n: int, scratch):
                     def terms(i, wd):
                         cv, sv = g.splat(c, wd), g.splat(s, wd)
                         xp, xq = g.ld(base, i, wd), g.ld(base, b.add(i, shift), wd)
-                        new_p = b.fsub(b.fmul(cv, xp), b.fmul(sv, xq))
-                        new_q = b.fadd(b.fmul(sv, xp), b.fmul(cv, xq))
+                        new_p = g.fma(cv, xp, b.fneg(b.fmul(sv, xq)))
+                        new_q = g.fma(sv, xp, b.fmul(cv, xq))
                         g.st(base, i, new_p, wd)
                         g.st(base, b.add(i, shift), new_q, wd)
-                        return [b.fmul(new_p, new_p), b.fmul(new_q, new_q)]
+                        return [(new_p, new_p), (new_q, new_q)]
                     return terms
 
                 sp, sq = g.vsum(pb, b.add(pb, const64(n)), rot_terms(w), count=2, name="rot")
