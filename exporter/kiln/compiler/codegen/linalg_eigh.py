@@ -157,6 +157,41 @@ class _Emitter:
         total = b.fadd(b.fadd(b.load(accs[0]), b.load(accs[1])), b.fadd(b.load(accs[2]), b.load(accs[3])))
         return b.fadd(self.hsum(total), b.load(tail))
 
+    def dots_padded(self, z, offsets, u, plen, name):
+        """[sum_k z[o + k] u[k] for o in offsets] over [0, plen), plen a multiple of the vector width: the
+        rows share each load of u and sum in independent accumulators."""
+        b = self.b
+        zero_v = ir.Constant(self.VT, [0.0] * self.lanes)
+        accs = [self.var(zero_v, f"{name}.acc{t}") for t in range(len(offsets))]
+
+        def vec(c):
+            k = b.mul(c, const64(self.lanes))
+            uv = self.vld(u, k)
+            for acc, o in zip(accs, offsets):
+                b.store(fmuladd(b, self.vld(z, b.add(o, k)), uv, b.load(acc)), acc)
+
+        for_range(b, const64(0), b.udiv(plen, const64(self.lanes)), vec, name=name)
+        return [self.hsum(b.load(acc)) for acc in accs]
+
+    def updates_padded(self, z, offsets, terms, plen, name):
+        """z[o + k] -= sum over (alpha, x) in terms[row] of alpha x[k], for each row offset o, over [0, plen)
+        (a multiple of the vector width); the vectors x are loaded once for all the rows."""
+        b = self.b
+        sources = list(dict.fromkeys(x for row in terms for _, x in row))
+        negs = [[(self.splat(b.fneg(alpha)), x) for alpha, x in row] for row in terms]
+
+        def vec(c):
+            k = b.mul(c, const64(self.lanes))
+            loaded = {x: self.vld(x, k) for x in sources}
+            for o, row in zip(offsets, negs):
+                at = b.add(o, k)
+                value = self.vld(z, at)
+                for alpha, x in row:
+                    value = fmuladd(b, alpha, loaded[x], value)
+                self.vst(z, at, value)
+
+        for_range(b, const64(0), b.udiv(plen, const64(self.lanes)), vec, name=name)
+
     def axpy(self, alpha, x, xo, y, yo, length, name="axpy"):
         """y[yo + k] -= alpha * x[xo + k] over [0, length)."""
         b = self.b
@@ -370,6 +405,18 @@ def _copy_padded(g: _Emitter, z, row, length, plen, u):
     for_range(b, length, plen, lambda k: g.st(u, k, g.c(0)), name="upad")
 
 
+ROW_BLOCK = 4
+"""Rows of the leading block handled together by the tridiagonalization's and accumulation's loops."""
+
+
+def _row_blocks(g: _Emitter, count, body, name):
+    """body(first_row, ROW_BLOCK) over rows [0, count) in blocks, then body(row, 1) for the rest."""
+    b = g.b
+    blocks = b.udiv(count, const64(ROW_BLOCK))
+    for_range(b, const64(0), blocks, lambda k: body(b.mul(k, const64(ROW_BLOCK)), ROW_BLOCK), name=f"{name}.blk")
+    for_range(b, b.mul(blocks, const64(ROW_BLOCK)), count, lambda j: body(j, 1), name=f"{name}.one")
+
+
 def _tridiagonalize(g: _Emitter, z, d, e, q, u, n):
     """Householder reduction, rows n-1 .. 1 (the module docstring of kiln.lax._eigh_ql). The reflector u
     is copied to a zero-padded vector, so the matrix-vector products and rank-2 updates of the leading
@@ -405,20 +452,25 @@ def _tridiagonalize(g: _Emitter, z, d, e, q, u, n):
                         plen = _padded(g, i)
                         _copy_padded(g, z, row_i, i, plen, u)
 
-                        def p_row(j):
-                            g.st(q, j, b.fdiv(g.dot(z, b.mul(j, N), u, const64(0), plen, "pdot"), h))
+                        def p_rows(j0, count):
+                            rows = [b.add(j0, const64(t)) for t in range(count)]
+                            sums = g.dots_padded(z, [b.mul(j, N) for j in rows], u, plen, "pdot")
+                            for j, total in zip(rows, sums):
+                                g.st(q, j, b.fdiv(total, h))
 
-                        for_range(b, const64(0), i, p_row, name="prow")
+                        _row_blocks(g, i, p_rows, "prow")
                         for_range(b, i, plen, lambda k: g.st(q, k, g.c(0)), name="qpad")
                         kk = b.fdiv(g.dot(u, const64(0), q, const64(0), plen, "kdot"), b.fadd(h, h))
                         neg_kk = b.fneg(kk)
                         for_range(b, const64(0), i, lambda j: g.st(q, j, fmuladd(b, neg_kk, g.ld(u, j), g.ld(q, j))),
                                   name="qvec")
 
-                        def update(j):
-                            g.axpy2(g.ld(q, j), u, g.ld(u, j), q, z, b.mul(j, N), plen)
+                        def update(j0, count):
+                            rows = [b.add(j0, const64(t)) for t in range(count)]
+                            g.updates_padded(z, [b.mul(j, N) for j in rows],
+                                             [[(g.ld(q, j), u), (g.ld(u, j), q)] for j in rows], plen, "upd")
 
-                        for_range(b, const64(0), i, update, name="upd")
+                        _row_blocks(g, i, update, "urow")
                         g.st(d, i, h)
             with plain:
                 g.st(e, i, g.ld(z, last))
@@ -443,12 +495,12 @@ def _accumulate(g: _Emitter, z, d, u, n):
             plen = _padded(g, i)
             _copy_padded(g, z, row_i, i, plen, u)
 
-            def apply(r):
-                row_r = b.mul(r, N)
-                gr = b.fdiv(g.dot(z, row_r, u, const64(0), plen, "adot"), h)
-                g.axpy(gr, u, const64(0), z, row_r, plen, "aaxpy")
+            def apply(r0, count):
+                offsets = [b.mul(b.add(r0, const64(t)), N) for t in range(count)]
+                sums = g.dots_padded(z, offsets, u, plen, "adot")
+                g.updates_padded(z, offsets, [[(b.fdiv(total, h), u)] for total in sums], plen, "aupd")
 
-            for_range(b, const64(0), i, apply, name="acc")
+            _row_blocks(g, i, apply, "arow")
         diag = b.add(row_i, i)
         g.st(d, i, g.ld(z, diag))
         g.st(z, diag, g.c(1))
