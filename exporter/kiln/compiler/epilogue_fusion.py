@@ -71,6 +71,7 @@ def _fuse(steps: list, graph_outvars, starts, same_elements) -> list:
             if isinstance(a, Var):
                 uses[a.id] = uses.get(a.id, 0) + 1
     returned = {a.id for a in graph_outvars if isinstance(a, Var)}
+    updates = _global_updates(steps)
     result: list = []
     i = 0
     while i < len(steps):
@@ -91,6 +92,8 @@ def _fuse(steps: list, graph_outvars, starts, same_elements) -> list:
             produced = {o.id for g in group for o in g.outputs}
             if not any(a.id in produced for a in e.inputs) or not same_elements(e, s):
                 break
+            if any((a.id, o.id) in updates for a in e.inputs for o in e.outputs):
+                break  # a global's update stays an elementwise kernel, written in place over the global
             candidate = _fused(group + [e], uses, returned)
             if candidate is None:
                 break
@@ -106,6 +109,25 @@ def _fuse(steps: list, graph_outvars, starts, same_elements) -> list:
         result.append(merged)
         i = j
     return result
+
+
+def _global_updates(steps: list) -> set[tuple[int, int]]:
+    """(loaded value id, stored value id) of each mutable global loaded and later stored: an elementwise
+    kernel reading the one and writing the other is that global's update, which schedule.global_updates
+    writes in place over the global (memory_plan.inplace_pairs: elementwise and horizontal kernels only),
+    so it is not merged into a product whose epilogue outputs are never written in place."""
+    from ..program.prims import global_load, global_store
+
+    loads: dict[int, list[int]] = {}
+    stores: dict[int, list[int]] = {}
+    for st in steps:
+        eqn = getattr(st, "eqn", None)
+        if eqn is None or eqn.primitive not in (global_load, global_store):
+            continue
+        value = eqn.outvars[0] if eqn.primitive is global_load else eqn.invars[0]
+        if isinstance(value, Var):
+            (loads if eqn.primitive is global_load else stores).setdefault(eqn.params["slot"], []).append(value.id)
+    return {(a, b) for slot, loaded in loads.items() for a in loaded for b in stores.get(slot, [])}
 
 
 def _fused(group: list[DispatchStep], uses: dict[int, int], returned: set[int]):

@@ -118,11 +118,59 @@ def dead_code_elimination(graph: Graph) -> Graph:
     return Graph(graph.invars, [v for v, _ in consts], [c for _, c in consts], kept[::-1], list(graph.outvars), set(graph.effects))
 
 
+def _swapped_product_permutation(dims, lhs_ndim: int, rhs_ndim: int) -> tuple[int, ...]:
+    """The permutation of dot_general(lhs, rhs)'s result (batch, lhs free, rhs free) that puts the rhs free
+    dims before the lhs free dims: the result of dot_general(rhs, lhs) with the dimension numbers swapped."""
+    (lc, rc), (lb, _) = dims
+    nb = len(lb)
+    nl = lhs_ndim - len(lc) - nb
+    nr = rhs_ndim - len(rc) - nb
+    return tuple(range(nb)) + tuple(nb + nl + j for j in range(nr)) + tuple(nb + i for i in range(nl))
+
+
+def fold_product_transposes(graph: Graph) -> Graph:
+    """transpose(dot_general(a, b)) whose permutation swaps the two free dim groups (batch dims kept first)
+    becomes dot_general(b, a) with swapped dimension numbers, where the transpose is the product's only
+    reader: (A B)^T = B^T A^T, so the kernel writes the transposed result in place of a product plus a
+    transposed read. A reverse-mode weight gradient is such a pair (the transpose rule of `x @ w` with
+    respect to w computes g^T x, then transposes it); the matmul reads either operand through strides."""
+    uses: dict[int, int] = {}
+    for eqn in graph.eqns:
+        for a in eqn.invars:
+            if isinstance(a, Var):
+                uses[a.id] = uses.get(a.id, 0) + 1
+    for a in graph.outvars:
+        if isinstance(a, Var):
+            uses[a.id] = uses.get(a.id, 0) + 1
+    products = {eqn.outvars[0].id: eqn for eqn in graph.eqns if eqn.primitive.name == "dot_general"}
+    eqns = []
+    changed = False
+    for eqn in graph.eqns:
+        if eqn.primitive.name == "transpose" and isinstance(eqn.invars[0], Var):
+            product = products.get(eqn.invars[0].id)
+            if product is not None and uses.get(eqn.invars[0].id) == 1:
+                lhs, rhs = product.invars
+                dims = product.params["dimension_numbers"]
+                perm = tuple(eqn.params["permutation"])
+                if perm != tuple(range(len(perm))) and perm == _swapped_product_permutation(
+                        dims, len(lhs.aval.shape), len(rhs.aval.shape)):
+                    (lc, rc), (lb, rb) = dims
+                    params = dict(product.params, dimension_numbers=((rc, lc), (rb, lb)))
+                    eqns.append(Equation(product.primitive, [rhs, lhs], eqn.outvars, params, eqn.source_info))
+                    changed = True
+                    continue
+        eqns.append(eqn)
+    if not changed:
+        return graph
+    return Graph(graph.invars, graph.constvars, graph.consts, eqns, list(graph.outvars), set(graph.effects))
+
+
 def optimize(graph: Graph) -> Graph:
-    """The pass pipeline fusion expects: simplify/fold/CSE to a fixed point, then DCE."""
+    """The pass pipeline fusion expects: simplify/fold/CSE to a fixed point, transposed products folded,
+    then DCE."""
     for _ in range(4):
         before = len(graph.eqns)
         graph = simplify_and_cse(graph)
         if len(graph.eqns) == before:
             break
-    return dead_code_elimination(graph)
+    return dead_code_elimination(fold_product_transposes(graph))

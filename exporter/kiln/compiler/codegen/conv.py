@@ -566,7 +566,7 @@ def _emit_gemm(region, p: ConvPlan, g: GemmPlan, ep=None):
                         cols = matmul._min(b, b.sub(n_count, col), const64(g.nr))
                         c_off = b.add(c_base, b.add(b.mul(row, const64(ldc)), b.add(n0, col)))
                         b_strip = b.gep(panel, [b.mul(s, const64(kc_max * g.nr))], source_etype=ty)
-                        args = [a_tile, sam, sak, b_strip, elem(out_ptr, c_off), const64(ldc), kc, load_c, cols]
+                        args = [a_tile, sam, sak, b_strip, const64(g.nr), elem(out_ptr, c_off), const64(ldc), kc, load_c, cols]
                         matmul._dispatch_rows(b, rows, kernels, args, g.mr)
 
                     for_range(b, 0, strips, strip, name="s")
@@ -708,7 +708,7 @@ def _emit_batch_gemm(region, p: ConvPlan, g: GemmPlan):
                                     cols = matmul._min(b, b.sub(n_count, col), const64(g.nr))
                                     c_off = b.add(dot_offsets(b, [row], p.out_s[:1], c_base), col)
                                     b_strip = b.gep(panel, [b.mul(s, const64(kc_max * g.nr))], source_etype=ty)
-                                    args = [a_tile, const64(p.lhs_s[0]), const64(rd_in * p.lhs_s[-1]), b_strip,
+                                    args = [a_tile, const64(p.lhs_s[0]), const64(rd_in * p.lhs_s[-1]), b_strip, const64(g.nr),
                                             elem(out_ptr, c_off), const64(p.out_s[0]), kc, ir.Constant(I1, 1), cols]
                                     matmul._dispatch_rows(b, rows, kernels, args, g.mr)
                                 for_range(b, 0, strips, strip, name="s")

@@ -90,16 +90,38 @@ def _target_shape(target_vector_bytes: int, registers: int, dtype):
     return vw, mr
 
 
+# Work per workgroup that compile.choose_workgroups asks for (its _WORK_PER_GROUP), and the fewest
+# items a product with that much work is split into (see _Tiling).
+WORK_PER_GROUP = 1 << 16
+MIN_ITEMS = 8
+
+
 class _Tiling:
-    def __init__(self, plan: DotPlan, vector_bytes: int, registers: int):
+    """Work items of NC columns (NC_STRIPS strips of NR) by ROW_CHUNK_TILES tiles of MR rows. A product
+    too small for `want_items` such items (a residual layer's 64 x 128 x 128) takes narrower column chunks,
+    then fewer row tiles per chunk, until it has them (or a chunk is one strip and one tile), so its
+    workgroups can run on several workers; column chunks go first, as each row chunk packs B again."""
+
+    def __init__(self, plan: DotPlan, vector_bytes: int, registers: int, want_items: int = 1):
         batch, m, n, k = plan.sizes
         self.vw, self.mr = _target_shape(vector_bytes, registers, plan.dtype)
         self.nr = 2 * self.vw
-        self.nc = self.nr * NC_STRIPS
-        self.row_chunk = self.mr * ROW_CHUNK_TILES
+        strips, tiles = NC_STRIPS, ROW_CHUNK_TILES
+        count = lambda: batch * max(-(-m // (self.mr * tiles)), 1) * max(-(-n // (self.nr * strips)), 1)  # noqa: E731
+        while count() < want_items and strips > 1:
+            strips //= 2
+        while count() < want_items and tiles > 1:
+            tiles //= 2
+        self.nc = self.nr * strips
+        self.row_chunk = self.mr * tiles
         self.m_chunks = max(-(-m // self.row_chunk), 1)
         self.n_chunks = max(-(-n // self.nc), 1)
         self.items = batch * self.m_chunks * self.n_chunks if m and n else 0
+
+
+def _tiling(region, plan: DotPlan, target) -> _Tiling:
+    want = min(MIN_ITEMS, work(region) // WORK_PER_GROUP)
+    return _Tiling(plan, target.vector_bytes, target.vector_registers, want)
 
 
 def parallel_items(region, target) -> int:
@@ -109,7 +131,7 @@ def parallel_items(region, target) -> int:
     batch, m, n, _ = plan.sizes
     if plan.fast is None:
         return batch * m * n
-    return _Tiling(plan, target.vector_bytes, target.vector_registers).items
+    return _tiling(region, plan, target).items
 
 
 def work(region) -> int:
@@ -137,7 +159,7 @@ def emit_matmul_kernel(region, target):
         if epilogues.dot_equation(region) is not region.eqns[-1]:
             raise epilogues.NotFusable("an epilogue needs the fast path (f32/f64, groups of one strided dim)")
         return _emit_general(region, plan)
-    return _emit_fast(region, plan, _Tiling(plan, target.vector_bytes, target.vector_registers))
+    return _emit_fast(region, plan, _tiling(region, plan, target))
 
 
 def _emit_general(region, plan: DotPlan):
@@ -215,7 +237,8 @@ def _emit_fast(region, plan: DotPlan, t: _Tiling):
             return
         module = b.module
         kernels = {rows: _microkernel(module, ty, t, rows) for rows in _tile_rows(m, t.mr)}
-        pack = _packer(module, ty, t)
+        pack = _transposing_packer(module, ty, t) if _k_contiguous(plan, t) else _packer(module, ty, t)
+        direct = _reads_b_in_place(plan, t)
         panel = b.alloca(ty, size=const64(panel_len), name="panel")
         panel.align = 64
         lo, hi = workgroup_slice(b, t.items, workgroup_id, workgroup_count)
@@ -237,7 +260,8 @@ def _emit_fast(region, plan: DotPlan, t: _Tiling):
                 k0 = b.mul(kb, const64(KC))
                 kc = _min(b, b.sub(const64(k), k0), const64(KC))
                 b_block = b.gep(b_batch, [b.add(b.mul(k0, const64(sbk)), b.mul(n0, const64(sbn)))], source_etype=ty)
-                b.call(pack, [b_block, const64(sbk), const64(sbn), kc, n_count, panel])
+                if not direct:
+                    b.call(pack, [b_block, const64(sbk), const64(sbn), kc, n_count, panel])
                 load_c = b.icmp_unsigned("!=", kb, const64(0))
 
                 def m_tile(mt):
@@ -249,8 +273,19 @@ def _emit_fast(region, plan: DotPlan, t: _Tiling):
                         col = b.mul(s, const64(t.nr))
                         cols = _min(b, b.sub(n_count, col), const64(t.nr))
                         c_tile = b.gep(c_batch, [b.add(b.mul(row, const64(n)), b.add(n0, col))], source_etype=ty)
-                        b_strip = b.gep(panel, [b.mul(s, const64(KC * t.nr))], source_etype=ty)
-                        args = [a_tile, const64(sam), const64(sak), b_strip, c_tile, const64(n), kc, load_c, cols]
+                        if direct:
+                            # Full strips read B's rows in place; a partial one is packed (zero-padded),
+                            # as its vector loads would read past the row.
+                            partial = b.icmp_unsigned("!=", cols, const64(t.nr))
+                            in_place = b.gep(b_block, [col], source_etype=ty)
+                            with b.if_then(partial):
+                                b.call(pack, [in_place, const64(sbk), const64(sbn), kc, cols, panel])
+                            b_strip = b.select(partial, panel, in_place)
+                            ldb = b.select(partial, const64(t.nr), const64(sbk))
+                        else:
+                            b_strip = b.gep(panel, [b.mul(s, const64(KC * t.nr))], source_etype=ty)
+                            ldb = const64(t.nr)
+                        args = [a_tile, const64(sam), const64(sak), b_strip, ldb, c_tile, const64(n), kc, load_c, cols]
                         _dispatch_rows(b, rows, kernels, args, t.mr)
 
                     strips = b.udiv(b.add(n_count, const64(t.nr - 1)), const64(t.nr))
@@ -340,8 +375,102 @@ def _packer(module: ir.Module, ty, t: _Tiling) -> ir.Function:
     return fn
 
 
+def _reads_b_in_place(plan: DotPlan, t: _Tiling) -> bool:
+    """Whether the microkernel reads B's rows where they lie instead of a packed panel: B's columns
+    contiguous and at most one tile of rows (a matrix-vector product, a batch smaller than MR), so a
+    panel would be used once and packing it would only copy B."""
+    _, m, _, _ = plan.sizes
+    _, _, _, _, sbk, sbn = plan.fast
+    return sbn == 1 and m <= t.mr
+
+
+def _k_contiguous(plan: DotPlan, t: _Tiling) -> bool:
+    """B's k elements are contiguous and its columns are not (B read transposed: x @ w.T, a backward
+    pass's cotangent times a weight): the panels are packed by vector transposes (vw a power of two)."""
+    _, _, _, _, sbk, sbn = plan.fast
+    return sbk == 1 and sbn != 1 and t.vw > 1 and t.vw & (t.vw - 1) == 0
+
+
+def _transpose_block(b: ir.IRBuilder, rows: list, vw: int) -> list:
+    """The vw x vw block whose rows are the vectors `rows`, transposed: log2(vw) rounds of interleaving
+    row i with row i + vw/2 (low halves to row 2i, high halves to row 2i + 1)."""
+    half = vw // 2
+    lo = ir.Constant(ir.VectorType(ir.IntType(32), vw), [x for i in range(half) for x in (i, vw + i)])
+    hi = ir.Constant(ir.VectorType(ir.IntType(32), vw), [x for i in range(half, vw) for x in (i, vw + i)])
+    for _ in range(vw.bit_length() - 1):
+        out = []
+        for i in range(half):
+            out.append(b.shuffle_vector(rows[i], rows[i + half], lo))
+            out.append(b.shuffle_vector(rows[i], rows[i + half], hi))
+        rows = out
+    return rows
+
+
+def _transposing_packer(module: ir.Module, ty, t: _Tiling) -> ir.Function:
+    """pack(B, sbk, sbn, kc, n_count, panel) for B whose k elements are contiguous (sbk == 1): the panel
+    _packer writes (NR-wide strips, k-major, zero-padded columns), each full strip built from vw x vw
+    blocks loaded as vw vectors along k (one per column) and transposed in registers; a partial strip
+    and the k rows after the last whole block are copied element by element."""
+    name = f"kiln.packt.{'f32' if ty == F32 else 'f64'}.{t.nr}"
+    fn = module.globals.get(name)
+    if fn is not None:
+        return fn
+    scalar = _packer(module, ty, t)
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I64, I64, I64, I64, PTR]), name=name)
+    fn.linkage = "internal"
+    fn.attributes.add("nounwind")
+    for a in (fn.args[0], fn.args[5]):
+        a.add_attribute("noalias")
+    src, sbk, sbn, kc, n_count, panel = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    vw = t.vw
+    vec = ir.VectorType(ty, vw)
+    align = ty_align(ty)
+    full_strips = b.udiv(n_count, const64(t.nr))
+    kc_blocks = b.udiv(kc, const64(vw))
+    kc_done = b.mul(kc_blocks, const64(vw))
+
+    def strip(s):
+        col0 = b.mul(s, const64(t.nr))
+        dst_strip = b.gep(panel, [b.mul(s, const64(KC * t.nr))], source_etype=ty)
+
+        def k_block(kb):
+            k0 = b.mul(kb, const64(vw))
+            for jb in range(t.nr // vw):
+                rows = [b.load(b.gep(src, [b.add(b.mul(b.add(col0, const64(jb * vw + r)), sbn), k0)], source_etype=ty),
+                               typ=vec, align=align) for r in range(vw)]
+                for c, v in enumerate(_transpose_block(b, rows, vw)):
+                    dst = b.gep(dst_strip, [b.add(b.mul(b.add(k0, const64(c)), const64(t.nr)), const64(jb * vw))],
+                                source_etype=ty)
+                    b.store(v, dst, align=align)
+
+        for_range(b, 0, kc_blocks, k_block, name="kb")
+
+        def k_row(kk):
+            dst_row = b.gep(dst_strip, [b.mul(kk, const64(t.nr))], source_etype=ty)
+
+            def copy(j):
+                v = b.load(b.gep(src, [b.add(b.mul(b.add(col0, j), sbn), kk)], source_etype=ty), typ=ty)
+                b.store(v, b.gep(dst_row, [j], source_etype=ty))
+
+            for_range(b, 0, t.nr, copy, name="j")
+
+        for_range(b, kc_done, kc, k_row, name="kt")
+
+    for_range(b, 0, full_strips, strip, name="s")
+    # The partial strip (n_count % nr columns), if any: the element-wise packer on it alone.
+    rest = b.sub(n_count, b.mul(full_strips, const64(t.nr)))
+    with b.if_then(b.icmp_unsigned("!=", rest, const64(0))):
+        last = b.mul(full_strips, const64(t.nr))
+        b.call(scalar, [b.gep(src, [b.mul(last, sbn)], source_etype=ty), sbk, sbn, kc, rest,
+                        b.gep(panel, [b.mul(full_strips, const64(KC * t.nr))], source_etype=ty)])
+    b.ret_void()
+    return fn
+
+
 def _microkernel(module: ir.Module, ty, t: _Tiling, mr: int) -> ir.Function:
-    """C[0:mr, 0:cols] (+)= A[0:mr, 0:kc] @ panel strip, accumulators in vector registers."""
+    """C[0:mr, 0:cols] (+)= A[0:mr, 0:kc] @ B strip (kc rows of NR, ldb apart: a packed panel's strip or
+    B's rows in place), accumulators in vector registers."""
     tag = "f32" if ty == F32 else "f64"
     name = f"kiln.micro.{tag}.{mr}x{t.nr}"
     fn = module.globals.get(name)
@@ -349,10 +478,10 @@ def _microkernel(module: ir.Module, ty, t: _Tiling, mr: int) -> ir.Function:
         return fn
     vec = ir.VectorType(ty, t.vw)
     halves = t.nr // t.vw
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I64, I64, PTR, PTR, I64, I64, I1, I64]), name=name)
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I64, I64, PTR, I64, PTR, I64, I64, I1, I64]), name=name)
     fn.linkage = "internal"
     fn.attributes.add("nounwind")
-    a_ptr, sam, sak, strip, c_ptr, ldc, kc, load_c, cols = fn.args
+    a_ptr, sam, sak, strip, ldb, c_ptr, ldc, kc, load_c, cols = fn.args
     for a in (a_ptr, strip, c_ptr):
         a.add_attribute("noalias")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -391,7 +520,7 @@ def _microkernel(module: ir.Module, ty, t: _Tiling, mr: int) -> ir.Function:
                         b.store(merged, accs[i][j])
 
     def k_step(kk):
-        row = b.gep(strip, [b.mul(kk, const64(t.nr))], source_etype=ty)
+        row = b.gep(strip, [b.mul(kk, ldb)], source_etype=ty)
         bvecs = [b.load(b.gep(row, [const64(j * t.vw)], source_etype=ty), typ=vec, align=align) for j in range(halves)]
         for i in range(mr):
             a = b.load(b.gep(a_ptr, [b.add(b.mul(const64(i), sam), b.mul(kk, sak))], source_etype=ty), typ=ty)
