@@ -156,8 +156,7 @@ def _ql(z, d, e, eps) -> bool:
                     e[m] = 0
                     deflated = True
                     break
-                inv = 1 / r
-                s, c = f * inv, g * inv
+                s, c = f / r, g / r
                 g = d[i + 1] - p
                 r = (d[i] - g) * s + 2 * c * b
                 p = s * r

@@ -3,13 +3,19 @@ eigh_ql (kiln.lax._eigh_ql, whose docstring gives the algorithm and whose numpy 
 implementation).
 
 Each workgroup takes a slice of the batch's matrices. One matrix lives in its eigenvector output (n x n,
-row-major), its eigenvalues in the eigenvalue output, and two vectors of n scalars (the subdiagonal and
-the Householder update's q) in a stack slot of the kernel. The eigenvectors are kept as rows until the
-final in-place transpose, so every O(n^3) loop (the tridiagonalization's matrix-vector products and
-rank-2 updates, the accumulation of Q, the QL rotations of two rows) runs over contiguous memory; those
-loops are written with explicit vectors of the target's width (a scalar loop finishes each row), the
-sums with one vector accumulator folded at the end. The region's operand is read through its View, so
-a transposed or batched layout feeding the kernel costs no copy.
+row-major), its eigenvalues in the eigenvalue output, and WORK_VECTORS vectors of n + WORK_PAD scalars (the
+subdiagonal, the Householder update's q, the zero-padded reflector u, a QL sweep's cosines and sines) in
+a stack slot of the kernel. The eigenvectors are kept as rows until the final in-place transpose, so every
+O(n^3) loop runs over contiguous memory with explicit vectors of the target's width (at most n):
+
+- tridiagonalization and accumulation of Q: the reflector copied to u, zero-padded to whole vectors, so
+  the leading block's rows are processed over whole vectors (no scalar tails; the columns past the block
+  get zero terms), four rows at a time sharing each load of u and q (dots_padded, updates_padded);
+- QL: each sweep's rotations applied after the sweep over column strips of four vectors held in
+  registers, row i+1 carried from one rotation to the next (rotate_rows).
+
+The region's operand is read through its View, so a transposed, broadcast or batched layout feeding the
+kernel costs no copy.
 """
 from __future__ import annotations
 
@@ -191,40 +197,6 @@ class _Emitter:
                 self.vst(z, at, value)
 
         for_range(b, const64(0), b.udiv(plen, const64(self.lanes)), vec, name=name)
-
-    def axpy(self, alpha, x, xo, y, yo, length, name="axpy"):
-        """y[yo + k] -= alpha * x[xo + k] over [0, length)."""
-        b = self.b
-        neg = b.fneg(alpha)
-        va = self.splat(neg)
-
-        def vec(k):
-            yk = b.add(yo, k)
-            self.vst(y, yk, fmuladd(b, va, self.vld(x, b.add(xo, k)), self.vld(y, yk)))
-
-        def sca(k):
-            yk = b.add(yo, k)
-            self.st(y, yk, fmuladd(b, neg, self.ld(x, b.add(xo, k)), self.ld(y, yk)))
-
-        self.vloop(length, vec, sca, name)
-
-    def axpy2(self, a1, x1, a2, x2, y, yo, length, name="rank2"):
-        """y[yo + k] -= a1 * x1[k] + a2 * x2[k] over [0, length) (x1, x2 pointers at their element 0)."""
-        b = self.b
-        n1, n2 = b.fneg(a1), b.fneg(a2)
-        v1, v2 = self.splat(n1), self.splat(n2)
-
-        def vec(k):
-            yk = b.add(yo, k)
-            t = fmuladd(b, v1, self.vld(x1, k), self.vld(y, yk))
-            self.vst(y, yk, fmuladd(b, v2, self.vld(x2, k), t))
-
-        def sca(k):
-            yk = b.add(yo, k)
-            t = fmuladd(b, n1, self.ld(x1, k), self.ld(y, yk))
-            self.st(y, yk, fmuladd(b, n2, self.ld(x2, k), t))
-
-        self.vloop(length, vec, sca, name)
 
     def rotate_rows(self, z, n, cs, ss, lo, hi):
         """The rotations i = hi-1, hi-2, ..., lo of one QL sweep applied to rows lo..hi of z (row-major,
@@ -594,9 +566,8 @@ def _ql(g: _Emitter, z, d, e, cs, ss, bad, n, eps):
                 b.store(ir.Constant(I1, 1), deflated_v)
                 b.branch(stop)
                 b.position_at_end(go_on)
-                inv = b.fdiv(g.c(1), r)
-                s = b.fmul(f, inv)
-                c = b.fmul(b.load(g_v), inv)
+                s = b.fdiv(f, r)
+                c = b.fdiv(b.load(g_v), r)
                 gi = b.fsub(g.ld(d, i1), b.load(p_v))
                 rr = b.fadd(b.fmul(b.fsub(g.ld(d, i), gi), s), b.fmul(b.fmul(g.c(2), c), bb))
                 p = b.fmul(s, rr)
