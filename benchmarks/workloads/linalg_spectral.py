@@ -1,9 +1,9 @@
 """The orthogonal and spectral factorizations in f32 (what JAX computes by default): eigh, svd, qr and
 pinv of square matrices, n = 64 and 128, and a batch of 16 at n = 16.
 
-numpy and JAX call LAPACK (divide and conquer / blocked Householder); kiln runs its own Householder QR
-and round-robin Jacobi sweeps (kiln.lax.linalg, kiln/lax/_jacobi.py), so these rows measure what
-Jacobi's O(n^3)-per-sweep rounds of fused kernels cost next to a tuned library. Eigen- and singular
+numpy and JAX call LAPACK (divide and conquer / blocked Householder); kiln runs its own kernels: eigh is
+one native kernel (Householder tridiagonalization and implicit QL, kiln/lax/_eigh_ql.py), the others its
+Householder QR and round-robin Jacobi sweeps (kiln.lax.linalg, kiln/lax/_jacobi.py). Eigen- and singular
 vectors are unique only up to sign, so their results are compared through sign-free products.
 """
 import numpy as np
