@@ -769,7 +769,7 @@ def _random_loop_nest(seed):
             return m + s * 0.01, v
         if kind == 1:  # while with a data-dependent trip count, a carry passed through
             def cond(c):
-                return (c[0] < trips + 1) & (knp.sum(c[2]) < 1e6)
+                return (c[0] < trips) & (knp.sum(c[2]) < 1e6)  # 0 to 3 iterations
 
             def body(c):
                 k, keep, mm, vv = c
