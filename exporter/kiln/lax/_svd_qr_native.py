@@ -4,7 +4,8 @@ with the batch's matrices split over the workgroups. kiln.lax._linalg_spectral's
 bind them in their graphs (complex, half and empty matrices keep the lax composite path).
 
 Each primitive's eager implementation below is the kernel's algorithm step for step in numpy (batched),
-so eager results equal compiled ones up to rounding, the signs of singular vectors included.
+so eager results equal compiled ones up to rounding, in float64 the signs of singular vectors included (in
+float32 a rounding can flip a rotation decision near the threshold and with it a pair's sign).
 
 - qr_kernel: Householder QR as LAPACK's geqrf computes it (R's diagonal is -sign(pivot) * the column's
   norm; a column already zero below the diagonal is left alone: tau = 0), each column's norm scaled by
@@ -15,10 +16,11 @@ so eager results equal compiled ones up to rounding, the signs of singular vecto
   r pairs (r, N'-1) and ((r+k) mod (N'-1), (r-k) mod (N'-1)), N' = N rounded up to even, the pairs
   with the padding column skipped) until a sweep rotates no pair (at most MAX_SWEEPS); a pair rotates
   when |w_p . w_q| > sqrt(N) eps |w_p| |w_q| (LAPACK's gesvj criterion), and both columns' squared norms
-  are recomputed from the rotated columns. R V = W; the singular values are W's column norms, sorted
-  descending (stably; NaN last); U = Q[:, :N] Q_W sign(diag R_W) from a Householder QR of the sorted W
-  (its columns are orthogonal, so R_W is diagonal and Q_W completes U where a singular value is zero),
-  with full_matrices Q's other columns after them.
+  are recomputed from the rotated columns. The sweeps run on R^T's columns (R's rows: fewer sweeps
+  than on R's): R^T V = W, so x = (Q V) S (W S^-1)^T; the singular values are W's column norms, sorted
+  descending (stably; NaN last); U = Q[:, :N] V (sorted), with full_matrices Q's other columns after
+  them; the right vectors are Q_W sign(diag R_W) from a Householder QR of the sorted W (its columns are
+  orthogonal, so R_W is diagonal and Q_W completes them where a singular value is zero).
 
 The kernels need scratch memory (the matrices in column storage, Q, W, V): a last output, `work`,
 zeroed by the kernel when it is done (its eager value is zeros), which nothing reads.
@@ -205,7 +207,7 @@ def _svd_numpy(x, full_matrices: bool, compute_uv: bool):
         scale = np.where(scale == 0, 1, scale).astype(dtype)  # NaN stays: every result NaN
         a = (a / scale[:, None, None]).astype(dtype)
     taus = _householder(a, small)
-    w = np.triu(a[:, :small, :])
+    w = np.swapaxes(np.triu(a[:, :small, :]), 1, 2).copy()  # Jacobi on R^T's columns (R's rows)
     v = np.broadcast_to(np.eye(small, dtype=dtype), w.shape).copy() if compute_uv else None
     d = _jacobi(w, v)
     sigma = np.sqrt(d)
@@ -217,13 +219,13 @@ def _svd_numpy(x, full_matrices: bool, compute_uv: bool):
     q = _form_q(a, taus, kq)
     ws = np.take_along_axis(w, order[:, None, :], axis=2)
     vs = np.take_along_axis(v, order[:, None, :], axis=2)
+    u = (q[:, :, :small] @ vs).astype(dtype)
+    if kq > small:
+        u = np.concatenate([u, q[:, :, small:]], axis=2)
     taus_w = _householder(ws, small)
     q_w = _form_q(ws, taus_w, small)
     signs = np.where(ws[:, np.arange(small), np.arange(small)] >= 0, 1, -1).astype(dtype)
-    u = (q[:, :, :small] @ (q_w * signs[:, None, :])).astype(dtype)
-    if kq > small:
-        u = np.concatenate([u, q[:, :, small:]], axis=2)
-    vh = np.swapaxes(vs, 1, 2)
+    vh = np.swapaxes(q_w * signs[:, None, :], 1, 2)
     if wide:
         u, vh = np.swapaxes(vh, 1, 2), np.swapaxes(u, 1, 2)
     return [s.reshape(batch + (small,)), np.ascontiguousarray(u).reshape(batch + u.shape[1:]),

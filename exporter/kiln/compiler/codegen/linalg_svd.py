@@ -3,9 +3,10 @@ svd_kernel primitives: one dispatch per call, the batch's matrices split over th
 matrix is one work item), each matrix factored start to finish by one workgroup.
 
 The algorithm is the one _svd_qr_native's numpy mirror (the primitives' eager implementation) runs, step
-for step, so compiled and eager results agree up to rounding (the signs of singular vectors included):
+for step, so compiled and eager results agree up to rounding (in float64 the signs of singular vectors too):
 Householder QR (LAPACK's geqrf convention, Q formed backwards as orgqr), and for the SVD QR then
-one-sided Jacobi on R's columns in the round-robin order, then U from a Householder QR of the sorted W.
+one-sided Jacobi on R^T's columns in the round-robin order, U = Q V, and the right singular vectors from a
+Householder QR of the sorted W.
 
 Everything runs in column storage in the `work` output (a matrix's columns contiguous), so every inner
 loop (a reflector applied to a column, a dot product of two columns, a plane rotation of two columns)
@@ -539,9 +540,9 @@ def _emit_svd(region, eqn, target):
             g.vloop(0, N * M, lambda i, wd: g.st(a, i, b.fdiv(g.ld(a, i, wd), g.splat(scale, wd)), wd), name="sc")
             _householder(g, a, M, N, N, taus)
 
-            def w_col(j):
+            def w_col(j):  # W = R^T: W's column j is R's row j
                 def one(i):
-                    value = b.select(b.icmp_signed("<=", i, j), g.ld(a, b.add(b.mul(j, const64(M)), i)), g.c(0.0))
+                    value = b.select(b.icmp_signed(">=", i, j), g.ld(a, b.add(b.mul(i, const64(M)), j)), g.c(0.0))
                     g.st(w, b.add(b.mul(j, const64(N)), i), value)
                 for_range(b, 0, N, one, name="w.i")
 
@@ -576,30 +577,13 @@ def _emit_svd(region, eqn, target):
                     src_w, src_v = b.mul(p, const64(N)), b.mul(p, const64(N))
                     dst = b.mul(rank, const64(N))
                     g.vloop(0, N, lambda i, wd: g.st(wsorted, b.add(dst, i), g.ld(w, b.add(src_w, i), wd), wd), name="ws")
-                    # V's column p is row `rank` of vh (tall) or column `rank` of u (wide)
-                    if not wide:
-                        vh = g.ptr(outs[2], b.mul(bi, const64(N * N)))
-                        g.vloop(0, N, lambda i, wd: g.st(vh, b.add(dst, i), g.ld(v, b.add(src_v, i), wd), wd), name="vo")
-                    else:
-                        u_out = g.ptr(outs[1], b.mul(bi, const64(N * N)))
-                        for_range(b, 0, N, lambda i: g.st(u_out, b.add(b.mul(i, const64(N)), rank),
-                                                          g.ld(v, b.add(src_v, i))), name="vo")
+                    # V sorted into qw's storage until U is formed
+                    g.vloop(0, N, lambda i, wd: g.st(qw, b.add(dst, i), g.ld(v, b.add(src_v, i), wd), wd), name="vs")
 
             for_range(b, 0, N, lambda p: place(p, put_s), name="rank.p")
             if uv:
-                _householder(g, wsorted, N, N, N, taus_w)
-                _form_q(g, wsorted, N, N, taus_w, qw, N)
-
-                def sign_col(c):
-                    negative = g.lt(g.ld(wsorted, b.add(b.mul(c, const64(N)), c)), g.c(0.0))
-                    with b.if_then(negative):
-                        base = b.mul(c, const64(N))
-                        g.vloop(base, b.add(base, const64(N)), lambda i, wd: g.st(qw, i, b.fneg(g.ld(qw, i, wd)), wd),
-                                name="sg")
-
-                for_range(b, 0, N, sign_col, name="sg.c")
                 _form_q(g, a, M, N, taus, q, kq)
-                # U's first N columns (column storage, in a): Q[:, :N] @ Qw
+                # U's first N columns (column storage, in a): Q[:, :N] @ V sorted
                 g.zero(a, N * M)
 
                 def u_col(c):
@@ -615,6 +599,27 @@ def _emit_svd(region, eqn, target):
                     for_range(b, 0, N, term, name="u.k")
 
                 for_range(b, 0, N, u_col, name="u.c")
+
+                _householder(g, wsorted, N, N, N, taus_w)
+                _form_q(g, wsorted, N, N, taus_w, qw, N)
+
+                def sign_col(c):
+                    negative = g.lt(g.ld(wsorted, b.add(b.mul(c, const64(N)), c)), g.c(0.0))
+                    with b.if_then(negative):
+                        base = b.mul(c, const64(N))
+                        g.vloop(base, b.add(base, const64(N)), lambda i, wd: g.st(qw, i, b.fneg(g.ld(qw, i, wd)), wd),
+                                name="sg")
+
+                for_range(b, 0, N, sign_col, name="sg.c")
+                # V_A = W's Q with R_W's signs (column storage in qw): row c of vh (tall), column c of u (wide)
+                if not wide:
+                    vh = g.ptr(outs[2], b.mul(bi, const64(N * N)))
+                    g.vloop(0, N * N, lambda i, wd: g.st(vh, i, g.ld(qw, i, wd), wd), name="vo")
+                else:
+                    u_small = g.ptr(outs[1], b.mul(bi, const64(N * N)))
+                    for_range(b, 0, N, lambda c: for_range(b, 0, N, lambda i: g.st(
+                        u_small, b.add(b.mul(i, const64(N)), c), g.ld(qw, b.add(b.mul(c, const64(N)), i))), name="vo.i"),
+                        name="vo.c")
 
                 # write U (M x kq): columns < N from a, the rest Q's
                 if not wide:
