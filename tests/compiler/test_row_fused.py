@@ -287,3 +287,58 @@ def test_pulled_producer_whose_value_is_returned():
     assert row_fused.is_row_fused(plan.steps[0].region)
     e = np.exp(x.astype(np.float64)) * 0.5
     check_like_numpy(kiln.jit(fn)(x), [e.astype(np.float32), e.sum(-1).astype(np.float32)], 2e-6)
+
+
+def _streams(fn, *args):
+    (step,) = _plan(fn, *args).steps
+    return step.region, row_fused._streams(row_fused.plan(step.region), step.region)
+
+
+def test_prefetched_streams_are_the_rows_inputs_and_outputs():
+    """The next row's lines are prefetched for the full-shape buffers read and written along unit-stride
+    columns (x and the result), not for a vector broadcast over the rows (gamma: it stays cached), a view
+    read with a column stride, or rows whose streamed bytes are under PREFETCH_MIN_ROW_BYTES."""
+    from kiln.compiler.compile import _optimized_kernel
+    from kiln.compiler.target import Target
+
+    x = np.zeros((64, 300), np.float32)
+    g = np.zeros(300, np.float32)
+    region, streams = _streams(lambda a, b: k_layernorm(a, b, 0.5), x, g)
+    assert [(s.pointer, s.write, s.row_strides, s.offset) for s in streams] == [(0, False, (300,), 0), (2, True, (300,), 0)]
+    assert "llvm.prefetch" in str(_optimized_kernel("k", region, Target.host()))
+    _, streams = _streams(lambda a: kiln.nn.softmax(a[:, 5:305], axis=-1), np.zeros((64, 400), np.float32))
+    assert [(s.pointer, s.row_strides, s.offset) for s in streams if not s.write] == [(0, (400,), 5)]
+    _, streams = _streams(lambda a: kiln.nn.softmax(a[:, ::2], axis=-1), np.zeros((64, 600), np.float32))
+    assert [s.write for s in streams] == [True]
+    region, streams = _streams(lambda a: kiln.nn.softmax(a, axis=-1), np.zeros((64, 100), np.float32))
+    assert streams == [] and "llvm.prefetch" not in str(_optimized_kernel("k", region, Target.host()))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64], ids=lambda d: np.dtype(d).name)
+def test_prefetching_kernels_against_numpy_through_kiln_run(dtype, tmp_path):
+    """Rows long enough to prefetch (several chunks and a tail chunk: 1000 columns; sliced inputs with a
+    row stride and an offset; two row inputs in one kernel; two row outputs; rows over two dims), run by
+    the standalone kiln-run."""
+    x = (RNG.standard_normal((67, 1200)) * 3).astype(dtype)
+    y = RNG.standard_normal((67, 1000)).astype(dtype)
+    g = RNG.standard_normal(1000).astype(dtype)
+    z = RNG.standard_normal((3, 5, 1000)).astype(dtype)
+
+    def fn(a, b, gamma, c):
+        e = knp.exp(c - knp.max(c, axis=-1, keepdims=True))
+        return (kiln.nn.softmax(a[:, 7:1007], axis=-1), k_layernorm(a[:, 100:1100] + b, gamma, 0.25),
+                e / knp.sum(e, axis=-1, keepdims=True), e, k_rmsnorm(c, gamma))
+
+    s = (x[:, 100:1100] + y).astype(dtype)
+    z64 = z.astype(np.float64)
+    e = np.exp(z64 - z64.max(-1, keepdims=True))
+    want = [n_softmax(x[:, 7:1007]), n_layernorm(s, g, 0.25), (e / e.sum(-1, keepdims=True)).astype(dtype),
+            e.astype(dtype), n_rmsnorm(z, g)]
+    got = kiln_run_exported(fn, x, y, g, z, tmp_path=tmp_path)
+    tol = {np.dtype(np.float16): 8e-3, np.dtype(np.float32): 4e-6, np.dtype(np.float64): 1e-12}[np.dtype(dtype)]
+    check_like_numpy(got, want, tol)
+    plan = _plan(fn, x, y, g, z)
+    streams = [row_fused._streams(row_fused.plan(st.region), st.region) for st in plan.steps]
+    assert _strategies(plan) == ["row_fused"] * len(plan.steps)
+    assert all(ss and ss[-1].write for ss in streams)
+    assert [False, False, True] in [[s.write for s in ss] for ss in streams]  # the layer norm reads x and y

@@ -276,6 +276,10 @@ def emit_kernel(region):
     dtypes = {v.id: v.aval.dtype for e in region.eqns for v in e.outvars}
     combiners = {id(e): _Combiner(e.primitive.traits.reduction, e.outvars[0].aval.dtype) for loop in p.loops for e in loop}
 
+    streams = _streams(p, region)
+    later = [(k, n) for k, passes in enumerate(p.passes) for n in range(len(passes))][1:]
+    prefetch = _Prefetch(p, streams, len(later)) if later and streams else None
+
     def body(b: ir.IRBuilder, pointers, workgroup_id, workgroup_count):
         scratch = {v: b.alloca(scalar_ops.info(dtypes[v]).storage, size=const64(p.columns), name=f"row{v}")
                    for v in p.scratch}
@@ -284,6 +288,10 @@ def emit_kernel(region):
 
         def row(r):
             row_index = delinearize(b, r, p.rows_shape) if p.rows_shape else []
+            if prefetch is not None:
+                following = b.add(r, const64(1))
+                following = b.select(b.icmp_unsigned("<", following, hi), following, r)
+                bases = prefetch.row_bases(b, following)
             env: dict[int, ir.Value] = {}
 
             def leaf(atom, col):
@@ -339,7 +347,10 @@ def emit_kernel(region):
                             offset = b.add(b.mul(r, const64(p.columns)), c)
                             scalar_ops.store(b, pointers[n_in + i], offset, read(v), v.aval.dtype)
 
-                    for_range(b, 0, p.columns, column, name=f"c{k}.{n}")
+                    if prefetch is not None and (k, n) in later:
+                        prefetch.columns(b, pointers, bases, later.index((k, n)), column, name=f"c{k}.{n}")
+                    else:
+                        for_range(b, 0, p.columns, column, name=f"c{k}.{n}")
                 for e in loop:
                     v = e.outvars[0]
                     env[v.id] = combiners[id(e)].finalize(b, b.load(accs[id(e)]))
@@ -350,3 +361,105 @@ def emit_kernel(region):
         for_range(b, lo, hi, row, name="r")
 
     return body
+
+
+PREFETCH_MIN_ROW_BYTES = 1024
+"""Rows whose streamed bytes (inputs read and outputs written, see _streams) are fewer are not
+prefetched: the hardware's stream prefetcher keeps up with short rows."""
+PREFETCH_CHUNK_BYTES = 1024
+"""Bytes of the widest stream per chunk of a prefetching loop (each chunk issues its share of the
+next row's prefetches, then runs the columns of the chunk)."""
+_LINE = 64
+
+
+@dataclass(frozen=True)
+class _Stream:
+    """A buffer a row reads or writes along unit-stride columns, at a different place for each row."""
+
+    pointer: int  # index into the kernel's pointers: a region input, or n_in + an output's index
+    dtype: np.dtype
+    row_strides: tuple[int, ...]
+    offset: int
+    write: bool
+
+
+def _streams(p: RowPlan, region) -> list[_Stream]:
+    """The buffers a row streams from or to memory: full-shape input views with unit column stride
+    that move with the row (not gamma/beta-like views broadcast over the rows, which stay cached),
+    and the full-shape outputs."""
+    full = p.rows_shape + (p.columns,)
+    found: list[_Stream] = []
+    for view in p.views.values():
+        if not view.is_buffer or tuple(view.shape) != full or view.strides[-1] != 1 or not any(view.strides[:-1]):
+            continue
+        stream = _Stream(view.source, np.dtype(view.dtype), tuple(view.strides[:-1]), view.offset, False)
+        if stream not in found:
+            found.append(stream)
+    n_in = len(region.invars)
+    rows_strides = tuple(int(s) for s in np.cumprod((p.columns,) + p.rows_shape[:0:-1])[::-1]) if p.rows_shape else ()
+    for i, v in enumerate(region.outvars):
+        if tuple(v.aval.shape) == full:
+            found.append(_Stream(n_in + i, np.dtype(v.aval.dtype), rows_strides, 0, True))
+    if sum(s.dtype.itemsize for s in found) * p.columns < PREFETCH_MIN_ROW_BYTES:
+        return []
+    return found
+
+
+class _Prefetch:
+    """Software prefetch of the next row while the loops after a row's first run (issue 10: a row's
+    first loop reads it from memory and its last writes the outputs, while the loops between run from
+    cache; without prefetching, memory idles during those and the compute idles during the first
+    loop's misses and the last loop's write misses).
+
+    Each loop of a row after its first runs its columns in chunks; chunk t of the T = (those loops x
+    chunks per loop) issues the prefetches of lines [t*q, (t+1)*q) of every stream of the next row
+    (q = ceil(lines / T)), so the next row's lines are requested evenly over the time the row spends
+    in cache: reads into L2 (llvm.prefetch locality 2), outputs with write intent, so the last loop's
+    stores find their lines owned. The next row is that of the same workgroup (the last row of a
+    workgroup's slice prefetches nothing new); prefetches never fault and change no value."""
+
+    def __init__(self, p: RowPlan, streams: list[_Stream], loops: int):
+        self.p = p
+        self.streams = streams
+        widest = max(s.dtype.itemsize for s in streams)
+        self.chunk = max(PREFETCH_CHUNK_BYTES // widest, 1)
+        self.chunks = -(-p.columns // self.chunk)
+        total = loops * self.chunks
+        self.lines = [-(-p.columns * s.dtype.itemsize // _LINE) for s in streams]
+        self.per_chunk = [-(-lines // total) for lines in self.lines]
+
+    def row_bases(self, b: ir.IRBuilder, row: ir.Value) -> list[ir.Value]:
+        index = delinearize(b, row, self.p.rows_shape) if self.p.rows_shape else []
+        return [dot_offsets(b, index, s.row_strides, const64(s.offset)) for s in self.streams]
+
+    def columns(self, b: ir.IRBuilder, pointers, bases, loop: int, column, name: str) -> None:
+        """for_range(0, columns, column) in chunks, each first prefetching its share (loop: the index
+        of this loop among the row's loops after the first)."""
+        from .types import I32
+
+        fn = b.module.globals.get("llvm.prefetch.p0") or ir.Function(
+            b.module, ir.FunctionType(ir.VoidType(), [ir.PointerType(), I32, I32, I32]), name="llvm.prefetch.p0")
+
+        def chunk(i):
+            start = b.mul(i, const64(self.chunk)) if self.chunks > 1 else const64(0)
+            t = b.add(const64(loop * self.chunks), i) if self.chunks > 1 else const64(loop)
+            for s, base, lines, q in zip(self.streams, bases, self.lines, self.per_chunk):
+                per_line = max(_LINE // s.dtype.itemsize, 1)
+                first = b.mul(t, const64(q))
+                for j in range(q):
+                    line = b.add(first, const64(j))
+                    line = b.select(b.icmp_unsigned("<", line, const64(lines)), line, const64(lines - 1))
+                    offset = b.add(base, b.mul(line, const64(per_line)))
+                    address = b.gep(pointers[s.pointer], [offset], source_etype=scalar_ops.info(s.dtype).storage)
+                    b.call(fn, [address, ir.Constant(I32, int(s.write)), ir.Constant(I32, 2), ir.Constant(I32, 1)])
+            if self.chunks == 1:
+                for_range(b, 0, self.p.columns, column, name=f"{name}.c")
+                return
+            end = b.add(start, const64(self.chunk))
+            end = b.select(b.icmp_unsigned("<", end, const64(self.p.columns)), end, const64(self.p.columns))
+            for_range(b, start, end, column, name=f"{name}.c")
+
+        if self.chunks == 1:
+            chunk(const64(0))
+        else:
+            for_range(b, 0, self.chunks, chunk, name=name)
