@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from ..core.ir import Var
 from .fusion import DispatchStep, HostStep
-from .row_fusion import _merge
+from .row_fusion import _merge, outputs_read_outside, use_counts
 
 
 def _is(step, name: str) -> bool:
@@ -64,13 +64,7 @@ def fuse_reduction_epilogues(steps: list, graph_outvars) -> list:
 
 
 def _fuse(steps: list, graph_outvars, starts, same_elements) -> list:
-    uses: dict[int, int] = {}
-    for s in steps:
-        atoms = s.inputs if isinstance(s, DispatchStep) else s.eqn.invars
-        for a in atoms:
-            if isinstance(a, Var):
-                uses[a.id] = uses.get(a.id, 0) + 1
-    returned = {a.id for a in graph_outvars if isinstance(a, Var)}
+    uses, returned = use_counts(steps, graph_outvars)
     updates = _global_updates(steps)
     result: list = []
     i = 0
@@ -137,13 +131,7 @@ def _fused(group: list[DispatchStep], uses: dict[int, int], returned: set[int]):
     epilogue_fusable = conv.epilogue_fusable if _is(group[0], "conv") else \
         matmul.epilogue_fusable if _is(group[0], "matmul") else reduce.epilogue_fusable
 
-    outputs = {o.id for g in group for o in g.outputs}
-    inside: dict[int, int] = {}
-    for g in group:
-        for a in g.inputs:
-            if a.id in outputs:
-                inside[a.id] = inside.get(a.id, 0) + 1
-    keep = {o for o in outputs if o in returned or uses.get(o, 0) > inside.get(o, 0)}
+    keep = outputs_read_outside(group, uses, returned)
     product = group[0].outputs[0].id
     for extra in (set(), {product}):  # with the product kept as an output when no other output can hold it
         candidate = _merge(group[0].name, group, keep | extra)

@@ -91,15 +91,33 @@ def _merge(name: str, group: list[DispatchStep], used_outside: set[int]) -> Disp
     return DispatchStep(name, region, inputs, outputs)
 
 
-def fuse_rows(steps: list, graph_outvars) -> list:
-    """The steps with each run of row-compatible dispatches merged (see the module docstring)."""
+def use_counts(steps: list, graph_outvars) -> tuple[dict[int, int], set[int]]:
+    """(value id -> how many steps read it, the ids of the values the graph returns): what decides which
+    values a merge of steps must still write (outputs_read_outside)."""
     uses: dict[int, int] = {}
     for s in steps:
         atoms = s.inputs if isinstance(s, DispatchStep) else s.eqn.invars
         for a in atoms:
             if isinstance(a, Var):
                 uses[a.id] = uses.get(a.id, 0) + 1
-    returned = {a.id for a in graph_outvars if isinstance(a, Var)}
+    return uses, {a.id for a in graph_outvars if isinstance(a, Var)}
+
+
+def outputs_read_outside(group: list[DispatchStep], uses: dict[int, int], returned: set[int]) -> set[int]:
+    """The ids of the group's outputs that the graph returns or a step outside the group reads: the outputs
+    its merged kernel keeps (the others live only inside it)."""
+    outputs = {o.id for s in group for o in s.outputs}
+    inside: dict[int, int] = {}
+    for s in group:
+        for a in s.inputs:
+            if a.id in outputs:
+                inside[a.id] = inside.get(a.id, 0) + 1
+    return {o for o in outputs if o in returned or uses.get(o, 0) > inside.get(o, 0)}
+
+
+def fuse_rows(steps: list, graph_outvars) -> list:
+    """The steps with each run of row-compatible dispatches merged (see the module docstring)."""
+    uses, returned = use_counts(steps, graph_outvars)
     result: list = []
     group: list[DispatchStep] = []
     merged: DispatchStep | None = None
@@ -114,13 +132,7 @@ def fuse_rows(steps: list, graph_outvars) -> list:
         merged = None
 
     def try_merge(candidate: list[DispatchStep]):
-        outputs = {o.id for s in candidate for o in s.outputs}
-        inside: dict[int, int] = {}
-        for s in candidate:
-            for a in s.inputs:
-                if a.id in outputs:
-                    inside[a.id] = inside.get(a.id, 0) + 1
-        used_outside = {o for o in outputs if o in returned or uses.get(o, 0) > inside.get(o, 0)}
+        used_outside = outputs_read_outside(candidate, uses, returned)
         step = _merge(f"row_fused_{candidate[0].name.rsplit('_', 1)[-1]}", candidate, used_outside)
         try:
             row_fused.plan(step.region)
