@@ -2,7 +2,6 @@
 import atexit
 import os
 import shutil
-import sys
 import tempfile
 
 import pytest
@@ -20,9 +19,6 @@ os.environ.setdefault("KILN_TARGET", "host")
 
 @pytest.fixture(scope="session")
 def linear_example():
-    sys.path.insert(0, os.path.join(ROOT, "examples"))
-    try:
-        import linear
-    finally:
-        sys.path.pop(0)
-    return linear
+    from kiln_tools import example
+
+    return example("linear")

@@ -13,7 +13,6 @@ without V. docs/targets.md.
 """
 import re
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +26,7 @@ from cross_targets import (ARCHES, REDUCTION_ULPS, RELOCATION_KERNEL_RESULTS, Ar
 from kiln.compiler.link import link_object
 from kiln.compiler.target import Target
 from kiln.vm.reader import read_module
-from kiln_tools import ROOT, kiln_run_binary, run_kiln_cli
+from kiln_tools import example, kiln_run_binary, run_kiln_cli
 from runtime_tools import native_build_dir
 
 
@@ -94,11 +93,7 @@ def test_c_tests_under_qemu(tests_build):
 def test_mlp_training_loop_in_c_matches_x86(suite, tests_build, tmp_path):
     """examples/mlp_train.py exported for the architecture and trained by kiln-train-example under qemu: every
     printed loss, the accuracy and the checkpointed state (parameters and Adam's moments) equal the x86 run's."""
-    sys.path.insert(0, str(Path(ROOT) / "examples"))
-    try:
-        import mlp_train as M
-    finally:
-        sys.path.pop(0)
+    M = example("mlp_train")
     np.save(tmp_path / "x.npy", M.example_x)
     np.save(tmp_path / "y.npy", M.example_y)
     name, steps = suite.arch.name, suite.train_steps
@@ -189,11 +184,7 @@ def test_every_relocation_type_runs(suite, tests_build, tmp_path):
 
 @only("riscv64")
 def test_linear_example_matches_x86(suite, tests_build, tmp_path):
-    sys.path.insert(0, str(Path(ROOT) / "examples"))
-    try:
-        from linear import Linear
-    finally:
-        sys.path.pop(0)
+    Linear = example("linear").Linear
     x = np.random.default_rng(3).standard_normal((4, 3)).astype(np.float32)
     x86, rv = tmp_path / "linear.x86.vmfb", tmp_path / "linear.riscv64.vmfb"
     x86.write_bytes(export_module(Linear, Target.host()))

@@ -10,6 +10,17 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def example(name: str):
+    """The module examples/<name>.py (examples/ is on sys.path only while it is imported)."""
+    import importlib
+
+    sys.path.insert(0, os.path.join(ROOT, "examples"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.pop(0)
+
+
 def kiln_run_binary() -> str:
     from kiln.vm._native import kiln_run_path
 

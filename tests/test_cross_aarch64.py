@@ -7,7 +7,6 @@ the MLP training loop in C, larger sweeps, SVE at five vector lengths. docs/targ
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +19,7 @@ from cross_targets import (ARCHES, INSTALL_SCRIPT, REDUCTION_ULPS, RELOCATION_KE
 from kiln.compiler.link import link_object
 from kiln.compiler.target import Target
 from kiln.vm.reader import read_module
-from kiln_tools import ROOT, kiln_run_binary, run_kiln_cli
+from kiln_tools import example, kiln_run_binary, run_kiln_cli
 
 ARCH = ARCHES["aarch64"]
 SVE_LENGTHS = (4,)  # qemu's sve-max-vq: 512-bit vectors (test_linear_example_matches_x86 runs 256; the long suite 1-16)
@@ -60,11 +59,7 @@ def test_every_relocation_type_runs(kiln_run_aarch64, tmp_path):
 def test_linear_example_matches_x86(kiln_run_aarch64, tmp_path):
     """`kiln export --target aarch64-unknown-linux-gnu` of examples/linear.py (its SVE and NEON builds) runs on a
     CPU without SVE and on one with it, with x86's results."""
-    sys.path.insert(0, str(Path(ROOT) / "examples"))
-    try:
-        from linear import Linear
-    finally:
-        sys.path.pop(0)
+    Linear = example("linear").Linear
     x = np.random.default_rng(3).standard_normal((4, 3)).astype(np.float32)
     modules = {"x86": tmp_path / "linear.x86.vmfb", "aarch64": tmp_path / "linear.aarch64.vmfb"}
     modules["x86"].write_bytes(export_module(Linear, Target.host()))
@@ -84,11 +79,7 @@ def test_named_cpu_modules_load_without_non_gating_features(kiln_run_aarch64, tm
     list), which qemu 7.2's cortex-a76 and max models do not report (AT_HWCAP bits 28, 24): those features
     do not gate loading (schemas/cpu_features.toml), so each loads there and computes x86's results. Hiding
     a gating feature it records (KILN_HIDE_CPU_FEATURES) refuses it by name."""
-    sys.path.insert(0, str(Path(ROOT) / "examples"))
-    try:
-        from linear import Linear
-    finally:
-        sys.path.pop(0)
+    Linear = example("linear").Linear
     x = np.random.default_rng(5).standard_normal((4, 3)).astype(np.float32)
     native = tmp_path / "linear.x86.vmfb"
     native.write_bytes(export_module(Linear, Target.host()))

@@ -9,31 +9,23 @@ through kiln-run (stopping after 100 steps, saving every global to .npz,
 loading it in a new process and running 100 more gives exactly the 200-step
 state), and in runtime-c/examples/train.c (which also checkpoints and
 restores into a fresh context in C)."""
-import os
 import re
-import sys
 
 import numpy as np
 import pytest
 
 from kiln import Program
 from kiln.vm.runtime import Context, Instance, Module
+from kiln_tools import example
 from runtime_tools import native_build_dir, run
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 200
 PARAM_NAMES = ("w1", "b1", "w2", "b2", "w3", "b3")
 
 
 @pytest.fixture(scope="module")
 def ex():
-    sys.path.insert(0, os.path.join(ROOT, "examples"))
-    try:
-        import mlp_train
-        import mlp_train_reference
-    finally:
-        sys.path.pop(0)
-    return mlp_train, mlp_train_reference
+    return example("mlp_train"), example("mlp_train_reference")
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import pytest
 import kiln.numpy as knp
 from kiln import Program
 from kiln.vm import _native
+from kiln_tools import example
 
 ROOT = Path(__file__).resolve().parent.parent
 CONSUMER = ROOT / "tests" / "packaging" / "consumer"
@@ -106,12 +106,7 @@ def module(tmp_path_factory):
 @pytest.fixture(scope="module")
 def mlp(tmp_path_factory):
     """examples/mlp_train.py's exported training step, its data set and numpy's losses."""
-    sys.path.insert(0, str(ROOT / "examples"))
-    try:
-        import mlp_train as M
-        import mlp_train_reference as R
-    finally:
-        sys.path.pop(0)
+    M, R = example("mlp_train"), example("mlp_train_reference")
     d = tmp_path_factory.mktemp("mlp")
     Program.get_compiled_artifact(M.MLPTrain()).save(str(d / "mlp_train.vmfb"))
     np.save(d / "x.npy", M.example_x)

@@ -2,8 +2,6 @@
 Program.get_compiled_artifact(m, globals="current"), Program.save_globals and Program.load_globals,
 checked against numpy and against kiln-run's --globals-in/--globals-out in both directions."""
 import io
-import os
-import sys
 import zipfile
 
 import ml_dtypes
@@ -13,7 +11,7 @@ import pytest
 import kiln.numpy as knp
 from kiln import Program
 from kiln.vm.runtime import Context, Instance, Module
-from kiln_tools import ROOT, run_kiln_run
+from kiln_tools import example, run_kiln_run
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 X = np.array([0.5, -1.0, 2.0], np.float32)
@@ -319,11 +317,7 @@ def test_class_and_argument_errors():
 def test_trained_mlp_exports_and_resumes_in_kiln_run(tmp_path):
     """The README's workflow on examples/mlp_train.py: train in Python, export the trained module and save a
     checkpoint; kiln-run continues from either exactly as the Python instance does."""
-    sys.path.insert(0, os.path.join(ROOT, "examples"))
-    try:
-        import mlp_train as M
-    finally:
-        sys.path.pop(0)
+    M = example("mlp_train")
     m = M.MLPTrain()
     losses = [float(m.train_step(M.example_x, M.example_y)) for _ in range(5)]
     assert losses[-1] < losses[0]

@@ -13,7 +13,7 @@ from kiln.compiler.fusion import partition
 from kiln.compiler.pipeline import prepare_graph
 from kiln.core.aval import ShapedArray
 from kiln.core.trace import trace_to_graph
-from tests.kiln_tools import check_like_numpy, kiln_run_exported
+from tests.kiln_tools import check_like_numpy, example, kiln_run_exported
 from tests.references import numerical_grad
 
 RNG = np.random.default_rng(10)
@@ -224,15 +224,7 @@ def test_horizontal_kernels_run_in_the_c_runtime(tmp_path):
 
 @pytest.fixture(scope="module")
 def mlp_train_example():
-    import os
-    import sys
-
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
-    try:
-        import mlp_train
-    finally:
-        sys.path.pop(0)
-    return mlp_train
+    return example("mlp_train")
 
 
 def test_mlp_train_step_dispatch_counts(mlp_train_example):
