@@ -139,6 +139,26 @@ def test_repeated_clustered_and_degenerate_spectra(dtype):
     np.testing.assert_array_equal(outs["zero"][0], np.eye(16, dtype=dtype))
 
 
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_hard_spectra_converge(dtype):
+    """Regressions: all-ones matrices leave subnormal off-diagonal entries that QL's relative test alone
+    never deflated (NaN results before the tiny / eps floor); a matrix graded from 1 down to 1e-30 with its
+    large entries at the top underflowed QL's chase in float32 (NaN before the index order is reversed);
+    Wilkinson's matrix has pairs of nearly equal eigenvalues."""
+    n = 63
+    graded = np.diag(np.logspace(0, -30, 21)) + np.diag(np.logspace(0, -30, 21)[1:] * 1e-3, 1)
+    m = (n - 1) / 2
+    mats = {"ones": np.ones((n, n)), "graded_down": graded, "graded_up": graded[::-1, ::-1],
+            "wilkinson": np.diag(np.abs(np.arange(n) - m)) + np.diag(np.ones(n - 1), 1) + np.diag(np.ones(n - 1), -1)}
+    mats = {k: ((a + a.T) / 2).astype(dtype) for k, a in mats.items()}
+    outs = kiln.jit(lambda ms: {k: lax.linalg.eigh(a) for k, a in ms.items()})(mats)
+    for name, a in mats.items():
+        v, w = outs[name]
+        check_decomposition(a, v, w)
+        eager_v, eager_w = lax.linalg.eigh(a)
+        check_decomposition(a, eager_v, eager_w)
+
+
 @pytest.mark.parametrize("dtype,scales", [(np.float64, (1e300, 1e-300, 1e-310)), (np.float32, (1e36, 1e-36, 1e-40))])
 def test_extreme_scales_neither_overflow_nor_underflow(dtype, scales):
     s = symmetric(np.random.default_rng(5), (10, 10))

@@ -125,14 +125,23 @@ def _accumulate(z, d):
 def _ql(z, d, e, eps) -> bool:
     """The implicit QL iterations; False when an eigenvalue needs more than MAX_ITERATIONS."""
     n = d.shape[0]
+    info = np.finfo(d.dtype)
+    floor = d.dtype.type(info.tiny / info.eps)  # below it subnormal arithmetic may never converge
     e[:n - 1] = e[1:].copy()
     e[n - 1] = 0
+    if abs(d[n - 1]) < abs(d[0]):
+        # QL converges from the top and chases from the bottom: larger entries belong at the bottom (a
+        # matrix graded the other way underflows the chase), so the index order is reversed (LAPACK
+        # steqr's choice between QL and QR, made once for the whole matrix)
+        d[:] = d[::-1].copy()
+        e[:n - 1] = e[n - 2::-1].copy()
+        z[:] = z[::-1].copy()
     for l in range(n):
         iterations = 0
         while True:
             m = l
             while m < n - 1:
-                if abs(e[m]) <= eps * (abs(d[m]) + abs(d[m + 1])):
+                if abs(e[m]) <= eps * (abs(d[m]) + abs(d[m + 1])) + floor:
                     break
                 m += 1
             if m == l:

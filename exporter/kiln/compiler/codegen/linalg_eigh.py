@@ -494,6 +494,14 @@ def _ql(g: _Emitter, z, d, e, cs, ss, bad, n, eps):
     N = const64(n)
     for_range(b, const64(1), N, lambda i: g.st(e, b.sub(i, const64(1)), g.ld(e, i)), name="eshift")
     g.st(e, const64(n - 1), g.c(0))
+    # QL converges from the top and chases from the bottom: larger entries belong at the bottom (a matrix
+    # graded the other way underflows the chase), so the index order is reversed (LAPACK steqr's choice
+    # between QL and QR, made once for the whole matrix; the numpy mirror does the same)
+    flip = b.fcmp_ordered("<", g.fabs(g.ld(d, const64(n - 1))), g.fabs(g.ld(d, const64(0))))
+    with b.if_then(flip):
+        _reverse(g, d, n, 1)
+        _reverse(g, e, n - 1, 1)
+        _reverse(g, z, n, n)
     m_v = g.var(const64(0), "m")
     it_v = g.var(const64(0), "iters")
     i_v = g.var(const64(0), "i")
@@ -514,7 +522,10 @@ def _ql(g: _Emitter, z, d, e, cs, ss, bad, n, eps):
             def m_body(found):
                 m = b.load(m_v)
                 dd = b.fadd(g.fabs(g.ld(d, m)), g.fabs(g.ld(d, b.add(m, const64(1)))))
-                small = b.fcmp_ordered("<=", g.fabs(g.ld(e, m)), b.fmul(g.c(eps), dd))
+                # negligible: relative to its diagonal neighbours, or below tiny / eps (subnormal arithmetic
+                # could not converge there; the matrix is scaled to a largest entry of 1, so it is far below
+                # eps times its norm)
+                small = b.fcmp_ordered("<=", g.fabs(g.ld(e, m)), b.fadd(b.fmul(g.c(eps), dd), g.c(g.safe_low)))
                 nxt = fn.append_basic_block("m.next")
                 b.cbranch(small, found, nxt)
                 b.position_at_end(nxt)
@@ -596,6 +607,24 @@ def _ql(g: _Emitter, z, d, e, cs, ss, bad, n, eps):
         while_loop(b, forever, iterate, name="qliter")
 
     for_range(b, const64(0), N, eigenvalue, name="ql")
+
+
+def _reverse(g: _Emitter, x, count, width):
+    """Reverses the order of the count rows of width elements at x (width 1: a vector)."""
+    b = g.b
+
+    def swap(i):
+        top, bottom = b.mul(i, const64(width)), b.mul(b.sub(const64(count - 1), i), const64(width))
+
+        def element(k):
+            p, q = b.add(top, k), b.add(bottom, k)
+            a, c = g.ld(x, p), g.ld(x, q)
+            g.st(x, p, c)
+            g.st(x, q, a)
+
+        for_range(b, const64(0), const64(width), element, name="revk")
+
+    for_range(b, const64(0), const64(count // 2), swap, name="rev")
 
 
 def _sort(g: _Emitter, z, d, n):
