@@ -310,9 +310,10 @@ def jacobi_scratch(n: int) -> int:
 
 def _jacobi(g: _Gen, w, v, d, n: int, scratch):
     """One-sided Jacobi on the n columns (n long) of w, v (or None) rotated along; d the squared norms
-    (as _svd_qr_native._jacobi). A round's pairs are disjoint, so each round computes all its pairs' dot
-    products first, then their rotations as vectors across the pairs (the divisions and square roots of
-    one pair no longer wait for each other pair's), then applies the rotations."""
+    (as _svd_qr_native._jacobi). A round's pairs are disjoint, so each round has all its pairs' dot
+    products first, then computes their rotations as vectors across the pairs (the divisions and square
+    roots of one pair no longer wait for each other pair's), then applies the rotations, taking the next
+    round's dot products as soon as both their columns are rotated (still in cache)."""
     b = g.b
     tol = float(np.float64(np.sqrt(n) * np.finfo(g.dtype).eps).astype(g.dtype))
     size = n + n % 2
@@ -340,8 +341,9 @@ def _jacobi(g: _Gen, w, v, d, n: int, scratch):
         q = b.select(first, const64(last), hi_)
         return p, q
 
-    def one_round(r):
-        def dots(kk):
+    def dots(r, kk):
+        """Pair kk of round r: its inner product and the squared norms of its columns, into the scratch."""
+        if True:
             p, q = members(r, kk)
             real = b.icmp_signed("<", q, const64(n))
             g.st(gam, kk, g.c(0.0))
@@ -356,8 +358,7 @@ def _jacobi(g: _Gen, w, v, d, n: int, scratch):
                 g.st(al, kk, g.ld(d, p))
                 g.st(be, kk, g.ld(d, q))
 
-        for_range(b, 0, h, dots, name="dots")
-
+    def one_round(r):
         def parameters(kk, wd):
             gamma, alpha, beta = g.ld(gam, kk, wd), g.ld(al, kk, wd), g.ld(be, kk, wd)
             active = g.gt(g.abs(gamma), b.fmul(g.c(tol, wd), b.fmul(g.sqrt(alpha), g.sqrt(beta))))
@@ -394,7 +395,20 @@ def _jacobi(g: _Gen, w, v, d, n: int, scratch):
                 if v is not None:
                     g.vsum(pb, b.add(pb, const64(n)), rot_terms(v), count=0, name="rotv")
 
-        for_range(b, 0, h, apply, name="apply")
+        # The next round's pair j - 1 joins a column of this round's pair j - 2 and one of pair j (the
+        # circle method moves each position one step), so its inner product is taken right after pair j
+        # is rotated, while both columns are still in cache; pair h - 1 (pairs h - 2 and h - 1) last.
+        following = b.add(r, const64(1))
+
+        def apply_then_dot(j):
+            apply(j)
+            with b.if_then(b.icmp_signed(">=", j, const64(1))):
+                dots(following, b.sub(j, const64(1)))
+
+        for_range(b, 0, h, apply_then_dot, name="apply")
+        dots(following, const64(h - 1))
+
+    for_range(b, 0, h, lambda kk: dots(const64(0), kk), name="dots0")
 
     def cond():
         return b.and_(b.load(rotated), b.icmp_signed("<", b.load(sweeps), const64(native.MAX_SWEEPS)))
