@@ -157,14 +157,18 @@ class _GraphLowering:
         if reg is not None:
             return reg
         reg = self.define(v)
-        buffer = self.schedule.buffers[v.id]
+        self._alloc(reg, v, self.schedule.buffers[v.id])
+        return reg
+
+    def _alloc(self, reg: int, v: Var, buffer) -> None:
+        """Allocates v's buffer in reg where the schedule places it: an arena offset, the caller's result
+        or a new buffer."""
         if buffer.kind == "transient":
             self.frame.emit("alloc.transient", reg, tensor_type(v.aval), buffer.offset)
         elif buffer.result is not None:
             self.frame.emit("alloc.result", reg, tensor_type(v.aval), buffer.result)
         else:
             self.frame.emit("alloc", reg, tensor_type(v.aval))
-        return reg
 
     def _dispatch(self, step) -> None:
         kernel_index, workgroups = self.ctx.dispatch_info(step)
@@ -184,12 +188,7 @@ class _GraphLowering:
                 self.reg_of[v.id] = reg
                 bindings.append(reg)
                 continue
-            if buffer.kind == "transient":
-                self.frame.emit("alloc.transient", reg, tensor_type(v.aval), buffer.offset)
-            elif buffer.result is not None:
-                self.frame.emit("alloc.result", reg, tensor_type(v.aval), buffer.result)
-            else:
-                self.frame.emit("alloc", reg, tensor_type(v.aval))
+            self._alloc(reg, v, buffer)
             bindings.append(reg)
         self.frame.emit("dispatch", kernel_index, workgroups, bindings, [])
 
