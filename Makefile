@@ -114,6 +114,12 @@ test-long: install
 check-sweep: install
 	$(BIN)/python tests/check_sweep.py
 
+# float32 exp, log, log1p and tanh on every float32 input, for the x86-64-v4 build (the bits of v3, aarch64 and
+# riscv64) and x86-64-v2 (no FMA), within the bounds of docs/accuracy.md; about 40 min of CPU.
+.PHONY: exhaustive-math
+exhaustive-math: install
+	$(BIN)/python tests/exhaustive_float32.py
+
 # Fuzzing the C runtime with libFuzzer under ASan+UBSan (fuzz/, docs/testing.md
 # "Fuzzing"). fuzz-ci fuzzes each target briefly from the seeds alone (part of
 # `make test`); fuzz for a few minutes and fuzz-long for DURATION seconds per

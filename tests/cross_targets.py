@@ -236,8 +236,9 @@ def assert_same(got: list[np.ndarray], want: list[np.ndarray], *, max_ulps: int 
 def sweep_functions(scale: int = 1) -> dict:
     """name -> (fn, args, kind): a function of every kernel strategy (elementwise, reductions, split
     reductions, row-fused, matmul, conv, pooling, structural, control flow) on small inputs; `kind` is
-    "exact" (bit-identical across targets) or "reduction" (within REDUCTION_ULPS). `scale` grows the
-    inputs (the long suite)."""
+    "exact" (bit-identical across targets), "math" (float32 exp, log or tanh: bit-identical across targets
+    with FMA, within MATH_ULPS_WITHOUT_FMA on x86-64 without it) or "reduction" (within REDUCTION_ULPS).
+    `scale` grows the inputs (the long suite)."""
     import kiln.lax as lax
     import kiln.nn as nn
     import kiln.numpy as knp
@@ -284,10 +285,10 @@ def sweep_functions(scale: int = 1) -> dict:
                      "exact"),
         "ew_math_f32": (lambda a, p: [knp.exp(a), knp.log(p), knp.tanh(a), knp.sin(a * 3), knp.sqrt(p),
                                       knp.power(p, a), knp.arctan2(a, p), knp.log1p(p), knp.expm1(a), knp.erf(a)],
-                        [x, pos], "exact"),
+                        [x, pos], "math"),
         "ew_math_f64": (lambda a: [knp.exp(a), knp.tanh(a), knp.cos(a), knp.log(knp.abs(a) + 1e-3)], [x64], "exact"),
         "ew_special": (lambda s: [knp.exp(s), knp.log(s), knp.sqrt(s), knp.tanh(s), s * s, knp.sign(s),
-                                  knp.floor(s), s.astype(np.int32), knp.isnan(s)], [special], "exact"),
+                                  knp.floor(s), s.astype(np.int32), knp.isnan(s)], [special], "math"),
         "ew_int": (lambda i: [i * 3 - (i >> 2), i // 7, i % 5, knp.abs(i), (i & 0x3F) ^ 0x15,
                               i.astype(np.float32) * 0.25, knp.clip(i, -100, 100).astype(np.int8)], [ints], "exact"),
         "ew_narrow": (lambda h, b: [h * h + 1, knp.exp(h.astype(np.float32)).astype(np.float16), b * b - b,
@@ -320,13 +321,17 @@ def sweep_functions(scale: int = 1) -> dict:
                                      knp.flip(a, 0), knp.broadcast_to(a[:1], a.shape)], [x, ints], "exact"),
         "sort": (lambda a: [knp.sort(a, axis=1), knp.cumsum(a[:, :8], axis=1)], [x], "reduction"),
         # control flow
-        "scan": (scan_cumulative, [x], "exact"),
+        "scan": (scan_cumulative, [x], "math"),
         "while_loop": (while_newton, [pos], "exact"),
-        "cond": (branch, [x], "exact"),
+        "cond": (branch, [x], "math"),
     }
 
 
 REDUCTION_ULPS = 16  # the most a reduction may differ from x86 (measured at most 7: docs/targets.md)
+# float32 exp, log and tanh evaluate their polynomials with llvm.fmuladd: one rounding per multiply-add where the
+# target has FMA (every target but x86-64 without it: x86-64-v2 and older), two there. Each result is within the
+# functions' 2-ulp bound (docs/accuracy.md), so two builds differ by at most 4 ulp (measured 2).
+MATH_ULPS_WITHOUT_FMA = 4
 
 
 # ----------------------------------------------------------------------------- a kernel of every aarch64 relocation

@@ -167,17 +167,63 @@ def _loop_bodies(lines: list[str]) -> list[list[str]]:
 
 
 def test_f32_elementwise_loop_is_vectorized(batch):
-    """The loop of the kernel computing a * b + b on 100 f32 uses packed (ymm with AVX) multiply and add."""
+    """The loop of the kernel computing a * b + b on 100 f32 uses packed multiply and add: zmm with AVX-512
+    (elementwise kernels ask for the widest vectors: codegen/pipeline.widest_vectors), ymm with AVX."""
     from kiln.compiler.target import Target
 
     index, _ = batch.compiled.dispatch_info(CASES["tail-100"].plan.steps[0])
     name = batch.compiled.kernels[index].name
     loops = _loop_bodies(_function_assembly(batch.compiled.assembly(), name))
     assert loops, f"{name} has no loop"
-    register = "%ymm" if Target.host().has_feature("avx") else "%xmm"
+    host = Target.host()
+    register = "%zmm" if host.has_feature("avx512f") else "%ymm" if host.has_feature("avx") else "%xmm"
     mul = re.compile(rf"\tv?(mul|fmadd\d*)ps\t.*{register}")
     add = re.compile(rf"\tv?(add|fmadd\d*)ps\t.*{register}")
     vector_loops = [body for body in loops
                     if any(mul.match(line) for line in body) and any(add.match(line) for line in body)]
     assert vector_loops, f"no loop of {name} multiplies and adds packed {register} registers:\n" + \
         "\n\n".join("\n".join(body) for body in loops)
+
+
+def _vector_registers(loops: list[list[str]]) -> set[str]:
+    return {reg for body in loops for line in body for reg in re.findall(r"%([xyz])mm\d+", line)}
+
+
+def test_avx512_builds_vectorize_elementwise_kernels_at_512_bits():
+    """LLVM's tuning for AVX-512 CPUs (x86-64-v4, znver4, skylake-avx512) prefers 256-bit vectors; elementwise
+    kernels, which carry no reassociation (so the width changes no bit), ask for the widest ones
+    (codegen/pipeline.widest_vectors): the x86-64-v4 build of a tanh chain loops over zmm registers, the
+    x86-64-v3 build over ymm, and a reduction kernel of the v4 build keeps LLVM's choice (no zmm)."""
+    from kiln.compiler.compile import compile_plan
+    from kiln.compiler.target import Target
+
+    chain = Case(lambda x, a: [prims.add.bind(prims.mul.bind(prims.tanh.bind(prims.mul.bind(x, a)), a), x)],
+                 [_operand("f32", (4096,)), _operand("f32", (4096,))])
+    total = Case(lambda x: [prims.reduce_sum.bind(x, axes=(0,))], [_operand("f32", (4096,))])
+    registers = {}
+    for cpu in ("x86-64-v4", "x86-64-v3"):
+        compiled = compile_plan([chain.plan, total.plan], Target.named("x86_64-unknown-linux-gnu", cpu), cache=None)
+        asm = compiled.assembly()
+        for case, kind in ((chain, "chain"), (total, "sum")):
+            name = compiled.kernels[compiled.kernel_index(case.plan.steps[0])].name
+            loops = _loop_bodies(_function_assembly(asm, name))
+            assert loops, f"{cpu} {name} has no loop"
+            registers[cpu, kind] = _vector_registers(loops)
+    assert "z" in registers["x86-64-v4", "chain"], registers
+    assert "z" not in registers["x86-64-v3", "chain"] and "y" in registers["x86-64-v3", "chain"], registers
+    assert "z" not in registers["x86-64-v4", "sum"], registers
+
+
+@pytest.mark.parametrize("name", ["tail-100", "tail-17", "chain-multi-workgroup"])
+def test_workgroup_slices_cover_every_element_once(batch, name):
+    """1-d elementwise kernels split their elements among workgroups at multiples of 16 (codegen/elementwise
+    aligned_slice): with any workgroup count, even more workgroups than 16-element granules (tail-17 has 2),
+    every element is computed, and none twice (outputs start as garbage; results as numpy's)."""
+    case = CASES[name]
+    step = case.plan.steps[0]
+    index = batch.compiled.kernel_index(step)
+    want = batch.run(name)[1]
+    for groups in (1, 2, 3, 7, 64, 100):
+        got = batch.runner.run_kernel(index, groups, case.args, [v.aval for v in step.outputs])
+        for g, w in zip(got, want):
+            assert_matches(g, w, **_tolerance(name))

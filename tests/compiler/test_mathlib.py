@@ -175,10 +175,11 @@ for dtype in (np.float32, np.float64):
     CASES[f"pow-{np.dtype(dtype).name}"] = Case(lambda a, b: [prims.pow.bind(a, b)], [px, py])
 
 
-# Dense float32 sweeps where exp and tanh do their work: every 67th bit pattern (tanh: 2^-13 to 9.5, past where it
-# rounds to 1; exp: |x| from 2^-13 to 104, into the subnormal results), both signs, about 4 million values each.
-# docs/accuracy.md records the exhaustive sweep over every float32.
-DENSE = {"tanh": (2.0**-13, 9.5), "exp": (2.0**-13, 104.0)}
+# Dense float32 sweeps where exp, tanh and log1p do their work: every 67th bit pattern (tanh: 2^-13 to 9.5, past where
+# it rounds to 1; exp: |x| from 2^-13 to 104, into the subnormal results; log1p: |x| from 2^-13 to 16, both methods
+# and the NaNs below -1), both signs, about 4 million values each. docs/accuracy.md records the exhaustive sweep over
+# every float32 (tests/exhaustive_float32.py, `make exhaustive-math`).
+DENSE = {"tanh": (2.0**-13, 9.5), "exp": (2.0**-13, 104.0), "log1p": (2.0**-13, 16.0)}
 for fn, (lo, hi) in DENSE.items():
     bits = np.arange(np.float32(lo).view(np.int32), np.float32(hi).view(np.int32), 67, dtype=np.int32)
     dense = bits.view(np.float32)

@@ -9,7 +9,10 @@ To add a function: write `_name_f32(m, x)` / `_name_f64(m, x)` bodies over a
 `_Math` helper and register them in `_IMPLS`.
 
 Accuracy (tests/compiler/test_mathlib.py, dense grids over the whole range; docs/accuracy.md):
-exp, log: at most 1 ulp measured for f32 and f64, tanh 2 ulp (f32, every input) and 1 (f64);
+exp, log: at most 1 ulp measured for f32 and f64, tanh 2 ulp (f32) and 1 (f64), log1p 1 (f32);
+f32 exp, log, log1p and tanh evaluate their polynomials with multiply-adds (_Math.fma: fused where the target
+has FMA, so x86-64 without it differs in the last bits; docs/targets.md), checked on every f32 input by
+tests/exhaustive_float32.py;
 pow f32 is computed in f64 (correctly rounded nearly always); pow f64 uses
 exp(y*log|x|) in f64 and loses about log2(|y*log(x)|) bits for large results.
 """
@@ -20,7 +23,7 @@ from typing import Callable
 
 from llvmlite import ir
 
-from .codegen.intrinsics import call_binary, call_unary
+from .codegen.intrinsics import call_binary, call_unary, fmuladd
 from .codegen.types import F32, F64, I1, I32, I64, int_const
 
 
@@ -79,11 +82,16 @@ class _Math:
     def from_bits(self, a):
         return self.b.bitcast(a, self.ty)
 
-    def horner(self, x, coeffs):
-        """coeffs[0]*x^(n-1) + ... + coeffs[-1]."""
+    def fma(self, a, b, c):
+        """a*b + c: llvm.fmuladd, one rounding where the target has FMA (x86-64-v3/v4, aarch64, riscv64),
+        two on x86-64 without it (x86-64-v2; docs/targets.md)."""
+        return fmuladd(self.b, a, b, c)
+
+    def horner(self, x, coeffs, fused: bool = False):
+        """coeffs[0]*x^(n-1) + ... + coeffs[-1]; `fused`: each step one multiply-add (self.fma)."""
         acc = self.c(coeffs[0])
         for k in coeffs[1:]:
-            acc = self.add(self.mul(acc, x), self.c(k))
+            acc = self.fma(acc, x, self.c(k)) if fused else self.add(self.mul(acc, x), self.c(k))
         return acc
 
     def pow2i(self, n):
@@ -114,15 +122,17 @@ def _exp(m: _Math, x):
     hi, lo = (88.8, -104.0) if f32 else (709.9, -745.2)
     xs = m.sel(m.gt(x, m.c(hi)), m.c(hi), x)
     xs = m.sel(m.lt(xs, m.c(lo)), m.c(lo), xs)
-    n_f, n_i = m.round_to_int(m.mul(xs, m.c(1.0 / math.log(2.0))))
     if f32:
-        ln2_hi, ln2_lo = 0.693359375, -2.12194440e-4
+        # float32: multiply-adds (m.fma), fused where the target has FMA
+        magic = m.c(1.5 * 2.0**23)
+        k = m.fma(xs, m.c(1.0 / math.log(2.0)), magic)
+        n_f, n_i = m.sub(k, magic), m.b.sub(m.bits(k), m.bits(magic))
+        r = m.fma(n_f, m.c(2.12194440e-4), m.fma(n_f, m.c(-0.693359375), xs))
+        y = m.add(m.fma(m.mul(r, r), m.horner(r, _EXPM1_F32_P, fused=True), r), m.c(1.0))
     else:
+        n_f, n_i = m.round_to_int(m.mul(xs, m.c(1.0 / math.log(2.0))))
         ln2_hi, ln2_lo = 6.93147180369123816490e-01, 1.90821492927058770002e-10
-    r = m.sub(m.sub(xs, m.mul(n_f, m.c(ln2_hi))), m.mul(n_f, m.c(ln2_lo)))
-    if f32:
-        y = m.add(m.add(m.mul(m.mul(r, r), m.horner(r, _EXPM1_F32_P)), r), m.c(1.0))
-    else:
+        r = m.sub(m.sub(xs, m.mul(n_f, m.c(ln2_hi))), m.mul(n_f, m.c(ln2_lo)))
         y = m.horner(r, [1.0 / math.factorial(k) for k in range(13, -1, -1)])
     n1 = m.b.ashr(n_i, m.ic(1))
     n2 = m.b.sub(n_i, n1)
@@ -148,18 +158,22 @@ def _split_exponent(m: _Math, x):
     return m.sub(mant, m.c(1.0)), b.sitofp(e, m.ty)
 
 
+# (log(1+f) - f + f^2/2) / f^3 on [sqrt(1/2) - 1, sqrt(2) - 1]: a minimax fit of the relative error of log(1+f)
+# (Lawson's algorithm on Chebyshev nodes, float32 coefficients), within 6.5e-9 (0.11 ulp)
+_LOG_F32_P = [-0.07634488493204117, 0.12761573493480682, -0.13160184025764465, 0.14201758801937103,
+              -0.16623356938362122, 0.20001226663589478, -0.2500081956386566, 0.3333333134651184]
+
+
 def _log(m: _Math, x):
     f, ef = _split_exponent(m, x)
     if m.ty == F32:
         z = m.mul(f, f)
-        # (log(1+f) - f + f^2/2) / f^3 on [sqrt(1/2) - 1, sqrt(2) - 1]: a minimax fit of the relative error of
-        # log(1+f) (Lawson's algorithm on Chebyshev nodes, float32 coefficients), within 6.5e-9 (0.11 ulp)
-        p = m.horner(f, [-0.07634488493204117, 0.12761573493480682, -0.13160184025764465, 0.14201758801937103,
-                         -0.16623356938362122, 0.20001226663589478, -0.2500081956386566, 0.3333333134651184])
-        y = m.mul(m.mul(p, f), z)
-        y = m.add(y, m.mul(ef, m.c(-2.12194440e-4)))
-        y = m.sub(y, m.mul(z, m.c(0.5)))
-        r = m.add(m.add(f, y), m.mul(ef, m.c(0.693359375)))
+        # log(1+f) = f - f^2/2 + f^3 * P(f) (_LOG_F32_P); multiply-adds (m.fma), fused where the target has
+        # FMA; ef * ln2_hi is exact either way
+        p = m.horner(f, _LOG_F32_P, fused=True)
+        y = m.fma(ef, m.c(-2.12194440e-4), m.mul(m.mul(p, f), z))
+        y = m.fma(z, m.c(-0.5), y)
+        r = m.fma(ef, m.c(0.693359375), m.add(f, y))
     else:
         hfsq = m.mul(m.mul(f, f), m.c(0.5))
         s = m.div(f, m.add(f, m.c(2.0)))
@@ -198,20 +212,24 @@ def _tanh_f32(m: _Math, x):
     rounding error in e shrinks by 2/(e + 2) in the quotient; the rounding of e + 2 does not, so it is
     corrected (without it, 3 ulp at small |x|). Every float32 input is within 2 ulp (the exhaustive sweep
     is in docs/accuracy.md). Tiny x gives 2|x| / 2, exactly |x|; NaN propagates through the arithmetic.
-    Costs about 40 vector operations against the two branches' 55 (exp, a divide and an odd polynomial)."""
+    Multiply-adds are llvm.fmuladd (m.fma): about 27 vector operations where the target has FMA."""
     t = m.mul(m.abs(x), m.c(2.0))
     t = m.sel(m.gt(t, m.c(19.0)), m.c(19.0), t)
-    n_f, n_i = m.round_to_int(m.mul(t, m.c(1.0 / math.log(2.0))))
-    r = m.sub(m.sub(t, m.mul(n_f, m.c(0.693359375))), m.mul(n_f, m.c(-2.12194440e-4)))
-    p = m.horner(r, _EXPM1_F32_P)
+    magic = m.c(1.5 * 2.0**23)
+    k = m.fma(t, m.c(1.0 / math.log(2.0)), magic)
+    n_f = m.sub(k, magic)
+    n_i = m.b.sub(m.bits(k), m.bits(magic))
+    r = m.fma(n_f, m.c(-0.693359375), t)
+    r = m.fma(n_f, m.c(2.12194440e-4), r)
+    p = m.horner(r, _EXPM1_F32_P, fused=True)
     scale = m.pow2i(n_i)
-    e = m.add(m.mul(scale, m.add(r, m.mul(m.mul(r, r), p))), m.sub(scale, m.c(1.0)))
+    e = m.fma(scale, m.fma(m.mul(r, r), p, r), m.sub(scale, m.c(1.0)))
     d = m.add(e, m.c(2.0))
     big = m.gt(e, m.c(2.0))
     err = m.sub(m.sel(big, m.c(2.0), e), m.sub(d, m.sel(big, e, m.c(2.0))))  # e + 2 = d + err exactly (Fast2Sum)
     q = m.div(e, d)
     # e / (d + err) = q * (1 - err / d), and 1 / d = (1 - q) / 2
-    q = m.sub(q, m.mul(m.mul(q, err), m.mul(m.sub(m.c(1.0), q), m.c(0.5))))
+    q = m.fma(m.b.fneg(m.mul(q, err)), m.fma(q, m.c(-0.5), m.c(0.5)), q)
     return m.copysign(q, x)
 
 
@@ -469,6 +487,41 @@ def _log1p(m, x):
     res = m.sel(m.eq(x, m.c(-1.0)), m.c(-math.inf), res)
     res = m.sel(m.lt(x, m.c(-1.0)), m.c(math.nan), res)
     return m.sel(m.isnan(x), x, res)
+
+
+def _log1p_f32(m: _Math, x):
+    """log1p in float32: log1p(x) = k*ln2 + log(1+f) + c/u with u = 1 + x rounded, u = 2^k * (1+f),
+    1+f in [sqrt(1/2), sqrt(2)) (f exact), and c the rounding error of u (exact: musl's log1pf). For x in
+    [sqrt(1/2) - 1, sqrt(2) - 1) the argument is x itself (k = 0, c = 0), so small x loses nothing. log(1+f)
+    is float32 log's minimax polynomial (_log), evaluated with multiply-adds (m.fma). About 40 float32
+    operations with one divide, where the float64 algorithm rounded once costs two float64 divides at half the
+    vector width. Every float32 input is within 1 ulp (docs/accuracy.md)."""
+    b = m.b
+    u = m.add(m.c(1.0), x)
+    iu = b.add(m.bits(u), m.ic(0x3F800000 - 0x3F3504F3))
+    k = b.sub(b.lshr(iu, m.ic(23)), m.ic(127))
+    f_u = m.sub(m.from_bits(b.add(b.and_(iu, m.ic(0x007FFFFF)), m.ic(0x3F3504F3))), m.c(1.0))
+    two_up = b.icmp_signed(">=", k, m.ic(2))
+    c = m.sel(two_up, m.sub(m.c(1.0), m.sub(u, x)), m.sub(x, m.sub(u, m.c(1.0))))
+    small = b.and_(_ge(m, x, m.c(math.sqrt(0.5) - 1.0)), m.lt(x, m.c(math.sqrt(2.0) - 1.0)))
+    f = m.sel(small, x, f_u)
+    c = m.sel(small, m.c(0.0), m.div(c, u))
+    ef = m.sel(small, m.c(0.0), b.sitofp(k, m.ty))
+    z = m.mul(f, f)
+    p = m.horner(f, _LOG_F32_P, fused=True)
+    y = m.fma(ef, m.c(-2.12194440e-4), m.fma(m.mul(p, f), z, c))
+    y = m.fma(z, m.c(-0.5), y)
+    r = m.fma(ef, m.c(0.693359375), m.add(f, y))
+    r = m.sel(m.eq(x, m.c(math.inf)), x, r)
+    r = m.sel(m.eq(x, m.c(0.0)), x, r)  # keeps the sign of -0
+    r = m.sel(m.eq(x, m.c(-1.0)), m.c(-math.inf), r)
+    r = m.sel(m.lt(x, m.c(-1.0)), m.c(math.nan), r)
+    return m.sel(m.isnan(x), x, r)
+
+
+def _log1p_any(m: _Math, x):
+    """log1p: float32's own (_log1p_f32), float64's fdlibm-style _log1p."""
+    return _log1p_f32(m, x) if m.ty == F32 else _log1p(m, x)
 
 
 def _log_parts(m, x):
@@ -965,7 +1018,7 @@ def _fmod(m, x, y):
 _IMPLS.update({
     "exp2": (1, _widened(_exp2)),
     "expm1": (1, _widened(_expm1)),
-    "log1p": (1, _widened(_log1p)),
+    "log1p": (1, _log1p_any),
     "log2": (1, _widened(_log2)),
     "log10": (1, _widened(_log10)),
     "sin": (1, _trig("sin")),

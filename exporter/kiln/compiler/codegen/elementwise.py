@@ -55,10 +55,33 @@ def emit_elementwise_kernel(region):
     def body(b: ir.IRBuilder, pointers, workgroup_id, workgroup_count):
         if loops is None:
             return
-        lo, hi = workgroup_slice(b, loops.parallel_items, workgroup_id, workgroup_count)
+        if len(loops.shape) == 1:
+            lo, hi = aligned_slice(b, loops.parallel_items, workgroup_id, workgroup_count)
+        else:
+            lo, hi = workgroup_slice(b, loops.parallel_items, workgroup_id, workgroup_count)
         emit_items(b, pointers, lo, hi)
 
     return body
+
+
+SLICE_GRANULE = 16
+"""A 1-d elementwise kernel's workgroups split its elements at multiples of 16 (64 bytes of float32), so that
+each workgroup's vectors start where the previous one's ended: 512-bit loads and stores of 64-byte aligned
+buffers stay aligned instead of each crossing a cache line."""
+
+
+def aligned_slice(b: ir.IRBuilder, total: int, workgroup_id, workgroup_count):
+    """[lo, hi) of this workgroup: workgroup_slice over ceil(total / SLICE_GRANULE) granules, in elements
+    (the last workgroup ends at `total`)."""
+    granules = -(-total // SLICE_GRANULE)
+    lo, hi = workgroup_slice(b, granules, workgroup_id, workgroup_count)
+    g, n = const64(SLICE_GRANULE), const64(total)
+
+    def clamp(v):
+        v = b.mul(v, g)
+        return b.select(b.icmp_unsigned("<", v, n), v, n)
+
+    return clamp(lo), clamp(hi)
 
 
 def emit_elementwise_items(region):

@@ -3,6 +3,7 @@ outputs share one shape (outputs of several shapes are the horizontal strategy's
 from __future__ import annotations
 
 from ..codegen import elementwise, horizontal
+from ..codegen.pipeline import widest_vectors
 from . import KernelPlan, Strategy, own_kernel, reductions
 
 
@@ -16,7 +17,7 @@ class Elementwise(Strategy):
         cost = sum(e.primitive.traits.cost for e in region.eqns)  # OpTraits.cost: the one cost table
         size = max(region.outvars[0].aval.size, 0)
         return KernelPlan(self.name, size * (1 + cost // 4), elementwise.parallel_items(region),
-                          elementwise.emit_elementwise_kernel(region))
+                          widest_vectors(elementwise.emit_elementwise_kernel(region), target))
 
 
 STRATEGY = Elementwise()

@@ -3,6 +3,7 @@ shapes merged into one dispatch (horizontal_fusion.py), one loop nest per output
 from __future__ import annotations
 
 from ..codegen import horizontal
+from ..codegen.pipeline import widest_vectors
 from . import KernelPlan, Strategy, own_kernel, reductions
 
 
@@ -18,7 +19,7 @@ class Horizontal(Strategy):
     def plan(self, region, target) -> KernelPlan:
         segments = horizontal.segments(region)
         return KernelPlan(self.name, horizontal.work(region), horizontal.parallel_items(region),
-                          horizontal.emit_kernel(region), detail=f"{len(segments)} segments")
+                          widest_vectors(horizontal.emit_kernel(region), target), detail=f"{len(segments)} segments")
 
 
 STRATEGY = Horizontal()
