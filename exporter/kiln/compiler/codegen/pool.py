@@ -4,7 +4,8 @@ One work item per output element in row-major order; for each window offset
 whose position lands on a real element of the (base-dilated, padded)
 operand, the element is combined into the accumulator (float sums in f64,
 like the reduction kernels). Padding and dilation holes are the identity, so
-they are skipped.
+they are skipped (pool_select.walk_window, the window walk of every pooling
+kernel: without base dilation, by loop bounds).
 
 Channel rows (the vector path): when the innermost axis is one the window does
 not touch (channels of NHWC pooling) and the operand's view is contiguous along
@@ -119,7 +120,6 @@ def emit_kernel(region):
     dtype = np.dtype(eqn.outvars[0].aval.dtype)
     comb = _Combiner("sum" if p["op"] == "add" else p["op"], dtype)
     n_in = len(region.invars)
-    rank = len(out_shape)
     plan = _row_plan(region)
     if plan:
         return _emit_rows(p, view, in_shape, out_shape, dtype, comb, n_in, *plan)
@@ -134,39 +134,12 @@ def emit_kernel(region):
             pos = delinearize(b, o, out_shape)
             b.store(comb.init(), acc)
 
-            def window(depth, src_index, valid):
-                if depth == rank:
-                    def take():
-                        offset = dot_offsets(b, src_index, view.strides, const64(view.offset))
-                        value = scalar_ops.load(b, pointers[view.source], offset, dtype)
-                        b.store(comb.combine(b, b.load(acc), value, False), acc)
+            def take(src_index):
+                offset = dot_offsets(b, src_index, view.strides, const64(view.offset))
+                value = scalar_ops.load(b, pointers[view.source], offset, dtype)
+                b.store(comb.combine(b, b.load(acc), value, False), acc)
 
-                    if valid is None:
-                        take()
-                    else:
-                        with b.if_then(valid):
-                            take()
-                    return
-                w, s, wd, bd = (p["window_dimensions"][depth], p["window_strides"][depth],
-                                p["window_dilation"][depth], p["base_dilation"][depth])
-                pad = p["padding"][depth][0]
-                extent = (in_shape[depth] - 1) * bd + 1 if in_shape[depth] else 0
-                # a dimension the window does not touch (padded after, it would reach past the operand)
-                if w == 1 and s == 1 and tuple(p["padding"][depth]) == (0, 0) and bd == 1:
-                    window(depth + 1, src_index + [pos[depth]], valid)
-                    return
-
-                def step(k):
-                    q = b.sub(b.add(b.mul(pos[depth], const64(s)), b.mul(k, const64(wd))), const64(pad))
-                    ok = b.and_(b.icmp_signed(">=", q, const64(0)), b.icmp_signed("<", q, const64(extent)))
-                    if bd > 1:
-                        ok = b.and_(ok, b.icmp_signed("==", b.srem(q, const64(bd)), const64(0)))
-                        q = b.sdiv(q, const64(bd))
-                    window(depth + 1, src_index + [q], ok if valid is None else b.and_(valid, ok))
-
-                for_range(b, 0, w, step, name=f"k{depth}")
-
-            window(0, [], None)
+            pool_select.walk_window(b, p, in_shape, pos, take)
             scalar_ops.store(b, pointers[n_in], o, comb.finalize(b, b.load(acc)), dtype)
 
         for_range(b, lo, hi, element, name="o")
@@ -241,7 +214,7 @@ def _emit_rows(p, view, in_shape, out_shape, dtype, comb, n_in, row, lane_stride
                     return
                 b.store(comb.combine(b, b.load(slot), value, False), slot)
 
-            pool_select._walk_window(b, p, in_shape, pos + [c], visit)
+            pool_select.walk_window(b, p, in_shape, pos + [c], visit)
             store(b.add(out_base, c), b.load(slot), lanes)
 
         def element(r):

@@ -132,8 +132,11 @@ def _guarded(b, valid, fn, *args):
             fn(*args)
 
 
-def _walk_window(b, p, x_shape, pos, visit):
-    """visit(source index, inside or None) for each position of the window at output position `pos`."""
+def walk_window(b, p, x_shape, pos, visit):
+    """visit(source index) for each position of the window at output position `pos` that lands on an element of
+    the operand (of x_shape), in window order: dimensions the window does not touch take pos's index; without
+    base dilation only the offsets inside the operand are looped over, with it each is tested. reduce_window's
+    scalar and row kernels (pool.py) and every kernel here walk windows with it."""
     rank = len(x_shape)
 
     def window(depth, src_index, valid):
@@ -274,7 +277,7 @@ def _selection(b, p, x_shape, pos, load_x, lanes: _Lanes, comb):
         b.store(b.select(wins, _splat(lanes.it, 1), b.add(b.load(lanes.n), b.zext(ties, lanes.it))), lanes.n)
         b.store(b.or_(b.load(lanes.nan), b.fcmp_unordered("uno", v, v)), lanes.nan)
 
-    _walk_window(b, p, x_shape, pos, visit)
+    walk_window(b, p, x_shape, pos, visit)
     return b.select(b.load(lanes.nan), _splat(lanes.vt, float("nan")), b.load(lanes.m)), b.load(lanes.n)
 
 
@@ -331,7 +334,7 @@ def emit_kernel(region):
                     b.store(b.fadd(b.load(one.acc), t), one.acc)
                     b.store(b.add(b.load(one.n), const64(1)), one.n)
 
-            _walk_window(b, p, x_shape, pos, take)
+            walk_window(b, p, x_shape, pos, take)
             n = b.load(one.n)
             n = b.select(b.icmp_signed(">", n, const64(0)), n, const64(1))
             scalar_ops.store(b, out_ptr, o, b.fdiv(b.load(one.acc), b.sitofp(n, ct)), dtype)
@@ -488,7 +491,7 @@ def _emit_gather_rows(p, tv, xv, x_shape, out_shape, dtype, comb, n_in, row):
                 b.store(b.fadd(b.load(ln.acc), t), ln.acc)
                 b.store(b.add(b.load(ln.n), b.zext(hit, ln.it)), ln.n)
 
-            _walk_window(b, p, x_shape, full, take)
+            walk_window(b, p, x_shape, full, take)
             n = b.load(ln.n)
             n = b.select(b.icmp_signed(">", n, _splat(ln.it, 0)), n, _splat(ln.it, 1))
             value = b.fdiv(b.load(ln.acc), b.sitofp(n, ln.vt))
