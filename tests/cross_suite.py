@@ -20,10 +20,8 @@ import numpy as np
 import pytest
 
 from cross_targets import (ARCHES, REDUCTION_ULPS, RELOCATION_KERNEL_RESULTS, Arch, aarch64_target, assert_same,
-                           build_runtime, ensure_tools, export_module, program_of, qemu_command,
-                           relocation_kernel_object, relocation_module, result_counts, run_function, run_under_qemu,
-                           sweep_functions)
-from kiln.compiler.link import link_object
+                           build_runtime, ensure_tools, export_module, program_of, qemu_command, result_counts,
+                           run_function, run_relocation_kernel, run_under_qemu, sweep_functions)
 from kiln.compiler.target import Target
 from kiln.vm.reader import read_module
 from kiln_tools import example, kiln_run_binary, run_kiln_cli
@@ -174,12 +172,8 @@ def test_sve_modules_use_scalable_vectors(suite, sweep):
 
 @only("riscv64")
 def test_every_relocation_type_runs(suite, tests_build, tmp_path):
-    target = Target.portable(suite.arch.triple)[1]
-    path = tmp_path / "relocations.vmfb"
-    path.write_bytes(relocation_module(link_object(relocation_kernel_object(target), target)))
-    out = tmp_path / "out.npy"
-    run_under_qemu(suite.arch, tests_build / "kiln-run", f"--module={path}", "--function=run", f"--output=@{out}")
-    assert np.load(out).tolist() == RELOCATION_KERNEL_RESULTS
+    target = Target.portable(suite.arch.triple)[1]  # rv64gc
+    assert run_relocation_kernel(suite.arch, tests_build / "kiln-run", target, tmp_path) == RELOCATION_KERNEL_RESULTS
 
 
 @only("riscv64")

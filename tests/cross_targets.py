@@ -470,6 +470,19 @@ def patched(obj: bytes, entry: int, *, rtype: int | None = None, addend: int | N
     return bytes(data)
 
 
+def run_relocation_kernel(arch: Arch, kiln_run: Path, target, work: Path) -> list[int]:
+    """The relocation kernel compiled and linked for `target`, run once under qemu by `kiln_run` (a kiln-run
+    built for arch, which applies the loader relocations): its results (RELOCATION_KERNEL_RESULTS when every
+    relocation was resolved right)."""
+    from kiln.compiler.link import link_object
+
+    path = work / "relocations.vmfb"
+    path.write_bytes(relocation_module(link_object(relocation_kernel_object(target), target)))
+    out = work / "out.npy"
+    run_under_qemu(arch, kiln_run, f"--module={path}", "--function=run", f"--output=@{out}")
+    return np.load(out).tolist()
+
+
 def relocation_module(linked) -> bytes:
     """A module whose function `run() -> i64[13]` dispatches the linked relocation kernel once."""
     from kiln.vm.isa import Instr

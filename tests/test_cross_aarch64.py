@@ -14,9 +14,8 @@ import pytest
 
 from cross_targets import (ARCHES, INSTALL_SCRIPT, REDUCTION_ULPS, RELOCATION_KERNEL_RESULTS, aarch64_target,
                            assert_same, build_runtime, ensure_tools, export_module, finish_export, program_of,
-                           qemu_command, relocation_kernel_object, relocation_module, result_counts, run_function,
-                           run_functions, run_under_qemu, start_sweep_export, sweep_functions, tools_present)
-from kiln.compiler.link import link_object
+                           qemu_command, result_counts, run_function, run_functions, run_relocation_kernel,
+                           run_under_qemu, start_sweep_export, sweep_functions, tools_present)
 from kiln.compiler.target import Target
 from kiln.vm.reader import read_module
 from kiln_tools import example, kiln_run_binary, run_kiln_cli
@@ -48,12 +47,7 @@ def test_install_script_checks_and_refuses_unknown_architectures():
 def test_every_relocation_type_runs(kiln_run_aarch64, tmp_path):
     """The kernel using every aarch64 relocation the linker resolves, loaded by the aarch64 runtime (which
     applies the ABS64 ones) and run: each of its results came through one relocation."""
-    target = aarch64_target()
-    path = tmp_path / "relocations.vmfb"
-    path.write_bytes(relocation_module(link_object(relocation_kernel_object(target), target)))
-    out = tmp_path / "out.npy"
-    run_under_qemu(ARCH, kiln_run_aarch64, f"--module={path}", "--function=run", f"--output=@{out}")
-    assert np.load(out).tolist() == RELOCATION_KERNEL_RESULTS
+    assert run_relocation_kernel(ARCH, kiln_run_aarch64, aarch64_target(), tmp_path) == RELOCATION_KERNEL_RESULTS
 
 
 def test_linear_example_matches_x86(kiln_run_aarch64, tmp_path):
