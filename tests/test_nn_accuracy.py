@@ -183,11 +183,15 @@ BOUNDS_F64 = {"sigmoid": 3, "log_sigmoid": 3, "silu": 3, "softplus": 3,
               "gelu_tanh": lambda x: 8 + 0.2 * np.abs(np.minimum(x, 0)) ** 3, "gelu_exact": lambda x: 3 + 2 * x * x}
 
 
-@pytest.fixture(scope="module")
-def f32_results():
-    x = _f32_grid()
+def _every_activation(x):
+    """(x, activation name -> its values at x), all computed by one compiled function."""
     outs = kiln.jit(lambda v: tuple(NN[name](v) for name in NN))(x)
     return x, dict(zip(NN, outs))
+
+
+@pytest.fixture(scope="module")
+def f32_results():
+    return _every_activation(_f32_grid())
 
 
 @pytest.mark.parametrize("name", list(NN))
@@ -200,9 +204,7 @@ def test_activation_float32_ulps(f32_results, name):
 
 @pytest.fixture(scope="module")
 def f64_results():
-    x = _f64_grid()
-    outs = kiln.jit(lambda v: tuple(NN[name](v) for name in NN))(x)
-    return x, dict(zip(NN, outs))
+    return _every_activation(_f64_grid())
 
 
 @pytest.mark.parametrize("name", list(NN))
