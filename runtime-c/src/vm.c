@@ -446,8 +446,8 @@ static size_t row_bytes(const kiln_buffer_view_t* view) {
  * module's kernels need only element-aligned bindings (kernel_abi.h), or when
  * it starts on a KILN_BUFFER_ALIGN boundary; else (kernels compiled before
  * format 2.1) a copy into a new aligned buffer. Either way dst is read-only,
- * and src is frozen so that the row cannot change under its reader: the two
- * cases cannot be told apart. */
+ * and src (unless it lies in the transient arena) is frozen so that the row
+ * cannot change under its reader: the two cases cannot be told apart. */
 static kiln_status_t do_row(kiln_frame_t* fr, const kiln_bc_operand_t* op) {
   kiln_ref_t src = {NULL, 0, 0};
   kiln_buffer_view_t* v = NULL;
@@ -484,7 +484,11 @@ static kiln_status_t do_row(kiln_frame_t* fr, const kiln_bc_operand_t* op) {
     if ((s = kiln_buffer_view_allocate(dtype, rank - 1, shape + 1, &v))) return s;
     memcpy(kiln_buffer_view_mutable_data(v), base + offset, bytes);
   }
-  freeze(src); /* before set_ref: dst may be src's register */
+  /* A buffer in the transient arena is not frozen (format 2.7): which bytes of
+   * the arena hold what is the compiler's plan, as for alloc.transient, and a
+   * loop writes its carries' arena buffers again after the rows of an earlier
+   * value were read. Before set_ref: dst may be src's register. */
+  if (src.external != KILN_REF_TRANSIENT) freeze(src);
   set_ref(fr, op[0].value, v, 0, external);
   return NULL;
 }

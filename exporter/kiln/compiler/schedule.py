@@ -262,30 +262,44 @@ class LoopMemory:
     rows: frozenset = frozenset()  # a scan's stacked inputs read by kernels only (buffer.row freezes them)
 
 
-def _safe_reads(graph: Graph, steps: list, plan_for, memo: dict) -> frozenset:
+def _safe_reads(graph: Graph, steps: list, plan_for, memo: dict, rows: bool = False) -> frozenset:
     """(step index, value id) of the host reads in `graph` that keep nothing of the value past the
-    step: the operands a control-flow step consumes (`LoopMemory.consumed`)."""
+    step: the operands a control-flow step consumes (`LoopMemory.consumed`; with `rows`, also those
+    it takes rows of, `LoopMemory.rows`, which buffer.row freezes unless they lie in the arena)."""
     found = set()
     for index, step in enumerate(steps):
         eqn = getattr(step, "eqn", None)
         if eqn is None or getattr(step, "region", None) is not None:
             continue
-        mem = loop_memory(eqn, plan_for, memo)
+        mem = loop_memory(eqn, plan_for, memo, graph)
+        ok = mem.consumed | mem.rows if rows else mem.consumed
         positions: dict[int, set[int]] = {}
         for p, a in enumerate(eqn.invars):
             if isinstance(a, Var):
                 positions.setdefault(a.id, set()).add(p)
-        found |= {(index, vid) for vid, ps in positions.items() if ps <= mem.consumed}
+        found |= {(index, vid) for vid, ps in positions.items() if ps <= ok}
     return frozenset(found)
 
 
-def _kernel_only(graph: Graph, plan_for, memo: dict):
+def _dispatch_only(graph: Graph, plan_for, memo: dict) -> set:
+    """Ids of the values of `graph` that no host step reads and the graph does not return: a loop
+    result among them gets an arena buffer (memory_plan._intervals)."""
+    key = ("dispatch_only", id(graph))
+    if key not in memo:
+        host = {a.id for step in plan_for(graph).steps if getattr(step, "region", None) is None
+                for a in step_inputs(step) if isinstance(a, Var)}
+        returned = {a.id for a in graph.outvars if isinstance(a, Var)}
+        memo[key] = {v.id for e in graph.eqns for v in e.outvars} - host - returned
+    return memo[key]
+
+
+def _kernel_only(graph: Graph, plan_for, memo: dict, rows: bool = False):
     """A test `ok(value id)`: every step of `graph` reading the value is a dispatch or a host step
     that keeps nothing of it (`_safe_reads`)."""
-    key = ("reads", id(graph))
+    key = ("reads", id(graph), rows)
     if key not in memo:
         steps = plan_for(graph).steps
-        safe = _safe_reads(graph, steps, plan_for, memo)
+        safe = _safe_reads(graph, steps, plan_for, memo, rows)
         bad = set()
         for index, step in enumerate(steps):
             if getattr(step, "region", None) is None:
@@ -295,12 +309,15 @@ def _kernel_only(graph: Graph, plan_for, memo: dict):
     return lambda vid: vid not in bad
 
 
-def loop_memory(eqn, plan_for, memo: dict | None = None) -> LoopMemory:
+def loop_memory(eqn, plan_for, memo: dict | None = None, graph: Graph | None = None) -> LoopMemory:
     """The `LoopMemory` of a control-flow equation (none for other host steps). A carry is carried
     in rotating buffers when its body makes the new value itself (a step of the body defines it,
     once among the carry outputs), and neither that value nor the carry parameter goes anywhere but
     into kernels (or into inner control flow that keeps nothing of it) and the scan's rows: then
-    no reference to a buffer survives the iteration after the one that wrote it."""
+    no reference to a buffer survives the iteration after the one that wrote it. A carry whose
+    value an inner scan takes rows of is carried too when both its buffers lie in the arena (the
+    loop's result is read only by kernels of `graph`, the graph holding `eqn`), which buffer.row
+    does not freeze; its operand then counts among `rows`."""
     from ..lax.control_flow import cond_p, scan_p, while_p
 
     memo = {} if memo is None else memo
@@ -350,14 +367,16 @@ def loop_memory(eqn, plan_for, memo: dict | None = None) -> LoopMemory:
             cond_of = {k: k for k in range(n_carry)}
             cond_of.update({n_carry + j: n_carry + j for j in range(n_cond)})
             n_xs = 0
-        ok_body = _kernel_only(body, plan_for, memo)
-        ok_conds = [_kernel_only(g, plan_for, memo) for g in conds]
         params = {v.id for v in body.invars} | {v.id for v in body.constvars}
         carry_outs = body.outvars[:n_carry]
+        in_arena = _dispatch_only(graph, plan_for, memo) if graph is not None else set()
 
-        def param_ok(position: int, back: int | None = None) -> bool:
+        def param_ok(position: int, back: int | None = None, rows: bool = False) -> bool:
             """The operand at `position` reaches kernels only, in the body and the condition (and the
-            body's carry output `back`, for a carry handed back unchanged)."""
+            body's carry output `back`, for a carry handed back unchanged; with `rows`, also the
+            rows an inner scan takes of it)."""
+            ok_body = _kernel_only(body, plan_for, memo, rows)
+            ok_conds = [_kernel_only(g, plan_for, memo, rows) for g in conds]
             if isinstance(body_of, dict):
                 b = body_of.get(position)
             else:
@@ -373,17 +392,23 @@ def loop_memory(eqn, plan_for, memo: dict | None = None) -> LoopMemory:
                     return False
             return True
 
-        carried, invariant = set(), set()
+        carried, invariant, rows = set(), set(), set()
+        ok_body = _kernel_only(body, plan_for, memo)
         for k, o in enumerate(carry_outs):
-            if (isinstance(o, Var) and o.id not in params and sum(a is o for a in carry_outs) == 1
-                    and ok_body(o.id) and param_ok(k)):
+            made = (isinstance(o, Var) and o.id not in params and sum(a is o for a in carry_outs) == 1
+                    and ok_body(o.id))
+            if made and param_ok(k):
                 carried.add(k)
+            elif (made and eqn.outvars[k].id in in_arena and tensor_type(eqn.outvars[k].aval).byte_size
+                  and param_ok(k, rows=True)):
+                carried.add(k)
+                rows.add(k)
             elif o is body.invars[k] and param_ok(k, back=k):
                 invariant.add(k)
-        consumed = carried | invariant
+        consumed = (carried - rows) | invariant
         # not a scan's stacked inputs: buffer.row freezes the buffer it takes rows of for good
         consumed |= {q for q in range(n_carry + n_xs, len(eqn.invars)) if param_ok(q)}
-        rows = {q for q in range(n_carry, n_carry + n_xs) if param_ok(q)}
+        rows |= {q for q in range(n_carry, n_carry + n_xs) if param_ok(q)}
         dests = {"body": frozenset(carried)}
         copied = {"body": frozenset(range(n_carry, len(body.outvars)))} if eqn.primitive is scan_p else {"cond": frozenset({0})}
         result = LoopMemory(frozenset(carried), frozenset(consumed), dests, copied, frozenset(invariant),
@@ -420,7 +445,7 @@ def build_schedule(graph: Graph, plan_for, top: bool = True, dests: frozenset = 
             ops.append(Dispatch(step, list(step.inputs), list(step.outputs)))
             continue
         eqn = step.eqn
-        mem = loop_memory(eqn, plan_for, memo) if planned else LoopMemory()
+        mem = loop_memory(eqn, plan_for, memo, graph) if planned else LoopMemory()
         mems[index] = mem
         bodies = [(name, build_schedule(g, plan_for, top=False, dests=mem.dests.get(name, frozenset()),
                                         copied=mem.copied.get(name, frozenset()), memo=memo))
