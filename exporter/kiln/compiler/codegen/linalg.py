@@ -345,6 +345,17 @@ def _emit_cholesky(region, target):
     return body, items, work, f"panel {PANEL}"
 
 
+def _copy_row(code: _Code, source: "_Operand", base, i, count: int, out, dst):
+    """out[dst : dst + count] = row i of the operand (vectors; gathered where its columns are strided)."""
+    b = code.b
+
+    def body(c, mask, rest):
+        value = code.gather(source.ptr, source.offset(b, base, i, c), source.col_stride, mask, rest)
+        code.vstore(value, out, b.add(dst, c), mask)
+
+    code.row_loop(const64(count), body, name="cp")
+
+
 def _tiles(code: _Code, n: int, body, upper_only: bool = True):
     """body(I, J) (tile indices, i64) for the vw x vw tiles of an n x n matrix on and above the diagonal."""
     b = code.b
@@ -446,8 +457,7 @@ def _emit_lu(region, target):
                 return b.gep(perm_out, [b.add(perm, i)], inbounds=True, source_etype=I32)
 
             def copy_row(i):
-                for_range(b, 0, nn, lambda j: code.store(code.load(source.ptr, source.offset(b, src, i, j)), out,
-                                                         at(i, j)), name="cp")
+                _copy_row(code, source, src, i, n, out, at(i, const64(0)))
                 b.store(b.trunc(i, I32), perm_at(i))
 
             for_range(b, 0, const64(m), copy_row, name="row")
@@ -525,13 +535,10 @@ def _emit_lu(region, target):
                 end = b.add(k, const64(width))
                 count = b.sub(nn, end)
 
-                def u_row(t):
-                    r = b.add(k, t)
-                    for_range(b, k, r, lambda s: code.update_row(out, at(r, end), [at(s, end)],
-                                                                 [code.load(out, at(r, s))], count), name="u")
-
-                for_range(b, 1, const64(width), u_row, name="ut")
                 rows = [b.add(k, const64(t)) for t in range(width)]
+                for t in range(1, width):  # row t of U12: one pass taking the t rows above it
+                    code.update_row(out, at(rows[t], end), [at(r, end) for r in rows[:t]],
+                                    [code.load(out, at(rows[t], r)) for r in rows[:t]], count)
 
                 def trailing(i):
                     code.update_row(out, at(i, end), [at(r, end) for r in rows], [code.load(out, at(i, r)) for r in rows],
@@ -605,9 +612,8 @@ def _emit_triangular_solve(region, target):
                 """op(a)[i, j]."""
                 return code.load(mat.ptr, mat.offset(b, abase, i, j, transposed=transpose))
 
-            for_range(b, 0, const64(rows), lambda i: for_range(
-                b, 0, ncols, lambda j: code.store(code.load(given.ptr, given.offset(b, bbase, i, j)), out, at(i, j)),
-                name="cj"), name="ci")
+            for_range(b, 0, const64(rows), lambda i: _copy_row(code, given, bbase, i, cols, out, at(i, const64(0))),
+                      name="ci")
             if left:
                 _left_solve(code, out, at, t, m, cols, lower, unit)
             else:
