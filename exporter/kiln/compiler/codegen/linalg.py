@@ -23,8 +23,6 @@ solve reads only a's triangle (not its diagonal with unit_diagonal) and divides 
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from llvmlite import ir
 
@@ -80,7 +78,8 @@ class _Code:
         if mask is None:
             self.b.store(value, self.ptr(base, offset), align=self.size)
         else:
-            self.b.call(self._masked("store"), [value, self.ptr(base, offset, False), ir.Constant(I32, self.size), mask])
+            self.b.call(self._masked("store"),
+                        [value, self.ptr(base, offset, False), ir.Constant(I32, self.size), mask])
 
     def _masked(self, op: str):
         """llvm.masked.load / llvm.masked.store of this vector type (lanes off the mask are never touched)."""
@@ -109,7 +108,8 @@ class _Code:
     def splat(self, x):
         b = self.b
         one = b.insert_element(ir.Constant(self.vec, None), x, ir.Constant(I32, 0))
-        return b.shuffle_vector(one, ir.Constant(self.vec, None), ir.Constant(ir.VectorType(I32, self.vw), [0] * self.vw))
+        zeros = ir.Constant(ir.VectorType(I32, self.vw), [0] * self.vw)
+        return b.shuffle_vector(one, ir.Constant(self.vec, None), zeros)
 
     def gather(self, base, offset, stride: int, mask=None, count=None):
         """A vector of the vw elements at offset + l * stride (one vector load when stride is 1); with a mask,
@@ -541,8 +541,8 @@ def _emit_lu(region, target):
                                     [code.load(out, at(rows[t], r)) for r in rows[:t]], count)
 
                 def trailing(i):
-                    code.update_row(out, at(i, end), [at(r, end) for r in rows], [code.load(out, at(i, r)) for r in rows],
-                                    count)
+                    code.update_row(out, at(i, end), [at(r, end) for r in rows],
+                                    [code.load(out, at(i, r)) for r in rows], count)
 
                 for_range(b, end, const64(m), trailing, name="tr")
 
@@ -655,7 +655,8 @@ def _left_solve(code: _Code, out, at, t, m: int, k: int, lower: bool, unit: bool
             if ty is code.ty:
                 return x
             one = b.insert_element(ir.Constant(ty, None), x, ir.Constant(I32, 0))
-            return b.shuffle_vector(one, ir.Constant(ty, None), ir.Constant(ir.VectorType(I32, ty.count), [0] * ty.count))
+            zeros = ir.Constant(ir.VectorType(I32, ty.count), [0] * ty.count)
+            return b.shuffle_vector(one, ir.Constant(ty, None), zeros)
 
         def row(i):
             slots = [[local_var(b, ty, ir.Constant(ty, None) if ty is not code.ty else code.const(0), f"acc{u}")
