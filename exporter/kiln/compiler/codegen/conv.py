@@ -155,6 +155,20 @@ def emit_kernel(region, target):
     return _emit_conv(region, plan)
 
 
+def _input_coordinate(b, p: ConvPlan, d: int, out_pos, tap):
+    """(the input index along spatial dim d, inside?) of output position out_pos and kernel tap `tap` there:
+    q = out_pos * stride + tap * rhs_dilation - pad_lo in the lhs-dilated, padded input, inside where it lands on
+    an element of the input (0 <= q < its dilated extent, on the lhs dilation's grid), the index q / lhs_dilation."""
+    q = b.sub(b.add(b.mul(out_pos, const64(p.strides[d])), b.mul(tap, const64(p.rhs_dilation[d]))), const64(p.pad_lo[d]))
+    ld = p.lhs_dilation[d]
+    extent = (p.in_spatial[d] - 1) * ld + 1 if p.in_spatial[d] else 0
+    ok = b.and_(b.icmp_signed(">=", q, const64(0)), b.icmp_signed("<", q, const64(extent)))
+    if ld > 1:
+        ok = b.and_(ok, b.icmp_signed("==", b.srem(q, const64(ld)), const64(0)))
+        q = b.sdiv(q, const64(ld))
+    return q, ok
+
+
 def _emit_conv(region, p: ConvPlan):
     d = info(p.dtype)
     acc_type = d.compute
@@ -219,16 +233,7 @@ def _emit_conv(region, p: ConvPlan):
                     return
 
                 def step(k):
-                    q = b.add(b.mul(pos[depth], const64(p.strides[depth])), b.mul(k, const64(p.rhs_dilation[depth])))
-                    q = b.sub(q, const64(p.pad_lo[depth]))
-                    ld = p.lhs_dilation[depth]
-                    extent = (p.in_spatial[depth] - 1) * ld + 1 if p.in_spatial[depth] else 0
-                    ok = b.and_(b.icmp_signed(">=", q, const64(0)), b.icmp_signed("<", q, const64(extent)))
-                    if ld > 1:
-                        ok = b.and_(ok, b.icmp_signed("==", b.srem(q, const64(ld)), const64(0)))
-                        src = b.sdiv(q, const64(ld))
-                    else:
-                        src = q
+                    src, ok = _input_coordinate(b, p, depth, pos[depth], k)
                     both = ok if valid is None else b.and_(valid, ok)
                     kernel_loops(depth + 1, in_index + [src], k_index + [k], both)
 
@@ -387,14 +392,7 @@ def _emit_gemm(region, p: ConvPlan, g: GemmPlan, ep=None):
             pos = delinearize(b, pixel, p.out_spatial) if nsp else []
             offset, inside = const64(0), ir.Constant(I1, 1)
             for d in range(nsp):
-                q = b.sub(b.add(b.mul(pos[d], const64(p.strides[d])), b.mul(k_index[d], const64(p.rhs_dilation[d]))),
-                          const64(p.pad_lo[d]))
-                ld = p.lhs_dilation[d]
-                extent = (p.in_spatial[d] - 1) * ld + 1 if p.in_spatial[d] else 0
-                ok = b.and_(b.icmp_signed(">=", q, const64(0)), b.icmp_signed("<", q, const64(extent)))
-                if ld > 1:
-                    ok = b.and_(ok, b.icmp_signed("==", b.srem(q, const64(ld)), const64(0)))
-                    q = b.sdiv(q, const64(ld))
+                q, ok = _input_coordinate(b, p, d, pos[d], k_index[d])
                 inside = b.and_(inside, ok)
                 offset = b.add(offset, b.mul(q, const64(p.lhs_s[2 + d])))
             return offset, inside
