@@ -26,6 +26,7 @@ from . import scalar_ops
 from .loops import const64, delinearize, dot_offsets, for_range, workgroup_slice
 from .reduce import _Combiner, epilogue_fusable, has_epilogue, is_multi
 from .region_eval import load_view
+from .types import I32
 
 SCRATCH_LIMIT = 128 * 1024
 """Bytes of row scratch at most (on the worker's stack): longer rows keep the one-kernel-per-reduction
@@ -435,8 +436,6 @@ class _Prefetch:
     def columns(self, b: ir.IRBuilder, pointers, bases, loop: int, column, name: str) -> None:
         """for_range(0, columns, column) in chunks, each first prefetching its share (loop: the index
         of this loop among the row's loops after the first)."""
-        from .types import I32
-
         fn = b.module.globals.get("llvm.prefetch.p0") or ir.Function(
             b.module, ir.FunctionType(ir.VoidType(), [ir.PointerType(), I32, I32, I32]), name="llvm.prefetch.p0")
 
