@@ -2,9 +2,10 @@
 pinv of square matrices, n = 64 and 128, and a batch of 16 at n = 16.
 
 numpy and JAX call LAPACK (divide and conquer / blocked Householder); kiln runs its own kernels: eigh is
-one native kernel (Householder tridiagonalization and implicit QL, kiln/lax/_eigh_ql.py), the others its
-Householder QR and round-robin Jacobi sweeps (kiln.lax.linalg, kiln/lax/_jacobi.py). Eigen- and singular
-vectors are unique only up to sign, so their results are compared through sign-free products.
+one native kernel (Householder tridiagonalization and implicit QL, kiln/lax/_eigh_ql.py), qr and svd (and
+pinv through svd) one native kernel each (Householder QR; QR then one-sided Jacobi sweeps on R^T,
+kiln/lax/_svd_qr_native.py). Eigen- and singular vectors are unique only up to sign, so their results are
+compared through sign-free products.
 """
 import numpy as np
 
