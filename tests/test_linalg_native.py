@@ -284,3 +284,23 @@ def test_kiln_run_exported_solve_and_slogdet(tmp_path):
     sign, logdet = np.linalg.slogdet(a)
     for g, w in zip(got, (np.linalg.solve(a, b), sign, logdet, np.linalg.inv(a))):
         np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-9)
+
+
+def test_kernels_declare_lapacks_flop_counts():
+    """kiln.compiler.flops: n^3/3 per Cholesky, m n^2 - n^3/3 per LU (m >= n), m^2 per right-hand side of a
+    triangular solve, so kiln-run --print_statistics reports their GFLOP/s."""
+    from kiln.compiler.flops import region_flops
+
+    def regions(fn, *args):
+        graph = prepare_graph(trace_to_graph(lambda *xs: kiln.tree_leaves(fn(*xs)),
+                                             [ShapedArray(a.shape, a.dtype) for a in args]))
+        return [s.region for s in partition(graph).steps if isinstance(s, DispatchStep)]
+
+    x, wide = np.zeros((4, 30, 30), np.float32), np.zeros((2, 6, 9), np.float64)
+    (chol,) = regions(lambda m: L.cholesky(m, symmetrize_input=False), x)
+    assert region_flops(chol) == 4 * 30 ** 3 // 3
+    (lu,) = regions(L.lu, wide)
+    assert region_flops(lu) == 2 * (9 * 6 ** 2 - 6 ** 3 // 3)
+    (left,) = regions(lambda m, y: L.triangular_solve(m, y, left_side=True), x, x[:, :, :7])
+    (right,) = regions(lambda m, y: L.triangular_solve(m, y, left_side=False), x, x[:, :7, :])
+    assert region_flops(left) == region_flops(right) == 4 * 30 * 30 * 7

@@ -19,6 +19,9 @@ operation counts when one of its operands or results is a floating-point (or com
   element and one divide per window;
 - the symmetric eigendecomposition (`eigh_ql`): 9 n^3 per n x n matrix (Golub and Van Loan's count for the
   eigenvalues and eigenvectors by tridiagonalization and symmetric QR);
+- the native triangular factorizations, LAPACK's counts per matrix: Cholesky (`cholesky_native`) n^3 / 3,
+  LU (`lu_native`, m x n) m n^2 - n^3 / 3 for m >= n (n m^2 - m^3 / 3 otherwise), triangular solves
+  (`triangular_solve_native`) m^2 per right-hand side of length m;
 - layout, gathers, scatters, sorts, pads, iota: 0.
 """
 from __future__ import annotations
@@ -68,6 +71,8 @@ def equation_flops(eqn: Equation) -> int:
     if name == "eigh_ql":
         n = eqn.invars[0].aval.shape[-1]
         return (_size(eqn.invars[0]) // max(n * n, 1)) * 9 * n ** 3
+    if name in ("cholesky_native", "lu_native", "triangular_solve_native"):
+        return _triangular_flops(eqn)
     if name in _PER_ELEMENT_KERNELS:
         return _size(eqn.invars[0])
     if traits.fusion == "reduction" or name in _FOLDING_KERNELS:
@@ -81,6 +86,20 @@ def equation_flops(eqn: Equation) -> int:
             return out * (steps + (4 if eqn.params["y"] < 0 else 0))
         return out * int(traits.cost)
     return 0
+
+
+def _triangular_flops(eqn: Equation) -> int:
+    shape = eqn.invars[0].aval.shape
+    matrices = math.prod(shape[:-2])
+    m, n = shape[-2:]
+    if eqn.primitive.name == "cholesky_native":
+        return matrices * n ** 3 // 3
+    if eqn.primitive.name == "lu_native":
+        big, small = max(m, n), min(m, n)
+        return matrices * (big * small ** 2 - small ** 3 // 3)
+    b = eqn.invars[1].aval.shape
+    right_hand_sides = b[-1] if eqn.params["left_side"] else b[-2]
+    return matrices * n * n * right_hand_sides
 
 
 def region_flops(region: Graph) -> int:
