@@ -145,6 +145,9 @@ def test_strided_broadcast_and_empty_operands():
     outs = kiln.jit(lambda m: (L.cholesky(m), *L.lu(m), L.triangular_solve(m, m[..., :2], left_side=True)))(empty)
     assert [np.asarray(o).shape for o in outs] == [(0, 5, 5), (0, 5, 5), (0, 5), (0, 5), (0, 5, 2)]
     assert [np.asarray(o).dtype for o in outs] == [np.float32, np.float32, np.int32, np.int32, np.float32]
+    for shape in ((2, 3, 0), (2, 0, 3)):  # no columns: the permutation is still written; no rows: nothing
+        for got, want in zip(kiln.jit(L.lu)(np.zeros(shape, np.float32)), L.lu(np.zeros(shape, np.float32))):
+            assert np.asarray(got).shape == want.shape and np.array_equal(got, want)
 
 
 def test_failures_are_the_eager_implementations():

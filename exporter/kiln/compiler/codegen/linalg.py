@@ -429,7 +429,7 @@ def _emit_lu(region, target):
     kmax = min(m, n)
     views = region_views(region)
     nb = len(batch)
-    items = _prod(batch) if m and n else _prod(batch) if m else 0
+    items = _prod(batch) if m else 0  # no columns: the permutation is still written
     panels, tail = divmod(kmax, PANEL)
     position = {v.id: k for k, v in enumerate(region.outvars)}
     n_in = len(region.invars)
