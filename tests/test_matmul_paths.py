@@ -1,7 +1,7 @@
 """The matmul kernel's operand paths (codegen/matmul.py) and the transposed-product fold (passes.py), run
 in the C runtime against numpy: B read transposed (panels packed by vector transposes), B read in place
-for tiles of few rows (matrix-vector products), and transpose(dot_general) computed as the swapped
-product. Every case runs through kiln-run in each x86-64 kernel build (vector widths 4, 8 and 16 for
+for tiles of few rows (matrix-vector products), dot products along k for few rows of `x @ w.T`, and
+transpose(dot_general) computed as the swapped product. Every case runs through kiln-run in each x86-64 kernel build (vector widths 4, 8 and 16 for
 float32), so full strips, partial strips and k tails meet each width; the training path is checked by
 finite differences."""
 import numpy as np
@@ -34,10 +34,16 @@ def _strided_rows(a):
 CASES = {}
 for dt in (np.float32, np.float64):
     tag = np.dtype(dt).name
-    for m, k, n in [(5, 37, 70), (13, 300, 33), (1, 45, 17), (30, 16, 96)]:
+    for m, k, n in [(5, 37, 70), (13, 300, 33), (30, 16, 96)]:
         CASES[f"nt-{tag}-{m}x{k}x{n}"] = (lambda a, b: a @ b.T, lambda a, b: a @ b.T, (_rand(m, k, dtype=dt), _rand(n, k, dtype=dt)))
-    for m, k, n in [(1, 300, 100), (3, 50, 70), (12, 33, 40), (1, 7, 1)]:
+    for m, k, n in [(1, 300, 300), (3, 50, 170), (6, 33, 40)]:
         CASES[f"direct-{tag}-{m}x{k}x{n}"] = (lambda a, b: a @ b, lambda a, b: a @ b, (_rand(m, k, dtype=dt), _rand(k, n, dtype=dt)))
+    CASES[f"tiny-{tag}"] = (lambda a, b: a @ b, lambda a, b: a @ b, (_rand(1, 7, dtype=dt), _rand(7, 1, dtype=dt)))
+    for m, k, n in [(1, 45, 17), (4, 33, 9), (2, 200, 130), (3, 17, 6)]:
+        CASES[f"dot-{tag}-{m}x{k}x{n}"] = (lambda a, b: a @ b.T, lambda a, b: a @ b.T, (_rand(m, k, dtype=dt), _rand(n, k, dtype=dt)))
+    CASES[f"dot-epilogue-batched-{tag}"] = (lambda a, b, c: knp.tanh(knp.einsum("bmk,bnk->bmn", a, b) + c),
+                                            lambda a, b, c: np.tanh(np.einsum("bmk,bnk->bmn", a, b) + c),
+                                            (_rand(3, 1, 70, dtype=dt), _rand(3, 21, 70, dtype=dt), _rand(21, dtype=dt)))
     CASES[f"direct-epilogue-{tag}"] = (lambda x, w, b: knp.tanh(x @ w + b), lambda x, w, b: np.tanh(x @ w + b),
                                        (_rand(2, 90, dtype=dt), _rand(90, 75, dtype=dt), _rand(75, dtype=dt)))
     CASES[f"direct-strided-rows-{tag}"] = (lambda a, b: a @ b[::2], lambda a, b: a @ b[::2],
@@ -154,3 +160,22 @@ def test_gradients_match_finite_differences():
     np.testing.assert_allclose(value, loss(w, v, np), rtol=1e-12)
     np.testing.assert_allclose(gw, numerical_grad(lambda w_: loss(w_, v, np), w), rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(gv, numerical_grad(lambda v_: loss(w, v_, np), v), rtol=1e-6, atol=1e-6)
+
+
+def test_each_case_takes_the_path_it_is_named_for():
+    """The cases reach the paths they test, for AVX2 (vw 8 / 4) and AVX-512 (vw 16 / 8) tilings."""
+    from kiln.compiler.codegen import matmul
+    from kiln.compiler.target import Target
+
+    targets = [Target.named("x86_64-unknown-linux-gnu", "haswell", "+avx,+avx2,+fma"),
+               Target.named("x86_64-unknown-linux-gnu", "skylake-avx512", "+avx,+avx2,+avx512f,+fma")]
+    for name, (fn, _, args) in CASES.items():
+        if not name.startswith(("nt-", "direct-", "dot-")):
+            continue
+        region = partition(_graph(fn, *args)).dispatches[0].region
+        plan = matmul._plan(region)
+        for target in targets:
+            t = matmul._tiling(region, plan, target)
+            path = ("dot" if matmul._dot_form(plan, t) else "direct" if matmul._reads_b_in_place(plan, t)
+                    else "nt" if matmul._k_contiguous(plan, t) else "packed")
+            assert path == name.split("-")[0], (name, target.cpu, path)

@@ -15,6 +15,7 @@ dot_general in the region run on each work item's finished tile.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import numpy as np
 from llvmlite import ir
@@ -105,6 +106,7 @@ class _Tiling:
     def __init__(self, plan: DotPlan, vector_bytes: int, registers: int, want_items: int = 1):
         batch, m, n, k = plan.sizes
         self.vw, self.mr = _target_shape(vector_bytes, registers, plan.dtype)
+        self.registers = registers
         self.nr = 2 * self.vw
         strips, tiles = NC_STRIPS, ROW_CHUNK_TILES
         count = lambda: batch * max(-(-m // (self.mr * tiles)), 1) * max(-(-n // (self.nr * strips)), 1)  # noqa: E731
@@ -236,9 +238,12 @@ def _emit_fast(region, plan: DotPlan, t: _Tiling):
             for_range(b, lo, hi, lambda i: b.store(ir.Constant(ty, 0.0), b.gep(out_ptr, [i], source_etype=ty)), name="z")
             return
         module = b.module
-        kernels = {rows: _microkernel(module, ty, t, rows) for rows in _tile_rows(m, t.mr)}
-        pack = _transposing_packer(module, ty, t) if _k_contiguous(plan, t) else _packer(module, ty, t)
         direct = _reads_b_in_place(plan, t)
+        st = _direct_strips(m, t) if direct else t  # the strips' width: NR, or wider for B read in place
+        kernels = {rows: _microkernel(module, ty, st, rows) for rows in _tile_rows(m, t.mr)}
+        pack = _transposing_packer(module, ty, t) if _k_contiguous(plan, t) else _packer(module, ty, st)
+        dot_form = _dot_form(plan, t)
+        dots = {cols: _dot_columns(module, ty, t.vw, cols) for cols in (DOT_COLUMNS, 1)} if dot_form else None
         panel = b.alloca(ty, size=const64(panel_len), name="panel")
         panel.align = 64
         lo, hi = workgroup_slice(b, t.items, workgroup_id, workgroup_count)
@@ -255,6 +260,11 @@ def _emit_fast(region, plan: DotPlan, t: _Tiling):
             a_batch = b.gep(a_ptr, [b.mul(bi, const64(sab))], source_etype=ty)
             b_batch = b.gep(b_ptr, [b.mul(bi, const64(sbb))], source_etype=ty)
             c_batch = b.gep(out_ptr, [b.mul(bi, const64(m * n))], source_etype=ty)
+            if dot_form:
+                _emit_dot_rows(b, ty, t.vw, dots, a_batch, sam, b_batch, sbn, c_batch, n, k, m0, m_end, n0, n_count)
+                if ep is not None:
+                    epilogues.emit(b, region, ep, pointers, plan.sizes, bi, m0, m_end, n0, n_count)
+                return
 
             def k_block(kb):
                 k0 = b.mul(kb, const64(KC))
@@ -270,25 +280,25 @@ def _emit_fast(region, plan: DotPlan, t: _Tiling):
                     a_tile = b.gep(a_batch, [b.add(b.mul(row, const64(sam)), b.mul(k0, const64(sak)))], source_etype=ty)
 
                     def strip(s):
-                        col = b.mul(s, const64(t.nr))
-                        cols = _min(b, b.sub(n_count, col), const64(t.nr))
+                        col = b.mul(s, const64(st.nr))
+                        cols = _min(b, b.sub(n_count, col), const64(st.nr))
                         c_tile = b.gep(c_batch, [b.add(b.mul(row, const64(n)), b.add(n0, col))], source_etype=ty)
                         if direct:
                             # Full strips read B's rows in place; a partial one is packed (zero-padded),
                             # as its vector loads would read past the row.
-                            partial = b.icmp_unsigned("!=", cols, const64(t.nr))
+                            partial = b.icmp_unsigned("!=", cols, const64(st.nr))
                             in_place = b.gep(b_block, [col], source_etype=ty)
                             with b.if_then(partial):
                                 b.call(pack, [in_place, const64(sbk), const64(sbn), kc, cols, panel])
                             b_strip = b.select(partial, panel, in_place)
-                            ldb = b.select(partial, const64(t.nr), const64(sbk))
+                            ldb = b.select(partial, const64(st.nr), const64(sbk))
                         else:
-                            b_strip = b.gep(panel, [b.mul(s, const64(KC * t.nr))], source_etype=ty)
-                            ldb = const64(t.nr)
+                            b_strip = b.gep(panel, [b.mul(s, const64(KC * st.nr))], source_etype=ty)
+                            ldb = const64(st.nr)
                         args = [a_tile, const64(sam), const64(sak), b_strip, ldb, c_tile, const64(n), kc, load_c, cols]
                         _dispatch_rows(b, rows, kernels, args, t.mr)
 
-                    strips = b.udiv(b.add(n_count, const64(t.nr - 1)), const64(t.nr))
+                    strips = b.udiv(b.add(n_count, const64(st.nr - 1)), const64(st.nr))
                     for_range(b, 0, strips, strip, name="s")
 
                 tiles = b.udiv(b.add(b.sub(m_end, m0), const64(t.mr - 1)), const64(t.mr))
@@ -375,6 +385,107 @@ def _packer(module: ir.Module, ty, t: _Tiling) -> ir.Function:
     return fn
 
 
+DOT_ROWS = 4      # products of at most this many rows with A and B both contiguous along k: dot products
+DOT_COLUMNS = 4   # columns (rows of B^T) one pass of a dot-product row reads together
+
+
+def _dot_form(plan: DotPlan, t: _Tiling) -> bool:
+    """Whether the product is computed as dot products along k: few rows (a batch-1 `x @ w.T`, a
+    (out, in) weight applied to one vector, a batch-1 backward pass's `dz @ W^T`) with A's and B's k
+    elements contiguous, so both stream with vector loads and no panel is packed."""
+    _, m, _, k = plan.sizes
+    _, _, sak, _, sbk, sbn = plan.fast
+    return m <= DOT_ROWS and sak == 1 and sbk == 1 and sbn != 1 and k >= t.vw > 1 and t.vw & (t.vw - 1) == 0
+
+
+def _horizontal_sum(b: ir.IRBuilder, v, vw: int):
+    """The lanes of v added pairwise (halves, then quarters, ...): a fixed order."""
+    while vw > 1:
+        vw //= 2
+        ity = ir.VectorType(ir.IntType(32), vw)
+        lo = b.shuffle_vector(v, v, ir.Constant(ity, list(range(vw))))
+        hi = b.shuffle_vector(v, v, ir.Constant(ity, list(range(vw, 2 * vw))))
+        v = b.fadd(lo, hi)
+    return b.extract_element(v, ir.Constant(I64, 0))
+
+
+def _dot_columns(module: ir.Module, ty, vw: int, cols: int) -> ir.Function:
+    """dot(A row, B, sbn, k, C row): C[j] = sum_k A[k] B[j * sbn + k] for j < cols, A and B contiguous along
+    k: two vector accumulators per column over the whole vectors of k (summed lane-wise, then across
+    lanes), the k tail added one element at a time."""
+    name = f"kiln.dot.{'f32' if ty == F32 else 'f64'}.{vw}x{cols}"
+    fn = module.globals.get(name)
+    if fn is not None:
+        return fn
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64, PTR]), name=name)
+    fn.linkage = "internal"
+    fn.attributes.add("nounwind")
+    a_ptr, b_ptr, sbn, k, c_ptr = fn.args
+    for a in (a_ptr, b_ptr, c_ptr):
+        a.add_attribute("noalias")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    vec = ir.VectorType(ty, vw)
+    align = ty_align(ty)
+    zero = ir.Constant(vec, None)
+    accs = [[b.alloca(vec, name=f"acc{j}_{u}") for u in range(2)] for j in range(cols)]
+    for row in accs:
+        for acc in row:
+            b.store(zero, acc)
+    rows = [b.gep(b_ptr, [b.mul(const64(j), sbn)], source_etype=ty) for j in range(cols)]
+    pairs = b.udiv(k, const64(2 * vw))
+
+    def step(kk, u):
+        x = b.load(b.gep(a_ptr, [kk], source_etype=ty), typ=vec, align=align)
+        for j in range(cols):
+            y = b.load(b.gep(rows[j], [kk], source_etype=ty), typ=vec, align=align)
+            b.store(fmuladd(b, x, y, b.load(accs[j][u])), accs[j][u])
+
+    def pair(p):
+        k0 = b.mul(p, const64(2 * vw))
+        step(k0, 0)
+        step(b.add(k0, const64(vw)), 1)
+
+    for_range(b, 0, pairs, pair, name="kp")
+    done = b.mul(pairs, const64(2 * vw))
+    with b.if_then(b.icmp_unsigned("<=", b.add(done, const64(vw)), k)):
+        step(done, 0)
+    vec_end = b.mul(b.udiv(k, const64(vw)), const64(vw))
+    for j in range(cols):
+        total = _horizontal_sum(b, b.fadd(b.load(accs[j][0]), b.load(accs[j][1])), vw)
+        slot = b.alloca(ty, name=f"sum{j}")
+        b.store(total, slot)
+
+        def tail(kk, j=j, slot=slot):
+            x = b.load(b.gep(a_ptr, [kk], source_etype=ty), typ=ty)
+            y = b.load(b.gep(rows[j], [kk], source_etype=ty), typ=ty)
+            b.store(fmuladd(b, x, y, b.load(slot)), slot)
+
+        for_range(b, vec_end, k, tail, name="kt")
+        b.store(b.load(slot), b.gep(c_ptr, [const64(j)], source_etype=ty))
+    b.ret_void()
+    return fn
+
+
+def _emit_dot_rows(b: ir.IRBuilder, ty, vw: int, dots, a_batch, sam: int, b_batch, sbn: int, c_batch, n: int,
+                   k: int, m0, m_end, n0, n_count) -> None:
+    """An item's rows m0..m_end x columns n0..n0+n_count as dot products (_dot_form), DOT_COLUMNS columns a
+    pass, then the rest one by one."""
+    groups = b.udiv(n_count, const64(DOT_COLUMNS))
+
+    def row(r):
+        a_row = b.gep(a_batch, [b.mul(r, const64(sam))], source_etype=ty)
+        c_row = b.gep(c_batch, [b.add(b.mul(r, const64(n)), n0)], source_etype=ty)
+
+        def call(cols, col):
+            b_col = b.gep(b_batch, [b.mul(b.add(n0, col), const64(sbn))], source_etype=ty)
+            b.call(dots[cols], [a_row, b_col, const64(sbn), const64(k), b.gep(c_row, [col], source_etype=ty)])
+
+        for_range(b, 0, groups, lambda g: call(DOT_COLUMNS, b.mul(g, const64(DOT_COLUMNS))), name="g")
+        for_range(b, b.mul(groups, const64(DOT_COLUMNS)), n_count, lambda c: call(1, c), name="c1")
+
+    for_range(b, m0, m_end, row, name="r")
+
+
 def _reads_b_in_place(plan: DotPlan, t: _Tiling) -> bool:
     """Whether the microkernel reads B's rows where they lie instead of a packed panel: B's columns
     contiguous and at most one tile of rows (a matrix-vector product, a batch smaller than MR), so a
@@ -382,6 +493,18 @@ def _reads_b_in_place(plan: DotPlan, t: _Tiling) -> bool:
     _, m, _, _ = plan.sizes
     _, _, _, _, sbk, sbn = plan.fast
     return sbn == 1 and m <= t.mr
+
+
+def _direct_strips(m: int, t: _Tiling):
+    """The strip shape for B read in place: wider than NR when the tile has few rows (a matrix-vector
+    product's one row: 8 vectors), so that a k step's FMAs are independent chains enough to keep the FMA
+    units busy and each B row is read as one longer run; at most half the vector registers hold
+    accumulators, and the width divides a column chunk."""
+    limit = max(2, (t.registers // 2 - 1) // max(m, 1))
+    halves = 2
+    while halves * 2 <= min(8, limit) and t.nc % (halves * 2 * t.vw) == 0:
+        halves *= 2
+    return SimpleNamespace(vw=t.vw, nr=halves * t.vw, mr=t.mr)
 
 
 def _k_contiguous(plan: DotPlan, t: _Tiling) -> bool:
