@@ -143,12 +143,15 @@ def test_repeated_clustered_and_degenerate_spectra(dtype):
 def test_hard_spectra_converge(dtype):
     """Regressions: all-ones matrices leave subnormal off-diagonal entries that QL's relative test alone
     never deflated (NaN results before the tiny / eps floor); a matrix graded from 1 down to 1e-30 with its
-    large entries at the top underflowed QL's chase in float32 (NaN before the index order is reversed);
+    large entries at the top underflowed QL's chase in float32 (NaN before blocks are reversed), and so did
+    one graded both ways, 1e-30 .. 1 .. 1e-30 (NaN before a block's steep bottom is reversed too);
     Wilkinson's matrix has pairs of nearly equal eigenvalues."""
     n = 63
     graded = np.diag(np.logspace(0, -30, 21)) + np.diag(np.logspace(0, -30, 21)[1:] * 1e-3, 1)
+    peak = np.concatenate([np.logspace(-30, 0, 11), np.logspace(0, -30, 11)[1:]])
+    mountain = np.diag(peak) + np.diag(np.sqrt(peak[1:] * peak[:-1]) * 1e-3, 1)
     m = (n - 1) / 2
-    mats = {"ones": np.ones((n, n)), "graded_down": graded, "graded_up": graded[::-1, ::-1],
+    mats = {"ones": np.ones((n, n)), "graded_down": graded, "graded_up": graded[::-1, ::-1], "mountain": mountain,
             "wilkinson": np.diag(np.abs(np.arange(n) - m)) + np.diag(np.ones(n - 1), 1) + np.diag(np.ones(n - 1), -1)}
     mats = {k: ((a + a.T) / 2).astype(dtype) for k, a in mats.items()}
     outs = kiln.jit(lambda ms: {k: lax.linalg.eigh(a) for k, a in ms.items()})(mats)

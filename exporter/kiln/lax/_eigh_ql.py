@@ -129,58 +129,84 @@ def _ql(z, d, e, eps) -> bool:
     floor = d.dtype.type(info.tiny / info.eps)  # below it subnormal arithmetic may never converge
     e[:n - 1] = e[1:].copy()
     e[n - 1] = 0
-    if abs(d[n - 1]) < abs(d[0]):
-        # QL converges from the top and chases from the bottom: larger entries belong at the bottom (a
-        # matrix graded the other way underflows the chase), so the index order is reversed (LAPACK
-        # steqr's choice between QL and QR, made once for the whole matrix)
-        d[:] = d[::-1].copy()
-        e[:n - 1] = e[n - 2::-1].copy()
-        z[:] = z[::-1].copy()
-    for l in range(n):
-        iterations = 0
-        while True:
-            m = l
-            while m < n - 1:
-                if abs(e[m]) <= eps * (abs(d[m]) + abs(d[m + 1])) + floor:
-                    break
-                m += 1
-            if m == l:
-                break
-            if iterations == MAX_ITERATIONS:
+
+    def negligible(m):
+        return abs(e[m]) <= eps * (abs(d[m]) + abs(d[m + 1])) + floor
+
+    first = 0
+    while first < n:
+        # an unreduced block [first, last]; QL converges from its top and chases from its bottom, so larger
+        # entries belong at the bottom (a block graded the other way underflows the chase): reversed when
+        # its last diagonal entry is smaller than its first (LAPACK steqr's choice between QL and QR)
+        last = first
+        while last < n - 1 and not negligible(last):
+            last += 1
+        if first < last and abs(d[last]) < abs(d[first]):
+            _reverse_block(z, d, e, first, last)
+        for l in range(first, last + 1):
+            if not _ql_eigenvalue(z, d, e, l, negligible, eps):
                 return False
-            iterations += 1
-            g = (d[l + 1] - d[l]) / (e[l] + e[l])
-            r = abs(_pythag(g, d.dtype.type(1)))
-            g = d[m] - d[l] + e[l] / (g + (r if g >= 0 else -r))
-            s = c = d.dtype.type(1)
-            p = d.dtype.type(0)
-            i = m - 1
-            deflated = False
-            while i >= l:
-                f, b = s * e[i], c * e[i]
-                r = _pythag(f, g)
-                e[i + 1] = r
-                if r == 0:
-                    d[i + 1] -= p
-                    e[m] = 0
-                    deflated = True
-                    break
-                s, c = f / r, g / r
-                g = d[i + 1] - p
-                r = (d[i] - g) * s + 2 * c * b
-                p = s * r
-                d[i + 1] = g + p
-                g = c * r - b
-                zi, zj = z[i].copy(), z[i + 1]
-                z[i] = c * zi - s * zj
-                z[i + 1] = s * zi + c * zj
-                i -= 1
-            if deflated:
-                continue
-            d[l] -= p
-            e[l] = g
-            e[m] = 0
+        first = last + 1
     return True
+
+
+def _reverse_block(z, d, e, first, last):
+    d[first:last + 1] = d[first:last + 1][::-1].copy()
+    e[first:last] = e[first:last][::-1].copy()
+    z[first:last + 1] = z[first:last + 1][::-1].copy()
+
+
+def _ql_eigenvalue(z, d, e, l, negligible, eps) -> bool:
+    """QL iterations until d[l] has converged (False after MAX_ITERATIONS). Before the first, an unreduced
+    block [l, m] whose bottom entry is below eps times its top one (a block that was the bottom of a
+    matrix graded both ways) is reversed, as whole blocks are in _ql."""
+    n = d.shape[0]
+    iterations = 0
+    while True:
+        m = l
+        while m < n - 1 and not negligible(m):
+            m += 1
+        if m == l:
+            break
+        if iterations == 0 and abs(d[m]) < eps * abs(d[l]):
+            _reverse_block(z, d, e, l, m)
+        if iterations == MAX_ITERATIONS:
+            return False
+        iterations += 1
+        g = (d[l + 1] - d[l]) / (e[l] + e[l])
+        r = abs(_pythag(g, d.dtype.type(1)))
+        g = d[m] - d[l] + e[l] / (g + (r if g >= 0 else -r))
+        s = c = d.dtype.type(1)
+        p = d.dtype.type(0)
+        i = m - 1
+        deflated = False
+        while i >= l:
+            f, b = s * e[i], c * e[i]
+            r = _pythag(f, g)
+            e[i + 1] = r
+            if r == 0:
+                d[i + 1] -= p
+                e[m] = 0
+                deflated = True
+                break
+            s, c = f / r, g / r
+            g = d[i + 1] - p
+            r = (d[i] - g) * s + 2 * c * b
+            p = s * r
+            d[i + 1] = g + p
+            g = c * r - b
+            zi, zj = z[i].copy(), z[i + 1]
+            z[i] = c * zi - s * zj
+            z[i + 1] = s * zi + c * zj
+            i -= 1
+        if deflated:
+            continue
+        d[l] -= p
+        e[l] = g
+        e[m] = 0
+    return True
+
+
 
 
 def _one(a, lower: bool, sort_eigenvalues: bool):

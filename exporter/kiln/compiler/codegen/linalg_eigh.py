@@ -494,20 +494,30 @@ def _ql(g: _Emitter, z, d, e, cs, ss, bad, n, eps):
     N = const64(n)
     for_range(b, const64(1), N, lambda i: g.st(e, b.sub(i, const64(1)), g.ld(e, i)), name="eshift")
     g.st(e, const64(n - 1), g.c(0))
-    # QL converges from the top and chases from the bottom: larger entries belong at the bottom (a matrix
-    # graded the other way underflows the chase), so the index order is reversed (LAPACK steqr's choice
-    # between QL and QR, made once for the whole matrix; the numpy mirror does the same)
-    flip = b.fcmp_ordered("<", g.fabs(g.ld(d, const64(n - 1))), g.fabs(g.ld(d, const64(0))))
-    with b.if_then(flip):
-        _reverse(g, d, n, 1)
-        _reverse(g, e, n - 1, 1)
-        _reverse(g, z, n, n)
     m_v = g.var(const64(0), "m")
     it_v = g.var(const64(0), "iters")
     i_v = g.var(const64(0), "i")
     s_v, c_v, p_v, g_v = (g.var(g.c(0), name) for name in ("s", "c", "p", "g"))
     deflated_v = g.var(ir.Constant(I1, 0), "deflated")
     fn = b.function
+
+    def negligible(m):
+        """e[m] negligible: relative to its diagonal neighbours, or below tiny / eps (subnormal arithmetic
+        could not converge there; the matrix is scaled to a largest entry of 1, so it is far below eps
+        times its norm)."""
+        dd = b.fadd(g.fabs(g.ld(d, m)), g.fabs(g.ld(d, b.add(m, const64(1)))))
+        return b.fcmp_ordered("<=", g.fabs(g.ld(e, m)), b.fadd(b.fmul(g.c(eps), dd), g.c(g.safe_low)))
+
+    def m_cond():
+        return b.icmp_signed("<", b.load(m_v), const64(n - 1))
+
+    def m_body(found):
+        """One step of the search for the first negligible e[m] from m_v on (breaks to found)."""
+        m = b.load(m_v)
+        nxt = fn.append_basic_block("m.next")
+        b.cbranch(negligible(m), found, nxt)
+        b.position_at_end(nxt)
+        b.store(b.add(m, const64(1)), m_v)
 
     def eigenvalue(l):
         b.store(const64(0), it_v)
@@ -519,23 +529,17 @@ def _ql(g: _Emitter, z, d, e, cs, ss, bad, n, eps):
             def m_cond():
                 return b.icmp_signed("<", b.load(m_v), const64(n - 1))
 
-            def m_body(found):
-                m = b.load(m_v)
-                dd = b.fadd(g.fabs(g.ld(d, m)), g.fabs(g.ld(d, b.add(m, const64(1)))))
-                # negligible: relative to its diagonal neighbours, or below tiny / eps (subnormal arithmetic
-                # could not converge there; the matrix is scaled to a largest entry of 1, so it is far below
-                # eps times its norm)
-                small = b.fcmp_ordered("<=", g.fabs(g.ld(e, m)), b.fadd(b.fmul(g.c(eps), dd), g.c(g.safe_low)))
-                nxt = fn.append_basic_block("m.next")
-                b.cbranch(small, found, nxt)
-                b.position_at_end(nxt)
-                b.store(b.add(m, const64(1)), m_v)
-
             while_loop(b, m_cond, m_body, name="msearch")
             m = b.load(m_v)
             go = fn.append_basic_block("ql.go")
             b.cbranch(b.icmp_signed("==", m, l), done, go)
             b.position_at_end(go)
+            # a block whose bottom is below eps times its top (the lower part of a matrix graded both ways):
+            # reversed before its first iteration, as whole blocks are below
+            steep = b.and_(b.icmp_signed("==", b.load(it_v), const64(0)),
+                           b.fcmp_ordered("<", g.fabs(g.ld(d, m)), b.fmul(g.c(eps), g.fabs(g.ld(d, l)))))
+            with b.if_then(steep):
+                _reverse_block(g, z, d, e, l, b.add(b.sub(m, l), const64(1)), n)
             fail = fn.append_basic_block("ql.fail")
             proceed = fn.append_basic_block("ql.step")
             b.cbranch(b.icmp_signed(">=", b.load(it_v), const64(MAX_ITERATIONS)), fail, proceed)
@@ -606,15 +610,38 @@ def _ql(g: _Emitter, z, d, e, cs, ss, bad, n, eps):
 
         while_loop(b, forever, iterate, name="qliter")
 
-    for_range(b, const64(0), N, eigenvalue, name="ql")
+    # Unreduced blocks [first, last] one after the other. QL converges from a block's top and chases from
+    # its bottom, so larger entries belong at the bottom (a block graded the other way underflows the
+    # chase): a block whose last diagonal entry is smaller than its first is reversed first (d, e and the
+    # rows of Q^T; LAPACK steqr's choice between QL and QR per block; the numpy mirror does the same).
+    first_v = g.var(const64(0), "first")
+
+    def block_cond():
+        return b.icmp_signed("<", b.load(first_v), N)
+
+    def block(done):
+        first = b.load(first_v)
+        b.store(first, m_v)
+        while_loop(b, m_cond, m_body, name="bsearch")
+        last = b.load(m_v)
+        flip = b.and_(b.icmp_signed("<", first, last),
+                      b.fcmp_ordered("<", g.fabs(g.ld(d, last)), g.fabs(g.ld(d, first))))
+        with b.if_then(flip):
+            _reverse_block(g, z, d, e, first, b.add(b.sub(last, first), const64(1)), n)
+        for_range(b, first, b.add(last, const64(1)), eigenvalue, name="ql")
+        b.store(b.add(last, const64(1)), first_v)
+
+    while_loop(b, block_cond, block, name="blocks")
 
 
-def _reverse(g: _Emitter, x, count, width):
-    """Reverses the order of the count rows of width elements at x (width 1: a vector)."""
+def _reverse(g: _Emitter, x, first, count, width):
+    """Reverses the order of the count rows of width elements at x from row first (width 1: a vector)."""
     b = g.b
+    W = const64(width)
+    last = b.sub(b.add(first, count), const64(1))
 
     def swap(i):
-        top, bottom = b.mul(i, const64(width)), b.mul(b.sub(const64(count - 1), i), const64(width))
+        top, bottom = b.mul(b.add(first, i), W), b.mul(b.sub(last, i), W)
 
         def element(k):
             p, q = b.add(top, k), b.add(bottom, k)
@@ -622,9 +649,17 @@ def _reverse(g: _Emitter, x, count, width):
             g.st(x, p, c)
             g.st(x, q, a)
 
-        for_range(b, const64(0), const64(width), element, name="revk")
+        for_range(b, const64(0), W, element, name="revk")
 
-    for_range(b, const64(0), const64(count // 2), swap, name="rev")
+    for_range(b, const64(0), b.sdiv(count, const64(2)), swap, name="rev")
+
+
+def _reverse_block(g: _Emitter, z, d, e, first, count, n):
+    """Reverses the index order of the tridiagonal block of count rows from first: d, e and rows of z."""
+    b = g.b
+    _reverse(g, d, first, count, 1)
+    _reverse(g, e, first, b.sub(count, const64(1)), 1)
+    _reverse(g, z, first, count, n)
 
 
 def _sort(g: _Emitter, z, d, n):
