@@ -569,8 +569,11 @@ def _emit_svd(region, eqn, target):
             # ranks: the stable descending order of sigma = sqrt(d), NaN last
             s_out = g.ptr(outs[0], b.mul(bi, const64(N)))
 
+            # d becomes sigma = sqrt(d) once, so the O(N^2) comparisons take no square roots
+            g.vloop(0, N, lambda i, wd: g.st(d, i, g.sqrt(g.ld(d, i, wd)), wd), name="sigma")
+
             def key(p):
-                sigma = g.sqrt(g.ld(d, p))
+                sigma = g.ld(d, p)
                 return sigma, b.select(b.fcmp_unordered("uno", sigma, sigma), g.c(np.inf), b.fneg(sigma))
 
             def place(p, fn):
