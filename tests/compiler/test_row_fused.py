@@ -297,7 +297,8 @@ def _streams(fn, *args):
 def test_prefetched_streams_are_the_rows_inputs_and_outputs():
     """The next row's lines are prefetched for the full-shape buffers read and written along unit-stride
     columns (x and the result), not for a vector broadcast over the rows (gamma: it stays cached), a view
-    read with a column stride, or rows whose streamed bytes are under PREFETCH_MIN_ROW_BYTES."""
+    read with a column stride, or rows whose streamed bytes are under PREFETCH_MIN_ROW_BYTES; and only in
+    the quiet passes (after the first, storing no row output), of which rmsnorm has none."""
     from kiln.compiler.compile import _optimized_kernel
     from kiln.compiler.target import Target
 
@@ -312,6 +313,12 @@ def test_prefetched_streams_are_the_rows_inputs_and_outputs():
     assert [s.write for s in streams] == [True]
     region, streams = _streams(lambda a: kiln.nn.softmax(a, axis=-1), np.zeros((64, 100), np.float32))
     assert streams == [] and "llvm.prefetch" not in str(_optimized_kernel("k", region, Target.host()))
+    # rmsnorm: a sum of squares, then the scaled row stored: no pass between streams, nothing prefetched
+    (step,) = _plan(k_rmsnorm, x, g).steps
+    assert row_fused._quiet_passes(row_fused.plan(step.region)) == []
+    assert "llvm.prefetch" not in str(_optimized_kernel("k", step.region, Target.host()))
+    p = row_fused.plan(_plan(lambda a: kiln.nn.softmax(a, axis=-1), x).steps[0].region)
+    assert row_fused._quiet_passes(p) == [(1, 0), (1, 1)]  # the exp into the scratch and its sum
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64], ids=lambda d: np.dtype(d).name)

@@ -278,8 +278,8 @@ def emit_kernel(region):
     combiners = {id(e): _Combiner(e.primitive.traits.reduction, e.outvars[0].aval.dtype) for loop in p.loops for e in loop}
 
     streams = _streams(p, region)
-    later = [(k, n) for k, passes in enumerate(p.passes) for n in range(len(passes))][1:]
-    prefetch = _Prefetch(p, streams, len(later)) if later and streams else None
+    quiet = _quiet_passes(p)
+    prefetch = _Prefetch(p, streams, len(quiet)) if quiet and streams else None
 
     def body(b: ir.IRBuilder, pointers, workgroup_id, workgroup_count):
         scratch = {v: b.alloca(scalar_ops.info(dtypes[v]).storage, size=const64(p.columns), name=f"row{v}")
@@ -348,8 +348,8 @@ def emit_kernel(region):
                             offset = b.add(b.mul(r, const64(p.columns)), c)
                             scalar_ops.store(b, pointers[n_in + i], offset, read(v), v.aval.dtype)
 
-                    if prefetch is not None and (k, n) in later:
-                        prefetch.columns(b, pointers, bases, later.index((k, n)), column, name=f"c{k}.{n}")
+                    if prefetch is not None and (k, n) in quiet:
+                        prefetch.columns(b, pointers, bases, quiet.index((k, n)), column, name=f"c{k}.{n}")
                     else:
                         for_range(b, 0, p.columns, column, name=f"c{k}.{n}")
                 for e in loop:
@@ -406,26 +406,35 @@ def _streams(p: RowPlan, region) -> list[_Stream]:
     return found
 
 
-class _Prefetch:
-    """Software prefetch of the next row while the loops after a row's first run (issue 10: a row's
-    first loop reads it from memory and its last writes the outputs, while the loops between run from
-    cache; without prefetching, memory idles during those and the compute idles during the first
-    loop's misses and the last loop's write misses).
+def _quiet_passes(p: RowPlan) -> list[tuple[int, int]]:
+    """(loop, pass) of the passes over a row that touch no memory stream: after the row's first (which
+    reads it from memory) and storing no full-row output. A row kernel without one (rmsnorm: a sum of
+    squares, then the scaled row stored) streams as a copy does, which the hardware prefetcher serves
+    best; software prefetches there only compete with the stores' misses (measured slower)."""
+    passes = [(k, n) for k, loop in enumerate(p.passes) for n in range(len(loop))][1:]
+    return [(k, n) for k, n in passes if not p.passes[k][n].outputs]
 
-    Each loop of a row after its first runs its columns in chunks; chunk t of the T = (those loops x
-    chunks per loop) issues the prefetches of lines [t*q, (t+1)*q) of every stream of the next row
+
+class _Prefetch:
+    """Software prefetch of the next row while the row is in cache (issue 10: a row's first pass reads
+    it from memory and its last writes the outputs, while the passes between run from cache; without
+    prefetching, memory idles during those and the compute idles during the first pass's misses and
+    the last pass's write misses).
+
+    Each quiet pass (_quiet_passes) runs its columns in chunks; chunk t of the T = (quiet passes x
+    chunks per pass) issues the prefetches of lines [t*q, (t+1)*q) of every stream of the next row
     (q = ceil(lines / T)), so the next row's lines are requested evenly over the time the row spends
-    in cache: reads into L2 (llvm.prefetch locality 2), outputs with write intent, so the last loop's
+    in cache: reads into L2 (llvm.prefetch locality 2), outputs with write intent, so the last pass's
     stores find their lines owned. The next row is that of the same workgroup (the last row of a
     workgroup's slice prefetches nothing new); prefetches never fault and change no value."""
 
-    def __init__(self, p: RowPlan, streams: list[_Stream], loops: int):
+    def __init__(self, p: RowPlan, streams: list[_Stream], passes: int):
         self.p = p
         self.streams = streams
         widest = max(s.dtype.itemsize for s in streams)
         self.chunk = max(PREFETCH_CHUNK_BYTES // widest, 1)
         self.chunks = -(-p.columns // self.chunk)
-        total = loops * self.chunks
+        total = passes * self.chunks
         self.lines = [-(-p.columns * s.dtype.itemsize // _LINE) for s in streams]
         self.per_chunk = [-(-lines // total) for lines in self.lines]
 
@@ -433,15 +442,15 @@ class _Prefetch:
         index = delinearize(b, row, self.p.rows_shape) if self.p.rows_shape else []
         return [dot_offsets(b, index, s.row_strides, const64(s.offset)) for s in self.streams]
 
-    def columns(self, b: ir.IRBuilder, pointers, bases, loop: int, column, name: str) -> None:
-        """for_range(0, columns, column) in chunks, each first prefetching its share (loop: the index
-        of this loop among the row's loops after the first)."""
+    def columns(self, b: ir.IRBuilder, pointers, bases, quiet: int, column, name: str) -> None:
+        """for_range(0, columns, column) in chunks, each first prefetching its share (quiet: the index
+        of this pass among the row's quiet passes)."""
         fn = b.module.globals.get("llvm.prefetch.p0") or ir.Function(
             b.module, ir.FunctionType(ir.VoidType(), [ir.PointerType(), I32, I32, I32]), name="llvm.prefetch.p0")
 
         def chunk(i):
             start = b.mul(i, const64(self.chunk)) if self.chunks > 1 else const64(0)
-            t = b.add(const64(loop * self.chunks), i) if self.chunks > 1 else const64(loop)
+            t = b.add(const64(quiet * self.chunks), i) if self.chunks > 1 else const64(quiet)
             for s, base, lines, q in zip(self.streams, bases, self.lines, self.per_chunk):
                 per_line = max(_LINE // s.dtype.itemsize, 1)
                 first = b.mul(t, const64(q))
