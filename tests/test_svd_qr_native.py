@@ -204,3 +204,20 @@ def test_half_precision_keeps_the_composite_path():
     x = np.ones((4, 3), np.float16)
     assert "svd" not in _dispatch_strategies(lambda a: lax_linalg.svd(a, full_matrices=False), x)
     assert "svd" not in _dispatch_strategies(lambda a: lax_linalg.qr(a), x)
+
+
+class _Checked(kiln.Program, export_name="svd_qr_checked"):
+    def run(self, x=kiln.Program.like(np.zeros((2, 5, 3), np.float32)), y=kiln.Program.like(np.zeros((3, 6)))):
+        return lax_linalg.svd(x), lax_linalg.qr(y)
+
+
+def test_kiln_check_maps_each_dispatch_to_its_region_within_tolerance():
+    """kiln check runs each kernel's region eagerly (the numpy mirror) on the runtime's own inputs: the scratch
+    output is zeroed by the kernel as the eager implementation gives it, and the factors agree."""
+    from kiln.program.check import check_program
+
+    rng = np.random.default_rng(10)
+    result = check_program(_Checked, "run", [rng.standard_normal((2, 5, 3)).astype(np.float32),
+                                             rng.standard_normal((3, 6))])
+    assert result.passed, result.text()
+    assert [r.line().split()[1] for r in result.results] == ["kiln_svd_kernel_0", "kiln_qr_kernel_1"]
