@@ -389,11 +389,15 @@ def _jacobi(g: _Gen, w, v, d, n: int, scratch):
                         return [(new_p, new_p), (new_q, new_q)]
                     return terms
 
-                sp, sq = g.vsum(pb, b.add(pb, const64(n)), rot_terms(w), count=2, name="rot")
+                def both(i, wd):  # W and V (the same n x n column storage) in one pass
+                    squares = rot_terms(w)(i, wd)
+                    if v is not None:
+                        rot_terms(v)(i, wd)
+                    return squares
+
+                sp, sq = g.vsum(pb, b.add(pb, const64(n)), both, count=2, name="rot")
                 g.st(d, p, sp)
                 g.st(d, q, sq)
-                if v is not None:
-                    g.vsum(pb, b.add(pb, const64(n)), rot_terms(v), count=0, name="rotv")
 
         # The next round's pair j - 1 joins a column of this round's pair j - 2 and one of pair j (the
         # circle method moves each position one step), so its inner product is taken right after pair j
