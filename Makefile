@@ -115,7 +115,7 @@ check-sweep: install
 	$(BIN)/python tests/check_sweep.py
 
 # float32 exp, log, log1p and tanh on every float32 input, for the x86-64-v4 build (the bits of v3, aarch64 and
-# riscv64) and x86-64-v2 (no FMA), within the bounds of docs/accuracy.md; about 40 min of CPU.
+# riscv64) and x86-64-v2 (no FMA), within the bounds of docs/accuracy.md; 10 to 30 min on 2 cores.
 .PHONY: exhaustive-math
 exhaustive-math: install
 	$(BIN)/python tests/exhaustive_float32.py

@@ -8,8 +8,8 @@ zeros exactly; the finite results must be within the bound of tests/compiler/tes
 numbers docs/accuracy.md states). Prints, per function and build, the worst error, where, and how many inputs
 are at each ulp distance (the counts docs/accuracy.md quotes); exits 1 when a bound is exceeded.
 
-About 2 minutes of CPU per function on a Zen 4; the tests (test_mathlib's dense sweeps) sample the same
-ranges. --step N takes every Nth bit pattern.
+About 2 minutes per function on 2 idle cores of a Zen 4 (10 minutes for the four; 30 on a loaded machine);
+the tests (test_mathlib's dense sweeps) sample the same ranges. --step N takes every Nth bit pattern.
 
     .venv/bin/python tests/exhaustive_float32.py [--step N] [--cpu x86-64-v4,x86-64-v2] [exp log log1p tanh]
 """
