@@ -8,7 +8,7 @@ with its own message.
 
 Workers: `$KILN_COMPILE_JOBS` (a positive integer; 1 compiles in-process), else one per available core,
 at most MAX_WORKERS. Compiling stays in-process where fork is missing or unsafe (another Python thread
-is running: it might hold a lock the child needs), and for fewer than MIN_KERNELS kernels, where a fork
+is running, other than kiln's own Ctrl-C watcher: it might hold a lock the child needs), and for fewer than MIN_KERNELS kernels, where a fork
 costs more than it saves.
 """
 from __future__ import annotations
@@ -21,6 +21,15 @@ from typing import Callable
 
 MAX_WORKERS = 8
 MIN_KERNELS = 4
+FORK_SAFE_THREADS = frozenset({"kiln-ctrl-c"})
+"""Threads known to hold nothing a forked compile needs (kiln.vm's Ctrl-C watcher polls a pipe and is
+reset in a child by its at-fork hook), so they do not keep compiling in-process."""
+
+
+def _unsafe_threads() -> int:
+    """Live Python threads besides the calling one that a fork could catch holding a lock."""
+    me = threading.current_thread()
+    return sum(1 for t in threading.enumerate() if t is not me and t.name not in FORK_SAFE_THREADS)
 
 
 def worker_count(kernels: int) -> int:
@@ -37,7 +46,7 @@ def worker_count(kernels: int) -> int:
         wanted = min(MAX_WORKERS, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                      else os.cpu_count() or 1)
     if (kernels < MIN_KERNELS or not hasattr(os, "fork") or sys.platform != "linux"
-            or threading.active_count() > 1):
+            or _unsafe_threads()):
         return 1
     return max(1, min(wanted, kernels))
 
