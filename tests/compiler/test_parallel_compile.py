@@ -98,3 +98,16 @@ def test_kilns_ctrl_c_watcher_does_not_stop_forking(monkeypatch):
     assert "kiln-ctrl-c" in [t.name for t in threading.enumerate()]
     others = [t.name for t in threading.enumerate() if t is not threading.current_thread()]
     assert parallel_compile._unsafe_threads() == len(others) - others.count("kiln-ctrl-c")
+
+
+def test_run_forked_reports_failed_and_dead_tasks_as_none():
+    def task(i):
+        if i == 1:
+            raise ValueError("no")
+        if i == 3:
+            os._exit(9)  # the child dies: its share comes back as None
+        return i * i
+
+    results = parallel_compile.run_forked(6, 2, task)
+    # child 0 ran 0, 2, 4; child 1 ran 1 (failed), 3 (died before sending 5's result)
+    assert results == [0, None, 4, None, 16, None]
