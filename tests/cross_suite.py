@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cross_targets import (ARCHES, REDUCTION_ULPS, RELOCATION_KERNEL_RESULTS, Arch, aarch64_target, assert_same,
+from cross_targets import (ARCHES, RELOCATION_KERNEL_RESULTS, Arch, aarch64_target, assert_same, assert_same_kind,
                            build_runtime, ensure_tools, export_module, program_of, qemu_command, result_counts,
                            run_function, run_relocation_kernel, run_under_qemu, sweep_functions)
 from kiln.compiler.target import Target
@@ -137,7 +137,7 @@ def sweep(suite, tmp_path_factory):
     _on(name, module, cpu, variant) for name, s in SUITES.items() for module, cpu, variant in s.sweep_runs],
     indirect=["suite"], scope="module")  # module: grouped with the other tests of its suite's fixtures
 def test_op_sweep_matches_x86(suite, tests_build, sweep, module, cpu, variant):
-    """Every sweep function's results on the CPU model equal x86's (reductions within REDUCTION_ULPS); where
+    """Every sweep function's results on the CPU model equal x86's (by kind: cross_targets.assert_same_kind); where
     a module holds several builds, the one the runtime loads there is `variant`."""
     functions, modules, counts, want, work = sweep
     kiln_run = tests_build / "kiln-run"
@@ -148,7 +148,7 @@ def test_op_sweep_matches_x86(suite, tests_build, sweep, module, cpu, variant):
     for name, (fn, args, kind) in functions.items():
         got = run_function(qemu_command(suite.arch, cpu) + [str(kiln_run)], modules[module], name, args, work,
                            counts[name], tag)
-        assert_same(got, want[name], max_ulps=REDUCTION_ULPS if kind == "reduction" else 0, what=f"{name} ({tag})")
+        assert_same_kind(got, want[name], kind, what=f"{name} ({tag})")
 
 
 def _text_disassembly(module: Path, work: Path) -> str:

@@ -237,7 +237,9 @@ def sweep_functions(scale: int = 1) -> dict:
     """name -> (fn, args, kind): a function of every kernel strategy (elementwise, reductions, split
     reductions, row-fused, matmul, conv, pooling, structural, control flow) on small inputs; `kind` is
     "exact" (bit-identical across targets), "math" (float32 exp, log or tanh: bit-identical across targets
-    with FMA, within MATH_ULPS_WITHOUT_FMA on x86-64 without it) or "reduction" (within REDUCTION_ULPS).
+    with FMA, within MATH_ULPS_WITHOUT_FMA on x86-64 without it), "reduction" (within REDUCTION_ULPS) or
+    "linalg" (the native factorizations, whose dot products and updates run in vectors of the target's width:
+    within LINALG_RTOL of the largest |x86 result|; only quantities that do not depend on a sign choice).
     `scale` grows the inputs (the long suite)."""
     import kiln.lax as lax
     import kiln.nn as nn
@@ -275,6 +277,16 @@ def sweep_functions(scale: int = 1) -> dict:
             k, y = state
             return k + 1, 0.5 * (y + v / y)
         return lax.while_loop(cond, body, (0, knp.ones_like(v)))[1]
+
+    a = normal(24, 24) + np.float32(6) * np.eye(24, dtype=np.float32)  # well conditioned
+    spd = (a @ a.T / np.float32(24) + np.eye(24, dtype=np.float32)).astype(np.float32)
+    rhs = normal(24, 3)
+
+    def factorizations(m, s, b):
+        w, v = knp.linalg.eigh(s)
+        sign, logdet = knp.linalg.slogdet(m)
+        return [knp.linalg.cholesky(s), knp.linalg.solve(m, b), sign * logdet, w, (v * w) @ v.T,
+                knp.linalg.svd(m, compute_uv=False), knp.abs(knp.linalg.qr(m)[1]), knp.linalg.pinv(m) @ m]
 
     def branch(v):
         return lax.cond(knp.sum(v) > 0, lambda a: knp.exp(-a * a), lambda a: knp.cos(a) * 2, v)
@@ -323,6 +335,8 @@ def sweep_functions(scale: int = 1) -> dict:
         # control flow
         "scan": (scan_cumulative, [x], "math"),
         "while_loop": (while_newton, [pos], "exact"),
+        # the native linear algebra kernels (strategies linalg, eigh, svd)
+        "linalg": (factorizations, [a, spd, rhs], "linalg"),
         "cond": (branch, [x], "math"),
     }
 
@@ -332,6 +346,20 @@ REDUCTION_ULPS = 16  # the most a reduction may differ from x86 (measured at mos
 # target has FMA (every target but x86-64 without it: x86-64-v2 and older), two there. Each result is within the
 # functions' 2-ulp bound (docs/accuracy.md), so two builds differ by at most 4 ulp (measured 2).
 MATH_ULPS_WITHOUT_FMA = 4
+LINALG_RTOL = 1e-4  # float32 factorizations of well-conditioned 24x24 matrices (measured about 1e-6)
+
+
+def assert_same_kind(got: list[np.ndarray], want: list[np.ndarray], kind: str, what: str = "") -> None:
+    """A sweep function's results on another target against x86's, by the function's kind (sweep_functions):
+    bit-identical ("exact", and "math" on targets with FMA), within REDUCTION_ULPS ("reduction"), or within
+    LINALG_RTOL of the largest |x86 result| ("linalg")."""
+    if kind != "linalg":
+        assert_same(got, want, max_ulps=REDUCTION_ULPS if kind == "reduction" else 0, what=what)
+        return
+    assert len(got) == len(want), (what, len(got), len(want))
+    for k, (g, w) in enumerate(zip(got, want)):
+        scale = float(np.max(np.abs(w))) if w.size else 1.0
+        np.testing.assert_allclose(g, w, rtol=0, atol=LINALG_RTOL * max(scale, 1.0), err_msg=f"{what} result {k}")
 
 
 # ----------------------------------------------------------------------------- a kernel of every aarch64 relocation

@@ -1,6 +1,6 @@
 """aarch64 verified by running: kiln-run cross-built for aarch64 runs modules compiled for aarch64 under
 qemu-user, and their results are this machine's (bit for bit except a NaN's sign; reductions within
-cross_targets.REDUCTION_ULPS). The short part, for `make test`: it installs the cross tools when missing
+cross_targets.REDUCTION_ULPS; the native factorizations within cross_targets.LINALG_RTOL). The short part, for `make test`: it installs the cross tools when missing
 (tests/install_cross_tools.sh, Debian packages) and is skipped only where they cannot be installed (not
 root, no apt-get). `make test-aarch64` runs the long suite (tests/cross_suite.py's aarch64 tests): the C tests under qemu,
 the MLP training loop in C, larger sweeps, SVE at five vector lengths. docs/targets.md, docs/testing.md."""
@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cross_targets import (ARCHES, INSTALL_SCRIPT, REDUCTION_ULPS, RELOCATION_KERNEL_RESULTS, aarch64_target,
-                           assert_same, build_runtime, ensure_tools, export_module, finish_export, program_of,
+from cross_targets import (ARCHES, INSTALL_SCRIPT, RELOCATION_KERNEL_RESULTS, aarch64_target, assert_same,
+                           assert_same_kind, build_runtime, ensure_tools, export_module, finish_export, program_of,
                            qemu_command, result_counts, run_function, run_functions, run_relocation_kernel,
                            run_under_qemu, start_sweep_export, sweep_functions, tools_present)
 from kiln.compiler.target import Target
@@ -130,8 +130,7 @@ def test_op_sweep_matches_x86(kiln_run_aarch64, sweep, cpu, variant):
     tag = cpu.replace(",", "_").replace("=", "")
     results = run_functions(command, modules["aarch64"], functions, counts, work, tag)  # a qemu per core at once
     for name, (fn, args, kind) in functions.items():
-        assert_same(results[name], want[name], max_ulps=REDUCTION_ULPS if kind == "reduction" else 0,
-                    what=f"{name} ({tag})")
+        assert_same_kind(results[name], want[name], kind, what=f"{name} ({tag})")
 
 
 def test_sve_build_is_refused_without_sve(kiln_run_aarch64, sweep, monkeypatch):
