@@ -39,6 +39,20 @@ def fmuladd(builder: ir.IRBuilder, a: ir.Value, b: ir.Value, c: ir.Value) -> ir.
     return builder.call(fn, [a, b, c])
 
 
+def halving_reduce(builder: ir.IRBuilder, v: ir.Value, combine) -> ir.Value:
+    """v's lanes combined by halving (log2(lanes) dependent steps): combine(builder, low half, high half)
+    until one lane is left, which is returned."""
+    i32 = ir.IntType(32)
+    width = v.type.count
+    while width > 1:
+        half = width // 2
+        lo = builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(i32, half), list(range(half))))
+        hi = builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(i32, half), list(range(half, width))))
+        v = combine(builder, lo, hi)
+        width = half
+    return builder.extract_element(v, ir.Constant(i32, 0))
+
+
 def fp_to_int_saturating(builder: ir.IRBuilder, x: ir.Value, to: ir.IntType, signed: bool) -> ir.Value:
     """Truncation toward zero, NaN to 0, out of range saturated (llvm.fpto[su]i.sat)."""
     base = "fptosi.sat" if signed else "fptoui.sat"

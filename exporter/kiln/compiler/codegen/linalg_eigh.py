@@ -23,7 +23,7 @@ import numpy as np
 from llvmlite import ir
 
 from ..layout import region_views
-from .intrinsics import call_unary, fmuladd
+from .intrinsics import call_unary, fmuladd, halving_reduce
 from .loops import const64, delinearize, dot_offsets, for_range, local_var, while_loop, workgroup_slice
 from .region_eval import load_view
 from ...lax._eigh_ql import MAX_ITERATIONS, MAX_STACK_BYTES, WORK_PAD, WORK_VECTORS, stack_fits
@@ -84,17 +84,7 @@ class _Emitter:
 
     def hsum(self, v):
         """The sum of v's lanes by halving (log2(lanes) dependent adds, not lanes - 1)."""
-        b = self.b
-        i32 = ir.IntType(32)
-        width = self.lanes
-        while width > 1:
-            half = width // 2
-            undef = ir.Constant(ir.VectorType(self.T, width), ir.Undefined)
-            lo = b.shuffle_vector(v, undef, ir.Constant(ir.VectorType(i32, half), list(range(half))))
-            hi = b.shuffle_vector(v, undef, ir.Constant(ir.VectorType(i32, half), list(range(half, width))))
-            v = b.fadd(lo, hi)
-            width = half
-        return b.extract_element(v, ir.Constant(i32, 0))
+        return halving_reduce(self.b, v, lambda b, lo, hi: b.fadd(lo, hi))
 
     def pythag(self, x, y):
         """sqrt(x^2 + y^2) without overflow or destructive underflow: the plain formula where x^2 + y^2 is

@@ -20,7 +20,7 @@ from llvmlite import ir
 
 from ...lax import _svd_qr_native as native
 from ..layout import region_views
-from .intrinsics import call_binary, call_unary, fmuladd
+from .intrinsics import call_binary, call_unary, fmuladd, halving_reduce
 from .loops import const64, delinearize, dot_offsets, for_range, local_var, while_loop, workgroup_slice
 from .region_eval import load_view
 from .types import I1, I32, I64, info
@@ -70,26 +70,10 @@ class _Gen:
         return b.shuffle_vector(one, ir.Constant(vt, ir.Undefined), ir.Constant(ir.VectorType(I32, width), [0] * width))
 
     def hsum(self, v):
-        b = self.b
-        width = v.type.count
-        while width > 1:
-            half = width // 2
-            lo = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, half), list(range(half))))
-            hi = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, half), list(range(half, width))))
-            v = b.fadd(lo, hi)
-            width = half
-        return b.extract_element(v, ir.Constant(I32, 0))
+        return halving_reduce(self.b, v, lambda b, lo, hi: b.fadd(lo, hi))
 
     def hmax(self, v):
-        b = self.b
-        width = v.type.count
-        while width > 1:
-            half = width // 2
-            lo = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, half), list(range(half))))
-            hi = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, half), list(range(half, width))))
-            v = call_binary(b, "maximum", lo, hi)
-            width = half
-        return b.extract_element(v, ir.Constant(I32, 0))
+        return halving_reduce(self.b, v, lambda b, lo, hi: call_binary(b, "maximum", lo, hi))
 
     def fma(self, x, y, z):
         return fmuladd(self.b, x, y, z)
