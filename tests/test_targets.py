@@ -343,9 +343,10 @@ def test_baseline_x86_64_needs_no_libm(tmp_path):
     image cannot import (the link fails naming the symbol): the op sweep of tests/cross_targets.py (every
     kernel strategy and the math library) links for the x86-64 baseline CPU and runs, equal to this
     host's build bit for bit except where reductions and matmuls sum in another order or without FMA, and
-    where float32 exp, log and tanh round their multiply-adds twice (no FMA: within 4 ulp of this host's)."""
-    from cross_targets import (MATH_ULPS_WITHOUT_FMA, differences, export_module, program_of, result_counts,
-                               run_function, sweep_functions)
+    where float32 exp, log and tanh round their multiply-adds twice (no FMA: within 4 ulp of this host's),
+    and the native factorizations within cross_targets.LINALG_RTOL (vectors of another width)."""
+    from cross_targets import (MATH_ULPS_WITHOUT_FMA, assert_same_kind, differences, export_module, program_of,
+                               result_counts, run_function, sweep_functions)
     from references import ulps
     from kiln_tools import kiln_run_binary
 
@@ -372,6 +373,8 @@ def test_baseline_x86_64_needs_no_libm(tmp_path):
                 finite = np.isfinite(w)
                 assert np.array_equal(g[~finite & ~np.isnan(w)], w[~finite & ~np.isnan(w)]), (name, k)
                 assert ulps(g[finite], w[finite]).max() <= MATH_ULPS_WITHOUT_FMA, (name, k)
+            elif kind == "linalg":
+                assert_same_kind([g], [w], kind, what=f"{name} result {k}")
             else:
                 assert count == 0, (name, kind, k, g.ravel()[:8], w.ravel()[:8])
 
