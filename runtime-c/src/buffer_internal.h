@@ -25,11 +25,9 @@ kiln_status_t kiln_buffer_view_allocate(kiln_dtype_t dtype, size_t rank,
 void kiln_buffer_view_freeze(kiln_buffer_view_t* view);
 int kiln_buffer_view_is_frozen(const kiln_buffer_view_t* view);
 /* global.take: a global's buffer that nothing but its context holds
- * (kiln_buffer_view_is_exclusive) becomes writable again, for a kernel to
- * update the global in place. */
+ * (kiln_buffer_view_is_exclusive, runtime.h) becomes writable again, for a
+ * kernel to update the global in place. */
 void kiln_buffer_view_thaw(kiln_buffer_view_t* view);
-/* True when `view` has one reference and memory the runtime may write. */
-int kiln_buffer_view_is_exclusive(kiln_buffer_view_t* view);
 
 /* The VM's initialization rule: a buffer made by `alloc` is marked unwritten
  * (its bytes are stale heap memory). A dispatch that binds it to a writable

@@ -47,8 +47,11 @@ int main(void) {
     CHECK(!kiln_buffer_view_has_type(v, KILN_DTYPE_F32, 2, other));
     CHECK(!kiln_buffer_view_has_type(v, KILN_DTYPE_I32, 2, shape));
     CHECK(!kiln_buffer_view_has_type(v, KILN_DTYPE_F32, 1, shape));
+    CHECK(kiln_buffer_view_is_exclusive(v)); /* one reference, the runtime's memory */
     kiln_buffer_view_retain(v);
+    CHECK(!kiln_buffer_view_is_exclusive(v)); /* two holders */
     kiln_buffer_view_release(v);
+    CHECK(kiln_buffer_view_is_exclusive(v));
     kiln_buffer_view_release(v);
   }
   kiln_buffer_view_release(NULL);
@@ -133,6 +136,7 @@ int main(void) {
   if (v) {
     CHECK(kiln_buffer_view_data(v) == table);
     CHECK(kiln_buffer_view_mutable_data(v) == NULL); /* read-only */
+    CHECK(!kiln_buffer_view_is_exclusive(v));        /* the caller's memory */
     kiln_buffer_view_retain(v);
     kiln_buffer_view_release(v);
     CHECK(keepalive_calls == 0);

@@ -50,6 +50,7 @@ static void get_w(kiln_context_t* c, float out[4]) {
     CHECK(kiln_buffer_view_dtype(v) == KILN_DTYPE_F32 && kiln_buffer_view_rank(v) == 1 &&
           kiln_buffer_view_shape(v)[0] == 4);
     memcpy(out, kiln_buffer_view_data(v), 4 * sizeof(float));
+    CHECK(!kiln_buffer_view_is_exclusive(v)); /* the context holds the global too */
   }
   kiln_buffer_view_release(v);
 }
@@ -109,6 +110,8 @@ static void test_read_and_write(kiln_module_t* m) {
   CHECK_OK(kiln_module_lookup_function(m, "weights", &weights));
   CHECK_OK(kiln_context_invoke(c, weights, NULL, 0, out, 2));
   if (out[0]) CHECK(memcmp(kiln_buffer_view_data(out[0]), nw, sizeof nw) == 0);
+  /* a result that is a global's value is not the caller's alone (the set value is an owned copy) */
+  if (out[0]) CHECK(kiln_buffer_view_mutable_data(out[0]) && !kiln_buffer_view_is_exclusive(out[0]));
   kiln_buffer_view_release(out[0]);
   kiln_buffer_view_release(out[1]);
   get_w(other, w);

@@ -109,6 +109,16 @@ size_t kiln_buffer_view_byte_size(const kiln_buffer_view_t* view);
 const void* kiln_buffer_view_data(const kiln_buffer_view_t* view);
 /* Writable data; only for views the caller created itself. */
 void* kiln_buffer_view_mutable_data(kiln_buffer_view_t* view);
+/* Nonzero when the caller's reference to `view` is its only one (no global,
+ * other view, call or other holder has it) and its memory is the runtime's
+ * own writable allocation (kiln_buffer_view_mutable_data is not NULL): a
+ * result of an earlier call that nothing else holds any more. Its holder may
+ * then write its memory, or pass it to kiln_context_invoke_host as a result
+ * destination, as the Python binding does to reuse a released result's memory
+ * for the next call's result (no fresh pages to fault in). 0 for a view the
+ * caller retained again, a global's value, a constant, caller memory wrapped
+ * by kiln_buffer_view_wrap, or a row of another view. */
+int kiln_buffer_view_is_exclusive(kiln_buffer_view_t* view);
 
 /* ---- instance ---------------------------------------------------------- */
 
