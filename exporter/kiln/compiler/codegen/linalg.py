@@ -29,7 +29,8 @@ from llvmlite import ir
 from ..layout import region_views
 from .intrinsics import call_unary, fmuladd
 from .loops import const64, delinearize, for_range, local_var, workgroup_slice
-from .types import F32, F64, I1, I32, I64, PTR
+from .types import I1, I32, I64
+from .vector_code import VectorCode, lanes_for
 
 PANEL = 8
 """Rows (Cholesky) or columns (LU) per panel of the blocked factorizations: the rank of the trailing update."""
@@ -39,145 +40,8 @@ def _prod(shape) -> int:
     return int(np.prod(shape, dtype=np.int64))
 
 
-class _Code:
-    """Scalar and vector memory access and arithmetic of one float type at the target's vector width."""
-
-    def __init__(self, b: ir.IRBuilder, dtype, vector_bytes: int):
-        self.b = b
-        self.dtype = np.dtype(dtype)
-        self.ty = F32 if self.dtype == np.float32 else F64
-        self.size = self.dtype.itemsize
-        self.vw = max(vector_bytes // self.size, 1)
-        self.vec = ir.VectorType(self.ty, self.vw)
-        bits = 8 * self.size
-        self.int_ty = ir.IntType(bits)
-        self.abs_bits = (1 << (bits - 1)) - 1  # the bits of |x|
-        self.nan_key = 0x7F800001 if bits == 32 else 0x7FF0000000000001  # just above +inf's bits
-
-    def const(self, value: float) -> ir.Constant:
-        return ir.Constant(self.ty, float(value))
-
-    def ptr(self, base, offset, inbounds: bool = True):
-        return self.b.gep(base, [offset], inbounds=inbounds, source_etype=self.ty)
-
-    def load(self, base, offset):
-        return self.b.load(self.ptr(base, offset), typ=self.ty)
-
-    def store(self, value, base, offset):
-        self.b.store(value, self.ptr(base, offset))
-
-    def vload(self, base, offset, mask=None):
-        """A vector from base[offset:]; with a mask (the tail of a row) only its lanes are read, the others
-        are zero."""
-        if mask is None:
-            return self.b.load(self.ptr(base, offset), typ=self.vec, align=self.size)
-        return self.b.call(self._masked("load"), [self.ptr(base, offset, False), ir.Constant(I32, self.size), mask,
-                                                  ir.Constant(self.vec, None)])
-
-    def vstore(self, value, base, offset, mask=None):
-        if mask is None:
-            self.b.store(value, self.ptr(base, offset), align=self.size)
-        else:
-            self.b.call(self._masked("store"),
-                        [value, self.ptr(base, offset, False), ir.Constant(I32, self.size), mask])
-
-    def _masked(self, op: str):
-        """llvm.masked.load / llvm.masked.store of this vector type (lanes off the mask are never touched)."""
-        suffix = f"v{self.vw}{'f32' if self.ty == F32 else 'f64'}"
-        name = f"llvm.masked.{op}.{suffix}.p0"
-        fn = self.b.module.globals.get(name)
-        if fn is None:
-            mask = ir.VectorType(I1, self.vw)
-            if op == "load":
-                sig = ir.FunctionType(self.vec, [PTR, I32, mask, self.vec])
-            else:
-                sig = ir.FunctionType(ir.VoidType(), [self.vec, PTR, I32, mask])
-            fn = ir.Function(self.b.module, sig, name=name)
-        return fn
-
-    def mask(self, count):
-        """The lanes below `count` (an i64 value in [0, vw])."""
-        b = self.b
-        lanes = ir.Constant(ir.VectorType(I32, self.vw), list(range(self.vw)))
-        limit = b.trunc(count, I32)
-        one = b.insert_element(ir.Constant(ir.VectorType(I32, self.vw), None), limit, ir.Constant(I32, 0))
-        limits = b.shuffle_vector(one, ir.Constant(ir.VectorType(I32, self.vw), None),
-                                  ir.Constant(ir.VectorType(I32, self.vw), [0] * self.vw))
-        return b.icmp_unsigned("<", lanes, limits)
-
-    def splat(self, x):
-        b = self.b
-        one = b.insert_element(ir.Constant(self.vec, None), x, ir.Constant(I32, 0))
-        zeros = ir.Constant(ir.VectorType(I32, self.vw), [0] * self.vw)
-        return b.shuffle_vector(one, ir.Constant(self.vec, None), zeros)
-
-    def gather(self, base, offset, stride: int, mask=None, count=None):
-        """A vector of the vw elements at offset + l * stride (one vector load when stride is 1); with a mask,
-        only the first `count` lanes are read (the others repeat lane 0's element)."""
-        if stride == 1:
-            return self.vload(base, offset, mask)
-        b = self.b
-        v = ir.Constant(self.vec, None)
-        for lane in range(self.vw):
-            at = b.add(offset, const64(lane * stride))
-            if count is not None and lane:
-                at = b.select(b.icmp_unsigned("<", const64(lane), count), at, offset)
-            v = b.insert_element(v, self.load(base, at), ir.Constant(I32, lane))
-        return v
-
-    def transpose(self, rows: list) -> list:
-        """The vw x vw tile whose rows are `rows` (vw vectors), transposed: log2(vw) rounds of two-vector
-        shuffles, round d exchanging bit d of the row and column indices."""
-        b, v = self.b, self.vw
-        d = 1
-        while d < v:
-            new = list(rows)
-            for i in range(v):
-                if i & d:
-                    continue
-                low = ir.Constant(ir.VectorType(I32, v), [v + l - d if l & d else l for l in range(v)])
-                high = ir.Constant(ir.VectorType(I32, v), [v + l if l & d else l + d for l in range(v)])
-                new[i] = b.shuffle_vector(rows[i], rows[i + d], low)
-                new[i + d] = b.shuffle_vector(rows[i], rows[i + d], high)
-            rows = new
-            d *= 2
-        return rows
-
-    def lanes_if(self, mask, cond):
-        """mask's lanes where the i1 cond holds, else none."""
-        b = self.b
-        one = b.insert_element(ir.Constant(ir.VectorType(I1, self.vw), None), cond, ir.Constant(I32, 0))
-        spread = b.shuffle_vector(one, ir.Constant(ir.VectorType(I1, self.vw), None),
-                                  ir.Constant(ir.VectorType(I32, self.vw), [0] * self.vw))
-        return b.and_(mask, spread)
-
-    def tile_masks(self, limit: int, start):
-        """(count of valid lanes clamped to [0, vw], mask of the lanes start + l < limit) for a tile starting at
-        row/column `start` (i64) of a dimension of `limit`."""
-        b = self.b
-        left = b.sub(const64(limit), start)
-        count = b.select(b.icmp_signed("<", left, const64(self.vw)), left, const64(self.vw))
-        return count, self.mask(count)
-
-    def hsum(self, v):
-        """The lanes of v added in order."""
-        b = self.b
-        total = b.extract_element(v, ir.Constant(I32, 0))
-        for lane in range(1, self.vw):
-            total = b.fadd(total, b.extract_element(v, ir.Constant(I32, lane)))
-        return total
-
-    def row_loop(self, count, body, name="c"):
-        """body(c, None, None) for c = 0, vw, ... while c + vw <= count, then body(c, mask, rest) once for the
-        rest (fewer than vw elements, rest > 0: the lanes of mask). count: an i64 value or int."""
-        b = self.b
-        count = const64(count) if isinstance(count, int) else count
-        vectors = b.udiv(count, const64(self.vw))
-        for_range(b, 0, vectors, lambda v: body(b.mul(v, const64(self.vw)), None, None), name=f"{name}.v")
-        done = b.mul(vectors, const64(self.vw))
-        rest = b.sub(count, done)
-        with b.if_then(b.icmp_unsigned("!=", rest, const64(0))):
-            body(done, self.mask(rest), rest)
+class _Code(VectorCode):
+    """VectorCode with the factorizations' row operations."""
 
     def update_row(self, base, dst, sources, coefs, count):
         """base[dst + c] -= sum_t coefs[t] * base[sources[t] + c] for c in [0, count): one load and store of
@@ -189,7 +53,7 @@ class _Code:
             acc = self.vload(base, b.add(dst, c), mask)
             for s, n in zip(sources, vnegs):
                 acc = fmuladd(b, n, self.vload(base, b.add(s, c), mask), acc)
-            self.vstore(acc, base, b.add(dst, c), mask)
+            self.vstore(base, b.add(dst, c), acc, mask)
 
         self.row_loop(count, body)
 
@@ -200,7 +64,7 @@ class _Code:
 
         def body(c, mask, rest):
             at = b.add(dst, c)
-            self.vstore(b.fdiv(self.vload(base, at, mask), vdiv), base, at, mask)
+            self.vstore(base, at, b.fdiv(self.vload(base, at, mask), vdiv), mask)
 
         self.row_loop(count, body)
 
@@ -210,8 +74,8 @@ class _Code:
 
         def body(c, mask, rest):
             x, y = self.vload(base, b.add(p, c), mask), self.vload(base, b.add(q, c), mask)
-            self.vstore(y, base, b.add(p, c), mask)
-            self.vstore(x, base, b.add(q, c), mask)
+            self.vstore(base, b.add(p, c), y, mask)
+            self.vstore(base, b.add(q, c), x, mask)
 
         self.row_loop(count, body)
 
@@ -272,7 +136,7 @@ def _emit_cholesky(region, target):
     def body(b, pointers, wid, wcount):
         if items == 0:
             return
-        code = _Code(b, x.aval.dtype, target.vector_bytes)
+        code = _Code(b, x.aval.dtype, lanes_for(target.vector_bytes, x.aval.dtype))
         source = _Operand(views[x.id], pointers, nb)
         out = pointers[len(region.invars)]
         failed_v = local_var(b, I1, ir.Constant(I1, 0), "failed")
@@ -296,7 +160,7 @@ def _emit_cholesky(region, target):
                         with b.if_else(ok) as (then, otherwise):
                             with then:
                                 s = call_unary(b, "sqrt", d)
-                                code.store(s, out, at(r, r))
+                                code.store(out, at(r, r), s)
                                 after = b.add(r, const64(1))
                                 code.scale_row(out, at(r, after), s, b.sub(nn, after))
                                 end = b.add(k, const64(width))
@@ -335,7 +199,7 @@ def _emit_cholesky(region, target):
             with b.if_else(b.load(failed_v)) as (then, otherwise):
                 with then:
                     nan = code.splat(code.const(float("nan")))
-                    code.row_loop(const64(n * n), lambda c, mask, rest: code.vstore(nan, out, b.add(w, c), mask))
+                    code.row_loop(const64(n * n), lambda c, mask, rest: code.vstore(out, b.add(w, c), nan, mask))
                 with otherwise:
                     _transpose_upper_to_lower(code, out, at, n)
 
@@ -351,7 +215,7 @@ def _copy_row(code: _Code, source: "_Operand", base, i, count: int, out, dst):
 
     def body(c, mask, rest):
         value = code.gather(source.ptr, source.offset(b, base, i, c), source.col_stride, mask, rest)
-        code.vstore(value, out, b.add(dst, c), mask)
+        code.vstore(out, b.add(dst, c), value, mask)
 
     code.row_loop(const64(count), body, name="cp")
 
@@ -359,7 +223,7 @@ def _copy_row(code: _Code, source: "_Operand", base, i, count: int, out, dst):
 def _tiles(code: _Code, n: int, body, upper_only: bool = True):
     """body(I, J) (tile indices, i64) for the vw x vw tiles of an n x n matrix on and above the diagonal."""
     b = code.b
-    count = -(-n // code.vw)
+    count = -(-n // code.lanes)
     for_range(b, 0, count, lambda i: for_range(b, i if upper_only else 0, count, lambda j: body(i, j), name="tj"),
               name="ti")
 
@@ -367,7 +231,7 @@ def _tiles(code: _Code, n: int, body, upper_only: bool = True):
 def _copy_transposed_lower(code: _Code, source: "_Operand", src, out, at, n: int):
     """out (n x n at `at`) = the operand's lower triangle transposed (its upper triangle), zeros below the
     diagonal: the operand's tiles below the diagonal loaded by rows, transposed in registers, stored by rows."""
-    b, v = code.b, code.vw
+    b, v = code.b, code.lanes
     zero = ir.Constant(code.vec, None)
 
     def tile(ti, tj):
@@ -385,12 +249,12 @@ def _copy_transposed_lower(code: _Code, source: "_Operand", src, out, at, n: int
             keep = ir.Constant(ir.VectorType(I1, v), [int(l >= c) for l in range(v)])
             keep = b.or_(keep, code.lanes_if(ir.Constant(ir.VectorType(I1, v), [1] * v), b.not_(diagonal)))
             value = b.select(keep, value, zero)
-            code.vstore(value, out, at(row, j0), code.lanes_if(mask_j, b.icmp_signed("<", row, const64(n))))
+            code.vstore(out, at(row, j0), value, code.lanes_if(mask_j, b.icmp_signed("<", row, const64(n))))
 
     _tiles(code, n, tile)
 
     def zero_row(i):
-        code.row_loop(i, lambda c, mask, rest: code.vstore(zero, out, at(i, c), mask), name="zr")
+        code.row_loop(i, lambda c, mask, rest: code.vstore(out, at(i, c), zero, mask), name="zr")
 
     for_range(b, 1, const64(n), zero_row, name="zi")
 
@@ -398,7 +262,7 @@ def _copy_transposed_lower(code: _Code, source: "_Operand", src, out, at, n: int
 def _transpose_upper_to_lower(code: _Code, out, at, n: int):
     """out (n x n, zero below the diagonal) in place := its transpose: each tile above the diagonal moves to
     its mirror (transposed in registers) and is zeroed, each diagonal tile is transposed in place."""
-    b, v = code.b, code.vw
+    b, v = code.b, code.lanes
     zero = ir.Constant(code.vec, None)
 
     def tile(ti, tj):
@@ -411,10 +275,10 @@ def _transpose_upper_to_lower(code: _Code, out, at, n: int):
             row = b.add(i0, const64(r))
             inside = code.lanes_if(mask_j, b.icmp_signed("<", row, const64(n)))
             rows.append(code.vload(out, at(row, j0), inside))
-            code.vstore(zero, out, at(row, j0), code.lanes_if(inside, off_diagonal))
+            code.vstore(out, at(row, j0), zero, code.lanes_if(inside, off_diagonal))
         for c, value in enumerate(code.transpose(rows)):
             row = b.add(j0, const64(c))
-            code.vstore(value, out, at(row, i0), code.lanes_if(mask_i, b.icmp_signed("<", row, const64(n))))
+            code.vstore(out, at(row, i0), value, code.lanes_if(mask_i, b.icmp_signed("<", row, const64(n))))
 
     _tiles(code, n, tile)
 
@@ -437,7 +301,7 @@ def _emit_lu(region, target):
     def body(b, pointers, wid, wcount):
         if items == 0:
             return
-        code = _Code(b, x.aval.dtype, target.vector_bytes)
+        code = _Code(b, x.aval.dtype, lanes_for(target.vector_bytes, x.aval.dtype))
         source = _Operand(views[x.id], pointers, nb)
         out, pivots_out, perm_out = (pointers[n_in + position[v.id]] for v in eqn.outvars)
         best_v = local_var(b, code.int_ty, ir.Constant(code.int_ty, -1), "best")
@@ -486,7 +350,7 @@ def _emit_lu(region, target):
                 later columns, row by row in vectors hoisted out of the row loop; the update of column j + 1
                 tracks its pivot, so only the panel's first column is searched on its own."""
                 end = b.add(k, const64(width))
-                chunks = -(-(width - 1) // code.vw)
+                chunks = -(-(width - 1) // code.lanes)
                 search(k)
 
                 def column(j):
@@ -507,22 +371,22 @@ def _emit_lu(region, target):
                     count = b.sub(end, after)
                     masks, sources = [], []
                     for q in range(chunks):
-                        left = b.sub(count, const64(q * code.vw))
+                        left = b.sub(count, const64(q * code.lanes))
                         left = b.select(b.icmp_signed("<", left, const64(0)), const64(0), left)
-                        left = b.select(b.icmp_signed(">", left, const64(code.vw)), const64(code.vw), left)
+                        left = b.select(b.icmp_signed(">", left, const64(code.lanes)), const64(code.lanes), left)
                         masks.append(code.mask(left))
-                        sources.append(code.vload(out, at(j, b.add(after, const64(q * code.vw))), masks[-1]))
+                        sources.append(code.vload(out, at(j, b.add(after, const64(q * code.lanes))), masks[-1]))
                     b.store(ir.Constant(code.int_ty, -1), best_v)
                     b.store(after, index_v)
 
                     def below(i):
                         factor = b.fdiv(code.load(out, at(i, j)), safe)
-                        code.store(factor, out, at(i, j))
+                        code.store(out, at(i, j), factor)
                         neg = code.splat(b.fneg(factor))
                         for q, (mask, source) in enumerate(zip(masks, sources)):
-                            offset = at(i, b.add(after, const64(q * code.vw)))
+                            offset = at(i, b.add(after, const64(q * code.lanes)))
                             value = fmuladd(b, neg, source, code.vload(out, offset, mask))
-                            code.vstore(value, out, offset, mask)
+                            code.vstore(out, offset, value, mask)
                             if q == 0:
                                 consider(b.extract_element(value, ir.Constant(I32, 0)), i)
 
@@ -595,7 +459,7 @@ def _emit_triangular_solve(region, target):
     def body(b, pointers, wid, wcount):
         if items == 0:
             return
-        code = _Code(b, dtype, target.vector_bytes)
+        code = _Code(b, dtype, lanes_for(target.vector_bytes, dtype))
         mat = _Operand(views[a.id], pointers, nb)
         given = _Operand(views[rhs.id], pointers, nb)
         out = pointers[len(region.invars)]
@@ -638,7 +502,7 @@ def _left_solve(code: _Code, out, at, t, m: int, k: int, lower: bool, unit: bool
     the rows t solved before it, accumulated in vectors across X's columns (several accumulators over t
     when the columns are few)."""
     b = code.b
-    group = 4 * code.vw  # columns per pass of the runtime column loop
+    group = 4 * code.lanes  # columns per pass of the runtime column loop
     full_groups, rest = divmod(k, group)
 
     def solve_pass(c0, chunks):
@@ -695,10 +559,10 @@ def _left_solve(code: _Code, out, at, t, m: int, k: int, lower: bool, unit: bool
         _order(b, m, lower, row)
 
     if full_groups:
-        chunks = [(c, code.vw) for c in range(0, group, code.vw)]
+        chunks = [(c, code.lanes) for c in range(0, group, code.lanes)]
         for_range(b, 0, full_groups, lambda g: solve_pass(b.mul(g, const64(group)), chunks), name="g")
     if rest:
-        solve_pass(const64(full_groups * group), _column_chunks(rest, code.vw))
+        solve_pass(const64(full_groups * group), _column_chunks(rest, code.lanes))
 
 
 def _right_solve(code: _Code, out, at, mat: _Operand, abase, m: int, rows: int, lower: bool, transpose: bool,
@@ -731,7 +595,7 @@ def _right_solve(code: _Code, out, at, mat: _Operand, abase, m: int, rows: int, 
                 d = diag(j)
                 if d is not None:
                     value = b.fdiv(value, d)
-                    code.store(value, out, x_at(j))
+                    code.store(out, x_at(j), value)
                 neg = b.fneg(value)
                 vneg = code.splat(neg)
                 lo = b.add(j, const64(1)) if forward else const64(0)
@@ -741,7 +605,7 @@ def _right_solve(code: _Code, out, at, mat: _Operand, abase, m: int, rows: int, 
                     col = b.add(lo, c)
                     acc = code.vload(out, x_at(col), mask)
                     row = code.gather(mat.ptr, t_offset(j, col), along, mask, rest)
-                    code.vstore(fmuladd(b, vneg, row, acc), out, x_at(col), mask)
+                    code.vstore(out, x_at(col), fmuladd(b, vneg, row, acc), mask)
 
                 code.row_loop(count, body, name="ax")
 
@@ -760,12 +624,12 @@ def _right_solve(code: _Code, out, at, mat: _Operand, abase, m: int, rows: int, 
                                     b.load(acc_v)), acc_v)
 
                 code.row_loop(count, body, name="dt")
-                total = code.hsum(b.load(acc_v))
+                total = code.hsum_in_order(b.load(acc_v))
                 value = b.fsub(code.load(out, x_at(j)), total)
                 d = diag(j)
                 if d is not None:
                     value = b.fdiv(value, d)
-                code.store(value, out, x_at(j))
+                code.store(out, x_at(j), value)
 
             _order(b, m, forward, step)
 

@@ -23,68 +23,25 @@ import numpy as np
 from llvmlite import ir
 
 from ..layout import region_views
-from .intrinsics import call_unary, fmuladd, halving_reduce
-from .loops import const64, delinearize, dot_offsets, for_range, local_var, while_loop, workgroup_slice
+from .intrinsics import call_unary, fmuladd
+from .loops import const64, delinearize, dot_offsets, for_range, while_loop, workgroup_slice
 from .region_eval import load_view
 from ...lax._eigh_ql import MAX_ITERATIONS, MAX_STACK_BYTES, WORK_PAD, WORK_VECTORS, stack_fits
-from .types import I1, info
+from .types import I1
+from .vector_code import VectorCode
 
 
 def _eqn(region):
     return next(e for e in region.eqns if e.primitive.name == "eigh_ql")
 
 
-class _Emitter:
-    """Emits one kernel body; `b` is the builder, T the element type, VT the vector type."""
+class _Emitter(VectorCode):
+    """VectorCode with the eigh kernel's own operations (safe hypot, dots, padded row updates, QL rotations)."""
 
     def __init__(self, b: ir.IRBuilder, dtype, lanes: int):
-        self.b = b
-        self.dtype = np.dtype(dtype)
-        self.T = info(dtype).storage
-        self.lanes = lanes
-        self.VT = ir.VectorType(self.T, lanes)
-        self.esize = self.dtype.itemsize
+        super().__init__(b, dtype, lanes)
         fi = np.finfo(self.dtype)
         self.safe_low, self.safe_high = float(fi.tiny / fi.eps), float(fi.max / 2)
-
-    # ---- scalars -------------------------------------------------------------------------------------
-    def c(self, value):
-        return ir.Constant(self.T, float(value))
-
-    def ptr(self, base, index):
-        return self.b.gep(base, [index], inbounds=True, source_etype=self.T)
-
-    def ld(self, base, index):
-        return self.b.load(self.ptr(base, index), typ=self.T)
-
-    def st(self, base, index, value):
-        self.b.store(value, self.ptr(base, index))
-
-    def vld(self, base, index):
-        return self.b.load(self.ptr(base, index), typ=self.VT, align=self.esize)
-
-    def vst(self, base, index, value):
-        self.b.store(value, self.ptr(base, index), align=self.esize)
-
-    def splat(self, value):
-        b = self.b
-        i32 = ir.IntType(32)
-        undef = ir.Constant(self.VT, ir.Undefined)
-        v = b.insert_element(undef, value, ir.Constant(i32, 0))
-        return b.shuffle_vector(v, undef, ir.Constant(ir.VectorType(i32, self.lanes), [0] * self.lanes))
-
-    def fabs(self, x):
-        return call_unary(self.b, "fabs", x)
-
-    def sqrt(self, x):
-        return call_unary(self.b, "sqrt", x)
-
-    def var(self, init, name):
-        return local_var(self.b, init.type, init, name)
-
-    def hsum(self, v):
-        """The sum of v's lanes by halving (log2(lanes) dependent adds, not lanes - 1)."""
-        return halving_reduce(self.b, v, lambda b, lo, hi: b.fadd(lo, hi))
 
     def pythag(self, x, y):
         """sqrt(x^2 + y^2) without overflow or destructive underflow: the plain formula where x^2 + y^2 is
@@ -93,16 +50,16 @@ class _Emitter:
         b = self.b
         t = fmuladd(b, x, x, b.fmul(y, y))
         result = self.var(self.sqrt(t), "hypot")
-        fine = b.and_(b.fcmp_ordered(">=", t, self.c(self.safe_low)), b.fcmp_ordered("<=", t, self.c(self.safe_high)))
+        fine = b.and_(b.fcmp_ordered(">=", t, self.const(self.safe_low)), b.fcmp_ordered("<=", t, self.const(self.safe_high)))
         with b.if_then(b.not_(fine), likely=False):
             ax, ay = self.fabs(x), self.fabs(y)
             x_big = b.fcmp_ordered(">", ax, ay)
             big = b.select(x_big, ax, ay)
             small = b.select(x_big, ay, ax)
-            zero = b.fcmp_ordered("==", big, self.c(0))
-            ratio = b.fdiv(small, b.select(zero, self.c(1), big))
-            root = b.fmul(big, self.sqrt(fmuladd(b, ratio, ratio, self.c(1))))
-            b.store(b.select(zero, self.c(0), root), result)
+            zero = b.fcmp_ordered("==", big, self.const(0))
+            ratio = b.fdiv(small, b.select(zero, self.const(1), big))
+            root = b.fmul(big, self.sqrt(fmuladd(b, ratio, ratio, self.const(1))))
+            b.store(b.select(zero, self.const(0), root), result)
         return b.load(result)
 
     # ---- vector loops over [0, length) -----------------------------------------------------------------
@@ -117,17 +74,17 @@ class _Emitter:
         """sum_k x[xo + k] * y[yo + k] over [0, length) (absolute: sum_k |x[xo + k]|; y unused): four
         vector accumulators over blocks of 4 vectors, one over the remaining vectors, a scalar tail."""
         b = self.b
-        zero_v = ir.Constant(self.VT, [0.0] * self.lanes)
+        zero_v = ir.Constant(self.vec, [0.0] * self.lanes)
         accs = [self.var(zero_v, f"{name}.acc{u}") for u in range(4)]
-        tail = self.var(self.c(0), f"{name}.tail")
+        tail = self.var(self.const(0), f"{name}.tail")
         step = const64(4 * self.lanes)
 
         def term(acc, k):
-            xv = self.vld(x, b.add(xo, k))
+            xv = self.vload(x, b.add(xo, k))
             if absolute:
                 b.store(b.fadd(b.load(acc), call_unary(b, "fabs", xv)), acc)
             else:
-                b.store(fmuladd(b, xv, self.vld(y, b.add(yo, k)), b.load(acc)), acc)
+                b.store(fmuladd(b, xv, self.vload(y, b.add(yo, k)), b.load(acc)), acc)
 
         def block(c):
             k0 = b.mul(c, step)
@@ -140,11 +97,11 @@ class _Emitter:
         start = b.mul(blocks, step)
 
         def sca(k):
-            xs = self.ld(x, b.add(xo, k))
+            xs = self.load(x, b.add(xo, k))
             if absolute:
                 b.store(b.fadd(b.load(tail), self.fabs(xs)), tail)
             else:
-                b.store(fmuladd(b, xs, self.ld(y, b.add(yo, k)), b.load(tail)), tail)
+                b.store(fmuladd(b, xs, self.load(y, b.add(yo, k)), b.load(tail)), tail)
 
         vectors = b.udiv(rest, const64(self.lanes))
         for_range(b, const64(0), vectors, lambda c: term(accs[0], b.add(start, b.mul(c, const64(self.lanes)))),
@@ -157,14 +114,14 @@ class _Emitter:
         """[sum_k z[o + k] u[k] for o in offsets] over [0, plen), plen a multiple of the vector width: the
         rows share each load of u and sum in independent accumulators."""
         b = self.b
-        zero_v = ir.Constant(self.VT, [0.0] * self.lanes)
+        zero_v = ir.Constant(self.vec, [0.0] * self.lanes)
         accs = [self.var(zero_v, f"{name}.acc{t}") for t in range(len(offsets))]
 
         def vec(c):
             k = b.mul(c, const64(self.lanes))
-            uv = self.vld(u, k)
+            uv = self.vload(u, k)
             for acc, o in zip(accs, offsets):
-                b.store(fmuladd(b, self.vld(z, b.add(o, k)), uv, b.load(acc)), acc)
+                b.store(fmuladd(b, self.vload(z, b.add(o, k)), uv, b.load(acc)), acc)
 
         for_range(b, const64(0), b.udiv(plen, const64(self.lanes)), vec, name=name)
         return [self.hsum(b.load(acc)) for acc in accs]
@@ -178,13 +135,13 @@ class _Emitter:
 
         def vec(c):
             k = b.mul(c, const64(self.lanes))
-            loaded = {x: self.vld(x, k) for x in sources}
+            loaded = {x: self.vload(x, k) for x in sources}
             for o, row in zip(offsets, negs):
                 at = b.add(o, k)
-                value = self.vld(z, at)
+                value = self.vload(z, at)
                 for alpha, x in row:
                     value = fmuladd(b, alpha, loaded[x], value)
-                self.vst(z, at, value)
+                self.vstore(z, at, value)
 
         for_range(b, const64(0), b.udiv(plen, const64(self.lanes)), vec, name=name)
 
@@ -199,36 +156,36 @@ class _Emitter:
         groups = []  # (first column, [element types of the block's parts]) with static columns
         col = 0
         while col + width <= n:
-            groups.append((col, [self.VT] * 4))
+            groups.append((col, [self.vec] * 4))
             col += width
         rest_vectors = (n - col) // self.lanes
         if rest_vectors:
-            groups.append((col, [self.VT] * rest_vectors))
+            groups.append((col, [self.vec] * rest_vectors))
             col += rest_vectors * self.lanes
         if col < n:
-            groups.append((col, [self.T] * (n - col)))
+            groups.append((col, [self.ty] * (n - col)))
         count = b.sub(hi, lo)
         for first, parts in groups:
             offsets, at = [], first
             for ty in parts:
                 offsets.append(at)
-                at += self.lanes if ty is self.VT else 1
-            scalar = parts[0] is self.T
+                at += self.lanes if ty is self.vec else 1
+            scalar = parts[0] is self.ty
 
             def load(row, off, scalar=scalar):
                 index = b.add(b.mul(row, N), const64(off))
-                return self.ld(z, index) if scalar else self.vld(z, index)
+                return self.load(z, index) if scalar else self.vload(z, index)
 
             def store(row, off, value, scalar=scalar):
                 index = b.add(b.mul(row, N), const64(off))
-                (self.st if scalar else self.vst)(z, index, value)
+                (self.store if scalar else self.vstore)(z, index, value)
 
             def blocks_loop(first=first, parts=parts, offsets=offsets, scalar=scalar, load=load, store=store):
                 carries = [self.var(load(hi, off), "carry") for off in offsets]
 
                 def rotation(t):
                     i = b.sub(b.sub(hi, const64(1)), t)
-                    c, s = self.ld(cs, i), self.ld(ss, i)
+                    c, s = self.load(cs, i), self.load(ss, i)
                     if not scalar:
                         c, s = self.splat(c), self.splat(s)
                     ns = b.fneg(s)
@@ -276,7 +233,7 @@ def plan(region, target):
         if count == 0 or n == 0:
             return
         g = _Emitter(b, dtype, lanes)
-        T = g.T
+        T = g.ty
         stride = n + WORK_PAD
         work = b.alloca(T, size=const64(WORK_VECTORS * stride), name="work")
         e_vec, q_vec, u_vec, c_vec, s_vec = (b.gep(work, [const64(k * stride)], inbounds=True, source_etype=T)
@@ -291,9 +248,9 @@ def plan(region, target):
             with b.if_then(b.not_(b.load(bad))):
                 _solve(g, z, d, e_vec, q_vec, u_vec, c_vec, s_vec, bad, n, sort, eps)
             with b.if_then(b.load(bad)):
-                nan = g.c(float("nan"))
-                for_range(b, const64(0), const64(n * n), lambda k: g.st(z, k, nan), name="nanz")
-                for_range(b, const64(0), const64(n), lambda k: g.st(d, k, nan), name="nand")
+                nan = g.const(float("nan"))
+                for_range(b, const64(0), const64(n * n), lambda k: g.store(z, k, nan), name="nanz")
+                for_range(b, const64(0), const64(n), lambda k: g.store(d, k, nan), name="nand")
 
         for_range(b, lo, hi, matrix, name="mat")
 
@@ -305,7 +262,7 @@ def _load(g: _Emitter, z, m, bad, pointers, view, batch_shape, n, lower, huge):
     """The triangle of matrix m into z as a full symmetric matrix divided by its largest |entry|; bad
     set when an entry is NaN or infinite."""
     b = g.b
-    amax = g.var(g.c(0), "amax")
+    amax = g.var(g.const(0), "amax")
     prefix = delinearize(b, m, batch_shape) if batch_shape else []
 
     def read(i, j):
@@ -315,10 +272,10 @@ def _load(g: _Emitter, z, m, bad, pointers, view, batch_shape, n, lower, huge):
     def row(i):
         def col(j):
             a = read(i, j)
-            g.st(z, b.add(b.mul(i, const64(n)), j), a)
-            g.st(z, b.add(b.mul(j, const64(n)), i), a)
+            g.store(z, b.add(b.mul(i, const64(n)), j), a)
+            g.store(z, b.add(b.mul(j, const64(n)), i), a)
             absa = g.fabs(a)
-            b.store(b.or_(b.load(bad), b.fcmp_unordered(">", absa, g.c(huge))), bad)
+            b.store(b.or_(b.load(bad), b.fcmp_unordered(">", absa, g.const(huge))), bad)
             old = b.load(amax)
             b.store(b.select(b.fcmp_ordered(">", absa, old), absa, old), amax)
 
@@ -327,14 +284,14 @@ def _load(g: _Emitter, z, m, bad, pointers, view, batch_shape, n, lower, huge):
     for_range(b, const64(0), const64(n), row, name="ldi")
     with b.if_then(b.not_(b.load(bad))):
         mx = b.load(amax)
-        scale = b.select(b.fcmp_ordered("==", mx, g.c(0)), g.c(1), mx)
+        scale = b.select(b.fcmp_ordered("==", mx, g.const(0)), g.const(1), mx)
         b.store(scale, amax)
 
         def vec(k):
-            g.vst(z, k, b.fdiv(g.vld(z, k), g.splat(scale)))
+            g.vstore(z, k, b.fdiv(g.vload(z, k), g.splat(scale)))
 
         def sca(k):
-            g.st(z, k, b.fdiv(g.ld(z, k), scale))
+            g.store(z, k, b.fdiv(g.load(z, k), scale))
 
         g.vloop(const64(n * n), vec, sca, "scale")
     g.scale_slot = amax
@@ -347,7 +304,7 @@ def _solve(g: _Emitter, z, d, e, q, u, cs, ss, bad, n, sort, eps):
     _ql(g, z, d, e, cs, ss, bad, n, eps)
     with b.if_then(b.not_(b.load(bad))):
         scale = b.load(g.scale_slot)
-        for_range(b, const64(0), const64(n), lambda k: g.st(d, k, b.fmul(g.ld(d, k), scale)), name="unscale")
+        for_range(b, const64(0), const64(n), lambda k: g.store(d, k, b.fmul(g.load(d, k), scale)), name="unscale")
         if sort:
             _sort(g, z, d, n)
         _transpose(g, z, n)
@@ -363,8 +320,8 @@ def _padded(g: _Emitter, length):
 def _copy_padded(g: _Emitter, z, row, length, plen, u):
     """u[0:length] = z[row + 0 : row + length], u[length:plen] = 0."""
     b = g.b
-    for_range(b, const64(0), length, lambda k: g.st(u, k, g.ld(z, b.add(row, k))), name="ucopy")
-    for_range(b, length, plen, lambda k: g.st(u, k, g.c(0)), name="upad")
+    for_range(b, const64(0), length, lambda k: g.store(u, k, g.load(z, b.add(row, k))), name="ucopy")
+    for_range(b, length, plen, lambda k: g.store(u, k, g.const(0)), name="upad")
 
 
 ROW_BLOCK = 4
@@ -395,22 +352,22 @@ def _tridiagonalize(g: _Emitter, z, d, e, q, u, n):
         with b.if_else(b.icmp_signed(">=", i, const64(2))) as (reflect, plain):
             with reflect:
                 scale = g.dot(z, row_i, None, None, i, "rsum", absolute=True)
-                with b.if_else(b.fcmp_ordered("==", scale, g.c(0))) as (zero_row, nonzero):
+                with b.if_else(b.fcmp_ordered("==", scale, g.const(0))) as (zero_row, nonzero):
                     with zero_row:
-                        g.st(e, i, g.ld(z, last))
-                        g.st(d, i, g.c(0))
+                        g.store(e, i, g.load(z, last))
+                        g.store(d, i, g.const(0))
                     with nonzero:
                         def divide(k):
-                            g.st(z, b.add(row_i, k), b.fdiv(g.ld(z, b.add(row_i, k)), scale))
+                            g.store(z, b.add(row_i, k), b.fdiv(g.load(z, b.add(row_i, k)), scale))
 
                         for_range(b, const64(0), i, divide, name="rdiv")
                         h = g.dot(z, row_i, z, row_i, i, "hsq")
-                        f = g.ld(z, last)
+                        f = g.load(z, last)
                         root = g.sqrt(h)
-                        gg = b.select(b.fcmp_ordered(">=", f, g.c(0)), b.fneg(root), root)
-                        g.st(e, i, b.fmul(scale, gg))
+                        gg = b.select(b.fcmp_ordered(">=", f, g.const(0)), b.fneg(root), root)
+                        g.store(e, i, b.fmul(scale, gg))
                         h = b.fsub(h, b.fmul(f, gg))
-                        g.st(z, last, b.fsub(f, gg))
+                        g.store(z, last, b.fsub(f, gg))
                         plen = _padded(g, i)
                         _copy_padded(g, z, row_i, i, plen, u)
 
@@ -418,30 +375,30 @@ def _tridiagonalize(g: _Emitter, z, d, e, q, u, n):
                             rows = [b.add(j0, const64(t)) for t in range(count)]
                             sums = g.dots_padded(z, [b.mul(j, N) for j in rows], u, plen, "pdot")
                             for j, total in zip(rows, sums):
-                                g.st(q, j, b.fdiv(total, h))
+                                g.store(q, j, b.fdiv(total, h))
 
                         _row_blocks(g, i, p_rows, "prow")
-                        for_range(b, i, plen, lambda k: g.st(q, k, g.c(0)), name="qpad")
+                        for_range(b, i, plen, lambda k: g.store(q, k, g.const(0)), name="qpad")
                         kk = b.fdiv(g.dot(u, const64(0), q, const64(0), plen, "kdot"), b.fadd(h, h))
                         neg_kk = b.fneg(kk)
-                        for_range(b, const64(0), i, lambda j: g.st(q, j, fmuladd(b, neg_kk, g.ld(u, j), g.ld(q, j))),
+                        for_range(b, const64(0), i, lambda j: g.store(q, j, fmuladd(b, neg_kk, g.load(u, j), g.load(q, j))),
                                   name="qvec")
 
                         def update(j0, count):
                             rows = [b.add(j0, const64(t)) for t in range(count)]
                             g.updates_padded(z, [b.mul(j, N) for j in rows],
-                                             [[(g.ld(q, j), u), (g.ld(u, j), q)] for j in rows], plen, "upd")
+                                             [[(g.load(q, j), u), (g.load(u, j), q)] for j in rows], plen, "upd")
 
                         _row_blocks(g, i, update, "urow")
-                        g.st(d, i, h)
+                        g.store(d, i, h)
             with plain:
-                g.st(e, i, g.ld(z, last))
-                g.st(d, i, g.c(0))
+                g.store(e, i, g.load(z, last))
+                g.store(d, i, g.const(0))
 
     if n >= 2:
         for_range(b, const64(0), const64(n - 1), step, name="tri")
-    g.st(d, const64(0), g.c(0))
-    g.st(e, const64(0), g.c(0))
+    g.store(d, const64(0), g.const(0))
+    g.store(e, const64(0), g.const(0))
 
 
 def _accumulate(g: _Emitter, z, d, u, n):
@@ -452,8 +409,8 @@ def _accumulate(g: _Emitter, z, d, u, n):
 
     def step(i):
         row_i = b.mul(i, N)
-        h = g.ld(d, i)
-        with b.if_then(b.fcmp_unordered("!=", h, g.c(0))):
+        h = g.load(d, i)
+        with b.if_then(b.fcmp_unordered("!=", h, g.const(0))):
             plen = _padded(g, i)
             _copy_padded(g, z, row_i, i, plen, u)
 
@@ -464,12 +421,12 @@ def _accumulate(g: _Emitter, z, d, u, n):
 
             _row_blocks(g, i, apply, "arow")
         diag = b.add(row_i, i)
-        g.st(d, i, g.ld(z, diag))
-        g.st(z, diag, g.c(1))
+        g.store(d, i, g.load(z, diag))
+        g.store(z, diag, g.const(1))
 
         def clear(j):
-            g.st(z, b.add(row_i, j), g.c(0))
-            g.st(z, b.add(b.mul(j, N), i), g.c(0))
+            g.store(z, b.add(row_i, j), g.const(0))
+            g.store(z, b.add(b.mul(j, N), i), g.const(0))
 
         for_range(b, const64(0), i, clear, name="clr")
 
@@ -482,12 +439,12 @@ def _ql(g: _Emitter, z, d, e, cs, ss, bad, n, eps):
     MAX_ITERATIONS."""
     b = g.b
     N = const64(n)
-    for_range(b, const64(1), N, lambda i: g.st(e, b.sub(i, const64(1)), g.ld(e, i)), name="eshift")
-    g.st(e, const64(n - 1), g.c(0))
+    for_range(b, const64(1), N, lambda i: g.store(e, b.sub(i, const64(1)), g.load(e, i)), name="eshift")
+    g.store(e, const64(n - 1), g.const(0))
     m_v = g.var(const64(0), "m")
     it_v = g.var(const64(0), "iters")
     i_v = g.var(const64(0), "i")
-    s_v, c_v, p_v, g_v = (g.var(g.c(0), name) for name in ("s", "c", "p", "g"))
+    s_v, c_v, p_v, g_v = (g.var(g.const(0), name) for name in ("s", "c", "p", "g"))
     deflated_v = g.var(ir.Constant(I1, 0), "deflated")
     fn = b.function
 
@@ -495,8 +452,8 @@ def _ql(g: _Emitter, z, d, e, cs, ss, bad, n, eps):
         """e[m] negligible: relative to its diagonal neighbours, or below tiny / eps (subnormal arithmetic
         could not converge there; the matrix is scaled to a largest entry of 1, so it is far below eps
         times its norm)."""
-        dd = b.fadd(g.fabs(g.ld(d, m)), g.fabs(g.ld(d, b.add(m, const64(1)))))
-        return b.fcmp_ordered("<=", g.fabs(g.ld(e, m)), b.fadd(b.fmul(g.c(eps), dd), g.c(g.safe_low)))
+        dd = b.fadd(g.fabs(g.load(d, m)), g.fabs(g.load(d, b.add(m, const64(1)))))
+        return b.fcmp_ordered("<=", g.fabs(g.load(e, m)), b.fadd(b.fmul(g.const(eps), dd), g.const(g.safe_low)))
 
     def m_cond():
         return b.icmp_signed("<", b.load(m_v), const64(n - 1))
@@ -527,7 +484,7 @@ def _ql(g: _Emitter, z, d, e, cs, ss, bad, n, eps):
             # a block whose bottom is below eps times its top (the lower part of a matrix graded both ways):
             # reversed before its first iteration, as whole blocks are below
             steep = b.and_(b.icmp_signed("==", b.load(it_v), const64(0)),
-                           b.fcmp_ordered("<", g.fabs(g.ld(d, m)), b.fmul(g.c(eps), g.fabs(g.ld(d, l)))))
+                           b.fcmp_ordered("<", g.fabs(g.load(d, m)), b.fmul(g.const(eps), g.fabs(g.load(d, l)))))
             with b.if_then(steep):
                 _reverse_block(g, z, d, e, l, b.add(b.sub(m, l), const64(1)), n)
             fail = fn.append_basic_block("ql.fail")
@@ -538,16 +495,16 @@ def _ql(g: _Emitter, z, d, e, cs, ss, bad, n, eps):
             b.branch(done)
             b.position_at_end(proceed)
             b.store(b.add(b.load(it_v), const64(1)), it_v)
-            dl, el = g.ld(d, l), g.ld(e, l)
+            dl, el = g.load(d, l), g.load(e, l)
             l1 = b.add(l, const64(1))
-            gg = b.fdiv(b.fsub(g.ld(d, l1), dl), b.fadd(el, el))
-            r = g.fabs(g.pythag(gg, g.c(1)))
-            signed_r = b.select(b.fcmp_ordered(">=", gg, g.c(0)), r, b.fneg(r))
-            gg = b.fadd(b.fsub(g.ld(d, m), dl), b.fdiv(el, b.fadd(gg, signed_r)))
+            gg = b.fdiv(b.fsub(g.load(d, l1), dl), b.fadd(el, el))
+            r = g.fabs(g.pythag(gg, g.const(1)))
+            signed_r = b.select(b.fcmp_ordered(">=", gg, g.const(0)), r, b.fneg(r))
+            gg = b.fadd(b.fsub(g.load(d, m), dl), b.fdiv(el, b.fadd(gg, signed_r)))
             b.store(gg, g_v)
-            b.store(g.c(1), s_v)
-            b.store(g.c(1), c_v)
-            b.store(g.c(0), p_v)
+            b.store(g.const(1), s_v)
+            b.store(g.const(1), c_v)
+            b.store(g.const(0), p_v)
             b.store(ir.Constant(I1, 0), deflated_v)
             b.store(b.sub(m, const64(1)), i_v)
 
@@ -557,32 +514,32 @@ def _ql(g: _Emitter, z, d, e, cs, ss, bad, n, eps):
             def chase(stop):
                 i = b.load(i_v)
                 i1 = b.add(i, const64(1))
-                s, c, ei = b.load(s_v), b.load(c_v), g.ld(e, i)
+                s, c, ei = b.load(s_v), b.load(c_v), g.load(e, i)
                 f = b.fmul(s, ei)
                 bb = b.fmul(c, ei)
                 r = g.pythag(f, b.load(g_v))
-                g.st(e, i1, r)
+                g.store(e, i1, r)
                 go_on = fn.append_basic_block("chase.rot")
                 underflow = fn.append_basic_block("chase.zero")
-                b.cbranch(b.fcmp_ordered("==", r, g.c(0)), underflow, go_on)
+                b.cbranch(b.fcmp_ordered("==", r, g.const(0)), underflow, go_on)
                 b.position_at_end(underflow)
-                g.st(d, i1, b.fsub(g.ld(d, i1), b.load(p_v)))
-                g.st(e, m, g.c(0))
+                g.store(d, i1, b.fsub(g.load(d, i1), b.load(p_v)))
+                g.store(e, m, g.const(0))
                 b.store(ir.Constant(I1, 1), deflated_v)
                 b.branch(stop)
                 b.position_at_end(go_on)
                 s = b.fdiv(f, r)
                 c = b.fdiv(b.load(g_v), r)
-                gi = b.fsub(g.ld(d, i1), b.load(p_v))
-                rr = b.fadd(b.fmul(b.fsub(g.ld(d, i), gi), s), b.fmul(b.fmul(g.c(2), c), bb))
+                gi = b.fsub(g.load(d, i1), b.load(p_v))
+                rr = b.fadd(b.fmul(b.fsub(g.load(d, i), gi), s), b.fmul(b.fmul(g.const(2), c), bb))
                 p = b.fmul(s, rr)
-                g.st(d, i1, b.fadd(gi, p))
+                g.store(d, i1, b.fadd(gi, p))
                 b.store(b.fsub(b.fmul(c, rr), bb), g_v)
                 b.store(s, s_v)
                 b.store(c, c_v)
                 b.store(p, p_v)
-                g.st(cs, i, c)
-                g.st(ss, i, s)
+                g.store(cs, i, c)
+                g.store(ss, i, s)
                 b.store(b.sub(i, const64(1)), i_v)
 
             while_loop(b, chase_cond, chase, name="chase")
@@ -591,9 +548,9 @@ def _ql(g: _Emitter, z, d, e, cs, ss, bad, n, eps):
             with b.if_then(b.icmp_signed("<", lowest, m)):
                 g.rotate_rows(z, n, cs, ss, lowest, m)
             with b.if_then(b.not_(b.load(deflated_v))):
-                g.st(d, l, b.fsub(g.ld(d, l), b.load(p_v)))
-                g.st(e, l, b.load(g_v))
-                g.st(e, m, g.c(0))
+                g.store(d, l, b.fsub(g.load(d, l), b.load(p_v)))
+                g.store(e, l, b.load(g_v))
+                g.store(e, m, g.const(0))
 
         def forever():
             return b.not_(b.load(bad))
@@ -615,7 +572,7 @@ def _ql(g: _Emitter, z, d, e, cs, ss, bad, n, eps):
         while_loop(b, m_cond, m_body, name="bsearch")
         last = b.load(m_v)
         flip = b.and_(b.icmp_signed("<", first, last),
-                      b.fcmp_ordered("<", g.fabs(g.ld(d, last)), g.fabs(g.ld(d, first))))
+                      b.fcmp_ordered("<", g.fabs(g.load(d, last)), g.fabs(g.load(d, first))))
         with b.if_then(flip):
             _reverse_block(g, z, d, e, first, b.add(b.sub(last, first), const64(1)), n)
         for_range(b, first, b.add(last, const64(1)), eigenvalue, name="ql")
@@ -635,9 +592,9 @@ def _reverse(g: _Emitter, x, first, count, width):
 
         def element(k):
             p, q = b.add(top, k), b.add(bottom, k)
-            a, c = g.ld(x, p), g.ld(x, q)
-            g.st(x, p, c)
-            g.st(x, q, a)
+            a, c = g.load(x, p), g.load(x, q)
+            g.store(x, p, c)
+            g.store(x, q, a)
 
         for_range(b, const64(0), W, element, name="revk")
 
@@ -657,14 +614,14 @@ def _sort(g: _Emitter, z, d, n):
     b = g.b
     N = const64(n)
     k_v = g.var(const64(0), "k")
-    best_v = g.var(g.c(0), "best")
+    best_v = g.var(g.const(0), "best")
 
     def place(i):
         b.store(i, k_v)
-        b.store(g.ld(d, i), best_v)
+        b.store(g.load(d, i), best_v)
 
         def scan(j):
-            v = g.ld(d, j)
+            v = g.load(d, j)
             less = b.fcmp_ordered("<", v, b.load(best_v))
             b.store(b.select(less, j, b.load(k_v)), k_v)
             b.store(b.select(less, v, b.load(best_v)), best_v)
@@ -672,14 +629,14 @@ def _sort(g: _Emitter, z, d, n):
         for_range(b, b.add(i, const64(1)), N, scan, name="scan")
         k = b.load(k_v)
         with b.if_then(b.icmp_signed("!=", k, i)):
-            g.st(d, k, g.ld(d, i))
-            g.st(d, i, b.load(best_v))
+            g.store(d, k, g.load(d, i))
+            g.store(d, i, b.load(best_v))
             row_i, row_k = b.mul(i, N), b.mul(k, N)
 
             def swap(j):
-                a, c = g.ld(z, b.add(row_i, j)), g.ld(z, b.add(row_k, j))
-                g.st(z, b.add(row_i, j), c)
-                g.st(z, b.add(row_k, j), a)
+                a, c = g.load(z, b.add(row_i, j)), g.load(z, b.add(row_k, j))
+                g.store(z, b.add(row_i, j), c)
+                g.store(z, b.add(row_k, j), a)
 
             for_range(b, const64(0), N, swap, name="swap")
 
@@ -694,9 +651,9 @@ def _transpose(g: _Emitter, z, n):
     def row(i):
         def col(j):
             p, q = b.add(b.mul(i, N), j), b.add(b.mul(j, N), i)
-            a, c = g.ld(z, p), g.ld(z, q)
-            g.st(z, p, c)
-            g.st(z, q, a)
+            a, c = g.load(z, p), g.load(z, q)
+            g.store(z, p, c)
+            g.store(z, q, a)
 
         for_range(b, const64(0), i, col, name="tcol")
 
