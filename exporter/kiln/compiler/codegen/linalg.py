@@ -121,6 +121,26 @@ def _if(b, cond, then):
         then()
 
 
+def _blocked(b, count: int, factor_panel, update, update_tail: bool):
+    """The blocked right-looking driver of Cholesky and LU over `count` rows/columns: for each panel of
+    PANEL starting at k (i64), factor_panel(k, PANEL) then update(k, PANEL) (the trailing matrix's rank-PANEL
+    update); then the tail of count % PANEL: factor_panel(k, tail), and update(k, tail) when update_tail
+    (a trailing part remains past it)."""
+    panels, tail = divmod(count, PANEL)
+
+    def panel(p):
+        k = b.mul(p, const64(PANEL))
+        factor_panel(k, PANEL)
+        update(k, PANEL)
+
+    for_range(b, 0, panels, panel, name="panel")
+    if tail:
+        k = const64(panels * PANEL)
+        factor_panel(k, tail)
+        if update_tail:
+            update(k, tail)
+
+
 # --------------------------------------------------------------------------- Cholesky
 
 def _emit_cholesky(region, target):
@@ -131,7 +151,6 @@ def _emit_cholesky(region, target):
     views = region_views(region)
     nb = len(batch)
     items = _prod(batch) if n else 0
-    panels, tail = divmod(n, PANEL)
 
     def body(b, pointers, wid, wcount):
         if items == 0:
@@ -187,14 +206,7 @@ def _emit_cholesky(region, target):
 
                 _if(b, b.not_(b.load(failed_v)), lambda: for_range(b, start, nn, row, name="tr"))
 
-            def panel(p):
-                k = b.mul(p, const64(PANEL))
-                factor_panel(k, PANEL)
-                trailing(k, PANEL)
-
-            for_range(b, 0, panels, panel, name="panel")
-            if tail:
-                factor_panel(const64(panels * PANEL), tail)
+            _blocked(b, n, factor_panel, trailing, update_tail=False)
 
             with b.if_else(b.load(failed_v)) as (then, otherwise):
                 with then:
@@ -294,7 +306,6 @@ def _emit_lu(region, target):
     views = region_views(region)
     nb = len(batch)
     items = _prod(batch) if m else 0  # no columns: the permutation is still written
-    panels, tail = divmod(kmax, PANEL)
     position = {v.id: k for k, v in enumerate(region.outvars)}
     n_in = len(region.invars)
 
@@ -410,17 +421,7 @@ def _emit_lu(region, target):
 
                 for_range(b, end, const64(m), trailing, name="tr")
 
-            def panel(p):
-                k = b.mul(p, const64(PANEL))
-                factor_panel(k, PANEL)
-                update_right(k, PANEL)
-
-            for_range(b, 0, panels, panel, name="panel")
-            if tail:
-                k = const64(panels * PANEL)
-                factor_panel(k, tail)
-                if panels * PANEL + tail < n:
-                    update_right(k, tail)
+            _blocked(b, kmax, factor_panel, update_right, update_tail=kmax < n)
 
         _matrix_loop(b, batch, wid, wcount, matrix)
 
