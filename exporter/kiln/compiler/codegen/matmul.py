@@ -344,19 +344,30 @@ def _dispatch_rows(b: ir.IRBuilder, rows, kernels, args, mr: int) -> None:
     b.position_at_end(done)
 
 
+# pack(B, sbk, sbn, kc, n_count, panel): the packers' signature (_packer, _transposing_packer)
+PACK_ARGS = [PTR, I64, I64, I64, I64, PTR]
+
+
+def _internal_function(module: ir.Module, name: str, arg_types, noalias=()) -> tuple[ir.Function, ir.IRBuilder]:
+    """A new internal `void name(arg_types...)` of the kernel's module (nounwind; the arguments at the
+    indices `noalias` marked noalias) and a builder at its entry block: the prologue of the packers, the
+    dot-product columns and the microkernels."""
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), arg_types), name=name)
+    fn.linkage = "internal"
+    fn.attributes.add("nounwind")
+    for i in noalias:
+        fn.args[i].add_attribute("noalias")
+    return fn, ir.IRBuilder(fn.append_basic_block("entry"))
+
+
 def _packer(module: ir.Module, ty, t: _Tiling) -> ir.Function:
     """pack(B, sbk, sbn, kc, n_count, panel): NR-wide strips, k-major, zero-padded columns."""
     name = f"kiln.pack.{'f32' if ty == F32 else 'f64'}.{t.nr}"
     fn = module.globals.get(name)
     if fn is not None:
         return fn
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I64, I64, I64, I64, PTR]), name=name)
-    fn.linkage = "internal"
-    fn.attributes.add("nounwind")
-    for a in (fn.args[0], fn.args[5]):
-        a.add_attribute("noalias")
+    fn, b = _internal_function(module, name, PACK_ARGS, noalias=(0, 5))
     src, sbk, sbn, kc, n_count, panel = fn.args
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
 
     def strip(s):
         col0 = b.mul(s, const64(t.nr))
@@ -417,13 +428,8 @@ def _dot_columns(module: ir.Module, ty, vw: int, cols: int) -> ir.Function:
     fn = module.globals.get(name)
     if fn is not None:
         return fn
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64, PTR]), name=name)
-    fn.linkage = "internal"
-    fn.attributes.add("nounwind")
+    fn, b = _internal_function(module, name, [PTR, PTR, I64, I64, PTR], noalias=(0, 1, 4))
     a_ptr, b_ptr, sbn, k, c_ptr = fn.args
-    for a in (a_ptr, b_ptr, c_ptr):
-        a.add_attribute("noalias")
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
     vec = ir.VectorType(ty, vw)
     align = ty_align(ty)
     zero = ir.Constant(vec, None)
@@ -539,13 +545,8 @@ def _transposing_packer(module: ir.Module, ty, t: _Tiling) -> ir.Function:
     if fn is not None:
         return fn
     scalar = _packer(module, ty, t)
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I64, I64, I64, I64, PTR]), name=name)
-    fn.linkage = "internal"
-    fn.attributes.add("nounwind")
-    for a in (fn.args[0], fn.args[5]):
-        a.add_attribute("noalias")
+    fn, b = _internal_function(module, name, PACK_ARGS, noalias=(0, 5))
     src, sbk, sbn, kc, n_count, panel = fn.args
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
     vw = t.vw
     vec = ir.VectorType(ty, vw)
     align = ty_align(ty)
@@ -601,13 +602,8 @@ def _microkernel(module: ir.Module, ty, t: _Tiling, mr: int) -> ir.Function:
         return fn
     vec = ir.VectorType(ty, t.vw)
     halves = t.nr // t.vw
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I64, I64, PTR, I64, PTR, I64, I64, I1, I64]), name=name)
-    fn.linkage = "internal"
-    fn.attributes.add("nounwind")
+    fn, b = _internal_function(module, name, [PTR, I64, I64, PTR, I64, PTR, I64, I64, I1, I64], noalias=(0, 3, 5))
     a_ptr, sam, sak, strip, ldb, c_ptr, ldc, kc, load_c, cols = fn.args
-    for a in (a_ptr, strip, c_ptr):
-        a.add_attribute("noalias")
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
     accs = [[b.alloca(vec, name=f"acc{i}_{j}") for j in range(halves)] for i in range(mr)]
     tile = b.alloca(ty, size=const64(mr * t.nr), name="tile")
     full = b.icmp_unsigned("==", cols, const64(t.nr))
