@@ -118,6 +118,76 @@ def softplus(x):
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _INV_SQRT2 = 1.0 / math.sqrt(2.0)
+_GELU_K1 = 2 * _SQRT_2_OVER_PI  # gelu(x) = x sigmoid(z), z = K1 x + K3 x^3
+_GELU_K3 = 2 * _SQRT_2_OVER_PI * 0.044715
+_GELU_FLOOR = -200.0  # -|z| clamped here (z is +-inf for x = +-inf): exp(-200 + 64 ln 2) is 0 in float32
+_GELU_DEEP = -64.0  # below, exp(-|z|) is taken of -|z| + 64 ln 2 and scaled by 2^-64 afterwards
+_GELU_X_CLAMP = 12.0  # the derivative's x z'(x) term uses x clamped here (it would overflow, and 0 * inf)
+
+
+def _gelu_tanh32_parts(x):
+    """The shared part of float32 gelu (tanh form) and its derivative, for float32 x:
+    (x >= 0, e_s, e, scale) with e = exp(-|z|) and e_s = e / scale, scale = 2^-64 where e_s would be subnormal and
+    1 elsewhere. z and -|z| are computed in float64 (exact to 2^-50 relative) and split into hi + lo, both float32;
+    e_s = exp(hi) (1 + lo) in float32, so that the steep tail does not multiply the rounding of z (a float32 z
+    would be off by |z| 2^-24, and e by as much relative: 100 ulp at x = -10)."""
+    from .lax import _special_ops as ops
+
+    f64 = np.dtype(np.float64)
+    x64 = ops.asarray(x, f64)
+    z = ops.multiply(x64, ops.add(ops.multiply(ops.multiply(x64, x64), _GELU_K3), _GELU_K1))
+    pos = ops.greater_equal(x, np.float32(0))
+    minus_abs = ops.maximum(ops.where(pos, ops.negative(z), z), _GELU_FLOOR)
+    deep = ops.less(minus_abs, _GELU_DEEP)
+    shifted = ops.add(minus_abs, ops.where(deep, 64 * math.log(2.0), 0.0))  # exact to 2^-47: |shifted| < 64
+    hi = ops.asarray(shifted, np.dtype(np.float32))
+    lo = ops.asarray(ops.subtract(shifted, ops.asarray(hi, f64)), np.dtype(np.float32))  # the float64 difference is exact
+    e_hi = ops.exp(hi)
+    e_s = ops.add(e_hi, ops.multiply(e_hi, lo))  # exp(hi + lo) to first order: |lo| <= 2^-19, lo^2/2 < 2^-39
+    scale = ops.where(deep, ops.full_like(x, 2.0 ** -64), ops.full_like(x, 1))
+    return pos, e_s, ops.multiply(e_s, scale), scale
+
+
+def _gelu_tanh32_kernel(x):
+    """x / (1 + e) for x >= 0, x e / (1 + e) below (e = exp(-|z|)); where e is tiny the product x e_s / (1 + e)
+    is formed at 2^64 times the result and scaled last, so a subnormal result is rounded once."""
+    from .lax import _special_ops as ops
+
+    pos, e_s, e, scale = _gelu_tanh32_parts(x)
+    one_plus = ops.add(e, np.float32(1))
+    below = ops.multiply(ops.divide(ops.multiply(x, e_s), one_plus), scale)
+    return ops.where(pos, ops.divide(x, one_plus), below)
+
+
+def _gelu_tanh32_derivative(x):
+    """gelu'(x) = s (1 + x z' (1 - s)), s = sigmoid(z), z' = K1 + 3 K3 x^2: r (1 + x z' e r) for x >= 0 and
+    e r (1 + x z' r) below, r = 1 / (1 + e); e from the same double-float z as the value (the left tail's
+    e r is formed scaled, as in the value). x z' uses x clamped to +-12, where the result is 1 or 0 already."""
+    from .lax import _special_ops as ops
+
+    pos, e_s, e, scale = _gelu_tanh32_parts(x)
+    r = ops.divide(np.float32(1), ops.add(e, np.float32(1)))
+    xc = ops.minimum(ops.maximum(x, np.float32(-_GELU_X_CLAMP)), np.float32(_GELU_X_CLAMP))
+    xz = ops.multiply(xc, ops.add(ops.multiply(ops.multiply(xc, xc), np.float32(3 * _GELU_K3)), np.float32(_GELU_K1)))
+    above = ops.multiply(r, ops.add(ops.multiply(xz, ops.multiply(e, r)), np.float32(1)))
+    below = ops.multiply(ops.multiply(ops.multiply(e_s, r), ops.add(ops.multiply(xz, r), np.float32(1))), scale)
+    return ops.where(pos, above, below)
+
+
+_gelu_tanh32 = None  # the float32 kernel primitive, made on first use (kiln.lax.special_math.kernel)
+
+
+def _gelu_tanh_float32(x):
+    """gelu (tanh form) of float32 x as one primitive whose partial derivative is _gelu_tanh32_derivative (a
+    composition of lax operations: higher derivatives are taken through its formula)."""
+    global _gelu_tanh32
+    if _gelu_tanh32 is None:
+        from .lax.special_math import kernel
+
+        value = kernel("gelu_tanh32", np.float32)(_gelu_tanh32_kernel)
+        value.defpartials(lambda v, out: [lambda: _gelu_tanh32_derivative(v)])
+        _gelu_tanh32 = value
+    return _gelu_tanh32(x)
 
 
 def gelu(x, approximate: bool = True):
@@ -125,10 +195,16 @@ def gelu(x, approximate: bool = True):
     computed as x * sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3)) (the same function, without 1 + tanh cancelling
     to 0 for x << 0); approximate=False: the exact x * Phi(x) = 0.5 x erfc(-x / sqrt(2)).
 
-    float32 (and float16, bfloat16) is computed in float64 and rounded once: the argument of sigmoid or erfc
-    would otherwise carry a rounding error that the steep left tail multiplies (by about 0.2 |x|^3 or x^2)."""
+    The argument z of sigmoid or erfc carries a rounding error that the steep left tail multiplies (by about
+    0.2 |x|^3 or x^2). float32's tanh form computes z in float64, splits it into two float32 (hi + lo) and takes
+    exp(hi) (1 + lo) in float32 (docs/accuracy.md states the bound); its derivative is computed the same way
+    (_gelu_tanh32_derivative). The exact form in float32, and both forms in float16 and bfloat16, are
+    computed in float64 and rounded once (0 ulp measured)."""
     from .lax.math_prims import erfc
 
+    x = _float(x)
+    if approximate and aval(x).dtype == np.float32:
+        return _gelu_tanh_float32(x)
     x, dtype = _wide(x, f32_to_f64=True)
     if approximate:
         inner = knp.multiply(knp.add(x, knp.multiply(knp.multiply(knp.multiply(x, x), x), 0.044715)),
