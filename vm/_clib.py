@@ -109,6 +109,7 @@ def _declare(lib):
         "kiln_buffer_view_shape": (ctypes.POINTER(ctypes.c_int64), [P]),
         "kiln_buffer_view_byte_size": (S, [P]),
         "kiln_buffer_view_data": (P, [P]),
+        "kiln_buffer_view_mutable_data": (P, [P]),
         "kiln_instance_options_initialize": (None, [ctypes.POINTER(_InstanceOptions)]),
         "kiln_instance_create": (P, [ctypes.POINTER(_InstanceOptions), PP]),
         "kiln_instance_release": (None, [P]),
@@ -145,8 +146,18 @@ def _declare(lib):
         "kiln_context_set_transient_storage": (P, [P, _Function, P, S]),
         "kiln_context_set_dispatch_observer": (None, [P, _DispatchObserver, P]),
     }
-    for name, (restype, argtypes) in sigs.items():
-        fn = getattr(lib, name)
+    # newer than some runtime libraries the binding may load (built before they existed): left
+    # undeclared there, and what uses them does without (kiln.vm._convert._ResultSpare)
+    optional = {
+        "kiln_buffer_view_is_exclusive": (ctypes.c_int, [P]),
+    }
+    for name, (restype, argtypes) in (*sigs.items(), *optional.items()):
+        try:
+            fn = getattr(lib, name)
+        except AttributeError:
+            if name not in optional:
+                raise
+            continue
         fn.restype = restype
         fn.argtypes = argtypes
 

@@ -102,18 +102,83 @@ def _python_data(value, expected: ValueInfo | GlobalInfo | None, what) -> np.nda
 SHARE_MIN_BYTES = 16 * 1024
 
 
-class _RuntimeMemory:
-    """One reference to a runtime buffer view, released when the last numpy array over it goes."""
+class _ResultSpare:
+    """The memory of one result of one function on one context that its arrays released, kept for
+    that result of the next call (kiln.vm.runtime._HostCall passes it as the result's destination),
+    so that a steady-state call writes memory whose pages are already there instead of faulting in
+    fresh pages (a 64 MiB result: 16,384 page faults, several times the kernel's own time) and
+    unmapping them again.
 
-    __slots__ = ("view", "__array_interface__")
+    It keeps at most one buffer, and only one that nothing else holds (kiln_buffer_view_is_exclusive:
+    not a global's value, a constant, caller memory or a row of another buffer), so the memory it
+    hands out is written by no one else. close() (Context.close, or when the function's call goes)
+    releases it, and a closed spare keeps nothing more. Threads: list appends and pops are atomic,
+    and an array may go on any thread."""
 
-    def __init__(self, view: int, nbytes: int):
-        self.view = view
-        self.__array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "version": 3,
-                                    "data": (_lib().kiln_buffer_view_data(view), True)}
+    __slots__ = ("spare", "closed")
+
+    def __init__(self):
+        self.spare = []  # [(view, data address)]: at most one, bar a race between two threads
+        self.closed = False
+
+    def keep(self, view: int) -> bool:
+        """Takes over the caller's reference to `view` when the spare is empty and open and nothing
+        else holds the view; False: the caller still has its reference."""
+        if self.spare or self.closed:
+            return False
+        lib = _lib()
+        if not lib.kiln_buffer_view_is_exclusive(view):
+            return False
+        self.spare.append((view, lib.kiln_buffer_view_mutable_data(view)))
+        return True
+
+    def take(self):
+        """(view, data address) of the spare buffer, now the caller's, or None."""
+        try:
+            return self.spare.pop()
+        except IndexError:
+            return None
+
+    def close(self) -> None:
+        self.closed = True
+        while self.spare:
+            try:
+                view, _ = self.spare.pop()
+            except IndexError:
+                break
+            _lib().kiln_buffer_view_release(view)
 
     def __del__(self):
-        _lib().kiln_buffer_view_release(self.view)
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown
+            pass
+
+
+def _result_spares_supported() -> bool:
+    """Whether the runtime library has kiln_buffer_view_is_exclusive (a library built before it
+    has not: results then never reuse memory)."""
+    return hasattr(_lib(), "kiln_buffer_view_is_exclusive")
+
+
+class _RuntimeMemory:
+    """One reference to a runtime buffer view, released when the last numpy array over it goes (or
+    handed to `spare`, the _ResultSpare of the result it holds, for the next call's result)."""
+
+    __slots__ = ("view", "spare", "__array_interface__")
+
+    def __init__(self, view: int, nbytes: int, spare: _ResultSpare | None = None, data: int | None = None):
+        self.view = view
+        self.spare = spare
+        if data is None:
+            data = _lib().kiln_buffer_view_data(view)
+        self.__array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "version": 3,
+                                    "data": (data, True)}
+
+    def __del__(self):
+        spare = self.spare
+        if spare is None or not spare.keep(self.view):
+            _lib().kiln_buffer_view_release(self.view)
 
 
 def _runtime_memory_of(array: np.ndarray) -> _RuntimeMemory | None:
@@ -203,9 +268,11 @@ def _to_view(value, expected: ValueInfo | GlobalInfo | None, what, out: int, bor
     return None
 
 
-def _shared_from_view(view, expected: ValueInfo | None, borrowed) -> np.ndarray:
+def _shared_from_view(view, expected: ValueInfo | None, borrowed,
+                      spare: _ResultSpare | None = None) -> np.ndarray:
     """A result as a read-only array over the runtime's memory (it takes over the caller's reference
-    to `view`), or a copy when the result is small or lies in borrowed caller memory."""
+    to `view`, which goes to `spare` when the array goes), or a copy when the result is small or lies
+    in borrowed caller memory."""
     lib = _lib()
     nbytes = lib.kiln_buffer_view_byte_size(view)
     data = lib.kiln_buffer_view_data(view)
@@ -220,7 +287,7 @@ def _shared_from_view(view, expected: ValueInfo | None, borrowed) -> np.ndarray:
         dtype = _NUMPY_OF[KILN_DTYPES[lib.kiln_buffer_view_dtype(view)]]
         shape_ptr = lib.kiln_buffer_view_shape(view)
         shape = tuple(int(shape_ptr[i]) for i in range(lib.kiln_buffer_view_rank(view)))
-    return np.asarray(_RuntimeMemory(view, nbytes)).view(dtype).reshape(shape)
+    return np.asarray(_RuntimeMemory(view, nbytes, spare)).view(dtype).reshape(shape)
 
 
 def _from_view(view, expected: ValueInfo | None = None) -> np.ndarray:

@@ -60,8 +60,8 @@ from kiln.vm._clib import (  # noqa: F401 - re-exported
     _text, _ValueInfo)
 from kiln.vm._convert import (  # noqa: F401 - re-exported
     _CONVERTS_TO, _KIND_NAMES, _KIND_OF, _PTR_SIZE, _SHAPE_TYPES, _VIEW_ARRAYS, SHARE_MIN_BYTES, _address,
-    _from_view, _host_array, _label, _python_data, _read_only_address, _runtime_memory_of, _shared_from_view,
-    _to_view, _views)
+    _from_view, _host_array, _label, _python_data, _read_only_address, _result_spares_supported, _ResultSpare,
+    _RuntimeMemory, _runtime_memory_of, _shared_from_view, _to_view, _views)
 from kiln.vm._ctrl_c import _CTRL_C, _MAIN_THREAD, _CtrlC  # noqa: F401 - re-exported
 from kiln.vm._dtypes import (  # noqa: F401 - re-exported
     _BF16, _DTYPE_CODE, _KILN_OF_NUMPY, _NUMPY_OF, KILN_DTYPES, kiln_dtype, numpy_dtype)
@@ -308,6 +308,7 @@ class Context(_Handle):
         self._cancel_lock = threading.Lock()  # keeps the pointer alive during cancel()
         self._limits = CallLimits()
         self._calls: dict = {}  # function name -> its _HostCall's call
+        self._spares: list = []  # every _ResultSpare of this context's calls: close() releases them
         lib = _lib()
         module_ptr = module._handle
         self._reflection = module._reflection
@@ -321,6 +322,8 @@ class Context(_Handle):
         """Releases the context (waiting for a call in progress to return)."""
         with self._lock, self._cancel_lock:
             super().close()
+            for spare in getattr(self, "_spares", ()):
+                spare.close()
             module_ptr, self._module_ptr = getattr(self, "_module_ptr", None), None
             if module_ptr and _clib._lib_handle is not None:
                 _clib._lib_handle.kiln_module_release(module_ptr)
@@ -381,8 +384,10 @@ class Context(_Handle):
 
         Contiguous arguments aligned to their elements (any numpy array's own memory) are read in
         place for the call; results of 16 KiB or more are the runtime's memory itself, read-only (no
-        copy either way), smaller ones are copied into new arrays. A module compiled before format
-        2.1 gets, from the runtime, a 64-byte aligned copy of an argument that is not (docs/vm.md)."""
+        copy either way), smaller ones are copied into new arrays. A large result whose arrays are
+        all gone is written by the next call into its memory (_ResultSpare; close() releases what is
+        kept). A module compiled before format 2.1 gets, from the runtime, a 64-byte aligned copy of
+        an argument that is not (docs/vm.md)."""
         call = self._calls.get(name)
         if call is None:
             self._handle  # noqa: B018 - raises when closed
@@ -518,7 +523,8 @@ class _HostCall:
     whose errors name what is wrong. Arguments are read in place (the runtime copies a result out
     of their memory) and runtime memory going back in is kept alive by its view; results smaller
     than SHARE_MIN_BYTES are copied by the runtime into arrays made here, larger ones are the
-    runtime's memory, shared."""
+    runtime's memory, shared. A large result's memory that its arrays released is its destination in
+    the next call (its _ResultSpare), when the result was the call's own buffer as it came back."""
 
     def __init__(self, context: Context, name: str, keep_alive: bool = False, array_type=np.ndarray,
                  weak: Sequence[bool] = (), ctrl_c: bool = True):
@@ -555,6 +561,13 @@ class _HostCall:
                     self.weak.append(len(self.copied) - 1)
             else:
                 self.shared.append(i)
+        # Shared results' released memory, reused as the next call's destination (_ResultSpare):
+        # (result index, its spare, byte size)
+        self.spares = []
+        if _result_spares_supported():
+            self.spares = [(i, _ResultSpare(), _byte_size(info.results[i]))
+                           for i in self.shared if _byte_size(info.results[i])]
+            context._spares.extend(spare for _, spare, _ in self.spares)
         P = ctypes.c_void_p
         self.c_call = (P(context._ptr), fn, P(ctypes.addressof(self.args)), ctypes.c_size_t(n),
                        P(ctypes.addressof(self.results)), P(ctypes.addressof(self.views)),
@@ -575,8 +588,11 @@ class _HostCall:
         n_args, n_results, usable, types = self.n_args, self.n_results, self.usable, self.types
         arg_slots, large_args, views, c_call = self.arg_slots, self.large_args, self.views, self.c_call
         copied, copied_at, shared, weak = self.copied, self.copied_at, self.shared, self.weak
+        spares, result_slots = self.spares, self.results
+        spare_of = {i: (spare, size) for i, spare, size in spares}
+        is_exclusive = _lib().kiln_buffer_view_is_exclusive if spares else None
         new, read_only = self.array_type, self.read_only
-        ndarray, empty, from_buffer, ctrl_c = np.ndarray, np.empty, c_char.from_buffer, _CTRL_C
+        ndarray, empty, asarray, from_buffer, ctrl_c = np.ndarray, np.empty, np.asarray, c_char.from_buffer, _CTRL_C
         main_thread = _MAIN_THREAD if self.ctrl_c else None
         def views_path(args):
             context = owner or context_ref()
@@ -630,6 +646,16 @@ class _HostCall:
                     arg_slots[i].owner = memory.view if memory is not None else None
                 for (slot, _, _), address in zip(copied, destinations):
                     slot.data = address
+                reused = None  # result index -> (view, data) of spare memory it is written into
+                if spares:
+                    reused = {}
+                    for i, spare, size in spares:
+                        slot, entry = result_slots[i], spare.take()
+                        if entry is None:
+                            slot.data = None  # the runtime makes a buffer: views[i]
+                        else:
+                            slot.data, slot.byte_size = entry[1], size
+                            reused[i] = entry
                 try:
                     if get_ident() == main_thread:
                         status = ctrl_c.call(_clib._invoke_host, c_call)
@@ -651,16 +677,32 @@ class _HostCall:
                     taken = [views[i] for i in shared]
                     for i in shared:
                         views[i] = None
+                    got, reused = reused or {}, None
                 finally:
                     for i in shared:
                         if views[i]:
                             _clib._lib_handle.kiln_buffer_view_release(views[i])
                             views[i] = None
+                    if reused:  # the call failed: the spares keep their memory
+                        for i, (view, _) in reused.items():
+                            if not spare_of[i][0].keep(view):
+                                _clib._lib_handle.kiln_buffer_view_release(view)
             results = [None] * n_results
             for i, out in zip(copied_at, outs):
                 results[i] = out
             for i, view in zip(shared, taken):
-                results[i] = _shared_from_view(view, info.results[i], ())
+                entry = got.get(i)
+                if entry is not None:  # written into the spare memory
+                    (spare, size), result = spare_of[i], info.results[i]
+                    memory = _RuntimeMemory(entry[0], size, spare, entry[1])
+                    results[i] = asarray(memory).view(result.dtype).reshape(result.shape)
+                else:
+                    # only a buffer this call made (nothing else holds it as it comes back: not a
+                    # global's value, a constant or an argument returned as it is) is reused
+                    spare = spare_of.get(i, (None,))[0]
+                    if spare is not None and not is_exclusive(view):
+                        spare = None
+                    results[i] = _shared_from_view(view, info.results[i], (), spare)
                 if read_only:
                     results[i] = results[i].view(new)
             return results
