@@ -15,11 +15,14 @@ float32 a rounding can flip a rotation decision near the threshold and with it a
   then one-sided Jacobi (Hestenes) on R's columns: sweeps over all pairs in the round-robin order (round
   r pairs (r, N'-1) and ((r+k) mod (N'-1), (r-k) mod (N'-1)), N' = N rounded up to even, the pairs
   with the padding column skipped) until a sweep rotates no pair (at most MAX_SWEEPS); a pair rotates
-  when |w_p . w_q| > sqrt(N) eps |w_p| |w_q| (LAPACK's gesvj criterion), and both columns' squared norms
-  are recomputed from the rotated columns. The sweeps run on R^T's columns (R's rows: fewer sweeps
+  when |w_p . w_q| > sqrt(N) eps |w_p| |w_q| (LAPACK's gesvj criterion), applied as three shears
+  (rotate_by_shears: three multiply-adds per element, not four operations); each sweep starts from the
+  columns' exact squared norms, a rotation updates them (alpha - t gamma, beta + t gamma, as gesvj) and
+  recomputes one that cancelled below NORM_GUARD of its old value. The sweeps run on R^T's columns (R's rows: fewer sweeps
   than on R's): R^T V = W, so x = (Q V) S (W S^-1)^T; the singular values are W's column norms, sorted
   descending (stably; NaN last); U = Q[:, :N] V (sorted), with full_matrices Q's other columns after
-  them; the right vectors are Q_W sign(diag R_W) from a Householder QR of the sorted W (its columns are
+  them; the right vectors are the sorted W's columns times 1 / sigma when every squared norm is normal
+  (>= the dtype's tiny), else Q_W sign(diag R_W) from a Householder QR of the sorted W (its columns are
   orthogonal, so R_W is diagonal and Q_W completes them where a singular value is zero).
 
 The kernels need scratch memory (the matrices in column storage, Q, W, V): a last output, `work`,
@@ -57,10 +60,10 @@ def qr_work_size(m: int, n: int, full_matrices: bool) -> int:
 
 def svd_work_size(m: int, n: int, full_matrices: bool, compute_uv: bool) -> int:
     """Scratch elements per matrix, M = max(m, n), N = min(m, n): A's columns (N x M), its taus, W (N x N),
-    the squared norms (N) and three values per pair of a Jacobi round; with compute_uv also Q's columns (kq x M), V (N x N), the sorted W (N x N),
+    the squared norms (N) and four values per pair of a Jacobi round; with compute_uv also Q's columns (kq x M), V (N x N), the sorted W (N x N),
     its Q (N x N) and taus (N)."""
     big, small = max(m, n), min(m, n)
-    size = small * big + small + small * small + small + 3 * ((small + small % 2) // 2)
+    size = small * big + small + small * small + small + 4 * ((small + small % 2) // 2)
     if compute_uv:
         kq = big if full_matrices else small
         size += kq * big + 3 * small * small + small
@@ -137,7 +140,8 @@ def round_robin_pairs(size: int, r: int):
 
 
 def _rotation(theta, active):
-    """kiln.lax._jacobi's rotation: t = sign(theta) / (|theta| + sqrt(1 + theta^2)) without overflow."""
+    """kiln.lax._jacobi's rotation: t = sign(theta) / (|theta| + sqrt(1 + theta^2)) without overflow.
+    Returns (c, s, t, p): cosine, sine, tangent and the shears' p = s / (1 + c) = tan(angle / 2)."""
     with np.errstate(all="ignore"):
         big = np.abs(theta) > 1
         inverse = 1 / np.where(big, theta, 1)
@@ -145,16 +149,32 @@ def _rotation(theta, active):
                         np.abs(theta) + np.sqrt(1 + theta * theta))
         t = np.where(active, np.where(theta >= 0, 1, -1) / root, 0).astype(theta.dtype)
         c = (1 / np.sqrt(1 + t * t)).astype(theta.dtype)
-    return c, (t * c).astype(theta.dtype)
+        s = (t * c).astype(theta.dtype)
+    return c, s, t, (s / (1 + c)).astype(theta.dtype)
+
+
+def rotate_by_shears(x, y, s, p):
+    """(c x - s y, s x + c y) as three shears (x -= p y; y += s x; x -= p y): three multiply-adds where
+    the rotation takes four operations, and as accurate (|p|, |s| <= 1)."""
+    x = x - p * y
+    y = y + s * x
+    return x - p * y, y
+
+
+# A squared norm updated by a rotation (alpha - t gamma) that falls below this fraction of its old value
+# lost bits to cancellation: it is recomputed from the rotated column instead.
+NORM_GUARD = 1.0 / 16
 
 
 def _jacobi(w, v):
     """One-sided Jacobi on the columns of w (B, N, N) in place, v (B, N, N) or None rotated along.
-    Returns the squared column norms (B, N)."""
+    Returns the squared column norms (B, N). Each sweep starts from exact squared norms; a rotation
+    updates them as gesvj does (alpha - t gamma, beta + t gamma), recomputing one that cancelled below
+    NORM_GUARD of its old value; the returned norms are recomputed from the final columns."""
     n = w.shape[-1]
     dtype = w.dtype
     tol = dtype.type(np.sqrt(n) * np.finfo(dtype).eps)
-    d = np.sum(w * w, axis=1)
+    guard = dtype.type(NORM_GUARD)
     size = n + n % 2
     rounds = []
     for r in range(size - 1):
@@ -163,6 +183,7 @@ def _jacobi(w, v):
             rounds.append((np.array([p for p, _ in pairs]), np.array([q for _, q in pairs])))
     with np.errstate(all="ignore"):
         for _ in range(MAX_SWEEPS):
+            d = np.sum(w * w, axis=1)
             rotated = False
             for ps, qs in rounds:
                 wp, wq = w[:, :, ps], w[:, :, qs]
@@ -172,20 +193,23 @@ def _jacobi(w, v):
                 if not active.any():
                     continue
                 rotated = True
-                c, s = _rotation((beta - alpha) / (2 * np.where(active, gamma, 1)), active)
-                c3, s3, act3 = c[:, None, :], s[:, None, :], active[:, None, :]
-                new_p, new_q = c3 * wp - s3 * wq, s3 * wp + c3 * wq
+                _, s, t, p = _rotation((beta - alpha) / (2 * np.where(active, gamma, 1)), active)
+                s3, p3, act3 = s[:, None, :], p[:, None, :], active[:, None, :]
+                new_p, new_q = rotate_by_shears(wp, wq, s3, p3)
                 w[:, :, ps] = np.where(act3, new_p, wp)
                 w[:, :, qs] = np.where(act3, new_q, wq)
-                d[:, ps] = np.where(active, np.sum(new_p * new_p, axis=1), alpha)
-                d[:, qs] = np.where(active, np.sum(new_q * new_q, axis=1), beta)
+                tg = t * gamma
+                for idx, old, new, col in ((ps, alpha, alpha - tg, new_p), (qs, beta, beta + tg, new_q)):
+                    recompute = active & ~(new >= old * guard)
+                    d[:, idx] = np.where(recompute, np.sum(col * col, axis=1), np.where(active, new, old))
                 if v is not None:
                     vp, vq = v[:, :, ps], v[:, :, qs]
-                    v[:, :, ps] = np.where(act3, c3 * vp - s3 * vq, vp)
-                    v[:, :, qs] = np.where(act3, s3 * vp + c3 * vq, vq)
+                    new_vp, new_vq = rotate_by_shears(vp, vq, s3, p3)
+                    v[:, :, ps] = np.where(act3, new_vp, vp)
+                    v[:, :, qs] = np.where(act3, new_vq, vq)
             if not rotated:
                 break
-    return d
+    return np.sum(w * w, axis=1)
 
 
 def descending_order(sigma):
@@ -222,10 +246,21 @@ def _svd_numpy(x, full_matrices: bool, compute_uv: bool):
     u = (q[:, :, :small] @ vs).astype(dtype)
     if kq > small:
         u = np.concatenate([u, q[:, :, small:]], axis=2)
-    taus_w = _householder(ws, small)
-    q_w = _form_q(ws, taus_w, small)
-    signs = np.where(ws[:, np.arange(small), np.arange(small)] >= 0, 1, -1).astype(dtype)
-    vh = np.swapaxes(q_w * signs[:, None, :], 1, 2)
+    # W's columns are orthogonal: normalized, they are the right vectors, unless a squared norm is zero
+    # or subnormal (a zero singular value's vector must complete the basis, a subnormal column lost its
+    # direction's digits): then the Householder QR of the sorted W gives them (Q_W sign(diag R_W))
+    normal = np.all(d >= np.finfo(dtype).tiny, axis=1)
+    with np.errstate(all="ignore"):
+        inverse = (1 / np.take_along_axis(sigma, order, axis=1)).astype(dtype)
+        q_w = ws * inverse[:, None, :]
+    if not normal.all():
+        rest = ~normal
+        wr = ws[rest].copy()
+        taus_w = _householder(wr, small)
+        q_r = _form_q(wr, taus_w, small)
+        signs = np.where(wr[:, np.arange(small), np.arange(small)] >= 0, 1, -1).astype(dtype)
+        q_w[rest] = q_r * signs[:, None, :]
+    vh = np.swapaxes(q_w, 1, 2)
     if wide:
         u, vh = np.swapaxes(vh, 1, 2), np.swapaxes(u, 1, 2)
     return [s.reshape(batch + (small,)), np.ascontiguousarray(u).reshape(batch + u.shape[1:]),

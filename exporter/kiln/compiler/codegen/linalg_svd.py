@@ -5,8 +5,9 @@ matrix is one work item), each matrix factored start to finish by one workgroup.
 The algorithm is the one _svd_qr_native's numpy mirror (the primitives' eager implementation) runs, step
 for step, so compiled and eager results agree up to rounding (in float64 the signs of singular vectors too):
 Householder QR (LAPACK's geqrf convention, Q formed backwards as orgqr), and for the SVD QR then
-one-sided Jacobi on R^T's columns in the round-robin order, U = Q V, and the right singular vectors from a
-Householder QR of the sorted W.
+one-sided Jacobi on R^T's columns in the round-robin order (rotations as three shears, squared norms
+updated as gesvj does), U = Q V, and the right singular vectors the sorted W's columns normalized (from a
+Householder QR of the sorted W when a squared norm is zero or subnormal).
 
 Everything runs in column storage in the `work` output (a matrix's columns contiguous), so every inner
 loop (a reflector applied to a column, a dot product of two columns, a plane rotation of two columns)
@@ -273,7 +274,8 @@ def _form_q_body(g: _Gen, a, m, k, taus, q, kq):
 
 
 def _rotation(g: _Gen, theta, width: int = 1):
-    """(c, s) of kiln.lax._jacobi's rotation for theta (a scalar, or a vector of `width`)."""
+    """(c, s, t, p) of kiln.lax._jacobi's rotation for theta (a scalar, or a vector of `width`), p = s / (1 + c)
+    the parameter of its shears (as _svd_qr_native._rotation)."""
     b = g.b
     one = g.c(1.0, width)
     mag = g.abs(theta)
@@ -284,27 +286,32 @@ def _rotation(g: _Gen, theta, width: int = 1):
     sign = b.select(b.fcmp_ordered(">=", theta, g.c(0.0, width)), one, g.c(-1.0, width))
     t = b.fdiv(sign, b.select(big, root_big, root_small))
     c = b.fdiv(one, g.sqrt(b.fadd(one, b.fmul(t, t))))
-    return c, b.fmul(t, c)
+    s = b.fmul(t, c)
+    return c, s, t, b.fdiv(s, b.fadd(one, c))
 
 
 def jacobi_scratch(n: int) -> int:
-    """Scratch elements of _jacobi's rounds: gamma, alpha, beta (then c, s, active) of each pair."""
-    return 3 * ((n + n % 2) // 2)
+    """Scratch elements of _jacobi's rounds: gamma, alpha, beta (then s, p, t gamma) and active of each pair."""
+    return 4 * ((n + n % 2) // 2)
 
 
 def _jacobi(g: _Gen, w, v, d, n: int, scratch):
     """One-sided Jacobi on the n columns (n long) of w, v (or None) rotated along; d the squared norms
     (as _svd_qr_native._jacobi). A round's pairs are disjoint, so each round has all its pairs' dot
     products first, then computes their rotations as vectors across the pairs (the divisions and square
-    roots of one pair no longer wait for each other pair's), then applies the rotations, taking the next
-    round's dot products as soon as both their columns are rotated (still in cache)."""
+    roots of one pair no longer wait for each other pair's), then applies the rotations as three shears
+    (one pass over W's and V's columns, three multiply-adds per element each) and updates the squared
+    norms (alpha - t gamma, beta + t gamma; one that cancelled below NORM_GUARD is recomputed), taking the
+    next round's dot products as soon as both their columns are rotated (still in cache). Each sweep starts
+    from exact squared norms; the final ones are recomputed too."""
     b = g.b
     tol = float(np.float64(np.sqrt(n) * np.finfo(g.dtype).eps).astype(g.dtype))
     size = n + n % 2
     last = size - 1
     h = size // 2
     gam, al, be = scratch, g.ptr(scratch, const64(h)), g.ptr(scratch, const64(2 * h))
-    cs_, ss_, act = gam, al, be  # overwritten in place once the parameters are computed
+    ss_, ps_, tg_ = gam, al, be  # overwritten in place once the parameters are computed
+    act = g.ptr(scratch, const64(3 * h))
 
     def norms(p):
         base = b.mul(p, const64(n))
@@ -325,31 +332,37 @@ def _jacobi(g: _Gen, w, v, d, n: int, scratch):
         q = b.select(first, const64(last), hi_)
         return p, q
 
+    def norms_of(kk, r):
+        """Pair kk of round r: its columns' squared norms into the scratch (1 for the padding column's pair)."""
+        p, q = members(r, kk)
+        real = b.icmp_signed("<", q, const64(n))
+        g.st(al, kk, g.c(1.0))
+        g.st(be, kk, g.c(1.0))
+        with b.if_then(real):
+            g.st(al, kk, g.ld(d, p))
+            g.st(be, kk, g.ld(d, q))
+        return p, q, real
+
     def dots(r, kk):
         """Pair kk of round r: its inner product and the squared norms of its columns, into the scratch."""
-        if True:
-            p, q = members(r, kk)
-            real = b.icmp_signed("<", q, const64(n))
-            g.st(gam, kk, g.c(0.0))
-            g.st(al, kk, g.c(1.0))
-            g.st(be, kk, g.c(1.0))
-            with b.if_then(real):
-                pb = b.mul(p, const64(n))
-                shift = b.sub(b.mul(q, const64(n)), pb)
-                (gamma,) = g.vsum(pb, b.add(pb, const64(n)),
-                                  lambda i, wd: [(g.ld(w, i, wd), g.ld(w, b.add(i, shift), wd))], name="gamma")
-                g.st(gam, kk, gamma)
-                g.st(al, kk, g.ld(d, p))
-                g.st(be, kk, g.ld(d, q))
+        p, q, real = norms_of(kk, r)
+        g.st(gam, kk, g.c(0.0))
+        with b.if_then(real):
+            pb = b.mul(p, const64(n))
+            shift = b.sub(b.mul(q, const64(n)), pb)
+            (gamma,) = g.vsum(pb, b.add(pb, const64(n)),
+                              lambda i, wd: [(g.ld(w, i, wd), g.ld(w, b.add(i, shift), wd))], name="gamma")
+            g.st(gam, kk, gamma)
 
     def one_round(r):
         def parameters(kk, wd):
             gamma, alpha, beta = g.ld(gam, kk, wd), g.ld(al, kk, wd), g.ld(be, kk, wd)
             active = g.gt(g.abs(gamma), b.fmul(g.c(tol, wd), b.fmul(g.sqrt(alpha), g.sqrt(beta))))
             safe = b.select(active, gamma, g.c(1.0, wd))
-            c, s = _rotation(g, b.fdiv(b.fsub(beta, alpha), b.fmul(g.c(2.0, wd), safe)), wd)
-            g.st(cs_, kk, c, wd)
+            _, s, t, p = _rotation(g, b.fdiv(b.fsub(beta, alpha), b.fmul(g.c(2.0, wd), safe)), wd)
             g.st(ss_, kk, s, wd)
+            g.st(ps_, kk, p, wd)
+            g.st(tg_, kk, b.fmul(t, gamma), wd)
             g.st(act, kk, b.select(active, g.c(1.0, wd), g.c(0.0, wd)), wd)
 
         g.vloop(0, h, parameters, name="par")
@@ -358,30 +371,34 @@ def _jacobi(g: _Gen, w, v, d, n: int, scratch):
             with b.if_then(b.fcmp_ordered("!=", g.ld(act, kk), g.c(0.0))):
                 b.store(ir.Constant(I1, 1), rotated)
                 p, q = members(r, kk)
-                c, s = g.ld(cs_, kk), g.ld(ss_, kk)
+                s, sh = g.ld(ss_, kk), g.ld(ps_, kk)
                 pb = b.mul(p, const64(n))
-                shift = b.sub(b.mul(q, const64(n)), pb)
+                qb = b.mul(q, const64(n))
+                shift = b.sub(qb, pb)
 
-                def rot_terms(base):
-                    def terms(i, wd):
-                        cv, sv = g.splat(c, wd), g.splat(s, wd)
-                        xp, xq = g.ld(base, i, wd), g.ld(base, b.add(i, shift), wd)
-                        new_p = g.fma(cv, xp, b.fneg(b.fmul(sv, xq)))
-                        new_q = g.fma(sv, xp, b.fmul(cv, xq))
-                        g.st(base, i, new_p, wd)
-                        g.st(base, b.add(i, shift), new_q, wd)
-                        return [(new_p, new_p), (new_q, new_q)]
-                    return terms
+                def rot(base, i, wd):
+                    sv, pv = g.splat(s, wd), g.splat(sh, wd)
+                    xp, xq = g.ld(base, i, wd), g.ld(base, b.add(i, shift), wd)
+                    xp = g.fma(b.fneg(pv), xq, xp)
+                    xq = g.fma(sv, xp, xq)
+                    g.st(base, i, g.fma(b.fneg(pv), xq, xp), wd)
+                    g.st(base, b.add(i, shift), xq, wd)
 
                 def both(i, wd):  # W and V (the same n x n column storage) in one pass
-                    squares = rot_terms(w)(i, wd)
+                    rot(w, i, wd)
                     if v is not None:
-                        rot_terms(v)(i, wd)
-                    return squares
+                        rot(v, i, wd)
 
-                sp, sq = g.vsum(pb, b.add(pb, const64(n)), both, count=2, name="rot")
-                g.st(d, p, sp)
-                g.st(d, q, sq)
+                g.vloop(pb, b.add(pb, const64(n)), both, name="rot")
+                tg = g.ld(tg_, kk)
+                for col, col_base, sign in ((p, pb, -1.0), (q, qb, 1.0)):
+                    old = g.ld(d, col)
+                    new = g.fma(g.c(sign), tg, old)
+                    g.st(d, col, new)
+                    with b.if_then(b.fcmp_unordered("<", new, b.fmul(old, g.c(native.NORM_GUARD)))):
+                        (sq,) = g.vsum(col_base, b.add(col_base, const64(n)),
+                                       lambda i, wd: [(lambda x: (x, x))(g.ld(w, i, wd))], name="dg")
+                        g.st(d, col, sq)
 
         # The next round's pair j - 1 joins a column of this round's pair j - 2 and one of pair j (the
         # circle method moves each position one step), so its inner product is taken right after pair j
@@ -402,11 +419,16 @@ def _jacobi(g: _Gen, w, v, d, n: int, scratch):
         return b.and_(b.load(rotated), b.icmp_signed("<", b.load(sweeps), const64(native.MAX_SWEEPS)))
 
     def sweep(done):
+        # exact squared norms at each sweep's start (round 0's pairs take them again: their inner products
+        # were taken at the end of the previous sweep)
+        for_range(b, 0, n, norms, name="d.s")
+        for_range(b, 0, h, lambda kk: norms_of(kk, const64(0)), name="d.r0")
         b.store(ir.Constant(I1, 0), rotated)
         for_range(b, 0, last, one_round, name="round")
         b.store(b.add(b.load(sweeps), const64(1)), sweeps)
 
     while_loop(b, cond, sweep, name="sweep")
+    for_range(b, 0, n, norms, name="d.f")
 
 
 # ---- the kernels ------------------------------------------------------------------------------------------
@@ -553,6 +575,12 @@ def _emit_svd(region, eqn, target):
                 g.zero(v, N * N)
                 for_range(b, 0, N, lambda c: g.st(v, b.mul(c, const64(N + 1)), g.c(1.0)), name="v.eye")
             _jacobi(g, w, v if uv else None, d, N, scratch)
+            if uv:
+                # every squared norm normal (NaN: no): the right vectors are W's columns normalized
+                normal = local_var(b, I1, ir.Constant(I1, 1), "normal")
+                tiny = g.c(float(np.finfo(g.dtype).tiny))
+                for_range(b, 0, N, lambda j: b.store(b.and_(b.load(normal), b.fcmp_ordered(">=", g.ld(d, j), tiny)), normal),
+                          name="normal")
 
             # ranks: the stable descending order of sigma = sqrt(d), NaN last
             s_out = g.ptr(outs[0], b.mul(bi, const64(N)))
@@ -579,6 +607,7 @@ def _emit_svd(region, eqn, target):
             def put_s(p, rank, sigma):
                 g.st(s_out, rank, b.fmul(sigma, scale))
                 if uv:
+                    g.st(taus_w, rank, sigma)  # the sorted sigma, until W's QR (if any) needs the taus
                     src_w, src_v = b.mul(p, const64(N)), b.mul(p, const64(N))
                     dst = b.mul(rank, const64(N))
                     g.vloop(0, N, lambda i, wd: g.st(wsorted, b.add(dst, i), g.ld(w, b.add(src_w, i), wd), wd), name="ws")
@@ -605,17 +634,30 @@ def _emit_svd(region, eqn, target):
 
                 for_range(b, 0, N, u_col, name="u.c")
 
-                _householder(g, wsorted, N, N, N, taus_w)
-                _form_q(g, wsorted, N, N, taus_w, qw, N)
+                def normalized(c):
+                    inverse = b.fdiv(g.c(1.0), g.ld(taus_w, c))
+                    base = b.mul(c, const64(N))
+                    g.vloop(base, b.add(base, const64(N)),
+                            lambda i, wd: g.st(qw, i, b.fmul(g.ld(wsorted, i, wd), g.splat(inverse, wd)), wd), name="nv")
 
-                def sign_col(c):
-                    negative = g.lt(g.ld(wsorted, b.add(b.mul(c, const64(N)), c)), g.c(0.0))
-                    with b.if_then(negative):
-                        base = b.mul(c, const64(N))
-                        g.vloop(base, b.add(base, const64(N)), lambda i, wd: g.st(qw, i, b.fneg(g.ld(qw, i, wd)), wd),
-                                name="sg")
+                def householder_vectors():
+                    _householder(g, wsorted, N, N, N, taus_w)
+                    _form_q(g, wsorted, N, N, taus_w, qw, N)
 
-                for_range(b, 0, N, sign_col, name="sg.c")
+                    def sign_col(c):
+                        negative = g.lt(g.ld(wsorted, b.add(b.mul(c, const64(N)), c)), g.c(0.0))
+                        with b.if_then(negative):
+                            base = b.mul(c, const64(N))
+                            g.vloop(base, b.add(base, const64(N)), lambda i, wd: g.st(qw, i, b.fneg(g.ld(qw, i, wd)), wd),
+                                    name="sg")
+
+                    for_range(b, 0, N, sign_col, name="sg.c")
+
+                with b.if_else(b.load(normal)) as (then, otherwise):
+                    with then:
+                        for_range(b, 0, N, normalized, name="nv.c")
+                    with otherwise:
+                        householder_vectors()
                 # V_A = W's Q with R_W's signs (column storage in qw): row c of vh (tall), column c of u (wide)
                 if not wide:
                     vh = g.ptr(outs[2], b.mul(bi, const64(N * N)))
