@@ -120,43 +120,45 @@ _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _INV_SQRT2 = 1.0 / math.sqrt(2.0)
 _GELU_K1 = 2 * _SQRT_2_OVER_PI  # gelu(x) = x sigmoid(z), z = K1 x + K3 x^3
 _GELU_K3 = 2 * _SQRT_2_OVER_PI * 0.044715
-_GELU_FLOOR = -200.0  # -|z| clamped here (z is +-inf for x = +-inf): exp(-200 + 64 ln 2) is 0 in float32
-_GELU_DEEP = -64.0  # below, exp(-|z|) is taken of -|z| + 64 ln 2 and scaled by 2^-64 afterwards
-_GELU_X_CLAMP = 12.0  # the derivative's x z'(x) term uses x clamped here (it would overflow, and 0 * inf)
+_GELU_X_CLAMP = 12.5  # |x| clamped here in z and z': exp(-|z|) (with the shift below) is 0 in float32 there
+_GELU_DEEP = -8.5  # below, e = exp(-|z|) (z < -57) is taken as exp(-|z| + 64 ln 2) 2^-64
+_GELU_SHIFT_HI = 44.361419677734375  # 64 ln 2 to 2^-17: -|z| + this is exact for -|z| in (-128, -57]
+_GELU_SHIFT_LO = 64 * math.log(2.0) - _GELU_SHIFT_HI
 
 
 def _gelu_tanh32_parts(x):
-    """The shared part of float32 gelu (tanh form) and its derivative, for float32 x:
-    (x >= 0, e_s, e, scale) with e = exp(-|z|) and e_s = e / scale, scale = 2^-64 where e_s would be subnormal and
-    1 elsewhere. z and -|z| are computed in float64 (exact to 2^-50 relative) and split into hi + lo, both float32;
-    e_s = exp(hi) (1 + lo) in float32, so that the steep tail does not multiply the rounding of z (a float32 z
-    would be off by |z| 2^-24, and e by as much relative: 100 ulp at x = -10)."""
+    """The shared part of float32 gelu (tanh form) and its derivative, for float32 x: (x >= 0, xc, e_s, e, scale)
+    with e = exp(-|z|), e_s = e / scale, scale = 2^-64 for x < -8.5 (where e_s would be subnormal) and 1 elsewhere,
+    xc = x clamped to +-12. z = K1 xc + K3 xc^3 is computed in float64 (to 2^-50 relative) and split into two
+    float32, hi + lo; e_s = exp(hi) (1 + lo) in float32, so that the steep tail does not multiply the rounding of z
+    (a float32 z is off by about |z| 2^-24, and exp(z) by as much relative: 100 ulp at x = -10)."""
     from .lax import _special_ops as ops
 
-    f64 = np.dtype(np.float64)
-    x64 = ops.asarray(x, f64)
+    f32, f64 = np.dtype(np.float32), np.dtype(np.float64)
+    xc = ops.where(ops.less(x, np.float32(-_GELU_X_CLAMP)), np.float32(-_GELU_X_CLAMP),
+                   ops.where(ops.greater(x, np.float32(_GELU_X_CLAMP)), np.float32(_GELU_X_CLAMP), x))  # NaN stays
+    x64 = ops.asarray(xc, f64)
     z = ops.multiply(x64, ops.add(ops.multiply(ops.multiply(x64, x64), _GELU_K3), _GELU_K1))
+    hi = ops.asarray(z, f32)
+    lo = ops.asarray(ops.subtract(z, ops.asarray(hi, f64)), f32)  # the float64 difference is exact
     pos = ops.greater_equal(x, np.float32(0))
-    minus_abs = ops.maximum(ops.where(pos, ops.negative(z), z), _GELU_FLOOR)
-    deep = ops.less(minus_abs, _GELU_DEEP)
-    shifted = ops.add(minus_abs, ops.where(deep, 64 * math.log(2.0), 0.0))  # exact to 2^-47: |shifted| < 64
-    hi = ops.asarray(shifted, np.dtype(np.float32))
-    lo = ops.asarray(ops.subtract(shifted, ops.asarray(hi, f64)), np.dtype(np.float32))  # the float64 difference is exact
+    deep = ops.less(x, np.float32(_GELU_DEEP))
+    hi = ops.add(ops.where(pos, ops.negative(hi), hi), ops.where(deep, ops.full_like(x, _GELU_SHIFT_HI), ops.full_like(x, 0)))
+    lo = ops.add(ops.where(pos, ops.negative(lo), lo), ops.where(deep, ops.full_like(x, _GELU_SHIFT_LO), ops.full_like(x, 0)))
     e_hi = ops.exp(hi)
-    e_s = ops.add(e_hi, ops.multiply(e_hi, lo))  # exp(hi + lo) to first order: |lo| <= 2^-19, lo^2/2 < 2^-39
+    e_s = ops.add(e_hi, ops.multiply(e_hi, lo))  # exp(hi + lo) to first order: |lo| <= 2^-17, lo^2/2 < 2^-35
     scale = ops.where(deep, ops.full_like(x, 2.0 ** -64), ops.full_like(x, 1))
-    return pos, e_s, ops.multiply(e_s, scale), scale
+    return pos, xc, e_s, ops.multiply(e_s, scale), scale
 
 
 def _gelu_tanh32_kernel(x):
-    """x / (1 + e) for x >= 0, x e / (1 + e) below (e = exp(-|z|)); where e is tiny the product x e_s / (1 + e)
-    is formed at 2^64 times the result and scaled last, so a subnormal result is rounded once."""
+    """x / (1 + e) for x >= 0, x e / (1 + e) below (e = exp(-|z|)), with one division; where e is tiny the quotient
+    x e_s / (1 + e) is formed at 2^64 times the result and scaled last, so a subnormal result is rounded once."""
     from .lax import _special_ops as ops
 
-    pos, e_s, e, scale = _gelu_tanh32_parts(x)
-    one_plus = ops.add(e, np.float32(1))
-    below = ops.multiply(ops.divide(ops.multiply(x, e_s), one_plus), scale)
-    return ops.where(pos, ops.divide(x, one_plus), below)
+    pos, _, e_s, e, scale = _gelu_tanh32_parts(x)
+    numerator = ops.where(pos, x, ops.multiply(x, e_s))
+    return ops.multiply(ops.divide(numerator, ops.add(e, np.float32(1))), scale)
 
 
 def _gelu_tanh32_derivative(x):
@@ -165,9 +167,8 @@ def _gelu_tanh32_derivative(x):
     e r is formed scaled, as in the value). x z' uses x clamped to +-12, where the result is 1 or 0 already."""
     from .lax import _special_ops as ops
 
-    pos, e_s, e, scale = _gelu_tanh32_parts(x)
+    pos, xc, e_s, e, scale = _gelu_tanh32_parts(x)
     r = ops.divide(np.float32(1), ops.add(e, np.float32(1)))
-    xc = ops.minimum(ops.maximum(x, np.float32(-_GELU_X_CLAMP)), np.float32(_GELU_X_CLAMP))
     xz = ops.multiply(xc, ops.add(ops.multiply(ops.multiply(xc, xc), np.float32(3 * _GELU_K3)), np.float32(_GELU_K1)))
     above = ops.multiply(r, ops.add(ops.multiply(xz, ops.multiply(e, r)), np.float32(1)))
     below = ops.multiply(ops.multiply(ops.multiply(e_s, r), ops.add(ops.multiply(xz, r), np.float32(1))), scale)
