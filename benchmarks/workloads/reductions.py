@@ -1,10 +1,11 @@
-"""Reductions over a 2-D f32 matrix: column sums, row sums, a row softmax and a layer norm.
+"""Reductions over a 2-D f32 matrix: column sums, row sums, a row softmax, a layer norm and a row logsumexp.
 
 Sum over axis 0 (strided across rows) and axis 1 (contiguous rows) stress the
 two reduction layouts; the softmax (max, subtract, exp, sum, divide per row)
 needs two reductions feeding elementwise work, the usual fusion test; the
 layer norm (mean, variance, normalize, scale and shift per row) is the other
-row-fused reduction of every transformer.
+row-fused reduction of every transformer; logsumexp (max, then the sum of exp(x - max)) reads the
+rows and writes one value per row: a row-fused kernel bound by its reads.
 """
 import numpy as np
 
@@ -38,6 +39,12 @@ def softmax(ops, x):
     return (e / xnp.sum(e, axis=1, keepdims=True),)
 
 
+def logsumexp(ops, x):
+    xnp = ops.np
+    m = xnp.max(x, axis=1, keepdims=True)
+    return ((m + xnp.log(xnp.sum(xnp.exp(x - m), axis=1, keepdims=True)))[:, 0],)
+
+
 def make_layernorm(p, rng):
     (x,) = make_normal(p, rng)
     n = p["shape"][-1]
@@ -64,6 +71,8 @@ WORKLOADS = [
              tolerance=1e-5, bytes_moved=lambda p: _matrix_bytes(p) + 4 * p["shape"][0]),
     Workload("softmax", "row softmax: exp(x - max(x,1)) / sum(exp(...),1) on f32", make_normal, softmax,
              ROW_SIZES, QUICK, tolerance=1e-5, bytes_moved=lambda p: 2 * _matrix_bytes(p)),
+    Workload("logsumexp", "row logsumexp: max(x,1) + log(sum(exp(x - max),1)) on f32", make_normal, logsumexp,
+             ROW_SIZES, QUICK, tolerance=1e-5, bytes_moved=lambda p: _matrix_bytes(p) + 4 * p["shape"][0]),
     Workload("layernorm", "row layer norm (mean, variance, scale, shift) on f32", make_layernorm, layernorm,
              ROW_SIZES, QUICK, tolerance=1e-4,
              bytes_moved=lambda p: 2 * _matrix_bytes(p) + 2 * 4 * p["shape"][1]),  # x, result; gamma, beta

@@ -349,3 +349,142 @@ def test_prefetching_kernels_against_numpy_through_kiln_run(dtype, tmp_path):
     assert _strategies(plan) == ["row_fused"] * len(plan.steps)
     assert all(ss and ss[-1].write for ss in streams)
     assert [False, False, True] in [[s.write for s in ss] for ss in streams]  # the layer norm reads x and y
+
+
+def _special_rows(cols: int) -> np.ndarray:
+    """Rows with NaN first, last, inside and everywhere, all -inf, +inf among -inf, zeros of both signs
+    (a maximum or minimum that is +0 or -0), +inf with NaN, and ordinary rows."""
+    s = RNG.standard_normal((16, cols)).astype(np.float32)
+    s[1, 0] = s[2, -1] = s[3, cols // 2] = np.nan
+    s[4, :] = np.nan
+    s[5, :] = -np.inf
+    s[6, :] = -np.inf
+    s[6, 37] = np.inf
+    s[7, :] = 0.0
+    s[7, 1::3] = -0.0
+    s[8, :] = -0.0
+    s[9] = -np.abs(s[9]) - 1
+    s[9, 100] = -0.0
+    s[10] = -np.abs(s[10]) - 1
+    s[10, 20], s[10, 120] = -0.0, 0.0
+    s[11] = np.abs(s[11]) + 1
+    s[11, 5], s[11, 140] = 0.0, -0.0
+    s[12, 3], s[12, 90] = np.inf, np.nan
+    s[13, ::2] = -np.inf
+    s[14, :] = np.inf
+    return s
+
+
+def _ieee(x, op, axis):
+    """IEEE 754-2019 maximum/minimum (kiln's max and min): NaN if any operand is NaN, +0 above -0."""
+    with np.errstate(invalid="ignore"):
+        out = np.asarray((np.max if op == "max" else np.min)(x, axis=axis))
+        nan = np.isnan(x).any(axis=axis)
+        signs = np.signbit(np.where(x == 0, x, np.nan if op == "max" else -np.nan))
+        plus_zero = ((x == 0) & ~np.signbit(x)).any(axis=axis)
+        minus_zero = ((x == 0) & np.signbit(x)).any(axis=axis)
+    del signs
+    zero = (out == 0) & ~nan
+    want_minus = minus_zero & ~plus_zero if op == "max" else minus_zero
+    out = np.where(zero, np.where(want_minus, np.float32(-0.0), np.float32(0.0)), out).astype(x.dtype)
+    return np.where(nan, np.float32(np.nan), out).astype(x.dtype)
+
+
+def _same_bits(got, want):
+    """Equal values with NaN where NaN is, and the sign of every zero."""
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(got[~np.isnan(got)], want[~np.isnan(want)])
+    np.testing.assert_array_equal(np.signbit(got[got == 0]), np.signbit(want[want == 0]))
+
+
+def test_max_and_min_with_nan_and_signed_zeros_in_every_x86_64_build(tmp_path, monkeypatch):
+    """Float max/min reductions over rows combine unchecked (one max per vector) and run a row again with
+    the exact combine where an operand was NaN or the result is a zero (reduce._Combiner.combine_unchecked):
+    the results are IEEE maximum/minimum's (NaN propagates as numpy's, +0 above -0), in the reduction
+    kernel (max, min over rows), in row-fused kernels (softmax, logsumexp, a min-max scaling with both in
+    one loop) and in the column reduction, on every build of a portable module (x86-64-v4, v3, v2, forced
+    with KILN_CPU_VARIANT); the max and min bits are the same on every build."""
+    import platform
+
+    from kiln import Program
+    from kiln_tools import run_kiln_run
+
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("the x86-64 builds run on an x86-64 host")
+    s = _special_rows(150)  # a vector loop, its vector remainder and a scalar tail on each build
+
+    def fn(a):
+        lo, hi = knp.min(a, axis=-1, keepdims=True), knp.max(a, axis=-1, keepdims=True)
+        return (knp.max(a, axis=1), knp.min(a, axis=1), kiln.nn.softmax(a, axis=-1), kiln.nn.logsumexp(a, axis=-1),
+                (a - lo) / (hi - lo), knp.max(a, axis=0), knp.max(a.astype(np.float64), axis=1))
+
+    plan = _plan(fn, s)
+    assert set(_strategies(plan)) >= {"reduction", "row_fused"}
+
+    class Special(Program, export_name="special"):
+        def run(self, a=Program.like(s)):
+            return fn(a)
+
+    path = tmp_path / "special.vmfb"
+    Program.get_compiled_artifact(Special, target="portable").save(path)
+    np.save(tmp_path / "s.npy", s)
+    x64 = s.astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        scaled = (x64 - x64.min(-1, keepdims=True)) / (x64.max(-1, keepdims=True) - x64.min(-1, keepdims=True))
+        lse = n_logsumexp(s)
+    finite_max = ~np.isinf(_ieee(s, "max", 1))  # m + log(sum(exp(x - m))) is undefined where m is infinite
+    exact = [_ieee(s, "max", 1), _ieee(s, "min", 1), None, None, None, _ieee(s, "max", 0), _ieee(x64, "max", 1)]
+    with np.errstate(invalid="ignore"):
+        near = [None, None, n_softmax(s), lse, scaled, None, None]
+    results = {}
+    for variant in ("x86-64-v4", "x86-64-v3", "x86-64-v2"):
+        monkeypatch.setenv("KILN_CPU_VARIANT", variant)
+        outs = [tmp_path / f"{variant}-{i}.npy" for i in range(len(exact))]
+        proc = run_kiln_run(f"--module={path}", "--function=run", f"--input=@{tmp_path / 's.npy'}",
+                            *[f"--output=@{o}" for o in outs], check=False)
+        if proc.returncode and "which this host CPU lacks" in proc.stderr and variant != "x86-64-v2":
+            continue
+        assert proc.returncode == 0, proc.stderr
+        results[variant] = [np.load(o) for o in outs]
+        for i, (got, bits, value) in enumerate(zip(results[variant], exact, near)):
+            if bits is not None:
+                _same_bits(got, bits)
+            else:
+                rows = finite_max if i == 3 else slice(None)
+                np.testing.assert_allclose(got[rows], value[rows].astype(np.float32), rtol=2e-5, atol=1e-6,
+                                           err_msg=f"{variant} {i}")
+    assert "x86-64-v2" in results
+    for got in results.values():
+        for i in (0, 1, 5, 6):
+            assert got[i].tobytes() == results["x86-64-v2"][i].tobytes()
+
+
+def test_large_outputs_are_streamed_past_the_caches():
+    """Full-row float32/float64 outputs of STREAM_MIN_BYTES or more are written with non-temporal stores
+    from a staged chunk (x86-64); rows of 8191 elements start at every offset within a cache line, so each
+    row's copy has its head before the first aligned line, aligned lines and a tail; the chunks end at a
+    partial one."""
+    from kiln.compiler.compile import _optimized_kernel
+    from kiln.compiler.target import Target
+
+    rows, cols = 343, 8191
+    assert rows * cols * (4 + 8) >= row_fused.STREAM_MIN_BYTES > rows * cols * 8
+    x = (RNG.standard_normal((rows, cols)) * 3).astype(np.float32)
+
+    def fn(a):
+        e = knp.exp(a - knp.max(a, axis=-1, keepdims=True))
+        return e / knp.sum(e, axis=-1, keepdims=True), e.astype(np.float64)
+
+    (step,) = _plan(fn, x).steps
+    host = Target.host().triple
+    assert row_fused._streamed_outputs(row_fused.plan(step.region), step.region, host) == [0, 1]
+    assert row_fused._streamed_outputs(row_fused.plan(step.region), step.region, "aarch64-unknown-linux-gnu") == []
+    (one,) = _plan(lambda a: fn(a)[1], x).steps  # fewer bytes: kept in the caches
+    assert row_fused._streamed_outputs(row_fused.plan(one.region), one.region, host) == []
+    assert "!nontemporal" in str(_optimized_kernel("k", step.region, Target.host()))
+    x64 = x.astype(np.float64)
+    e = np.exp(x64 - x64.max(-1, keepdims=True))
+    check_like_numpy(kiln.jit(fn)(x), [(e / e.sum(-1, keepdims=True)).astype(np.float32),
+                                       e.astype(np.float32).astype(np.float64)], 2e-6)

@@ -279,12 +279,17 @@ def emit_kernel(region):
 
     streams = _streams(p, region)
     quiet = _quiet_passes(p)
-    prefetch = _Prefetch(p, streams, len(quiet)) if quiet and streams else None
 
     def body(b: ir.IRBuilder, pointers, workgroup_id, workgroup_count):
+        staged = _streamed_outputs(p, region, b.module.triple)
+        kept = [s for s in streams if not (s.write and s.pointer - n_in in staged)]
+        prefetch = _Prefetch(p, kept, len(quiet)) if quiet and kept else None
         scratch = {v: b.alloca(scalar_ops.info(dtypes[v]).storage, size=const64(p.columns), name=f"row{v}")
                    for v in p.scratch}
+        stage = {i: _aligned_alloca(b, scalar_ops.info(region.outvars[i].aval.dtype).storage, STAGE_COLUMNS, f"stage{i}")
+                 for i in staged}
         accs = {key: b.alloca(c.acc_type, name="acc") for key, c in combiners.items()}
+        unordered = b.alloca(ir.IntType(1), name="unordered")
         lo, hi = workgroup_slice(b, p.rows, workgroup_id, workgroup_count)
 
         def row(r):
@@ -320,11 +325,18 @@ def emit_kernel(region):
                     if v.id in out_index and tuple(v.aval.shape) != p.rows_shape + (p.columns,):
                         scalar_ops.store(b, pointers[n_in + out_index[v.id]], r, env[v.id], v.aval.dtype)
 
-            row_phase(0)
-            for k, (loop, passes) in enumerate(zip(p.loops, p.passes)):
+            def run_loop(k, fast: bool, again: bool = False):
+                """Loop k's passes over the row. fast: its float max/min reductions combine unchecked
+                (_Combiner.combine_unchecked) and `unordered` records whether an operand was NaN;
+                again: the exact rerun of a row (cold: prefetches nothing)."""
+                loop, passes = p.loops[k], p.passes[k]
                 for e in loop:
                     b.store(combiners[id(e)].init(), accs[id(e)])
+                if fast:
+                    b.store(ir.Constant(ir.IntType(1), 0), unordered)
                 for n, step in enumerate(passes):
+                    chunk_start = [None]  # the staged chunk's first column (outputs streamed past the caches)
+
                     def column(c, step=step):
                         local: dict[int, ir.Value] = {}
 
@@ -341,17 +353,54 @@ def emit_kernel(region):
                         for v in step.stores:
                             scalar_ops.store(b, scratch[v], c, local[v], dtypes[v])
                         for e in step.reductions:
-                            comb, acc = combiners[id(e)], accs[id(e)]
-                            b.store(comb.combine(b, b.load(acc), read(e.invars[0]), True), acc)
+                            comb, acc, value = combiners[id(e)], accs[id(e)], read(e.invars[0])
+                            if fast and comb.unchecked:
+                                b.store(comb.combine_unchecked(b, b.load(acc), value), acc)
+                                b.store(b.or_(b.load(unordered), comb.is_nan(b, value)), unordered)
+                            else:
+                                b.store(comb.combine(b, b.load(acc), value, True), acc)
                         for i in step.outputs:
                             v = region.outvars[i]
+                            if i in stage:
+                                scalar_ops.store(b, stage[i], b.sub(c, chunk_start[0]), read(v), v.aval.dtype)
+                                continue
                             offset = b.add(b.mul(r, const64(p.columns)), c)
                             scalar_ops.store(b, pointers[n_in + i], offset, read(v), v.aval.dtype)
 
-                    if prefetch is not None and (k, n) in quiet:
+                    if prefetch is not None and (k, n) in quiet and not again:
                         prefetch.columns(b, pointers, bases, quiet.index((k, n)), column, name=f"c{k}.{n}")
+                    elif any(i in stage for i in step.outputs):
+                        def chunk(start, step=step, column=column, chunk_start=chunk_start, name=f"c{k}.{n}"):
+                            chunk_start[0] = start
+                            end = b.add(start, const64(STAGE_COLUMNS))
+                            end = b.select(b.icmp_unsigned("<", end, const64(p.columns)), end, const64(p.columns))
+                            for_range(b, start, end, column, name=f"{name}.c")
+                            row_start = b.mul(r, const64(p.columns))
+                            for i in step.outputs:
+                                if i in stage:
+                                    _copy_streaming(b, pointers[n_in + i], b.add(row_start, start), stage[i],
+                                                    b.sub(end, start), region.outvars[i].aval.dtype, name=f"{name}.s{i}")
+
+                        for_range(b, 0, p.columns, chunk, name=f"c{k}.{n}", step=STAGE_COLUMNS)
                     else:
                         for_range(b, 0, p.columns, column, name=f"c{k}.{n}")
+
+            row_phase(0)
+            for k, loop in enumerate(p.loops):
+                unchecked = [e for e in loop if combiners[id(e)].unchecked]
+                if unchecked:
+                    # Float max/min: the vectorized loop combines without NaN and signed-zero handling
+                    # (one max instruction per vector, not five); a row where an operand was NaN or
+                    # whose result is a zero runs the loop again with the exact combine, so every
+                    # result is the exact one's, bit for bit (cold: NaN or zero maxima are rare).
+                    run_loop(k, True)
+                    redo = b.load(unordered)
+                    for e in unchecked:
+                        redo = b.select(redo, redo, combiners[id(e)].is_zero(b, b.load(accs[id(e)])))
+                    with b.if_then(redo, likely=False):
+                        run_loop(k, False, again=True)
+                else:
+                    run_loop(k, False)
                 for e in loop:
                     v = e.outvars[0]
                     env[v.id] = combiners[id(e)].finalize(b, b.load(accs[id(e)]))
@@ -360,8 +409,80 @@ def emit_kernel(region):
                 row_phase(k + 1)
 
         for_range(b, lo, hi, row, name="r")
+        if stage:
+            # Streaming stores are weakly ordered: fenced before the workgroup reports its work done.
+            fence = b.module.globals.get("llvm.x86.sse.sfence") or ir.Function(
+                b.module, ir.FunctionType(ir.VoidType(), []), name="llvm.x86.sse.sfence")
+            b.call(fence, [])
 
     return body
+
+
+STREAM_MIN_BYTES = 32 * 2**20
+"""Full-row float32/float64 outputs of at least this many bytes in all (and rows of at least
+STREAM_MIN_ROW_BYTES) are written with streaming (non-temporal) stores on x86-64: an output larger than
+a last-level cache goes to memory anyway, and a streaming store writes its line without first reading it
+(a normal store's miss reads the line it writes: 1.5x the memory traffic of a softmax). Smaller outputs
+stay cached for the kernel that reads them next (streamed, a 1024x4096 layer norm ran 14% slower where
+its 16 MiB stayed in a large L3)."""
+STREAM_MIN_ROW_BYTES = 1024
+STAGE_COLUMNS = 1024
+"""Columns per staged chunk of a streamed output: the pass computes a chunk into a stack buffer (in L1),
+then copies it to the output with aligned 64-byte streaming stores."""
+
+
+def _streamed_outputs(p: RowPlan, region, triple: str) -> list[int]:
+    """The positions of the 'col' outputs written with streaming stores (STREAM_MIN_BYTES): all of a
+    kernel's float32/float64 full-row outputs, where they are that large together."""
+    if not str(triple).startswith("x86_64"):
+        return []
+    full = p.rows_shape + (p.columns,)
+    outs = [i for i, v in enumerate(region.outvars)
+            if tuple(v.aval.shape) == full and np.dtype(v.aval.dtype) in (np.dtype(np.float32), np.dtype(np.float64))]
+    sizes = [np.dtype(region.outvars[i].aval.dtype).itemsize for i in outs]
+    if not outs or p.rows * p.columns * sum(sizes) < STREAM_MIN_BYTES or p.columns * min(sizes) < STREAM_MIN_ROW_BYTES:
+        return []
+    return outs
+
+
+def _aligned_alloca(b: ir.IRBuilder, ty, count: int, name: str):
+    slot = b.alloca(ty, size=const64(count), name=name)
+    slot.align = _LINE
+    return slot
+
+
+def _copy_streaming(b: ir.IRBuilder, out, offset, stage, count, dtype, name: str) -> None:
+    """out[offset : offset + count] = stage[:count], the 64-byte-aligned lines of the destination written
+    with non-temporal vector stores, the elements before the first and after the last such line with
+    ordinary stores."""
+    storage = scalar_ops.info(dtype).storage
+    size = np.dtype(dtype).itemsize
+    per_line = _LINE // size
+    dst = b.gep(out, [offset], inbounds=True, source_etype=storage)
+    address = b.ptrtoint(dst, ir.IntType(64))
+    to_line = b.and_(b.sub(const64(0), address), const64(_LINE - 1))
+    head = b.udiv(to_line, const64(size))
+    head = b.select(b.icmp_unsigned("==", b.and_(address, const64(size - 1)), const64(0)), head, count)
+    head = b.select(b.icmp_unsigned("<", head, count), head, count)
+    lines = b.udiv(b.sub(count, head), const64(per_line))
+    body_end = b.add(head, b.mul(lines, const64(per_line)))
+
+    def element(i):
+        value = b.load(b.gep(stage, [i], inbounds=True, source_etype=storage), typ=storage)
+        b.store(value, b.gep(dst, [i], inbounds=True, source_etype=storage))
+
+    line_type = ir.VectorType(ir.IntType(32), _LINE // 4)
+    nontemporal = b.module.add_metadata([ir.Constant(I32, 1)])
+
+    def line(j):
+        first = b.add(head, b.mul(j, const64(per_line)))
+        value = b.load(b.gep(stage, [first], inbounds=True, source_etype=storage), typ=line_type, align=size)
+        store = b.store(value, b.gep(dst, [first], inbounds=True, source_etype=storage), align=_LINE)
+        store.set_metadata("nontemporal", nontemporal)
+
+    for_range(b, 0, head, element, name=f"{name}.head")
+    for_range(b, 0, lines, line, name=f"{name}.lines")
+    for_range(b, body_end, count, element, name=f"{name}.tail")
 
 
 PREFETCH_MIN_ROW_BYTES = 1024
