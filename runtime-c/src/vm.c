@@ -696,7 +696,21 @@ static kiln_status_t step(kiln_context_t* c, kiln_frame_t* fr, const kiln_bc_ins
       if (!kiln_view_has_module_type(m, ref.view, g->type))
         return type_mismatch(m, ref.view, g->type, "global.store: global %u '%s'",
                              (unsigned)op[0].value, g->info.name);
-      if (ref.external) {
+      if (ref.external && kiln_buffer_view_is_exclusive(c->globals[op[0].value]) &&
+          kiln_view_has_module_type(m, c->globals[op[0].value], g->type)) {
+        /* The caller's memory or the arena, and only the context holds the
+         * global's own buffer (no register, result, row view, caller or other
+         * context does): the copy goes into that buffer in place, so a
+         * steady-state call storing an arena value allocates nothing. The
+         * same memory or none (a row of the global would hold a reference). */
+        kiln_buffer_view_t* own = c->globals[op[0].value];
+        size_t bytes = kiln_buffer_view_byte_size(own);
+        const void* from = kiln_buffer_view_data(ref.view);
+        void* to = kiln_buffer_view_mutable_data(own);
+        if (bytes && to != from) memmove(to, from, bytes);
+        v = own;
+        kiln_buffer_view_retain(v);
+      } else if (ref.external) {
         /* The caller may write into its memory after the call, or pass it to
          * other contexts: the global keeps its own copy. */
         const kiln_buffer_view_t* x = ref.view;

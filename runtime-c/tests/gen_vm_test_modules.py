@@ -151,6 +151,13 @@ def arena() -> ModuleSpec:
         Instr("global.take", 1, 0), Instr("i.load", 0, 0), Instr("i.store", 2, 0, f32),
         Instr("i.const", 1, 0), Instr("buffer.set_row", 1, 1, 2), Instr("global.store", 0, 1),
         Instr("ret", [])])
+    # global.store of arena memory: a copy, into the global's own buffer when only the context
+    # holds it (element 3 of `acc` = x, the rest zeros)
+    stash = fn("stash", [("x", I64)], [], [
+        Instr("alloc.transient", 1, F4, 0), Instr("i.load", 0, 0), Instr("i.store", 2, 0, f32),
+        Instr("i.const", 1, 3), Instr("buffer.set_row", 1, 1, 2), Instr("global.store", 0, 1),
+        Instr("ret", [])])
+    stash.transient_size = 64
     # buffer.copy (format 2.7): row 1 of an arena buffer = x, copied into a fresh result (and the
     # result onto itself: the same memory, nothing copied); copying into the argument, or a value
     # of another type, fails
@@ -164,7 +171,7 @@ def arena() -> ModuleSpec:
     copy_type = fn("copy_type", [("x", I64)], [], [
         Instr("alloc", 1, F4), Instr("buffer.copy", 1, 0), Instr("ret", [])])
     return ModuleSpec("vmarena", functions=[fill, fn("plain", [("x", I64)], [("x", I64)], [Instr("ret", [0])]), bump,
-                                            copy, copy_ro, copy_type],
+                                            copy, copy_ro, copy_type, stash],
                       globals=[GlobalSpec("acc", F4, True, np.array([5, 6, 7, 8], np.float32))])
 
 

@@ -117,6 +117,49 @@ int main(void) {
     kiln_buffer_view_release(g3);
   }
 
+  /* global.store of arena memory copies it: into the global's own buffer
+   * when only the context holds it (nothing allocated), else into a new one,
+   * so a held value keeps its bits. */
+  {
+    kiln_function_t stash;
+    kiln_buffer_view_t *g1 = NULL, *g2 = NULL, *g3 = NULL;
+    const float* f;
+    const void* p;
+    CHECK_OK(kiln_module_lookup_function(m, "stash", &stash));
+    kiln_buffer_view_t* arg = NULL;
+    kiln_buffer_view_t* none = NULL;
+    CHECK_OK(kiln_context_get_global(c, "acc", &g1));
+    p = kiln_buffer_view_data(g1);
+    kiln_buffer_view_release(g1); /* only the context holds acc's buffer */
+    for (int64_t x = 4; x <= 6; ++x) {
+      CHECK_OK(kiln_buffer_view_create(KILN_DTYPE_I64, 0, NULL, &x, sizeof x, &arg));
+      CHECK_OK(kiln_context_invoke(c, stash, &arg, 1, &none, 0));
+      kiln_buffer_view_release(arg);
+      if (x == 4) { /* copied in place */
+        CHECK_OK(kiln_context_get_global(c, "acc", &g2));
+        CHECK(kiln_buffer_view_data(g2) == p);
+        f = kiln_buffer_view_data(g2);
+        CHECK(f[0] == 0.0f && f[1] == 0.0f && f[2] == 0.0f && f[3] == 4.0f);
+      } else if (x == 5) { /* g2 held: a new buffer, g2 keeps its bits */
+        CHECK_OK(kiln_context_get_global(c, "acc", &g3));
+        CHECK(kiln_buffer_view_data(g3) != p);
+        f = kiln_buffer_view_data(g2);
+        CHECK(f[3] == 4.0f);
+        f = kiln_buffer_view_data(g3);
+        CHECK(f[3] == 5.0f && f[0] == 0.0f);
+        p = kiln_buffer_view_data(g3);
+        kiln_buffer_view_release(g2);
+        kiln_buffer_view_release(g3); /* acc's new buffer: only the context holds it */
+      } else { /* in place again */
+        CHECK_OK(kiln_context_get_global(c, "acc", &g1));
+        CHECK(kiln_buffer_view_data(g1) == p);
+        f = kiln_buffer_view_data(g1);
+        CHECK(f[3] == 6.0f && f[2] == 0.0f);
+        kiln_buffer_view_release(g1);
+      }
+    }
+  }
+
   /* buffer.copy (format 2.7): into a buffer of the call's own, never into a
    * read-only one or from a value of another type. */
   {
