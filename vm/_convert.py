@@ -130,6 +130,8 @@ class _ResultSpare:
         if not lib.kiln_buffer_view_is_exclusive(view):
             return False
         self.spare.append((view, lib.kiln_buffer_view_mutable_data(view)))
+        if self.closed:  # close() on another thread may have emptied the list before the append
+            self.close()
         return True
 
     def take(self):
@@ -140,6 +142,7 @@ class _ResultSpare:
             return None
 
     def close(self) -> None:
+        """Releases the kept buffer; keeps nothing from now on (each entry is popped, so released, once)."""
         self.closed = True
         while self.spare:
             try:
