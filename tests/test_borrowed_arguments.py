@@ -450,3 +450,25 @@ def test_large_arguments_of_any_layout(layout):
         np.testing.assert_allclose(got, np.tanh(v) * 2 + v, rtol=1e-6, atol=1e-6)
         del got
     np.testing.assert_array_equal(x, before)
+
+
+def test_a_result_spare_keeps_one_buffer_nothing_else_holds():
+    from kiln.vm._convert import _ResultSpare
+
+    lib = _lib()
+
+    def new_view():
+        out = ctypes.c_void_p()
+        _check(lib.kiln_buffer_view_create(0, 1, (ctypes.c_int64 * 1)(N), None, 0, ctypes.addressof(out)))
+        return out.value
+
+    spare, a, b = _ResultSpare(), new_view(), new_view()
+    lib.kiln_buffer_view_retain(a)
+    assert not spare.keep(a)  # two references: another holder could still read or write it
+    lib.kiln_buffer_view_release(a)
+    assert spare.keep(a) and not spare.keep(b)  # at most one
+    assert spare.take() == (a, lib.kiln_buffer_view_mutable_data(a)) and spare.take() is None
+    assert spare.keep(a)
+    spare.close()  # released a
+    assert spare.take() is None and not spare.keep(b)  # a closed spare keeps nothing
+    lib.kiln_buffer_view_release(b)
