@@ -322,13 +322,17 @@ def _jacobi(g: _Gen, w, v, d, n: int, scratch):
     sweeps = local_var(b, I64, const64(0), "sweeps")
     rotated = local_var(b, I1, ir.Constant(I1, 1), "rotated")
 
+    def wrap(x):  # x mod last for 0 <= x < 2 last (no division: a pair's members are on every path)
+        return b.select(b.icmp_unsigned(">=", x, const64(last)), b.sub(x, const64(last)), x)
+
     def members(r, kk):
+        """Pair kk of round r (0 <= r <= last, 0 <= kk < h): (p, q), p < q (round_robin_pairs)."""
         first = b.icmp_signed("==", kk, const64(0))
-        x = b.urem(b.add(r, kk), const64(max(last, 1)))
-        y = b.urem(b.sub(b.add(r, const64(last)), kk), const64(max(last, 1)))
+        x = wrap(b.add(r, kk))
+        y = wrap(b.sub(b.add(r, const64(last)), kk))
         lo_ = b.select(b.icmp_signed("<", x, y), x, y)
         hi_ = b.select(b.icmp_signed("<", x, y), y, x)
-        p = b.select(first, b.urem(r, const64(max(last, 1))), lo_)
+        p = b.select(first, wrap(r), lo_)
         q = b.select(first, const64(last), hi_)
         return p, q
 
