@@ -288,11 +288,11 @@ class _Combiner:
         name = ("smax" if is_max else "smin") if d.is_signed else ("umax" if is_max else "umin")
         return call_binary(b, name, acc, value)
 
-    @property
-    def unchecked(self) -> bool:
-        """Whether combine_unchecked applies: a float max or min (its exact combine, llvm.maximum or
-        minimum, costs about five instructions per vector on x86: NaN and signed-zero handling)."""
-        return self.op in ("max", "min") and self.d.is_float
+    def unchecked(self, module: ir.Module) -> bool:
+        """Whether a loop combines with combine_unchecked: a float max or min on x86-64, where the exact
+        combine (llvm.maximum or minimum) costs about five instructions per vector (NaN and signed-zero
+        handling); aarch64's fmax/fmin are the exact combine in one instruction."""
+        return self.op in ("max", "min") and self.d.is_float and str(module.triple).startswith("x86_64")
 
     def combine_unchecked(self, b: ir.IRBuilder, acc, value):
         """The max or min assuming no NaN operand and ignoring the sign of zero (one max/min instruction
@@ -405,7 +405,8 @@ def _emit_items(region, p: ReducePlan):
 
         if not p.kept_innermost:
             acc = b.alloca(comb.acc_type, name="acc")
-            unordered = b.alloca(ir.IntType(1), name="unordered") if comb.unchecked else None
+            unchecked = comb.unchecked(b.module)
+            unordered = b.alloca(ir.IntType(1), name="unordered") if unchecked else None
 
             def row(o):
                 kept_index = delinearize(b, split_item(o), p.kept_shape)
@@ -420,7 +421,7 @@ def _emit_items(region, p: ReducePlan):
                     b.store(comb.combine_unchecked(b, b.load(acc), value), acc)
                     b.store(b.or_(b.load(unordered), comb.is_nan(b, value)), unordered)
 
-                if comb.unchecked:
+                if unchecked:
                     # A float max/min: combined unchecked, then again exactly where an operand was NaN or
                     # the result is a zero (_Combiner.combine_unchecked): the exact combine's bits.
                     b.store(ir.Constant(ir.IntType(1), 0), unordered)

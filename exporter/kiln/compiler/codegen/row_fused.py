@@ -354,7 +354,7 @@ def emit_kernel(region):
                             scalar_ops.store(b, scratch[v], c, local[v], dtypes[v])
                         for e in step.reductions:
                             comb, acc, value = combiners[id(e)], accs[id(e)], read(e.invars[0])
-                            if fast and comb.unchecked:
+                            if fast and comb.unchecked(b.module):
                                 b.store(comb.combine_unchecked(b, b.load(acc), value), acc)
                                 b.store(b.or_(b.load(unordered), comb.is_nan(b, value)), unordered)
                             else:
@@ -387,7 +387,7 @@ def emit_kernel(region):
 
             row_phase(0)
             for k, loop in enumerate(p.loops):
-                unchecked = [e for e in loop if combiners[id(e)].unchecked]
+                unchecked = [e for e in loop if combiners[id(e)].unchecked(b.module)]
                 if unchecked:
                     # Float max/min: the vectorized loop combines without NaN and signed-zero handling
                     # (one max instruction per vector, not five); a row where an operand was NaN or
