@@ -20,8 +20,8 @@ float32 a rounding can flip a rotation decision near the threshold and with it a
   columns' exact squared norms, a rotation updates them (alpha - t gamma, beta + t gamma, as gesvj) and
   recomputes one that cancelled below NORM_GUARD of its old value. The sweeps run on R^T's columns (R's rows: fewer sweeps
   than on R's): R^T V = W, so x = (Q V) S (W S^-1)^T; the singular values are W's column norms, sorted
-  descending (stably; NaN last); U = Q[:, :N] V (sorted), with full_matrices Q's other columns after
-  them; the right vectors are the sorted W's columns times 1 / sigma when every squared norm is normal
+  descending (stably; NaN last); U = Q[:, :N] V (sorted): the reflectors applied to [V; 0] when U has
+  N columns, else Q formed, with Q's other columns after them; the right vectors are the sorted W's columns times 1 / sigma when every squared norm is normal
   (>= the dtype's tiny), else Q_W sign(diag R_W) from a Householder QR of the sorted W (its columns are
   orthogonal, so R_W is diagonal and Q_W completes them where a singular value is zero).
 
@@ -109,10 +109,17 @@ def _form_q(a, taus, columns: int):
     bsz, m, _ = a.shape
     q = np.zeros((bsz, m, columns), a.dtype)
     q[:, np.arange(min(m, columns)), np.arange(min(m, columns))] = 1
+    return _reflect(a, taus, q, identity=True)
+
+
+def _reflect(a, taus, q, identity: bool):
+    """q (B, m, c) <- Q q in place, H_{k-1} applied first; from column j on for H_j when q started as the
+    identity (the columns before j are unit vectors H_j leaves alone)."""
+    bsz = a.shape[0]
     with np.errstate(all="ignore"):
         for j in range(taus.shape[1] - 1, -1, -1):
             v = np.concatenate([np.ones((bsz, 1), a.dtype), a[:, j + 1:, j]], axis=1)
-            block = q[:, j:, j:]
+            block = q[:, j:, j:] if identity else q[:, j:, :]
             w = np.einsum("bi,bic->bc", v, block)
             block -= v[:, :, None] * (taus[:, j, None] * w)[:, None, :]
     return q
@@ -240,12 +247,15 @@ def _svd_numpy(x, full_matrices: bool, compute_uv: bool):
     if not compute_uv:
         return [s.reshape(batch + (small,))]
     kq = big if full_matrices else small
-    q = _form_q(a, taus, kq)
     ws = np.take_along_axis(w, order[:, None, :], axis=2)
     vs = np.take_along_axis(v, order[:, None, :], axis=2)
-    u = (q[:, :, :small] @ vs).astype(dtype)
-    if kq > small:
-        u = np.concatenate([u, q[:, :, small:]], axis=2)
+    if kq == small:  # U = Q [V; 0]: the reflectors applied to V (no Q formed)
+        u = np.zeros((a.shape[0], big, small), dtype)
+        u[:, :small, :] = vs
+        u = _reflect(a, taus, u, identity=False)
+    else:
+        q = _form_q(a, taus, kq)
+        u = np.concatenate([(q[:, :, :small] @ vs).astype(dtype), q[:, :, small:]], axis=2)
     # W's columns are orthogonal: normalized, they are the right vectors, unless a squared norm is zero
     # or subnormal (a zero singular value's vector must complete the basis, a subnormal column lost its
     # direction's digits): then the Householder QR of the sorted W gives them (Q_W sign(diag R_W))

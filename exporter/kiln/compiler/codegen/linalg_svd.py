@@ -244,6 +244,19 @@ def _form_q_body(g: _Gen, a, m, k, taus, q, kq):
     b = g.b
     g.zero(q, b.mul(kq, m))
     for_range(b, const64(0), kq, lambda c: g.st(q, b.add(b.mul(c, m), c), g.c(1.0)), name="q.eye")
+    _reflect(g, a, m, k, taus, q, kq, identity=True)
+
+
+def _apply_q(g: _Gen, a, m: int, k: int, taus, x, ncols: int):
+    """x <- Q x on x's ncols columns (column storage, m each): _householder's reflectors in a, H_{k-1} first."""
+    _helper(g, "apply_q", [a, const64(m), const64(k), taus, x, const64(ncols)],
+            lambda g_, a_, m_, k_, taus_, x_, n_: _reflect(g_, a_, m_, k_, taus_, x_, n_, identity=False))
+
+
+def _reflect(g: _Gen, a, m, k, taus, q, kq, identity: bool):
+    """H_j for j = k-1 down to 0 applied to q's kq columns: from column j on when q started as the identity
+    (the columns before j are still unit vectors H_j leaves alone), else to all of them."""
+    b = g.b
 
     def step(r):
         j = b.sub(b.sub(k, const64(1)), r)
@@ -268,7 +281,7 @@ def _form_q_body(g: _Gen, a, m, k, taus, q, kq):
             g.vloop(below_lo, end, axpy, name="q.axpy")
 
         with b.if_then(b.fcmp_unordered("!=", tau, g.c(0.0))):
-            for_range(b, j, kq, column, name="q.col")
+            for_range(b, j if identity else const64(0), kq, column, name="q.col")
 
     for_range(b, const64(0), k, step, name="q.j")
 
@@ -620,23 +633,32 @@ def _emit_svd(region, eqn, target):
 
             for_range(b, 0, N, lambda p: place(p, put_s), name="rank.p")
             if uv:
-                _form_q(g, a, M, N, taus, q, kq)
-                # U's first N columns (column storage, in a): Q[:, :N] @ V sorted
-                g.zero(a, N * M)
+                if kq == N:
+                    # U = Q [V sorted; 0]: the reflectors applied to V's columns (no Q formed), then into a
+                    g.zero(q, N * M)
+                    for_range(b, 0, N, lambda c: g.vloop(0, N, lambda i, wd: g.st(
+                        q, b.add(b.mul(c, const64(M)), i), g.ld(qw, b.add(b.mul(c, const64(N)), i), wd), wd), name="uv.i"),
+                        name="uv.c")
+                    _apply_q(g, a, M, N, taus, q, N)
+                    g.vloop(0, N * M, lambda i, wd: g.st(a, i, g.ld(q, i, wd), wd), name="ua")
+                else:
+                    _form_q(g, a, M, N, taus, q, kq)
+                    # U's first N columns (column storage, in a): Q[:, :N] @ V sorted
+                    g.zero(a, N * M)
 
-                def u_col(c):
-                    uc = b.mul(c, const64(M))
+                    def u_col(c):
+                        uc = b.mul(c, const64(M))
 
-                    def term(kk):
-                        coef = g.ld(qw, b.add(b.mul(c, const64(N)), kk))
-                        qk = b.mul(kk, const64(M))
-                        shift = b.sub(qk, uc)
-                        g.vloop(uc, b.add(uc, const64(M)), lambda i, wd: g.st(a, i, g.fma(
-                            g.splat(coef, wd), g.ld(q, b.add(i, shift), wd), g.ld(a, i, wd)), wd), name="u.axpy")
+                        def term(kk):
+                            coef = g.ld(qw, b.add(b.mul(c, const64(N)), kk))
+                            qk = b.mul(kk, const64(M))
+                            shift = b.sub(qk, uc)
+                            g.vloop(uc, b.add(uc, const64(M)), lambda i, wd: g.st(a, i, g.fma(
+                                g.splat(coef, wd), g.ld(q, b.add(i, shift), wd), g.ld(a, i, wd)), wd), name="u.axpy")
 
-                    for_range(b, 0, N, term, name="u.k")
+                        for_range(b, 0, N, term, name="u.k")
 
-                for_range(b, 0, N, u_col, name="u.c")
+                    for_range(b, 0, N, u_col, name="u.c")
 
                 def normalized(c):
                     inverse = b.fdiv(g.c(1.0), g.ld(taus_w, c))
