@@ -335,6 +335,13 @@ def test_reused_results_cost_no_page_faults_and_nothing_leaks():
         del r
     assert page_faults() - faults < 8 * 1024, page_faults() - faults  # fresh memory: 8 x 10,240
     assert malloc_in_use() - in_use < BIG
+    r, want, faults = f(x), np.float32(2), page_faults()
+    for _ in range(8):  # a chain: each result goes back in, then is dropped as the next one comes
+        r, want = f(r), want * 2 + 1
+    assert r[0] == want and r[-1] == want
+    # one fresh buffer as the chain starts (two take turns: the argument's and the result's), then none
+    assert page_faults() - faults < BIG // 1024 + 1024, page_faults() - faults
+    del r
     held = [f(x) for _ in range(3)]
     assert len({h.ctypes.data for h in held}) == 3
     assert all(h[BIG // 2] == 2 for h in held)
