@@ -16,6 +16,7 @@ import scipy.linalg as sl
 import kiln
 import kiln.numpy as knp
 from kiln import Program
+from kiln.compiler.codegen import linalg as linalg_codegen
 from kiln.compiler.compile import kernel_strategy
 from kiln.compiler.fusion import DispatchStep, partition
 from kiln.compiler.pipeline import prepare_graph
@@ -273,6 +274,48 @@ def test_exported_module_in_kiln_run_every_build_and_worker_count(tmp_path):
         for g, w in zip(got, want):
             if w is not None:
                 np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+
+
+class _Large(Program, export_name="linalg_large"):
+    def run(self, x=Program.like(np.zeros((2, 601, 601), np.float32)), a=Program.like(np.zeros((601, 601), np.float32)),
+            w=Program.like(np.zeros((450, 601), np.float64))):
+        return (L.cholesky(x, symmetrize_input=False), *L.lu(a), *L.lu(w), *L.lu(knp.swapaxes(w, -1, -2)))
+
+
+def test_large_matrices_blocked_path_every_build(tmp_path):
+    """n >= WIDE_FROM takes the blocks of BLOCK with matrix-product updates (codegen/linalg.py _wide_blocks):
+    Cholesky of 601 (a second matrix not positive definite at its pivot 520, in a later block: all NaN), LU
+    of 601 square, 450 x 601 (more columns: the last block updates right of it) and 601 x 450 (more rows),
+    against LAPACK with each x86-64 build forced (register tiles of 12 or 6 rows) and 1 or 2 workers."""
+    assert 601 >= linalg_codegen.WIDE_FROM > 256 and 450 >= linalg_codegen.WIDE_FROM
+    rng = np.random.default_rng(13)
+    x = spd(rng, (2, 601, 601), np.float32)
+    x[1, 520, 520] -= 1e3
+    a = general(rng, (601, 601), np.float32)
+    w = general(rng, (450, 601), np.float64)
+    module = tmp_path / "large.vmfb"
+    Program.get_compiled_artifact(_Large, target="portable").save(module)
+    inputs = []
+    for name, value in (("x", x), ("a", a), ("w", w)):
+        np.save(tmp_path / f"{name}.npy", value)
+        inputs.append(f"--input=@{tmp_path / f'{name}.npy'}")
+    want = np.linalg.cholesky(x[0].astype(np.float64))
+    for variant, workers in [(v, "1") for v in _variants()] + [(None, "2")]:
+        env = dict(os.environ)
+        env.pop("KILN_CPU_VARIANT", None)
+        if variant:
+            env["KILN_CPU_VARIANT"] = variant
+        outs = [tmp_path / f"{variant}-{workers}-{i}.npy" for i in range(10)]
+        proc = subprocess.run([kiln_run_binary(), f"--module={module}", "--function=run", f"--workers={workers}",
+                               *inputs, *[f"--output=@{o}" for o in outs]], capture_output=True, text=True,
+                              env=env, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        got = [np.load(o) for o in outs]
+        np.testing.assert_allclose(got[0][0], want, rtol=2e-4, atol=2e-4, err_msg=str(variant))
+        assert np.isnan(got[0][1]).all()
+        check_lu(got[1:4], a, 1e-3)
+        check_lu(got[4:7], w, 1e-10)
+        check_lu(got[7:10], np.swapaxes(w, -1, -2), 1e-10)
 
 
 def test_kiln_run_exported_solve_and_slogdet(tmp_path):

@@ -12,7 +12,13 @@ matrix is factored by one workgroup, in its output buffer:
   <W x float>), the tail of a row in one masked vector (llvm.masked.load/store);
 - Cholesky and LU are blocked right-looking factorizations (LAPACK's potrf/getrf structure) with panels of
   PANEL rows/columns: the panel is factored with rank-1 updates, then the trailing matrix takes one rank-PANEL
-  update per row, each output vector loaded and stored once for PANEL fused multiply-adds.
+  update per row, each output vector loaded and stored once for PANEL fused multiply-adds;
+- from n (Cholesky) or min(m, n) (LU) of WIDE_FROM on, where the trailing matrix leaves the caches, the
+  panels are grouped in blocks of BLOCK: inside a block the rank-PANEL updates stay left of the block's end
+  and each panel's rows are first brought up to date right of it from the block's earlier rows (a
+  left-looking product); after the block, the rest of the matrix takes one rank-BLOCK update, shaped as a
+  matrix product (SYRK for Cholesky's upper triangle, GEMM for LU) in register tiles of matmul.py's
+  microkernel shape (_product_update), so the trailing matrix is streamed once per BLOCK, not per PANEL.
 
 Cholesky works on U = L^T (A = U^T U), whose rows are L's columns: a row of U is finished by one scaling
 and its trailing update is a contiguous row operation; U is transposed into L at the end. A diagonal entry
@@ -34,6 +40,12 @@ from .vector_code import VectorCode, lanes_for
 
 PANEL = 8
 """Rows (Cholesky) or columns (LU) per panel of the blocked factorizations: the rank of the trailing update."""
+BLOCK = 64
+"""Rows (Cholesky) or columns (LU) per block of the large-matrix path: the depth of its matrix-product
+shaped update of the rest of the matrix (_product_update)."""
+WIDE_FROM = 384
+"""The large-matrix path serves Cholesky of n >= WIDE_FROM and LU of min(m, n) >= WIDE_FROM; smaller matrices
+take the rank-PANEL updates of the whole trailing matrix (they fit in the caches)."""
 
 
 def _prod(shape) -> int:
@@ -121,24 +133,156 @@ def _if(b, cond, then):
         then()
 
 
-def _blocked(b, count: int, factor_panel, update, update_tail: bool):
-    """The blocked right-looking driver of Cholesky and LU over `count` rows/columns: for each panel of
-    PANEL starting at k (i64), factor_panel(k, PANEL) then update(k, PANEL) (the trailing matrix's rank-PANEL
-    update); then the tail of count % PANEL: factor_panel(k, tail), and update(k, tail) when update_tail
-    (a trailing part remains past it)."""
+def _blocked(b, count: int, factor_panel, update, update_tail: bool, first=None):
+    """The blocked right-looking driver of Cholesky and LU over `count` rows/columns (from `first`, an i64,
+    or 0): for each panel of PANEL starting at k (i64), factor_panel(k, PANEL) then update(k, PANEL) (the
+    trailing matrix's rank-PANEL update); then the tail of count % PANEL: factor_panel(k, tail), and
+    update(k, tail) when update_tail (a trailing part remains past it)."""
     panels, tail = divmod(count, PANEL)
 
+    def start(k):
+        return k if first is None else b.add(first, k)
+
     def panel(p):
-        k = b.mul(p, const64(PANEL))
+        k = start(b.mul(p, const64(PANEL)))
         factor_panel(k, PANEL)
         update(k, PANEL)
 
     for_range(b, 0, panels, panel, name="panel")
     if tail:
-        k = const64(panels * PANEL)
+        k = start(const64(panels * PANEL))
         factor_panel(k, tail)
         if update_tail:
             update(k, tail)
+
+
+def _wide_blocks(b, count: int, factor_panel, update, product, update_tail: bool):
+    """The large-matrix driver: blocks of BLOCK rows/columns from k0 to block_end, each factored by _blocked
+    with factor_panel(k, width, k0, block_end) and update(k, width, k0, block_end): the panel's own rows are
+    brought up to date right of the block from the block's earlier rows (left-looking, a product of depth
+    k - k0) and the rank-PANEL updates stay left of block_end; then the rest of the matrix is updated by
+    product(k0, block_end) (rank BLOCK, matrix-product shaped). The last, partial block is _blocked's
+    whole-matrix form (factor_panel(k, width), update(k, width))."""
+    blocks, last = divmod(count, BLOCK)
+
+    def block(q):
+        k0 = b.mul(q, const64(BLOCK))
+        end = b.add(k0, const64(BLOCK))
+        _blocked(b, BLOCK, lambda k, width: factor_panel(k, width, k0, end),
+                 lambda k, width: update(k, width, k0, end), False, first=k0)
+        product(k0, end)
+
+    for_range(b, 0, blocks, block, name="block")
+    if last:
+        _blocked(b, last, factor_panel, update, update_tail, first=const64(blocks * BLOCK))
+
+
+def _stack_array(b, ty, count: int, name: str):
+    """A pointer to `count` elements of ty on the stack, allocated once at the top of the function."""
+    entry = b.function.entry_basic_block
+    here = b.block
+    with b.goto_block(entry):
+        if entry.instructions:
+            b.position_before(entry.instructions[0])
+        slot = b.alloca(ty, size=const64(count), name=name)
+    if b.block is not here:
+        b.position_at_end(here)
+    return slot
+
+
+def _tile_shapes(registers: int) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(rows, vectors) of the register tiles of the product updates: of the rest of the matrix, matmul.py's
+    microkernel shape (6 or 12 rows of two vectors: 12 or 24 accumulators of the 16 or 32 vector
+    registers); of a panel's PANEL rows, 4 or 8 rows of two vectors."""
+    return ((6, 2), (4, 2)) if registers <= 16 else ((12, 2), (PANEL, 2))
+
+
+def _product_update(code: "_Code", out, depth, rows: tuple, cols: tuple, a_at, b_at, c_at, tile: tuple,
+                    max_depth: int = BLOCK, pack_a: bool = False):
+    """C[i, j] -= sum_{t < depth} A(i, t) B(t, j) (depth: int or i64) for i in [rows[0], rows[1]) and j in
+    [cols[0], cols[1])
+    (cols[0] None: the upper triangle, j from i), the offsets of A(i, t), B(t, j) and C[i, j] given by a_at,
+    b_at and c_at (i64 values). By register tiles of tile = (mr rows, nv vectors): each step t broadcasts mr
+    elements of A, loads nv vectors of B and adds mr * nv fused multiply-adds into accumulators that stay in
+    registers over the whole depth; C is loaded and stored once. A row block's tiles walk along its columns
+    (its A elements stay in L1; B's rows come from L2); the triangle's diagonal tile and the last columns' tile
+    store through lane masks. pack_a: A's elements are first copied t-major to the stack (depth <= max_depth),
+    where each A(i, t) is on its own row i (LU's L21): a step's broadcasts then come from one cache line and
+    the tiles' loads touch few pages (else the mr rows of A and depth rows of B overflow the L1 TLB).""" 
+    b, lanes = code.b, code.lanes
+    mr, nv = tile
+    width = nv * lanes
+    row_lo, row_hi = rows
+    col_lo, col_hi = cols
+    zero = ir.Constant(code.vec, None)
+
+    def masks_of(count):
+        """The nv vectors' lane masks of a tile whose first `count` columns (i64, in [0, width]) exist."""
+        masks = []
+        for v in range(nv):
+            left = b.sub(count, const64(v * lanes))
+            left = b.select(b.icmp_signed("<", left, const64(0)), const64(0), left)
+            left = b.select(b.icmp_signed(">", left, const64(lanes)), const64(lanes), left)
+            masks.append(code.mask(left))
+        return masks
+
+    packed = _stack_array(b, code.ty, max_depth * mr, "apack") if pack_a else None
+    depth_v = const64(depth) if isinstance(depth, int) else depth
+
+    def pack(i0, count: int):
+        """The row block's A elements, t-major (packed[t * count + r] = A(i0 + r, t)): each step's broadcasts
+        come from one cache line, and the tiles' loads touch few pages."""
+        for r in range(count):
+            i = b.add(i0, const64(r))
+            for_range(b, 0, depth_v, lambda t: code.store(packed, b.add(b.mul(t, const64(count)), const64(r)),
+                                                          code.load(out, a_at(i, t))), name="pk")
+
+    def tile_at(i0, count: int, j0, masks, diagonal: bool):
+        accs = [[code.var(zero, "acc") for _ in range(nv)] for _ in range(count)]
+
+        def step(t):
+            bs = [code.vload(out, b_at(t, b.add(j0, const64(v * lanes))), None if masks is None else masks[v])
+                  for v in range(nv)]
+            for r in range(count):
+                if packed is None:
+                    a = code.splat(code.load(out, a_at(b.add(i0, const64(r)), t)))
+                else:
+                    a = code.splat(code.load(packed, b.add(b.mul(t, const64(count)), const64(r))))
+                for v in range(nv):
+                    b.store(fmuladd(b, a, bs[v], b.load(accs[r][v])), accs[r][v])
+
+        for_range(b, 0, depth_v, step, name="kt")
+        for r in range(count):
+            for v in range(nv):
+                mask = None if masks is None else masks[v]
+                if diagonal and v * lanes < r:  # the lanes left of row r's diagonal are not stored
+                    keep = ir.Constant(ir.VectorType(I1, lanes), [int(v * lanes + l >= r) for l in range(lanes)])
+                    mask = keep if mask is None else b.and_(mask, keep)
+                at = c_at(b.add(i0, const64(r)), b.add(j0, const64(v * lanes)))
+                value = b.fsub(code.vload(out, at, mask), b.load(accs[r][v]))
+                code.vstore(out, at, value, mask)
+
+    def row_block(i0, count: int):
+        if packed is not None:
+            pack(i0, count)
+        start = i0 if col_lo is None else col_lo
+        if col_lo is None:  # the diagonal tile, then the columns right of it
+            span = b.sub(col_hi, start)
+            first = b.select(b.icmp_signed("<", span, const64(width)), span, const64(width))
+            tile_at(i0, count, start, masks_of(first), True)
+            start = b.add(start, const64(width))
+        span = b.sub(col_hi, start)
+        span = b.select(b.icmp_signed("<", span, const64(0)), const64(0), span)
+        full = b.udiv(span, const64(width))
+        for_range(b, 0, full, lambda q: tile_at(i0, count, b.add(start, b.mul(q, const64(width))), None, False),
+                  name="jt")
+        rest = b.sub(span, b.mul(full, const64(width)))
+        _if(b, b.icmp_unsigned("!=", rest, const64(0)),
+            lambda: tile_at(i0, count, b.add(start, b.mul(full, const64(width))), masks_of(rest), False))
+
+    blocks = b.udiv(b.sub(row_hi, row_lo), const64(mr))
+    for_range(b, 0, blocks, lambda q: row_block(b.add(row_lo, b.mul(q, const64(mr))), mr), name="it")
+    for_range(b, b.add(row_lo, b.mul(blocks, const64(mr))), row_hi, lambda i: row_block(i, 1), name="ir")
 
 
 # --------------------------------------------------------------------------- Cholesky
@@ -156,6 +300,7 @@ def _emit_cholesky(region, target):
         if items == 0:
             return
         code = _Code(b, x.aval.dtype, lanes_for(target.vector_bytes, x.aval.dtype))
+        tile, panel_tile = _tile_shapes(target.vector_registers)
         source = _Operand(views[x.id], pointers, nb)
         out = pointers[len(region.invars)]
         failed_v = local_var(b, I1, ir.Constant(I1, 0), "failed")
@@ -171,7 +316,12 @@ def _emit_cholesky(region, target):
 
             # W (upper triangle) = the operand's lower triangle transposed, by vw x vw tiles; zeros below
             _copy_transposed_lower(code, source, src, out, at, n)
-            def factor_panel(k, width: int):
+            def factor_panel(k, width: int, k0=None, block_end=None):
+                if block_end is not None:  # the panel's rows right of the block: U12 -= U01^T U02 (rows k0 .. k)
+                    _if(b, b.not_(b.load(failed_v)), lambda: _product_update(
+                        code, out, b.sub(k, k0), (k, b.add(k, const64(width))), (block_end, nn),
+                        lambda i, t: at(b.add(k0, t), i), lambda t, j: at(b.add(k0, t), j), at, panel_tile))
+
                 def row(r):
                     def step():
                         d = code.load(out, at(r, r))
@@ -196,17 +346,29 @@ def _emit_cholesky(region, target):
 
                 for_range(b, k, b.add(k, const64(width)), row, name="r")
 
-            def trailing(k, width: int):
+            def trailing(k, width: int, k0=None, end=None):
+                """Rows k + width .. n take the panel's rank-width update; within a block (end), rows .. end
+                and only left of end."""
                 start = b.add(k, const64(width))
 
                 def row(i):
                     rows = [b.add(k, const64(t)) for t in range(width)]
                     code.update_row(out, at(i, i), [at(r, i) for r in rows], [code.load(out, at(r, i)) for r in rows],
-                                    b.sub(nn, i))
+                                    b.sub(nn if end is None else end, i))
 
-                _if(b, b.not_(b.load(failed_v)), lambda: for_range(b, start, nn, row, name="tr"))
+                _if(b, b.not_(b.load(failed_v)), lambda: for_range(b, start, nn if end is None else end, row,
+                                                                    name="tr"))
 
-            _blocked(b, n, factor_panel, trailing, update_tail=False)
+            def product(k0, end):
+                """Rows end .. n: U22 -= U12^T U12 (upper triangle), U12 the block's rows right of it."""
+                _if(b, b.not_(b.load(failed_v)), lambda: _product_update(
+                    code, out, BLOCK, (end, nn), (None, nn), lambda i, t: at(b.add(k0, t), i),
+                    lambda t, j: at(b.add(k0, t), j), at, tile))
+
+            if n >= WIDE_FROM:
+                _wide_blocks(b, n, factor_panel, trailing, product, update_tail=False)
+            else:
+                _blocked(b, n, factor_panel, trailing, update_tail=False)
 
             with b.if_else(b.load(failed_v)) as (then, otherwise):
                 with then:
@@ -313,6 +475,7 @@ def _emit_lu(region, target):
         if items == 0:
             return
         code = _Code(b, x.aval.dtype, lanes_for(target.vector_bytes, x.aval.dtype))
+        tile, panel_tile = _tile_shapes(target.vector_registers)
         source = _Operand(views[x.id], pointers, nb)
         out, pivots_out, perm_out = (pointers[n_in + position[v.id]] for v in eqn.outvars)
         best_v = local_var(b, code.int_ty, ir.Constant(code.int_ty, -1), "best")
@@ -356,7 +519,7 @@ def _emit_lu(region, target):
                 b.store(j, index_v)
                 for_range(b, j, const64(m), lambda i: consider(code.load(out, at(i, j)), i), name="piv")
 
-            def factor_panel(k, width: int):
+            def factor_panel(k, width: int, k0=None, block_end=None):
                 """Columns k .. k + width of rows k ..: pivot, swap, multipliers and their update of the panel's
                 later columns, row by row in vectors hoisted out of the row loop; the update of column j + 1
                 tracks its pivot, so only the panel's first column is searched on its own."""
@@ -405,23 +568,41 @@ def _emit_lu(region, target):
 
                 for_range(b, k, end, column, name="j")
 
-            def update_right(k, width: int):
-                """U12 = L11^-1 A12 (rows of the panel, right of it), then A22 -= L21 U12."""
+            def update_right(k, width: int, k0=None, block_end=None):
+                """U12 = L11^-1 A12 (rows of the panel, right of it), then A22 -= L21 U12. Within a block
+                (k0 .. block_end): first the panel's rows right of the block take the block's earlier rows'
+                update (left-looking, depth k - k0), and A22 is updated only left of block_end (product() does
+                the rest after the block)."""
                 end = b.add(k, const64(width))
                 count = b.sub(nn, end)
+                if block_end is not None:
+                    _product_update(code, out, b.sub(k, k0), (k, end), (block_end, nn),
+                                    lambda i, t: at(i, b.add(k0, t)), lambda t, j: at(b.add(k0, t), j), at, panel_tile,
+                                    pack_a=True)
 
                 rows = [b.add(k, const64(t)) for t in range(width)]
                 for t in range(1, width):  # row t of U12: one pass taking the t rows above it
                     code.update_row(out, at(rows[t], end), [at(r, end) for r in rows[:t]],
                                     [code.load(out, at(rows[t], r)) for r in rows[:t]], count)
 
-                def trailing(i):
+                def trailing(i, count=count):
                     code.update_row(out, at(i, end), [at(r, end) for r in rows],
                                     [code.load(out, at(i, r)) for r in rows], count)
 
-                for_range(b, end, const64(m), trailing, name="tr")
+                if block_end is None:
+                    for_range(b, end, const64(m), trailing, name="tr")
+                else:
+                    for_range(b, end, const64(m), lambda i: trailing(i, b.sub(block_end, end)), name="tr")
 
-            _blocked(b, kmax, factor_panel, update_right, update_tail=kmax < n)
+            def product(k0, end):
+                """Rows and columns end ..: A22 -= L21 U12 (the block's columns below it, its rows right of it)."""
+                _product_update(code, out, BLOCK, (end, const64(m)), (end, nn), lambda i, t: at(i, b.add(k0, t)),
+                                lambda t, j: at(b.add(k0, t), j), at, tile, pack_a=True)
+
+            if kmax >= WIDE_FROM:
+                _wide_blocks(b, kmax, factor_panel, update_right, product, update_tail=kmax < n)
+            else:
+                _blocked(b, kmax, factor_panel, update_right, update_tail=kmax < n)
 
         _matrix_loop(b, batch, wid, wcount, matrix)
 
