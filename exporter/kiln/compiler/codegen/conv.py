@@ -371,6 +371,7 @@ def _emit_gemm(region, p: ConvPlan, g: GemmPlan, ep=None):
         out_ptr = pointers[n_in + (0 if ep is None else ep.home)]
         module = b.module
         kernels = {rows: matmul._microkernel(module, ty, tiling, rows) for rows in matmul._tile_rows(g.m, g.mr)}
+        pack_w = matmul._packer(module, ty, tiling) if rows_mode else None
         panel = b.alloca(ty, size=const64(kc_max * g.nc), name="panel")
         panel.align = 64
         apack = b.alloca(ty, size=const64(g.mr * kc_max), name="apack")
@@ -427,17 +428,6 @@ def _emit_gemm(region, p: ConvPlan, g: GemmPlan, ep=None):
                 kc = b.mul(tn, cn)
                 load_c = b.icmp_unsigned("!=", kb, const64(0))
 
-                def for_k(fn):
-                    """fn(kk, tap multi-index, channel) over the block's (tap, channel) pairs, kk their index."""
-                    def tap(tt):
-                        t = b.add(t0, tt)
-                        k_index = tap_index(t)
-
-                        def chan(cc):
-                            fn(b.add(b.mul(tt, cn), cc), k_index, b.add(c0, cc))
-                        for_range(b, 0, cn, chan, name="cc")
-                    for_range(b, 0, tn, tap, name="tt")
-
                 def panel_slot(kk, j):
                     strip = b.udiv(j, const64(g.nr))
                     return b.gep(panel, [b.add(b.mul(strip, const64(kc_max * g.nr)),
@@ -445,18 +435,13 @@ def _emit_gemm(region, p: ConvPlan, g: GemmPlan, ep=None):
                                  source_etype=ty)
 
                 padded = b.mul(strips, const64(g.nr))
-                if rows_mode:  # B panel = weights[kk, feature n0 + j]
-                    def pack_w(kk, k_index, ci):
-                        src = dot_offsets(b, k_index, p.rhs_s[2:], dot_offsets(b, [ci], p.rhs_s[1:2], w_base))
+                if rows_mode:  # B panel = weights[kk, feature n0 + j]: each tap's cn channels by the matmul packer
+                    def pack_tap(tt):
+                        src = dot_offsets(b, tap_index(b.add(t0, tt)), p.rhs_s[2:], dot_offsets(b, [c0], p.rhs_s[1:2], w_base))
                         src = dot_offsets(b, [n0], p.rhs_s[:1], src)
-
-                        def col(j):
-                            v = b.load(elem(w_ptr, dot_offsets(b, [j], p.rhs_s[:1], src)), typ=ty)
-                            b.store(v, panel_slot(kk, j))
-                        for_range(b, 0, n_count, col, name="j")
-                        for_range(b, n_count, padded, lambda j: b.store(ir.Constant(ty, 0.0), panel_slot(kk, j)),
-                                  name="jz")
-                    for_k(pack_w)
+                        b.call(pack_w, [elem(w_ptr, src), const64(p.rhs_s[1]), const64(p.rhs_s[0]), cn, n_count,
+                                        b.gep(panel, [b.mul(b.mul(tt, cn), const64(g.nr))], source_etype=ty)])
+                    for_range(b, 0, tn, pack_tap, name="tt")
                 else:  # B panel = image[kk, pixel n0 + j]
                     def tap(tt):
                         t = b.add(t0, tt)
