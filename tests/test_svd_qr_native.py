@@ -147,9 +147,15 @@ def test_empty_batches_and_empty_matrices():
 def test_rank_deficient_and_zero_matrices_complete_the_bases(dtype):
     rng = np.random.default_rng(3)
     low = rng.standard_normal((6, 2)) @ rng.standard_normal((2, 4))
-    x = np.stack([low, np.zeros((6, 4)), np.outer(np.arange(1.0, 7.0), np.ones(4))]).astype(dtype)
+    # R's first two rows nearly parallel: their rotation cancels a squared norm (alpha - t gamma), which the
+    # Jacobi sweep recomputes from the column (NORM_GUARD)
+    parallel = np.zeros((6, 4))
+    parallel[0, :2], parallel[1, 1], parallel[2, 2:], parallel[3, 3] = (1e-3, 1), 1, (1, 0.5), 2
+    x = np.stack([low, np.zeros((6, 4)), np.outer(np.arange(1.0, 7.0), np.ones(4)), parallel]).astype(dtype)
     svd = kiln.jit(lambda a: lax_linalg.svd(a))
-    check_svd(x, svd(x), True)
+    outs = svd(x)
+    check_svd(x, outs, True)
+    np.testing.assert_allclose(outs[1][3], lax_linalg.svd(x[3])[1], rtol=50 * _eps(dtype))  # eager: the same steps
     check_svd(np.swapaxes(x, 1, 2).copy(), svd(np.swapaxes(x, 1, 2).copy()), True)
     q, r = kiln.jit(lambda a: lax_linalg.qr(a))(x)
     assert _orthogonality(q) <= 100 * _eps(dtype)
