@@ -240,6 +240,18 @@ def test_exported_function_reports_its_transient_memory(tmp_path):
     path.write_bytes(data)
     listing = run(kiln_run_path(), f"--module={path}", "--list").stdout
     assert f") -> (8x8xf32)\n    transient memory: {size} bytes\n" in listing
+    # --caller-transient: kiln-run gives the function an arena of its own memory
+    # (kiln_context_set_transient_storage); the results are the same
+    np.save(tmp_path / "x.npy", x)
+    args = (f"--module={path}", "--function=run", f"--input=@{tmp_path / 'x.npy'}", "--benchmark=3",
+            "--print_statistics", "--workers=1")
+    for flags, y in (((), "y0.npy"), (("--caller-transient",), "y1.npy")):
+        out = run(kiln_run_path(), *args, *flags, f"--output=@{tmp_path / y}").stdout
+        assert (f"transient memory: {size} bytes, kiln-run's own (--caller-transient)" in out) == bool(flags)
+    np.testing.assert_array_equal(np.load(tmp_path / "y1.npy"), np.load(tmp_path / "y0.npy"))
+    np.testing.assert_allclose(np.load(tmp_path / "y1.npy"), np.asarray(kiln.jit(chain)(x)), rtol=1e-5, atol=1e-6)
+    proc = run(kiln_run_path(), f"--module={path}", "--list", "--caller-transient", check=False)
+    assert proc.returncode == 2 and "--caller-transient needs --function=NAME" in proc.stderr
 
 
 F2 = TensorType("f32", (2,))
@@ -729,10 +741,10 @@ def _random_loop_nest(seed):
     """A random program of while, fori, scan and cond steps, nested up to three deep, whose bodies are
     random DAGs with matmuls, reductions and dynamic_update_slice over carries of three sizes (8x8,
     8 and a scalar counter); carries are passed through, swapped, read by inner loops and branches,
-    and the loops' results go into later kernels, later loops and the returned values. Planned and
-    unplanned modules must agree bit for bit."""
+    their rows read by inner scans, and the loops' results go into later kernels, later loops, branch
+    results and the returned values. Planned and unplanned modules must agree bit for bit."""
     rng = np.random.default_rng(seed)
-    shape = [(int(rng.integers(0, 5)), int(rng.integers(0, 4)), int(rng.integers(1, 4))) for _ in range(12)]
+    shape = [(int(rng.integers(0, 6)), int(rng.integers(0, 4)), int(rng.integers(1, 4))) for _ in range(12)]
     pick = iter(shape)
 
     def dag(r, m, v, steps):
@@ -791,6 +803,13 @@ def _random_loop_nest(seed):
             def no(a, b):
                 return a, knp.exp(-knp.abs(b))
             return kiln.lax.cond(knp.sum(m) > knp.sum(v), yes, no, m, v)
+        # kind 5: a fori whose carried matrix an inner scan takes rows of; its result goes on as is
+        # (returned, a branch's result, an enclosing body's carry: rotating through two arena spares)
+        def body(i, mm):
+            c, ys = kiln.lax.scan(lambda c, row: (c + row, c * row), v, mm)
+            mm, c = block(depth + 1, mm + ys * 0.1, c, np.random.default_rng(int(sub.integers(0, 1 << 30))))
+            return knp.tanh(mm + c * 0.01)
+        return kiln.lax.fori_loop(0, trips, body, m), v
 
     def f(a, b):
         r = np.random.default_rng(seed + 7)
@@ -799,8 +818,19 @@ def _random_loop_nest(seed):
         for _ in range(3):
             m, v = block(0, m, v, r)
             outs.append(v)
+            before = m
             m = m @ knp.tanh(m) * 0.3  # the loop's result read by a later kernel
-        return m, outs[0], outs[-1]
+
+        def rows(c):  # a carried matrix whose rows an inner scan reads, the loop's result returned
+            k, mm = c
+            s, ys = kiln.lax.scan(lambda s, row: (s + row, s * row), v, mm)
+            return k + 1, knp.tanh(mm + ys * 0.1 + s * 0.01)
+        trips = seed % 5  # 0 to 4 iterations; the result's buffer is never in the rotation
+        if seed % 2:
+            returned = kiln.lax.while_loop(lambda c: (c[0] < trips) & (knp.sum(c[1]) < 1e6), rows, (0, before))[1]
+        else:
+            returned = kiln.lax.fori_loop(0, trips, lambda i, mm: rows((i, mm))[1], before)
+        return m, outs[0], outs[-1], returned
 
     return f
 
@@ -812,10 +842,53 @@ def test_planned_and_unplanned_loop_nests_agree_bit_for_bit(seed):
     _assert_planned_agrees(_random_loop_nest, seed, a, b)  # the rotating carries reused by every call too
 
 
+def _stateful_loop_nest(seed, planned=True):
+    """_random_loop_nest's program as the step of a Program whose state is a mutable global: the
+    global is read by the nest's kernels and is the operand of a last loop (a fori or a while of 0
+    to 3 iterations, by seed) whose result is stored back into it, so global.store copies that
+    arena buffer into the global's own buffer."""
+    f = _random_loop_nest(seed)
+
+    class Nest(Program, export_name=f"stateful_nest_{seed}"):
+        _g = Program.export_global(np.eye(8, dtype=np.float32), mutable=True)
+
+        def step(self, b=Program.like(np.zeros(8, np.float32))):
+            m, v, _, returned = f(self._g, b)
+            trips = seed % 4
+
+            def body(i, c):
+                return knp.tanh(c @ m * 0.5 + returned) * 0.5 + c * 0.25
+            if seed % 2:
+                self._g = kiln.lax.while_loop(lambda c: (c[0] < trips) & (knp.sum(c[1]) < 1e6),
+                                              lambda c: (c[0] + 1, body(c[0], c[1])), (0, self._g))[1]
+            else:
+                self._g = kiln.lax.fori_loop(0, trips, body, self._g)
+            return v
+
+    if not planned:
+        with planning_disabled():
+            Nest._kiln_compile()
+    return Nest
+
+
+@pytest.mark.parametrize("seed", (2, 3))  # a fori of 2 iterations, a while of 3
+def test_planned_and_unplanned_stateful_loop_nests_agree_bit_for_bit(seed):
+    """Three calls of the planned and the unplanned step: the same results and global, bit for bit
+    (the planned step's loop result is stored from the arena into the global's own buffer)."""
+    b = np.random.default_rng(400 + seed).standard_normal(8).astype(F32)
+    planned, unplanned = _stateful_loop_nest(seed)(), _stateful_loop_nest(seed, planned=False)()
+    for _ in range(3):
+        np.testing.assert_array_equal(planned.step(b), unplanned.step(b))
+        np.testing.assert_array_equal(Program.get_context(planned).get_global("_g"),
+                                      Program.get_context(unplanned).get_global("_g"))
+
+
 N_LOOP = 256  # 256x256 f32 carries (256 KiB): a fresh one per iteration costs page faults
 
 
 class _LoopFaults(Program, export_name="loop_faults"):
+    _s = Program.export_global(np.zeros((N_LOOP, N_LOOP), np.float32), mutable=True)
+
     def fori(self, x=Program.like(np.zeros((N_LOOP, N_LOOP), np.float32)),
              w=Program.like(np.zeros((N_LOOP, N_LOOP), np.float32))):
         def body(i, c):
@@ -844,6 +917,18 @@ class _LoopFaults(Program, export_name="loop_faults"):
             return c, c * 2.0                                          # a carry and a stacked output
         return kiln.lax.scan(step, x[0], x @ x)
 
+    def train(self, x=Program.like(np.zeros((N_LOOP, N_LOOP), np.float32)),
+              w=Program.like(np.zeros((N_LOOP, N_LOOP), np.float32))):
+        def body(i, s):
+            return knp.tanh(s @ w + x) * 0.5 + s * 0.5                  # a training-like update
+        self._s = kiln.lax.fori_loop(0, 3, body, self._s)              # the loop's result stored
+
+    def rows_out(self, x=Program.like(np.zeros((N_LOOP, N_LOOP), np.float32))):
+        def body(i, m):
+            c, ys = kiln.lax.scan(lambda c, r: (c + r, c * r * 0.01), x[0], m)  # rows of the carry
+            return knp.tanh(m * 0.5 + ys + c * 0.01)
+        return kiln.lax.fori_loop(0, 3, body, x)                        # and the loop's result returned
+
 
 def _loop_faults_module(planned):
     if planned:
@@ -858,10 +943,12 @@ def _loop_faults_module(planned):
 
 def test_loops_and_branches_allocate_nothing_per_call(tmp_path):
     """kiln-run --benchmark: a steady-state call of functions with fori, while, scan and cond (nested,
-    carries of several sizes, matmuls, reductions, dynamic_update_slice) has no page faults: every
-    carry rotates through two planned buffers and every intermediate lies in the arena, so the bytecode
-    allocates only results. Without planning each iteration allocates its carries (thousands of
-    faults). The planned module computes what the unplanned one does, bit for bit."""
+    carries of several sizes, matmuls, reductions, dynamic_update_slice; a loop's result stored into a
+    mutable global; a carry an inner scan takes rows of, returned) has no page faults: every carry
+    rotates through two planned buffers and every intermediate lies in the arena, so the bytecode
+    allocates only results (global.store copies the arena value into the global's own buffer).
+    Without planning each iteration allocates its carries (thousands of faults). The planned module
+    computes what the unplanned one does, bit for bit."""
     import json
 
     from kiln.vm._native import kiln_run_path
@@ -884,12 +971,12 @@ def test_loops_and_branches_allocate_nothing_per_call(tmp_path):
             if planned:  # nothing but results and arena buffers
                 assert "alloc" not in ops and "buffer.copy" in ops, (fn.name, ops)
             args = [x, w][:len(fn.args)]
-            results[planned, fn.name] = ctx.invoke(fn.name, args)
+            results[planned, fn.name] = ctx.invoke(fn.name, args) or [ctx.get_global("_s")]
             out = run(kiln_run_path(), f"--module={path}", f"--function={fn.name}",
                       *[f"--input=@{tmp_path / n}.npy" for n in ("x", "w")[:len(fn.args)]],
                       "--benchmark=50", "--warmup=2", "--workers=1", "--benchmark_format=json").stdout
             faults[planned, fn.name] = json.loads(out)["page_faults_per_call"] * 50
-    for name in ("fori", "nest", "rows"):
+    for name in ("fori", "nest", "rows", "train", "rows_out"):
         for got, want in zip(results[True, name], results[False, name]):
             np.testing.assert_array_equal(got, want)
         # in all 50 calls together: the few faults kiln-run's own timing costs once, none per call
@@ -908,6 +995,18 @@ def test_loops_and_branches_allocate_nothing_per_call(tmp_path):
         ys.append(c * 2.0)
     np.testing.assert_allclose(results[True, "rows"][0], c, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(results[True, "rows"][1], ys, rtol=1e-4, atol=1e-5)
+    s = np.zeros((N_LOOP, N_LOOP))
+    for _ in range(3):
+        s = np.tanh(s @ w + x) * 0.5 + s * 0.5
+    np.testing.assert_allclose(results[True, "train"][0], s, rtol=1e-4, atol=1e-5)
+    m = x.astype(np.float64)
+    for _ in range(3):
+        c, ys = x[0].astype(np.float64), []
+        for r in m:
+            ys.append(c * r * 0.01)
+            c = c + r
+        m = np.tanh(m * 0.5 + np.array(ys) + c * 0.01)
+    np.testing.assert_allclose(results[True, "rows_out"][0], m, rtol=1e-4, atol=1e-5)
 
 
 def test_peak_memory_of_a_loop_is_within_the_planned_bound(tmp_path):

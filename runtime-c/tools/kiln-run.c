@@ -59,7 +59,7 @@ static const char* kUsage =
     "                [--expected_f32_threshold=T] [--expected_f64_threshold=T]\n"
     "                [--workers=N] [--benchmark=N] [--warmup=K]\n"
     "                [--benchmark_format=text|json] [--timeout=SECONDS]\n"
-    "                [--max-steps=N]\n"
+    "                [--max-steps=N] [--caller-transient]\n"
     "                [--globals-in=PATH.npz] [--globals-out=PATH.npz]\n"
     "                [--globals-partial]\n"
     "       kiln-run --version\n"
@@ -107,6 +107,9 @@ static const char* kUsage =
     "  --timeout=SECONDS    stop a call that runs longer (checked between dispatches\n"
     "                       and at loop back-edges); exit status 1\n"
     "  --max-steps=N        stop a call after N bytecode instructions; exit status 1\n"
+    "  --caller-transient   give the function transient memory of kiln-run's own\n"
+    "                       (its transient size, kiln_context_set_transient_storage),\n"
+    "                       as an embedding that owns its memory would\n"
     "  --globals-in=PATH    set globals from a .npz (numpy.savez) before calling;\n"
     "                       it must hold every global of the module\n"
     "  --globals-out=PATH   save every global to a .npz after calling\n"
@@ -200,6 +203,8 @@ typedef struct {
   int list;
   int disassemble;
   int globals_partial;
+  int caller_transient;
+  uint64_t caller_transient_bytes; /* set by main: the storage it gave the function */
 } options_t;
 
 static int parse_seconds(const char* flag, const char* text, double* out) {
@@ -298,6 +303,10 @@ static int parse_options(int argc, char** argv, options_t* o) {
     }
     if (!strcmp(arg, "--globals-partial")) {
       o->globals_partial = 1;
+      continue;
+    }
+    if (!strcmp(arg, "--caller-transient")) {
+      o->caller_transient = 1;
       continue;
     }
     const char* flag = NULL;
@@ -399,6 +408,10 @@ static int parse_options(int argc, char** argv, options_t* o) {
                        o->print_statistics)) {
     error_line("--input, --output, --expected_output, --benchmark, --timeout, --max-steps, "
                "--trace and --print_statistics need --function=NAME");
+    return EXIT_USAGE;
+  }
+  if (!o->function && o->caller_transient) {
+    error_line("--caller-transient needs --function=NAME");
     return EXIT_USAGE;
   }
   return 0;
@@ -750,6 +763,9 @@ static void print_kernel_statistics(const options_t* o, kiln_trace_t* trace) {
   struct rusage usage;
   if (getrusage(RUSAGE_SELF, &usage) == 0)
     printf("memory high-water mark: %.1f MiB\n", (double)usage.ru_maxrss / 1024.0);
+  if (o->caller_transient)
+    printf("transient memory: %llu bytes, kiln-run's own (--caller-transient)\n",
+           (unsigned long long)o->caller_transient_bytes);
   if (kiln_trace_dropped_count(trace))
     printf("(%llu events were dropped: out of memory)\n",
            (unsigned long long)kiln_trace_dropped_count(trace));
@@ -949,6 +965,7 @@ typedef struct {
   sources_t inputs;
   sources_t expected_sources;
   kiln_buffer_view_t** expected; /* one per result; NULL: "(ignored)" */
+  void* transient;               /* --caller-transient: the function's arena */
 } state_t;
 
 static void release_results(state_t* st) {
@@ -1229,6 +1246,30 @@ static void cancel_on_signal(int sig) {
   kiln_context_cancel(g_running_context); /* lock-free atomics only */
 }
 
+/* --caller-transient: the function's transient arena in memory kiln-run owns
+ * (64-byte aligned, its transient size), handed to the context as an
+ * embedding that plans its own memory would. A function without an arena
+ * gets none. */
+static kiln_status_t give_transient_storage(state_t* st, options_t* o) {
+  kiln_function_t fn;
+  kiln_status_t s = kiln_module_lookup_function(st->module, o->function, &fn);
+  if (s) { /* run_function names the missing function as without the flag */
+    kiln_status_free(s);
+    return NULL;
+  }
+  uint64_t bytes = kiln_function_transient_size(fn);
+  o->caller_transient_bytes = bytes;
+  if (!bytes) return NULL;
+  if (bytes > SIZE_MAX - 63) /* the verifier keeps it a multiple of 64 */
+    return kiln_make_status(KILN_OUT_OF_MEMORY, "--caller-transient: %llu bytes of transient "
+                            "storage", (unsigned long long)bytes);
+  st->transient = aligned_alloc(64, (size_t)((bytes + 63) / 64 * 64));
+  if (!st->transient)
+    return kiln_make_status(KILN_OUT_OF_MEMORY, "--caller-transient: allocating %llu bytes of "
+                            "transient storage", (unsigned long long)bytes);
+  return kiln_context_set_transient_storage(st->context, fn, st->transient, bytes);
+}
+
 /* The first SIGINT or SIGTERM cancels the running call (kiln-run then exits
  * with 128 + the signal); a second one kills as usual. */
 static void install_cancel_handler(kiln_context_t* context) {
@@ -1288,6 +1329,7 @@ int main(int argc, char** argv) {
     limits.timeout_ns = (uint64_t)(o.timeout * 1e9);
     limits.max_steps = (uint64_t)o.max_steps;
     s = kiln_context_set_call_limits(st.context, &limits);
+    if (!s && o.caller_transient) s = give_transient_storage(&st, &o);
     if (s) {
       rc = fail_status(s);
       goto done;
@@ -1318,6 +1360,7 @@ done:
   free_sources(&st.inputs);
   free_sources(&st.expected_sources);
   kiln_context_release(st.context);
+  free(st.transient); /* after the context: it never frees the caller's storage */
   kiln_module_release(st.module);
   kiln_instance_release(st.instance);
   free(o.inputs);

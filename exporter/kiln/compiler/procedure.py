@@ -197,7 +197,15 @@ class _GraphLowering:
         if prim is global_load:
             self.frame.emit("global.load", self.define(eqn.outvars[0]), eqn.params["slot"])
         elif prim is global_store:
-            self.frame.emit("global.store", eqn.params["slot"], self.use(eqn.invars[0]))
+            reg = self.use(eqn.invars[0])
+            buffer = self.schedule.buffer(eqn.invars[0])
+            if buffer is not None and buffer.kind in ("transient", "argument"):
+                # global.store copies arena and caller memory, into the global's own buffer when
+                # nothing but the context holds it: dead registers may still hold the global's
+                # earlier value (a global.load's, a loop operand's), so they hold this one instead
+                for dead in sorted(self.frame._free):
+                    self.frame.emit("mov", dead, reg)
+            self.frame.emit("global.store", eqn.params["slot"], reg)
         elif prim is cond_p:
             self._cond(eqn, op, bodies)
         elif prim is while_p:
@@ -219,7 +227,8 @@ class _GraphLowering:
         holds the buffer of the loop's result k, `next` the buffer the next iteration writes its new
         value into, `other` the one it does not (the current value's, from the second iteration
         on). The spare is an arena buffer; the rotation starts so that the last iteration writes the
-        final buffer when the iteration count's parity is known (`iterations_odd`)."""
+        final buffer when the iteration count's parity is known (`iterations_odd`). A staged carry
+        (`LoopMemory.staged`) rotates through two arena spares; the exit copies it into `final`."""
         rotation = {}
         for k, offset in sorted(op.spares.items()):
             v = eqn.outvars[k]
@@ -227,10 +236,18 @@ class _GraphLowering:
             spare = self.frame.take()
             self.frame.emit("alloc.transient", spare, tensor_type(v.aval), offset)
             nxt, other = self.frame.take(), self.frame.take()
-            first, second = (spare, final) if iterations_odd is False else (final, spare)
+            staged = None
+            if k in op.staged:
+                staged = self.frame.take()
+                self.frame.emit("alloc.transient", staged, tensor_type(v.aval), op.staged[k])
+                first, second = spare, staged
+            else:
+                first, second = (spare, final) if iterations_odd is False else (final, spare)
             self.frame.emit("mov", nxt, first)
             self.frame.emit("mov", other, second)
             self.frame.give_back(spare)
+            if staged is not None:
+                self.frame.give_back(staged)
             rotation[k] = (final, nxt, other)
         return rotation
 

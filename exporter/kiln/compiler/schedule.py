@@ -96,6 +96,7 @@ class HostOp:
     spares: dict = field(default_factory=dict)  # loop carry position -> its spare buffer's arena offset
     placed: tuple = ()  # cond results written into their planned buffers by the branches
     invariant: tuple = ()  # loop carries handed back unchanged, copied into the result's planned buffer at the exit
+    staged: dict = field(default_factory=dict)  # loop carry position -> its second spare's arena offset (LoopMemory.staged)
 
 
 @dataclass
@@ -124,6 +125,7 @@ class Schedule:
         for op in self.ops:
             if isinstance(op, HostOp):
                 op.spares = {k: o + delta for k, o in op.spares.items()}
+                op.staged = {k: o + delta for k, o in op.staged.items()}
                 for _, body in op.bodies:
                     body._shift(delta)
 
@@ -151,7 +153,8 @@ class Schedule:
                 params += " (taken: updated in place)" if op.take else ""
                 params += f" (results {list(op.placed)} written in place by the branches)" if op.placed else ""
                 params += f" (carries {list(op.invariant)} unchanged: copied at the exit)" if op.invariant else ""
-                params += "".join(f" (carry {k}: spare @ {o}+{memory_plan.aligned(tensor_type(op.eqn.outvars[k].aval).byte_size)})"
+                params += "".join(f" (carry {k}: spare @ {o}+{memory_plan.aligned(tensor_type(op.eqn.outvars[k].aval).byte_size)}"
+                                  + (f", {op.staged[k]}: copied at the exit" if k in op.staged else "") + ")"
                                   for k, o in sorted(op.spares.items()))
                 lines.append(f"{pad}  {index:>3} host {op.eqn.primitive.name}{params} reads ({names(op.reads)}) "
                              f"writes ({names(op.writes)})")
@@ -252,7 +255,10 @@ class LoopMemory:
     the loop's result takes by a copy at the exit (so the operand is consumed too). `rows`: a scan's
     stacked inputs whose rows go only into kernels: their memory is free once the scan is done, but
     `buffer.row` freezes the buffer, so they count as consumed for the step's own graph only, never
-    for a buffer that is written again (a rotating carry, a destination)."""
+    for a buffer that is written again (a rotating carry, a destination). `staged`: carried carries
+    whose value an inner scan takes rows of while the loop's result lies outside the arena (returned,
+    an enclosing step's buffer, one a host step keeps): buffer.row would freeze that buffer, so they
+    rotate through two arena spares instead and the exit copies the last value into it."""
 
     carried: frozenset = frozenset()
     consumed: frozenset = frozenset()
@@ -260,6 +266,7 @@ class LoopMemory:
     copied: dict = field(default_factory=dict)
     invariant: frozenset = frozenset()  # carries the body hands back unchanged: the exit copies them
     rows: frozenset = frozenset()  # a scan's stacked inputs read by kernels only (buffer.row freezes them)
+    staged: frozenset = frozenset()  # carried carries rotating through two arena spares, copied out at the exit
 
 
 def _safe_reads(graph: Graph, steps: list, plan_for, memo: dict, rows: bool = False) -> frozenset:
@@ -282,11 +289,15 @@ def _safe_reads(graph: Graph, steps: list, plan_for, memo: dict, rows: bool = Fa
 
 
 def _dispatch_only(graph: Graph, plan_for, memo: dict) -> set:
-    """Ids of the values of `graph` that no host step reads and the graph does not return: a loop
-    result among them gets an arena buffer (memory_plan._intervals)."""
+    """Ids of the values of `graph` that no host step but a global.store (which copies arena memory)
+    reads and the graph does not return: a loop result among them gets an arena buffer
+    (memory_plan._intervals, build_schedule's `ok_reads`)."""
+    from ..program.prims import global_store
+
     key = ("dispatch_only", id(graph))
     if key not in memo:
         host = {a.id for step in plan_for(graph).steps if getattr(step, "region", None) is None
+                and step.eqn.primitive is not global_store
                 for a in step_inputs(step) if isinstance(a, Var)}
         returned = {a.id for a in graph.outvars if isinstance(a, Var)}
         memo[key] = {v.id for e in graph.eqns for v in e.outvars} - host - returned
@@ -317,7 +328,8 @@ def loop_memory(eqn, plan_for, memo: dict | None = None, graph: Graph | None = N
     no reference to a buffer survives the iteration after the one that wrote it. A carry whose
     value an inner scan takes rows of is carried too when both its buffers lie in the arena (the
     loop's result is read only by kernels of `graph`, the graph holding `eqn`), which buffer.row
-    does not freeze; its operand then counts among `rows`."""
+    does not freeze; its operand then counts among `rows`. When the loop's result lies elsewhere, the
+    carry rotates through two arena spares and the exit copies it there (`LoopMemory.staged`)."""
     from ..lax.control_flow import cond_p, scan_p, while_p
 
     memo = {} if memo is None else memo
@@ -392,17 +404,18 @@ def loop_memory(eqn, plan_for, memo: dict | None = None, graph: Graph | None = N
                     return False
             return True
 
-        carried, invariant, rows = set(), set(), set()
+        carried, invariant, rows, staged = set(), set(), set(), set()
         ok_body = _kernel_only(body, plan_for, memo)
         for k, o in enumerate(carry_outs):
             made = (isinstance(o, Var) and o.id not in params and sum(a is o for a in carry_outs) == 1
                     and ok_body(o.id))
             if made and param_ok(k):
                 carried.add(k)
-            elif (made and eqn.outvars[k].id in in_arena and tensor_type(eqn.outvars[k].aval).byte_size
-                  and param_ok(k, rows=True)):
+            elif made and tensor_type(eqn.outvars[k].aval).byte_size and param_ok(k, rows=True):
                 carried.add(k)
                 rows.add(k)
+                if eqn.outvars[k].id not in in_arena:  # buffer.row would freeze the result's buffer
+                    staged.add(k)
             elif o is body.invars[k] and param_ok(k, back=k):
                 invariant.add(k)
         consumed = (carried - rows) | invariant
@@ -412,7 +425,7 @@ def loop_memory(eqn, plan_for, memo: dict | None = None, graph: Graph | None = N
         dests = {"body": frozenset(carried)}
         copied = {"body": frozenset(range(n_carry, len(body.outvars)))} if eqn.primitive is scan_p else {"cond": frozenset({0})}
         result = LoopMemory(frozenset(carried), frozenset(consumed), dests, copied, frozenset(invariant),
-                            frozenset(rows))
+                            frozenset(rows), frozenset(staged))
     memo[("loop", id(eqn))] = result
     return result
 
@@ -424,7 +437,7 @@ def build_schedule(graph: Graph, plan_for, top: bool = True, dests: frozenset = 
     the output positions whose buffers the enclosing loop gives (a value a step of the body makes
     there is written into it: kind `dest`), `copied` those it copies as soon as the body returns."""
     from ..lax.control_flow import cond_p, scan_p, while_p
-    from ..program.prims import global_load
+    from ..program.prims import global_load, global_store
 
     memo = {} if memo is None else memo
     steps = plan_for(graph).steps
@@ -445,6 +458,11 @@ def build_schedule(graph: Graph, plan_for, top: bool = True, dests: frozenset = 
             ops.append(Dispatch(step, list(step.inputs), list(step.outputs)))
             continue
         eqn = step.eqn
+        if planned and eqn.primitive is global_store and isinstance(eqn.invars[0], Var) \
+                and eqn.invars[0].id in host_defs:
+            # a value a control-flow step writes where the plan says (a loop's final carry): in the
+            # arena, global.store copies it, into the global's own buffer when nothing else holds it
+            ok_reads.add((index, eqn.invars[0].id))
         mem = loop_memory(eqn, plan_for, memo, graph) if planned else LoopMemory()
         mems[index] = mem
         bodies = [(name, build_schedule(g, plan_for, top=False, dests=mem.dests.get(name, frozenset()),
@@ -470,6 +488,8 @@ def build_schedule(graph: Graph, plan_for, top: bool = True, dests: frozenset = 
                 v = eqn.outvars[k]
                 host_defs[v.id] = (index, v.aval)
                 spares[(index, k)] = (index, tensor_type(v.aval).byte_size)
+                if k in mem.staged:
+                    spares[(index, k, "staged")] = (index, tensor_type(v.aval).byte_size)
             if eqn.primitive is scan_p:
                 for v in eqn.outvars[eqn.params["n_carry"]:]:
                     host_defs[v.id] = (index, v.aval)
@@ -540,6 +560,7 @@ def build_schedule(graph: Graph, plan_for, top: bool = True, dests: frozenset = 
                     add(v, "heap", index)
             op.spares = {k: plan.spare_offsets[(index, k)] for k in sorted(mems[index].carried)} \
                 if op.eqn.primitive in (scan_p, while_p) else {}
+            op.staged = {k: plan.spare_offsets[(index, k, "staged")] for k in sorted(mems[index].staged)}
             op.placed = tuple(sorted(mems[index].carried)) if op.eqn.primitive is cond_p else ()
             op.invariant = tuple(sorted(mems[index].invariant))
     for index, base in plan.body_offsets.items():
