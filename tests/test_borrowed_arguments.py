@@ -14,7 +14,7 @@ import kiln.numpy as knp
 import kiln.vm.runtime as rt
 from kiln.vm import _clib
 from kiln.vm._clib import KilnRuntimeError, _check, _lib
-from kiln.vm._convert import _to_view
+from kiln.vm._convert import _to_view, kept_result_bytes
 from kiln.vm.reader import ModuleFile
 from kiln.vm.writer import serialize
 
@@ -326,6 +326,8 @@ def test_reused_results_cost_no_page_faults_and_nothing_leaks():
     memory goes with the function."""
     x = np.full(BIG, 0.5, np.float32)
     f = kiln.jit(lambda x: x * 2 + 1)
+    gc.collect()  # earlier tests' functions: their kept memory goes now, not during this test
+    kept = kept_result_bytes()
     r = f(x)  # compiles
     del r
     in_use, faults = malloc_in_use(), page_faults()
@@ -347,8 +349,10 @@ def test_reused_results_cost_no_page_faults_and_nothing_leaks():
     assert all(h[BIG // 2] == 2 for h in held)
     del held
     assert malloc_in_use() - in_use < BIG
+    assert kept_result_bytes() - kept == 4 * BIG
     del f
     gc.collect()
+    assert kept_result_bytes() == kept
     assert in_use - malloc_in_use() > 3 * BIG  # the 4 * BIG bytes kept for its next call went with it
 
 
@@ -459,8 +463,9 @@ def test_large_arguments_of_any_layout(layout):
     np.testing.assert_array_equal(x, before)
 
 
-def test_a_result_spare_keeps_one_buffer_nothing_else_holds():
-    from kiln.vm._convert import _ResultSpare
+def test_a_result_spare_keeps_one_buffer_nothing_else_holds(monkeypatch):
+    from kiln.vm import _convert
+    from kiln.vm._convert import _ResultSpare, kept_result_bytes
 
     lib = _lib()
 
@@ -469,13 +474,43 @@ def test_a_result_spare_keeps_one_buffer_nothing_else_holds():
         _check(lib.kiln_buffer_view_create(0, 1, (ctypes.c_int64 * 1)(N), None, 0, ctypes.addressof(out)))
         return out.value
 
-    spare, a, b = _ResultSpare(), new_view(), new_view()
+    kept = kept_result_bytes()
+    spare, a, b = _ResultSpare(N * 4), new_view(), new_view()
     lib.kiln_buffer_view_retain(a)
     assert not spare.keep(a)  # two references: another holder could still read or write it
     lib.kiln_buffer_view_release(a)
     assert spare.keep(a) and not spare.keep(b)  # at most one
+    assert kept_result_bytes() == kept + N * 4
     assert spare.take() == (a, lib.kiln_buffer_view_mutable_data(a)) and spare.take() is None
-    assert spare.keep(a)
+    assert kept_result_bytes() == kept
+    monkeypatch.setitem(_convert._REUSE, "limit", kept + N * 4 - 1)  # all spares together keep at most this
+    assert not spare.keep(a)
+    monkeypatch.setitem(_convert._REUSE, "limit", kept + N * 4)
+    assert spare.keep(a) and kept_result_bytes() == kept + N * 4
     spare.close()  # released a
+    assert kept_result_bytes() == kept
     assert spare.take() is None and not spare.keep(b)  # a closed spare keeps nothing
     lib.kiln_buffer_view_release(b)
+
+
+@pytest.mark.parametrize("text, limit", [("", 1 << 30), ("0", 0), ("512M", 512 << 20), ("12345", 12345),
+                                         ("junk", "is not a size"), ("-1K", "must be 0 or more")])
+def test_the_reuse_limit_comes_from_the_environment(monkeypatch, text, limit):
+    from kiln.vm import _convert
+
+    monkeypatch.setenv("KILN_RESULT_REUSE_MAX_SIZE", text)
+    monkeypatch.setitem(_convert._REUSE, "limit", None)
+    if isinstance(limit, str):
+        with pytest.raises(ValueError, match=f"KILN_RESULT_REUSE_MAX_SIZE='{text}' {limit}"):
+            _convert.reuse_max_bytes()
+        return
+    assert _convert.reuse_max_bytes() == limit
+    assert _convert._result_spares_supported() == (limit > 0)
+    if limit == 0:  # nothing is kept
+        kept = _convert.kept_result_bytes()
+        f = kiln.jit(lambda x: x * 3 - 1)
+        x = at_offset((N,), np.float32, 0, seed=12)
+        r = f(x)
+        del r
+        assert _convert.kept_result_bytes() == kept
+        np.testing.assert_array_equal(f(x), x * np.float32(3) - np.float32(1))

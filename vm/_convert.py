@@ -13,12 +13,15 @@ back into calls without one.
 from __future__ import annotations
 
 import ctypes
+import os
+import threading
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from kiln.vm._clib import INTERNAL, INVALID_ARGUMENT, KilnRuntimeError, _check, _lib
 from kiln.vm._dtypes import _BF16, _DTYPE_CODE, _KILN_OF_NUMPY, _NUMPY_OF, KILN_DTYPES, kiln_dtype
+from kiln.vm._env import parse_size
 from kiln.vm._generated.constants import MAX_RANK
 
 if TYPE_CHECKING:
@@ -102,6 +105,30 @@ def _python_data(value, expected: ValueInfo | GlobalInfo | None, what) -> np.nda
 SHARE_MIN_BYTES = 16 * 1024
 
 
+REUSE_MAX_SIZE_VARIABLE = "KILN_RESULT_REUSE_MAX_SIZE"
+DEFAULT_REUSE_MAX_BYTES = 1 << 30
+# the most bytes all _ResultSpares together keep (None: not read yet), and the bytes they keep now
+_REUSE = {"limit": None, "kept": 0}
+_REUSE_LOCK = threading.Lock()  # held only for arithmetic: nothing in it can run a finalizer
+
+
+def reuse_max_bytes() -> int:
+    """The most bytes of released results kept for reuse, all functions together:
+    $KILN_RESULT_REUSE_MAX_SIZE (bytes, or with a K/M/G suffix; 0: results are never reused), default
+    1 GiB. Read once; a bad value raises ValueError naming it."""
+    limit = _REUSE["limit"]
+    if limit is None:
+        text = os.environ.get(REUSE_MAX_SIZE_VARIABLE, "").strip()
+        limit = _REUSE["limit"] = parse_size(text, REUSE_MAX_SIZE_VARIABLE, allow_zero=True) if text \
+            else DEFAULT_REUSE_MAX_BYTES
+    return limit
+
+
+def kept_result_bytes() -> int:
+    """The bytes of released results that _ResultSpares keep now, all functions together."""
+    return _REUSE["kept"]
+
+
 class _ResultSpare:
     """The memory of one result of one function on one context that its arrays released, kept for
     that result of the next call (kiln.vm.runtime._HostCall passes it as the result's destination),
@@ -111,24 +138,32 @@ class _ResultSpare:
 
     It keeps at most one buffer, and only one that nothing else holds (kiln_buffer_view_is_exclusive:
     not a global's value, a constant, caller memory or a row of another buffer), so the memory it
-    hands out is written by no one else. close() (Context.close, or when the function's call goes)
-    releases it, and a closed spare keeps nothing more. Threads: list appends and pops are atomic,
-    and an array may go on any thread."""
+    hands out is written by no one else; and only while all spares together keep at most
+    reuse_max_bytes(). close() (Context.close, or when the function's call goes) releases it, and a
+    closed spare keeps nothing more. Threads: list appends and pops are atomic, and an array may go
+    on any thread."""
 
-    __slots__ = ("spare", "closed")
+    __slots__ = ("spare", "closed", "size")
 
-    def __init__(self):
+    def __init__(self, size: int):
         self.spare = []  # [(view, data address)]: at most one, bar a race between two threads
         self.closed = False
+        self.size = size  # the result's bytes
 
     def keep(self, view: int) -> bool:
-        """Takes over the caller's reference to `view` when the spare is empty and open and nothing
-        else holds the view; False: the caller still has its reference."""
+        """Takes over the caller's reference to `view` when the spare is empty and open, nothing
+        else holds the view and the bytes kept stay within the limit; False: the caller still has
+        its reference."""
         if self.spare or self.closed:
             return False
         lib = _lib()
         if not lib.kiln_buffer_view_is_exclusive(view):
             return False
+        size, limit = self.size, reuse_max_bytes()
+        with _REUSE_LOCK:
+            if _REUSE["kept"] + size > limit:
+                return False
+            _REUSE["kept"] += size
         self.spare.append((view, lib.kiln_buffer_view_mutable_data(view)))
         if self.closed:  # close() on another thread may have emptied the list before the append
             self.close()
@@ -137,9 +172,12 @@ class _ResultSpare:
     def take(self):
         """(view, data address) of the spare buffer, now the caller's, or None."""
         try:
-            return self.spare.pop()
+            entry = self.spare.pop()
         except IndexError:
             return None
+        with _REUSE_LOCK:
+            _REUSE["kept"] -= self.size
+        return entry
 
     def close(self) -> None:
         """Releases the kept buffer; keeps nothing from now on (each entry is popped, so released, once)."""
@@ -149,6 +187,8 @@ class _ResultSpare:
                 view, _ = self.spare.pop()
             except IndexError:
                 break
+            with _REUSE_LOCK:
+                _REUSE["kept"] -= self.size
             _lib().kiln_buffer_view_release(view)
 
     def __del__(self):
@@ -159,9 +199,9 @@ class _ResultSpare:
 
 
 def _result_spares_supported() -> bool:
-    """Whether the runtime library has kiln_buffer_view_is_exclusive (a library built before it
-    has not: results then never reuse memory)."""
-    return hasattr(_lib(), "kiln_buffer_view_is_exclusive")
+    """Whether released results are reused: the runtime library has kiln_buffer_view_is_exclusive (a
+    library built before it has not) and reuse_max_bytes() is not 0."""
+    return hasattr(_lib(), "kiln_buffer_view_is_exclusive") and reuse_max_bytes() > 0
 
 
 class _RuntimeMemory:

@@ -565,7 +565,7 @@ class _HostCall:
         # (result index, its spare, byte size)
         self.spares = []
         if _result_spares_supported():
-            self.spares = [(i, _ResultSpare(), _byte_size(info.results[i]))
+            self.spares = [(i, _ResultSpare(_byte_size(info.results[i])), _byte_size(info.results[i]))
                            for i in self.shared if _byte_size(info.results[i])]
             context._spares.extend(spare for _, spare, _ in self.spares)
         P = ctypes.c_void_p

@@ -29,6 +29,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from kiln.vm._env import parse_size as _parse_size
+
 ENTRY_MAGIC = b"KILNKOBJ"
 DEFAULT_MAX_BYTES = 1 << 30
 TRIM_TO = 0.8
@@ -76,16 +78,7 @@ def cache_dir() -> Path | None:
 
 def parse_size(text: str) -> int:
     """Bytes from '123', '64K', '512M' or '2G' (powers of 1024); ValueError names a bad value."""
-    value = text.strip().upper().removesuffix("B")
-    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(value[-1:], 1)
-    number = value[:-1] if scale > 1 else value
-    try:
-        size = int(float(number) * scale)
-    except ValueError:
-        raise ValueError(f"KILN_CACHE_MAX_SIZE={text!r} is not a size (bytes, or a number with K, M or G)") from None
-    if size <= 0:
-        raise ValueError(f"KILN_CACHE_MAX_SIZE={text!r} must be positive")
-    return size
+    return _parse_size(text, "KILN_CACHE_MAX_SIZE")
 
 
 def max_bytes_from_env() -> int:
