@@ -61,6 +61,13 @@ for dt in (np.float32, np.float64):
     CASES[f"fold-not-swap-{tag}"] = (lambda a, b: knp.transpose(a @ b, (1, 0, 2)), lambda a, b: np.transpose(a @ b, (1, 0, 2)),
                                      (_rand(3, 7, 20, dtype=dt), _rand(3, 20, 11, dtype=dt)))
 
+# Large products whose row chunks grow to fewer, taller items (matmul._Tiling, SHARED_ITEMS): a row tail
+# (m % MR), a partial column chunk, an epilogue over a tall chunk; batched in f64.
+CASES["grown-epilogue-float32"] = (lambda a, b, c: knp.tanh(a @ b + c), lambda a, b, c: np.tanh(a @ b + c),
+                                   (_rand(1000, 70), _rand(70, 600), _rand(600)))
+CASES["grown-batched-float64"] = (lambda a, b: a @ b, lambda a, b: a @ b,
+                                  (_rand(8, 200, 30, dtype=np.float64), _rand(8, 30, 20, dtype=np.float64)))
+
 
 def _want(name):
     _, ref, args = CASES[name]
@@ -179,3 +186,25 @@ def test_each_case_takes_the_path_it_is_named_for():
             path = ("dot" if matmul._dot_form(plan, t) else "direct" if matmul._reads_b_in_place(plan, t)
                     else "nt" if matmul._k_contiguous(plan, t) else "packed")
             assert path == name.split("-")[0], (name, target.cpu, path)
+
+
+def test_large_products_take_fewer_taller_row_chunks():
+    """The grown cases' tilings: as few row chunks as give SHARED_ITEMS items with the batch and column
+    chunks, of equal whole tiles, taller than ROW_CHUNK_TILES tiles, covering every row once."""
+    from kiln.compiler.codegen import matmul
+    from kiln.compiler.target import Target
+
+    targets = [Target.named("x86_64-unknown-linux-gnu", "x86-64-v2", ""),
+               Target.named("x86_64-unknown-linux-gnu", "haswell", "+avx,+avx2,+fma"),
+               Target.named("x86_64-unknown-linux-gnu", "skylake-avx512", "+avx,+avx2,+avx512f,+fma")]
+    for name in ("grown-epilogue-float32", "grown-batched-float64"):
+        fn, _, args = CASES[name]
+        region = partition(_graph(fn, *args)).dispatches[0].region
+        plan = matmul._plan(region)
+        batch, m, _, _ = plan.sizes
+        for target in targets:
+            t = matmul._tiling(region, plan, target)
+            assert t.row_chunk % t.mr == 0 and t.row_chunk > t.mr * matmul.ROW_CHUNK_TILES, (name, target.cpu, t.row_chunk)
+            assert (t.m_chunks - 1) * t.row_chunk < m <= t.m_chunks * t.row_chunk, (name, target.cpu)
+            fewest = -(-matmul.SHARED_ITEMS // (batch * t.n_chunks))  # row chunks for SHARED_ITEMS items
+            assert t.m_chunks == fewest and t.items == batch * t.m_chunks * t.n_chunks, (name, target.cpu, t.m_chunks)
