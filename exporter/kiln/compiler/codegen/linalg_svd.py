@@ -384,10 +384,24 @@ def _jacobi(g: _Gen, w, v, d, n: int, scratch):
 
         g.vloop(0, h, parameters, name="par")
 
+        following = b.add(r, const64(1))
+        fused = local_var(b, I1, ir.Constant(I1, 0), "fused")
+        fused_dot = local_var(b, g.t, g.c(0.0), "fused.dot")
+
         def apply(kk):
+            """Rotates pair kk (if active); for kk >= 1 its rotation pass also takes the inner product of the
+            following round's pair kk - 1 (into fused / fused_dot): column x = (r + kk) mod last of this
+            pair with column (r + last - (kk - 2)) mod last of pair kk - 2, or column last (pair 0's) for
+            kk = 1, both final for this round."""
+            b.store(ir.Constant(I1, 0), fused)
             with b.if_then(b.fcmp_ordered("!=", g.ld(act, kk), g.c(0.0))):
                 b.store(ir.Constant(I1, 1), rotated)
                 p, q = members(r, kk)
+                x = wrap(b.add(r, kk))
+                other = b.select(b.icmp_signed("==", kk, const64(1)), const64(last),
+                                 wrap(b.sub(b.add(r, const64(last + 2)), kk)))
+                want = b.and_(b.icmp_signed(">=", kk, const64(1)), b.icmp_signed("<", other, const64(n)))
+                x_is_p = b.icmp_signed("==", x, p)
                 s, sh = g.ld(ss_, kk), g.ld(ps_, kk)
                 pb = b.mul(p, const64(n))
                 qb = b.mul(q, const64(n))
@@ -398,15 +412,30 @@ def _jacobi(g: _Gen, w, v, d, n: int, scratch):
                     xp, xq = g.ld(base, i, wd), g.ld(base, b.add(i, shift), wd)
                     xp = g.fma(b.fneg(pv), xq, xp)
                     xq = g.fma(sv, xp, xq)
-                    g.st(base, i, g.fma(b.fneg(pv), xq, xp), wd)
+                    xp = g.fma(b.fneg(pv), xq, xp)
+                    g.st(base, i, xp, wd)
                     g.st(base, b.add(i, shift), xq, wd)
+                    return xp, xq
 
                 def both(i, wd):  # W and V (the same n x n column storage) in one pass
-                    rot(w, i, wd)
+                    xp, xq = rot(w, i, wd)
                     if v is not None:
                         rot(v, i, wd)
+                    return xp, xq
 
-                g.vloop(pb, b.add(pb, const64(n)), both, name="rot")
+                with b.if_else(want) as (with_dot, alone):
+                    with with_dot:
+                        to_other = b.sub(b.mul(other, const64(n)), pb)
+
+                        def terms(i, wd):
+                            xp, xq = both(i, wd)
+                            return [(b.select(x_is_p, xp, xq), g.ld(w, b.add(i, to_other), wd))]
+
+                        (dot,) = g.vsum(pb, b.add(pb, const64(n)), terms, name="rot.dot")
+                        b.store(dot, fused_dot)
+                        b.store(ir.Constant(I1, 1), fused)
+                    with alone:
+                        g.vloop(pb, b.add(pb, const64(n)), both, name="rot")
                 tg = g.ld(tg_, kk)
                 for col, col_base, sign in ((p, pb, -1.0), (q, qb, 1.0)):
                     old = g.ld(d, col)
@@ -418,14 +447,21 @@ def _jacobi(g: _Gen, w, v, d, n: int, scratch):
                         g.st(d, col, sq)
 
         # The next round's pair j - 1 joins a column of this round's pair j - 2 and one of pair j (the
-        # circle method moves each position one step), so its inner product is taken right after pair j
-        # is rotated, while both columns are still in cache; pair h - 1 (pairs h - 2 and h - 1) last.
-        following = b.add(r, const64(1))
-
+        # circle method moves each position one step), so its inner product is taken in pair j's rotation
+        # pass (or, pair j not rotating, right after it, both columns still in cache); pair h - 1 (pairs
+        # h - 2 and h - 1) last.
         def apply_then_dot(j):
             apply(j)
             with b.if_then(b.icmp_signed(">=", j, const64(1))):
-                dots(following, b.sub(j, const64(1)))
+                with b.if_else(b.load(fused)) as (taken, separate):
+                    with taken:
+                        kk = b.sub(j, const64(1))
+                        p, q = members(following, kk)
+                        g.st(gam, kk, b.load(fused_dot))
+                        g.st(al, kk, g.ld(d, p))
+                        g.st(be, kk, g.ld(d, q))
+                    with separate:
+                        dots(following, b.sub(j, const64(1)))
 
         for_range(b, 0, h, apply_then_dot, name="apply")
         dots(following, const64(h - 1))
