@@ -278,15 +278,16 @@ def emit_kernel(region):
     combiners = {id(e): _Combiner(e.primitive.traits.reduction, e.outvars[0].aval.dtype) for loop in p.loops for e in loop}
 
     streams = _streams(p, region)
-    quiet = _quiet_passes(p)
 
     def body(b: ir.IRBuilder, pointers, workgroup_id, workgroup_count):
         staged = _streamed_outputs(p, region, b.module.triple)
+        quiet = _quiet_passes(p, staged)
         kept = [s for s in streams if not (s.write and s.pointer - n_in in staged)]
         prefetch = _Prefetch(p, kept, len(quiet)) if quiet and kept else None
         scratch = {v: b.alloca(scalar_ops.info(dtypes[v]).storage, size=const64(p.columns), name=f"row{v}")
                    for v in p.scratch}
-        stage = {i: _aligned_alloca(b, scalar_ops.info(region.outvars[i].aval.dtype).storage, STAGE_COLUMNS, f"stage{i}")
+        stage_columns = max(STAGE_COLUMNS, prefetch.chunk if prefetch is not None else 0)
+        stage = {i: _aligned_alloca(b, scalar_ops.info(region.outvars[i].aval.dtype).storage, stage_columns, f"stage{i}")
                  for i in staged}
         accs = {key: b.alloca(c.acc_type, name="acc") for key, c in combiners.items()}
         unordered = b.alloca(ir.IntType(1), name="unordered")
@@ -367,19 +368,22 @@ def emit_kernel(region):
                             offset = b.add(b.mul(r, const64(p.columns)), c)
                             scalar_ops.store(b, pointers[n_in + i], offset, read(v), v.aval.dtype)
 
+                    def run_chunk(start, end, step=step, column=column, chunk_start=chunk_start, name=f"c{k}.{n}"):
+                        """The columns [start, end), then the chunk's staged outputs streamed out."""
+                        chunk_start[0] = start
+                        for_range(b, start, end, column, name=f"{name}.c")
+                        row_start = b.mul(r, const64(p.columns))
+                        for i in step.outputs:
+                            if i in stage:
+                                _copy_streaming(b, pointers[n_in + i], b.add(row_start, start), stage[i],
+                                                b.sub(end, start), region.outvars[i].aval.dtype, name=f"{name}.s{i}")
+
                     if prefetch is not None and (k, n) in quiet and not again:
-                        prefetch.columns(b, pointers, bases, quiet.index((k, n)), column, name=f"c{k}.{n}")
+                        prefetch.columns(b, pointers, bases, quiet.index((k, n)), run_chunk, name=f"c{k}.{n}")
                     elif any(i in stage for i in step.outputs):
-                        def chunk(start, step=step, column=column, chunk_start=chunk_start, name=f"c{k}.{n}"):
-                            chunk_start[0] = start
+                        def chunk(start, run_chunk=run_chunk):
                             end = b.add(start, const64(STAGE_COLUMNS))
-                            end = b.select(b.icmp_unsigned("<", end, const64(p.columns)), end, const64(p.columns))
-                            for_range(b, start, end, column, name=f"{name}.c")
-                            row_start = b.mul(r, const64(p.columns))
-                            for i in step.outputs:
-                                if i in stage:
-                                    _copy_streaming(b, pointers[n_in + i], b.add(row_start, start), stage[i],
-                                                    b.sub(end, start), region.outvars[i].aval.dtype, name=f"{name}.s{i}")
+                            run_chunk(start, b.select(b.icmp_unsigned("<", end, const64(p.columns)), end, const64(p.columns)))
 
                         for_range(b, 0, p.columns, chunk, name=f"c{k}.{n}", step=STAGE_COLUMNS)
                     else:
@@ -529,13 +533,14 @@ def _streams(p: RowPlan, region) -> list[_Stream]:
     return found
 
 
-def _quiet_passes(p: RowPlan) -> list[tuple[int, int]]:
+def _quiet_passes(p: RowPlan, staged=()) -> list[tuple[int, int]]:
     """(loop, pass) of the passes over a row that touch no memory stream: after the row's first (which
-    reads it from memory) and storing no full-row output. A row kernel without one (rmsnorm: a sum of
-    squares, then the scaled row stored) streams as a copy does, which the hardware prefetcher serves
-    best; software prefetches there only compete with the stores' misses (measured slower)."""
+    reads it from memory) and storing no full-row output but streamed ones (`staged`, written with
+    non-temporal stores: no miss to compete with). A row kernel without one (rmsnorm: a sum of squares,
+    then the scaled row stored) streams as a copy does, which the hardware prefetcher serves best;
+    software prefetches there only compete with the stores' misses (measured slower)."""
     passes = [(k, n) for k, loop in enumerate(p.passes) for n in range(len(loop))][1:]
-    return [(k, n) for k, n in passes if not p.passes[k][n].outputs]
+    return [(k, n) for k, n in passes if all(i in staged for i in p.passes[k][n].outputs)]
 
 
 class _Prefetch:
@@ -565,9 +570,9 @@ class _Prefetch:
         index = delinearize(b, row, self.p.rows_shape) if self.p.rows_shape else []
         return [dot_offsets(b, index, s.row_strides, const64(s.offset)) for s in self.streams]
 
-    def columns(self, b: ir.IRBuilder, pointers, bases, quiet: int, column, name: str) -> None:
-        """for_range(0, columns, column) in chunks, each first prefetching its share (quiet: the index
-        of this pass among the row's quiet passes)."""
+    def columns(self, b: ir.IRBuilder, pointers, bases, quiet: int, run, name: str) -> None:
+        """run(start, end) over the row's columns in chunks of at most self.chunk, each first prefetching
+        its share (quiet: the index of this pass among the row's quiet passes)."""
         fn = b.module.globals.get("llvm.prefetch.p0") or ir.Function(
             b.module, ir.FunctionType(ir.VoidType(), [ir.PointerType(), I32, I32, I32]), name="llvm.prefetch.p0")
 
@@ -584,11 +589,10 @@ class _Prefetch:
                     address = b.gep(pointers[s.pointer], [offset], source_etype=scalar_ops.info(s.dtype).storage)
                     b.call(fn, [address, ir.Constant(I32, int(s.write)), ir.Constant(I32, 2), ir.Constant(I32, 1)])
             if self.chunks == 1:
-                for_range(b, 0, self.p.columns, column, name=f"{name}.c")
+                run(const64(0), const64(self.p.columns))
                 return
             end = b.add(start, const64(self.chunk))
-            end = b.select(b.icmp_unsigned("<", end, const64(self.p.columns)), end, const64(self.p.columns))
-            for_range(b, start, end, column, name=f"{name}.c")
+            run(start, b.select(b.icmp_unsigned("<", end, const64(self.p.columns)), end, const64(self.p.columns)))
 
         if self.chunks == 1:
             chunk(const64(0))
