@@ -144,6 +144,41 @@ class _Gen:
         for_range(b, vec_end if self.lanes > 1 else lo, hi, scalar, name=f"{name}.tail")
         return [b.load(t) for t in tails]
 
+    UNROLL = 16
+    """Most vectors of a range of static length that usum / uloop emit in straight-line code."""
+
+    def unrolls(self, length: int) -> bool:
+        return self.lanes > 1 and length // self.lanes <= self.UNROLL
+
+    def uloop(self, lo, length: int, body, name="u"):
+        """vloop over [lo, lo + length) for a static length: straight-line vectors when unrolls(length)."""
+        if not self.unrolls(length):
+            return self.vloop(lo, self.b.add(lo, const64(length)), body, name=name)
+        vectors = length // self.lanes
+        for k in range(vectors):
+            body(self.b.add(lo, const64(k * self.lanes)), self.lanes)
+        for k in range(vectors * self.lanes, length):
+            body(self.b.add(lo, const64(k)), 1)
+
+    def usum(self, lo, length: int, terms, count: int = 1, name="s"):
+        """vsum over [lo, lo + length) for a static length: straight-line vectors when unrolls(length), the
+        same additions in the same order as vsum's (two accumulators alternating, then one, then the tail)."""
+        if not self.unrolls(length):
+            return self.vsum(lo, self.b.add(lo, const64(length)), terms, count=count, name=name)
+        b = self.b
+        vectors = length // self.lanes
+        accs = [[self.c(0.0, self.lanes), self.c(0.0, self.lanes)] for _ in range(count)]
+        paired = vectors - vectors % 2
+        for k in range(vectors):
+            which = k % 2 if k < paired else 0
+            for acc, (x, y) in zip(accs, terms(b.add(lo, const64(k * self.lanes)), self.lanes)):
+                acc[which] = self.fma(x, y, acc[which])
+        totals = [self.hsum(b.fadd(acc[0], acc[1])) for acc in accs]
+        for k in range(vectors * self.lanes, length):
+            for idx, (x, y) in enumerate(terms(b.add(lo, const64(k)), 1)):
+                totals[idx] = self.fma(x, y, totals[idx])
+        return totals
+
     def vmax_abs(self, base, lo, hi, name="m"):
         """max |base[i]| over [lo, hi) (NaN propagates), 0 for an empty range."""
         b = self.b
@@ -367,8 +402,7 @@ def _jacobi(g: _Gen, w, v, d, n: int, scratch):
         with b.if_then(real):
             pb = b.mul(p, const64(n))
             shift = b.sub(b.mul(q, const64(n)), pb)
-            (gamma,) = g.vsum(pb, b.add(pb, const64(n)),
-                              lambda i, wd: [(g.ld(w, i, wd), g.ld(w, b.add(i, shift), wd))], name="gamma")
+            (gamma,) = g.usum(pb, n, lambda i, wd: [(g.ld(w, i, wd), g.ld(w, b.add(i, shift), wd))], name="gamma")
             g.st(gam, kk, gamma)
 
     def one_round(r):
@@ -431,11 +465,11 @@ def _jacobi(g: _Gen, w, v, d, n: int, scratch):
                             xp, xq = both(i, wd)
                             return [(b.select(x_is_p, xp, xq), g.ld(w, b.add(i, to_other), wd))]
 
-                        (dot,) = g.vsum(pb, b.add(pb, const64(n)), terms, name="rot.dot")
+                        (dot,) = g.usum(pb, n, terms, name="rot.dot")
                         b.store(dot, fused_dot)
                         b.store(ir.Constant(I1, 1), fused)
                     with alone:
-                        g.vloop(pb, b.add(pb, const64(n)), both, name="rot")
+                        g.uloop(pb, n, both, name="rot")
                 tg = g.ld(tg_, kk)
                 for col, col_base, sign in ((p, pb, -1.0), (q, qb, 1.0)):
                     old = g.ld(d, col)
