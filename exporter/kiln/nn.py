@@ -20,7 +20,9 @@ import numpy as np
 
 from . import numpy as knp
 from .core import dtypes
+from .lax import _special_ops as _ops
 from .lax import prims
+from .lax.special_math import kernel as _kernel
 from .numpy._base import asarray, aval, normalize_axes
 from .scipy import special
 
@@ -132,63 +134,47 @@ def _gelu_tanh32_parts(x):
     xc = x clamped to +-12. z = K1 xc + K3 xc^3 is computed in float64 (to 2^-50 relative) and split into two
     float32, hi + lo; e_s = exp(hi) (1 + lo) in float32, so that the steep tail does not multiply the rounding of z
     (a float32 z is off by about |z| 2^-24, and exp(z) by as much relative: 100 ulp at x = -10)."""
-    from .lax import _special_ops as ops
-
     f32, f64 = np.dtype(np.float32), np.dtype(np.float64)
-    xc = ops.where(ops.less(x, np.float32(-_GELU_X_CLAMP)), np.float32(-_GELU_X_CLAMP),
-                   ops.where(ops.greater(x, np.float32(_GELU_X_CLAMP)), np.float32(_GELU_X_CLAMP), x))  # NaN stays
-    x64 = ops.asarray(xc, f64)
-    z = ops.multiply(x64, ops.add(ops.multiply(ops.multiply(x64, x64), _GELU_K3), _GELU_K1))
-    hi = ops.asarray(z, f32)
-    lo = ops.asarray(ops.subtract(z, ops.asarray(hi, f64)), f32)  # the float64 difference is exact
-    pos = ops.greater_equal(x, np.float32(0))
-    deep = ops.less(x, np.float32(_GELU_DEEP))
-    hi = ops.add(ops.where(pos, ops.negative(hi), hi), ops.where(deep, ops.full_like(x, _GELU_SHIFT_HI), ops.full_like(x, 0)))
-    lo = ops.add(ops.where(pos, ops.negative(lo), lo), ops.where(deep, ops.full_like(x, _GELU_SHIFT_LO), ops.full_like(x, 0)))
-    e_hi = ops.exp(hi)
-    e_s = ops.add(e_hi, ops.multiply(e_hi, lo))  # exp(hi + lo) to first order: |lo| <= 2^-17, lo^2/2 < 2^-35
-    scale = ops.where(deep, ops.full_like(x, 2.0 ** -64), ops.full_like(x, 1))
-    return pos, xc, e_s, ops.multiply(e_s, scale), scale
+    xc = _ops.where(_ops.less(x, np.float32(-_GELU_X_CLAMP)), np.float32(-_GELU_X_CLAMP),
+                   _ops.where(_ops.greater(x, np.float32(_GELU_X_CLAMP)), np.float32(_GELU_X_CLAMP), x))  # NaN stays
+    x64 = _ops.asarray(xc, f64)
+    z = _ops.multiply(x64, _ops.add(_ops.multiply(_ops.multiply(x64, x64), _GELU_K3), _GELU_K1))
+    hi = _ops.asarray(z, f32)
+    lo = _ops.asarray(_ops.subtract(z, _ops.asarray(hi, f64)), f32)  # the float64 difference is exact
+    pos = _ops.greater_equal(x, np.float32(0))
+    deep = _ops.less(x, np.float32(_GELU_DEEP))
+    hi = _ops.add(_ops.where(pos, _ops.negative(hi), hi), _ops.where(deep, _ops.full_like(x, _GELU_SHIFT_HI), _ops.full_like(x, 0)))
+    lo = _ops.add(_ops.where(pos, _ops.negative(lo), lo), _ops.where(deep, _ops.full_like(x, _GELU_SHIFT_LO), _ops.full_like(x, 0)))
+    e_hi = _ops.exp(hi)
+    e_s = _ops.add(e_hi, _ops.multiply(e_hi, lo))  # exp(hi + lo) to first order: |lo| <= 2^-17, lo^2/2 < 2^-35
+    scale = _ops.where(deep, _ops.full_like(x, 2.0 ** -64), _ops.full_like(x, 1))
+    return pos, xc, e_s, _ops.multiply(e_s, scale), scale
 
 
 def _gelu_tanh32_kernel(x):
     """x / (1 + e) for x >= 0, x e / (1 + e) below (e = exp(-|z|)), with one division; where e is tiny the quotient
     x e_s / (1 + e) is formed at 2^64 times the result and scaled last, so a subnormal result is rounded once."""
-    from .lax import _special_ops as ops
-
     pos, _, e_s, e, scale = _gelu_tanh32_parts(x)
-    numerator = ops.where(pos, x, ops.multiply(x, e_s))
-    return ops.multiply(ops.divide(numerator, ops.add(e, np.float32(1))), scale)
+    numerator = _ops.where(pos, x, _ops.multiply(x, e_s))
+    return _ops.multiply(_ops.divide(numerator, _ops.add(e, np.float32(1))), scale)
 
 
 def _gelu_tanh32_derivative(x):
     """gelu'(x) = s (1 + x z' (1 - s)), s = sigmoid(z), z' = K1 + 3 K3 x^2: r (1 + x z' e r) for x >= 0 and
     e r (1 + x z' r) below, r = 1 / (1 + e); e from the same double-float z as the value (the left tail's
     e r is formed scaled, as in the value). x z' uses x clamped to +-12, where the result is 1 or 0 already."""
-    from .lax import _special_ops as ops
-
     pos, xc, e_s, e, scale = _gelu_tanh32_parts(x)
-    r = ops.divide(np.float32(1), ops.add(e, np.float32(1)))
-    xz = ops.multiply(xc, ops.add(ops.multiply(ops.multiply(xc, xc), np.float32(3 * _GELU_K3)), np.float32(_GELU_K1)))
-    above = ops.multiply(r, ops.add(ops.multiply(xz, ops.multiply(e, r)), np.float32(1)))
-    below = ops.multiply(ops.multiply(ops.multiply(e_s, r), ops.add(ops.multiply(xz, r), np.float32(1))), scale)
-    return ops.where(pos, above, below)
+    r = _ops.divide(np.float32(1), _ops.add(e, np.float32(1)))
+    xz = _ops.multiply(xc, _ops.add(_ops.multiply(_ops.multiply(xc, xc), np.float32(3 * _GELU_K3)), np.float32(_GELU_K1)))
+    above = _ops.multiply(r, _ops.add(_ops.multiply(xz, _ops.multiply(e, r)), np.float32(1)))
+    below = _ops.multiply(_ops.multiply(_ops.multiply(e_s, r), _ops.add(_ops.multiply(xz, r), np.float32(1))), scale)
+    return _ops.where(pos, above, below)
 
 
-_gelu_tanh32 = None  # the float32 kernel primitive, made on first use (kiln.lax.special_math.kernel)
-
-
-def _gelu_tanh_float32(x):
-    """gelu (tanh form) of float32 x as one primitive whose partial derivative is _gelu_tanh32_derivative (a
-    composition of lax operations: higher derivatives are taken through its formula)."""
-    global _gelu_tanh32
-    if _gelu_tanh32 is None:
-        from .lax.special_math import kernel
-
-        value = kernel("gelu_tanh32", np.float32)(_gelu_tanh32_kernel)
-        value.defpartials(lambda v, out: [lambda: _gelu_tanh32_derivative(v)])
-        _gelu_tanh32 = value
-    return _gelu_tanh32(x)
+# float32 gelu (tanh form) as one primitive (a kiln.lax.special_math kernel, inlined before fusion) whose partial
+# derivative is _gelu_tanh32_derivative, a composition of lax operations (higher derivatives go through its formula)
+_gelu_tanh32 = _kernel("gelu_tanh32", np.float32)(_gelu_tanh32_kernel)
+_gelu_tanh32.defpartials(lambda x, out: [lambda: _gelu_tanh32_derivative(x)])
 
 
 def gelu(x, approximate: bool = True):
@@ -205,7 +191,7 @@ def gelu(x, approximate: bool = True):
 
     x = _float(x)
     if approximate and aval(x).dtype == np.float32:
-        return _gelu_tanh_float32(x)
+        return _gelu_tanh32(x)
     x, dtype = _wide(x, f32_to_f64=True)
     if approximate:
         inner = knp.multiply(knp.add(x, knp.multiply(knp.multiply(knp.multiply(x, x), x), 0.044715)),
