@@ -525,6 +525,68 @@ def test_no_output_is_written_over_an_input_read_elsewhere():
     assert pairs == {("fused_2", True, False): 0}, pairs
 
 
+def _softmax_of_product(x, w):
+    h = x @ w
+    e = knp.exp(h - knp.max(h, axis=1, keepdims=True))
+    return (e / knp.sum(e, axis=1, keepdims=True)) @ w.T
+
+
+def _layernorm_of_product(x, w):
+    return layernorm(x @ w) @ w.T
+
+
+@pytest.mark.parametrize("f", [_softmax_of_product, _layernorm_of_product])
+def test_row_fused_output_is_written_over_its_dead_input(f):
+    """A row-fused kernel's one full-row output, stored by its last loop (no reduction in it), is
+    written over the matrix product's output it normalizes (memory_plan._row_fused_pairs): bit for
+    bit the unplanned module's values (a NaN row and a zero row included), numpy's closely."""
+    rng = np.random.default_rng(9)
+    x, w = rng.standard_normal((17, 12)).astype(F32), rng.standard_normal((12, 23)).astype(F32)
+    x[3, 5], x[6] = np.nan, 0.0
+    schedule = _schedule_of(f, (x, w))
+    (g,) = _overwrites(schedule)
+    assert schedule.buffers[g.overwrites].offset == g.offset
+    (op,) = [op for op in schedule.ops if getattr(op, "inplace", None)]
+    assert op.step.name.startswith("row_fused") and op.inplace == {0: 0}
+    with planning_disabled():
+        want = np.asarray(kiln.jit(f)(x, w))
+    planned = kiln.jit(f)
+    for _ in range(2):
+        np.testing.assert_array_equal(planned(x, w), want)
+    h = x.astype(np.float64) @ w
+    if f is _softmax_of_product:
+        e = np.exp(h - h.max(axis=1, keepdims=True))
+        y = e / e.sum(axis=1, keepdims=True)
+    else:
+        c = h - h.mean(axis=1, keepdims=True)
+        y = c / np.sqrt((c * c).mean(axis=1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(want, y @ w.T, rtol=1e-4, atol=1e-4)
+
+
+def test_row_fused_output_is_not_written_over_an_input_read_elsewhere():
+    """Never in place: two full-row outputs of one kernel, an input also read reversed, an output
+    stored by a loop that also reduces (a float max's exact rerun would read the row again); the
+    softmax kernel alone is."""
+    from kiln.compiler.memory_plan import inplace_pairs
+
+    def centered(a):
+        c = a - knp.mean(a, axis=1, keepdims=True)
+        return [c, c / knp.sqrt(knp.mean(c * c, axis=1, keepdims=True))]
+
+    def reduced_too(a):
+        y = knp.exp(a * 2.0) / knp.max(a, axis=1, keepdims=True)
+        return [y, knp.max(y, axis=1)]
+
+    def pairs(f):
+        graph = prepare_graph(trace_to_graph(f, [ShapedArray((8, 8), F32)]))
+        (step,) = partition(graph).dispatches
+        assert step.name.startswith("row_fused")
+        return inplace_pairs(step)
+    assert pairs(centered) == pairs(reduced_too) == []
+    assert pairs(lambda a: [knp.exp(a - knp.max(a, axis=1, keepdims=True)) + a[:, ::-1]]) == []
+    assert pairs(lambda a: [knp.exp(a - knp.max(a, axis=1, keepdims=True))]) == [(0, 0)]
+
+
 def test_random_programs_write_in_place():
     a = np.zeros((8, 8), F32)
     count = sum(len(_overwrites(_schedule_of(_random_looped_program(seed), (a, a)))) for seed in range(8))

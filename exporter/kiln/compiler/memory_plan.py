@@ -201,7 +201,8 @@ def inplace_pairs(step) -> list[tuple[int, int]]:
     every input and then stores every output at that element), the input has the output's shape and
     dtype, and the region reads it only at the element it writes (no transpose, broadcast, slice or
     other layout view of it). A horizontal kernel (codegen/horizontal.py: one such loop per output shape)
-    pairs an input and an output of one segment when no other segment reads the input."""
+    pairs an input and an output of one segment when no other segment reads the input; a row-fused
+    kernel its one full-row output and an input read only where it is written (`_row_fused_pairs`)."""
     from .compile import kernel_strategy
 
     region = step.region
@@ -210,6 +211,8 @@ def inplace_pairs(step) -> list[tuple[int, int]]:
     strategy = kernel_strategy(region)
     if strategy == "elementwise":
         return _elementwise_pairs(region)
+    if strategy == "row_fused":
+        return _row_fused_pairs(region)
     if strategy != "horizontal":
         return []
     from .codegen.elementwise import plan_loops
@@ -221,6 +224,43 @@ def inplace_pairs(step) -> list[tuple[int, int]]:
         for source in {view.source for view in plan_loops(seg.region)[2]}:
             readers[source] = readers.get(source, 0) + 1
     return [(i, seg.positions[j]) for seg in segs for i, j in _elementwise_pairs(seg.region) if readers.get(i) == 1]
+
+
+def _row_fused_pairs(region) -> list[tuple[int, int]]:
+    """inplace_pairs of a row-fused region (codegen/row_fused.py: each workgroup takes whole rows and
+    runs loops over a row's columns; loop k carries the reductions of level k + 1 and stores the 'col'
+    outputs of level k). Its output may be written over an input when it is the region's only full-row
+    output, its loop is the row's last and carries no reduction (so that loop has one pass and is never
+    run again for a row, and no loop after it reads the row), and every view of the input is the
+    input itself at the output's shape and dtype: the loops before read the row whole before anything
+    is written, and the last one reads each column of the input just before it writes that column
+    (streamed outputs: a chunk after its columns were read). Softmax, layer norm and RMS norm over a
+    matrix product's output qualify; a row's other values (sums, per-row outputs) never alias."""
+    from .codegen import row_fused
+    from .layout import contiguous_strides
+
+    try:
+        p = row_fused.plan(region)
+    except Exception:  # not a row-fused region as this strategy plans it: never in place
+        return []
+    full = p.rows_shape + (p.columns,)
+    outs = [j for j, v in enumerate(region.outvars) if tuple(v.aval.shape) == full]
+    if len(outs) != 1:
+        return []
+    (j,) = outs
+    out = region.outvars[j]
+    k = p.level.get(out.id)
+    if k is None or k != len(p.loops) - 1 or p.loops[k] or len(p.passes[k]) != 1:
+        return []
+    identity = contiguous_strides(full)
+    pairs = []
+    for i, v in enumerate(region.invars):
+        views = [w for w in p.views.values() if w.source == i]
+        if (tuple(v.aval.shape) == full and v.aval.dtype == out.aval.dtype and views
+                and all(tuple(w.shape) == full and tuple(w.strides) == identity and w.offset == 0
+                        and w.dtype == v.aval.dtype for w in views)):
+            pairs.append((i, j))
+    return pairs
 
 
 def _elementwise_pairs(region) -> list[tuple[int, int]]:
