@@ -318,6 +318,19 @@ def test_large_matrices_blocked_path_every_build(tmp_path):
         check_lu(got[7:10], np.swapaxes(w, -1, -2), 1e-10)
 
 
+def test_large_lu_panel_on_the_stack_or_in_place_same_bits(monkeypatch):
+    """The large-matrix LU factors each panel column-major on the stack (vectors down the rows) when it fits
+    in PANEL_STACK_BYTES, else in place row by row: the same operations on each element, so the same bits."""
+    monkeypatch.setenv("KILN_CACHE", "0")  # the two builds differ only by the module constant
+    a = general(np.random.default_rng(14), (450, 601), np.float64)
+    on_stack = [np.asarray(g) for g in kiln.jit(L.lu)(a)]
+    monkeypatch.setattr(linalg_codegen, "PANEL_STACK_BYTES", 0)
+    in_place = [np.asarray(g) for g in kiln.jit(L.lu)(a)]
+    for g, h in zip(on_stack, in_place):
+        np.testing.assert_array_equal(g, h)
+    check_lu(on_stack, a, 1e-10)
+
+
 def test_kiln_run_exported_solve_and_slogdet(tmp_path):
     rng = np.random.default_rng(12)
     a, b = general(rng, (2, 100, 100), np.float64), rng.standard_normal((2, 100, 4))

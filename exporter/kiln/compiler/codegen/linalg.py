@@ -35,7 +35,7 @@ from llvmlite import ir
 from ..layout import region_views
 from .intrinsics import call_unary, fmuladd
 from .loops import const64, delinearize, for_range, local_var, workgroup_slice
-from .types import I1, I32, I64
+from .types import I1, I32, I64, PTR
 from .vector_code import VectorCode, lanes_for
 
 PANEL = 8
@@ -185,6 +185,8 @@ def _stack_array(b, ty, count: int, name: str):
         if entry.instructions:
             b.position_before(entry.instructions[0])
         slot = b.alloca(ty, size=const64(count), name=name)
+        slot.align = 64
+        slot = b.inttoptr(b.ptrtoint(slot, I64), PTR)  # an untyped pointer, as the kernel's operands (folded away)
     if b.block is not here:
         b.position_at_end(here)
     return slot
@@ -459,6 +461,85 @@ def _transpose_upper_to_lower(code: _Code, out, at, n: int):
 
 # --------------------------------------------------------------------------- LU
 
+PANEL_STACK_BYTES = 1 << 17
+"""The largest column-major copy of an LU panel (m x PANEL) the large-matrix path keeps on the stack (m up
+to 4096 in float32, 2048 in float64); taller matrices factor the panel in place, row by row."""
+
+
+def _panel_copy(code: _Code, out, at, panel, m: int, k, width: int, to_panel: bool):
+    """Rows k .. m of the matrix's columns k .. k + width to (to_panel) or from the column-major panel
+    (panel[c * m + i] = A[i, k + c]): lanes rows at a time, lanes x lanes tiles transposed in registers."""
+    b, v = code.b, code.lanes
+    blocks = b.udiv(b.sub(const64(m), k), const64(v))
+
+    def block(i0, count, row_mask):
+        rows = [b.add(i0, const64(r)) for r in range(v)]
+        if count is not None:  # the last rows: clamped in bounds, lanes past m never stored
+            rows = [b.select(b.icmp_signed("<", r, const64(m)), r, const64(m - 1)) for r in rows]
+        for c0 in range(0, width, v):
+            cols = min(v, width - c0)
+            col_mask = ir.Constant(ir.VectorType(I1, v), [int(l < cols) for l in range(v)])
+            if to_panel:
+                tile = code.transpose([code.vload(out, at(r, b.add(k, const64(c0))), col_mask) for r in rows])
+                for c in range(cols):
+                    code.vstore(panel, b.add(const64((c0 + c) * m), i0), tile[c], row_mask)
+            else:
+                zero = ir.Constant(code.vec, None)
+                tile = code.transpose([code.vload(panel, b.add(const64((c0 + c) * m), i0), row_mask) if c < cols
+                                       else zero for c in range(v)])
+                for r in range(v):
+                    mask = col_mask if count is None else code.lanes_if(
+                        col_mask, b.icmp_unsigned("<", const64(r), count))
+                    code.vstore(out, at(rows[r], b.add(k, const64(c0))), tile[r], mask)
+
+    for_range(b, 0, blocks, lambda q: block(b.add(k, b.mul(q, const64(v))), None, None), name="pc")
+    done = b.add(k, b.mul(blocks, const64(v)))
+    rest = b.sub(const64(m), done)
+    _if(b, b.icmp_unsigned("!=", rest, const64(0)), lambda: block(done, rest, code.mask(rest)))
+
+
+def _column_argmax(code: _Code, panel, col, j, m: int):
+    """The row p in [j, m) of the first largest |panel[col + p]|, NaN first (argmax's rule, as factor_panel's
+    search): per lane the first best key (|x|'s bits, every NaN one pattern above inf) and its row, then the
+    lanes' best key with the smallest row among equals."""
+    b, v = code.b, code.lanes
+    ivec = ir.VectorType(code.int_ty, v)
+    rvec = ir.VectorType(I64, v)
+    best = code.var(ir.Constant(ivec, [-1] * v), "bestv")
+    where = code.var(ir.Constant(rvec, [0] * v), "wherev")
+    lanes = ir.Constant(rvec, list(range(v)))
+    abs_bits = ir.Constant(ivec, [code.abs_bits] * v)
+    nan_key = ir.Constant(ivec, [code.nan_key] * v)
+    minus = ir.Constant(ivec, [-1] * v)
+
+    def body(r, mask, rest):
+        i = b.add(j, r)
+        key = b.and_(b.bitcast(code.vload(panel, b.add(col, i), mask), ivec), abs_bits)
+        key = b.select(b.icmp_unsigned(">", key, nan_key), nan_key, key)
+        if mask is not None:
+            key = b.select(mask, key, minus)
+        row_one = b.insert_element(ir.Constant(rvec, None), i, ir.Constant(I32, 0))
+        row = b.add(b.shuffle_vector(row_one, ir.Constant(rvec, None), ir.Constant(ir.VectorType(I32, v), [0] * v)),
+                    lanes)
+        old = b.load(best)
+        better = b.icmp_signed(">", key, old)
+        b.store(b.select(better, key, old), best)
+        b.store(b.select(better, row, b.load(where)), where)
+
+    code.row_loop(b.sub(const64(m), j), body, name="am")
+    keys, rows = b.load(best), b.load(where)
+    top = b.extract_element(keys, ir.Constant(I32, 0))
+    for lane in range(1, v):
+        top = b.select(b.icmp_signed(">", b.extract_element(keys, ir.Constant(I32, lane)), top),
+                       b.extract_element(keys, ir.Constant(I32, lane)), top)
+    result = const64(m)
+    for lane in range(v):
+        hit = b.icmp_signed("==", b.extract_element(keys, ir.Constant(I32, lane)), top)
+        row = b.extract_element(rows, ir.Constant(I32, lane))
+        result = b.select(b.and_(hit, b.icmp_unsigned("<", row, result)), row, result)
+    return result
+
+
 def _emit_lu(region, target):
     eqn = region.eqns[-1]
     x = eqn.invars[0]
@@ -481,6 +562,8 @@ def _emit_lu(region, target):
         best_v = local_var(b, code.int_ty, ir.Constant(code.int_ty, -1), "best")
         index_v = local_var(b, I64, const64(0), "index")
         nn = const64(n)
+        column_panel = kmax >= WIDE_FROM and m * PANEL * code.size <= PANEL_STACK_BYTES
+        panel = _stack_array(b, code.ty, m * PANEL, "panel") if column_panel else None
 
         def matrix(item, batch_index):
             w = b.mul(item, const64(m * n))
@@ -568,6 +651,57 @@ def _emit_lu(region, target):
 
                 for_range(b, k, end, column, name="j")
 
+            def factor_panel_columns(k, width: int, k0=None, block_end=None):
+                """factor_panel's columns held column-major on the stack (panel_buffer): each column's pivot
+                search, scaling and update of the panel's later columns run in vectors down the rows, not one
+                row at a time; the same operations on each element as factor_panel, so the same bits."""
+                end = b.add(k, const64(width))
+                _panel_copy(code, out, at, panel, m, k, width, to_panel=True)
+
+                def column(c):
+                    j = b.add(k, c)
+                    col = b.mul(c, const64(m))
+                    p = _column_argmax(code, panel, col, j, m)
+                    b.store(b.trunc(p, I32), b.gep(pivots_out, [b.add(piv, j)], inbounds=True, source_etype=I32))
+
+                    def swap():
+                        code.swap_rows(out, at(j, const64(0)), at(p, const64(0)), nn)
+
+                        def element(c2):
+                            at_j, at_p = b.add(b.mul(c2, const64(m)), j), b.add(b.mul(c2, const64(m)), p)
+                            x, y = code.load(panel, at_j), code.load(panel, at_p)
+                            code.store(panel, at_j, y)
+                            code.store(panel, at_p, x)
+
+                        for_range(b, 0, const64(width), element, name="ps")
+                        pj, pp = perm_at(j), perm_at(p)
+                        vj, vp = b.load(pj, typ=I32), b.load(pp, typ=I32)
+                        b.store(vp, pj)
+                        b.store(vj, pp)
+
+                    _if(b, b.icmp_unsigned("!=", p, j), swap)
+                    pivot = code.load(panel, b.add(col, j))
+                    safe = code.splat(b.select(b.fcmp_ordered("==", pivot, code.const(0)), code.const(1), pivot))
+                    after = b.add(j, const64(1))
+                    later = b.add(c, const64(1))
+
+                    def rows(r, mask, rest):
+                        i = b.add(after, r)
+                        factor = b.fdiv(code.vload(panel, b.add(col, i), mask), safe)
+                        code.vstore(panel, b.add(col, i), factor, mask)
+
+                        def update(c2):
+                            neg = code.splat(b.fneg(code.load(panel, b.add(b.mul(c2, const64(m)), j))))
+                            at2 = b.add(b.mul(c2, const64(m)), i)
+                            code.vstore(panel, at2, fmuladd(b, neg, factor, code.vload(panel, at2, mask)), mask)
+
+                        for_range(b, later, const64(width), update, name="pu")
+
+                    code.row_loop(b.sub(const64(m), after), rows, name="cl")
+
+                for_range(b, 0, const64(width), column, name="pj")
+                _panel_copy(code, out, at, panel, m, k, width, to_panel=False)
+
             def update_right(k, width: int, k0=None, block_end=None):
                 """U12 = L11^-1 A12 (rows of the panel, right of it), then A22 -= L21 U12. Within a block
                 (k0 .. block_end): first the panel's rows right of the block take the block's earlier rows'
@@ -600,7 +734,8 @@ def _emit_lu(region, target):
                                 lambda t, j: at(b.add(k0, t), j), at, tile, pack_a=True)
 
             if kmax >= WIDE_FROM:
-                _wide_blocks(b, kmax, factor_panel, update_right, product, update_tail=kmax < n)
+                _wide_blocks(b, kmax, factor_panel if panel is None else factor_panel_columns, update_right, product,
+                             update_tail=kmax < n)
             else:
                 _blocked(b, kmax, factor_panel, update_right, update_tail=kmax < n)
 
