@@ -348,8 +348,9 @@ def _gemm_plan(p: ConvPlan, target) -> GemmPlan | None:
     kc = matmul.KC
     if 2 * p.in_per_group >= kc:
         taps_per_block, channel_block = 1, min(p.in_per_group, kc)
-    else:
-        taps_per_block, channel_block = max(1, kc // p.in_per_group), p.in_per_group
+    else:  # whole taps, as many as fit in KC, spread evenly over the blocks (9 taps of 64 channels: 3 x 3)
+        most = max(1, kc // p.in_per_group)
+        taps_per_block, channel_block = -(-taps // -(-taps // most)), p.in_per_group
     return GemmPlan(orientation, pixels, pixel_stride, taps, m, n, taps_per_block, channel_block,
                     -(-p.in_per_group // channel_block), vw, mr, nr, nc, row_chunk)
 
