@@ -159,7 +159,10 @@ class _ResultSpare:
         lib = _lib()
         if not lib.kiln_buffer_view_is_exclusive(view):
             return False
-        size, limit = self.size, reuse_max_bytes()
+        try:
+            size, limit = self.size, reuse_max_bytes()
+        except ValueError:  # a bad $KILN_RESULT_REUSE_MAX_SIZE: reported where a call starts, not here
+            return False
         with _REUSE_LOCK:
             if _REUSE["kept"] + size > limit:
                 return False
