@@ -503,6 +503,8 @@ def test_the_reuse_limit_comes_from_the_environment(monkeypatch, text, limit):
     if isinstance(limit, str):
         with pytest.raises(ValueError, match=f"KILN_RESULT_REUSE_MAX_SIZE='{text}' {limit}"):
             _convert.reuse_max_bytes()
+        with pytest.raises(ValueError, match=f"KILN_RESULT_REUSE_MAX_SIZE='{text}' {limit}"):
+            kiln.jit(lambda x: x * 3 - 1)(np.zeros(N, np.float32))  # where a call is prepared
         return
     assert _convert.reuse_max_bytes() == limit
     assert _convert._result_spares_supported() == (limit > 0)
