@@ -95,6 +95,9 @@ GEMM_CASES = [
     ("conv1d_nwc", (3, 40, 12), (5, 12, 9), dict(window_strides=(2,), padding="SAME",
                                                  dimension_numbers=("NWC", "WIO", "NWC"))),
     ("conv3d_ncdhw", (1, 8, 5, 6, 7), (16, 8, 2, 3, 2), dict(window_strides=(1, 1, 1), padding="SAME")),
+    # rows orientation with the weights' features strided (OIHW): the weight panels' packer reads columns apart
+    ("nhwc_oihw_weights", (1, 9, 10, 24), (20, 24, 3, 3), dict(window_strides=(1, 1), padding="SAME",
+                                                              dimension_numbers=("NHWC", "OIHW", "NHWC"))),
 ]
 
 
@@ -127,6 +130,20 @@ def test_orientation_follows_the_output_layout():
         gemm = conv_codegen._gemm_plan(conv_codegen._conv_plan(region), Target.host())
         plans[out] = gemm.orientation if gemm else None
     assert plans == {"NHWC": "rows", "NCHW": "cols", "HNCW": None}
+
+
+def test_blocks_of_whole_taps_are_even():
+    """K blocks of whole taps hold as many as fit in KC, spread evenly: 3x3 taps of 64 channels in 3 blocks
+    of 3 (not 4 + 4 + 1), 5x5 of 32 in 4 blocks of 7 (the last 4), 3x3 of 16 in one block of 9."""
+    got = {}
+    for taps, c in [((3, 3), 64), ((5, 5), 32), ((3, 3), 16)]:
+        x = np.zeros((1, 12, 12, c), np.float32)
+        w = np.zeros(taps + (c, 24), np.float32)
+        (region,) = _conv_regions(lambda a, b: lax.conv_general_dilated(
+            a, b, (1, 1), "SAME", dimension_numbers=NHWC), x, w)
+        gemm = conv_codegen._gemm_plan(conv_codegen._conv_plan(region), Target.host())
+        got[(taps, c)] = (gemm.taps_per_block, gemm.k_blocks)
+    assert got == {((3, 3), 64): (3, 3), ((5, 5), 32): (7, 4), ((3, 3), 16): (9, 1)}
 
 
 @pytest.mark.parametrize("name,dtype,lhs_shape,rhs_shape,kwargs", [
