@@ -211,6 +211,22 @@ def test_logsumexp_forms(kwargs):
         np.testing.assert_allclose(g, w, rtol=1e-14)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_logsumexp_rows_with_infinities_and_nan_match_scipy(dtype):
+    """A +inf entry makes its row's logsumexp +inf (not NaN), an all -inf row -inf, a NaN NaN; log_softmax and
+    softmax give scipy's values on the same rows."""
+    x = np.array([[1, np.inf, 2, 0], [np.inf, np.inf, 0, 1], [-np.inf, -np.inf, 1, 0], [-np.inf] * 4,
+                  [np.nan, 1, 2, 0], [np.inf, -np.inf, 0, 3], [0, 1, 2, 3]], dtype)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        for kiln_fn, scipy_fn in [(ks.logsumexp, ss.logsumexp), (ks.log_softmax, ss.log_softmax),
+                                  (ks.softmax, ss.softmax)]:
+            want = scipy_fn(x, axis=1).astype(dtype)
+            np.testing.assert_allclose(kiln_fn(x, axis=1), want, rtol=1e-6)
+            np.testing.assert_allclose(kiln.jit(lambda v, f=kiln_fn: f(v, axis=1))(x), want, rtol=1e-6)
+        weights = np.full(x.shape, 2.0, dtype)
+        np.testing.assert_allclose(ks.logsumexp(x, axis=1, b=weights), ss.logsumexp(x, axis=1, b=weights), rtol=1e-6)
+
+
 def test_softmax_log_softmax_default_axis_is_none():
     x = RNG.standard_normal((3, 4)).astype(np.float32)
     eager_and_jit(ks.softmax, lambda x: ss.softmax(x).astype(np.float32), x)

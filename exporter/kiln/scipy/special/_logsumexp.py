@@ -29,11 +29,13 @@ def _shifted(x, axes):
     return d, knp.where(knp.isfinite(lo), lo, knp.zeros_like(lo)), m
 
 
-def _exp_shifted(d, lo):
+def _exp_shifted(d, lo, keep_infinity: bool = False):
     """exp(x - max) = exp(d) (1 + lo) to first order: without lo, the rounding of x - max costs up to
-    |x - max| / 2 ulp."""
+    |x - max| / 2 ulp. keep_infinity: exp(d) where lo is 0, so that a +inf entry (whose row's max was replaced
+    by 0) gives +inf, not inf * 0 = NaN (softmax's row is NaN either way)."""
     e = knp.exp(d)
-    return knp.add(e, knp.multiply(e, lo))
+    corrected = knp.add(e, knp.multiply(e, lo))
+    return knp.where(knp.equal(lo, 0), e, corrected) if keep_infinity else corrected
 
 
 def _log_sum_exp_shifted(x, axes):
@@ -43,7 +45,7 @@ def _log_sum_exp_shifted(x, axes):
     derivatives at 0 are those of exp(d) - 1."""
     d, lo, m = _shifted(x, axes)
     row = _row_dtype(aval(x).dtype)
-    e = _exp_shifted(d, lo)
+    e = _exp_shifted(d, lo, keep_infinity=True)
     top = knp.equal(d, 0)
     near = knp.multiply(d, knp.add(knp.multiply(d, knp.add(knp.multiply(d, 1.0 / 6.0), 0.5)), 1.0))
     t = knp.sum(knp.where(top, near, e), axis=axes, keepdims=True, dtype=row)
