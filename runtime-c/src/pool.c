@@ -9,7 +9,16 @@
  * take whichever job is at the head of the queue.
  *
  * A failing workgroup (non-zero return) records the first failure and stops
- * the job's remaining workgroups from starting. */
+ * the job's remaining workgroups from starting.
+ *
+ * Waiting: an idle worker spins for up to KILN_SPIN_NS on a flag that says a
+ * job is queued, then sleeps on the pool's condition variable; a dispatching
+ * thread whose ids ran out spins as long for its workers, then sleeps on the
+ * job's. Past the first KILN_SPIN_YIELD_NS a spinning thread yields the CPU
+ * between short pause bursts: on a loaded machine the thread it waits for
+ * (the dispatching thread, a worker holding the last workgroup) may be queued
+ * on the same CPU. The dispatching thread signals only workers that sleep, and
+ * after it released the mutex, so a woken worker does not block on it. */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -17,7 +26,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+#include <sched.h>
 
 #include "pool.h"
 #include "status_internal.h"
@@ -55,15 +66,21 @@ struct kiln_pool {
   kiln_job_t* head;
   kiln_job_t* tail;
   int shutdown;
+  uint32_t sleeping; /* workers waiting on `work` (with the mutex held) */
   /* Mirrors for spinning without the mutex. */
   atomic_uint queued_jobs;
   atomic_int stopping;
   atomic_uint started; /* workers numbered 1.. as they start */
 };
 
-/* Threads spin this many rounds (a few microseconds to tens of microseconds)
- * before sleeping: back-to-back dispatches then find the workers awake. */
-#define KILN_SPIN_ROUNDS 2000
+/* How long a thread spins before it sleeps (a time, not a count of pause
+ * instructions, whose cost differs tenfold between CPUs): dispatches that
+ * follow each other within it find the workers awake, and an idle worker
+ * spends at most this much CPU time after its last job. */
+#define KILN_SPIN_NS 100000
+/* From this long on, a spinning thread yields between pause bursts. */
+#define KILN_SPIN_YIELD_NS 2000
+#define KILN_SPIN_BURST 16 /* pauses between clock reads */
 
 static inline void kiln_cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -72,6 +89,34 @@ static inline void kiln_cpu_relax(void) {
   __asm__ __volatile__("yield");
 #endif
 }
+
+static inline uint64_t kiln_spin_clock_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* Spins until `done` holds (returns 1) or KILN_SPIN_NS passed (returns 0). */
+#define KILN_SPIN_UNTIL(done)                                           \
+  ({                                                                    \
+    int kiln_spin_ok_ = 0;                                              \
+    uint64_t kiln_spin_start_ = kiln_spin_clock_ns();                   \
+    for (;;) {                                                          \
+      int kiln_spin_i_;                                                 \
+      for (kiln_spin_i_ = 0; kiln_spin_i_ < KILN_SPIN_BURST; ++kiln_spin_i_) { \
+        if (done) break;                                                \
+        kiln_cpu_relax();                                               \
+      }                                                                 \
+      if (kiln_spin_i_ < KILN_SPIN_BURST) {                             \
+        kiln_spin_ok_ = 1;                                              \
+        break;                                                          \
+      }                                                                 \
+      uint64_t kiln_spin_spent_ = kiln_spin_clock_ns() - kiln_spin_start_; \
+      if (kiln_spin_spent_ >= KILN_SPIN_NS) break;                      \
+      if (kiln_spin_spent_ >= KILN_SPIN_YIELD_NS) sched_yield();        \
+    }                                                                   \
+    kiln_spin_ok_;                                                      \
+  })
 
 static inline __attribute__((always_inline)) int kiln_job_run_one(kiln_job_t* job, uint64_t id) {
   int32_t rc = job->fn(job->args, (uint32_t)id);
@@ -151,17 +196,14 @@ static void* kiln_worker_main(void* arg) {
     if (!pool->shutdown && !pool->head) {
       /* Spin a little before sleeping. */
       pthread_mutex_unlock(&pool->mutex);
-      for (int i = 0; i < KILN_SPIN_ROUNDS; ++i) {
-        if (atomic_load_explicit(&pool->queued_jobs, memory_order_acquire) ||
-            atomic_load_explicit(&pool->stopping, memory_order_relaxed)) {
-          break;
-        }
-        kiln_cpu_relax();
-      }
+      (void)KILN_SPIN_UNTIL(atomic_load_explicit(&pool->queued_jobs, memory_order_acquire) ||
+                            atomic_load_explicit(&pool->stopping, memory_order_relaxed));
       pthread_mutex_lock(&pool->mutex);
     }
     while (!pool->shutdown && !pool->head) {
+      pool->sleeping++;
       pthread_cond_wait(&pool->work, &pool->mutex);
+      pool->sleeping--;
     }
     if (!pool->head) break; /* shutdown with nothing left to do */
     kiln_job_t* job = pool->head;
@@ -268,6 +310,14 @@ uint32_t kiln_pool_worker_count(const kiln_pool_t* pool) {
   return pool ? pool->worker_count : 0;
 }
 
+uint32_t kiln_pool_sleeping_workers(kiln_pool_t* pool) {
+  if (!pool) return 0;
+  pthread_mutex_lock(&pool->mutex);
+  uint32_t n = pool->sleeping;
+  pthread_mutex_unlock(&pool->mutex);
+  return n;
+}
+
 static kiln_status_t kiln_job_status(const kiln_job_t* job, const char* kernel_name) {
   if (!atomic_load(&job->failed)) return NULL;
   return kiln_make_status(KILN_INTERNAL,
@@ -332,22 +382,21 @@ dispatch(kiln_pool_t* pool, const char* kernel_name, kiln_kernel_fn_t fn,
 
   pthread_mutex_lock(&pool->mutex);
   kiln_queue_push(pool, &job);
-  uint32_t helpers = workgroup_count - 1;
-  if (helpers >= pool->thread_count) {
+  /* Workers that spin see the job by themselves; wake sleeping ones, up to
+   * one per workgroup beyond the first, once the mutex is free for them. A
+   * worker that falls asleep after this sees the job before it sleeps. */
+  uint32_t helpers = workgroup_count - 1, sleeping = pool->sleeping;
+  pthread_mutex_unlock(&pool->mutex);
+  if (sleeping && helpers >= sleeping) {
     pthread_cond_broadcast(&pool->work);
   } else {
-    for (uint32_t i = 0; i < helpers; ++i) pthread_cond_signal(&pool->work);
+    for (uint32_t i = 0; i < helpers && i < sleeping; ++i) pthread_cond_signal(&pool->work);
   }
-  pthread_mutex_unlock(&pool->mutex);
 
   kiln_job_run(&job, 0);
 
   /* Helpers still running our workgroups usually finish within microseconds. */
-  for (int i = 0; i < KILN_SPIN_ROUNDS &&
-                  atomic_load_explicit(&job.workers_running, memory_order_acquire) > 0;
-       ++i) {
-    kiln_cpu_relax();
-  }
+  (void)KILN_SPIN_UNTIL(atomic_load_explicit(&job.workers_running, memory_order_acquire) == 0);
   pthread_mutex_lock(&pool->mutex);
   kiln_queue_remove(pool, &job);
   while (atomic_load_explicit(&job.workers_running, memory_order_acquire) > 0) {

@@ -137,6 +137,41 @@ static void test_traced_slices(kiln_pool_t* pool) {
   CHECK(n == 0);
 }
 
+/* Waits (up to 10 s) until all of the pool's threads sleep. */
+static int all_asleep(kiln_pool_t* pool, uint32_t threads) {
+  struct timespec start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  do {
+    if (kiln_pool_sleeping_workers(pool) == threads) return 1;
+    struct timespec pause = {0, 1000000};
+    nanosleep(&pause, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &now);
+  } while (now.tv_sec - start.tv_sec < 10);
+  fprintf(stderr, "%u of %u workers sleep after 10 s\n", kiln_pool_sleeping_workers(pool), threads);
+  return 0;
+}
+
+/* Idle workers stop spinning and sleep; a dispatch wakes them again: the
+ * meeting kernel needs a second thread, which only a woken worker can be. */
+static void test_sleep_and_wake(kiln_pool_t* pool) {
+  int32_t out[64];
+  void* bindings[1] = {out};
+  kiln_pool_slice_t slices[4];
+  uint32_t n = 0;
+  for (int round = 0; round < 3; ++round) {
+    CHECK(all_asleep(pool, kiln_pool_worker_count(pool) - 1));
+    memset(out, 0, sizeof out);
+    atomic_store(&g_started_threads, 0);
+    atomic_store(&g_round, 100 + round);
+    kiln_dispatch_args_t args = {bindings, NULL, 64, 0};
+    CHECK_OK(kiln_pool_dispatch_traced(pool, "meet", meeting_kernel, &args, 64, slices, &n));
+    for (uint32_t i = 0; i < 64; ++i) CHECK(out[i] == (int32_t)i + 1);
+    CHECK(n >= 2 && n <= 4);
+  }
+  CHECK(all_asleep(pool, kiln_pool_worker_count(pool) - 1));
+  CHECK(kiln_pool_sleeping_workers(NULL) == 0);
+}
+
 int main(void) {
   int32_t out[1024];
 
@@ -151,6 +186,7 @@ int main(void) {
     CHECK(run_marks(pool, out, 1));
     CHECK(run_marks(pool, out, 1024));
     test_traced_slices(pool);
+    test_sleep_and_wake(pool);
 
     /* Zero workgroups: nothing runs, no error. */
     kiln_dispatch_args_t args = {NULL, NULL, 0, 0};
@@ -186,6 +222,7 @@ int main(void) {
   if (pool) {
     CHECK(kiln_pool_worker_count(pool) == 1);
     CHECK(run_marks(pool, out, 100));
+    CHECK(kiln_pool_sleeping_workers(pool) == 0);
     int64_t push[2] = {0, -3};
     kiln_dispatch_args_t fargs = {NULL, push, 5, 0};
     CHECK_ERROR(kiln_pool_dispatch(pool, "single", failing_kernel, &fargs, 5),
