@@ -498,6 +498,20 @@ def _panel_copy(code: _Code, out, at, panel, m: int, k, width: int, to_panel: bo
     _if(b, b.icmp_unsigned("!=", rest, const64(0)), lambda: block(done, rest, code.mask(rest)))
 
 
+def _pivot_key(code: _Code, value):
+    """The pivot search's key of a scalar or vector value: |x|'s bits as an integer, every NaN made the one
+    pattern above infinity (so the first largest key is argmax's pivot, NaN first)."""
+    lanes = value.type.count if isinstance(value.type, ir.VectorType) else None
+
+    def const(x):
+        return ir.Constant(code.int_ty if lanes is None else ir.VectorType(code.int_ty, lanes),
+                           x if lanes is None else [x] * lanes)
+
+    b = code.b
+    key = b.and_(b.bitcast(value, const(0).type), const(code.abs_bits))
+    return b.select(b.icmp_unsigned(">", key, const(code.nan_key)), const(code.nan_key), key)
+
+
 def _column_argmax(code: _Code, panel, col, j, m: int):
     """The row p in [j, m) of the first largest |panel[col + p]|, NaN first (argmax's rule, as factor_panel's
     search): per lane the first best key (|x|'s bits, every NaN one pattern above inf) and its row, then the
@@ -508,14 +522,11 @@ def _column_argmax(code: _Code, panel, col, j, m: int):
     best = code.var(ir.Constant(ivec, [-1] * v), "bestv")
     where = code.var(ir.Constant(rvec, [0] * v), "wherev")
     lanes = ir.Constant(rvec, list(range(v)))
-    abs_bits = ir.Constant(ivec, [code.abs_bits] * v)
-    nan_key = ir.Constant(ivec, [code.nan_key] * v)
     minus = ir.Constant(ivec, [-1] * v)
 
     def body(r, mask, rest):
         i = b.add(j, r)
-        key = b.and_(b.bitcast(code.vload(panel, b.add(col, i), mask), ivec), abs_bits)
-        key = b.select(b.icmp_unsigned(">", key, nan_key), nan_key, key)
+        key = _pivot_key(code, code.vload(panel, b.add(col, i), mask))
         if mask is not None:
             key = b.select(mask, key, minus)
         row_one = b.insert_element(ir.Constant(rvec, None), i, ir.Constant(I32, 0))
@@ -589,9 +600,7 @@ def _emit_lu(region, target):
                 """The pivot search's step at row i of entry v: the first largest |entry| wins, NaN first (as
                 argmax). Compared as integers: |v|'s bits with every NaN made the one pattern above infinity,
                 so the loop-carried chain is one integer compare and select."""
-                key = b.and_(b.bitcast(v, code.int_ty), ir.Constant(code.int_ty, code.abs_bits))
-                key = b.select(b.icmp_unsigned(">", key, ir.Constant(code.int_ty, code.nan_key)),
-                               ir.Constant(code.int_ty, code.nan_key), key)
+                key = _pivot_key(code, v)
                 best = b.load(best_v)
                 better = b.icmp_signed(">", key, best)
                 b.store(b.select(better, key, best), best_v)
