@@ -186,6 +186,8 @@ KILN_RUN_OPTIONS = [
      "high-water mark."),
     ("--timeout", None, "value", "SECONDS", "Stop a call that runs longer."),
     ("--max-steps", None, "value", "N", "Stop a call after N bytecode instructions."),
+    ("--caller-transient", None, "flag", "Give the function transient memory kiln-run allocates itself "
+     "(kiln_context_set_transient_storage)."),
     ("--globals-in", None, "value", "PATH.npz", "Set the globals from a .npz before calling."),
     ("--globals-out", None, "value", "PATH.npz", "Save every global to a .npz after calling."),
     ("--globals-partial", None, "flag", "Let --globals-in hold a subset of the globals."),

@@ -1132,3 +1132,37 @@ def test_a_carry_whose_rows_a_scan_takes_rotates_through_the_arena():
             c = c + r
         m = np.tanh(m + np.array(ys) * 0.1 + c * 0.01)
     np.testing.assert_allclose(want, m @ x, rtol=1e-4, atol=1e-5)
+
+
+def _state_through_cond(x, v):
+    def body(i, c):
+        m, s = c
+        # both branches hand m back unchanged: the cond's result is m itself (pipeline._forward_cond_operands)
+        m, s = kiln.lax.cond(knp.sum(s) > 0, lambda m, s: (m, s * 0.5), lambda m, s: (m, s + 1.0), m, s)
+        return knp.tanh(m @ m * 0.1 + s), s
+    return kiln.lax.fori_loop(0, 4, body, (x, v))
+
+
+def test_a_carry_every_branch_hands_back_rotates():
+    """A carry passed through a cond whose every branch returns it unchanged: the cond loses that
+    output, the enclosing body reads the carry itself, and the carry rotates (no heap buffer
+    anywhere); bit for bit the unplanned module's values, numpy's closely."""
+    rng = np.random.default_rng(23)
+    x, v = (rng.standard_normal((8, 8)) * 0.5).astype(F32), rng.standard_normal(8).astype(F32)
+    schedule = _schedule_of(_state_through_cond, (x, v))
+    assert " heap " not in schedule.format()
+    (loop,) = [op for op in schedule.ops if getattr(op, "bodies", None)]
+    (cond,) = [op for op in loop.bodies[0][1].ops if getattr(op, "bodies", None)]
+    assert len(cond.eqn.outvars) == 1 and set(loop.spares) == {0, 1, 2}
+    f = kiln.jit(_state_through_cond)
+    with planning_disabled():
+        want = [np.asarray(r) for r in kiln.jit(_state_through_cond)(x, v)]
+    for _ in range(2):
+        for got, w in zip(f(x, v), want):
+            np.testing.assert_array_equal(got, w)
+    m, s = x.astype(np.float64), v.astype(np.float64)
+    for _ in range(4):
+        s = s * 0.5 if s.sum() > 0 else s + 1.0
+        m = np.tanh(m @ m * 0.1 + s)
+    np.testing.assert_allclose(want[0], m, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(want[1], s, rtol=1e-5)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..core.ir import Equation, Graph, subgraphs_of, verify_graph
+from ..core.ir import Equation, Graph, Var, subgraphs_of, verify_graph
 from ..vm_types import tensor_type
 from .inline import inline_calls
 from .procedure import ConstantPool, LoweringContext, lower_procedure
@@ -65,12 +65,48 @@ def prepare_graph(graph: Graph) -> Graph:
 
     graph = optimize(lower_complex(inline_calls(graph)))
     eqns = []
+    env: dict[int, object] = {}  # a cond result every branch hands back from one operand -> that operand
     for eqn in graph.eqns:
+        invars = [env.get(a.id, a) if isinstance(a, Var) else a for a in eqn.invars]
         if any(True for _ in subgraphs_of(eqn)):
             params = {k: _prepare_param(v) for k, v in eqn.params.items()}
-            eqn = Equation(eqn.primitive, eqn.invars, eqn.outvars, params, eqn.source_info)
+            eqn = Equation(eqn.primitive, invars, eqn.outvars, params, eqn.source_info)
+            eqn = _forward_cond_operands(eqn, env)
+        elif invars != list(eqn.invars):
+            eqn = Equation(eqn.primitive, invars, eqn.outvars, eqn.params, eqn.source_info)
         eqns.append(eqn)
-    return Graph(graph.invars, graph.constvars, graph.consts, eqns, graph.outvars, graph.effects)
+    outvars = [env.get(a.id, a) if isinstance(a, Var) else a for a in graph.outvars]
+    return Graph(graph.invars, graph.constvars, graph.consts, eqns, outvars, graph.effects)
+
+
+def _forward_cond_operands(eqn: Equation, env: dict) -> Equation:
+    """A cond whose every branch returns the same operand at an output position: the enclosing graph
+    reads the operand itself there (env), and the cond loses that output, so it keeps nothing of the
+    operand (a loop carry the body hands to such a cond still rotates through planned buffers:
+    schedule.loop_memory). The value is the same whichever branch runs."""
+    from ..lax.control_flow import cond_p
+
+    if eqn.primitive is not cond_p:
+        return eqn
+    branches = eqn.params["branches"]
+    keep = []
+    for j, out in enumerate(eqn.outvars):
+        sources = set()
+        for g in branches:
+            o = g.outvars[j]
+            k = next((k for k, v in enumerate(g.invars) if v is o), None)
+            sources.add(k)
+        k = sources.pop() if len(sources) == 1 else None
+        if k is None:
+            keep.append(j)
+        else:
+            env[out.id] = eqn.invars[1 + k]
+    if len(keep) == len(eqn.outvars):
+        return eqn
+    new = tuple(Graph(g.invars, g.constvars, g.consts, g.eqns, [g.outvars[j] for j in keep], set(g.effects))
+                for g in branches)
+    return Equation(eqn.primitive, eqn.invars, [eqn.outvars[j] for j in keep], dict(eqn.params, branches=new),
+                    eqn.source_info)
 
 
 def _prepare_param(value):
