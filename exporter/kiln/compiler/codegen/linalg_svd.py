@@ -218,6 +218,23 @@ def _helper(g: _Gen, name: str, args: list, emit):
     b.call(fn, args)
 
 
+COLUMN_GROUP = 4
+"""Columns a reflector updates together (_by_groups)."""
+
+
+def _by_groups(b, lo, hi, columns, name):
+    """columns([c, ..., c + COLUMN_GROUP - 1]) for c = lo, lo + COLUMN_GROUP, ... (a group's updates share
+    their reflector's loads and loops; each column's arithmetic is its own, so the results are those of one
+    column at a time), then columns([c]) for each column left."""
+    lo = const64(lo) if isinstance(lo, int) else lo
+    hi = const64(hi) if isinstance(hi, int) else hi
+    group = COLUMN_GROUP
+    whole = b.add(lo, b.and_(b.sub(hi, lo), const64(~(group - 1))))
+    for_range(b, lo, whole, lambda c: columns([b.add(c, const64(k)) for k in range(group)]), name=f"{name}.g",
+              step=group)
+    for_range(b, whole, hi, lambda c: columns([c]), name=f"{name}.1")
+
+
 def _householder(g: _Gen, a, m: int, ncols: int, k: int, taus):
     """In place on the columns of a (m x ncols, column storage): the first k Householder steps (as
     _svd_qr_native._householder). taus[j] = tau_j; a holds R and the reflectors' v below the diagonal."""
@@ -247,24 +264,28 @@ def _householder_body(g: _Gen, a, m, ncols, k, taus):
         g.vloop(below_lo, end, lambda i, w: g.st(a, i, b.fdiv(g.ld(a, i, w), g.splat(gap, w)), w), name="hh.v")
         g.st(taus, j, tau)
 
-        def column(c):
-            cc = b.mul(c, m)
-            shift = b.sub(cc, cj)  # column c's element i lies at i + shift
-            (dot,) = g.vsum(below_lo, end, lambda i, w: [(g.ld(a, i, w), g.ld(a, b.add(i, shift), w))],
-                            name="hh.dot")
-            top = b.add(cc, j)
-            w_ = b.fadd(g.ld(a, top), dot)
-            tw = b.fmul(tau, w_)
-            g.st(a, top, b.fsub(g.ld(a, top), tw))
+        def columns(cs):
+            shifts = [b.sub(b.mul(c, m), cj) for c in cs]  # column c's element i lies at i + shift
+            dots = g.vsum(below_lo, end, lambda i, w: [(g.ld(a, i, w), g.ld(a, b.add(i, shift), w)) for shift in shifts],
+                          count=len(cs), name="hh.dot")
+            tws = []
+            for c, dot in zip(cs, dots):
+                top = b.add(b.mul(c, m), j)
+                w_ = b.fadd(g.ld(a, top), dot)
+                tw = b.fmul(tau, w_)
+                g.st(a, top, b.fsub(g.ld(a, top), tw))
+                tws.append(tw)
 
             def axpy(i, w):
-                at = b.add(i, shift)
-                g.st(a, at, b.fsub(g.ld(a, at, w), b.fmul(g.ld(a, i, w), g.splat(tw, w))), w)
+                v = g.ld(a, i, w)
+                for shift, tw in zip(shifts, tws):
+                    at = b.add(i, shift)
+                    g.st(a, at, b.fsub(g.ld(a, at, w), b.fmul(v, g.splat(tw, w))), w)
 
             g.vloop(below_lo, end, axpy, name="hh.axpy")
 
         with b.if_then(reflect):
-            for_range(b, b.add(j, const64(1)), ncols, column, name="hh.col")
+            _by_groups(b, b.add(j, const64(1)), ncols, columns, name="hh.col")
         g.st(a, start, beta)
 
     for_range(b, const64(0), k, step, name="hh.j")
@@ -300,23 +321,27 @@ def _reflect(g: _Gen, a, m, k, taus, q, kq, identity: bool):
         below_lo = b.add(b.add(cj, j), const64(1))
         end = b.add(cj, m)
 
-        def column(c):
-            cc = b.mul(c, m)
-            shift = b.sub(cc, cj)
-            (dot,) = g.vsum(below_lo, end, lambda i, w: [(g.ld(a, i, w), g.ld(q, b.add(i, shift), w))],
-                            name="q.dot")
-            top = b.add(cc, j)
-            tw = b.fmul(tau, b.fadd(g.ld(q, top), dot))
-            g.st(q, top, b.fsub(g.ld(q, top), tw))
+        def columns(cs):
+            shifts = [b.sub(b.mul(c, m), cj) for c in cs]
+            dots = g.vsum(below_lo, end, lambda i, w: [(g.ld(a, i, w), g.ld(q, b.add(i, shift), w)) for shift in shifts],
+                          count=len(cs), name="q.dot")
+            tws = []
+            for c, dot in zip(cs, dots):
+                top = b.add(b.mul(c, m), j)
+                tw = b.fmul(tau, b.fadd(g.ld(q, top), dot))
+                g.st(q, top, b.fsub(g.ld(q, top), tw))
+                tws.append(tw)
 
             def axpy(i, w):
-                at = b.add(i, shift)
-                g.st(q, at, b.fsub(g.ld(q, at, w), b.fmul(g.ld(a, i, w), g.splat(tw, w))), w)
+                v = g.ld(a, i, w)
+                for shift, tw in zip(shifts, tws):
+                    at = b.add(i, shift)
+                    g.st(q, at, b.fsub(g.ld(q, at, w), b.fmul(v, g.splat(tw, w))), w)
 
             g.vloop(below_lo, end, axpy, name="q.axpy")
 
         with b.if_then(b.fcmp_unordered("!=", tau, g.c(0.0))):
-            for_range(b, j if identity else const64(0), kq, column, name="q.col")
+            _by_groups(b, j if identity else const64(0), kq, columns, name="q.col")
 
     for_range(b, const64(0), k, step, name="q.j")
 
