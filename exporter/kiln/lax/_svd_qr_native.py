@@ -60,10 +60,10 @@ def qr_work_size(m: int, n: int, full_matrices: bool) -> int:
 
 def svd_work_size(m: int, n: int, full_matrices: bool, compute_uv: bool) -> int:
     """Scratch elements per matrix, M = max(m, n), N = min(m, n): A's columns (N x M), its taus, W (N x N),
-    the squared norms (N) and four values per pair of a Jacobi round; with compute_uv also Q's columns (kq x M), V (N x N), the sorted W (N x N),
+    the squared norms (N) and ten values per pair of a Jacobi round; with compute_uv also Q's columns (kq x M), V (N x N), the sorted W (N x N),
     its Q (N x N) and taus (N)."""
     big, small = max(m, n), min(m, n)
-    size = small * big + small + small * small + small + 4 * ((small + small % 2) // 2)
+    size = small * big + small + small * small + small + 10 * ((small + small % 2) // 2)
     if compute_uv:
         kq = big if full_matrices else small
         size += kq * big + 3 * small * small + small

@@ -363,9 +363,14 @@ def _rotation(g: _Gen, theta, width: int = 1):
     return c, s, t, b.fdiv(s, b.fadd(one, c))
 
 
+LAG_BYTES = 32 * 1024
+"""W and V (n x n each) above this many bytes: V's Jacobi rotations lag W's by a round (_jacobi)."""
+
+
 def jacobi_scratch(n: int) -> int:
-    """Scratch elements of _jacobi's rounds: gamma, alpha, beta (then s, p, t gamma) and active of each pair."""
-    return 4 * ((n + n % 2) // 2)
+    """Scratch elements of _jacobi's rounds: gamma, alpha, beta (then s, p, t gamma) and active of each pair,
+    and s, p, active of the round V's rotations wait for and of the current one."""
+    return 10 * ((n + n % 2) // 2)
 
 
 def _jacobi(g: _Gen, w, v, d, n: int, scratch):
@@ -385,6 +390,13 @@ def _jacobi(g: _Gen, w, v, d, n: int, scratch):
     gam, al, be = scratch, g.ptr(scratch, const64(h)), g.ptr(scratch, const64(2 * h))
     ss_, ps_, tg_ = gam, al, be  # overwritten in place once the parameters are computed
     act = g.ptr(scratch, const64(3 * h))
+    # Where W and V outgrow the first-level cache (LAG_BYTES), V's rotations lag W's: a round's (s, p,
+    # active) wait in `prev` for the next round's, and the two rounds' rotations of V go in one pass (three
+    # columns loaded and stored where two rounds apart take four); smaller, V is rotated in W's pass
+    lag = v is not None and 2 * n * n * g.size > LAG_BYTES
+    prev = [g.ptr(scratch, const64(k * h)) for k in (4, 5, 6)]
+    cur = [g.ptr(scratch, const64(k * h)) for k in (7, 8, 9)]
+    pending = local_var(b, I1, ir.Constant(I1, 0), "v.pending")
 
     def norms(p):
         base = b.mul(p, const64(n))
@@ -440,6 +452,9 @@ def _jacobi(g: _Gen, w, v, d, n: int, scratch):
             g.st(ps_, kk, p, wd)
             g.st(tg_, kk, b.fmul(t, gamma), wd)
             g.st(act, kk, b.select(active, g.c(1.0, wd), g.c(0.0, wd)), wd)
+            if lag:
+                for buffer, value in zip(cur, (s, p, b.select(active, g.c(1.0, wd), g.c(0.0, wd)))):
+                    g.st(buffer, kk, value, wd)
 
         g.vloop(0, h, parameters, name="par")
 
@@ -476,9 +491,9 @@ def _jacobi(g: _Gen, w, v, d, n: int, scratch):
                     g.st(base, b.add(i, shift), xq, wd)
                     return xp, xq
 
-                def both(i, wd):  # W and V (the same n x n column storage) in one pass
+                def both(i, wd):  # W's columns, and V's in the same pass unless they lag (v_rounds)
                     xp, xq = rot(w, i, wd)
-                    if v is not None:
+                    if v is not None and not lag:
                         rot(v, i, wd)
                     return xp, xq
 
@@ -524,6 +539,100 @@ def _jacobi(g: _Gen, w, v, d, n: int, scratch):
 
         for_range(b, 0, h, apply_then_dot, name="apply")
         dots(following, const64(h - 1))
+        if lag:
+            with b.if_else(b.load(pending)) as (pair_up, wait):
+                with pair_up:
+                    v_rounds(b.sub(r, const64(1)), r)
+                    b.store(ir.Constant(I1, 0), pending)
+                with wait:
+                    for src, dst in zip(cur, prev):
+                        g.vloop(0, h, lambda i, wd: g.st(dst, i, g.ld(src, i, wd), wd), name="v.keep")
+                    b.store(ir.Constant(I1, 1), pending)
+
+    def shears(xp, xq, s, sh, wd):
+        """(c xp - s xq, s xp + c xq) as rotate_by_shears (the W rotation's arithmetic)."""
+        sv, pv = g.splat(s, wd), g.splat(sh, wd)
+        xp = g.fma(b.fneg(pv), xq, xp)
+        xq = g.fma(sv, xp, xq)
+        return g.fma(b.fneg(pv), xq, xp), xq
+
+    def v_single(p, q, s, sh):
+        """V's columns p < q rotated by (s, p = sh)."""
+        pb = b.mul(p, const64(n))
+        shift = b.sub(b.mul(q, const64(n)), pb)
+
+        def one(i, wd):
+            xp, xq = shears(g.ld(v, i, wd), g.ld(v, b.add(i, shift), wd), s, sh, wd)
+            g.st(v, i, xp, wd)
+            g.st(v, b.add(i, shift), xq, wd)
+
+        g.uloop(pb, n, one, name="v.rot")
+
+    def params(buffer, kk):
+        s, sh, active = (g.ld(x, kk) for x in buffer)
+        return s, sh, b.fcmp_ordered("!=", active, g.c(0.0))
+
+    def v_rounds(ra, rb):
+        """V's rotations of round ra (in prev) and of the next round rb (in cur): pass j rotates ra's pair j
+        and then rb's pair j - 1, which joins ra's pair j's column x = (ra + j) mod last with the column
+        (ra + last + 2 - j) mod last of ra's pair j - 2 (column last for j = 1), both final for round ra;
+        rb's pair h - 1 (ra's pairs h - 1 and h - 2) after them. Each column's rotations in the same order
+        and arithmetic as one round after the other."""
+        def step(j):
+            pa, qa = members(ra, j)
+            sa, sha, act_a = params(prev, j)
+            x = wrap(b.add(ra, j))
+            x_is_pa = b.icmp_signed("==", x, pa)
+            y = b.select(x_is_pa, qa, pa)
+            later = b.icmp_signed(">=", j, const64(1))
+            kb = b.select(later, b.sub(j, const64(1)), const64(0))
+            pb_, qb_ = members(rb, kb)
+            sb, shb, act_b = params(cur, kb)
+            act_b = b.and_(later, act_b)
+            other = b.select(b.icmp_signed("==", j, const64(1)), const64(last),
+                             wrap(b.sub(b.add(ra, const64(last + 2)), j)))
+            x_is_pb = b.icmp_signed("==", x, pb_)
+            with b.if_else(b.and_(act_a, act_b)) as (both_rounds, not_both):
+                with both_rounds:
+                    xb, yb, ob = (b.mul(c, const64(n)) for c in (x, y, other))
+                    to_y, to_o = b.sub(yb, xb), b.sub(ob, xb)
+
+                    def one(i, wd):
+                        vx, vy = g.ld(v, i, wd), g.ld(v, b.add(i, to_y), wd)
+                        np_, nq_ = shears(b.select(x_is_pa, vx, vy), b.select(x_is_pa, vy, vx), sa, sha, wd)
+                        vx, vy = b.select(x_is_pa, np_, nq_), b.select(x_is_pa, nq_, np_)
+                        g.st(v, b.add(i, to_y), vy, wd)
+                        vo = g.ld(v, b.add(i, to_o), wd)
+                        np_, nq_ = shears(b.select(x_is_pb, vx, vo), b.select(x_is_pb, vo, vx), sb, shb, wd)
+                        g.st(v, i, b.select(x_is_pb, np_, nq_), wd)
+                        g.st(v, b.add(i, to_o), b.select(x_is_pb, nq_, np_), wd)
+
+                    g.uloop(xb, n, one, name="v.rot2")
+                with not_both:
+                    with b.if_then(act_a):
+                        v_single(pa, qa, sa, sha)
+                    with b.if_then(act_b):
+                        v_single(pb_, qb_, sb, shb)
+
+        for_range(b, 0, h, step, name="v.pass")
+        pb_, qb_ = members(rb, const64(h - 1))
+        sb, shb, act_b = params(cur, const64(h - 1))
+        with b.if_then(act_b):
+            v_single(pb_, qb_, sb, shb)
+
+    def v_flush():
+        """V's rotations of the round waiting in prev (the sweep's last), alone."""
+        ra = const64(last - 1)
+
+        def step(j):
+            pa, qa = members(ra, j)
+            sa, sha, act_a = params(prev, j)
+            with b.if_then(act_a):
+                v_single(pa, qa, sa, sha)
+
+        with b.if_then(b.load(pending)):
+            for_range(b, 0, h, step, name="v.flush")
+            b.store(ir.Constant(I1, 0), pending)
 
     for_range(b, 0, h, lambda kk: dots(const64(0), kk), name="dots0")
 
@@ -537,6 +646,8 @@ def _jacobi(g: _Gen, w, v, d, n: int, scratch):
         for_range(b, 0, h, lambda kk: norms_of(kk, const64(0)), name="d.r0")
         b.store(ir.Constant(I1, 0), rotated)
         for_range(b, 0, last, one_round, name="round")
+        if lag:
+            v_flush()
         b.store(b.add(b.load(sweeps), const64(1)), sweeps)
 
     while_loop(b, cond, sweep, name="sweep")
