@@ -14,11 +14,14 @@
  * Waiting: an idle worker spins for up to KILN_SPIN_NS on a flag that says a
  * job is queued, then sleeps on the pool's condition variable; a dispatching
  * thread whose ids ran out spins as long for its workers, then sleeps on the
- * job's. Past the first KILN_SPIN_YIELD_NS a spinning thread yields the CPU
- * between short pause bursts: on a loaded machine the thread it waits for
- * (the dispatching thread, a worker holding the last workgroup) may be queued
- * on the same CPU. The dispatching thread signals only workers that sleep, and
- * after it released the mutex, so a woken worker does not block on it. */
+ * job's. The dispatching thread yields the CPU between pause bursts after
+ * KILN_SPIN_YIELD_NS (the worker holding its last workgroup may be queued on
+ * its CPU); idle workers do not (on a loaded machine a yielding worker loses
+ * its CPU to other processes and misses the next dispatch: a 2-workgroup MLP
+ * training step's median doubled). A worker woken for a job that was done
+ * before it got there sleeps again at once. The dispatching thread signals
+ * only workers that sleep, after it released the mutex, so a woken worker
+ * does not block on it. */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -26,9 +29,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <time.h>
 #include <unistd.h>
-#include <sched.h>
 
 #include "pool.h"
 #include "status_internal.h"
@@ -77,8 +80,9 @@ struct kiln_pool {
  * instructions, whose cost differs tenfold between CPUs): dispatches that
  * follow each other within it find the workers awake, and an idle worker
  * spends at most this much CPU time after its last job. */
-#define KILN_SPIN_NS 100000
-/* From this long on, a spinning thread yields between pause bursts. */
+#define KILN_SPIN_NS 50000
+/* From this long on, a dispatching thread waiting for its workers yields
+ * between pause bursts. */
 #define KILN_SPIN_YIELD_NS 2000
 #define KILN_SPIN_BURST 16 /* pauses between clock reads */
 
@@ -96,8 +100,9 @@ static inline uint64_t kiln_spin_clock_ns(void) {
   return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
-/* Spins until `done` holds (returns 1) or KILN_SPIN_NS passed (returns 0). */
-#define KILN_SPIN_UNTIL(done)                                           \
+/* Spins until `done` holds (returns 1) or KILN_SPIN_NS passed (returns 0),
+ * yielding between bursts from `yield_ns` on (KILN_SPIN_NS: never). */
+#define KILN_SPIN_UNTIL(done, yield_ns)                                 \
   ({                                                                    \
     int kiln_spin_ok_ = 0;                                              \
     uint64_t kiln_spin_start_ = kiln_spin_clock_ns();                   \
@@ -113,7 +118,7 @@ static inline uint64_t kiln_spin_clock_ns(void) {
       }                                                                 \
       uint64_t kiln_spin_spent_ = kiln_spin_clock_ns() - kiln_spin_start_; \
       if (kiln_spin_spent_ >= KILN_SPIN_NS) break;                      \
-      if (kiln_spin_spent_ >= KILN_SPIN_YIELD_NS) sched_yield();        \
+      if (kiln_spin_spent_ >= (yield_ns)) sched_yield();                \
     }                                                                   \
     kiln_spin_ok_;                                                      \
   })
@@ -191,19 +196,22 @@ static void kiln_queue_remove(kiln_pool_t* pool, kiln_job_t* job) {
 static void* kiln_worker_main(void* arg) {
   kiln_pool_t* pool = arg;
   uint32_t worker = atomic_fetch_add_explicit(&pool->started, 1, memory_order_relaxed) + 1;
+  int spin = 1; /* 0 after a wake-up that found no work */
   pthread_mutex_lock(&pool->mutex);
   for (;;) {
-    if (!pool->shutdown && !pool->head) {
+    if (spin && !pool->shutdown && !pool->head) {
       /* Spin a little before sleeping. */
       pthread_mutex_unlock(&pool->mutex);
       (void)KILN_SPIN_UNTIL(atomic_load_explicit(&pool->queued_jobs, memory_order_acquire) ||
-                            atomic_load_explicit(&pool->stopping, memory_order_relaxed));
+                                atomic_load_explicit(&pool->stopping, memory_order_relaxed),
+                            KILN_SPIN_NS);
       pthread_mutex_lock(&pool->mutex);
     }
     while (!pool->shutdown && !pool->head) {
       pool->sleeping++;
       pthread_cond_wait(&pool->work, &pool->mutex);
       pool->sleeping--;
+      spin = 0;
     }
     if (!pool->head) break; /* shutdown with nothing left to do */
     kiln_job_t* job = pool->head;
@@ -215,6 +223,7 @@ static void* kiln_worker_main(void* arg) {
     pthread_mutex_unlock(&pool->mutex);
 
     kiln_job_run(job, worker);
+    spin = 1;
 
     pthread_mutex_lock(&pool->mutex);
     kiln_queue_remove(pool, job); /* its ids ran out (or it failed) */
@@ -396,7 +405,8 @@ dispatch(kiln_pool_t* pool, const char* kernel_name, kiln_kernel_fn_t fn,
   kiln_job_run(&job, 0);
 
   /* Helpers still running our workgroups usually finish within microseconds. */
-  (void)KILN_SPIN_UNTIL(atomic_load_explicit(&job.workers_running, memory_order_acquire) == 0);
+  (void)KILN_SPIN_UNTIL(atomic_load_explicit(&job.workers_running, memory_order_acquire) == 0,
+                        KILN_SPIN_YIELD_NS);
   pthread_mutex_lock(&pool->mutex);
   kiln_queue_remove(pool, &job);
   while (atomic_load_explicit(&job.workers_running, memory_order_acquire) > 0) {

@@ -16,7 +16,7 @@ void kiln_pool_free(kiln_pool_t* pool);
 uint32_t kiln_pool_worker_count(const kiln_pool_t* pool);
 
 /* How many of the pool's threads sleep, waiting for a job (for tests: an
- * idle pool's threads spin for at most about 0.1 ms, then all sleep). */
+ * idle pool's threads spin for at most about 50 us, then all sleep). */
 uint32_t kiln_pool_sleeping_workers(kiln_pool_t* pool);
 
 /* Runs fn(args, id) for every id in [0, workgroup_count) across the workers
