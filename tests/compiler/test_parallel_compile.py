@@ -2,13 +2,15 @@
 error raised in the parent, the worker count's switches and its error."""
 import os
 import threading
+import time
 
 import numpy as np
 import pytest
 
 from conftest import Case, random_array
 from kiln.compiler import parallel_compile
-from kiln.compiler.compile import compile_plan
+from kiln.compiler.compile import compile_plan, compile_plans
+from kiln.compiler.target import Target
 from kiln.compiler.timing import recording
 from kiln.lax import prims
 
@@ -109,5 +111,57 @@ def test_run_forked_reports_failed_and_dead_tasks_as_none():
         return i * i
 
     results = parallel_compile.run_forked(6, 2, task)
-    # child 0 ran 0, 2, 4; child 1 ran 1 (failed), 3 (died before sending 5's result)
-    assert results == [0, None, 4, None, 16, None]
+    # 1 failed and 3's child died running it; every other result was sent as it was done, or taken from
+    # the queue by the child that lived
+    assert results == [0, None, 4, None, 16, 25]
+    assert parallel_compile.run_forked(6, 2, task, order=[5, 4, 3, 2, 1, 0]) == [0, None, 4, None, 16, 25]
+    with pytest.raises(ValueError, match="order must list each of the 3 tasks once"):
+        parallel_compile.run_forked(3, 2, task, order=[0, 0, 1])
+
+
+def test_run_forked_children_share_one_queue(tmp_path):
+    """A child busy with a long task leaves the rest of the queue to the others (no fixed share): task 0
+    waits until every other task is done, which only a shared queue lets happen."""
+    count = 7
+
+    def task(i):
+        if i:
+            (tmp_path / str(i)).touch()
+            return os.getpid()
+        deadline = time.monotonic() + 30
+        while len(list(tmp_path.iterdir())) < count - 1:
+            if time.monotonic() > deadline:
+                return "the others were left waiting"
+            time.sleep(0.01)
+        return "all others done"
+
+    results = parallel_compile.run_forked(count, 2, task)
+    assert results[0] == "all others done"
+    assert len(set(results[1:])) == 1 and results[1] != os.getpid()
+
+
+def test_variants_compile_in_one_batch_to_the_images_of_separate_compiles(monkeypatch):
+    """compile_plans over several targets: one batch of workers for all of them (the reductions, the
+    likely longest, handed out first), and each target's image byte for byte compile_plan's."""
+    targets = [Target.named("x86_64-unknown-linux-gnu", cpu) for cpu in ("x86-64-v3", "x86-64-v2")]
+    monkeypatch.setenv("KILN_COMPILE_JOBS", "1")
+    alone = [compile_plan(_plans(), t, cache=None) for t in targets]
+    batches = []
+    real = parallel_compile.run_forked
+
+    def spy(count, workers, task, order=None):
+        batches.append((count, workers, list(order)))
+        return real(count, workers, task, order)
+
+    monkeypatch.setattr(parallel_compile, "run_forked", spy)
+    monkeypatch.setenv("KILN_COMPILE_JOBS", "2")
+    with recording() as timings:
+        both = compile_plans(_plans(), targets, cache=None)
+    assert [b.image.code for b in both] == [a.image.code for a in alone]
+    assert [b.image.relocs for b in both] == [a.image.relocs for a in alone]
+    assert [b.workgroups for b in both] == [a.workgroups for a in alone]
+    assert [[k.entry_offset for k in b.kernels] for b in both] == [[k.entry_offset for k in a.kernels] for a in alone]
+    assert [(count, workers) for count, workers, _ in batches] == [(14, 2)]
+    assert sorted(batches[0][2][:2]) == [6, 13]  # the reduction kernel (the 7th) of both targets first
+    kernel_stages = [d for n, _, d in timings.stages if n == "kernel"]
+    assert len(kernel_stages) == 14 and all(d.endswith("(compiled)") for d in kernel_stages)

@@ -105,17 +105,21 @@ def compile_plan(plans: Plan | list[Plan], target: Target | None = None, cache="
     cache: a kiln.compiler.cache.KernelCache, None (compile everything) or "default" (the cache
     the environment asks for: kernel_cache.default_cache()).
     """
-    target = target or Target.host()
+    return compile_plans(plans, [target or Target.host()], cache)[0]
+
+
+def compile_plans(plans: Plan | list[Plan], targets, cache="default") -> list[CompiledKernels]:
+    """compile_plan for each of `targets` (a module's variants) at once: the kernels are found once, and
+    every one the cache lacks for any target is compiled in one batch (kiln.compiler.parallel_compile's
+    workers, the longest first), so one target's slow kernels overlap another's."""
+    targets = list(targets)
     plans = [plans] if isinstance(plans, Plan) else list(plans)
     cache = kernel_cache.default_cache() if cache == "default" else cache
-    kernels: list[KernelSpec] = []
-    compiled: list[kernel_cache.CachedKernel | None] = []
+    builds: list[_Build] = []  # one per kernel: what the image's kernel index k is compiled from
     regions: list[Graph] = []
     by_key: dict[str, int] = {}
     step_kernel: dict[int, int] = {}
-    kernel_aliases: list[dict[int, int]] = []
     steps = []
-    builds: list[_Build] = []  # the kernels the cache does not hold
     for plan in plans:
         for step in plan.steps:
             if not isinstance(step, DispatchStep):
@@ -125,39 +129,48 @@ def compile_plan(plans: Plan | list[Plan], target: Target | None = None, cache="
             key = structural_key(step.region) + _alias_key(aliases)
             index = by_key.get(key)
             if index is None:
-                index = by_key[key] = len(kernels)
+                index = by_key[key] = len(builds)
                 region = step.region
                 strategy = strategies.choose(region)  # the one choice of the region's kernel strategy
                 name = f"kiln_{strategy.kind(region)}_{index}"
                 bindings = [BindingSpec(byte_size(v.aval), False) for v in region.invars]
                 bindings += [BindingSpec(byte_size(v.aval), True) for v in region.outvars]
                 code_region = perturbed(region, name, strategy.name)  # tests only (perturb.py)
-                build = (_Build(index, name, region, key, bindings, aliases, strategy) if code_region is None else
-                         _Build(index, name, code_region, structural_key(code_region) + _alias_key(aliases),
-                                bindings, aliases, None))
-                with stage("kernel", f"{name} (cached)") as timed:
-                    found = _cached(build, target, cache)
-                    if found is None:
-                        timed.name = None  # timed with its compile below
-                compiled.append(found)
-                if found is None:
-                    builds.append(build)
-                kernels.append(KernelSpec(name, 0, 0, bindings, 0))
+                builds.append(_Build(index, name, region, key, bindings, aliases, strategy) if code_region is None else
+                              _Build(index, name, code_region, structural_key(code_region) + _alias_key(aliases),
+                                     bindings, aliases, None))
                 regions.append(region)
-                kernel_aliases.append(aliases)
             step_kernel[id(step)] = index
-    for build, kernel in zip(builds, _compile_all(builds, target)):
-        compiled[build.index] = kernel
+    compiled: list[list[kernel_cache.CachedKernel | None]] = []
+    missing: list[tuple[_Build, Target]] = []  # the kernels the cache does not hold, for any target
+    missing_in: list[int] = []  # the position in targets of each
+    for t, target in enumerate(targets):
+        found_here = []
+        for build in builds:
+            with stage("kernel", f"{build.name} (cached)") as timed:
+                found = _cached(build, target, cache)
+                if found is None:
+                    timed.name = None  # timed with its compile below
+                    missing.append((build, target))
+                    missing_in.append(t)
+            found_here.append(found)
+        compiled.append(found_here)
+    for (build, target), t, kernel in zip(missing, missing_in, _compile_all(missing)):
+        compiled[t][build.index] = kernel
         if cache is not None:
             cache.put(_cache_entry(build, target), kernel)
-    workgroups = [k.workgroups for k in compiled]
-    with stage("link", f"{len(compiled)} objects"):
-        linked = link_objects([k.obj for k in compiled], target)
-    for k, entries in zip(kernels, linked.object_entries):
-        (k.entry_offset,) = entries.values()
-    by_step = {step: (index, workgroups[index]) for step, index in step_kernel.items()}
-    return CompiledKernels(linked.to_spec(), kernels, workgroups, by_step, steps, regions, target,
-                           _aliases=kernel_aliases)
+    out = []
+    for target, objects in zip(targets, compiled):
+        workgroups = [k.workgroups for k in objects]
+        with stage("link", f"{len(objects)} objects"):
+            linked = link_objects([k.obj for k in objects], target)
+        kernels = [KernelSpec(b.name, 0, 0, b.bindings, 0) for b in builds]
+        for k, entries in zip(kernels, linked.object_entries):
+            (k.entry_offset,) = entries.values()
+        by_step = {step: (index, workgroups[index]) for step, index in step_kernel.items()}
+        out.append(CompiledKernels(linked.to_spec(), kernels, workgroups, by_step, steps, regions, target,
+                                   _aliases=[b.aliases for b in builds]))
+    return out
 
 
 @dataclass
@@ -182,20 +195,25 @@ def _cached(build: _Build, target: Target, cache) -> kernel_cache.CachedKernel |
     return None if cache is None else cache.get(_cache_entry(build, target))
 
 
-def _compile_all(builds: list[_Build], target: Target) -> list[kernel_cache.CachedKernel]:
-    """Each build's kernel, compiled in forked workers when there are enough of them
-    (kiln.compiler.parallel_compile), else in-process; each recorded as a `kernel` stage."""
+def _compile_all(work: list[tuple[_Build, Target]]) -> list[kernel_cache.CachedKernel]:
+    """Each (build, target)'s kernel, compiled in forked workers when there are enough of them
+    (kiln.compiler.parallel_compile; the likely longest first, _compile_cost), else in-process; each
+    recorded as a `kernel` stage, in the order of `work`."""
     import time
 
     def timed_compile(i):
         start = time.perf_counter()
-        kernel = _compile_kernel(builds[i], target)
+        kernel = _compile_kernel(*work[i])
         return kernel, time.perf_counter() - start
 
-    workers = parallel_compile.worker_count(len(builds))
-    done = parallel_compile.run_forked(len(builds), workers, timed_compile) if workers > 1 else [None] * len(builds)
+    workers = parallel_compile.worker_count(len(work))
+    if workers > 1:
+        order = sorted(range(len(work)), key=lambda i: -_compile_cost(work[i][0]))
+        done = parallel_compile.run_forked(len(work), workers, timed_compile, order)
+    else:
+        done = [None] * len(work)
     kernels = []
-    for build, result in zip(builds, done):
+    for (build, target), result in zip(work, done):
         if result is None:  # compiled here: in-process, or again after a child's failure (its error surfaces)
             with stage("kernel", f"{build.name} (compiled)"):
                 kernels.append(_compile_kernel(build, target))
@@ -204,6 +222,19 @@ def _compile_all(builds: list[_Build], target: Target) -> list[kernel_cache.Cach
             record_stage("kernel", seconds, f"{build.name} (compiled)")
             kernels.append(kernel)
     return kernels
+
+
+_COST = {"matmul": (120, 0), "conv": (150, 0), "linalg": (150, 0), "svd": (300, 0), "eigh": (200, 0),
+         "multi_reduction": (10, 11), "split_reduction": (30, 2), "horizontal": (10, 1.2), "row_fused": (15, 0.8),
+         "reduction": (10, 2), "pooling": (30, 1)}
+"""Rough compile milliseconds of a kernel, (base, per equation of its region) by strategy (else (10,
+0.3)): only the order in which workers take kernels (longest first, so no long one is left for the
+end while the other workers idle)."""
+
+
+def _compile_cost(build: _Build) -> float:
+    base, per_equation = _COST.get(build.strategy.name if build.strategy is not None else "", (10, 0.3))
+    return base + per_equation * len(build.region.eqns)
 
 
 def _aliases(step: DispatchStep) -> dict[int, int]:

@@ -158,7 +158,7 @@ def _compile_module(name: str, procedures: list[ProcedureSource], globals_: list
 
     from .codegen.kernel import ELEMENT_ALIGNED_BINDINGS
     from .provenance import module_provenance
-    from .compile import compile_plan
+    from .compile import compile_plans
     from .flops import region_flops
     from .fusion import partition
     from .target import Target, resolve_targets
@@ -180,7 +180,7 @@ def _compile_module(name: str, procedures: list[ProcedureSource], globals_: list
     with stage("schedule") as timed:  # before the kernels: an in-place output changes its kernel
         schedules = {proc.name: build_schedule(optimized[proc.name], lambda g: plans[id(g)]) for proc in procedures}
         timed.detail = f"{len(schedules)} functions, arenas {sum(s.arena_size for s in schedules.values())} bytes"
-    builds = [compile_plan(list(plans.values()), t) for t in targets]
+    builds = compile_plans(list(plans.values()), targets)  # every variant's kernels in one batch of workers
     kernels = builds[-1]
     for spec_, region in zip(kernels.kernels, kernels._regions):  # the work each kernel declares
         spec_.flops = region_flops(region)
