@@ -457,13 +457,14 @@ def test_default_export_target_from_the_environment(monkeypatch):
         Program.get_compiled_artifact(Mix)
 
 
-def test_targets_checked_in_threads_at_once():
+def test_targets_checked_in_threads_at_once(monkeypatch):
     """Checking a target reads LLVM's warnings from file descriptor 2: threads doing it at once each get
     their own answer, and stderr is file descriptor 2 again afterwards."""
     import threading
 
     from kiln.compiler import target as target_module
 
+    monkeypatch.setenv("KILN_CACHE", "0")  # every target probed here, none read from the cache folder
     before = os.fstat(2)
     errors, cpus = [], ["x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4", "znver3", "skylake", "nocpu-a", "nocpu-b"]
     target_module._effective_features.cache_clear()
@@ -485,6 +486,46 @@ def test_targets_checked_in_threads_at_once():
     assert all(f"unknown CPU '{c}'" in answers[c] for c in cpus[6:])
     after = os.fstat(2)
     assert (before.st_dev, before.st_ino) == (after.st_dev, after.st_ino)
+
+
+def test_effective_features_are_kept_in_the_cache_folder(tmp_path, monkeypatch):
+    """A valid target's features are stored once (targets/ in the cache folder) and read back by the next
+    process without probing LLVM; a damaged record is probed again; an invalid target is never stored;
+    KILN_CACHE=0 reads and writes nothing."""
+    from kiln.compiler import target as target_module
+
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
+    probed = []
+    real = target_module._probe_features
+
+    def probe(*args):
+        probed.append(args[1])
+        return real(*args)
+
+    def as_a_new_process():  # only the folder remembers
+        target_module._effective_features.cache_clear()
+
+    monkeypatch.setattr(target_module, "_probe_features", probe)
+    as_a_new_process()
+    try:
+        fresh = Target.named("x86_64-unknown-linux-gnu", "x86-64-v3")
+        records = sorted((tmp_path / "targets").iterdir())
+        assert probed == ["x86-64-v3"] and len(records) == 1
+        as_a_new_process()
+        assert Target.named("x86_64-unknown-linux-gnu", "x86-64-v3") == fresh and probed == ["x86-64-v3"]
+        records[0].write_text('{"target": ["x86_64-unknown-linux-gnu", "x86-64-v3", ""], "features": 7}')
+        as_a_new_process()
+        assert Target.named("x86_64-unknown-linux-gnu", "x86-64-v3") == fresh and len(probed) == 2
+        as_a_new_process()
+        assert Target.named("x86_64-unknown-linux-gnu", "x86-64-v3") == fresh and len(probed) == 2  # rewritten
+        with pytest.raises(TargetError, match="unknown CPU 'nocpu'"):
+            Target.named("x86_64-unknown-linux-gnu", "nocpu")
+        assert sorted((tmp_path / "targets").iterdir()) == records
+        monkeypatch.setenv("KILN_CACHE", "0")
+        as_a_new_process()
+        assert Target.named("x86_64-unknown-linux-gnu", "x86-64-v3") == fresh and len(probed) == 4
+    finally:
+        as_a_new_process()
 
 
 @pytest.mark.parametrize("entry, message", [

@@ -219,6 +219,42 @@ def _unlink(path: Path) -> bool:
         return False
 
 
+def read_record(kind: str, key: str):
+    """The JSON value stored under `kind`/`key` in the cache folder (small facts worth keeping between
+    processes, e.g. a target's effective features: target.py), or None: none stored, unreadable, or
+    the cache turned off."""
+    directory = cache_dir()
+    if directory is None:
+        return None
+    try:
+        return json.loads((directory / kind / f"{key}.json").read_bytes())
+    except (OSError, ValueError):
+        return None
+
+
+def write_record(kind: str, key: str, value) -> None:
+    """Stores a JSON value as `kind`/`key` (a temporary file renamed over the name, so a reader sees a
+    whole record or none); gives up silently where the folder cannot be written."""
+    directory = cache_dir()
+    if directory is None:
+        return
+    folder = directory / kind
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{key[:8]}.", suffix=".tmp")
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(value, f)
+        os.replace(tmp, folder / f"{key}.json")
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
 def default_cache() -> KernelCache | None:
     """The cache the environment asks for (see the module docstring), or None when it is off."""
     directory = cache_dir()

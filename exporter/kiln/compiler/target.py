@@ -10,6 +10,8 @@ x86-64-v4, v3 and v2 for x86_64, SVE and NEON for aarch64, best first (docs/targ
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import os
 import re
 import sys
@@ -254,9 +256,30 @@ def _recognized(triple: str) -> tuple[str, ...]:
 @functools.cache
 def _effective_features(triple: str, cpu: str, features: str) -> list[str]:
     """Checks the target with LLVM and returns its effective features ("+name", sorted) among the
-    names the runtime can check: the ones a function compiled for (cpu, features) has, found by
-    asking LLVM's inliner which callees needing one feature each it may inline there (a callee whose
-    features are not a subset of its caller's is never inlined)."""
+    names the runtime can check (_probe_features). The answer for a valid target is kept in the kernel
+    cache's folder (`targets/`, keyed by the compiler's version, the target and the runtime's feature
+    names), so another process reads it instead of running LLVM's pipeline over the probe (~60 ms per
+    target: a default export has three)."""
+    from kiln.vm._generated.cpu_features import FEATURES
+
+    from . import cache
+
+    key = hashlib.sha256(json.dumps([cache.compiler_version(), triple, cpu, features,
+                                     list(FEATURES.get(_arch_of(triple), ()))]).encode()).hexdigest()
+    stored = cache.read_record("targets", key)
+    if (isinstance(stored, dict) and stored.get("target") == [triple, cpu, features]
+            and isinstance(stored.get("features"), list) and all(isinstance(f, str) for f in stored["features"])):
+        return list(stored["features"])
+    found = _probe_features(triple, cpu, features)
+    cache.write_record("targets", key, {"target": [triple, cpu, features], "features": found})
+    return found
+
+
+def _probe_features(triple: str, cpu: str, features: str) -> list[str]:
+    """Checks the target with LLVM (TargetError for an unknown triple, CPU or feature) and returns its
+    effective features among the names the runtime can check: the ones a function compiled for (cpu,
+    features) has, found by asking LLVM's inliner which callees needing one feature each it may inline
+    there (a callee whose features are not a subset of its caller's is never inlined)."""
     initialize_llvm()
     try:
         target = llvm.Target.from_triple(triple)
