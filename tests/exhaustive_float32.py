@@ -10,7 +10,7 @@ numbers docs/accuracy.md states). Prints, per function and build, the worst erro
 are at each ulp distance (the counts docs/accuracy.md quotes); exits 1 when a bound is exceeded.
 
 gelu's reference is x sigmoid(z) in float64 (z = 2 sqrt(2/pi) (x + 0.044715 x^3), tests/test_nn_accuracy.py's
-REF64), its bound test_nn_accuracy's BOUNDS_F32. gelu_grad (kiln.grad of gelu, element by element) is measured
+REF64) for 2^-20 <= |x| < 12.5 and its closed forms outside (_reference), its bound test_nn_accuracy's BOUNDS_F32. gelu_grad (kiln.grad of gelu, element by element) is measured
 in ulp of the scale of its terms, s (1 + |x z' (1 - s)|) with s = sigmoid(z) (the derivative s + x z' s (1 - s)
 cancels to 0 at x = -0.75), against test_nn_accuracy's GELU_GRAD_BOUND_F32.
 
@@ -76,12 +76,28 @@ def _reference(name: str, x: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]
     """(the float64 result rounded to float32, None) or, for gelu_grad, (that, the float64 scale of its terms)."""
     if not name.startswith("gelu"):
         return FUNCTIONS[name][1](x.astype(np.float64)).astype(np.float32), None
-    from test_nn_accuracy import REF64, gelu_tanh_derivative64
+    from test_nn_accuracy import REF64, SQRT_2_OVER_PI, gelu_tanh_derivative64
 
+    # The float64 formulas where gelu does its work, 2^-20 <= |x| < 12.5; outside, the same functions in closed form
+    # (exp, the cost of a sweep, is not needed): below 2^-20, sigmoid(z) = 1/2 + z/4 to 2^-58 relative; from 12.5,
+    # exp(-|z|) < 1e-64, so gelu is x (x > 0) or -0 and its derivative 1 or -0 (their limits at +-inf; gelu(-inf) is
+    # -inf * 0 = NaN, as the formula).
+    x64 = x.astype(np.float64)
+    a = np.abs(x64)
+    mid, tiny = (a >= 2.0 ** -20) & (a < 12.5), a < 2.0 ** -20
+    want = np.where(x64 > 0, x64 if name == "gelu" else 1.0, x64 * 0.0 if name == "gelu" else -0.0)
+    want[np.isnan(x64)] = np.nan
+    terms = None if name == "gelu" else np.abs(want)
+    t = x64[tiny]
+    s = 0.5 + 2 * SQRT_2_OVER_PI * t * (1 + 0.044715 * t * t) / 4
     if name == "gelu":
-        return REF64["gelu_tanh"](x.astype(np.float64)).astype(np.float32), None
-    d, terms = gelu_tanh_derivative64(x.astype(np.float64))
-    return d.astype(np.float32), terms
+        want[tiny] = t * s
+        want[mid] = REF64["gelu_tanh"](x64[mid])
+        return want.astype(np.float32), None
+    product = t * 2 * SQRT_2_OVER_PI * (1 + 3 * 0.044715 * t * t) * (1 - s)
+    want[tiny], terms[tiny] = s * (1 + product), s * (1 + np.abs(product))
+    want[mid], terms[mid] = gelu_tanh_derivative64(x64[mid])
+    return want.astype(np.float32), terms
 
 
 def sweep(name: str, cpus: list[str], step: int = 1) -> list[tuple[int, float | None, dict[int, int]]]:
