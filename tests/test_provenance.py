@@ -26,6 +26,20 @@ def _linear():
     return module.Linear
 
 
+def test_the_version_read_from_the_dist_info_is_importlib_metadatas(tmp_path, monkeypatch):
+    """kiln._version reads the first kiln_compiler-*.dist-info on sys.path itself (no importlib.metadata
+    import per export): the same answer as importlib.metadata, here and for a dist-info put first."""
+    import sys
+    from importlib import metadata
+
+    assert kiln._version() == metadata.version("kiln-compiler")
+    info = tmp_path / "kiln_compiler-9.8.7.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: kiln-compiler\nVersion: 9.8.7\n\nVersion: 1\n")
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "missing"), str(tmp_path)] + sys.path)
+    assert kiln._version() == metadata.version("kiln-compiler") == "9.8.7"
+
+
 def test_a_module_records_its_producer_target_and_sources():
     data = Program.get_compiled_artifact(_linear()).bytes
     p = ModuleFile(data).provenance

@@ -31,12 +31,9 @@ def _sources(graph: Graph) -> list[str]:
 
 
 def _version() -> str:
-    from importlib import metadata
+    import kiln
 
-    try:
-        return metadata.version("kiln-compiler")  # the distribution (kiln._DISTRIBUTION)
-    except metadata.PackageNotFoundError:
-        return "0+unknown"
+    return kiln.__version__  # the distribution's (kiln._version), read once per process
 
 
 def module_provenance(procedures, target, export: str = "") -> dict[str, str]:
