@@ -24,32 +24,28 @@ from ..layout import region_views
 from .intrinsics import call_binary, call_unary, fmuladd, halving_reduce
 from .loops import const64, delinearize, dot_offsets, for_range, local_var, while_loop, workgroup_slice
 from .region_eval import load_view
-from .types import I1, I32, I64, info
+from .types import I1, I32, I64
+from .vector_code import VectorCode
 
 
 def _prod(shape) -> int:
     return int(np.prod(shape, dtype=np.int64))
 
 
-class _Gen:
-    """Vector and scalar helpers over one float type (f32/f64) at the target's vector width."""
+class _Gen(VectorCode):
+    """VectorCode with the qr/svd kernels' helpers: loads, stores and splats of a given width (a vector of
+    `lanes` or one element), and the contiguous vector loops and sums over a range with a scalar tail."""
 
     def __init__(self, b: ir.IRBuilder, dtype, lanes: int):
-        self.b = b
-        self.dtype = np.dtype(dtype)
-        self.t = info(dtype).compute
-        self.size = self.dtype.itemsize
-        self.lanes = max(1, lanes)
-        self.vt = ir.VectorType(self.t, self.lanes)
+        super().__init__(b, dtype, lanes)
+        self.t = self.ty
+        self.vt = self.vec
 
     # scalars
     def c(self, value, width: int = 1):
         if width == 1:
             return ir.Constant(self.t, float(value))
         return ir.Constant(ir.VectorType(self.t, width), [float(value)] * width)
-
-    def ptr(self, base, offset):
-        return self.b.gep(base, [offset], inbounds=True, source_etype=self.t)
 
     def ld(self, base, offset, width: int = 1):
         if width == 1:
@@ -62,7 +58,9 @@ class _Gen:
         else:
             self.b.store(value, self.ptr(base, offset), align=self.size)
 
-    def splat(self, value, width: int):
+    def splat(self, value, width: int | None = None):
+        """value in every lane of a vector of `width` (default: lanes); width 1: value itself."""
+        width = self.lanes if width is None else width
         if width == 1:
             return value
         b = self.b
@@ -70,17 +68,11 @@ class _Gen:
         one = b.insert_element(ir.Constant(vt, ir.Undefined), value, ir.Constant(I32, 0))
         return b.shuffle_vector(one, ir.Constant(vt, ir.Undefined), ir.Constant(ir.VectorType(I32, width), [0] * width))
 
-    def hsum(self, v):
-        return halving_reduce(self.b, v, lambda b, lo, hi: b.fadd(lo, hi))
-
     def hmax(self, v):
         return halving_reduce(self.b, v, lambda b, lo, hi: call_binary(b, "maximum", lo, hi))
 
     def fma(self, x, y, z):
         return fmuladd(self.b, x, y, z)
-
-    def sqrt(self, x):
-        return call_unary(self.b, "sqrt", x)
 
     def abs(self, x):
         return call_unary(self.b, "fabs", x)
@@ -90,9 +82,6 @@ class _Gen:
 
     def gt(self, x, y):
         return self.b.fcmp_ordered(">", x, y)
-
-    def var(self, init, name):
-        return local_var(self.b, init.type, init, name)
 
     # loops over a contiguous range [lo, hi): vectors of `lanes`, then one element at a time
     def _split(self, lo, hi):
