@@ -71,6 +71,7 @@ class Case:
     forward: bool = True  # forward mode applies (not for custom_vjp)
     eps: float = 1e-6
     rtol: float = 1e-6
+    batched_rtol: float = 1e-10  # batched against one at a time (float32 kernels: compiled and eager math differ)
     vmap_error: str | None = None  # vmap must raise a DifferentiationError matching this
     seed: int = field(init=False)
 
@@ -319,7 +320,7 @@ CASES = [Case(name, fn, args(s)) for name, fn, s in FLOAT_UNARY] + [
          eps=1e-3, rtol=1e-3),
     Case("erfcinv", kiln.scipy.special.erfcinv, args(uniform(0.1, 1.9, 2, 3))),
     Case("gelu_tanh32", lambda x: kiln.nn.gelu(x.astype(np.float32)).astype(np.float64),
-         args(uniform(0.3, 3, 2, 3)), eps=1e-2, rtol=1e-3),  # the tails: test_nn_accuracy
+         args(uniform(0.3, 3, 2, 3)), eps=1e-2, rtol=1e-3, batched_rtol=5e-7),  # tails: test_nn_accuracy
     Case("igamma", lax.igamma, args(uniform(0.5, 4, 2, 3), uniform(0.2, 5, 2, 3))),
     Case("igammac", lax.igammac, args(uniform(0.5, 4, 2, 3), uniform(0.2, 5, 2, 3))),
     Case("betainc", lax.betainc, args(uniform(0.5, 4, 2, 3), uniform(0.5, 4, 2, 3), uniform(0.1, 0.9, 2, 3)),
@@ -563,10 +564,10 @@ def vmapped(case: Case, n_args: int):
 
 
 def assert_batched(got, want, case: Case, what: str):
-    """Floats to 1e-10 (a batched reduction may sum in another order), integers and bools exactly."""
+    """Floats to case.batched_rtol (a batched reduction may sum in another order), integers and bools exactly."""
     for k, (g, w) in enumerate(zip(kiln.tree_leaves(got), want)):
         if is_float(w):
-            np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-12, err_msg=f"{case.name}: {what}, output {k}")
+            np.testing.assert_allclose(g, w, rtol=case.batched_rtol, atol=1e-12, err_msg=f"{case.name}: {what}, output {k}")
         else:
             np.testing.assert_array_equal(g, w, err_msg=f"{case.name}: {what}, output {k}")
 
