@@ -236,6 +236,21 @@ class _Module(Program, export_name="linalg_native"):
                 L.triangular_solve(a, knp.swapaxes(b, -1, -2), left_side=False, lower=True, transpose_a=True))
 
 
+def _kiln_run_build(tmp_path, module, inputs, n_outputs, variant, workers):
+    """kiln-run's results of the module's function `run` with the x86-64 build `variant` forced (None: the best
+    the host runs) and `workers` worker threads."""
+    env = dict(os.environ)
+    env.pop("KILN_CPU_VARIANT", None)
+    if variant:
+        env["KILN_CPU_VARIANT"] = variant
+    outs = [tmp_path / f"{variant}-{workers}-{i}.npy" for i in range(n_outputs)]
+    proc = subprocess.run([kiln_run_binary(), f"--module={module}", "--function=run", f"--workers={workers}",
+                           *inputs, *[f"--output=@{o}" for o in outs]], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return [np.load(o) for o in outs]
+
+
 def test_exported_module_in_kiln_run_every_build_and_worker_count(tmp_path):
     """The portable module run by the standalone kiln-run with each x86-64 build the host can run forced
     (v2 has no masked vector instructions or FMA: LLVM expands them) and with 1 and 2 workers: numpy's
@@ -258,16 +273,7 @@ def test_exported_module_in_kiln_run_every_build_and_worker_count(tmp_path):
     runs = {}
     for variant in _variants():
         for workers in ("1", "2"):
-            env = dict(os.environ)
-            env.pop("KILN_CPU_VARIANT", None)
-            if variant:
-                env["KILN_CPU_VARIANT"] = variant
-            outs = [tmp_path / f"{variant}-{workers}-{i}.npy" for i in range(6)]
-            proc = subprocess.run([kiln_run_binary(), f"--module={module}", "--function=run", f"--workers={workers}",
-                                   *inputs, *[f"--output=@{o}" for o in outs]], capture_output=True, text=True,
-                                  env=env, timeout=120)
-            assert proc.returncode == 0, proc.stderr
-            runs[variant, workers] = [np.load(o) for o in outs]
+            runs[variant, workers] = _kiln_run_build(tmp_path, module, inputs, 6, variant, workers)
         got = runs[variant, "1"]
         assert all(np.array_equal(g, h) for g, h in zip(got, runs[variant, "2"]))
         check_lu(got[1:4], a, 1e-4)
@@ -301,16 +307,7 @@ def test_large_matrices_blocked_path_every_build(tmp_path):
         inputs.append(f"--input=@{tmp_path / f'{name}.npy'}")
     want = np.linalg.cholesky(x[0].astype(np.float64))
     for variant, workers in [(v, "1") for v in _variants()] + [(None, "2")]:
-        env = dict(os.environ)
-        env.pop("KILN_CPU_VARIANT", None)
-        if variant:
-            env["KILN_CPU_VARIANT"] = variant
-        outs = [tmp_path / f"{variant}-{workers}-{i}.npy" for i in range(10)]
-        proc = subprocess.run([kiln_run_binary(), f"--module={module}", "--function=run", f"--workers={workers}",
-                               *inputs, *[f"--output=@{o}" for o in outs]], capture_output=True, text=True,
-                              env=env, timeout=120)
-        assert proc.returncode == 0, proc.stderr
-        got = [np.load(o) for o in outs]
+        got = _kiln_run_build(tmp_path, module, inputs, 10, variant, workers)
         np.testing.assert_allclose(got[0][0], want, rtol=2e-4, atol=2e-4, err_msg=str(variant))
         assert np.isnan(got[0][1]).all()
         check_lu(got[1:4], a, 1e-3)
