@@ -2,6 +2,8 @@
 export (compiler/memory_plan.py), which the context allocates once and every call reuses
 (alloc.transient, Function.transient_size, format 2.2). Planned modules must compute exactly what
 unplanned ones do; the runtime refuses to let arena memory escape a call."""
+import re
+
 import numpy as np
 import pytest
 
@@ -630,6 +632,27 @@ def test_mutable_global_is_updated_in_place():
         want = want * np.float32(0.5) + x
     np.testing.assert_array_equal(Program.get_context(m).get_global("_g"), want)
     np.testing.assert_array_equal(Program.get_context(reference).get_global("_g"), want)
+
+
+def test_step_limit_never_stops_between_the_in_place_write_and_the_store():
+    """max_steps at every count up to the call's length: a stopped call names the instruction it stopped at, never
+    the global.store after the in-place kernel; the global holds its old value or the new one, nothing between."""
+    m = _decay_module()()
+    ctx = Program.get_context(m)
+    stopped_at = []
+    for limit in range(1, 8):
+        old = np.array(ctx.get_global("_g"))
+        x = np.float32(limit)
+        ctx.set_limits(max_steps=limit)
+        try:
+            m.step(x)
+        except KilnRuntimeError as e:
+            stopped_at.append(re.search(r"at word \d+ \((\S+)\)", str(e)).group(1))
+        finally:
+            ctx.set_limits()
+        got = ctx.get_global("_g")
+        assert np.array_equal(got, old) or np.array_equal(got, old * np.float32(0.5) + x), limit
+    assert "global.store" not in stopped_at and "dispatch" in stopped_at, stopped_at
 
 
 def test_a_held_global_value_is_never_written():

@@ -843,13 +843,17 @@ static kiln_status_t run(kiln_context_t* c, kiln_call_budget_t* budget, uint32_t
       s = kiln_make_status(KILN_INTERNAL, "function '%s': %s", f->name, err);
       break;
     }
-    if (budget->steps_left-- == 0) {
+    /* A global.store is never where the step limit stops a call: it follows
+     * the dispatch that updated its global in place (global.take), so the
+     * global changes exactly when it is stored; the next instruction stops. */
+    if (budget->steps_left == 0 && in.opcode != KILN_OP_GLOBAL_STORE) {
       s = kiln_make_status(KILN_DEADLINE_EXCEEDED, "call ran past its limit of %llu "
                            "bytecode instructions", (unsigned long long)c->limits.max_steps);
       s = kiln_status_annotate(s, "in function '%s' at word %u (%s)", f->name,
                                (unsigned)in.pc, in.info->name);
       break;
     }
+    if (budget->steps_left) budget->steps_left--;
     s = step(c, &fr, &in, results, depth, &pc, &done);
     if (s) {
       s = kiln_status_annotate(s, "in function '%s' at word %u (%s)", f->name,
