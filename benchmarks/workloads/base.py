@@ -102,8 +102,9 @@ class Ops:
 
 
 def _numpy_gelu(x):
-    """GELU, tanh form (JAX's default approximate=True), as kiln.nn.gelu and jax.nn.gelu compute it."""
-    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
+    """GELU, tanh form (JAX's default approximate=True), as kiln.nn.gelu and jax.nn.gelu compute it, in x's
+    dtype (the constants are Python floats, so a float32 x gives a float32 result)."""
+    return 0.5 * x * (1.0 + np.tanh(float(np.sqrt(2.0 / np.pi)) * (x + 0.044715 * x ** 3)))
 
 
 NUMPY_OPS = Ops("numpy", np, scan=_numpy_scan, gelu=_numpy_gelu)
