@@ -84,6 +84,43 @@ def test_eager_svd_and_qr_match_numpy(dtype):
                                    atol=20 * max(shape) * _eps(dtype) * np.abs(x).max() * 4)
 
 
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_eager_bidiagonal_path_matches_numpy(dtype, monkeypatch):
+    """The Golub-Kahan-Reinsch path (bidiagonalization, implicit-shift QR) at every shape, forced below its
+    size threshold: random, rank-deficient, zero, graded and ill-conditioned matrices, zero diagonal entries
+    in the bidiagonal matrix (the cancellation step), huge and tiny scales; NaN and inf give NaN."""
+    from kiln.lax import _svd_qr_native as native
+
+    monkeypatch.setattr(native, "BIDIAG_FROM", 1)
+    rng = np.random.default_rng(11)
+    n = 9
+    bidiagonal = np.diag(rng.standard_normal(n)) + np.diag(rng.standard_normal(n - 1), 1)
+    bidiagonal[[0, 3, n - 1], [0, 3, n - 1]] = 0
+    column = rng.standard_normal((n, n))
+    column[:, 4] = 0
+    q1, q2 = (np.linalg.qr(rng.standard_normal((n, n)))[0] for _ in range(2))
+    cases = [rng.standard_normal(shape) for shape in SHAPES[:-1] + [(3, 4, 2), (40, 31)]] + [
+        np.eye(n), np.ones((n, n)), np.zeros((n, n)), column, bidiagonal, np.diag([1, 1, 1, 2, 2, 2, 0, 0, 3.0]),
+        np.diag(np.logspace(0, -30, n)) + np.diag(np.logspace(0, -30, n - 1), 1),
+        np.diag(np.logspace(-30, 0, n)) + np.diag(np.logspace(-30, 0, n - 1), 1),
+        (q1 * np.logspace(0, -12, n)) @ q2]
+    for case in cases:
+        for x in (case, case[..., :6]):
+            x = x.astype(dtype)
+            for full in (True, False):
+                check_svd(x, lax_linalg.svd(x, full_matrices=full), full)
+            np.testing.assert_allclose(lax_linalg.svd(x, compute_uv=False), lax_linalg.svd(x)[1], rtol=0, atol=0)
+    base = rng.standard_normal((5, 4))
+    for scale in (1e30, 1e-30, 1e-38) if dtype == np.float32 else (1e300, 1e-300):
+        np.testing.assert_allclose(np.asarray(lax_linalg.svd((base * scale).astype(dtype))[1], np.float64) / scale,
+                                   np.linalg.svd(base, compute_uv=False), rtol=100 * _eps(dtype))
+    x = rng.standard_normal((3, 6, 5)).astype(dtype)
+    x[1, 2, 3], x[2, 0, 0] = np.nan, np.inf
+    u, s, vh = lax_linalg.svd(x)
+    assert np.isnan(s[1:]).all() and np.isnan(u[1:]).all() and np.isnan(vh[1:]).all()
+    np.testing.assert_allclose(s[0], np.linalg.svd(x[0], compute_uv=False), rtol=50 * _eps(dtype))
+
+
 # ---- compiled: one dispatch, against numpy and eager ----------------------------------------------------
 
 def _dispatch_strategies(fn, x):

@@ -225,6 +225,226 @@ def descending_order(sigma):
     return np.argsort(key, axis=-1, kind="stable")
 
 
+# ---- Golub-Kahan-Reinsch SVD (N >= BIDIAG_FROM) --------------------------------------------------------
+
+BIDIAG_FROM = 1 << 30  # the kernel's bidiagonal path lands next
+"""Matrices whose smaller side is at least this take the bidiagonal path (Householder bidiagonalization,
+then implicit-shift QR on the bidiagonal matrix); smaller ones the QR + one-sided Jacobi path."""
+
+MAX_QR_ITERATIONS = 60
+"""Implicit QR sweeps allowed per singular value before the matrix's results are NaN."""
+
+
+def uses_bidiagonal(m: int, n: int) -> bool:
+    """Whether the svd of an m x n matrix takes the bidiagonal path."""
+    return min(m, n) >= BIDIAG_FROM
+
+
+def _pythag(a, b):
+    """sqrt(a^2 + b^2) without overflow or destructive underflow (kiln.lax._eigh_ql's, the kernel's choice)."""
+    info = np.finfo(a.dtype)
+    t = a * a + b * b
+    if info.tiny / info.eps <= t <= info.max / 2:
+        return np.sqrt(t)
+    a, b = abs(a), abs(b)
+    if a > b:
+        return a * np.sqrt(1 + (b / a) * (b / a))
+    if b == 0:
+        return b
+    return b * np.sqrt(1 + (a / b) * (a / b))
+
+
+def _reflector(x):
+    """In place on x (1-D, length >= 1): the Householder reflector of _householder's formulas (LAPACK's
+    larfg, scaled by the largest |entry|). Returns (tau, beta); x[1:] becomes v (v_0 = 1 implied)."""
+    dtype = x.dtype
+    alpha, below = x[0], x[1:]
+    scale = np.max(np.abs(x))
+    safe = scale if scale > 0 else dtype.type(1)
+    scaled = below / safe
+    below_sq = np.sum(scaled * scaled, dtype=dtype)
+    sa = alpha / safe
+    if not below_sq > 0:
+        return dtype.type(0), alpha
+    norm = safe * np.sqrt(sa * sa + below_sq)
+    beta = -norm if alpha >= 0 else norm
+    tau = (beta - alpha) / beta
+    x[1:] = below / (alpha - beta)
+    return tau, beta
+
+
+def _bidiagonalize(a):
+    """In place on a (M, N), M >= N: A = Q B P^T with B upper bidiagonal (LAPACK gebd2's order: for each i,
+    the left reflector of column i, then the right one of row i). Returns (d, e, taus_q, taus_p): B's
+    diagonal and superdiagonal; a keeps the left reflectors' v below the diagonal (as _householder) and
+    the right ones' in row i right of the superdiagonal (v_0 = 1 at column i + 1)."""
+    m, n = a.shape
+    dtype = a.dtype
+    d, e = np.zeros(n, dtype), np.zeros(n, dtype)
+    taus_q, taus_p = np.zeros(n, dtype), np.zeros(n, dtype)
+    for i in range(n):
+        tau, beta = _reflector(a[i:, i])
+        if tau != 0 and i + 1 < n:
+            v = a[i + 1:, i]
+            rest = a[i + 1:, i + 1:]
+            tw = tau * (a[i, i + 1:] + v @ rest)
+            a[i, i + 1:] -= tw
+            rest -= v[:, None] * tw[None, :]
+        a[i, i] = d[i] = beta
+        taus_q[i] = tau
+        if i + 1 < n:
+            tau, beta = _reflector(a[i, i + 1:])
+            if tau != 0:
+                v = a[i, i + 2:]
+                rest = a[i + 1:, i + 1:]
+                tw = tau * (rest[:, 0] + rest[:, 1:] @ v)
+                rest[:, 0] -= tw
+                rest[:, 1:] -= tw[:, None] * v[None, :]
+            a[i, i + 1] = e[i] = beta
+            taus_p[i] = tau
+    return d, e, taus_q, taus_p
+
+
+def _right_reflectors(a, taus_p):
+    """P's reflectors as _form_q reads them: column j + 1 of an N x N matrix holds row j's v below row
+    j + 1, tau_{j+1} = taus_p[j], tau_0 = 0 (so P = H_1 ... H_{N-1}, H_{j+1} acting on rows j + 1 on)."""
+    n = a.shape[1]
+    y = np.zeros((n, n), a.dtype)
+    taus = np.zeros(n, a.dtype)
+    for j in range(n - 1):
+        y[j + 2:, j + 1] = a[j, j + 2:]
+        taus[j + 1] = taus_p[j]
+    return y, taus
+
+
+def _rotate(x, i, j, c, s):
+    """Columns i, j of x <- (x_i c + x_j s, x_j c - x_i s)."""
+    xi, xj = x[:, i].copy(), x[:, j]
+    x[:, i] = xi * c + xj * s
+    x[:, j] = xj * c - xi * s
+
+
+def _bidiagonal_qr(w, rv1, u, v):
+    """The singular values of the upper bidiagonal matrix with diagonal w and superdiagonal rv1[1:] (rv1[0]
+    = 0), in place in w (>= 0, unsorted); u's and v's first N columns rotated along (either may be None).
+    Golub and Reinsch's implicit-shift QR (as EISPACK's svd): for k = N-1 down to 0, split at the last
+    negligible rv1[l] (|rv1[l]| + anorm == anorm) or w[l-1] (whose rv1[l] is then chased out by rotations
+    of rows l-1 and l..k, applied to u), then sweeps from l with the shift of the trailing 2x2 until rv1[k]
+    is negligible; a negative w[k] flips v's column k. Returns False when a singular value takes more than
+    MAX_QR_ITERATIONS sweeps."""
+    n = w.shape[0]
+    dtype = w.dtype
+    one, zero = dtype.type(1), dtype.type(0)
+    anorm = zero
+    for i in range(n):
+        anorm = max(anorm, abs(w[i]) + abs(rv1[i]))
+    for k in range(n - 1, -1, -1):
+        its = 0
+        while True:
+            cancel = True
+            for l in range(k, -1, -1):
+                if abs(rv1[l]) + anorm == anorm:
+                    cancel = False
+                    break
+                if abs(w[l - 1]) + anorm == anorm:
+                    break
+            if cancel:
+                nm = l - 1
+                c, s = zero, one
+                for i in range(l, k + 1):
+                    f = s * rv1[i]
+                    rv1[i] = c * rv1[i]
+                    if abs(f) + anorm == anorm:
+                        break
+                    g = w[i]
+                    h = _pythag(f, g)
+                    w[i] = h
+                    c, s = g / h, -f / h
+                    if u is not None:
+                        _rotate(u, nm, i, c, s)
+            z = w[k]
+            if l == k:
+                if z < 0:
+                    w[k] = -z
+                    if v is not None:
+                        v[:, k] = -v[:, k]
+                break
+            if its == MAX_QR_ITERATIONS:
+                return False
+            its += 1
+            x, y, g, h = w[l], w[k - 1], rv1[k - 1], rv1[k]
+            f = ((y - z) * (y + z) + (g - h) * (g + h)) / (2 * h * y)
+            g = _pythag(f, one)
+            f = ((x - z) * (x + z) + h * (y / (f + (g if f >= 0 else -g)) - h)) / x
+            c = s = one
+            for j in range(l, k):
+                i = j + 1
+                g, y = rv1[i], w[i]
+                h, g = s * g, c * g
+                z = _pythag(f, h)
+                rv1[j] = z
+                c, s = f / z, h / z
+                f, g = x * c + g * s, g * c - x * s
+                h, y = y * s, y * c
+                if v is not None:
+                    _rotate(v, j, i, c, s)
+                z = _pythag(f, h)
+                w[j] = z
+                if z != 0:
+                    c, s = f / z, h / z
+                f, x = c * g + s * y, c * y - s * g
+                if u is not None:
+                    _rotate(u, j, i, c, s)
+            rv1[l] = zero
+            rv1[k] = f
+            w[k] = x
+    return True
+
+
+def _svd_bidiagonal_one(a, kq: int, compute_uv: bool):
+    """One matrix a (M, N), M >= N, scaled to a largest |entry| of 1 (finite): (sigma, U (M, kq), V (N, N))
+    unsorted (U, V None without compute_uv), or None when the QR iteration failed."""
+    m, n = a.shape
+    dtype = a.dtype
+    with np.errstate(all="ignore"):
+        d, e, taus_q, taus_p = _bidiagonalize(a)
+        u = v = None
+        if compute_uv:
+            u = _form_q(a[None], taus_q[None], kq)[0]
+            y, taus_y = _right_reflectors(a, taus_p)
+            v = _form_q(y[None], taus_y[None], n)[0]
+        rv1 = np.zeros(n, dtype)
+        rv1[1:] = e[:-1]
+        if not _bidiagonal_qr(d, rv1, u, v):
+            return None
+    return d, u, v
+
+
+def _svd_bidiagonal(a, scale, full_matrices: bool, compute_uv: bool):
+    """The bidiagonal path of _svd_numpy for a (B, M, N), M >= N, already divided by scale (B,): returns
+    (s (B, N), u (B, M, kq), v (B, N, N)) with s sorted descending and u's first N columns and v's sorted
+    along; a matrix with a non-finite scale (a NaN or an infinity) or whose QR iteration fails is all NaN."""
+    bsz, big, small = a.shape
+    dtype = a.dtype
+    kq = big if full_matrices else small
+    s = np.full((bsz, small), np.nan, dtype)
+    u = np.full((bsz, big, kq), np.nan, dtype)
+    v = np.full((bsz, small, small), np.nan, dtype)
+    for k in range(bsz):
+        if not np.isfinite(scale[k]):
+            continue
+        result = _svd_bidiagonal_one(np.array(a[k], copy=True), kq, compute_uv)
+        if result is None:
+            continue
+        sigma, uk, vk = result
+        order = descending_order(sigma[None])[0]
+        s[k] = sigma[order] * scale[k]
+        if compute_uv:
+            u[k] = np.concatenate([uk[:, order], uk[:, small:]], axis=1)
+            v[k] = vk[:, order]
+    return s, u, v
+
+
 def _svd_numpy(x, full_matrices: bool, compute_uv: bool):
     batch, (m, n) = x.shape[:-2], x.shape[-2:]
     dtype = x.dtype
@@ -237,6 +457,15 @@ def _svd_numpy(x, full_matrices: bool, compute_uv: bool):
         scale = np.max(np.abs(a), axis=(1, 2)) if a.shape[0] else np.zeros((0,), dtype)
         scale = np.where(scale == 0, 1, scale).astype(dtype)  # NaN stays: every result NaN
         a = (a / scale[:, None, None]).astype(dtype)
+    if uses_bidiagonal(m, n):
+        s, u, v = _svd_bidiagonal(a, scale, full_matrices, compute_uv)
+        if not compute_uv:
+            return [s.reshape(batch + (small,))]
+        vh = np.swapaxes(v, 1, 2)
+        if wide:
+            u, vh = np.swapaxes(vh, 1, 2), np.swapaxes(u, 1, 2)
+        return [s.reshape(batch + (small,)), np.ascontiguousarray(u).reshape(batch + u.shape[1:]),
+                np.ascontiguousarray(vh).reshape(batch + vh.shape[1:])]
     taus = _householder(a, small)
     w = np.swapaxes(np.triu(a[:, :small, :]), 1, 2).copy()  # Jacobi on R^T's columns (R's rows)
     v = np.broadcast_to(np.eye(small, dtype=dtype), w.shape).copy() if compute_uv else None
