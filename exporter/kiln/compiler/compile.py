@@ -47,12 +47,14 @@ class CompiledKernels:
     def workgroup_count(self, step: DispatchStep) -> int:
         return self._by_step[id(step)][1]
 
-    def assembly(self) -> str:
+    def assembly(self, kernels=None) -> str:
         """The optimized kernels as target assembly text (for inspection and tests; generated again,
-        never read from the cache)."""
+        never read from the cache): every kernel, or those whose indices `kernels` lists."""
         aliases = self._aliases or [{}] * len(self.kernels)
-        return "\n".join(emit_assembly(_optimized_kernel(spec.name, region, self._target, alias), self._target)
-                         for spec, region, alias in zip(self.kernels, self._regions, aliases))
+        chosen = range(len(self.kernels)) if kernels is None else kernels
+        return "\n".join(emit_assembly(_optimized_kernel(self.kernels[i].name, self._regions[i], self._target,
+                                                          aliases[i]), self._target)
+                         for i in chosen)
 
     def optimized_modules(self) -> list:
         """Each kernel's optimized LLVM module (`kiln export --print llvm`; generated again, never read from
