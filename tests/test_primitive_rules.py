@@ -230,6 +230,10 @@ CASES = [Case(name, fn, args(s)) for name, fn, s in FLOAT_UNARY] + [
     Case("convert", lambda x: lax.convert_element_type(x, np.int32), args(normal(2, 3)), name="convert_to_int",
          zero=True, checks={"jvp", "vmap"}),
     Case("stop_gradient", kiln.stop_gradient, args(normal(2, 3)), zero=True),
+    Case("bitcast", lambda x: lax.bitcast_convert_type(lax.bitcast_convert_type(x, np.int64), np.float64),
+         args(normal(2, 3)), zero=True),
+    # straight-through: the tangent is reduced as the value (50 mantissa bits: finite differences still see it)
+    Case("reduce_precision", lambda x: lax.reduce_precision(x, 11, 50) * x, args(normal(2, 3))),
     *[Case(n, binary(getattr(lax.prims, n)), with_ties, zero=True) for n in ("eq", "ne", "lt", "le", "gt", "ge")],
     *[Case(n, unary(P[n]), args(normal(2, 3)), zero=True) for n in ("floor", "ceil", "trunc", "round", "sign")],
     *[Case(n, binary(P[n]), args(integers(-50, 50, 2, 3), integers(-50, 50, 2, 3)), zero=True)

@@ -32,7 +32,7 @@ from kiln.core import dtypes
 from kiln.core.ir import Equation, Graph
 
 # Elementwise primitives that move or reinterpret values instead of computing with them.
-_NO_ARITHMETIC = frozenset({"select", "convert", "stop_gradient", "real", "imag", "complex", "conj",
+_NO_ARITHMETIC = frozenset({"select", "convert", "bitcast", "stop_gradient", "real", "imag", "complex", "conj",
                             "and", "or", "not", "xor", "shift_left", "shift_right"})
 _PER_ELEMENT_KERNELS = frozenset({"cumsum", "cumprod", "cummax", "cummin"})
 _FOLDING_KERNELS = frozenset({"argmax", "argmin"})

@@ -82,6 +82,9 @@ from .more_api import (  # noqa: E402
 )
 
 __all__ += more_api.__all__
+from .bitcast import bitcast_convert_type, reduce_precision  # noqa: E402
+
+__all__ += ["bitcast_convert_type", "reduce_precision"]
 from .accuracy import AccuracyMode, Tolerance  # noqa: E402
 
 __all__ += ["AccuracyMode", "Tolerance"]

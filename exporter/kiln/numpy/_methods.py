@@ -103,6 +103,8 @@ def install() -> None:
     }
     attributes = {name: aval_property(fn) for name, fn in properties.items()}
     attributes.update({name: aval_method(fn) for name, fn in methods.items()})
+    # a kiln array's view is ndarray's (same semantics); a tracer's reads its bits as jax.Array.view does
+    attributes["view"] = aval_method(lambda self, dtype=None, type=None: ew.view(self, dtype, type))
     install_array_methods(operators, attributes, namespace)
     # ndarray has the other properties (T, mT, real, ...) already, with numpy's (view) semantics
     install_array_class_methods({**operators, **methods, "__array_namespace__": lambda self, *, api_version=None: namespace,

@@ -135,6 +135,38 @@ def astype(x, dtype):
     return convert(x, dtype)
 
 
+def view(x, dtype=None, type=None):  # noqa: A002 - ndarray.view's keyword
+    """ndarray.view(dtype) of a traced array, as jax.Array.view: x's bits read as dtype; between widths the
+    last axis grows or shrinks by the ratio (numpy's rule; bool is read as uint8)."""
+    from ..lax.bitcast import bitcast_convert_type
+
+    if type is not None:
+        raise TypeError("view: type= is not supported: a traced kiln array has one array type")
+    if dtype is None:
+        return x
+    src, dst = aval(x).dtype, dtypes.canonical(dtype)
+    shape = aval(x).shape
+    if src.itemsize != dst.itemsize:
+        if not shape:
+            raise ValueError(f"view: a 0-d array cannot be viewed as a dtype of another width ({src} as {dst})")
+        if (shape[-1] * src.itemsize) % dst.itemsize:
+            raise ValueError(f"view: the last axis of shape {shape} in {src} is {shape[-1] * src.itemsize} bytes, "
+                             f"not a multiple of {dst}'s {dst.itemsize}")
+    if dtypes.is_bool(src):
+        x, src = convert(x, np.uint8), np.dtype(np.uint8)
+    target = np.dtype(np.uint8) if dtypes.is_bool(dst) else dst
+    if src.itemsize > target.itemsize:
+        out = bitcast_convert_type(x, target)
+        out = prims.reshape.bind(out, new_shape=shape[:-1] + (shape[-1] * (src.itemsize // target.itemsize),))
+    elif src.itemsize < target.itemsize:
+        ratio = target.itemsize // src.itemsize
+        grouped = prims.reshape.bind(x, new_shape=shape[:-1] + (shape[-1] // ratio, ratio))
+        out = bitcast_convert_type(grouped, target)
+    else:
+        out = bitcast_convert_type(x, target)
+    return convert(out, np.bool_) if dtypes.is_bool(dst) else out
+
+
 def floor_divide(x1, x2):
     """numpy.floor_divide for integers: the quotient rounded toward minus infinity (0 when dividing by 0)."""
     a, b = promote(x1, x2)

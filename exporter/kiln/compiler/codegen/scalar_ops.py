@@ -10,26 +10,13 @@ from llvmlite import ir
 
 from ...core.primitive import lookup
 from .. import mathlib
-from .half import float_to_half, half_to_float, round_to_half
+from . import bits
+from .half import bf16_to_float, float_to_bf16, float_to_half, half_to_float, round_to_half
 from .intrinsics import call_binary, call_unary, fp_to_int_saturating
-from .types import F32, F64, I1, I16, I32, DTypeInfo, info, int_const
+from .types import F32, F64, I1, DTypeInfo, info, int_const
 
 # Storage-only float types: loaded into float, computed in float, rounded when stored.
 _NARROW = ("f16", "bf16")
-
-
-def bf16_to_float(b: ir.IRBuilder, raw: ir.Value) -> ir.Value:
-    return b.bitcast(b.shl(b.zext(raw, I32), ir.Constant(I32, 16)), F32)
-
-
-def float_to_bf16(b: ir.IRBuilder, f: ir.Value) -> ir.Value:
-    """Round to nearest even (as ml_dtypes does); NaN stays a quiet NaN of the same sign."""
-    x = b.bitcast(f, I32)
-    odd = b.and_(b.lshr(x, ir.Constant(I32, 16)), ir.Constant(I32, 1))
-    rounded = b.lshr(b.add(b.add(x, ir.Constant(I32, 0x7FFF)), odd), ir.Constant(I32, 16))
-    quiet = b.or_(b.lshr(x, ir.Constant(I32, 16)), ir.Constant(I32, 0x40))
-    is_nan = b.fcmp_unordered("uno", f, f)
-    return b.trunc(b.select(is_nan, quiet, rounded), I16)
 
 
 def round_to_narrow(b: ir.IRBuilder, value: ir.Value, name: str) -> ir.Value:
@@ -170,6 +157,10 @@ def _emit(b, name, params, args, d: DTypeInfo, in_dtypes, out_dtype):
     y = args[1] if len(args) > 1 else None
     if name == "convert":
         return convert(b, x, in_dtypes[0], params["new_dtype"])
+    if name == "bitcast":
+        return bits.bitcast(b, x, in_dtypes[0], params["new_dtype"])
+    if name == "reduce_precision":
+        return bits.reduce_precision(b, x, in_dtypes[0], params["exponent_bits"], params["mantissa_bits"])
     if name == "select":
         return b.select(args[0], args[1], args[2])
     if name in _COMPARISONS:
