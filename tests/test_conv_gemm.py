@@ -95,6 +95,10 @@ GEMM_CASES = [
     ("conv1d_nwc", (3, 40, 12), (5, 12, 9), dict(window_strides=(2,), padding="SAME",
                                                  dimension_numbers=("NWC", "WIO", "NWC"))),
     ("conv3d_ncdhw", (1, 8, 5, 6, 7), (16, 8, 2, 3, 2), dict(window_strides=(1, 1, 1), padding="SAME")),
+    # cols orientation: taps reaching past both ends (negative and uneven padding, strides), one-pixel rows
+    ("nchw_negative_pad_strides", (1, 12, 11, 13), (16, 12, 3, 4), dict(window_strides=(2, 3),
+                                                                        padding=((1, -2), (-1, 4)))),
+    ("nchw_width_one", (2, 10, 30, 1), (16, 10, 3, 1), dict(window_strides=(1, 1), padding="SAME")),
     # rows orientation with the weights' features strided (OIHW): the weight panels' packer reads columns apart
     ("nhwc_oihw_weights", (1, 9, 10, 24), (20, 24, 3, 3), dict(window_strides=(1, 1), padding="SAME",
                                                               dimension_numbers=("NHWC", "OIHW", "NHWC"))),

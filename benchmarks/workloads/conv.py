@@ -47,6 +47,115 @@ WORKLOADS = [
 ]
 
 
+# More convolution shapes, each with its own numpy reference over shifted slices (_conv_nhwc_numpy):
+# NCHW/OIHW (the layout PyTorch models export with), a stride-2 downsampling convolution (a ResNet stage's
+# first), a grouped one (ResNeXt's 32 groups of 4 channels... here 8 groups of 16) and both gradients of the
+# NHWC convolution (the training step's input and kernel cotangents).
+
+
+def _conv_nhwc_numpy(x, kernel, stride=1, groups=1):
+    """'SAME' convolution of NHWC x with an HWIO kernel (I = channels per group), in x's dtype."""
+    n, h, w, c = x.shape
+    kh, kw, ipg, k = kernel.shape
+    oh, ow = -(-h // stride), -(-w // stride)
+    ph, pw = max((oh - 1) * stride + kh - h, 0), max((ow - 1) * stride + kw - w, 0)
+    padded = np.pad(x, ((0, 0), (ph // 2, ph - ph // 2), (pw // 2, pw - pw // 2), (0, 0)))
+    y = np.zeros((n, oh, ow, k), x.dtype)
+    opg = k // groups
+    for i in range(kh):
+        for j in range(kw):
+            patch = padded[:, i:i + (oh - 1) * stride + 1:stride, j:j + (ow - 1) * stride + 1:stride, :]
+            for g in range(groups):
+                y[..., g * opg:(g + 1) * opg] += patch[..., g * ipg:(g + 1) * ipg] @ kernel[i, j, :, g * opg:(g + 1) * opg]
+    return y
+
+
+def make_nchw_inputs(p, rng):
+    x, kernel, bias = make_inputs(p, rng)
+    return np.transpose(x, (0, 3, 1, 2)), np.transpose(kernel, (3, 2, 0, 1)), bias
+
+
+def conv_nchw_relu(ops, x, kernel, bias):
+    y = ops.lax.conv_general_dilated(x, kernel, window_strides=(1, 1), padding="SAME",
+                                     dimension_numbers=("NCHW", "OIHW", "NCHW"))
+    return (ops.np.maximum(y + ops.np.reshape(bias, (-1, 1, 1)), 0.0),)
+
+
+def conv_nchw_relu_numpy(x, kernel, bias):
+    y = _conv_nhwc_numpy(np.transpose(x, (0, 2, 3, 1)), np.transpose(kernel, (2, 3, 1, 0)))
+    return (np.maximum(np.transpose(y, (0, 3, 1, 2)) + bias[:, None, None], np.float32(0.0)),)
+
+
+def make_general_inputs(p, rng):
+    n, h, w, c = p["image"]
+    k, groups = p["out"], p.get("groups", 1)
+    x = rng.standard_normal((n, h, w, c), dtype=np.float32)
+    kernel = rng.standard_normal((3, 3, c // groups, k), dtype=np.float32) / np.float32(np.sqrt(9 * c // groups))
+    return x, kernel
+
+
+def _general(stride):
+    """(fn, numpy_fn) of a 'SAME' NHWC/HWIO convolution with this stride; the groups are the ratio of the
+    image's channels to the kernel's input channels."""
+    def fn(ops, x, kernel):
+        return (ops.lax.conv_general_dilated(x, kernel, window_strides=(stride, stride), padding="SAME",
+                                             dimension_numbers=("NHWC", "HWIO", "NHWC"),
+                                             feature_group_count=x.shape[-1] // kernel.shape[2]),)
+
+    def numpy_fn(x, kernel):
+        return (_conv_nhwc_numpy(x, kernel, stride, x.shape[-1] // kernel.shape[2]),)
+    return fn, numpy_fn
+
+
+def make_grad_inputs(p, rng):
+    x, kernel = make_general_inputs(p, rng)
+    n, h, w, _ = x.shape
+    return x, kernel, rng.standard_normal((n, h, w, p["out"]), dtype=np.float32)
+
+
+def conv_grad(ops, x, kernel, ct):
+    def loss(args):
+        y = ops.lax.conv_general_dilated(args[0], args[1], window_strides=(1, 1), padding="SAME",
+                                         dimension_numbers=("NHWC", "HWIO", "NHWC"))
+        return ops.np.sum(y * ct)
+    _, (gx, gk) = ops.value_and_grad(loss)((x, kernel))
+    return gx, gk
+
+
+def conv_grad_numpy(x, kernel, ct):
+    n, h, w, c = x.shape
+    padded = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    gx = np.zeros(padded.shape, np.float32)
+    gk = np.zeros(kernel.shape, np.float32)
+    for i in range(3):
+        for j in range(3):
+            gx[:, i:i + h, j:j + w, :] += ct @ kernel[i, j].T
+            gk[i, j] = padded[:, i:i + h, j:j + w, :].reshape(-1, c).T @ ct.reshape(-1, ct.shape[-1])
+    return gx[:, 1:1 + h, 1:1 + w, :], gk
+
+
+_strided, _strided_numpy = _general(2)
+_grouped, _grouped_numpy = _general(1)
+WORKLOADS += [
+    Workload("conv_nchw", "3x3 SAME conv + bias + relu, NCHW/OIHW f32", make_nchw_inputs, conv_nchw_relu,
+             (Size("1x64x56x56", {"image": (1, 56, 56, 64), "out": 64}),),
+             (Size("1x3x6x5", {"image": (1, 6, 5, 3), "out": 4}),), tolerance=1e-4,
+             numpy_fn=conv_nchw_relu_numpy, needs=("lax",)),
+    Workload("conv_stride2", "3x3/2 SAME conv 64 -> 128 channels, NHWC/HWIO f32", make_general_inputs, _strided,
+             (Size("1x56x56x64", {"image": (1, 56, 56, 64), "out": 128}),),
+             (Size("1x7x6x3", {"image": (1, 7, 6, 3), "out": 4}),), tolerance=1e-4,
+             numpy_fn=_strided_numpy, needs=("lax",)),
+    Workload("conv_groups", "3x3 SAME conv, 8 groups of 16 channels, NHWC/HWIO f32", make_general_inputs, _grouped,
+             (Size("1x56x56x128", {"image": (1, 56, 56, 128), "out": 128, "groups": 8}),),
+             (Size("1x6x5x4", {"image": (1, 6, 5, 4), "out": 8, "groups": 2}),), tolerance=1e-4,
+             numpy_fn=_grouped_numpy, needs=("lax",)),
+    Workload("conv_grad_nhwc", "input and kernel gradients of a 3x3 SAME conv, NHWC/HWIO f32", make_grad_inputs,
+             conv_grad, (Size("1x56x56x64", {"image": (1, 56, 56, 64), "out": 64}),),
+             (Size("1x6x5x3", {"image": (1, 6, 5, 3), "out": 4}),), tolerance=1e-4,
+             numpy_fn=conv_grad_numpy, needs=("lax", "grad")),
+]
+
+
 POOL = dict(window=(1, 3, 3, 1), strides=(1, 2, 2, 1))
 
 

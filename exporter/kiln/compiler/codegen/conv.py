@@ -378,7 +378,13 @@ def _emit_gemm(region, p: ConvPlan, g: GemmPlan, ep=None):
         apack = b.alloca(ty, size=const64(g.mr * kc_max), name="apack")
         apack.align = 64
         # per column of a panel of image columns (cols mode): its input offset for the current tap, -1 if outside
-        col_offsets = b.alloca(I64, size=const64(g.nc), name="coloff") if not rows_mode else None
+        col_runs = not rows_mode and ld_one and nsp > 0
+        col_offsets = b.alloca(I64, size=const64(g.nc), name="coloff") if not rows_mode and not col_runs else None
+        if col_runs:  # one image row of the panel's columns (tap, channel), and the tap's runs over output rows
+            runs = _max_row_runs(g.nc, p.out_spatial[-1])
+            row_buf = b.alloca(ty, size=const64(g.nc), name="colrow")
+            row_buf.align = 64
+            run_slots = b.alloca(I64, size=const64(5 * runs), name="runs")
         a_slot, sam_slot, sak_slot = b.alloca(PTR, name="a"), b.alloca(I64, name="sam"), b.alloca(I64, name="sak")
         lo, hi = workgroup_slice(b, items, workgroup_id, workgroup_count)
 
@@ -443,7 +449,10 @@ def _emit_gemm(region, p: ConvPlan, g: GemmPlan, ep=None):
                         b.call(pack_w, [elem(w_ptr, src), const64(p.rhs_s[1]), const64(p.rhs_s[0]), cn, n_count,
                                         b.gep(panel, [b.mul(b.mul(tt, cn), const64(g.nr))], source_etype=ty)])
                     for_range(b, 0, tn, pack_tap, name="tt")
-                else:  # B panel = image[kk, pixel n0 + j]
+                elif col_runs:  # B panel = image[kk, pixel n0 + j], copied run by run (_pack_image_runs)
+                    _pack_image_runs(b, p, g, x_ptr, x_base, panel, row_buf, run_slots, tap_index, t0, tn, c0, cn,
+                                     n0, n_count, padded)
+                else:  # B panel = image[kk, pixel n0 + j] (lhs dilation: element by element)
                     def tap(tt):
                         t = b.add(t0, tt)
                         k_index = tap_index(t)
@@ -565,6 +574,102 @@ def _emit_gemm(region, p: ConvPlan, g: GemmPlan, ep=None):
         for_range(b, lo, hi, item, name="it")
 
     return body
+
+
+def _max(b, x, y):
+    return b.select(b.icmp_signed(">", x, y), x, y)
+
+
+def _max_row_runs(nc: int, width: int) -> int:
+    """The most output rows (of `width` pixels) that nc consecutive pixels touch."""
+    return min(nc, -(-(nc - 1) // width) + 1)
+
+
+def _pack_image_runs(b, p: ConvPlan, g: GemmPlan, x_ptr, x_base, panel, row_buf, run_slots, tap_index, t0, tn, c0,
+                     cn, n0, n_count, padded):
+    """The cols orientation's B panel, panel[kk = (tap tt, channel cc), column j] = the image at pixel n0 + j for
+    that tap and channel (zero where it falls in the padding), without lhs dilation. The panel's pixels cover a
+    few output rows (the last spatial dim); for a tap, each row's pixels read one strided run of an input row,
+    with zeros before and after it where the tap reaches into the padding: those runs are found once per tap
+    (per row: the panel column it starts at, its length, the run's first and last column within it and its
+    input offset), then for each channel its image row is built run by run in `row_buf` (zeros, then a strided
+    copy, vectorized) and copied into the panel's NR-wide strips, so no element computes its own address."""
+    ty = F32 if p.dtype == np.float32 else F64
+    nsp = len(p.out_spatial)
+    width, stride, dil, pad = p.out_spatial[-1], p.strides[-1], p.rhs_dilation[-1], p.pad_lo[-1]
+    in_width = p.in_spatial[-1]
+    step = stride * p.lhs_s[-1]  # input elements between consecutive pixels of a run
+    zero = ir.Constant(ty, 0.0)
+    kc_max = matmul.KC
+    first_row = b.udiv(n0, const64(width))
+    nruns = b.add(b.sub(b.udiv(b.add(n0, b.sub(n_count, const64(1))), const64(width)), first_row), const64(1))
+
+    def slot(r, field):
+        return b.gep(run_slots, [b.add(b.mul(r, const64(5)), const64(field))], source_etype=I64)
+
+    def ceil_div(a, d):  # a >= 0
+        return b.udiv(b.add(a, const64(d - 1)), const64(d))
+
+    # row_buf's columns past n_count up to the strips' width stay zero (the panel's padding columns)
+    for_range(b, n_count, padded, lambda j: b.store(zero, b.gep(row_buf, [j], source_etype=ty)), name="bz")
+
+    def tap(tt):
+        k_index = tap_index(b.add(t0, tt))
+        # the pixels w of an output row whose input column q = w*stride + k*dil - pad lies in [0, in_width)
+        shift = b.sub(b.mul(k_index[-1], const64(dil)), const64(pad))  # q at w = 0
+        w_lo = b.select(b.icmp_signed("<", shift, const64(0)), ceil_div(b.sub(const64(0), shift), stride), const64(0))
+        room = b.sub(const64(in_width - 1), shift)
+        w_hi = b.select(b.icmp_signed("<", room, const64(0)), const64(0), b.add(b.udiv(room, const64(stride)), const64(1)))
+
+        def run(r):
+            row = b.add(first_row, r)
+            start = _max(b, n0, b.mul(row, const64(width)))  # first pixel of the run
+            end = matmul._min(b, b.add(n0, n_count), b.mul(b.add(row, const64(1)), const64(width)))
+            w0 = b.sub(start, b.mul(row, const64(width)))
+            w1 = b.add(w0, b.sub(end, start))
+            offset, inside = const64(0), ir.Constant(I1, 1)
+            outer = delinearize(b, row, p.out_spatial[:-1]) if nsp > 1 else []
+            for d in range(nsp - 1):
+                q, ok = _input_coordinate(b, p, d, outer[d], k_index[d])
+                inside = b.and_(inside, ok)
+                offset = b.add(offset, b.mul(q, const64(p.lhs_s[2 + d])))
+            lo = matmul._min(b, _max(b, w_lo, w0), w1)
+            hi = b.select(inside, _max(b, matmul._min(b, w_hi, w1), lo), lo)
+            b.store(b.sub(start, n0), slot(r, 0))
+            b.store(b.sub(end, start), slot(r, 1))
+            b.store(b.sub(lo, w0), slot(r, 2))
+            b.store(b.sub(hi, w0), slot(r, 3))
+            q0 = b.add(b.mul(lo, const64(stride)), shift)
+            b.store(b.add(offset, b.mul(q0, const64(p.lhs_s[-1]))), slot(r, 4))
+        for_range(b, 0, nruns, run, name="run")
+
+        def chan(cc):
+            src = dot_offsets(b, [b.add(c0, cc)], p.lhs_s[1:2], x_base)
+
+            def fill(r):
+                at, length = b.load(slot(r, 0), typ=I64), b.load(slot(r, 1), typ=I64)
+                lo, hi, off = b.load(slot(r, 2), typ=I64), b.load(slot(r, 3), typ=I64), b.load(slot(r, 4), typ=I64)
+                dst = b.gep(row_buf, [at], source_etype=ty)
+                for_range(b, 0, lo, lambda j: b.store(zero, b.gep(dst, [j], source_etype=ty)), name="z0")
+                base = b.gep(x_ptr, [b.add(src, off)], source_etype=ty)
+                copy_dst = b.gep(dst, [lo], source_etype=ty)
+                for_range(b, 0, b.sub(hi, lo), lambda j: b.store(
+                    b.load(b.gep(base, [b.mul(j, const64(step))], source_etype=ty), typ=ty),
+                    b.gep(copy_dst, [j], source_etype=ty)), name="cp")
+                for_range(b, hi, length, lambda j: b.store(zero, b.gep(dst, [j], source_etype=ty)), name="z1")
+            for_range(b, 0, nruns, fill, name="fill")
+            kk = b.add(b.mul(tt, cn), cc)
+
+            def strip(s):
+                src_strip = b.gep(row_buf, [b.mul(s, const64(g.nr))], source_etype=ty)
+                dst_strip = b.gep(panel, [b.add(b.mul(s, const64(kc_max * g.nr)), b.mul(kk, const64(g.nr)))],
+                                  source_etype=ty)
+                for j in range(g.nr):
+                    b.store(b.load(b.gep(src_strip, [const64(j)], source_etype=ty), typ=ty),
+                            b.gep(dst_strip, [const64(j)], source_etype=ty))
+            for_range(b, 0, b.udiv(padded, const64(g.nr)), strip, name="s")
+        for_range(b, 0, cn, chan, name="cc")
+    for_range(b, 0, tn, tap, name="tt")
 
 
 # ----------------------------------------------------------------------------- kernel gradients: batch rows
