@@ -2,7 +2,9 @@
  *
  * An owned view is one allocation: the header padded to 64 bytes, then the
  * data rounded up to a multiple of 64 bytes (the padding is zeroed so that
- * vector loads past the last element read defined bytes). A wrapped view
+ * vector loads past the last element read defined bytes); from
+ * KILN_MAPPED_BUFFER_MIN bytes up a mapping of its own in transparent huge
+ * pages (memory.h), else aligned_alloc. A wrapped view
  * points at memory it does not own and keeps its owner alive. */
 #include <stdatomic.h>
 #include <stdint.h>
@@ -12,6 +14,7 @@
 
 #include "buffer_internal.h"
 #include "generated/constant_tables.h"
+#include "memory.h"
 #include "status_internal.h"
 
 struct kiln_buffer_view {
@@ -23,6 +26,8 @@ struct kiln_buffer_view {
   size_t byte_size;
   void* data;
   int owned;
+  /* An owned view's allocation is a mapping of its own (memory.h). */
+  int mapped;
   /* A wrapped view of memory the VM may write in place (a call's transient
    * arena; kiln_buffer_view_mark_writable_memory). */
   int writable_memory;
@@ -180,7 +185,9 @@ kiln_status_t kiln_buffer_view_allocate(kiln_dtype_t dtype, size_t rank,
     return kiln_make_status(KILN_OUT_OF_MEMORY, "buffer of %zu bytes is too large",
                             byte_size);
   }
-  kiln_buffer_view_t* view = aligned_alloc(KILN_BUFFER_ALIGN, KILN_HEADER_SIZE + padded);
+  /* A large buffer is a mapping of its own, in transparent huge pages (memory.h). */
+  int mapped = kiln_memory_is_mapped(KILN_HEADER_SIZE + padded, KILN_MAPPED_BUFFER_MIN);
+  kiln_buffer_view_t* view = kiln_memory_alloc(KILN_HEADER_SIZE + padded, mapped);
   if (!view) {
     char type[256];
     kiln_format_type(dtype, rank, shape, type, sizeof(type));
@@ -191,6 +198,7 @@ kiln_status_t kiln_buffer_view_allocate(kiln_dtype_t dtype, size_t rank,
   kiln_fill_header(view, dtype, rank, shape, byte_size);
   view->data = (char*)view + KILN_HEADER_SIZE;
   view->owned = 1;
+  view->mapped = mapped;
   view->writable_memory = 1;
   view->frozen = 0;
   view->unwritten = 0;
@@ -267,6 +275,7 @@ kiln_status_t kiln_buffer_view_wrap(kiln_dtype_t dtype, size_t rank,
   kiln_fill_header(view, dtype, rank, shape, byte_size);
   view->data = data;
   view->owned = 0;
+  view->mapped = 0;
   view->writable_memory = 0;
   view->frozen = 0;
   view->unwritten = 0;
@@ -286,7 +295,7 @@ void kiln_buffer_view_release(kiln_buffer_view_t* view) {
     return;
   }
   if (view->owned) {
-    free(view); /* header and data are one allocation */
+    kiln_memory_free(view, view->mapped); /* header and data are one allocation */
   } else {
     if (view->keepalive_release) view->keepalive_release(view->keepalive);
     free(view);

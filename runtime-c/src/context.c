@@ -82,7 +82,9 @@ void kiln_context_release(kiln_context_t* context) {
   free(context->globals);
   if (context->arenas)
     for (i = 0; i < context->module->function_count; ++i)
-      if (!context->arena_is_callers[i]) free(context->arenas[i]);
+      if (!context->arena_is_callers[i])
+        kiln_memory_free(context->arenas[i],
+                         kiln_arena_mapped(context->module->functions[i].transient_size));
   free(context->arenas);
   free(context->arena_busy);
   free(context->arena_is_callers);
@@ -115,7 +117,8 @@ kiln_status_t kiln_context_set_transient_storage(kiln_context_t* context, kiln_f
                               "of transient storage, got %zu", f->name,
                               (unsigned long long)f->transient_size, byte_size);
   }
-  if (!context->arena_is_callers[k]) free(context->arenas[k]);
+  if (!context->arena_is_callers[k])
+    kiln_memory_free(context->arenas[k], kiln_arena_mapped(f->transient_size));
   /* A function without an arena never reads it; storage for it is accepted and unused. */
   context->arenas[k] = f->transient_size ? (uint8_t*)data : NULL;
   context->arena_is_callers[k] = context->arenas[k] != NULL;

@@ -5,6 +5,7 @@
 #include <stdatomic.h>
 
 #include "kiln/runtime.h"
+#include "memory.h"
 #include "module_internal.h"
 
 #define KILN_VM_MAX_CALL_DEPTH 64
@@ -23,7 +24,7 @@ struct kiln_context {
   /* Per function: its transient arena (allocated on its first call, reused by
    * every later one; NULL before) and whether a call of it is using it now (a
    * nested call of the same function gets an arena of its own). */
-  uint8_t** arenas;
+  uint8_t** arenas; /* from kiln_memory_alloc(size, kiln_arena_mapped(size)) */
   uint8_t* arena_busy;
   /* Per function: 1 when arenas[i] is the caller's storage
    * (kiln_context_set_transient_storage), which the context never frees. */
@@ -36,6 +37,12 @@ struct kiln_context {
    * i (NULL: a new buffer), one per result. */
   void* const* result_memory;
 };
+
+/* Whether a context's arena of `size` bytes is a mapping (memory.h): it is
+ * kept for every later call, so from one huge page up. */
+static inline int kiln_arena_mapped(uint64_t size) {
+  return kiln_memory_is_mapped((size_t)size, KILN_MAPPED_ARENA_MIN);
+}
 
 /* The state a call checks its limits against (see kiln_call_limits_t). */
 typedef struct kiln_call_budget {

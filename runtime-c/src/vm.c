@@ -808,6 +808,7 @@ static kiln_status_t run(kiln_context_t* c, kiln_call_budget_t* budget, uint32_t
   int done = 0;
   char err[160];
   uint8_t* own_arena = NULL; /* a nested call's arena, freed on return */
+  int own_mapped = 0;
   uint64_t started = c->trace ? kiln_trace_now_ns() : 0;
   fr.budget = budget;
   fr.module = m;
@@ -815,10 +816,13 @@ static kiln_status_t run(kiln_context_t* c, kiln_call_budget_t* budget, uint32_t
   fr.arena = NULL;
   if (f->transient_size) {
     if (c->arena_busy[ordinal]) {
-      fr.arena = own_arena = aligned_alloc(KILN_BUFFER_ALIGNMENT, (size_t)f->transient_size);
+      /* Freed on return, so mapped only where glibc would map it too (memory.h). */
+      own_mapped = kiln_memory_is_mapped((size_t)f->transient_size, KILN_MAPPED_BUFFER_MIN);
+      fr.arena = own_arena = kiln_memory_alloc((size_t)f->transient_size, own_mapped);
     } else {
       if (!c->arenas[ordinal])
-        c->arenas[ordinal] = aligned_alloc(KILN_BUFFER_ALIGNMENT, (size_t)f->transient_size);
+        c->arenas[ordinal] = kiln_memory_alloc((size_t)f->transient_size,
+                                               kiln_arena_mapped(f->transient_size));
       fr.arena = c->arenas[ordinal];
       if (fr.arena) c->arena_busy[ordinal] = 1;
     }
@@ -867,7 +871,7 @@ out:
   free(fr.r);
   free(fr.i);
   free(fr.i_set);
-  if (own_arena) free(own_arena);
+  if (own_arena) kiln_memory_free(own_arena, own_mapped);
   else if (fr.arena) c->arena_busy[ordinal] = 0;
   if (c->trace && !s) {
     kiln_trace_event_t e = {m, started, kiln_trace_now_ns() - started, 0, ordinal, 0, 0,

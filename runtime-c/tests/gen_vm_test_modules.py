@@ -138,9 +138,31 @@ def safety() -> ModuleSpec:
     ], globals=[GlobalSpec("kept", F4, True, None)])
 
 
+WIDE_ARENA = 32 << 20  # runtime-c/src/memory.h: an arena from 2 MiB up, a nested call's from 32 MiB up, is mapped
+WIDE_ORDINAL = 7  # its place in vmarena
+
+
+def wide() -> FunctionSpec:
+    """Large transient arenas (test_transient_storage.c, test_alloc_fail.c): wide(x) puts x in row 1 of a
+    4-float buffer in the last 64 bytes of its 32 MiB arena, calls wide(x - 1) while x > 0 (each nested call
+    gets an arena of its own), then returns a copy of the buffer: [0, x, 0, 0] whatever the nested calls
+    wrote into theirs."""
+    f32 = TensorType("f32", ())
+    nest, done = Label("nest"), Label("done")
+    spec = fn("wide", [("x", I64)], [("y", F4)], [
+        Instr("alloc.transient", 1, F4, WIDE_ARENA - 64), Instr("i.load", 0, 0), Instr("i.store", 2, 0, f32),
+        Instr("i.const", 1, 1), Instr("buffer.set_row", 1, 1, 2), Instr("i.const", 2, 0),
+        Instr("i.lt", 3, 2, 0), Instr("br.if", 3, nest, done), nest, Instr("i.sub", 5, 0, 1),
+        Instr("i.store", 3, 5, I64), Instr("call", WIDE_ORDINAL, [3], [4]), Instr("br", done), done,
+        Instr("alloc", 3, F4), Instr("buffer.copy", 3, 1), Instr("ret", [3])], ref=5)
+    spec.transient_size = WIDE_ARENA
+    return spec
+
+
 def arena() -> ModuleSpec:
     """Caller-provided transient storage (test_transient_storage.c): `fill` writes its argument
-    into element 2 of a 4-float buffer at offset 0 of its 64-byte arena; `plain` has no arena."""
+    into element 2 of a 4-float buffer at offset 0 of its 64-byte arena; `plain` has no arena; `wide` (last)
+    has a 32 MiB one."""
     f32 = TensorType("f32", ())
     fill = fn("fill", [("x", I64)], [("x", I64)], [
         Instr("alloc.transient", 1, F4, 0), Instr("i.load", 0, 0), Instr("i.store", 2, 0, f32),
@@ -171,7 +193,7 @@ def arena() -> ModuleSpec:
     copy_type = fn("copy_type", [("x", I64)], [], [
         Instr("alloc", 1, F4), Instr("buffer.copy", 1, 0), Instr("ret", [])])
     return ModuleSpec("vmarena", functions=[fill, fn("plain", [("x", I64)], [("x", I64)], [Instr("ret", [0])]), bump,
-                                            copy, copy_ro, copy_type, stash],
+                                            copy, copy_ro, copy_type, stash, wide()],
                       globals=[GlobalSpec("acc", F4, True, np.array([5, 6, 7, 8], np.float32))])
 
 

@@ -39,6 +39,8 @@ void __real_free(void* p);
 #define RUNNER_REALLOC __real_realloc
 #define RUNNER_FREE __real_free
 #include "module_runner.h"
+#include "buffer_internal.h" /* kiln_buffer_view_allocate */
+#include "memory.h"          /* kiln_memory_is_mapped */
 #include "module_internal.h" /* kiln_module_disassemble */
 
 /* ---- the wrappers ------------------------------------------------------------ */
@@ -456,7 +458,60 @@ out:
   armed = 0;
 }
 
+/* Large allocations (runtime-c/src/memory.h), each a mapping of its own in
+ * huge pages: a 32 MiB buffer (written at both ends), then vmarena's `wide`
+ * (gen_vm_test_modules.py) called with 1: its context's 32 MiB arena and the
+ * nested call's own, then with 0 (the context's arena again). */
+static void large_scenario(run_t* r, const runner_module_t* m) {
+  kiln_instance_options_t opts;
+  kiln_instance_t* inst = NULL;
+  kiln_module_t* module = NULL;
+  kiln_context_t* c = NULL;
+  kiln_buffer_view_t* big = NULL;
+  kiln_function_t wide;
+  const int64_t shape[1] = {(int64_t)32 << 20};
+  int64_t x;
+  kiln_status_t s;
+  armed = 1;
+  s = kiln_buffer_view_allocate(KILN_DTYPE_U8, 1, shape, &big);
+  if (!s) {
+    unsigned char* data = kiln_buffer_view_mutable_data(big);
+    data[0] = 1;
+    data[shape[0] - 1] = 2;
+    runner_log_bytes(&r->log, data, 1);
+    runner_log_bytes(&r->log, data + shape[0] - 1, 1);
+    kiln_buffer_view_release(big);
+  }
+  if (!status_step(r, m, s)) goto out;
+  kiln_instance_options_initialize(&opts);
+  opts.worker_count = 1;
+  if (!status_step(r, m, kiln_instance_create(&opts, &inst))) goto out;
+  if (!status_step(r, m, kiln_module_load_memory(inst, kiln_vm_test_arena,
+                                                 sizeof kiln_vm_test_arena, &module)))
+    goto out;
+  if (!status_step(r, m, kiln_module_lookup_function(module, "wide", &wide))) goto out;
+  if (!status_step(r, m, kiln_context_create(module, &c))) goto out;
+  for (x = 1; x >= 0; --x) {
+    kiln_buffer_view_t* arg = NULL;
+    s = kiln_buffer_view_create(KILN_DTYPE_I64, 0, NULL, &x, sizeof x, &arg);
+    if (s) {
+      if (!status_step(r, m, s)) goto out;
+      continue;
+    }
+    runner_invoke(c, wide, &arg, 1, &r->log);
+    kiln_buffer_view_release(arg);
+    if (!end_step(r, m)) goto out;
+  }
+out:
+  kiln_context_release(c);
+  kiln_module_release(module);
+  kiln_instance_release(inst);
+  armed = 0;
+}
+
 /* One run of the scenario; checks that nothing is left allocated. */
+static void (*current_scenario)(run_t*, const runner_module_t*) = scenario;
+
 static void run_once(run_t* r, const runner_module_t* m) {
   long blocks = atomic_load(&live_blocks), maps = atomic_load(&live_maps);
   calls = 0;
@@ -464,7 +519,7 @@ static void run_once(run_t* r, const runner_module_t* m) {
   r->stopped = 0;
   r->injected_before_step = 0;
   memset(kind_calls, 0, sizeof kind_calls);
-  scenario(r, m);
+  current_scenario(r, m);
   if (atomic_load(&live_blocks) != blocks || atomic_load(&live_maps) != maps) {
     fprintf(stderr, "%s: fail_at=%ld (%s) %s: %ld allocations and %ld mappings leaked\n",
             m->name, fail_at, injected ? kind_names[injected_kind] : "none",
@@ -475,7 +530,7 @@ static void run_once(run_t* r, const runner_module_t* m) {
 }
 
 int main(int argc, char** argv) {
-  runner_module_t modules[RUNNER_MAX_MODULES];
+  runner_module_t modules[RUNNER_MAX_MODULES], large;
   size_t j, module_count = 0;
   long total = 0, runs = 0, stopped = 0, n, by_kind[K_COUNT];
   struct timespec t0, t1;
@@ -487,12 +542,17 @@ int main(int argc, char** argv) {
   if (!runner_load_modules(argc > 1 ? argv[1] : NULL, modules, &module_count)) return 1;
   memset(by_kind, 0, sizeof by_kind);
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  for (j = 0; j < module_count && !failures; ++j) {
-    const runner_module_t* m = &modules[j];
+  /* Every module through the scenario, then the large allocations. */
+  memset(&large, 0, sizeof large);
+  snprintf(large.name, sizeof large.name, "large allocations");
+  for (j = 0; j <= module_count && !failures; ++j) {
+    const runner_module_t* m = j < module_count ? &modules[j] : &large;
     run_t clean;
     long points;
-    int fd = sealed_memfd(m);
-    if (fd < 0) {
+    int fd = -1;
+    if (m == &large) {
+      current_scenario = large_scenario;
+    } else if ((fd = sealed_memfd(m)) < 0) {
       failures++;
       break;
     }
@@ -501,6 +561,11 @@ int main(int argc, char** argv) {
     run_once(&clean, m);
     points = calls;
     for (k = 0; k < K_COUNT; ++k) by_kind[k] += kind_calls[k];
+    /* The buffer, the context's arena and the nested call's arena are mappings. */
+    if (m == &large && kiln_memory_is_mapped(1, 1) && kind_calls[K_MMAP] != 3) {
+      fprintf(stderr, "large allocations: %ld mmap calls, expected 3\n", kind_calls[K_MMAP]);
+      failures++;
+    }
     if (failures) break;
     for (n = 1; n <= points + 1 && !failures; ++n) {
       for (persistent = 0; persistent < 2; ++persistent) {
@@ -525,7 +590,7 @@ int main(int argc, char** argv) {
     printf("%s: %ld allocation points, %zu steps\n", m->name, points, clean.log.steps);
     total += points;
     runner_log_free(&clean.log);
-    close(fd);
+    if (fd >= 0) close(fd);
   }
   clock_gettime(CLOCK_MONOTONIC, &t1);
   runner_free_modules(modules, module_count);

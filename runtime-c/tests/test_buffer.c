@@ -2,6 +2,7 @@
 #include <stdint.h>
 
 #include "buffer_internal.h"
+#include "memory.h"
 #include "test_util.h"
 
 static int keepalive_calls = 0;
@@ -165,6 +166,50 @@ int main(void) {
   CHECK_ERROR(kiln_buffer_view_wrap(KILN_DTYPE_F64, 1, three, (char*)table + 4, 24, NULL, NULL, &v),
               KILN_INVALID_ARGUMENT, "is not aligned to its f64 elements (a multiple of 8 bytes)");
   CHECK(keepalive_calls == 1);
+
+  /* Large buffers (memory.h): from KILN_MAPPED_BUFFER_MIN bytes up a mapping
+   * of its own whose view starts on a huge-page boundary (the mapping's
+   * 64-byte record, the header, then the data); below it aligned_alloc. The
+   * same contract either way: zeroed by create, 64-byte aligned data, the
+   * tail padding zeroed, writable, exclusive while one reference holds it. */
+  {
+    const size_t big_sizes[] = {KILN_MAPPED_BUFFER_MIN - 4096, KILN_MAPPED_BUFFER_MIN,
+                                KILN_MAPPED_BUFFER_MIN + 4099};
+    for (size_t k = 0; k < sizeof big_sizes / sizeof *big_sizes; ++k) {
+      int64_t n[1] = {(int64_t)big_sizes[k]};
+      v = NULL;
+      CHECK_OK(kiln_buffer_view_create(KILN_DTYPE_U8, 1, n, NULL, 0, &v));
+      if (!v) continue;
+      unsigned char* data = kiln_buffer_view_mutable_data(v);
+      CHECK(data == kiln_buffer_view_data(v) && ((uintptr_t)data % 64) == 0);
+      if (kiln_memory_is_mapped(big_sizes[k], KILN_MAPPED_BUFFER_MIN))
+        CHECK((uintptr_t)data % KILN_HUGE_PAGE_SIZE < 4096);
+      CHECK(data[0] == 0 && data[big_sizes[k] / 2] == 0 && data[big_sizes[k] - 1] == 0);
+      for (size_t b = big_sizes[k]; b % 64; ++b) CHECK(data[b] == 0); /* tail padding */
+      data[0] = 7;
+      data[big_sizes[k] - 1] = 9;
+      CHECK(data[0] == 7 && data[big_sizes[k] - 1] == 9);
+      CHECK(kiln_buffer_view_is_exclusive(v));
+      kiln_buffer_view_retain(v);
+      CHECK(!kiln_buffer_view_is_exclusive(v));
+      kiln_buffer_view_release(v);
+      CHECK(kiln_buffer_view_is_exclusive(v));
+      kiln_buffer_view_release(v);
+    }
+    /* The allocator itself: 64-byte aligned both ways, NULL frees nothing, and
+     * a size no mapping can hold fails cleanly. */
+    for (int mapped = 0; mapped < 2; ++mapped) {
+      int use = mapped && kiln_memory_is_mapped(KILN_HUGE_PAGE_SIZE, KILN_HUGE_PAGE_SIZE);
+      unsigned char* p = kiln_memory_alloc(KILN_HUGE_PAGE_SIZE + 64, use);
+      CHECK(p && (uintptr_t)p % 64 == 0);
+      if (p && use) CHECK((uintptr_t)p % KILN_HUGE_PAGE_SIZE == 64); /* past the record */
+      if (p) p[0] = p[KILN_HUGE_PAGE_SIZE + 63] = 1;
+      kiln_memory_free(p, use);
+      kiln_memory_free(NULL, use);
+      if (use) CHECK(kiln_memory_alloc(SIZE_MAX - 64, use) == NULL); /* (ASan stops at huge mallocs) */
+    }
+    CHECK(!kiln_memory_is_mapped(KILN_MAPPED_ARENA_MIN - 1, KILN_MAPPED_ARENA_MIN));
+  }
 
   /* formatting types */
   char buf[64];

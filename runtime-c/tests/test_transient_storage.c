@@ -185,6 +185,46 @@ int main(void) {
     kiln_buffer_view_release(arg);
   }
 
+  /* A 32 MiB arena (runtime-c/src/memory.h: a mapping of its own in huge
+   * pages, as is a nested call's arena of that size): wide(x) writes x into
+   * the arena's last 64 bytes, calls wide(x - 1) (nested: arenas of their
+   * own), then copies the buffer out, so x comes back whatever the nested
+   * calls wrote. Then caller storage in its place, and the context's own
+   * again (the mapping freed and made anew; ASan/LSan check both). */
+  {
+    kiln_function_t wide;
+    kiln_buffer_view_t* arg = NULL;
+    kiln_buffer_view_t* result = NULL;
+    const size_t size = (size_t)32 << 20;
+    uint8_t* big = aligned_alloc(64, size);
+    CHECK_OK(kiln_module_lookup_function(m, "wide", &wide));
+    CHECK(kiln_function_transient_size(wide) == size);
+    CHECK(big != NULL);
+    for (int round = 0; round < 4 && big; ++round) {
+      int64_t x = round % 3; /* 0: no nested call; 1, 2: one, two */
+      if (round == 2) {
+        memset(big + size - 64, 0xab, 64);
+        CHECK_OK(kiln_context_set_transient_storage(c, wide, big, size));
+      } else if (round == 3) {
+        CHECK_OK(kiln_context_set_transient_storage(c, wide, NULL, 0));
+      }
+      CHECK_OK(kiln_buffer_view_create(KILN_DTYPE_I64, 0, NULL, &x, sizeof x, &arg));
+      CHECK_OK(kiln_context_invoke(c, wide, &arg, 1, &result, 1));
+      kiln_buffer_view_release(arg);
+      memset(values, 0xff, sizeof values);
+      if (result) memcpy(values, kiln_buffer_view_data(result), sizeof values);
+      CHECK(values[0] == 0.0f && values[1] == (float)x && values[2] == 0.0f && values[3] == 0.0f);
+      if (round == 2) { /* the caller's storage holds the top call's buffer */
+        memcpy(values, big + size - 64, sizeof values);
+        CHECK(values[1] == (float)x && values[0] == 0.0f);
+      }
+      kiln_buffer_view_release(result);
+      result = NULL;
+    }
+    CHECK_OK(kiln_context_set_transient_storage(c, wide, NULL, 0));
+    free(big);
+  }
+
   /* Released with caller storage set: the context must not free it (ASan). */
   CHECK_OK(kiln_context_set_transient_storage(c, fill, storage, sizeof storage));
   CHECK(call(c, fill, 12) == 12);
