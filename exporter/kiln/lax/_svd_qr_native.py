@@ -63,6 +63,12 @@ def svd_work_size(m: int, n: int, full_matrices: bool, compute_uv: bool) -> int:
     the squared norms (N) and ten values per pair of a Jacobi round; with compute_uv also Q's columns (kq x M), V (N x N), the sorted W (N x N),
     its Q (N x N) and taus (N)."""
     big, small = max(m, n), min(m, n)
+    if uses_bidiagonal(m, n):  # A's columns, d, e, the taus of Q and P, A v (M), a sweep's rotations (4 N);
+        # with compute_uv also P's reflectors (N x N), Q's columns (kq x M) and V (N x N)
+        size = small * big + 4 * small + big + 4 * small
+        if compute_uv:
+            size += 2 * small * small + (big if full_matrices else small) * big
+        return size
     size = small * big + small + small * small + small + 10 * ((small + small % 2) // 2)
     if compute_uv:
         kq = big if full_matrices else small
@@ -227,7 +233,7 @@ def descending_order(sigma):
 
 # ---- Golub-Kahan-Reinsch SVD (N >= BIDIAG_FROM) --------------------------------------------------------
 
-BIDIAG_FROM = 1 << 30  # the kernel's bidiagonal path lands next
+BIDIAG_FROM = 32
 """Matrices whose smaller side is at least this take the bidiagonal path (Householder bidiagonalization,
 then implicit-shift QR on the bidiagonal matrix); smaller ones the QR + one-sided Jacobi path."""
 
@@ -417,7 +423,20 @@ def _svd_bidiagonal_one(a, kq: int, compute_uv: bool):
         rv1[1:] = e[:-1]
         if not _bidiagonal_qr(d, rv1, u, v):
             return None
+        if compute_uv:
+            _canonical_signs(u, v)
     return d, u, v
+
+
+def _canonical_signs(u, v):
+    """Each pair of singular vectors (u's and v's column k) negated where v's largest |entry| (the first) is
+    negative: the QR sweeps' decisions (a negligible entry, one sweep more) can flip a pair's sign, and a
+    rounding can change them between the eager mirror and the kernel; after this the signs agree."""
+    n = v.shape[1]
+    for k in range(n):
+        if v[np.argmax(np.abs(v[:, k])), k] < 0:
+            v[:, k] = -v[:, k]
+            u[:, k] = -u[:, k]
 
 
 def _svd_bidiagonal(a, scale, full_matrices: bool, compute_uv: bool):

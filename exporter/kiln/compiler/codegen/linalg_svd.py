@@ -231,53 +231,54 @@ def _householder(g: _Gen, a, m: int, ncols: int, k: int, taus):
 
 
 def _householder_body(g: _Gen, a, m, ncols, k, taus):
+    for_range(g.b, const64(0), k, lambda j: _householder_step(g, a, m, ncols, j, taus), name="hh.j")
+
+
+def _householder_step(g: _Gen, a, m, ncols, j, taus):
+    """Householder step j (of _householder): column j's reflector, applied to the columns after it."""
     b = g.b
+    cj = b.mul(j, m)
+    start = b.add(cj, j)
+    end = b.add(cj, m)
+    below_lo = b.add(start, const64(1))
+    scale = g.vmax_abs(a, start, end, name="hh.scale")
+    safe = b.select(g.gt(scale, g.c(0.0)), scale, g.c(1.0))
+    (below_sq,) = g.vsum(below_lo, end, lambda i, w: [(lambda s: (s, s))(b.fdiv(g.ld(a, i, w), g.splat(safe, w)))],
+                         name="hh.sq")
+    alpha = g.ld(a, start)
+    sa = b.fdiv(alpha, safe)
+    norm = b.fmul(safe, g.sqrt(b.fadd(b.fmul(sa, sa), below_sq)))
+    reflect = g.gt(below_sq, g.c(0.0))
+    signed = b.select(b.fcmp_ordered(">=", alpha, g.c(0.0)), b.fneg(norm), norm)
+    beta = b.select(reflect, signed, alpha)
+    tau = b.select(reflect, b.fdiv(b.fsub(beta, alpha), b.select(reflect, beta, g.c(1.0))), g.c(0.0))
+    gap = b.select(reflect, b.fsub(alpha, beta), g.c(1.0))
+    g.vloop(below_lo, end, lambda i, w: g.st(a, i, b.fdiv(g.ld(a, i, w), g.splat(gap, w)), w), name="hh.v")
+    g.st(taus, j, tau)
 
-    def step(j):
-        cj = b.mul(j, m)
-        start = b.add(cj, j)
-        end = b.add(cj, m)
-        below_lo = b.add(start, const64(1))
-        scale = g.vmax_abs(a, start, end, name="hh.scale")
-        safe = b.select(g.gt(scale, g.c(0.0)), scale, g.c(1.0))
-        (below_sq,) = g.vsum(below_lo, end, lambda i, w: [(lambda s: (s, s))(b.fdiv(g.ld(a, i, w), g.splat(safe, w)))],
-                             name="hh.sq")
-        alpha = g.ld(a, start)
-        sa = b.fdiv(alpha, safe)
-        norm = b.fmul(safe, g.sqrt(b.fadd(b.fmul(sa, sa), below_sq)))
-        reflect = g.gt(below_sq, g.c(0.0))
-        signed = b.select(b.fcmp_ordered(">=", alpha, g.c(0.0)), b.fneg(norm), norm)
-        beta = b.select(reflect, signed, alpha)
-        tau = b.select(reflect, b.fdiv(b.fsub(beta, alpha), b.select(reflect, beta, g.c(1.0))), g.c(0.0))
-        gap = b.select(reflect, b.fsub(alpha, beta), g.c(1.0))
-        g.vloop(below_lo, end, lambda i, w: g.st(a, i, b.fdiv(g.ld(a, i, w), g.splat(gap, w)), w), name="hh.v")
-        g.st(taus, j, tau)
+    def columns(cs):
+        shifts = [b.sub(b.mul(c, m), cj) for c in cs]  # column c's element i lies at i + shift
+        dots = g.vsum(below_lo, end, lambda i, w: [(g.ld(a, i, w), g.ld(a, b.add(i, shift), w)) for shift in shifts],
+                      count=len(cs), name="hh.dot")
+        tws = []
+        for c, dot in zip(cs, dots):
+            top = b.add(b.mul(c, m), j)
+            w_ = b.fadd(g.ld(a, top), dot)
+            tw = b.fmul(tau, w_)
+            g.st(a, top, b.fsub(g.ld(a, top), tw))
+            tws.append(tw)
 
-        def columns(cs):
-            shifts = [b.sub(b.mul(c, m), cj) for c in cs]  # column c's element i lies at i + shift
-            dots = g.vsum(below_lo, end, lambda i, w: [(g.ld(a, i, w), g.ld(a, b.add(i, shift), w)) for shift in shifts],
-                          count=len(cs), name="hh.dot")
-            tws = []
-            for c, dot in zip(cs, dots):
-                top = b.add(b.mul(c, m), j)
-                w_ = b.fadd(g.ld(a, top), dot)
-                tw = b.fmul(tau, w_)
-                g.st(a, top, b.fsub(g.ld(a, top), tw))
-                tws.append(tw)
+        def axpy(i, w):
+            v = g.ld(a, i, w)
+            for shift, tw in zip(shifts, tws):
+                at = b.add(i, shift)
+                g.st(a, at, b.fsub(g.ld(a, at, w), b.fmul(v, g.splat(tw, w))), w)
 
-            def axpy(i, w):
-                v = g.ld(a, i, w)
-                for shift, tw in zip(shifts, tws):
-                    at = b.add(i, shift)
-                    g.st(a, at, b.fsub(g.ld(a, at, w), b.fmul(v, g.splat(tw, w))), w)
+        g.vloop(below_lo, end, axpy, name="hh.axpy")
 
-            g.vloop(below_lo, end, axpy, name="hh.axpy")
-
-        with b.if_then(reflect):
-            _by_groups(b, b.add(j, const64(1)), ncols, columns, name="hh.col")
-        g.st(a, start, beta)
-
-    for_range(b, const64(0), k, step, name="hh.j")
+    with b.if_then(reflect):
+        _by_groups(b, b.add(j, const64(1)), ncols, columns, name="hh.col")
+    g.st(a, start, beta)
 
 
 def _form_q(g: _Gen, a, m: int, k: int, taus, q, kq: int):
@@ -643,6 +644,415 @@ def _jacobi(g: _Gen, w, v, d, n: int, scratch):
     for_range(b, 0, n, norms, name="d.f")
 
 
+# ---- the bidiagonal path (Golub-Kahan-Reinsch; _svd_qr_native.uses_bidiagonal) -------------------------
+
+def _bidiagonalize(g: _Gen, a, m: int, n: int, d, rv1, taus_q, taus_y, wv):
+    """In place on a (m x n, m >= n, column storage): _svd_qr_native._bidiagonalize. d gets B's diagonal,
+    rv1[i + 1] its superdiagonal entry e_i (rv1[0] = 0); taus_q the left reflectors' taus, taus_y[i + 1] the
+    right ones' (taus_y[0] = 0, as _right_reflectors); wv is m scalars of scratch."""
+    _helper(g, "bidiagonalize", [a, const64(m), const64(n), d, rv1, taus_q, taus_y, wv], _bidiagonalize_body)
+
+
+def _bidiagonalize_body(g: _Gen, a, m, n, d, rv1, taus_q, taus_y, wv):
+    b = g.b
+    g.st(rv1, const64(0), g.c(0.0))
+    g.st(taus_y, const64(0), g.c(0.0))
+    one = const64(1)
+
+    def step(i):
+        _householder_step(g, a, m, n, i, taus_q)
+        g.st(d, i, g.ld(a, b.add(b.mul(i, m), i)))
+        i1 = b.add(i, one)
+        with b.if_then(b.icmp_signed("<", i1, n)):
+            _right_step(g, a, m, n, i, rv1, taus_y, wv)
+
+    for_range(b, const64(0), n, step, name="bd.i")
+
+
+def _right_step(g: _Gen, a, m, n, i, rv1, taus_y, wv):
+    """Row i's reflector over columns i + 1.. (_svd_qr_native._reflector on a[i, i + 1:]: strided in column
+    storage, O(n) scalars), applied to rows i + 1.. of those columns: wv = A v (v_0 = 1 at column i + 1),
+    then each column c -= v_c tau wv (both over contiguous columns, COLUMN_GROUP columns a pass)."""
+    b = g.b
+    one = const64(1)
+    i1, i2 = b.add(i, one), b.add(i, const64(2))
+    at = lambda j: b.add(b.mul(j, m), i)  # noqa: E731  (element (i, j))
+    scale_v = local_var(b, g.t, g.c(0.0), "rr.scale")
+    for_range(b, i1, n, lambda j: b.store(call_binary(b, "maximum", b.load(scale_v), g.abs(g.ld(a, at(j)))), scale_v),
+              name="rr.max")
+    scale = b.load(scale_v)
+    safe = b.select(g.gt(scale, g.c(0.0)), scale, g.c(1.0))
+    sq_v = local_var(b, g.t, g.c(0.0), "rr.sq")
+
+    def square(j):
+        x = b.fdiv(g.ld(a, at(j)), safe)
+        b.store(g.fma(x, x, b.load(sq_v)), sq_v)
+
+    for_range(b, i2, n, square, name="rr.sq")
+    below_sq = b.load(sq_v)
+    alpha = g.ld(a, at(i1))
+    sa = b.fdiv(alpha, safe)
+    norm = b.fmul(safe, g.sqrt(b.fadd(b.fmul(sa, sa), below_sq)))
+    reflect = g.gt(below_sq, g.c(0.0))
+    signed = b.select(b.fcmp_ordered(">=", alpha, g.c(0.0)), b.fneg(norm), norm)
+    beta = b.select(reflect, signed, alpha)
+    tau = b.select(reflect, b.fdiv(b.fsub(beta, alpha), b.select(reflect, beta, g.c(1.0))), g.c(0.0))
+    gap = b.select(reflect, b.fsub(alpha, beta), g.c(1.0))
+    for_range(b, i2, n, lambda j: g.st(a, at(j), b.fdiv(g.ld(a, at(j)), gap)), name="rr.v")
+    g.st(taus_y, i1, tau)
+    g.st(rv1, i1, beta)
+    lo, hi = i1, m  # the rows updated, within each column
+
+    with b.if_then(reflect):
+        first = b.mul(i1, m)
+        g.vloop(lo, hi, lambda r, w: g.st(wv, r, g.ld(a, b.add(first, r), w), w), name="rr.w0")
+
+        def gather(cs):
+            coefs = [g.ld(a, at(c)) for c in cs]
+            bases = [b.mul(c, m) for c in cs]
+
+            def one_row(r, w):
+                acc = g.ld(wv, r, w)
+                for coef, base in zip(coefs, bases):
+                    acc = g.fma(g.splat(coef, w), g.ld(a, b.add(base, r), w), acc)
+                g.st(wv, r, acc, w)
+
+            g.vloop(lo, hi, one_row, name="rr.w")
+
+        _by_groups(b, i2, n, gather, name="rr.wc")
+        g.vloop(lo, hi, lambda r, w: g.st(wv, r, b.fmul(g.ld(wv, r, w), g.splat(tau, w)), w), name="rr.tw")
+        g.vloop(lo, hi, lambda r, w: g.st(a, b.add(first, r), b.fsub(g.ld(a, b.add(first, r), w), g.ld(wv, r, w)), w),
+                name="rr.u0")
+
+        def update(cs):
+            coefs = [b.fneg(g.ld(a, at(c))) for c in cs]
+            bases = [b.mul(c, m) for c in cs]
+
+            def one_row(r, w):
+                tw = g.ld(wv, r, w)
+                for coef, base in zip(coefs, bases):
+                    where = b.add(base, r)
+                    g.st(a, where, g.fma(g.splat(coef, w), tw, g.ld(a, where, w)), w)
+
+            g.vloop(lo, hi, one_row, name="rr.u")
+
+        _by_groups(b, i2, n, update, name="rr.uc")
+    g.st(a, at(i1), beta)
+
+
+def _rotate_columns(g: _Gen, x, length: int, cs, ss, lo, hi):
+    """The rotations j = lo, ..., hi - 1 (in that order) of columns (j, j + 1) of x (column storage, `length`
+    each): (x_j, x_{j+1}) <- (x_j c_j + x_{j+1} s_j, x_{j+1} c_j - x_j s_j). Register-blocked as
+    linalg_eigh's rotate_rows: strips of four vectors down the columns, column j + 1's rotated value carried
+    to the next rotation, so each rotation loads and stores one column's strip."""
+    b = g.b
+    L = const64(length)
+    lanes = g.lanes
+    width = 4 * lanes
+    groups = []
+    row = 0
+    while row + width <= length:
+        groups.append((row, [lanes] * 4))
+        row += width
+    if (length - row) // lanes:
+        groups.append((row, [lanes] * ((length - row) // lanes)))
+        row += ((length - row) // lanes) * lanes
+    if row < length:
+        groups.append((row, [1] * (length - row)))
+    count = b.sub(hi, lo)
+
+    def strip(first, widths):
+        offsets, at = [], first
+        for w in widths:
+            offsets.append((at, w))
+            at += w
+        col = lambda j, off: b.add(b.mul(j, L), const64(off))  # noqa: E731
+        carries = [local_var(b, ir.VectorType(g.t, w) if w > 1 else g.t, g.ld(x, col(lo, off), w), "rc.carry")
+                   for off, w in offsets]
+
+        def rotation(t):
+            j = b.add(lo, t)
+            j1 = b.add(j, const64(1))
+            c, s = g.ld(cs, j), g.ld(ss, j)
+            for carry, (off, w) in zip(carries, offsets):
+                cv, sv = g.splat(c, w), g.splat(s, w)
+                xj, xk = b.load(carry), g.ld(x, col(j1, off), w)
+                g.st(x, col(j, off), g.fma(xk, sv, b.fmul(xj, cv)), w)
+                b.store(g.fma(b.fneg(xj), sv, b.fmul(xk, cv)), carry)
+
+        for_range(b, const64(0), count, rotation, name="rc.rot")
+        for carry, (off, w) in zip(carries, offsets):
+            g.st(x, col(hi, off), b.load(carry), w)
+
+    for first, widths in groups:
+        strip(first, widths)
+
+
+def _rotate_pair(g: _Gen, x, length: int, i, j, c, s):
+    """Columns i, j of x (column storage): (x_i c + x_j s, x_j c - x_i s)."""
+    b = g.b
+    bi, shift = b.mul(i, const64(length)), b.mul(b.sub(j, i), const64(length))
+
+    def one(r, w):
+        cv, sv = g.splat(c, w), g.splat(s, w)
+        xi, xj = g.ld(x, r, w), g.ld(x, b.add(r, shift), w)
+        g.st(x, r, g.fma(xj, sv, b.fmul(xi, cv)), w)
+        g.st(x, b.add(r, shift), g.fma(b.fneg(xi), sv, b.fmul(xj, cv)), w)
+
+    g.vloop(bi, b.add(bi, const64(length)), one, name="rp")
+
+
+def _bidiagonal_qr(g: _Gen, w, rv1, n: int, u, m: int, v, rot, bad):
+    """_svd_qr_native._bidiagonal_qr: w the diagonal, rv1 the superdiagonal (rv1[0] = 0); u (m long
+    columns) and v (n long) rotated along (None: not), each sweep's rotations kept in rot (4 n scalars: V's
+    cosines and sines, then U's) and applied after the sweep (_rotate_columns); bad set when a singular
+    value takes more than MAX_QR_ITERATIONS sweeps."""
+    from .linalg_eigh import _Emitter
+
+    b = g.b
+    fn = b.function
+    hyp = _Emitter(b, g.dtype, g.lanes).pythag
+    cv_, sv_, cu_, su_ = (g.ptr(rot, const64(k * n)) for k in range(4))
+    zero, one = g.c(0.0), g.c(1.0)
+    anorm_v = local_var(b, g.t, zero, "anorm")
+    for_range(b, 0, n, lambda i: b.store(call_binary(b, "maximum", b.load(anorm_v), b.fadd(
+        g.abs(g.ld(w, i)), g.abs(g.ld(rv1, i)))), anorm_v), name="anorm")
+    anorm = b.load(anorm_v)
+
+    def negligible(x):
+        return b.fcmp_ordered("==", b.fadd(g.abs(x), anorm), anorm)
+
+    its_v = local_var(b, I64, const64(0), "its")
+    l_v = local_var(b, I64, const64(0), "l")
+    cancel_v = local_var(b, I1, ir.Constant(I1, 1), "cancel")
+    c_v, s_v, f_v = (local_var(b, g.t, zero, name) for name in ("c", "s", "f"))
+    x_v, g_v, h_v = (local_var(b, g.t, zero, name) for name in ("x", "g", "h"))
+
+    def singular_value(kk):
+        k = b.sub(const64(n - 1), kk)
+        b.store(const64(0), its_v)
+
+        def iteration(done):
+            b.store(k, l_v)
+            b.store(ir.Constant(I1, 1), cancel_v)
+
+            def search(found):
+                l_ = b.load(l_v)
+                nxt = fn.append_basic_block("bq.l2")
+                stop = fn.append_basic_block("bq.stop")
+                b.cbranch(negligible(g.ld(rv1, l_)), stop, nxt)
+                b.position_at_end(stop)
+                b.store(ir.Constant(I1, 0), cancel_v)
+                b.branch(found)
+                b.position_at_end(nxt)
+                step = fn.append_basic_block("bq.l3")
+                b.cbranch(negligible(g.ld(w, b.sub(l_, const64(1)))), found, step)
+                b.position_at_end(step)
+                b.store(b.sub(l_, const64(1)), l_v)
+
+            while_loop(b, lambda: ir.Constant(I1, 1), search, name="bq.search")
+            l_ = b.load(l_v)
+            with b.if_then(b.load(cancel_v)):
+                nm = b.sub(l_, const64(1))
+                b.store(zero, c_v)
+                b.store(one, s_v)
+                b.store(l_, l_v)  # the loop index i starts at l (l_v reused; restored after)
+
+                def cancel(stop):
+                    i = b.load(l_v)
+                    f = b.fmul(b.load(s_v), g.ld(rv1, i))
+                    g.st(rv1, i, b.fmul(b.load(c_v), g.ld(rv1, i)))
+                    go = fn.append_basic_block("bq.c2")
+                    b.cbranch(negligible(f), stop, go)
+                    b.position_at_end(go)
+                    gg = g.ld(w, i)
+                    h = hyp(f, gg)
+                    g.st(w, i, h)
+                    c, s = b.fdiv(gg, h), b.fneg(b.fdiv(f, h))
+                    b.store(c, c_v)
+                    b.store(s, s_v)
+                    if u is not None:
+                        _rotate_pair(g, u, m, nm, i, c, s)
+                    b.store(b.add(i, const64(1)), l_v)
+
+                while_loop(b, lambda: b.icmp_signed("<=", b.load(l_v), k), cancel, name="bq.cancel")
+                b.store(l_, l_v)
+            z = g.ld(w, k)
+            go = fn.append_basic_block("bq.go")
+            converged = fn.append_basic_block("bq.conv")
+            b.cbranch(b.icmp_signed("==", l_, k), converged, go)
+            b.position_at_end(converged)
+            with b.if_then(g.lt(z, zero)):
+                g.st(w, k, b.fneg(z))
+                if v is not None:
+                    base = b.mul(k, const64(n))
+                    g.vloop(base, b.add(base, const64(n)), lambda i, wd: g.st(v, i, b.fneg(g.ld(v, i, wd)), wd),
+                            name="bq.neg")
+            b.branch(done)
+            b.position_at_end(go)
+            fail = fn.append_basic_block("bq.fail")
+            sweep = fn.append_basic_block("bq.sweep")
+            b.cbranch(b.icmp_signed(">=", b.load(its_v), const64(native.MAX_QR_ITERATIONS)), fail, sweep)
+            b.position_at_end(fail)
+            b.store(ir.Constant(I1, 1), bad)
+            b.branch(done)
+            b.position_at_end(sweep)
+            b.store(b.add(b.load(its_v), const64(1)), its_v)
+            k1 = b.sub(k, const64(1))
+            x, y, gg, h = g.ld(w, l_), g.ld(w, k1), g.ld(rv1, k1), g.ld(rv1, k)
+            f = b.fdiv(b.fadd(b.fmul(b.fsub(y, z), b.fadd(y, z)), b.fmul(b.fsub(gg, h), b.fadd(gg, h))),
+                       b.fmul(b.fmul(g.c(2.0), h), y))
+            gg = hyp(f, one)
+            signed = b.select(b.fcmp_ordered(">=", f, zero), gg, b.fneg(gg))
+            f = b.fdiv(b.fadd(b.fmul(b.fsub(x, z), b.fadd(x, z)), b.fmul(h, b.fsub(b.fdiv(y, b.fadd(f, signed)), h))), x)
+            b.store(f, f_v)
+            b.store(x, x_v)
+            b.store(one, c_v)
+            b.store(one, s_v)
+
+            def chase(j):
+                i = b.add(j, const64(1))
+                gg, y = g.ld(rv1, i), g.ld(w, i)
+                c, s = b.load(c_v), b.load(s_v)
+                h, gg = b.fmul(s, gg), b.fmul(c, gg)
+                f, x = b.load(f_v), b.load(x_v)
+                z = hyp(f, h)
+                g.st(rv1, j, z)
+                c, s = b.fdiv(f, z), b.fdiv(h, z)
+                f, gg = b.fadd(b.fmul(x, c), b.fmul(gg, s)), b.fsub(b.fmul(gg, c), b.fmul(x, s))
+                h, y = b.fmul(y, s), b.fmul(y, c)
+                g.st(cv_, j, c)
+                g.st(sv_, j, s)
+                z = hyp(f, h)
+                g.st(w, j, z)
+                nonzero = b.fcmp_unordered("!=", z, zero)
+                c = b.select(nonzero, b.fdiv(f, z), c)
+                s = b.select(nonzero, b.fdiv(h, z), s)
+                b.store(b.fadd(b.fmul(c, gg), b.fmul(s, y)), f_v)
+                b.store(b.fsub(b.fmul(c, y), b.fmul(s, gg)), x_v)
+                b.store(c, c_v)
+                b.store(s, s_v)
+                g.st(cu_, j, c)
+                g.st(su_, j, s)
+
+            for_range(b, l_, k, chase, name="bq.chase")
+            g.st(rv1, l_, zero)
+            g.st(rv1, k, b.load(f_v))
+            g.st(w, k, b.load(x_v))
+            if v is not None:
+                _rotate_columns(g, v, n, cv_, sv_, l_, k)
+            if u is not None:
+                _rotate_columns(g, u, m, cu_, su_, l_, k)
+
+        while_loop(b, lambda: b.not_(b.load(bad)), iteration, name="bq.iter")
+
+    for_range(b, 0, n, singular_value, name="bq.k")
+
+
+def _canonical_signs(g: _Gen, u, m: int, v, n: int):
+    """_svd_qr_native._canonical_signs: columns k of u and v negated where v's first largest |entry| is
+    negative."""
+    b = g.b
+
+    def column(k):
+        base = b.mul(k, const64(n))
+        best = local_var(b, g.t, g.c(-1.0), "cs.best")
+        value = local_var(b, g.t, g.c(0.0), "cs.value")
+
+        def scan(i):
+            x = g.ld(v, b.add(base, i))
+            larger = g.gt(g.abs(x), b.load(best))
+            b.store(b.select(larger, g.abs(x), b.load(best)), best)
+            b.store(b.select(larger, x, b.load(value)), value)
+
+        for_range(b, 0, n, scan, name="cs.i")
+        with b.if_then(g.lt(b.load(value), g.c(0.0))):
+            g.vloop(base, b.add(base, const64(n)), lambda i, wd: g.st(v, i, b.fneg(g.ld(v, i, wd)), wd), name="cs.v")
+            ub = b.mul(k, const64(m))
+            g.vloop(ub, b.add(ub, const64(m)), lambda i, wd: g.st(u, i, b.fneg(g.ld(u, i, wd)), wd), name="cs.u")
+
+    for_range(b, 0, n, column, name="cs.k")
+
+
+def _svd_bidiagonal_matrix(g: _Gen, take, a, scale, outs, bi, M: int, N: int, kq: int, uv: bool, wide: bool):
+    """The bidiagonal path of one matrix, a (N columns of M, scaled) already in the work: bidiagonalize,
+    form U (Q's first kq columns) and V (P), the implicit QR, then s sorted descending with U's first N
+    columns and V's sorted along into the outputs; all NaN when the scale is not finite (a NaN or an
+    infinity in the matrix) or the QR iteration fails (as _svd_qr_native._svd_bidiagonal)."""
+    b = g.b
+    d, rv1, taus_q, taus_y, wv, rot = take(N), take(N), take(N), take(N), take(M), take(4 * N)
+    if uv:
+        y, q, v = take(N * N), take(kq * M), take(N * N)
+    bad = local_var(b, I1, b.not_(b.fcmp_ordered("<", scale, g.c(np.inf))), "bad")
+    s_out = g.ptr(outs[0], b.mul(bi, const64(N)))
+    if uv:
+        u_rows, u_cols, vh_rows, vh_cols = (M, kq, kq, M) if not wide else (N, N, kq, M)
+        u_out = g.ptr(outs[1], b.mul(bi, const64(M * kq if not wide else N * N)))
+        vh_out = g.ptr(outs[2], b.mul(bi, const64(N * N if not wide else kq * M)))
+
+    with b.if_then(b.not_(b.load(bad))):
+        _bidiagonalize(g, a, M, N, d, rv1, taus_q, taus_y, wv)
+        if uv:
+            _form_q(g, a, M, N, taus_q, q, kq)
+
+            def y_col(j):  # column j + 1 of y: row j's right reflector below row j + 1
+                for_range(b, b.add(j, const64(2)), N, lambda r: g.st(
+                    y, b.add(b.mul(b.add(j, const64(1)), const64(N)), r), g.ld(a, b.add(b.mul(r, const64(M)), j))),
+                    name="y.r")
+
+            for_range(b, 0, N - 1, y_col, name="y.c")
+            _form_q(g, y, N, N, taus_y, v, N)
+        _bidiagonal_qr(g, d, rv1, N, q if uv else None, M, v if uv else None, rot, bad)
+        if uv:
+            _canonical_signs(g, q, M, v, N)
+
+    with b.if_else(b.load(bad)) as (failed, fine):
+        with failed:
+            nan = g.c(np.nan)
+            for_range(b, 0, N, lambda i: g.st(s_out, i, nan), name="nan.s")
+            if uv:
+                for_range(b, 0, (M * kq if not wide else N * N), lambda i: g.st(u_out, i, nan), name="nan.u")
+                for_range(b, 0, (N * N if not wide else kq * M), lambda i: g.st(vh_out, i, nan), name="nan.vh")
+        with fine:
+            def place(p):
+                sigma = g.ld(d, p)
+                rank = local_var(b, I64, const64(0), "rank")
+
+                def count(qq):  # stable descending: larger first, equal ones in index order
+                    other = g.ld(d, qq)
+                    before = b.or_(g.gt(other, sigma), b.and_(b.fcmp_ordered("==", other, sigma), b.icmp_signed("<", qq, p)))
+                    b.store(b.add(b.load(rank), b.zext(before, I64)), rank)
+
+                for_range(b, 0, N, count, name="rank.q")
+                r = b.load(rank)
+                g.st(s_out, r, b.fmul(sigma, scale))
+                if not uv:
+                    return
+                qcol, vcol = b.mul(p, const64(M)), b.mul(p, const64(N))
+                if not wide:  # u (M x kq) column r = q's column p; vh (N x N) row r = v's column p
+                    for_range(b, 0, M, lambda i: g.st(u_out, b.add(b.mul(i, const64(kq)), r), g.ld(q, b.add(qcol, i))),
+                              name="uo")
+                    dst = b.mul(r, const64(N))
+                    g.vloop(0, N, lambda i, wd: g.st(vh_out, b.add(dst, i), g.ld(v, b.add(vcol, i), wd), wd), name="vo")
+                else:  # u (N x N) column r = v's column p; vh (kq x M) row r = q's column p
+                    for_range(b, 0, N, lambda i: g.st(u_out, b.add(b.mul(i, const64(N)), r), g.ld(v, b.add(vcol, i))),
+                              name="uo")
+                    dst = b.mul(r, const64(M))
+                    g.vloop(0, M, lambda i, wd: g.st(vh_out, b.add(dst, i), g.ld(q, b.add(qcol, i), wd), wd), name="vo")
+
+            for_range(b, 0, N, place, name="rank.p")
+            if uv and kq > N:  # Q's other columns, unrotated
+                def rest(c):
+                    qcol = b.mul(c, const64(M))
+                    if not wide:
+                        for_range(b, 0, M, lambda i: g.st(u_out, b.add(b.mul(i, const64(kq)), c), g.ld(q, b.add(qcol, i))),
+                                  name="uq")
+                    else:
+                        g.vloop(0, M, lambda i, wd: g.st(vh_out, b.add(qcol, i), g.ld(q, b.add(qcol, i), wd), wd), name="vq")
+
+                for_range(b, N, kq, rest, name="rest")
+
+
 # ---- the kernels ------------------------------------------------------------------------------------------
 
 class _Operand:
@@ -756,10 +1166,13 @@ def _emit_svd(region, eqn, target):
                 offset += count
                 return p
 
-            a, taus, w, d = take(N * M), take(N), take(N * N), take(N)
-            scratch = take(jacobi_scratch(N))
-            if uv:
-                q, v, wsorted, qw, taus_w = take(kq * M), take(N * N), take(N * N), take(N * N), take(N)
+            bidiagonal = native.uses_bidiagonal(m, n)
+            a = take(N * M)
+            if not bidiagonal:
+                taus, w, d = take(N), take(N * N), take(N)
+                scratch = take(jacobi_scratch(N))
+                if uv:
+                    q, v, wsorted, qw, taus_w = take(kq * M), take(N * N), take(N * N), take(N * N), take(N)
             xb = operand.base(b, bi)
             scale_v = local_var(b, g.t, g.c(0.0), "scale")
 
@@ -774,6 +1187,10 @@ def _emit_svd(region, eqn, target):
             scale = b.load(scale_v)
             scale = b.select(b.fcmp_ordered("==", scale, g.c(0.0)), g.c(1.0), scale)  # NaN stays
             g.vloop(0, N * M, lambda i, wd: g.st(a, i, b.fdiv(g.ld(a, i, wd), g.splat(scale, wd)), wd), name="sc")
+            if bidiagonal:
+                _svd_bidiagonal_matrix(g, take, a, scale, outs, bi, M, N, kq, uv, wide)
+                g.zero(wbase, ws)
+                return
             _householder(g, a, M, N, N, taus)
 
             def w_col(j):  # W = R^T: W's column j is R's row j
