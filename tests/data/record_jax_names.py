@@ -12,7 +12,8 @@ import jax
 
 MODULES = ["jax.numpy", "jax.numpy.linalg", "jax.numpy.fft", "jax.scipy.special", "jax.scipy.linalg",
            "jax.scipy.stats", "jax.scipy.signal", "jax.random", "jax.nn", "jax.nn.initializers", "jax.lax",
-           "jax.tree", "jax.tree_util"]
+           "jax.tree", "jax.tree_util", "jax.scipy.fft", "jax.scipy.integrate", "jax.scipy.ndimage", "jax.scipy.optimize",
+           "jax.scipy.sparse.linalg", "jax.scipy.interpolate", "jax.scipy.cluster.vq", "jax.scipy.spatial.transform"]
 
 
 def public_names(module_name):

@@ -28,6 +28,14 @@ def numpy_result_dtype(fn_name: str, *in_dtypes: np.dtype) -> np.dtype:
         return dtypes.canonical(np.asarray(fn(*args)).dtype)
 
 
+def promote_inexact(*operands):
+    """promote, then integer and bool results to float64 (numpy's dtype for a float result of integers);
+    float and complex dtypes stay (JAX's promote_dtypes_inexact)."""
+    out = promote(*operands)
+    d = get_aval(out[0]).dtype
+    return out if dtypes.is_inexact(d) else [convert(o, np.float64) for o in out]
+
+
 def normalize_axes(axis, ndim: int, where: str) -> tuple[int, ...]:
     if axis is None:
         return tuple(range(ndim))

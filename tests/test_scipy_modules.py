@@ -1,0 +1,82 @@
+"""kiln.scipy's smaller modules (JAX's jax.scipy.integrate, cluster.vq, ndimage, ...): against scipy, eagerly,
+under kiln.jit (the C runtime) and, once per module, exported to kiln-run."""
+import numpy as np
+import pytest
+import scipy.cluster.vq
+import scipy.integrate
+import scipy.ndimage
+
+import kiln
+import kiln.scipy.cluster.vq as kvq
+import kiln.scipy.integrate as kintegrate
+import kiln.scipy.ndimage as kndimage
+from kiln_tools import check_like_numpy, kiln_run_exported
+
+RNG = np.random.default_rng(11)
+
+
+def test_trapezoid_is_scipys():
+    y = RNG.standard_normal((4, 9))
+    x = np.sort(RNG.uniform(0, 3, 9))
+    check_like_numpy(kintegrate.trapezoid(y, x, axis=-1), scipy.integrate.trapezoid(y, x, axis=-1))
+    check_like_numpy(kiln.jit(lambda y: kintegrate.trapezoid(y, dx=0.5, axis=0))(y),
+                     scipy.integrate.trapezoid(y, dx=0.5, axis=0))
+
+
+def test_vq_nearest_codes_and_distances(tmp_path):
+    obs, book = RNG.standard_normal((9, 3)), RNG.standard_normal((4, 3))
+    want = scipy.cluster.vq.vq(obs, book)
+    check_like_numpy(kvq.vq(obs, book), want)
+    check_like_numpy(kiln.jit(kvq.vq)(obs, book), want)
+    check_like_numpy(kiln_run_exported(kvq.vq, obs, book, tmp_path=tmp_path), want)
+    flat_obs, flat_book = np.array([0.0, 1.2, 2.9, 5.0]), np.array([1.0, 3.0])
+    check_like_numpy(kvq.vq(flat_obs, flat_book), scipy.cluster.vq.vq(flat_obs, flat_book))
+    codes, dist = kiln.jit(kvq.vq)(obs.astype(np.float32), book.astype(np.float32))
+    assert codes.dtype == np.int32 and dist.dtype == np.float32
+
+
+def test_vq_errors():
+    with pytest.raises(ValueError, match="same rank; got 2 and 1"):
+        kvq.vq(np.ones((2, 3)), np.ones(3))
+    with pytest.raises(ValueError, match="observations have 3 features and codes 2"):
+        kvq.vq(np.ones((2, 3)), np.ones((4, 2)))
+    with pytest.raises(ValueError, match="1-d or 2-d; got rank 3"):
+        kvq.vq(np.ones((2, 3, 1)), np.ones((4, 3, 1)))
+
+
+# kiln's (JAX's) mode -> scipy's name for the same boundary rule
+MODES = {"constant": "grid-constant", "nearest": "nearest", "wrap": "grid-wrap", "mirror": "mirror",
+         "reflect": "reflect"}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("order", [0, 1])
+def test_map_coordinates_matches_scipy(mode, order):
+    image = RNG.standard_normal((5, 7))
+    coords = [RNG.uniform(-4, 9, (3, 8)), RNG.uniform(-4, 11, (3, 8))]
+    want = scipy.ndimage.map_coordinates(image, coords, order=order, mode=MODES[mode], cval=1.5)
+    check_like_numpy(kndimage.map_coordinates(image, coords, order, mode=mode, cval=1.5), want)
+    got = kiln.jit(lambda im, a, b: kndimage.map_coordinates(im, [a, b], order, mode=mode, cval=1.5))(image, *coords)
+    check_like_numpy(got, want)
+
+
+def test_map_coordinates_dtypes_shapes_and_export(tmp_path):
+    volume = RNG.integers(0, 200, (4, 3, 5)).astype(np.int32)
+    coords = [RNG.uniform(-1, 4, 6), RNG.uniform(-1, 3, 6), RNG.uniform(-1, 5, 6)]
+    want = scipy.ndimage.map_coordinates(volume, coords, order=1, mode="nearest")
+    check_like_numpy(kndimage.map_coordinates(volume, coords, 1, mode="nearest"), want)
+    signal = RNG.standard_normal(10).astype(np.float32)
+    at = np.linspace(-2, 12, 17, dtype=np.float32)
+    fn = lambda s, t: kndimage.map_coordinates(s, [t], 1, mode="grid-wrap")  # noqa: E731 - scipy's name
+    want = scipy.ndimage.map_coordinates(signal, [at], order=1, mode="grid-wrap")
+    check_like_numpy(kiln_run_exported(fn, signal, at, tmp_path=tmp_path), want, tol=1e-5)
+    assert kiln.jit(fn)(signal, at).dtype == np.float32
+
+
+def test_map_coordinates_errors():
+    with pytest.raises(ValueError, match="length input.ndim = 2; got 1"):
+        kndimage.map_coordinates(np.ones((2, 2)), [np.zeros(3)], 1)
+    with pytest.raises(NotImplementedError, match="order 3 is not supported"):
+        kndimage.map_coordinates(np.ones(4), [np.zeros(3)], 3)
+    with pytest.raises(NotImplementedError, match="mode 'spline' is not supported"):
+        kndimage.map_coordinates(np.ones(4), [np.zeros(3)], 1, mode="spline")
