@@ -3,11 +3,13 @@ under kiln.jit (the C runtime) and, once per module, exported to kiln-run."""
 import numpy as np
 import pytest
 import scipy.cluster.vq
+import scipy.fft
 import scipy.integrate
 import scipy.ndimage
 
 import kiln
 import kiln.scipy.cluster.vq as kvq
+import kiln.scipy.fft as kfft
 import kiln.scipy.integrate as kintegrate
 import kiln.scipy.ndimage as kndimage
 from kiln_tools import check_like_numpy, kiln_run_exported
@@ -80,3 +82,41 @@ def test_map_coordinates_errors():
         kndimage.map_coordinates(np.ones(4), [np.zeros(3)], 3)
     with pytest.raises(NotImplementedError, match="mode 'spline' is not supported"):
         kndimage.map_coordinates(np.ones(4), [np.zeros(3)], 1, mode="spline")
+
+
+@pytest.mark.parametrize("kind", [1, 2, 3, 4])
+@pytest.mark.parametrize("norm", [None, "ortho", "forward"])
+def test_dct_family_matches_scipy(kind, norm):
+    x = RNG.standard_normal((3, 7))
+    for name in ("dct", "idct"):
+        for n in (None, 5, 10):
+            check_like_numpy(getattr(kfft, name)(x, type=kind, n=n, norm=norm),
+                             getattr(scipy.fft, name)(x, type=kind, n=n, norm=norm))
+    check_like_numpy(kfft.dctn(x, type=kind, norm=norm), scipy.fft.dctn(x, type=kind, norm=norm))
+    check_like_numpy(kfft.idctn(x, type=kind, s=(4, 6), norm=norm), scipy.fft.idctn(x, type=kind, s=(4, 6), norm=norm))
+    roundtrip = kfft.idct(kfft.dct(x, type=kind, norm=norm), type=kind, norm=norm)
+    np.testing.assert_allclose(roundtrip, x, rtol=1e-12, atol=1e-12)
+
+
+def test_dct_dtypes_complex_jit_and_export(tmp_path):
+    x = RNG.standard_normal((6, 5)).astype(np.float32)
+    fn = lambda v: (kfft.dct(v, axis=0), kfft.idctn(v, type=3, norm="ortho"))  # noqa: E731
+    want = (scipy.fft.dct(x, axis=0), scipy.fft.idctn(x, type=3, norm="ortho"))
+    check_like_numpy(kiln.jit(fn)(x), want, tol=2e-5)
+    check_like_numpy(kiln_run_exported(fn, x, tmp_path=tmp_path), want, tol=2e-5)
+    z = RNG.standard_normal(8) + 1j * RNG.standard_normal(8)
+    check_like_numpy(kfft.dct(z, type=4), scipy.fft.dct(z, type=4))
+    check_like_numpy(kfft.dct(np.arange(6)), scipy.fft.dct(np.arange(6)))
+
+
+def test_dct_errors():
+    with pytest.raises(ValueError, match="type must be 1, 2, 3 or 4; got 5"):
+        kfft.dct(np.ones(4), type=5)
+    with pytest.raises(ValueError, match="at least 2 points along the axis; got 1"):
+        kfft.dct(np.ones(1), type=1)
+    with pytest.raises(ValueError, match="Invalid norm value"):
+        kfft.idct(np.ones(4), norm="both")
+    with pytest.raises(NotImplementedError, match="orthogonalize=False with norm='ortho'"):
+        kfft.dct(np.ones(4), norm="ortho", orthogonalize=False)
+    with pytest.raises(ValueError, match=r"invalid number of data points \(0\)"):
+        kfft.dct(np.ones(4), n=0)
