@@ -325,6 +325,8 @@ CASES = [Case(name, fn, args(s)) for name, fn, s in FLOAT_UNARY] + [
     Case("erfcinv", kiln.scipy.special.erfcinv, args(uniform(0.1, 1.9, 2, 3))),
     Case("gelu_tanh32", lambda x: kiln.nn.gelu(x.astype(np.float32)).astype(np.float64),
          args(uniform(0.3, 3, 2, 3)), eps=1e-2, rtol=1e-3, batched_rtol=5e-7),  # tails: test_nn_accuracy
+    Case("gelu_exp32", lambda x: unary(P["gelu_exp32"])(x.astype(np.float32)).astype(np.float64),
+         args(away_from_zero(2, 3)), eps=1e-2, rtol=1e-3, batched_rtol=5e-7),  # gelu's exp(-|z|): both signs
     Case("igamma", lax.igamma, args(uniform(0.5, 4, 2, 3), uniform(0.2, 5, 2, 3))),
     Case("igammac", lax.igammac, args(uniform(0.5, 4, 2, 3), uniform(0.2, 5, 2, 3))),
     Case("betainc", lax.betainc, args(uniform(0.5, 4, 2, 3), uniform(0.5, 4, 2, 3), uniform(0.1, 0.9, 2, 3)),

@@ -21,6 +21,7 @@ import numpy as np
 from . import numpy as knp
 from .core import dtypes
 from .lax import _special_ops as _ops
+from .lax import math_prims
 from .lax import prims
 from .lax.special_math import kernel as _kernel
 from .numpy._base import asarray, aval, normalize_axes
@@ -120,33 +121,23 @@ def softplus(x):
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _INV_SQRT2 = 1.0 / math.sqrt(2.0)
-_GELU_K1 = 2 * _SQRT_2_OVER_PI  # gelu(x) = x sigmoid(z), z = K1 x + K3 x^3
-_GELU_K3 = 2 * _SQRT_2_OVER_PI * 0.044715
-_GELU_X_CLAMP = 12.5  # |x| clamped here in z and z': exp(-|z|) (with the shift below) is 0 in float32 there
-_GELU_DEEP = -8.5  # below, e = exp(-|z|) (z < -57) is taken as exp(-|z| + 64 ln 2) 2^-64
-_GELU_SHIFT_HI = 44.361419677734375  # 64 ln 2 to 2^-17: -|z| + this is exact for -|z| in (-128, -57]
-_GELU_SHIFT_LO = 64 * math.log(2.0) - _GELU_SHIFT_HI
+_GELU_K1, _GELU_K3 = math_prims.GELU_K1, math_prims.GELU_K3  # gelu(x) = x sigmoid(z), z = K1 x + K3 x^3
+_GELU_X_CLAMP = math_prims.GELU_CLAMP  # |x| clamped here in z and z': gelu is x or -0 there, its derivative 1 or -0
+_GELU_DEEP = math_prims.GELU_DEEP  # below, e = exp(-|z|) (z < -57) is formed as e_s = e 2^64, the results scaled last
 
 
 def _gelu_tanh32_parts(x):
     """The shared part of float32 gelu (tanh form) and its derivative, for float32 x: (x >= 0, xc, e_s, e, scale)
     with e = exp(-|z|), e_s = e / scale, scale = 2^-64 for x < -8.5 (where e_s would be subnormal) and 1 elsewhere,
-    xc = x clamped to +-12. z = K1 xc + K3 xc^3 is computed in float64 (to 2^-50 relative) and split into two
-    float32, hi + lo; e_s = exp(hi) (1 + lo) in float32, so that the steep tail does not multiply the rounding of z
-    (a float32 z is off by about |z| 2^-24, and exp(z) by as much relative: 100 ulp at x = -10)."""
-    f32, f64 = np.dtype(np.float32), np.dtype(np.float64)
+    xc = x clamped to +-12.5. e_s is the primitive gelu_exp32 (kiln.compiler.mathlib's gelu_exp): z computed in
+    float64 and split into two float32, hi + lo, and exp(hi + lo) in float32 with lo inside its reduction, so that
+    the steep tail does not multiply the rounding of z (a float32 z is off by about |z| 2^-24, and exp(z) by as
+    much relative: 100 ulp at x = -10)."""
     xc = _ops.where(_ops.less(x, np.float32(-_GELU_X_CLAMP)), np.float32(-_GELU_X_CLAMP),
                    _ops.where(_ops.greater(x, np.float32(_GELU_X_CLAMP)), np.float32(_GELU_X_CLAMP), x))  # NaN stays
-    x64 = _ops.asarray(xc, f64)
-    z = _ops.multiply(x64, _ops.add(_ops.multiply(_ops.multiply(x64, x64), _GELU_K3), _GELU_K1))
-    hi = _ops.asarray(z, f32)
-    lo = _ops.asarray(_ops.subtract(z, _ops.asarray(hi, f64)), f32)  # the float64 difference is exact
     pos = _ops.greater_equal(x, np.float32(0))
     deep = _ops.less(x, np.float32(_GELU_DEEP))
-    hi = _ops.add(_ops.where(pos, _ops.negative(hi), hi), _ops.where(deep, _ops.full_like(x, _GELU_SHIFT_HI), _ops.full_like(x, 0)))
-    lo = _ops.add(_ops.where(pos, _ops.negative(lo), lo), _ops.where(deep, _ops.full_like(x, _GELU_SHIFT_LO), _ops.full_like(x, 0)))
-    e_hi = _ops.exp(hi)
-    e_s = _ops.add(e_hi, _ops.multiply(e_hi, lo))  # exp(hi + lo) to first order: |lo| <= 2^-17, lo^2/2 < 2^-35
+    e_s = math_prims.P["gelu_exp32"].bind(x)
     scale = _ops.where(deep, _ops.full_like(x, 2.0 ** -64), _ops.full_like(x, 1))
     return pos, xc, e_s, _ops.multiply(e_s, scale), scale
 

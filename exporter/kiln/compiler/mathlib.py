@@ -233,6 +233,44 @@ def _tanh_f32(m: _Math, x):
     return m.copysign(q, x)
 
 
+def _gelu_exp(m: _Math, x):
+    """exp(-|z|) 2^s for float32 x, the exp of kiln.nn.gelu's float32 tanh form (lax.math_prims.gelu_exp32):
+    z = K1 xc + K3 xc^3 with xc = x clamped to +-12.5, s = 64 for x < -8.5 (where exp(-|z|), or gelu, could be
+    subnormal) and 0 elsewhere; 0 where n + s < -126 below (exp(-|z|) 2^s under about 2^-126: x > 9.6 or
+    x < -11.7, where gelu is x or -0 and its derivative 1 or -0).
+
+    -|z| is computed in float64 (to 2^-50 relative) and split into two float32, hi + lo (the float64 difference
+    is exact): a float32 z would be off by about |z| 2^-24, and exp(z) by as much relative (100 ulp at x = -10).
+    exp(hi + lo) = 2^n exp(r) with n = round(hi / ln2) and r = (hi - n ln2_hi) + (lo - n ln2_lo): the first
+    difference exact (Cody-Waite), the second small, so r is rounded once and lo costs one float32 add;
+    exp(r) = 1 + s, s = r + r^2 P(r) with float32 exp's polynomial, and the result (1 + s) 2^n is one
+    multiply-add, rounded once. The shift s joins n, and 2^n is built from n's bits (0 where n + s < -126): the
+    argument needs no clamp (-|z| >= -160). NaN gives NaN. Multiply-adds are llvm.fmuladd (fused where the target
+    has FMA: x86-64 without it differs in the last bits, docs/targets.md)."""
+    if m.ty != F32:
+        raise TypeError("mathlib.gelu_exp is float32 only")
+    from ..lax.math_prims import GELU_CLAMP, GELU_DEEP, GELU_K1, GELU_K3
+
+    b, w = m.b, _Math(m.b, F64)
+    xc = m.sel(m.lt(x, m.c(-GELU_CLAMP)), m.c(-GELU_CLAMP), m.sel(m.gt(x, m.c(GELU_CLAMP)), m.c(GELU_CLAMP), x))
+    a = b.fpext(b.fneg(m.abs(xc)), F64)  # -|xc|: z's sign is x's
+    z = w.mul(w.fma(w.mul(a, a), w.c(GELU_K3), w.c(GELU_K1)), a)  # -|z|
+    hi = b.fptrunc(z, F32)
+    lo = b.fptrunc(w.sub(z, b.fpext(hi, F64)), F32)
+    deep = m.lt(x, m.c(GELU_DEEP))
+    # k = hi / ln2 + 1.5 2^23 + 127 + s: n + 127 + s is in its low mantissa bits, its shift by 23 is 2^(n + s)
+    magic = m.sel(deep, m.c(1.5 * 2.0**23 + 127 + 64), m.c(1.5 * 2.0**23 + 127))
+    k = m.fma(hi, m.c(1.0 / math.log(2.0)), magic)
+    n_f = m.sub(k, magic)
+    # r = (hi - n ln2_hi) + (lo - n ln2_lo): the first exact, the second small (|n ln2_lo| < 0.05), so r is
+    # rounded once
+    r = m.add(m.fma(n_f, m.c(-0.693359375), hi), m.fma(n_f, m.c(2.12194440e-4), lo))
+    s = m.fma(m.mul(r, r), m.horner(r, _EXPM1_F32_P, fused=True), r)  # exp(r) - 1
+    biased = m.sel(m.lt(k, m.c(1.5 * 2.0**23)), m.c(1.5 * 2.0**23), k)  # n + 127 + s >= 0 (0: the product is 0)
+    scale = m.from_bits(b.shl(m.bits(biased), m.ic(23)))
+    return m.fma(s, scale, scale)
+
+
 def _sqrt(m: _Math, x):
     return call_unary(m.b, "sqrt", x)
 
@@ -1041,6 +1079,7 @@ _IMPLS.update({
     "trunc": (1, _trunc),
     "round": (1, _rint),
     "fmod": (2, _fmod),
+    "gelu_exp": (1, _gelu_exp),
 })
 
 

@@ -125,6 +125,28 @@ P["not"] = _elementwise("not", _invert, 1, accepts=_int_or_bool)
 P["shift_left"] = _elementwise("shift_left", _shift_left, 2, accepts=_int_only)
 P["shift_right"] = _elementwise("shift_right", _shift_right, 2, accepts=_int_only)
 
+# gelu_exp32: exp(-|z|) 2^s of kiln.nn.gelu's float32 tanh form (nn._gelu_tanh32_parts; its kernel code is
+# mathlib's gelu_exp), for float32 x: z = K1 xc + K3 xc^3, xc = x clamped to +-GELU_CLAMP, s = 64 for x < GELU_DEEP
+# (where exp(-|z|) or gelu could be subnormal) and 0 elsewhere; 0 below about 2^-126 (where gelu is x or -0).
+GELU_K1 = 2 * math.sqrt(2.0 / math.pi)  # gelu(x) = x sigmoid(z)
+GELU_K3 = GELU_K1 * 0.044715
+GELU_CLAMP = 12.5
+GELU_DEEP = -8.5
+
+
+def _gelu_exp_numpy(x):
+    """float64 exp(-|z|) 2^s (rounded to float32 by the primitive), 0 below 2^-126 (the kernel flushes about
+    there: a value the result of gelu does not see)."""
+    x = np.asarray(x, np.float64)
+    xc = np.where(x < -GELU_CLAMP, -GELU_CLAMP, np.where(x > GELU_CLAMP, GELU_CLAMP, x))
+    a = np.abs(xc)
+    e = np.exp(-(a * (a * a * GELU_K3 + GELU_K1)) + np.where(x < GELU_DEEP, 64 * math.log(2.0), 0.0))
+    return np.where(e < 2.0 ** -126, 0.0, e)
+
+
+P["gelu_exp32"] = _elementwise("gelu_exp32", _gelu_exp_numpy, 1, accepts=lambda d: d == np.float32, cost=30,
+                               math="gelu_exp")
+
 # integer_pow: x ** y for a static Python int y.
 integer_pow_p = _elementwise("integer_pow", None, 1, accepts=_not_bool)
 
@@ -268,6 +290,16 @@ def _register_rules() -> None:
     unary(P["erf"], lambda x, out: mul(full_like(x, 2.0 / math.sqrt(math.pi)), prims.exp.bind(prims.neg.bind(sq(x)))))
     unary(P["erfc"], lambda x, out: mul(full_like(x, -2.0 / math.sqrt(math.pi)), prims.exp.bind(prims.neg.bind(sq(x)))))
     unary(P["rsqrt"], lambda x, out: mul(full_like(x, -0.5), div(out, x)))
+
+    def gelu_exp_derivative(x, out):
+        """d/dx exp(-|z|) 2^s = -z'(x) out for x >= 0 (at 0, the side gelu's formulas take), z'(x) out below, 0
+        where x is clamped."""
+        z_prime = add(mul(sq(x), full_like(x, 3 * GELU_K3)), full_like(x, GELU_K1))
+        slope = prims.select.bind(prims.ge.bind(x, full_like(x, 0.0)), prims.neg.bind(z_prime), z_prime)
+        inside = prims.le.bind(prims.abs.bind(x), full_like(x, GELU_CLAMP))
+        return mul(prims.select.bind(inside, slope, full_like(x, 0.0)), out)
+
+    unary(P["gelu_exp32"], gelu_exp_derivative)
 
     def integer_pow_derivative(x, out, *, y):
         if y == 0:
