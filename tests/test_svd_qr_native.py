@@ -140,7 +140,8 @@ def test_one_dispatch_per_call(dtype):
     (np.float32, (1, 1), True), (np.float32, (2, 3), True), (np.float32, (33, 20), False),
     (np.float32, (20, 33), True), (np.float32, (3, 65, 65), False),
     (np.float64, (3, 2), False), (np.float64, (7, 7), True), (np.float64, (33, 20), True),
-    (np.float64, (2, 20, 33), False), (np.float64, (128, 128), False)])
+    (np.float64, (2, 20, 33), False), (np.float64, (128, 128), False),
+    (np.float64, (45, 33), True), (np.float32, (2, 33, 40), True)])  # the bidiagonal path from min(m, n) = 32
 def test_compiled_svd_against_numpy_and_eager(dtype, shape, full):
     x = np.random.default_rng(1).standard_normal(shape).astype(dtype)
     outs = kiln.jit(lambda a: lax_linalg.svd(a, full_matrices=full))(x)
@@ -218,6 +219,12 @@ def test_nan_gives_nan_singular_values_and_terminates():
     x[1, 2, 3] = np.nan
     s = kiln.jit(lambda a: lax_linalg.svd(a, compute_uv=False))(x)
     assert np.isnan(s[1]).all() and np.isfinite(s[0]).all()
+    np.testing.assert_allclose(s[0], np.linalg.svd(x[0], compute_uv=False), rtol=1e-12)
+    # the bidiagonal path (min(m, n) >= BIDIAG_FROM): NaN and inf give NaN, the other matrices their values
+    x = np.random.default_rng(5).standard_normal((3, 32, 33))
+    x[1, 2, 3], x[2, 30, 0] = np.nan, -np.inf
+    u, s, vh = kiln.jit(lambda a: lax_linalg.svd(a))(x)
+    assert np.isnan(s[1:]).all() and np.isnan(u[1:]).all() and np.isnan(vh[1:]).all() and np.isfinite(s[0]).all()
     np.testing.assert_allclose(s[0], np.linalg.svd(x[0], compute_uv=False), rtol=1e-12)
 
 

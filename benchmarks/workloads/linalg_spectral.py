@@ -3,8 +3,8 @@ pinv of square matrices, n = 64 and 128, and a batch of 16 at n = 16.
 
 numpy and JAX call LAPACK (divide and conquer / blocked Householder); kiln runs its own kernels: eigh is
 one native kernel (Householder tridiagonalization and implicit QL, kiln/lax/_eigh_ql.py), qr and svd (and
-pinv through svd) one native kernel each (Householder QR; QR then one-sided Jacobi sweeps on R^T,
-kiln/lax/_svd_qr_native.py). Eigen- and singular vectors are unique only up to sign, so their results are
+pinv through svd) one native kernel each (Householder QR; from n = 32 Householder bidiagonalization and
+implicit-shift bidiagonal QR, below it QR then one-sided Jacobi sweeps on R^T, kiln/lax/_svd_qr_native.py). Eigen- and singular vectors are unique only up to sign, so their results are
 compared through sign-free products.
 """
 import numpy as np

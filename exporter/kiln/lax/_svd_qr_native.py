@@ -10,8 +10,15 @@ float32 a rounding can flip a rotation decision near the threshold and with it a
 - qr_kernel: Householder QR as LAPACK's geqrf computes it (R's diagonal is -sign(pivot) * the column's
   norm; a column already zero below the diagonal is left alone: tau = 0), each column's norm scaled by
   its largest entry; Q formed backwards (orgqr: H_{k-1} first, only the columns it changes).
-- svd_kernel: x (or x^T when wide, so M >= N) divided by its largest |entry| (NaN if x holds one, so
-  that every result is NaN), then x = Q R (as above),
+- svd_kernel, N = min(m, n) >= BIDIAG_FROM (uses_bidiagonal): x (or x^T when wide, so M >= N) divided by
+  its largest |entry| (a NaN or an infinity: every result NaN), Householder bidiagonalization x = Q B P^T
+  (gebd2's order; each reflector as qr's), Q's columns and P formed backwards as orgqr, then Golub and
+  Reinsch's implicit-shift QR on B (as EISPACK's svd; the rotations applied to Q's and P's columns; more
+  than MAX_QR_ITERATIONS sweeps for one singular value: all NaN), each pair of vectors negated where v's
+  first largest |entry| is negative (canonical signs, so that eager and compiled agree whatever a rounding
+  changes in the sweeps' decisions), singular values sorted descending with their vectors.
+- svd_kernel, smaller N: x (or x^T when wide, so M >= N) divided by its largest |entry| (NaN if x holds
+  one, so that every result is NaN), then x = Q R (as above),
   then one-sided Jacobi (Hestenes) on R's columns: sweeps over all pairs in the round-robin order (round
   r pairs (r, N'-1) and ((r+k) mod (N'-1), (r-k) mod (N'-1)), N' = N rounded up to even, the pairs
   with the padding column skipped) until a sweep rotates no pair (at most MAX_SWEEPS); a pair rotates
@@ -59,7 +66,9 @@ def qr_work_size(m: int, n: int, full_matrices: bool) -> int:
 
 
 def svd_work_size(m: int, n: int, full_matrices: bool, compute_uv: bool) -> int:
-    """Scratch elements per matrix, M = max(m, n), N = min(m, n): A's columns (N x M), its taus, W (N x N),
+    """Scratch elements per matrix, M = max(m, n), N = min(m, n). The bidiagonal path: A's columns (N x M),
+    d, e, the taus of Q and P, M for A v and 4 N for a sweep's rotations; with compute_uv also P's
+    reflectors (N x N), Q's columns (kq x M) and V (N x N). The Jacobi path: A's columns (N x M), its taus, W (N x N),
     the squared norms (N) and ten values per pair of a Jacobi round; with compute_uv also Q's columns (kq x M), V (N x N), the sorted W (N x N),
     its Q (N x N) and taus (N)."""
     big, small = max(m, n), min(m, n)

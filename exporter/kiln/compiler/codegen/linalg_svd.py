@@ -4,7 +4,10 @@ matrix is one work item), each matrix factored start to finish by one workgroup.
 
 The algorithm is the one _svd_qr_native's numpy mirror (the primitives' eager implementation) runs, step
 for step, so compiled and eager results agree up to rounding (in float64 the signs of singular vectors too):
-Householder QR (LAPACK's geqrf convention, Q formed backwards as orgqr), and for the SVD QR then
+Householder QR (LAPACK's geqrf convention, Q formed backwards as orgqr), and for the SVD of matrices with
+min(m, n) >= BIDIAG_FROM Householder bidiagonalization, Q and P formed, implicit-shift QR on the
+bidiagonal matrix with each sweep's rotations applied to the columns of Q and P after it (register-blocked
+strips, _rotate_columns) and canonical signs; for smaller ones QR then
 one-sided Jacobi on R^T's columns in the round-robin order (rotations as three shears, squared norms
 updated as gesvj does), U = Q V, and the right singular vectors the sorted W's columns normalized (from a
 Householder QR of the sorted W when a squared norm is zero or subnormal).
