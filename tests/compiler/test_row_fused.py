@@ -224,6 +224,29 @@ def test_compiled_kernel_name():
     assert [k.name for k in compiled.kernels] == ["kiln_row_fused_0"]
 
 
+def test_avx512_builds_run_the_passes_without_a_reduction_at_512_bits():
+    """LLVM's tuning for x86-64-v4 prefers 256-bit vectors; a row kernel's passes without a reduction (softmax's
+    exp into the scratch and its quotient) ask for 512-bit ones (row_fused._wide_lanes, loop metadata
+    llvm.loop.vectorize.width), while its reductions (the max, the f64 sum) keep LLVM's choice and so their
+    bits (the f64 sum: no zmm); the x86-64-v3 build is LLVM's choice throughout (test_targets: v3 and v4 the same bits)."""
+    import re
+
+    from kiln.compiler.target import Target
+
+    region = _plan(lambda a: kiln.nn.softmax(a, axis=-1), np.zeros((64, 1000), np.float32)).steps[0].region
+    assert row_fused._wide_lanes(row_fused.plan(region), region, Target.named("x86_64-unknown-linux-gnu", "x86-64-v4")) \
+        == {(1, 0): 16, (2, 0): 16}
+    assert row_fused._wide_lanes(row_fused.plan(region), region, Target.named("x86_64-unknown-linux-gnu", "x86-64-v3")) == {}
+    for cpu in ("x86-64-v4", "x86-64-v3"):
+        asm = compile_plan(_plan(lambda a: kiln.nn.softmax(a, axis=-1), np.zeros((64, 1000), np.float32)),
+                           Target.named("x86_64-unknown-linux-gnu", cpu), cache=None).assembly()
+        registers = {op: {r for line in asm.splitlines() if re.match(rf"\s+{op}\b", line)
+                          for r in re.findall(r"%([xyz])mm", line)} for op in ("vfmadd213ps", "vdivps", "vaddpd", "vcvtps2pd")}
+        wide = "z" if cpu == "x86-64-v4" else "y"
+        assert registers["vfmadd213ps"] == {wide} and registers["vdivps"] == {wide}, (cpu, registers)
+        assert "z" not in registers["vaddpd"] | registers["vcvtps2pd"], (cpu, registers)
+
+
 def test_exported_through_kiln_run(tmp_path):
     x = (RNG.standard_normal((70, 257)) * 3).astype(np.float32)
     g = RNG.standard_normal(257).astype(np.float32)

@@ -12,8 +12,13 @@ def const64(value: int) -> ir.Constant:
     return ir.Constant(I64, int(value))
 
 
-def for_range(builder: ir.IRBuilder, start, stop, body: Callable[[ir.Value], None], name: str = "i", step: int = 1) -> None:
-    """Emits `for (i = start; i < stop; i += step) body(i)` with an i64 induction variable."""
+def for_range(builder: ir.IRBuilder, start, stop, body: Callable[[ir.Value], None], name: str = "i", step: int = 1,
+              vector_width: int | None = None) -> None:
+    """Emits `for (i = start; i < stop; i += step) body(i)` with an i64 induction variable.
+
+    vector_width: LLVM's loop vectorizer is asked for exactly that many lanes (loop metadata
+    `llvm.loop.vectorize.width`), whatever its cost model would choose; only for loops whose lanes compute
+    the same operations at any width (no reassociated reduction), so the width changes no bits."""
     start = const64(start) if isinstance(start, int) else start
     stop = const64(stop) if isinstance(stop, int) else stop
     fn = builder.function
@@ -30,8 +35,22 @@ def for_range(builder: ir.IRBuilder, start, stop, body: Callable[[ir.Value], Non
     body(index)
     following = builder.add(index, const64(step), name=f"{name}.next")
     index.add_incoming(following, builder.block)
-    builder.branch(head)
+    latch = builder.branch(head)
+    if vector_width:
+        latch.set_metadata("llvm.loop", _loop_id(builder.module, vector_width))
     builder.position_at_end(done)
+
+
+def _loop_id(module: ir.Module, width: int):
+    """A distinct loop ID (self-referential, as LLVM requires) asking for `width` vector lanes."""
+    count = getattr(module, "_kiln_loop_ids", 0)
+    module._kiln_loop_ids = count + 1
+    properties = [module.add_metadata([ir.MetaDataString(module, "llvm.loop.vectorize.width"), ir.Constant(ir.IntType(32), width)]),
+                  module.add_metadata([ir.MetaDataString(module, "llvm.loop.vectorize.enable"), ir.Constant(ir.IntType(1), 1)]),
+                  module.add_metadata([ir.MetaDataString(module, f"kiln.loop.{count}")])]
+    loop_id = module.add_metadata([None] + properties)  # unique through its last property
+    loop_id.operands = (loop_id,) + tuple(loop_id.operands[1:])
+    return loop_id
 
 
 def if_then(builder: ir.IRBuilder, cond: ir.Value, body: Callable[[], None]) -> None:

@@ -37,11 +37,33 @@ def widest_vectors(emit_body, target: Target):
     return emit
 
 
+_LEGAL_VECTOR_BITS = "_kiln_legal_vector_bits"
+
+
+def wide_loop_lanes(target: Target, itemsize: int) -> int | None:
+    """Lanes of the target's widest vectors for elements of `itemsize` bytes, where LLVM's tuning prefers
+    narrower ones (AVX-512 targets: "prefer-256-bit"), else None. A kernel that asks some of its loops for
+    them (codegen.loops.for_range's vector_width: loops without reassociation, whose bits do not depend on
+    the width) calls allow_wide_vectors on its module, so the backend keeps 512-bit registers legal while
+    the loops LLVM vectorizes by its own choice (reductions) keep their width and so their bits."""
+    if target.arch != "x86_64" or target.vector_bytes <= 32:
+        return None
+    return target.vector_bytes // itemsize
+
+
+def allow_wide_vectors(module: ir.Module, target: Target) -> None:
+    """Marks the module's functions "min-legal-vector-width" = the target's widest vectors (see
+    wide_loop_lanes)."""
+    setattr(module, _LEGAL_VECTOR_BITS, target.vector_bytes * 8)
+
+
 def optimize(module: ir.Module, target: Target):
     """Parses, verifies and runs LLVM's O3 pipeline for the target CPU; returns the binding module."""
     machine = target.target_machine()
     bits = getattr(module, _PREFER_VECTOR_BITS, None)
     extra = f' "prefer-vector-width"="{bits}"' if bits else ""
+    legal = getattr(module, _LEGAL_VECTOR_BITS, None)
+    extra += f' "min-legal-vector-width"="{legal}"' if legal else ""
     parsed = llvm.parse_assembly(_without_builtins(str(module), extra))
     parsed.triple = target.triple
     parsed.data_layout = str(machine.target_data)

@@ -17,7 +17,7 @@ class RowFused(Strategy):
 
     def plan(self, region, target) -> KernelPlan:
         return KernelPlan(self.name, row_fused.work(region), row_fused.parallel_items(region),
-                          row_fused.emit_kernel(region))
+                          row_fused.emit_kernel(region, target))
 
 
 STRATEGY = RowFused()
