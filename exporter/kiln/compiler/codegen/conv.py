@@ -695,10 +695,14 @@ def _batch_gemm_plan(p: ConvPlan, target) -> GemmPlan | None:
         return None
     vw, mr = matmul._target_shape(target.vector_bytes, target.vector_registers, p.dtype)
     nr = 2 * vw
-    nc = nr * matmul.NC_STRIPS
     tiles = -(-p.n_out // mr)
     row_chunk = mr * max(matmul.ROW_CHUNK_TILES, -(-tiles // GEMM_MAX_M_CHUNKS))
-    return GemmPlan("batch", pixels, 0, taps, p.n_out, p.block, 1, 1, 1, vw, mr, nr, nc, row_chunk)
+    # narrower column chunks until there are matmul.SHARED_ITEMS items (a 3x3 kernel's 9 pixels with one chunk
+    # each left two workers 5 and 4); the cotangent's strips are read in place, so this costs no packing
+    strips = matmul.NC_STRIPS
+    while strips > 1 and pixels * -(-p.n_out // row_chunk) * -(-p.block // (nr * strips)) < matmul.SHARED_ITEMS:
+        strips //= 2
+    return GemmPlan("batch", pixels, 0, taps, p.n_out, p.block, 1, 1, 1, vw, mr, nr, nr * strips, row_chunk)
 
 
 def _emit_batch_gemm(region, p: ConvPlan, g: GemmPlan):
@@ -716,6 +720,8 @@ def _emit_batch_gemm(region, p: ConvPlan, g: GemmPlan):
     def body(b: ir.IRBuilder, pointers, workgroup_id, workgroup_count):
         x_ptr, w_ptr, out_ptr = pointers[lv.source], pointers[rv.source], pointers[n_in]
         kernels = {rows: matmul._microkernel(b.module, ty, tiling, rows) for rows in matmul._tile_rows(g.m, g.mr)}
+        pack = matmul._packer(b.module, ty, tiling)
+        in_place = p.rhs_s[0] == 1  # the cotangent's features contiguous: B's full strips are read in place
         panel = b.alloca(ty, size=const64(kc_max * g.nc), name="panel")
         panel.align = 64
         lo, hi = workgroup_slice(b, items, workgroup_id, workgroup_count)
@@ -771,19 +777,9 @@ def _emit_batch_gemm(region, p: ConvPlan, g: GemmPlan):
                         def block(kb):
                             t0 = b.add(t_lo, b.mul(kb, const64(kc_max)))
                             kc = matmul._min(b, b.sub(t_hi, t0), const64(kc_max))
-                            padded = b.mul(strips, const64(g.nr))
-
-                            def pack(kk):
-                                src = dot_offsets(b, [b.add(t0, kk)], p.rhs_s[-1:], w_off)
-
-                                def slot(j):
-                                    return b.gep(panel, [b.add(b.mul(b.udiv(j, const64(g.nr)), const64(kc_max * g.nr)),
-                                                               b.add(b.mul(kk, const64(g.nr)), b.urem(j, const64(g.nr))))],
-                                                 source_etype=ty)
-                                for_range(b, 0, n_count, lambda j: b.store(
-                                    b.load(elem(w_ptr, dot_offsets(b, [j], p.rhs_s[:1], src)), typ=ty), slot(j)), name="j")
-                                for_range(b, n_count, padded, lambda j: b.store(ir.Constant(ty, 0.0), slot(j)), name="jz")
-                            for_range(b, 0, kc, pack, name="kk")
+                            b_block = elem(w_ptr, dot_offsets(b, [t0], p.rhs_s[-1:], w_off))
+                            if not in_place:
+                                b.call(pack, [b_block, const64(p.rhs_s[-1]), const64(p.rhs_s[0]), kc, n_count, panel])
                             q0 = b.add(base_q, b.mul(t0, const64(rd_in)))
                             a_block = b.add(x_off, b.mul(q0, const64(p.lhs_s[-1])))
 
@@ -796,8 +792,19 @@ def _emit_batch_gemm(region, p: ConvPlan, g: GemmPlan):
                                     col = b.mul(s, const64(g.nr))
                                     cols = matmul._min(b, b.sub(n_count, col), const64(g.nr))
                                     c_off = b.add(dot_offsets(b, [row], p.out_s[:1], c_base), col)
-                                    b_strip = b.gep(panel, [b.mul(s, const64(kc_max * g.nr))], source_etype=ty)
-                                    args = [a_tile, const64(p.lhs_s[0]), const64(rd_in * p.lhs_s[-1]), b_strip, const64(g.nr),
+                                    if in_place:
+                                        # full strips read the cotangent's rows where they lie; a partial one
+                                        # is packed (zero-padded), as its vector loads would read past the row
+                                        partial = b.icmp_unsigned("!=", cols, const64(g.nr))
+                                        strip_src = b.gep(b_block, [col], source_etype=ty)
+                                        with b.if_then(partial):
+                                            b.call(pack, [strip_src, const64(p.rhs_s[-1]), const64(1), kc, cols, panel])
+                                        b_strip = b.select(partial, panel, strip_src)
+                                        ldb = b.select(partial, const64(g.nr), const64(p.rhs_s[-1]))
+                                    else:
+                                        b_strip = b.gep(panel, [b.mul(s, const64(kc_max * g.nr))], source_etype=ty)
+                                        ldb = const64(g.nr)
+                                    args = [a_tile, const64(p.lhs_s[0]), const64(rd_in * p.lhs_s[-1]), b_strip, ldb,
                                             elem(out_ptr, c_off), const64(p.out_s[0]), kc, ir.Constant(I1, 1), cols]
                                     matmul._dispatch_rows(b, rows, kernels, args, g.mr)
                                 for_range(b, 0, strips, strip, name="s")
