@@ -485,10 +485,10 @@ def test_max_and_min_with_nan_and_signed_zeros_in_every_x86_64_build(tmp_path, m
 
 
 def test_large_outputs_are_streamed_past_the_caches():
-    """Full-row float32/float64 outputs of STREAM_MIN_BYTES or more are written with non-temporal stores
-    from a staged chunk (x86-64); rows of 8191 elements start at every offset within a cache line, so each
-    row's copy has its head before the first aligned line, aligned lines and a tail; the chunks end at a
-    partial one."""
+    """Full-row floating-point outputs (float32, float64, float16, bfloat16) of STREAM_MIN_BYTES or more are
+    written with non-temporal stores from a staged chunk (x86-64); rows of 8191 elements start at every offset
+    within a cache line, so each row's copy has its head before the first aligned line, aligned lines and a
+    tail; the chunks end at a partial one."""
     from kiln.compiler.compile import _optimized_kernel
     from kiln.compiler.target import Target
 
@@ -498,21 +498,24 @@ def test_large_outputs_are_streamed_past_the_caches():
 
     def fn(a):
         e = knp.exp(a - knp.max(a, axis=-1, keepdims=True))
-        return e / knp.sum(e, axis=-1, keepdims=True), e.astype(np.float64)
+        return (e / knp.sum(e, axis=-1, keepdims=True), e.astype(np.float64), e.astype(np.float16),
+                e.astype(ml_dtypes.bfloat16))
 
     (step,) = _plan(fn, x).steps
     host = Target.host().triple
-    assert row_fused._streamed_outputs(row_fused.plan(step.region), step.region, host) == [0, 1]
+    assert row_fused._streamed_outputs(row_fused.plan(step.region), step.region, host) == [0, 1, 2, 3]
     assert row_fused._streamed_outputs(row_fused.plan(step.region), step.region, "aarch64-unknown-linux-gnu") == []
     (one,) = _plan(lambda a: fn(a)[1], x).steps  # fewer bytes: kept in the caches
     assert row_fused._streamed_outputs(row_fused.plan(one.region), one.region, host) == []
     p = row_fused.plan(step.region)
     # the pass storing only streamed outputs prefetches the next row too (no write miss to compete with)
     after_first = [(k, n) for k, loop in enumerate(p.passes) for n in range(len(loop))][1:]
-    assert row_fused._quiet_passes(p) == [(1, 1)] and row_fused._quiet_passes(p, [0, 1]) == after_first
+    assert row_fused._quiet_passes(p) == [(1, 1)] and row_fused._quiet_passes(p, [0, 1, 2, 3]) == after_first
     kernel = str(_optimized_kernel("k", step.region, Target.host()))
     assert "!nontemporal" in kernel and "llvm.prefetch" in kernel
     x64 = x.astype(np.float64)
     e = np.exp(x64 - x64.max(-1, keepdims=True))
-    check_like_numpy(kiln.jit(fn)(x), [(e / e.sum(-1, keepdims=True)).astype(np.float32),
-                                       e.astype(np.float32).astype(np.float64)], 2e-6)
+    e32 = e.astype(np.float32)
+    got = kiln.jit(fn)(x)
+    check_like_numpy(got[:2], [(e / e.sum(-1, keepdims=True)).astype(np.float32), e32.astype(np.float64)], 2e-6)
+    check_like_numpy(got[2:], [e32.astype(np.float16), e32.astype(ml_dtypes.bfloat16)], 8e-3)  # an ulp of either

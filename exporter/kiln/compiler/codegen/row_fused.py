@@ -452,7 +452,7 @@ def _wide_lanes(p: RowPlan, region, target) -> dict[tuple[int, int], int]:
 
 
 STREAM_MIN_BYTES = 32 * 2**20
-"""Full-row float32/float64 outputs of at least this many bytes in all (and rows of at least
+"""Full-row floating-point outputs of at least this many bytes in all (and rows of at least
 STREAM_MIN_ROW_BYTES) are written with streaming (non-temporal) stores on x86-64: an output larger than
 a last-level cache goes to memory anyway, and a streaming store writes its line without first reading it
 (a normal store's miss reads the line it writes: 1.5x the memory traffic of a softmax). Smaller outputs
@@ -468,12 +468,13 @@ layernorm 5.4 / 5.0 / 4.8 / 5.2 / 4.1 ms with 4096 / 2048 / 1024 / 512 / 256 col
 
 def _streamed_outputs(p: RowPlan, region, triple: str) -> list[int]:
     """The positions of the 'col' outputs written with streaming stores (STREAM_MIN_BYTES): all of a
-    kernel's float32/float64 full-row outputs, where they are that large together."""
+    kernel's floating-point full-row outputs (float16, bfloat16, float32, float64), where they are that large
+    together."""
     if not str(triple).startswith("x86_64"):
         return []
     full = p.rows_shape + (p.columns,)
     outs = [i for i, v in enumerate(region.outvars)
-            if tuple(v.aval.shape) == full and np.dtype(v.aval.dtype) in (np.dtype(np.float32), np.dtype(np.float64))]
+            if tuple(v.aval.shape) == full and scalar_ops.info(v.aval.dtype).is_float]
     sizes = [np.dtype(region.outvars[i].aval.dtype).itemsize for i in outs]
     if not outs or p.rows * p.columns * sum(sizes) < STREAM_MIN_BYTES or p.columns * min(sizes) < STREAM_MIN_ROW_BYTES:
         return []
