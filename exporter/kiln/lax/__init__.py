@@ -83,8 +83,9 @@ from .more_api import (  # noqa: E402
 
 __all__ += more_api.__all__
 from .bitcast import bitcast_convert_type, reduce_precision  # noqa: E402
+from .linear_solve import custom_linear_solve, custom_root  # noqa: E402
 
-__all__ += ["bitcast_convert_type", "reduce_precision"]
+__all__ += ["bitcast_convert_type", "reduce_precision", "custom_linear_solve", "custom_root"]
 from .accuracy import AccuracyMode, Tolerance  # noqa: E402
 
 __all__ += ["AccuracyMode", "Tolerance"]
