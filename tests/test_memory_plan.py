@@ -619,6 +619,54 @@ def test_row_fused_output_is_not_written_over_an_input_read_elsewhere():
     assert pairs(lambda a: [knp.exp(a - knp.max(a, axis=1, keepdims=True))]) == [(0, 0)]
 
 
+def _epilogue_over_dead_operand(x, w, v):
+    e = x @ v                   # a product's output: transient, dead after y
+    p = x @ w                   # read by another kernel: the region's own output, the accumulator
+    y = knp.tanh(p) * e + 1.0   # p's epilogue and e's last reader: written over e
+    return y @ v.T, knp.max(p, axis=1)
+
+
+def test_matmul_epilogue_output_is_written_over_its_dead_operand():
+    """A matrix product's epilogue output other than the one the product accumulates in is written over
+    an input the kernel reads only as an epilogue operand at the element written
+    (memory_plan._matmul_pairs): the arena holds two 17 x 23 buffers instead of three. Never over A
+    or B, nor as the accumulating output (it holds partial sums before the epilogue reads the
+    operand). Odd sizes (17 x 12 x 23: partial tiles and strips): bit for bit the unplanned module's
+    values, numpy's closely."""
+    from kiln.compiler.memory_plan import inplace_pairs
+
+    rng = np.random.default_rng(3)
+    x, w, v = (rng.standard_normal(s).astype(F32) for s in ((17, 12), (12, 23), (12, 23)))
+    schedule = _schedule_of(_epilogue_over_dead_operand, (x, w, v))
+    (op,) = [op for op in schedule.ops if getattr(op, "inplace", None)]
+    assert op.step.name.startswith("dot_general") and op.inplace == {2: 1}
+    (y,) = _overwrites(schedule)
+    e = schedule.buffers[y.overwrites]
+    assert y.var is op.writes[1] and e.var is op.reads[2] and y.offset == e.offset and e.kind == "transient"
+    assert schedule.arena_size == 2 * 1600
+
+    def pairs(f, *shapes):
+        graph = prepare_graph(trace_to_graph(f, [ShapedArray(s, F32) for s in shapes]))
+        (step,) = [s for s in partition(graph).dispatches if s.name.startswith("dot_general")]
+        return inplace_pairs(step)
+    # the epilogue operand c read at the element written, beside the product's own output: input 2
+    assert pairs(lambda a, b, c: [a @ b, knp.tanh(a @ b) * c], (8, 8), (8, 8), (8, 8)) == [(2, 1)]
+    # A, c read transposed, and the only (accumulating) output: never
+    assert pairs(lambda a, b: [a @ b, (a @ b) * a], (8, 8), (8, 8)) == []
+    assert pairs(lambda a, b, c: [a @ b, (a @ b) * c.T], (8, 8), (8, 8), (8, 8)) == []
+    assert pairs(lambda a, b, c: [knp.tanh(a @ b) * c], (8, 8), (8, 8), (8, 8)) == []
+    with planning_disabled():
+        want = [np.asarray(r) for r in kiln.jit(_epilogue_over_dead_operand)(x, w, v)]
+    f = kiln.jit(_epilogue_over_dead_operand)
+    for _ in range(3):
+        for got, ref in zip(f(x, w, v), want):
+            np.testing.assert_array_equal(got, ref)
+    x64, w64, v64 = x.astype(np.float64), w.astype(np.float64), v.astype(np.float64)
+    p = x64 @ w64
+    np.testing.assert_allclose(want[0], (np.tanh(p) * (x64 @ v64) + 1) @ v64.T, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(want[1], p.max(axis=1), rtol=1e-5)
+
+
 def test_random_programs_write_in_place():
     a = np.zeros((8, 8), F32)
     count = sum(len(_overwrites(_schedule_of(_random_looped_program(seed), (a, a)))) for seed in range(8))
@@ -855,9 +903,9 @@ def test_transient_storage_cannot_change_while_the_function_runs():
 def _random_loop_nest(seed):
     """A random program of while, fori, scan and cond steps, nested up to three deep, whose bodies are
     random DAGs with matmuls, reductions and dynamic_update_slice over carries of three sizes (8x8,
-    8 and a scalar counter); carries are passed through, swapped, read by inner loops and branches,
-    their rows read by inner scans, and the loops' results go into later kernels, later loops, branch
-    results and the returned values. Planned and unplanned modules must agree bit for bit."""
+    8 and a scalar counter); carries are passed through, swapped, returned at two positions, read by
+    inner loops and branches, their rows read by inner scans, and the loops' results go into later
+    kernels, later loops, branch results and the returned values. Planned and unplanned modules must agree bit for bit."""
     rng = np.random.default_rng(seed)
     shape = [(int(rng.integers(0, 6)), int(rng.integers(0, 4)), int(rng.integers(1, 4))) for _ in range(12)]
     pick = iter(shape)
@@ -894,14 +942,15 @@ def _random_loop_nest(seed):
                 return mm, vv, s + knp.sum(vv)
             m, v, s = kiln.lax.fori_loop(0, trips, body, (m, v, knp.zeros((), np.float32)))
             return m + s * 0.01, v
-        if kind == 1:  # while with a data-dependent trip count, a carry passed through
-            def cond(c):
+        if kind == 1:  # while with a data-dependent trip count, a carry passed through (even trips) or
+            def cond(c):  # one new value at two carry positions (odd)
                 return (c[0] < trips) & (knp.sum(c[2]) < 1e6)  # 0 to 3 iterations
 
             def body(c):
                 k, keep, mm, vv = c
                 mm, vv = block(depth + 1, mm, vv, np.random.default_rng(int(sub.integers(0, 1 << 30))))
-                return k + 1, keep, mm * 0.9, vv
+                mm = mm * 0.9
+                return k + 1, mm if trips % 2 else keep, mm, vv
             _, keep, m, v = kiln.lax.while_loop(cond, body, (0, m * 2.0, m, v))
             return m + keep * 0.1, v
         if kind == 2:  # scan over rows with stacked outputs, the carry also stacked
@@ -1049,6 +1098,13 @@ class _LoopFaults(Program, export_name="loop_faults"):
             return knp.tanh(m * 0.5 + ys + c * 0.01)
         return kiln.lax.fori_loop(0, 3, body, x)                        # and the loop's result returned
 
+    def twice(self, x=Program.like(np.zeros((N_LOOP, N_LOOP), np.float32)),
+              w=Program.like(np.zeros((N_LOOP, N_LOOP), np.float32))):
+        def body(i, c):
+            h = knp.tanh(c[0] @ w + c[1] * 0.5)
+            return h, h                                                # one new value at two carry positions
+        return kiln.lax.fori_loop(0, 3, body, (x, x * 0.5))
+
 
 def _loop_faults_module(planned):
     if planned:
@@ -1064,7 +1120,8 @@ def _loop_faults_module(planned):
 def test_loops_and_branches_allocate_nothing_per_call(tmp_path):
     """kiln-run --benchmark: a steady-state call of functions with fori, while, scan and cond (nested,
     carries of several sizes, matmuls, reductions, dynamic_update_slice; a loop's result stored into a
-    mutable global; a carry an inner scan takes rows of, returned) has no page faults: every carry
+    mutable global; a carry an inner scan takes rows of, returned; one new value at two carry
+    positions, the second copied from the first) has no page faults: every carry
     rotates through two planned buffers and every intermediate lies in the arena, so the bytecode
     allocates only results (global.store copies the arena value into the global's own buffer).
     Without planning each iteration allocates its carries (thousands of faults). The planned module
@@ -1096,7 +1153,7 @@ def test_loops_and_branches_allocate_nothing_per_call(tmp_path):
                       *[f"--input=@{tmp_path / n}.npy" for n in ("x", "w")[:len(fn.args)]],
                       "--benchmark=50", "--warmup=2", "--workers=1", "--benchmark_format=json").stdout
             faults[planned, fn.name] = json.loads(out)["page_faults_per_call"] * 50
-    for name in ("fori", "nest", "rows", "train", "rows_out"):
+    for name in ("fori", "nest", "rows", "train", "rows_out", "twice"):
         for got, want in zip(results[True, name], results[False, name]):
             np.testing.assert_array_equal(got, want)
         # in all 50 calls together: the few faults kiln-run's own timing costs once, none per call
@@ -1127,6 +1184,11 @@ def test_loops_and_branches_allocate_nothing_per_call(tmp_path):
             c = c + r
         m = np.tanh(m * 0.5 + np.array(ys) + c * 0.01)
     np.testing.assert_allclose(results[True, "rows_out"][0], m, rtol=1e-4, atol=1e-5)
+    h, g = x.astype(np.float64), x * 0.5
+    for _ in range(3):
+        h = g = np.tanh(h @ w + g * 0.5)
+    for got in results[True, "twice"]:
+        np.testing.assert_allclose(got, h, rtol=1e-4, atol=1e-5)
 
 
 def test_peak_memory_of_a_loop_is_within_the_planned_bound(tmp_path):

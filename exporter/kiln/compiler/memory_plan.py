@@ -233,7 +233,8 @@ def inplace_pairs(step) -> list[tuple[int, int]]:
     dtype, and the region reads it only at the element it writes (no transpose, broadcast, slice or
     other layout view of it). A horizontal kernel (codegen/horizontal.py: one such loop per output shape)
     pairs an input and an output of one segment when no other segment reads the input; a row-fused
-    kernel its one full-row output and an input read only where it is written (`_row_fused_pairs`)."""
+    kernel its one full-row output and an input read only where it is written (`_row_fused_pairs`); a
+    matrix product an epilogue output and an epilogue operand (`_matmul_pairs`)."""
     from .compile import kernel_strategy
 
     region = step.region
@@ -244,6 +245,8 @@ def inplace_pairs(step) -> list[tuple[int, int]]:
         return _elementwise_pairs(region)
     if strategy == "row_fused":
         return _row_fused_pairs(region)
+    if strategy == "matmul":
+        return _matmul_pairs(region)
     if strategy != "horizontal":
         return []
     from .codegen.elementwise import plan_loops
@@ -255,6 +258,39 @@ def inplace_pairs(step) -> list[tuple[int, int]]:
         for source in {view.source for view in plan_loops(seg.region)[2]}:
             readers[source] = readers.get(source, 0) + 1
     return [(i, seg.positions[j]) for seg in segs for i, j in _elementwise_pairs(seg.region) if readers.get(i) == 1]
+
+
+def _matmul_pairs(region) -> list[tuple[int, int]]:
+    """inplace_pairs of a matrix product with an elementwise epilogue (codegen/epilogue.py): once all K
+    blocks of a work item's tile are accumulated into the `home` output, a loop over the tile's
+    elements loads, per element, the product and the epilogue's operands, and then stores every
+    epilogue output there. An epilogue output other than `home` may so be written over an input that
+    the kernel reads only as an epilogue operand at the element written (every view of it the input
+    itself, at the product's shape and dtype). Never over A or B, which the product reads across
+    its output, nor `home`, which holds partial sums before the epilogue runs."""
+    from .codegen import epilogue as epilogues
+    from .codegen import matmul
+    from .layout import contiguous_strides
+
+    try:
+        p = matmul._plan(region)
+        ep = epilogues.plan(region, p.sizes) if p.fast is not None else None
+    except Exception:  # not a product this strategy gives an epilogue: never in place
+        return []
+    if ep is None:
+        return []
+    shape = tuple(ep.dot.outvars[0].aval.shape)
+    identity = tuple(contiguous_strides(shape))
+    operands = {p.lhs.view.source, p.rhs.view.source}  # what the kernel reads: A, B and the leaves
+    pairs = []
+    for i, v in enumerate(region.invars):
+        mine = [w for w in ep.views if w.source == i]
+        if (i in operands or tuple(v.aval.shape) != shape or not mine
+                or not all(tuple(w.shape) == shape and tuple(w.strides) == identity and w.offset == 0
+                           and w.dtype == v.aval.dtype for w in mine)):
+            continue
+        pairs += [(i, j) for j in ep.outputs if j != ep.home and region.outvars[j].aval.dtype == v.aval.dtype]
+    return pairs
 
 
 def _row_fused_pairs(region) -> list[tuple[int, int]]:

@@ -322,9 +322,11 @@ def _kernel_only(graph: Graph, plan_for, memo: dict, rows: bool = False):
 
 def loop_memory(eqn, plan_for, memo: dict | None = None, graph: Graph | None = None) -> LoopMemory:
     """The `LoopMemory` of a control-flow equation (none for other host steps). A carry is carried
-    in rotating buffers when its body makes the new value itself (a step of the body defines it,
-    once among the carry outputs), and neither that value nor the carry parameter goes anywhere but
-    into kernels (or into inner control flow that keeps nothing of it) and the scan's rows: then
+    in rotating buffers when its body makes the new value itself (a step of the body defines it;
+    a value at several carry positions is carried at each, the body writing it into the first
+    position's buffer and the rotation copying it into the others', or at none), and neither that
+    value nor the carry parameter goes anywhere but into kernels (or into inner control flow that
+    keeps nothing of it) and the scan's rows: then
     no reference to a buffer survives the iteration after the one that wrote it. A carry whose
     value an inner scan takes rows of is carried too when both its buffers lie in the arena (the
     loop's result is read only by kernels of `graph`, the graph holding `eqn`), which buffer.row
@@ -407,8 +409,7 @@ def loop_memory(eqn, plan_for, memo: dict | None = None, graph: Graph | None = N
         carried, invariant, rows, staged = set(), set(), set(), set()
         ok_body = _kernel_only(body, plan_for, memo)
         for k, o in enumerate(carry_outs):
-            made = (isinstance(o, Var) and o.id not in params and sum(a is o for a in carry_outs) == 1
-                    and ok_body(o.id))
+            made = isinstance(o, Var) and o.id not in params and ok_body(o.id)
             if made and param_ok(k):
                 carried.add(k)
             elif made and tensor_type(eqn.outvars[k].aval).byte_size and param_ok(k, rows=True):
@@ -418,6 +419,11 @@ def loop_memory(eqn, plan_for, memo: dict | None = None, graph: Graph | None = N
                     staged.add(k)
             elif o is body.invars[k] and param_ok(k, back=k):
                 invariant.add(k)
+        for k in sorted(carried):  # a value at several carry positions: carried at all of them or none
+            if any(a is carry_outs[k] and j not in carried for j, a in enumerate(carry_outs)):
+                carried -= {j for j, a in enumerate(carry_outs) if a is carry_outs[k]}
+        rows &= carried
+        staged &= carried
         consumed = (carried - rows) | invariant
         # not a scan's stacked inputs: buffer.row freezes the buffer it takes rows of for good
         consumed |= {q for q in range(n_carry + n_xs, len(eqn.invars)) if param_ok(q)}
