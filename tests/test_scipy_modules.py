@@ -11,7 +11,9 @@ import kiln
 import kiln.scipy.cluster.vq as kvq
 import kiln.scipy.fft as kfft
 import kiln.scipy.integrate as kintegrate
+import kiln.numpy as knp
 import kiln.scipy.ndimage as kndimage
+from kiln.scipy.optimize import minimize as kminimize
 from kiln_tools import check_like_numpy, kiln_run_exported
 
 RNG = np.random.default_rng(11)
@@ -120,3 +122,50 @@ def test_dct_errors():
         kfft.dct(np.ones(4), norm="ortho", orthogonalize=False)
     with pytest.raises(ValueError, match=r"invalid number of data points \(0\)"):
         kfft.dct(np.ones(4), n=0)
+
+
+def rosenbrock(x):
+    return knp.sum(100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2)
+
+
+@pytest.mark.parametrize("method", ["BFGS", "l-bfgs-experimental-do-not-rely-on-this"])
+def test_minimize_finds_minima(method):
+    result = kminimize(rosenbrock, np.array([-1.2, 1.0]), method=method)
+    np.testing.assert_allclose(result.x, [1.0, 1.0], atol=1e-4)
+    assert bool(result.success) and int(result.status) == 0 and int(result.nit) > 5
+    assert int(result.nfev) >= int(result.nit) and result.nfev == result.njev
+    assert np.max(np.abs(result.jac)) < 1e-5
+    a, b = np.array([[3.0, 1.0], [1.0, 2.0]]), np.array([1.0, -1.0])
+    quadratic = lambda x, a, b: 0.5 * x @ a @ x - b @ x  # noqa: E731
+    result = kminimize(quadratic, np.zeros(2), args=(a, b), method=method, tol=1e-10)
+    np.testing.assert_allclose(result.x, np.linalg.solve(a, b), rtol=1e-8)
+    np.testing.assert_allclose(result.fun, -0.5 * b @ np.linalg.solve(a, b), rtol=1e-12)
+    if method == "BFGS":
+        np.testing.assert_allclose(result.hess_inv, np.linalg.inv(a), atol=1e-6)
+    else:
+        assert result.hess_inv is None
+
+
+def test_minimize_under_jit_and_vmap_and_statuses():
+    starts = np.array([[-1.2, 1.0], [2.0, 2.0], [0.0, -1.0]])
+    solve = kiln.jit(kiln.vmap(lambda x0: kminimize(rosenbrock, x0, method="BFGS").x))
+    np.testing.assert_allclose(solve(starts), np.ones((3, 2)), atol=1e-4)
+    capped = kminimize(rosenbrock, np.array([-1.2, 1.0]), method="BFGS", options={"maxiter": 2})
+    assert int(capped.status) == 1 and not bool(capped.success) and int(capped.nit) == 2
+    unbounded = kminimize(lambda x: -knp.sum(x), np.zeros(2), method="BFGS")
+    assert int(unbounded.status) == 3 and not bool(unbounded.success)
+    float32 = kiln.jit(lambda x0: kminimize(rosenbrock, x0, method="BFGS", options={"gtol": 1e-3}).x)(
+        np.array([-1.2, 1.0], np.float32))
+    assert float32.dtype == np.float32
+    np.testing.assert_allclose(float32, [1.0, 1.0], atol=2e-2)
+
+
+def test_minimize_errors():
+    with pytest.raises(ValueError, match="method 'Nelder-Mead' is not supported"):
+        kminimize(rosenbrock, np.zeros(2), method="Nelder-Mead")
+    with pytest.raises(ValueError, match=r"x0 must be one-dimensional; got shape \(2, 2\)"):
+        kminimize(rosenbrock, np.zeros((2, 2)), method="BFGS")
+    with pytest.raises(TypeError, match="args must be a tuple; got list"):
+        kminimize(rosenbrock, np.zeros(2), args=[1], method="BFGS")
+    with pytest.raises(TypeError, match=r"unknown options \['maxcor'\]"):
+        kminimize(rosenbrock, np.zeros(2), method="BFGS", options={"maxcor": 3})
