@@ -5,12 +5,14 @@ import pytest
 import scipy.cluster.vq
 import scipy.fft
 import scipy.integrate
+import scipy.interpolate
 import scipy.ndimage
 
 import kiln
 import kiln.scipy.cluster.vq as kvq
 import kiln.scipy.fft as kfft
 import kiln.scipy.integrate as kintegrate
+import kiln.scipy.interpolate as kinterpolate
 import kiln.numpy as knp
 import kiln.scipy.ndimage as kndimage
 from kiln.scipy.optimize import minimize as kminimize
@@ -169,3 +171,37 @@ def test_minimize_errors():
         kminimize(rosenbrock, np.zeros(2), args=[1], method="BFGS")
     with pytest.raises(TypeError, match=r"unknown options \['maxcor'\]"):
         kminimize(rosenbrock, np.zeros(2), method="BFGS", options={"maxcor": 3})
+
+
+@pytest.mark.parametrize("method", ["linear", "nearest"])
+def test_regular_grid_interpolator_matches_scipy(method):
+    x, y = np.sort(RNG.uniform(0, 5, 6)), np.sort(RNG.uniform(-2, 2, 4))
+    values = RNG.standard_normal((6, 4, 3))
+    points = np.stack([RNG.uniform(x[0] - 0.3, x[-1] + 0.3, 25), RNG.uniform(y[0] - 0.3, y[-1] + 0.3, 25)], -1)
+    for fill in (np.nan, None, 0.5):
+        got = kinterpolate.RegularGridInterpolator((x, y), values, method=method, fill_value=fill)(points)
+        want = scipy.interpolate.RegularGridInterpolator((x, y), values, method=method, fill_value=fill,
+                                                         bounds_error=False)(points)
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    interpolator = kinterpolate.RegularGridInterpolator((x, y), values[..., 0], method=method, fill_value=None)
+    want = scipy.interpolate.RegularGridInterpolator((x, y), values[..., 0], method=method, fill_value=None,
+                                                     bounds_error=False)
+    np.testing.assert_allclose(kiln.jit(lambda r, q: r(q))(interpolator, points), want(points), rtol=1e-12)
+    grid = np.meshgrid(np.linspace(0, 5, 3), np.linspace(-2, 2, 2), indexing="ij")
+    np.testing.assert_allclose(interpolator(tuple(grid)), want(tuple(grid)), rtol=1e-12)
+    other = "nearest" if method == "linear" else "linear"
+    np.testing.assert_allclose(interpolator(points, method=other), want(points, method=other), rtol=1e-12)
+
+
+def test_regular_grid_interpolator_errors():
+    grid, values = (np.arange(3.0), np.arange(4.0)), np.zeros((3, 4))
+    with pytest.raises(ValueError, match="method must be 'linear' or 'nearest'; got 'cubic'"):
+        kinterpolate.RegularGridInterpolator(grid, values, method="cubic")
+    with pytest.raises(NotImplementedError, match="bounds_error=True is not supported"):
+        kinterpolate.RegularGridInterpolator(grid, values, bounds_error=True)
+    with pytest.raises(ValueError, match="there are 4 points and 3 values in dimension 0"):
+        kinterpolate.RegularGridInterpolator((np.arange(4.0), np.arange(4.0)), values)
+    with pytest.raises(ValueError, match="dimension 1 must be strictly ascending"):
+        kinterpolate.RegularGridInterpolator((np.arange(3.0), np.array([0.0, 2.0, 1.0, 3.0])), values)
+    with pytest.raises(ValueError, match="the requested points have dimension 3, but this interpolator has dimension 2"):
+        kinterpolate.RegularGridInterpolator(grid, values)(np.zeros((5, 3)))
