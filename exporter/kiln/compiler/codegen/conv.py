@@ -397,7 +397,10 @@ def _emit_gemm(region, p: ConvPlan, g: GemmPlan, ep=None):
         def input_offset(pixel, k_index):
             """(offset of x[., 0, input position] relative to the image base, inside?) for an output pixel
             (linear) and a tap (multi-index)."""
-            pos = delinearize(b, pixel, p.out_spatial) if nsp else []
+            return position_offset(delinearize(b, pixel, p.out_spatial) if nsp else [], k_index)
+
+        def position_offset(pos, k_index):
+            """input_offset for an output pixel given as its position (multi-index)."""
             offset, inside = const64(0), ir.Constant(I1, 1)
             for d in range(nsp):
                 q, ok = _input_coordinate(b, p, d, pos[d], k_index[d])
@@ -499,17 +502,27 @@ def _emit_gemm(region, p: ConvPlan, g: GemmPlan, ep=None):
 
                     if rows_mode:
                         def pack_image():
-                            def row_tap(i, tt, k_index):
-                                offset, inside = input_offset(b.add(row, i), k_index)
-                                dst0 = b.add(b.mul(i, const64(kc_max)), b.mul(tt, cn))
+                            """apack[i, (tap, channel)]: per row its pixel's position (once), per tap its input
+                            position; the tap's channels copied in one run (vectorized where they are contiguous)
+                            or zeros where the tap falls in the padding or a dilation hole."""
+                            def one_row(i):
+                                pos = delinearize(b, b.add(row, i), p.out_spatial) if nsp else []
+                                dst_row = b.gep(apack, [b.mul(i, const64(kc_max))], source_etype=ty)
 
-                                def chan(cc):
-                                    src = dot_offsets(b, [b.add(c0, cc)], p.lhs_s[1:2], b.add(x_base, offset))
-                                    safe = b.select(inside, src, x_base)
-                                    v = b.select(inside, b.load(elem(x_ptr, safe), typ=ty), ir.Constant(ty, 0.0))
-                                    b.store(v, elem(apack, b.add(dst0, cc)))
-                                for_range(b, 0, cn, chan, name="cc")
-                            pack_rows(row_tap)
+                                def tap(tt):
+                                    offset, inside = position_offset(pos, tap_index(b.add(t0, tt)))
+                                    dst = b.gep(dst_row, [b.mul(tt, cn)], source_etype=ty)
+                                    with b.if_else(inside) as (then, otherwise):
+                                        with then:
+                                            src = elem(x_ptr, dot_offsets(b, [c0], p.lhs_s[1:2], b.add(x_base, offset)))
+                                            for_range(b, 0, cn, lambda cc: b.store(
+                                                b.load(b.gep(src, [b.mul(cc, const64(p.lhs_s[1]))], source_etype=ty), typ=ty),
+                                                b.gep(dst, [cc], source_etype=ty)), name="cp")
+                                        with otherwise:
+                                            for_range(b, 0, cn, lambda cc: b.store(ir.Constant(ty, 0.0),
+                                                                                   b.gep(dst, [cc], source_etype=ty)), name="cz")
+                                for_range(b, 0, tn, tap, name="tt")
+                            for_range(b, 0, rows, one_row, name="ri")
                             use_packed()
 
                         if g.taps_per_block == 1 and ld_one and nsp:
