@@ -1105,6 +1105,15 @@ class _LoopFaults(Program, export_name="loop_faults"):
             return h, h                                                # one new value at two carry positions
         return kiln.lax.fori_loop(0, 3, body, (x, x * 0.5))
 
+    def cond_rows(self, x=Program.like(np.zeros((N_LOOP, N_LOOP), np.float32)),
+                  w=Program.like(np.zeros((N_LOOP, N_LOOP), np.float32))):
+        m = knp.tanh(x @ w)                                            # a kernel's output, in the arena
+
+        def scanned(m):
+            c, ys = kiln.lax.scan(lambda c, r: (c + r, c * r * 0.01), m[0], m)  # its rows, in a branch
+            return knp.tanh(ys + c * 0.01)
+        return kiln.lax.cond(knp.sum(x) < 0, scanned, lambda m: m * 0.5, m) @ w  # (the test's x: scanned)
+
 
 def _loop_faults_module(planned):
     if planned:
@@ -1121,7 +1130,8 @@ def test_loops_and_branches_allocate_nothing_per_call(tmp_path):
     """kiln-run --benchmark: a steady-state call of functions with fori, while, scan and cond (nested,
     carries of several sizes, matmuls, reductions, dynamic_update_slice; a loop's result stored into a
     mutable global; a carry an inner scan takes rows of, returned; one new value at two carry
-    positions, the second copied from the first) has no page faults: every carry
+    positions, the second copied from the first; a kernel's output whose rows a scan in a cond
+    branch takes) has no page faults: every carry
     rotates through two planned buffers and every intermediate lies in the arena, so the bytecode
     allocates only results (global.store copies the arena value into the global's own buffer).
     Without planning each iteration allocates its carries (thousands of faults). The planned module
@@ -1153,7 +1163,7 @@ def test_loops_and_branches_allocate_nothing_per_call(tmp_path):
                       *[f"--input=@{tmp_path / n}.npy" for n in ("x", "w")[:len(fn.args)]],
                       "--benchmark=50", "--warmup=2", "--workers=1", "--benchmark_format=json").stdout
             faults[planned, fn.name] = json.loads(out)["page_faults_per_call"] * 50
-    for name in ("fori", "nest", "rows", "train", "rows_out", "twice"):
+    for name in ("fori", "nest", "rows", "train", "rows_out", "twice", "cond_rows"):
         for got, want in zip(results[True, name], results[False, name]):
             np.testing.assert_array_equal(got, want)
         # in all 50 calls together: the few faults kiln-run's own timing costs once, none per call
@@ -1189,6 +1199,14 @@ def test_loops_and_branches_allocate_nothing_per_call(tmp_path):
         h = g = np.tanh(h @ w + g * 0.5)
     for got in results[True, "twice"]:
         np.testing.assert_allclose(got, h, rtol=1e-4, atol=1e-5)
+    m = np.tanh(x.astype(np.float64) @ w)
+    assert x.sum() < 0  # the branch that scans
+    c, ys = m[0], []
+    for r in m:
+        ys.append(c * r * 0.01)
+        c = c + r
+    m = np.tanh(np.array(ys) + c * 0.01)
+    np.testing.assert_allclose(results[True, "cond_rows"][0], m @ w, rtol=1e-4, atol=1e-5)
 
 
 def test_peak_memory_of_a_loop_is_within_the_planned_bound(tmp_path):

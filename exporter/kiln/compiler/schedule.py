@@ -255,17 +255,19 @@ class LoopMemory:
     the loop's result takes by a copy at the exit (so the operand is consumed too). `rows`: a scan's
     stacked inputs whose rows go only into kernels: their memory is free once the scan is done, but
     `buffer.row` freezes the buffer, so they count as consumed for the step's own graph only, never
-    for a buffer that is written again (a rotating carry, a destination). `staged`: carried carries
-    whose value an inner scan takes rows of while the loop's result lies outside the arena (returned,
-    an enclosing step's buffer, one a host step keeps): buffer.row would freeze that buffer, so they
-    rotate through two arena spares instead and the exit copies the last value into it."""
+    for a buffer that is written again (a rotating carry, a destination); for a cond, the operands
+    whose rows a scan in a branch takes and that the branches otherwise hand only to kernels.
+    `staged`: carried carries whose value an inner scan takes rows of while the loop's result lies
+    outside the arena (returned, an enclosing step's buffer, one a host step keeps): buffer.row
+    would freeze that buffer, so they rotate through two arena spares instead and the exit copies
+    the last value into it."""
 
     carried: frozenset = frozenset()
     consumed: frozenset = frozenset()
     dests: dict = field(default_factory=dict)
     copied: dict = field(default_factory=dict)
     invariant: frozenset = frozenset()  # carries the body hands back unchanged: the exit copies them
-    rows: frozenset = frozenset()  # a scan's stacked inputs read by kernels only (buffer.row freezes them)
+    rows: frozenset = frozenset()  # a scan's stacked inputs read by kernels only (buffer.row freezes them), a cond's operands an inner scan takes rows of
     staged: frozenset = frozenset()  # carried carries rotating through two arena spares, copied out at the exit
 
 
@@ -359,13 +361,17 @@ def loop_memory(eqn, plan_for, memo: dict | None = None, graph: Graph | None = N
             if makes > 0:
                 placed.add(k)
         consumed = {0}  # the branch index: read by i.load
+        rows = set()  # operands whose rows an inner scan takes, and otherwise only kernels read
         for k in range(1, len(eqn.invars)):
-            if all(_kernel_only(g, plan_for, memo)(g.invars[k - 1].id)
-                   and not any(a is g.invars[k - 1] for j, a in enumerate(g.outvars) if j not in placed)
-                   for g in branches):
+            kept = any(any(a is g.invars[k - 1] for j, a in enumerate(g.outvars) if j not in placed)
+                       for g in branches)
+            if not kept and all(_kernel_only(g, plan_for, memo)(g.invars[k - 1].id) for g in branches):
                 consumed.add(k)
+            elif not kept and all(_kernel_only(g, plan_for, memo, True)(g.invars[k - 1].id) for g in branches):
+                rows.add(k)
         result = LoopMemory(carried=frozenset(placed), consumed=frozenset(consumed),
-                            dests={f"branch {j}": frozenset(placed) for j in range(len(branches))})
+                            dests={f"branch {j}": frozenset(placed) for j in range(len(branches))},
+                            rows=frozenset(rows))
     elif eqn.primitive in (scan_p, while_p):
         n_carry = p["n_carry"]
         if eqn.primitive is scan_p:
