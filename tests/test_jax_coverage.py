@@ -64,7 +64,7 @@ DELIBERATELY_ABSENT = {
 
 # The coverage (present / names not deliberately absent) each module must keep; raised as names land.
 # (2026-11-28: lax.bitcast_convert_type/reduce_precision/custom_linear_solve/custom_root; scipy.fft, integrate,
-# ndimage, cluster.vq, sparse.linalg, optimize, interpolate)
+# ndimage, cluster.vq, sparse.linalg, optimize, interpolate, spatial.transform)
 # recorded 2026-11-23 (jax.numpy.fft complete with complex64/complex128 dtypes, docs/numpy.md; lax's special
 # functions, scipy.special's sici/fresnel/owens_t/bessel_jn/hyp1f1/hyp2f1, random.key_dtype; scipy.special's
 # wofz/sph_harm_y and scipy.signal's stft/istft/welch/csd)
@@ -86,6 +86,7 @@ FLOORS = {
     "jax.scipy.sparse.linalg": 1.0,
     "jax.scipy.optimize": 1.0,
     "jax.scipy.interpolate": 1.0,
+    "jax.scipy.spatial.transform": 1.0,
     "jax.scipy.integrate": 1.0,
     "jax.scipy.ndimage": 1.0,
     "jax.scipy.cluster.vq": 1.0,

@@ -7,6 +7,7 @@ import scipy.fft
 import scipy.integrate
 import scipy.interpolate
 import scipy.ndimage
+import scipy.spatial.transform
 
 import kiln
 import kiln.scipy.cluster.vq as kvq
@@ -16,6 +17,7 @@ import kiln.scipy.interpolate as kinterpolate
 import kiln.numpy as knp
 import kiln.scipy.ndimage as kndimage
 from kiln.scipy.optimize import minimize as kminimize
+from kiln.scipy.spatial.transform import Rotation as kRotation, Slerp as kSlerp
 from kiln_tools import check_like_numpy, kiln_run_exported
 
 RNG = np.random.default_rng(11)
@@ -205,3 +207,82 @@ def test_regular_grid_interpolator_errors():
         kinterpolate.RegularGridInterpolator((np.arange(3.0), np.array([0.0, 2.0, 1.0, 3.0])), values)
     with pytest.raises(ValueError, match="the requested points have dimension 3, but this interpolator has dimension 2"):
         kinterpolate.RegularGridInterpolator(grid, values)(np.zeros((5, 3)))
+
+
+def test_rotation_conversions_match_scipy():
+    quat = RNG.standard_normal((6, 4))
+    ours, theirs = kRotation.from_quat(quat), scipy.spatial.transform.Rotation.from_quat(quat)
+    for name in ("as_matrix", "as_rotvec", "as_mrp", "magnitude"):
+        np.testing.assert_allclose(getattr(ours, name)(), getattr(theirs, name)(), atol=1e-12, err_msg=name)
+    np.testing.assert_allclose(ours.as_rotvec(degrees=True), theirs.as_rotvec(degrees=True), atol=1e-10)
+    np.testing.assert_allclose(ours.as_quat(canonical=True, scalar_first=True),
+                               theirs.as_quat(canonical=True, scalar_first=True), atol=1e-12)
+    matrices = theirs.as_matrix()
+    np.testing.assert_allclose(kRotation.from_matrix(matrices).as_quat(canonical=True),
+                               scipy.spatial.transform.Rotation.from_matrix(matrices).as_quat(canonical=True), atol=1e-12)
+    rotvec = RNG.standard_normal((6, 3))
+    for scale in (1.0, 1e-5):  # the small-angle series
+        np.testing.assert_allclose(kRotation.from_rotvec(rotvec * scale).as_quat(),
+                                   scipy.spatial.transform.Rotation.from_rotvec(rotvec * scale).as_quat(), atol=1e-15)
+    np.testing.assert_allclose(kRotation.from_mrp(0.3 * rotvec).as_quat(),
+                               scipy.spatial.transform.Rotation.from_mrp(0.3 * rotvec).as_quat(), atol=1e-12)
+    for seq in ("xyz", "zyx", "xzy", "zxz", "xyx", "yzy", "XYZ", "ZYX", "XZY", "ZXZ", "YXY", "XYX"):
+        angles = RNG.uniform(-3, 3, (6, 3))
+        np.testing.assert_allclose(kRotation.from_euler(seq, angles).as_quat(canonical=True),
+                                   scipy.spatial.transform.Rotation.from_euler(seq, angles).as_quat(canonical=True),
+                                   atol=1e-12, err_msg=seq)
+        np.testing.assert_allclose(ours.as_euler(seq), theirs.as_euler(seq), atol=1e-10, err_msg=seq)
+    np.testing.assert_allclose(kRotation.from_euler("z", 30, degrees=True).as_quat(),
+                               scipy.spatial.transform.Rotation.from_euler("z", 30, degrees=True).as_quat(), atol=1e-15)
+
+
+def test_rotation_gimbal_lock_follows_scipy():
+    import warnings
+
+    for seq, middle in (("xyz", np.pi / 2), ("XYZ", -np.pi / 2), ("zxz", 0.0), ("ZXZ", np.pi), ("zxz", np.pi)):
+        theirs = scipy.spatial.transform.Rotation.from_euler(seq, [0.3, middle, 0.2])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # scipy warns about the lock
+            want = theirs.as_euler(seq)
+        np.testing.assert_allclose(kRotation.from_quat(theirs.as_quat()).as_euler(seq), want, atol=1e-7, err_msg=seq)
+
+
+def test_rotation_operations_slerp_and_jit():
+    quat = RNG.standard_normal((5, 4))
+    ours, theirs = kRotation.from_quat(quat), scipy.spatial.transform.Rotation.from_quat(quat)
+    vectors = RNG.standard_normal((5, 3))
+    np.testing.assert_allclose(ours.apply(vectors), theirs.apply(vectors), atol=1e-12)
+    np.testing.assert_allclose(ours.apply(vectors[0], inverse=True), theirs.apply(vectors[0], inverse=True), atol=1e-12)
+    np.testing.assert_allclose((ours[0] * ours[1:3]).as_quat(canonical=True),
+                               (theirs[0] * theirs[1:3]).as_quat(canonical=True), atol=1e-12)
+    np.testing.assert_allclose((ours * ours.inv()).magnitude(), np.zeros(5), atol=1e-7)
+    weights = RNG.uniform(0, 1, 5)
+    np.testing.assert_allclose(ours.mean(weights).as_quat(canonical=True),
+                               theirs.mean(weights).as_quat(canonical=True), atol=1e-12)
+    assert len(ours) == 5 and not ours.single and ours[2].single
+    assert kRotation.concatenate([ours[0], ours[1:3]]).as_quat().shape == (3, 4)
+    np.testing.assert_array_equal(kRotation.identity(2).as_quat(), [[0, 0, 0, 1], [0, 0, 0, 1]])
+    draws = kRotation.random(kiln.random.PRNGKey(0), 4).as_quat()
+    np.testing.assert_allclose(np.linalg.norm(draws, axis=-1), np.ones(4), rtol=1e-6)  # float32, as JAX
+    times = np.array([0.0, 1.0, 3.0, 4.0, 6.0])
+    query = np.array([0.0, 0.5, 2.9, 4.5, 6.0])
+    want = scipy.spatial.transform.Slerp(times, theirs)(query).as_quat(canonical=True)
+    np.testing.assert_allclose(kSlerp.init(times, ours)(query).as_quat(canonical=True), want, atol=1e-12)
+    slerp = kiln.jit(lambda q, t: kSlerp.init(times, kRotation.from_quat(q))(t).as_quat(canonical=True))
+    np.testing.assert_allclose(slerp(quat, query), want, atol=1e-12)
+    np.testing.assert_allclose(kiln.jit(lambda r, v: r.apply(v))(ours, vectors), theirs.apply(vectors), atol=1e-12)
+
+
+def test_rotation_errors():
+    with pytest.raises(ValueError, match=r"shape \(\.\.\., 4\); got \(3,\)"):
+        kRotation.from_quat(np.ones(3))
+    with pytest.raises(ValueError, match="1 to 3 of 'xyz' \\(extrinsic\\) or of 'XYZ' \\(intrinsic\\), not mixed"):
+        kRotation.from_euler("xYz", np.zeros(3))
+    with pytest.raises(ValueError, match="consecutive axes of a sequence must differ; got 'xxy'"):
+        kRotation.from_euler("xxy", np.zeros(3))
+    with pytest.raises(ValueError, match="the sequence must have 3 axes; got 'xy'"):
+        kRotation.identity().as_euler("xy")
+    with pytest.raises(TypeError, match="a single Rotation is not subscriptable"):
+        kRotation.identity()[0]
+    with pytest.raises(ValueError, match="times must be strictly increasing"):
+        kSlerp.init(np.array([0.0, 0.0]), kRotation.identity(2))
