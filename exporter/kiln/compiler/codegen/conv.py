@@ -341,7 +341,7 @@ def _gemm_plan(p: ConvPlan, target) -> GemmPlan | None:
     if pixels < 4 or m < GEMM_MIN_ROWS:
         return None
     vw, mr = matmul._target_shape(target.vector_bytes, target.vector_registers, p.dtype)
-    nr = 2 * vw
+    nr = vw if n <= vw else 2 * vw  # one vector of columns for few features (16 per group): no half-empty strips
     nc = nr * matmul.NC_STRIPS
     tiles = -(-m // mr)
     row_chunk = mr * max(matmul.ROW_CHUNK_TILES, -(-tiles // GEMM_MAX_M_CHUNKS))
@@ -707,7 +707,7 @@ def _batch_gemm_plan(p: ConvPlan, target) -> GemmPlan | None:
             or p.in_per_group * taps < GEMM_MIN_K):
         return None
     vw, mr = matmul._target_shape(target.vector_bytes, target.vector_registers, p.dtype)
-    nr = 2 * vw
+    nr = vw if p.block <= vw else 2 * vw
     tiles = -(-p.n_out // mr)
     row_chunk = mr * max(matmul.ROW_CHUNK_TILES, -(-tiles // GEMM_MAX_M_CHUNKS))
     # narrower column chunks until there are matmul.SHARED_ITEMS items (a 3x3 kernel's 9 pixels with one chunk
