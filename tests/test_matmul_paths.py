@@ -1,5 +1,6 @@
 """The matmul kernel's operand paths (codegen/matmul.py) and the transposed-product fold (passes.py), run
-in the C runtime against numpy: B read transposed (panels packed by vector transposes), B read in place
+in the C runtime against numpy: B packed by each row chunk's first tile as it computes, B with strided
+columns packed before the tiles, B read transposed (panels packed by vector transposes), B read in place
 for tiles of few rows (matrix-vector products), dot products along k for few rows of `x @ w.T`, and
 transpose(dot_general) computed as the swapped product. Every case runs through kiln-run in each x86-64 kernel build (vector widths 4, 8 and 16 for
 float32), so full strips, partial strips and k tails meet each width; the training path is checked by
@@ -38,6 +39,11 @@ for dt in (np.float32, np.float64):
         CASES[f"nt-{tag}-{m}x{k}x{n}"] = (lambda a, b: a @ b.T, lambda a, b: a @ b.T, (_rand(m, k, dtype=dt), _rand(n, k, dtype=dt)))
     for m, k, n in [(1, 300, 300), (3, 50, 170), (6, 33, 40)]:
         CASES[f"direct-{tag}-{m}x{k}x{n}"] = (lambda a, b: a @ b, lambda a, b: a @ b, (_rand(m, k, dtype=dt), _rand(k, n, dtype=dt)))
+    # B packed by the first tile of each row chunk as it computes (matmul._packs_while_computing): two k
+    # blocks with a k tail, a partial strip, a row tail; and B whose columns are strided (packed apart).
+    CASES[f"packed-{tag}-40x300x70"] = (lambda a, b: a @ b, lambda a, b: a @ b, (_rand(40, 300, dtype=dt), _rand(300, 70, dtype=dt)))
+    CASES[f"strided-{tag}-20x260x30"] = (lambda a, b: a @ b[:, ::2], lambda a, b: a @ b[:, ::2],
+                                         (_rand(20, 260, dtype=dt), _rand(260, 60, dtype=dt)))
     CASES[f"tiny-{tag}"] = (lambda a, b: a @ b, lambda a, b: a @ b, (_rand(1, 7, dtype=dt), _rand(7, 1, dtype=dt)))
     for m, k, n in [(1, 45, 17), (4, 33, 9), (2, 200, 130), (3, 17, 6)]:
         CASES[f"dot-{tag}-{m}x{k}x{n}"] = (lambda a, b: a @ b.T, lambda a, b: a @ b.T, (_rand(m, k, dtype=dt), _rand(n, k, dtype=dt)))
@@ -177,14 +183,15 @@ def test_each_case_takes_the_path_it_is_named_for():
     targets = [Target.named("x86_64-unknown-linux-gnu", "haswell", "+avx,+avx2,+fma"),
                Target.named("x86_64-unknown-linux-gnu", "skylake-avx512", "+avx,+avx2,+avx512f,+fma")]
     for name, (fn, _, args) in CASES.items():
-        if not name.startswith(("nt-", "direct-", "dot-")):
+        if not name.startswith(("nt-", "direct-", "dot-", "packed-", "strided-")):
             continue
         region = partition(_graph(fn, *args)).dispatches[0].region
         plan = matmul._plan(region)
         for target in targets:
             t = matmul._tiling(region, plan, target)
             path = ("dot" if matmul._dot_form(plan, t) else "direct" if matmul._reads_b_in_place(plan, t)
-                    else "nt" if matmul._k_contiguous(plan, t) else "packed")
+                    else "nt" if matmul._k_contiguous(plan, t) else "packed" if matmul._packs_while_computing(plan, t)
+                    else "strided")
             assert path == name.split("-")[0], (name, target.cpu, path)
 
 

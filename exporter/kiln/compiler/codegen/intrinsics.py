@@ -39,6 +39,14 @@ def fmuladd(builder: ir.IRBuilder, a: ir.Value, b: ir.Value, c: ir.Value) -> ir.
     return builder.call(fn, [a, b, c])
 
 
+def prefetch(builder: ir.IRBuilder, ptr: ir.Value) -> None:
+    """A read prefetch of the cache line at ptr into every cache level (llvm.prefetch: no fault for any
+    address; dropped on targets without a prefetch instruction)."""
+    i32 = ir.IntType(32)
+    fn = intrinsic(builder.module, "prefetch.p0", ir.VoidType(), [ptr.type, i32, i32, i32], [])
+    builder.call(fn, [ptr, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+
+
 def halving_reduce(builder: ir.IRBuilder, v: ir.Value, combine) -> ir.Value:
     """v's lanes combined by halving (log2(lanes) dependent steps): combine(builder, low half, high half)
     until one lane is left, which is returned."""
