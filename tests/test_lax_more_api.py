@@ -1,6 +1,7 @@
 """kiln.lax's cbrt, nextafter, dtype, scatter_sub, reduce_xor, mulhi, index_take and ragged_dot against numpy
 (mulhi against Python's exact integers), with their errors, eagerly, under kiln.jit and exported through the
 standalone kiln-run."""
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -291,3 +292,32 @@ def test_ragged_dot_general_with_ragged_dots_dimension_numbers():
     other = lax.RaggedDotDimensionNumbers((((1,), (1,)), ((), ())), (0,), (1,))
     with pytest.raises(NotImplementedError, match="ragged_dot_general: only ragged_dot's dimension numbers"):
         lax.ragged_dot_general(lhs, rhs, sizes, other)
+
+
+def test_scaled_dot_and_scaled_matmul_repeat_block_scales(tmp_path):
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((2, 3, 8)).astype(np.float32)
+    b = rng.standard_normal((2, 4, 8)).astype(np.float32)
+    a_scales = rng.uniform(0.5, 2, (2, 3, 2)).astype(np.float32)
+    b_scales = rng.uniform(0.5, 2, (2, 4, 4)).astype(np.float32)
+    want = np.einsum("bmk,bnk->bmn", a * np.repeat(a_scales, 4, -1), b * np.repeat(b_scales, 2, -1))
+
+    def both(a, b, a_scales, b_scales):
+        default = lax.scaled_dot(a, b.transpose(0, 2, 1), lhs_scale=a_scales, rhs_scale=b_scales.transpose(0, 2, 1),
+                                 preferred_element_type=np.float32)
+        return kiln.nn.scaled_matmul(a, b, a_scales, b_scales), default
+
+    eager_jit_and_kiln_run(both, lambda *args: (want, want), a, b, a_scales, b_scales, tmp_path=tmp_path, tol=1e-5)
+    bf16 = kiln.jit(lambda a, b: lax.scaled_dot(a, b.transpose(0, 2, 1), lhs_scale=a_scales,
+                                                rhs_scale=b_scales.transpose(0, 2, 1)))(a, b)
+    assert bf16.dtype == ml_dtypes.bfloat16  # JAX's default result type
+    np.testing.assert_allclose(bf16.astype(np.float32), want, rtol=1e-2, atol=2e-2)
+    np.testing.assert_allclose(kiln.jit(kiln.nn.scaled_matmul)(a, b, a_scales, b_scales), want, rtol=1e-5, atol=1e-5)
+    plain = lax.scaled_dot(a[0], b[0].T, dimension_numbers=(((1,), (0,)), ((), ())), preferred_element_type=np.float64)
+    np.testing.assert_allclose(plain, a[0].astype(np.float64) @ b[0].T, rtol=1e-6)
+    with pytest.raises(TypeError, match="contracting dimension 2 \\(8\\) is not a multiple of lhs_scale's \\(3\\)"):
+        lax.scaled_dot(a, b.transpose(0, 2, 1), lhs_scale=np.ones((2, 3, 3), np.float32))
+    with pytest.raises(TypeError, match="rank 0 or 1 need dimension_numbers"):
+        lax.scaled_dot(a[0, 0], b[0, 0])
+    with pytest.raises(ValueError, match="rhs_scales must be 3-d"):
+        kiln.nn.scaled_matmul(a, b, a_scales, b_scales[0])

@@ -601,6 +601,22 @@ def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None
 
 # ----------------------------------------------------------------------------- initializers
 
+def scaled_matmul(lhs, rhs, lhs_scales, rhs_scales, preferred_element_type=np.float32):
+    """jax.nn.scaled_matmul: Σ_k lhs[b, m, k] a[b, m, k // block_a] rhs[b, n, k] s[b, n, k // block_b] for
+    lhs (B, M, K), rhs (B, N, K) and scales (B, M, K_a), (B, N, K_b) whose last sizes divide K: the
+    block-scaled product of microscaling formats, here in kiln's float dtypes (kiln.lax.scaled_dot)."""
+    from .lax.scaled_dot import scaled_dot
+
+    lhs, rhs = asarray(lhs), asarray(rhs)
+    for name, x in (("lhs", lhs), ("rhs", rhs), ("lhs_scales", lhs_scales), ("rhs_scales", rhs_scales)):
+        if aval(asarray(x)).ndim != 3:
+            raise ValueError(f"scaled_matmul: {name} must be 3-d (B, rows, K); got shape {aval(asarray(x)).shape}")
+    return scaled_dot(lhs, rhs, lhs_scale=lhs_scales, rhs_scale=rhs_scales,
+                      dimension_numbers=(((2,), (2,)), ((0,), (0,))), preferred_element_type=preferred_element_type)
+
+
+__all__ += ["scaled_matmul"]
+
 import sys  # noqa: E402
 
 from . import nn_initializers as initializers  # noqa: E402
