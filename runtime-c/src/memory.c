@@ -8,6 +8,7 @@
 
 #if defined(__linux__)
 #include <sys/mman.h>
+#include <unistd.h>
 #endif
 
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
@@ -32,24 +33,34 @@ int kiln_memory_is_mapped(size_t size, size_t min) {
 void* kiln_memory_alloc(size_t size, int mapped) {
 #if KILN_HAVE_HUGE_MAPPINGS
   if (mapped) {
-    /* mmap returns page-aligned memory (pages are at least 4 KiB), so the first
-     * 2 MiB boundary lies at most 2 MiB - 4 KiB past it. */
-    const size_t slack = KILN_HUGE_PAGE_SIZE - 4096 + KILN_RECORD_SIZE;
-    size_t length;
-    void* base;
-    uintptr_t start;
+    /* Map 2 MiB more than needed, then unmap what lies before the first 2 MiB
+     * boundary and past the end (rounded up to a page), so that the mapping
+     * is exactly the record and the memory: the partial huge page at its end
+     * is never a whole one inside the mapping, so the kernel backs it with
+     * small pages (a huge one would be up to 2 MiB of memory nobody asked
+     * for). A failed unmap of either end only leaves that end mapped. */
+    long page_size = sysconf(_SC_PAGESIZE);
+    size_t page = page_size > 0 && page_size <= (long)KILN_HUGE_PAGE_SIZE ? (size_t)page_size : 4096;
+    size_t length, used;
+    uintptr_t base, start, end;
     kiln_mapping_record_t* record;
-    if (size > SIZE_MAX - slack) return NULL;
-    length = size + slack;
-    base = mmap(NULL, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (base == MAP_FAILED) return NULL;
-    start = ((uintptr_t)base + KILN_HUGE_PAGE_SIZE - 1) & ~(uintptr_t)(KILN_HUGE_PAGE_SIZE - 1);
-    /* A hint, from the boundary on (nothing before it is ever touched): without
-     * transparent huge pages (EINVAL) the mapping is of small pages. */
-    (void)madvise((void*)start, length - (start - (uintptr_t)base), MADV_HUGEPAGE);
+    void* mem;
+    if (size > SIZE_MAX - 2 * KILN_HUGE_PAGE_SIZE) return NULL;
+    used = (KILN_RECORD_SIZE + size + page - 1) & ~(page - 1);
+    length = used + KILN_HUGE_PAGE_SIZE - page; /* the boundary: at most 2 MiB - 1 page in */
+    mem = mmap(NULL, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) return NULL;
+    base = (uintptr_t)mem;
+    end = base + length;
+    start = (base + KILN_HUGE_PAGE_SIZE - 1) & ~(uintptr_t)(KILN_HUGE_PAGE_SIZE - 1);
+    if (start > base && munmap(mem, start - base) == 0) base = start;
+    if (end > start + used && munmap((void*)(start + used), end - (start + used)) == 0)
+      end = start + used;
+    /* A hint: without transparent huge pages (EINVAL) the mapping is of small pages. */
+    (void)madvise((void*)start, used, MADV_HUGEPAGE);
     record = (kiln_mapping_record_t*)start;
-    record->base = base;
-    record->length = length;
+    record->base = (void*)base;
+    record->length = end - base;
     return (char*)start + KILN_RECORD_SIZE;
   }
 #else

@@ -60,7 +60,7 @@ static long fail_at;                /* 1-based; 0: inject nothing */
 static int persistent;              /* fail every call after fail_at too */
 static long injected;               /* failures injected in this run */
 static int injected_kind;           /* the kind of the first one */
-static atomic_long live_blocks, live_maps;
+static atomic_long live_blocks, live_maps; /* live_maps: bytes, in whole pages */
 
 /* Distinct return addresses of the counted calls: the allocation sites. */
 #define MAX_SITES 1024
@@ -154,6 +154,11 @@ void __wrap_free(void* p) {
   if (p) atomic_fetch_sub(&live_blocks, 1);
   __real_free(p);
 }
+static size_t page_bytes(size_t len) {
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  return (len + page - 1) / page * page;
+}
+
 void* __wrap_mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
   void* p;
   if (inject(K_MMAP, SITE)) {
@@ -161,12 +166,13 @@ void* __wrap_mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off
     return MAP_FAILED;
   }
   p = __real_mmap(addr, len, prot, flags, fd, off);
-  if (p != MAP_FAILED) atomic_fetch_add(&live_maps, 1);
+  if (p != MAP_FAILED) atomic_fetch_add(&live_maps, (long)page_bytes(len));
   return p;
 }
+/* Counted in bytes: the runtime unmaps the ends of a mapping it trims (memory.c). */
 int __wrap_munmap(void* addr, size_t len) {
   int rc = __real_munmap(addr, len);
-  if (rc == 0) atomic_fetch_sub(&live_maps, 1);
+  if (rc == 0) atomic_fetch_sub(&live_maps, (long)page_bytes(len));
   return rc;
 }
 int __wrap_mprotect(void* addr, size_t len, int prot) {
@@ -521,7 +527,7 @@ static void run_once(run_t* r, const runner_module_t* m) {
   memset(kind_calls, 0, sizeof kind_calls);
   current_scenario(r, m);
   if (atomic_load(&live_blocks) != blocks || atomic_load(&live_maps) != maps) {
-    fprintf(stderr, "%s: fail_at=%ld (%s) %s: %ld allocations and %ld mappings leaked\n",
+    fprintf(stderr, "%s: fail_at=%ld (%s) %s: %ld allocations and %ld bytes of mappings leaked\n",
             m->name, fail_at, injected ? kind_names[injected_kind] : "none",
             persistent ? "persistent" : "single", atomic_load(&live_blocks) - blocks,
             atomic_load(&live_maps) - maps);

@@ -11,6 +11,24 @@ static void keepalive_release(void* p) {
   CHECK(p == (void*)&keepalive_calls);
 }
 
+/* The extent of the mapping holding `p` (/proc/self/maps); 0 when not found. */
+static int mapping_of(const void* p, uintptr_t* from, uintptr_t* to) {
+  FILE* maps = fopen("/proc/self/maps", "r");
+  char line[512];
+  int found = 0;
+  if (!maps) return 0;
+  while (!found && fgets(line, sizeof line, maps)) {
+    unsigned long long a, b;
+    if (sscanf(line, "%llx-%llx", &a, &b) == 2 && a <= (uintptr_t)p && (uintptr_t)p < b) {
+      *from = (uintptr_t)a;
+      *to = (uintptr_t)b;
+      found = 1;
+    }
+  }
+  fclose(maps);
+  return found;
+}
+
 int main(void) {
   /* dtype table */
   const char* names[] = {"f32", "f64", "i8", "i16", "i32", "i64", "u8", "bool", "f16", "bf16",
@@ -198,11 +216,18 @@ int main(void) {
     }
     /* The allocator itself: 64-byte aligned both ways, NULL frees nothing, and
      * a size no mapping can hold fails cleanly. */
+    uintptr_t from = 0, to = 0;
     for (int mapped = 0; mapped < 2; ++mapped) {
       int use = mapped && kiln_memory_is_mapped(KILN_HUGE_PAGE_SIZE, KILN_HUGE_PAGE_SIZE);
       unsigned char* p = kiln_memory_alloc(KILN_HUGE_PAGE_SIZE + 64, use);
       CHECK(p && (uintptr_t)p % 64 == 0);
-      if (p && use) CHECK((uintptr_t)p % KILN_HUGE_PAGE_SIZE == 64); /* past the record */
+      if (p && use) {
+        /* Past the record, in a mapping of exactly the record and the memory
+         * (page-rounded): no whole huge page of it past the end. */
+        CHECK((uintptr_t)p % KILN_HUGE_PAGE_SIZE == 64);
+        CHECK(mapping_of(p, &from, &to));
+        CHECK(from == (uintptr_t)p - 64 && to == (uintptr_t)p + KILN_HUGE_PAGE_SIZE + 4096 - 64);
+      }
       if (p) p[0] = p[KILN_HUGE_PAGE_SIZE + 63] = 1;
       kiln_memory_free(p, use);
       kiln_memory_free(NULL, use);
