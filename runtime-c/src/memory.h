@@ -34,9 +34,11 @@ int kiln_memory_is_mapped(size_t size, size_t min);
 
 /* `size` bytes (not zeroed; size > 0), aligned to KILN_BUFFER_ALIGNMENT; NULL
  * when the memory cannot be had. mapped != 0 (kiln_memory_is_mapped): an
- * anonymous mapping (mmap) whose first 2 MiB boundary holds a 64-byte record
- * of the mapping, followed by the memory, so that the memory starts 64 bytes
- * past a huge-page boundary; else aligned_alloc. */
+ * anonymous mapping (mmap) that starts on a 2 MiB boundary with a 64-byte
+ * record of the mapping, then the memory (64 bytes past the boundary), and
+ * ends at the page that holds the memory's last byte (mapped with 2 MiB of
+ * slack, whose ends are then unmapped), so that no whole huge page lies past
+ * the memory; else aligned_alloc. */
 void* kiln_memory_alloc(size_t size, int mapped);
 
 /* Frees what kiln_memory_alloc(size, mapped) returned, with the same
