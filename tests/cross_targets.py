@@ -236,7 +236,7 @@ def assert_same(got: list[np.ndarray], want: list[np.ndarray], *, max_ulps: int 
 def sweep_functions(scale: int = 1) -> dict:
     """name -> (fn, args, kind): a function of every kernel strategy (elementwise, reductions, split
     reductions, row-fused, matmul, conv, pooling, structural, control flow) on small inputs; `kind` is
-    "exact" (bit-identical across targets), "math" (float32 exp, log or tanh: bit-identical across targets
+    "exact" (bit-identical across targets), "math" (float32 exp, log, tanh or gelu: bit-identical across targets
     with FMA, within MATH_ULPS_WITHOUT_FMA on x86-64 without it), "reduction" (within REDUCTION_ULPS) or
     "linalg" (the native factorizations, whose dot products and updates run in vectors of the target's width:
     within LINALG_RTOL of the largest |x86 result|; only quantities that do not depend on a sign choice).
@@ -296,11 +296,12 @@ def sweep_functions(scale: int = 1) -> dict:
         "ew_arith": (lambda a, b: [a * b + a / (b + 3.0), knp.maximum(a, b) - knp.floor(a * 7.3)], [x, x[::-1].copy()],
                      "exact"),
         "ew_math_f32": (lambda a, p: [knp.exp(a), knp.log(p), knp.tanh(a), knp.sin(a * 3), knp.sqrt(p),
-                                      knp.power(p, a), knp.arctan2(a, p), knp.log1p(p), knp.expm1(a), knp.erf(a)],
+                                      knp.power(p, a), knp.arctan2(a, p), knp.log1p(p), knp.expm1(a), knp.erf(a),
+                                      nn.gelu(a * 4)],
                         [x, pos], "math"),
         "ew_math_f64": (lambda a: [knp.exp(a), knp.tanh(a), knp.cos(a), knp.log(knp.abs(a) + 1e-3)], [x64], "exact"),
         "ew_special": (lambda s: [knp.exp(s), knp.log(s), knp.sqrt(s), knp.tanh(s), s * s, knp.sign(s),
-                                  knp.floor(s), s.astype(np.int32), knp.isnan(s)], [special], "math"),
+                                  knp.floor(s), s.astype(np.int32), knp.isnan(s), nn.gelu(s)], [special], "math"),
         "ew_int": (lambda i: [i * 3 - (i >> 2), i // 7, i % 5, knp.abs(i), (i & 0x3F) ^ 0x15,
                               i.astype(np.float32) * 0.25, knp.clip(i, -100, 100).astype(np.int8)], [ints], "exact"),
         "ew_narrow": (lambda h, b: [h * h + 1, knp.exp(h.astype(np.float32)).astype(np.float16), b * b - b,
