@@ -8,7 +8,7 @@ import pytest
 
 import kiln
 import kiln.numpy as knp
-from kiln import lax
+from kiln import Program, lax
 from kiln.compiler.codegen import conv as conv_codegen
 from kiln.compiler.fusion import DispatchStep, partition
 from kiln.compiler.pipeline import prepare_graph
@@ -16,7 +16,7 @@ from kiln.compiler.target import Target
 from kiln.core.aval import ShapedArray
 from kiln.core.trace import trace_to_graph
 from kiln.lax.conv import conv_dimension_numbers, dilate_dim, padtype_to_pads
-from kiln_tools import kiln_run_exported
+from kiln_tools import run_kiln_run
 from references import numerical_grad
 
 RNG = np.random.default_rng(23)
@@ -202,33 +202,92 @@ def test_training_gradients_against_finite_differences():
         np.testing.assert_allclose(np.sum(gw * d), want, rtol=1e-6)
 
 
-def test_exported_gemm_convolutions_run_in_kiln_run(tmp_path):
-    """NHWC with a bias and relu, NCHW strided, float64 dilated and an input gradient, in one exported
-    module run by the standalone kiln-run, against numpy."""
+VARIANTS = ("x86-64-v4", "x86-64-v3", "x86-64-v2")
+
+
+@pytest.fixture(scope="module")
+def exported_convolutions(tmp_path_factory):
+    """One portable module (its x86-64 v2, v3 and v4 builds: 4, 8 and 16 f32 lanes, 6 or 12 rows per tile)
+    whose function computes a convolution of each GEMM path, its inputs saved, and the numpy references:
+    NHWC with a bias and relu (rows, packed image tiles, the epilogue), NCHW strided with taps past both ends
+    (cols, image panels by runs), 128 channels (rows, the image read in place), 8 groups of 8 features
+    (one-vector strips), float64 dilated, the input gradients of NHWC and strided NCHW convolutions (rows and
+    cols with lhs-dilation holes) and an NHWC kernel gradient (gemm_batch)."""
+    tmp = tmp_path_factory.mktemp("conv_builds")
     x = RNG.standard_normal((1, 9, 10, 16)).astype(np.float32)
     w = RNG.standard_normal((3, 3, 16, 24)).astype(np.float32)
     bias = RNG.standard_normal(24).astype(np.float32)
     xc = RNG.standard_normal((2, 16, 9, 7)).astype(np.float32)
     wc = RNG.standard_normal((20, 16, 3, 3)).astype(np.float32)
+    xw = RNG.standard_normal((1, 5, 7, 128)).astype(np.float32)
+    ww = RNG.standard_normal((2, 2, 128, 24)).astype(np.float32)
+    xg = RNG.standard_normal((1, 7, 9, 64)).astype(np.float32)
+    wg = RNG.standard_normal((3, 3, 8, 64)).astype(np.float32)
     x64, w64 = x.astype(np.float64), w.astype(np.float64)
+    ct = RNG.standard_normal((1, 9, 10, 24)).astype(np.float32)
+    neg = dict(window_strides=(2, 3), padding=((1, -2), (-1, 4)))
+    strided = dict(window_strides=(2, 2), padding="SAME")
 
-    def f(x, w, bias, xc, wc, x64, w64):
+    def f(x, w, bias, xc, wc, xw, ww, xg, wg, x64, w64, ct):
         y = knp.maximum(lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=NHWC) + bias, 0.0)
-        yc = lax.conv_general_dilated(xc, wc, (2, 1), "SAME")
+        yn = lax.conv_general_dilated(xc, wc, **neg)
+        yw = lax.conv_general_dilated(xw, ww, (1, 1), "VALID", dimension_numbers=NHWC)
+        yg = lax.conv_general_dilated(xg, wg, (1, 1), "SAME", dimension_numbers=NHWC, feature_group_count=8)
         yd = lax.conv_general_dilated(x64, w64, (1, 1), "SAME", rhs_dilation=(2, 2), dimension_numbers=NHWC)
         gx = kiln.grad(lambda v: knp.sum(lax.conv_general_dilated(v, w, (1, 1), "SAME", dimension_numbers=NHWC) ** 2))(x)
-        return y, yc, yd, gx
+        gs = kiln.grad(lambda v: knp.sum(lax.conv_general_dilated(v, w, (2, 2), "SAME", dimension_numbers=NHWC) ** 2))(x)
+        gc = kiln.grad(lambda v: knp.sum(lax.conv_general_dilated(v, wc, **strided) ** 2))(xc)
+        gw = kiln.vjp(lambda u: lax.conv_general_dilated(x, u, (1, 1), "SAME", dimension_numbers=NHWC), w)[1](ct)[0]
+        return y, yn, yw, yg, yd, gx, gs, gc, gw
 
-    args = (x, w, bias, xc, wc, x64, w64)
-    assert _strategies(f, *args).count("gemm") >= 4
+    args = (x, w, bias, xc, wc, xw, ww, xg, wg, x64, w64, ct)
+    strategies = _strategies(f, *args)
+    assert strategies.count("gemm") >= 8 and "gemm_batch" in strategies, strategies
+
+    def input_gradient(v, k, dn, **kw):
+        """d sum(conv(v, k)^2)/dv = conv^T(2 conv(v, k)): numerically, by the transpose of numpy_conv's
+        linear map, through its vector-Jacobian product assembled column by column (small sizes)."""
+        k = k.astype(np.float64)
+        y = numpy_conv(v.astype(np.float64), k, dimension_numbers=dn, **kw)
+        basis = np.eye(v.size).reshape((v.size * v.shape[0],) + v.shape[1:])  # the batch dim holds them all
+        images = numpy_conv(basis, k, dimension_numbers=dn, **kw).reshape((v.size,) + y.shape)
+        return (images.reshape(v.size, -1) @ (2 * y).ravel()).reshape(v.shape).astype(v.dtype)
+
     y_ref = numpy_conv(x, w, (1, 1), "SAME", dimension_numbers=NHWC)
-    want = [np.maximum(y_ref + bias, 0), numpy_conv(xc, wc, (2, 1), "SAME"),
+    want = [np.maximum(y_ref + bias, 0), numpy_conv(xc, wc, **neg),
+            numpy_conv(xw, ww, (1, 1), "VALID", dimension_numbers=NHWC),
+            numpy_conv(xg, wg, (1, 1), "SAME", dimension_numbers=NHWC, feature_group_count=8),
             numpy_conv(x64, w64, (1, 1), "SAME", rhs_dilation=(2, 2), dimension_numbers=NHWC),
-            numpy_conv(2 * y_ref, np.flip(w, (0, 1)).transpose(0, 1, 3, 2), (1, 1), "SAME", dimension_numbers=NHWC)]
-    got = kiln_run_exported(f, *args, tmp_path=tmp_path)
-    for g, wnt in zip(got, want):
-        assert g.dtype == wnt.dtype
-        np.testing.assert_allclose(g, wnt, rtol=1e-4 if g.dtype == np.float32 else 1e-12, atol=1e-4)
+            numpy_conv(2 * y_ref, np.flip(w, (0, 1)).transpose(0, 1, 3, 2), (1, 1), "SAME", dimension_numbers=NHWC),
+            input_gradient(x, w, NHWC, window_strides=(2, 2), padding="SAME"),
+            input_gradient(xc, wc, None, **strided),
+            numpy_kernel_gradient(x, ct.astype(np.float64), 3, 1, 1, "SAME").astype(np.float32)]
+    names = [f"a{i}" for i in range(len(args))]
+    namespace = {"Program": Program, "f": f, "args": args}
+    params = ", ".join(f"{n}=Program.like(args[{i}])" for i, n in enumerate(names))
+    exec(f"def run(self, {params}):\n    return f({', '.join(names)})", namespace)
+    program = type("Convs", (Program,), {"run": namespace["run"]}, export_name="convs")
+    path = tmp / "convs.vmfb"
+    Program.get_compiled_artifact(program, target="portable").save(path)
+    for n, a in zip(names, args):
+        np.save(tmp / f"{n}.npy", a)
+    return tmp, path, names, want
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_exported_gemm_convolutions_run_in_each_kernel_build(exported_convolutions, variant, monkeypatch):
+    """Every GEMM path of the module above, run by the standalone kiln-run with each x86-64 build forced,
+    against numpy."""
+    tmp, path, names, want = exported_convolutions
+    monkeypatch.setenv("KILN_CPU_VARIANT", variant)
+    outs = [tmp / f"{variant}.{k}.npy" for k in range(len(want))]
+    run_kiln_run(f"--module={path}", "--function=run", *[f"--input=@{tmp / f'{n}.npy'}" for n in names],
+                 *[f"--output=@{o}" for o in outs])
+    for k, (o, wnt) in enumerate(zip(outs, want)):
+        g = np.load(o)
+        assert g.dtype == wnt.dtype and g.shape == wnt.shape, (k, g.dtype, g.shape)
+        tol = 1e-4 if g.dtype == np.float32 else 1e-12
+        np.testing.assert_allclose(g, wnt, rtol=tol, atol=tol * max(np.abs(wnt).max(), 1.0), err_msg=f"result {k}")
 
 
 # (name, dtype, N, H, W, C, O, stride, kernel dilation, padding): kernel gradients of NHWC/HWIO convolutions
