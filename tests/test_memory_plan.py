@@ -1111,8 +1111,10 @@ class _LoopFaults(Program, export_name="loop_faults"):
 
         def scanned(m):
             c, ys = kiln.lax.scan(lambda c, r: (c + r, c * r * 0.01), m[0], m)  # its rows, in a branch
-            return knp.tanh(ys + c * 0.01)
-        return kiln.lax.cond(knp.sum(x) < 0, scanned, lambda m: m * 0.5, m) @ w  # (the test's x: scanned)
+            t = knp.tanh(ys + c * 0.01)
+            return t, t                                                # one value at two results
+        a, b = kiln.lax.cond(knp.sum(x) < 0, scanned, lambda m: (m * 0.5, m * 0.25), m)  # (the test's x: scanned)
+        return a @ w + b
 
 
 def _loop_faults_module(planned):
@@ -1131,7 +1133,7 @@ def test_loops_and_branches_allocate_nothing_per_call(tmp_path):
     carries of several sizes, matmuls, reductions, dynamic_update_slice; a loop's result stored into a
     mutable global; a carry an inner scan takes rows of, returned; one new value at two carry
     positions, the second copied from the first; a kernel's output whose rows a scan in a cond
-    branch takes) has no page faults: every carry
+    branch takes, the branch returning one value at two results) has no page faults: every carry
     rotates through two planned buffers and every intermediate lies in the arena, so the bytecode
     allocates only results (global.store copies the arena value into the global's own buffer).
     Without planning each iteration allocates its carries (thousands of faults). The planned module
@@ -1206,7 +1208,7 @@ def test_loops_and_branches_allocate_nothing_per_call(tmp_path):
         ys.append(c * r * 0.01)
         c = c + r
     m = np.tanh(np.array(ys) + c * 0.01)
-    np.testing.assert_allclose(results[True, "cond_rows"][0], m @ w, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(results[True, "cond_rows"][0], m @ w + m, rtol=1e-4, atol=1e-5)
 
 
 def test_peak_memory_of_a_loop_is_within_the_planned_bound(tmp_path):

@@ -346,6 +346,8 @@ def loop_memory(eqn, plan_for, memo: dict | None = None, graph: Graph | None = N
         # results written into their planned buffer, made before branching: each branch makes the
         # value itself (once among its outputs, read in it only by kernels), or hands over an operand
         # or a constant, which is copied there; at least one branch makes it
+        # (a value a branch returns at several positions goes into the first one's buffer and is
+        # copied into the others': placed at all of them, or at none)
         placed = set()
         for k in range(len(eqn.outvars)):
             makes = 0
@@ -354,12 +356,21 @@ def loop_memory(eqn, plan_for, memo: dict | None = None, graph: Graph | None = N
                 params = {v.id for v in g.invars} | {v.id for v in g.constvars}
                 if not isinstance(o, Var) or o.id in params:
                     continue
-                if sum(a is o for a in g.outvars) == 1 and _kernel_only(g, plan_for, memo)(o.id):
+                if _kernel_only(g, plan_for, memo)(o.id):
                     makes += 1
                 else:
                     makes = -len(branches)
             if makes > 0:
                 placed.add(k)
+        changed = True
+        while changed:
+            changed = False
+            for g in branches:
+                for k in sorted(placed):
+                    o = g.outvars[k]
+                    if isinstance(o, Var) and any(a is o and j not in placed for j, a in enumerate(g.outvars)):
+                        placed -= {j for j, a in enumerate(g.outvars) if a is o}
+                        changed = True
         consumed = {0}  # the branch index: read by i.load
         rows = set()  # operands whose rows an inner scan takes, and otherwise only kernels read
         for k in range(1, len(eqn.invars)):
