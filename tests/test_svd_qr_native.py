@@ -56,6 +56,14 @@ def check_svd(x, outs, full_matrices, slack=1.0):
     assert _orthogonality(u) <= bound and _orthogonality(_t(vh)) <= bound
 
 
+def check_qr_of_rank_deficient(x, outs):
+    """q orthogonal, r upper triangular, q r = x (q's columns past the rank are not unique: not LAPACK's)."""
+    q, r = (np.asarray(o) for o in outs)
+    bound = 20 * max(x.shape[-2:]) * _eps(x.dtype)
+    assert np.all(np.tril(r, -1) == 0) and _orthogonality(q) <= bound
+    assert np.abs(np.asarray(q, np.float64) @ r - x).max() <= bound * max(1.0, np.abs(x).max()) * max(x.shape[-2:])
+
+
 def check_qr(x, outs, full_matrices):
     """q and r as LAPACK's (same signs), r upper triangular, q orthogonal, q r = x."""
     q, r = (np.asarray(o) for o in outs)
@@ -75,11 +83,16 @@ def check_qr(x, outs, full_matrices):
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_eager_svd_and_qr_match_numpy(dtype):
     rng = np.random.default_rng(0)
-    for shape in SHAPES[:-1] + [(3, 4, 2)]:
-        x = rng.standard_normal(shape).astype(dtype)
+    for shape in SHAPES[:-1] + [(3, 4, 2), "ones"]:
+        # ones: the reflectors after the first are built from rounding noise that grows subnormal
+        x = np.ones((45, 33), dtype) if shape == "ones" else rng.standard_normal(shape).astype(dtype)
+        shape = x.shape
         for full in (True, False):
             check_svd(x, lax_linalg.svd(x, full_matrices=full), full)
-            check_qr(x, lax_linalg.qr(x, full_matrices=full), full)
+            if x.shape == (45, 33) and x[0, 0] == 1:
+                check_qr_of_rank_deficient(x, lax_linalg.qr(x, full_matrices=full))
+            else:
+                check_qr(x, lax_linalg.qr(x, full_matrices=full), full)
         np.testing.assert_allclose(lax_linalg.svd(x, compute_uv=False), np.linalg.svd(x, compute_uv=False),
                                    atol=20 * max(shape) * _eps(dtype) * np.abs(x).max() * 4)
 
@@ -243,27 +256,31 @@ def test_exported_modules_run_in_kiln_run(tmp_path):
 
 
 class _Bidiagonal(kiln.Program, export_name="svd_bidiagonal"):
-    def run(self, x=kiln.Program.like(np.zeros((4, 40, 33), np.float32))):
-        return lax_linalg.svd(x, full_matrices=False)
+    def run(self, x=kiln.Program.like(np.zeros((4, 45, 33), np.float32))):
+        return (*lax_linalg.svd(x, full_matrices=False), *lax_linalg.qr(x))
 
 
 def test_bidiagonal_path_in_kiln_run_every_build(tmp_path):
     """The bidiagonal path (min(m, n) >= BIDIAG_FROM) exported portable and run by kiln-run with each x86-64
     build the host can run forced (v2: no FMA, LLVM expands the multiply-adds): LAPACK's numbers, and a NaN
-    or an inf makes its matrix's results NaN, not the others'."""
+    or an inf makes its matrix's results NaN, not the others'. A matrix of ones (its reflectors after the first
+    built from rounding noise that grows subnormal: computed on the column scaled to a largest entry of 1,
+    else Q is far from orthogonal) in svd and qr."""
     from kiln.lax import _svd_qr_native as native
     from test_linalg_native import _kiln_run_build, _variants
 
-    assert native.uses_bidiagonal(40, 33)
-    x = np.random.default_rng(12).standard_normal((4, 40, 33)).astype(np.float32)
-    x[1, 2, 3], x[3, 39, 0] = np.nan, -np.inf
+    assert native.uses_bidiagonal(45, 33)
+    x = np.random.default_rng(12).standard_normal((4, 45, 33)).astype(np.float32)
+    x[1, 2, 3], x[2], x[3, 39, 0] = np.nan, 1, -np.inf
     module = tmp_path / "svd.vmfb"
     kiln.Program.get_compiled_artifact(_Bidiagonal, target="portable").save(module)
     np.save(tmp_path / "x.npy", x)
     for variant in _variants():
-        u, s, vh = _kiln_run_build(tmp_path, module, [f"--input=@{tmp_path / 'x.npy'}"], 3, variant, "1")
+        u, s, vh, q, r = _kiln_run_build(tmp_path, module, [f"--input=@{tmp_path / 'x.npy'}"], 5, variant, "1")
         for k in (0, 2):
             check_svd(x[k], (u[k], s[k], vh[k]), False)
+        check_qr(x[0], (q[0], r[0]), True)
+        check_qr_of_rank_deficient(x[2], (q[2], r[2]))
         for k in (1, 3):
             assert np.isnan(s[k]).all() and np.isnan(u[k]).all() and np.isnan(vh[k]).all()
 

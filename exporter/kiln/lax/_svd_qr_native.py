@@ -100,13 +100,15 @@ def _householder(a, columns: int):
             safe = np.where(scale > 0, scale, 1).astype(a.dtype)
             scaled = below / safe[:, None]
             below_sq = np.sum(scaled * scaled, axis=1)
+            # beta, tau and v from the column divided by its largest |entry| (as LAPACK's larfg rescales a
+            # tiny column): a subnormal column's own differences would lose the bits H's orthogonality needs
             sa = alpha / safe
-            norm = safe * np.sqrt(sa * sa + below_sq)
             reflect = below_sq > 0
-            beta = np.where(reflect, -np.where(alpha >= 0, 1, -1).astype(a.dtype) * norm, alpha)
-            tau = np.where(reflect, (beta - alpha) / np.where(reflect, beta, 1), 0).astype(a.dtype)
-            gap = np.where(reflect, alpha - beta, 1).astype(a.dtype)
-            v = (below / gap[:, None]).astype(a.dtype)
+            sbeta = -np.where(alpha >= 0, 1, -1).astype(a.dtype) * np.sqrt(sa * sa + below_sq)
+            beta = np.where(reflect, safe * sbeta, alpha)
+            tau = np.where(reflect, (sbeta - sa) / np.where(reflect, sbeta, 1), 0).astype(a.dtype)
+            gap = np.where(reflect, sa - sbeta, 1).astype(a.dtype)
+            v = (scaled / gap[:, None]).astype(a.dtype)
             if j + 1 < n:
                 rest = a[:, j + 1:, j + 1:]
                 w = a[:, j, j + 1:] + np.einsum("bi,bic->bc", v, rest)
@@ -271,7 +273,7 @@ def _pythag(a, b):
 
 def _reflector(x):
     """In place on x (1-D, length >= 1): the Householder reflector of _householder's formulas (LAPACK's
-    larfg, scaled by the largest |entry|). Returns (tau, beta); x[1:] becomes v (v_0 = 1 implied)."""
+    larfg, computed on x divided by its largest |entry|). Returns (tau, beta); x[1:] becomes v (v_0 = 1 implied)."""
     dtype = x.dtype
     alpha, below = x[0], x[1:]
     scale = np.max(np.abs(x))
@@ -280,12 +282,12 @@ def _reflector(x):
     below_sq = np.sum(scaled * scaled, dtype=dtype)
     sa = alpha / safe
     if not below_sq > 0:
+        x[1:] = scaled
         return dtype.type(0), alpha
-    norm = safe * np.sqrt(sa * sa + below_sq)
-    beta = -norm if alpha >= 0 else norm
-    tau = (beta - alpha) / beta
-    x[1:] = below / (alpha - beta)
-    return tau, beta
+    snorm = np.sqrt(sa * sa + below_sq)
+    sbeta = -snorm if alpha >= 0 else snorm
+    x[1:] = scaled / (sa - sbeta)
+    return (sbeta - sa) / sbeta, safe * sbeta
 
 
 def _bidiagonalize(a):

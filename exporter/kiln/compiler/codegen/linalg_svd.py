@@ -237,6 +237,22 @@ def _householder_body(g: _Gen, a, m, ncols, k, taus):
     for_range(g.b, const64(0), k, lambda j: _householder_step(g, a, m, ncols, j, taus), name="hh.j")
 
 
+def _reflector_scalars(g: _Gen, alpha, safe, below_sq):
+    """(beta, tau, gap) of a reflector whose column has leading entry alpha, largest |entry| safe (1 for a
+    zero column) and sum of (x_i / safe)^2 below alpha below_sq, computed on the column divided by safe (as
+    LAPACK's larfg rescales a tiny column: a subnormal column's own differences would lose the bits the
+    reflector's orthogonality needs); v_i = (x_i / safe) / gap (as _svd_qr_native._householder)."""
+    b = g.b
+    sa = b.fdiv(alpha, safe)
+    snorm = g.sqrt(b.fadd(b.fmul(sa, sa), below_sq))
+    reflect = g.gt(below_sq, g.c(0.0))
+    sbeta = b.select(b.fcmp_ordered(">=", alpha, g.c(0.0)), b.fneg(snorm), snorm)
+    beta = b.select(reflect, b.fmul(safe, sbeta), alpha)
+    tau = b.select(reflect, b.fdiv(b.fsub(sbeta, sa), b.select(reflect, sbeta, g.c(1.0))), g.c(0.0))
+    gap = b.select(reflect, b.fsub(sa, sbeta), g.c(1.0))
+    return beta, tau, gap
+
+
 def _householder_step(g: _Gen, a, m, ncols, j, taus):
     """Householder step j (of _householder): column j's reflector, applied to the columns after it."""
     b = g.b
@@ -249,14 +265,10 @@ def _householder_step(g: _Gen, a, m, ncols, j, taus):
     (below_sq,) = g.vsum(below_lo, end, lambda i, w: [(lambda s: (s, s))(b.fdiv(g.ld(a, i, w), g.splat(safe, w)))],
                          name="hh.sq")
     alpha = g.ld(a, start)
-    sa = b.fdiv(alpha, safe)
-    norm = b.fmul(safe, g.sqrt(b.fadd(b.fmul(sa, sa), below_sq)))
+    beta, tau, gap = _reflector_scalars(g, alpha, safe, below_sq)
+    g.vloop(below_lo, end, lambda i, w: g.st(a, i, b.fdiv(b.fdiv(g.ld(a, i, w), g.splat(safe, w)), g.splat(gap, w)), w),
+            name="hh.v")
     reflect = g.gt(below_sq, g.c(0.0))
-    signed = b.select(b.fcmp_ordered(">=", alpha, g.c(0.0)), b.fneg(norm), norm)
-    beta = b.select(reflect, signed, alpha)
-    tau = b.select(reflect, b.fdiv(b.fsub(beta, alpha), b.select(reflect, beta, g.c(1.0))), g.c(0.0))
-    gap = b.select(reflect, b.fsub(alpha, beta), g.c(1.0))
-    g.vloop(below_lo, end, lambda i, w: g.st(a, i, b.fdiv(g.ld(a, i, w), g.splat(gap, w)), w), name="hh.v")
     g.st(taus, j, tau)
 
     def columns(cs):
@@ -694,14 +706,9 @@ def _right_step(g: _Gen, a, m, n, i, rv1, taus_y, wv):
     for_range(b, i2, n, square, name="rr.sq")
     below_sq = b.load(sq_v)
     alpha = g.ld(a, at(i1))
-    sa = b.fdiv(alpha, safe)
-    norm = b.fmul(safe, g.sqrt(b.fadd(b.fmul(sa, sa), below_sq)))
+    beta, tau, gap = _reflector_scalars(g, alpha, safe, below_sq)
     reflect = g.gt(below_sq, g.c(0.0))
-    signed = b.select(b.fcmp_ordered(">=", alpha, g.c(0.0)), b.fneg(norm), norm)
-    beta = b.select(reflect, signed, alpha)
-    tau = b.select(reflect, b.fdiv(b.fsub(beta, alpha), b.select(reflect, beta, g.c(1.0))), g.c(0.0))
-    gap = b.select(reflect, b.fsub(alpha, beta), g.c(1.0))
-    for_range(b, i2, n, lambda j: g.st(a, at(j), b.fdiv(g.ld(a, at(j)), gap)), name="rr.v")
+    for_range(b, i2, n, lambda j: g.st(a, at(j), b.fdiv(b.fdiv(g.ld(a, at(j)), safe), gap)), name="rr.v")
     g.st(taus_y, i1, tau)
     g.st(rv1, i1, beta)
     lo, hi = i1, m  # the rows updated, within each column
