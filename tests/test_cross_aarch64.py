@@ -95,6 +95,34 @@ def test_named_cpu_modules_load_without_non_gating_features(kiln_run_aarch64, tm
         assert f"requires CPU feature '+{gating}' which this host CPU lacks" in proc.stderr, proc.stderr
 
 
+def test_streamed_row_outputs_match_x86(kiln_run_aarch64, tmp_path, monkeypatch):
+    """A row-fused softmax whose outputs (1 MiB of float32 and of float16, rows of 1024) the runtime is told
+    are larger than its last-level cache (KILN_LAST_LEVEL_CACHE=64K) writes them with stnp pairs on aarch64
+    (codegen/row_fused: non-temporal stores) and gives x86's bits, streamed there too."""
+    import kiln.nn as nn
+
+    x = (np.random.default_rng(7).standard_normal((260, 1024)) * 3).astype(np.float32)
+    x[3, 5], x[4, :] = np.nan, -np.inf
+
+    def fn(a):
+        s = nn.softmax(a, axis=-1)
+        return [s, s.astype(np.float16)]
+
+    program = program_of({"softmax": (fn, [x])}, "stream")
+    target = aarch64_target(cpu="cortex-a53")
+    modules = {"x86": tmp_path / "stream.x86.vmfb", "aarch64": tmp_path / "stream.aarch64.vmfb"}
+    modules["x86"].write_bytes(export_module(program, Target.host()))
+    modules["aarch64"].write_bytes(export_module(program, target))
+    image = read_module(modules["aarch64"].read_bytes()).kernel_images[0]
+    words = np.frombuffer(image.code[:image.text_size - image.text_size % 4], "<u4")
+    assert np.any((words >> 22) == 0b1010110000), "no stnp of q registers in the aarch64 kernel"
+    monkeypatch.setenv("KILN_LAST_LEVEL_CACHE", "64K")
+    want = run_function([kiln_run_binary()], modules["x86"], "softmax", [x], tmp_path, 2, "x86")
+    got = run_function(qemu_command(ARCH, "cortex-a53") + [str(kiln_run_aarch64)], modules["aarch64"], "softmax",
+                       [x], tmp_path, 2, "aarch64")
+    assert_same(got, want, what="streamed softmax")
+
+
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
     """The op sweep's functions, its module for x86 (this host) and the default (portable) aarch64 module, with

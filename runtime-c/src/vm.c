@@ -344,7 +344,7 @@ static kiln_status_t do_dispatch(kiln_context_t* c, kiln_frame_t* fr, uint32_t p
   args.bindings = bindings;
   args.push_constants = push;
   args.workgroup_count = op[1].value;
-  args.reserved = 0;
+  args.last_level_cache_kib = kiln_instance_last_level_cache_kib(c->module->instance);
   if (c->observer && (s = observe_dispatch(c, fr, pc, op, bindings, KILN_DISPATCH_BEFORE)))
     goto done;
   if (!c->trace)

@@ -264,5 +264,28 @@ int main(void) {
   CHECK_ERROR(kiln_instance_create(&options, &instance), KILN_INVALID_ARGUMENT,
               "creating an instance", "worker_count 5000");
   CHECK(instance == NULL);
+
+  /* The last-level cache size kernels get: sysfs's text, KILN_LAST_LEVEL_CACHE. */
+  CHECK(kiln_parse_cache_size_kib("32768K\n") == 32768);
+  CHECK(kiln_parse_cache_size_kib("2M") == 2048);
+  CHECK(kiln_parse_cache_size_kib("1G") == 1048576);
+  CHECK(kiln_parse_cache_size_kib("4096") == 4);
+  CHECK(kiln_parse_cache_size_kib("1000") == 0);
+  CHECK(kiln_parse_cache_size_kib("") == 0);
+  CHECK(kiln_parse_cache_size_kib(NULL) == 0);
+  CHECK(kiln_parse_cache_size_kib("-1M") == 0);
+  CHECK(kiln_parse_cache_size_kib("12Q") == 0);
+  CHECK(kiln_parse_cache_size_kib("99999999999999999999") == 0);
+  CHECK(kiln_parse_cache_size_kib("8T") == 0);
+  CHECK(kiln_instance_last_level_cache_kib(NULL) == 0);
+  setenv("KILN_LAST_LEVEL_CACHE", "3M", 1);
+  CHECK_OK(kiln_instance_create(NULL, &instance));
+  CHECK(instance && kiln_instance_last_level_cache_kib(instance) == 3072);
+  kiln_instance_release(instance);
+  setenv("KILN_LAST_LEVEL_CACHE", "none", 1);
+  CHECK_OK(kiln_instance_create(NULL, &instance));
+  CHECK(instance && kiln_instance_last_level_cache_kib(instance) == 0);
+  kiln_instance_release(instance);
+  unsetenv("KILN_LAST_LEVEL_CACHE");
   TEST_MAIN_END();
 }

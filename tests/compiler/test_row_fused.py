@@ -484,16 +484,22 @@ def test_max_and_min_with_nan_and_signed_zeros_in_every_x86_64_build(tmp_path, m
             assert got[i].tobytes() == results["x86-64-v2"][i].tobytes()
 
 
-def test_large_outputs_are_streamed_past_the_caches():
-    """Full-row floating-point outputs (float32, float64, float16, bfloat16) of STREAM_MIN_BYTES or more are
-    written with non-temporal stores from a staged chunk (x86-64); rows of 8191 elements start at every offset
-    within a cache line, so each row's copy has its head before the first aligned line, aligned lines and a
-    tail; the chunks end at a partial one."""
+def test_large_outputs_are_streamed_past_the_caches(tmp_path, monkeypatch):
+    """Full-row floating-point outputs (float32, float64, float16, bfloat16) at least as large as the machine's
+    last-level cache (kiln_dispatch_args_t.last_level_cache_kib; STREAM_MIN_BYTES where the runtime does not
+    know it) are written with non-temporal stores from a staged chunk (x86-64, aarch64: test_cross_aarch64): the
+    kernel has both row loops and each dispatch chooses. Run by kiln-run with KILN_LAST_LEVEL_CACHE small
+    (streamed), large (cached) and
+    unknown (45 MB >= STREAM_MIN_BYTES: streamed): the same bits each time, numpy's values. Rows of 8191
+    elements start at every offset within a cache line, so each row's copy has its head before the first
+    aligned line, aligned lines and a tail; the chunks end at a partial one."""
+    from kiln import Program
     from kiln.compiler.compile import _optimized_kernel
     from kiln.compiler.target import Target
+    from kiln_tools import run_kiln_run
 
     rows, cols = 343, 8191
-    assert rows * cols * (4 + 8) >= row_fused.STREAM_MIN_BYTES > rows * cols * 8
+    assert rows * cols * (4 + 8 + 2 + 2) >= row_fused.STREAM_MIN_BYTES
     x = (RNG.standard_normal((rows, cols)) * 3).astype(np.float32)
 
     def fn(a):
@@ -504,18 +510,36 @@ def test_large_outputs_are_streamed_past_the_caches():
     (step,) = _plan(fn, x).steps
     host = Target.host().triple
     assert row_fused._streamed_outputs(row_fused.plan(step.region), step.region, host) == [0, 1, 2, 3]
-    assert row_fused._streamed_outputs(row_fused.plan(step.region), step.region, "aarch64-unknown-linux-gnu") == []
-    (one,) = _plan(lambda a: fn(a)[1], x).steps  # fewer bytes: kept in the caches
-    assert row_fused._streamed_outputs(row_fused.plan(one.region), one.region, host) == []
+    assert row_fused._streamed_outputs(row_fused.plan(step.region), step.region, "aarch64-unknown-linux-gnu") == [0, 1, 2, 3]
+    assert row_fused._streamed_outputs(row_fused.plan(step.region), step.region, "riscv64-unknown-linux-gnu") == []
+    (small,) = _plan(fn, x[:20, :1000]).steps  # under STREAM_FLOOR_BYTES: one row loop, cached
+    assert row_fused._streamed_outputs(row_fused.plan(small.region), small.region, host) == []
     p = row_fused.plan(step.region)
     # the pass storing only streamed outputs prefetches the next row too (no write miss to compete with)
     after_first = [(k, n) for k, loop in enumerate(p.passes) for n in range(len(loop))][1:]
     assert row_fused._quiet_passes(p) == [(1, 1)] and row_fused._quiet_passes(p, [0, 1, 2, 3]) == after_first
     kernel = str(_optimized_kernel("k", step.region, Target.host()))
     assert "!nontemporal" in kernel and "llvm.prefetch" in kernel
+    assert "!nontemporal" not in str(_optimized_kernel("k", small.region, Target.host()))
+
+    class Big(Program, export_name="big"):
+        def run(self, a=Program.like(x)):
+            return fn(a)
+
+    Program.get_compiled_artifact(Big).save(tmp_path / "big.vmfb")
+    np.save(tmp_path / "x.npy", x)
+    results = {}
+    for cache in ("64K", "1G", "0"):
+        monkeypatch.setenv("KILN_LAST_LEVEL_CACHE", cache)
+        outs = [tmp_path / f"{cache}-{i}.npy" for i in range(4)]
+        run_kiln_run(f"--module={tmp_path / 'big.vmfb'}", "--function=run", f"--input=@{tmp_path / 'x.npy'}",
+                     *[f"--output=@{o}" for o in outs])
+        results[cache] = [np.load(o) for o in outs]
+    for got in results.values():
+        assert [g.tobytes() for g in got] == [g.tobytes() for g in results["0"]]
     x64 = x.astype(np.float64)
     e = np.exp(x64 - x64.max(-1, keepdims=True))
     e32 = e.astype(np.float32)
-    got = kiln.jit(fn)(x)
+    got = results["0"][:3] + [results["0"][3].view(ml_dtypes.bfloat16)]  # kiln-run writes bfloat16's bits as <u2
     check_like_numpy(got[:2], [(e / e.sum(-1, keepdims=True)).astype(np.float32), e32.astype(np.float64)], 2e-6)
     check_like_numpy(got[2:], [e32.astype(np.float16), e32.astype(ml_dtypes.bfloat16)], 8e-3)  # an ulp of either

@@ -44,7 +44,12 @@ typedef struct kiln_dispatch_args {
   const int64_t* push_constants;
   /* Total number of workgroups of this dispatch (>= 1). */
   uint32_t workgroup_count;
-  uint32_t reserved;
+  /* The size of the CPU's last-level cache in KiB, 0 where unknown (earlier
+   * runtimes of format 2.7 and before passed 0 here, in a field then named
+   * `reserved`). A kernel may choose how it moves data by it (kiln's row-fused
+   * kernels write outputs as large as this cache with non-temporal stores),
+   * never what it computes: results must not depend on it. */
+  uint32_t last_level_cache_kib;
 } kiln_dispatch_args_t;
 
 /* Runs workgroup `workgroup_id` (0 <= id < workgroup_count). Returns 0 on
