@@ -4,6 +4,7 @@ aligned, or anywhere for a slice) is bound without a copy; a module from before 
 aligned copy from the runtime; memory not even aligned to its elements is copied by the binding."""
 import ctypes
 import gc
+import os
 import threading
 
 import numpy as np
@@ -302,6 +303,20 @@ def resident_anonymous() -> int:
     return int(line.split()[1]) * 1024
 
 
+def mapping_of(address: int) -> tuple[int, int, list[str]]:
+    """The start, end and VmFlags of the mapping holding `address` (/proc/self/smaps)."""
+    with open("/proc/self/smaps") as smaps:
+        found = None
+        for line in smaps:
+            head = line.split()[0]
+            if "-" in head and not head.endswith(":"):
+                start, end = (int(a, 16) for a in head.split("-"))
+                found = (start, end) if start <= address < end else None
+            elif found and head == "VmFlags:":
+                return found[0], found[1], line.split()[1:]
+    raise AssertionError(f"no mapping holds {address:#x}")
+
+
 def page_faults() -> int:
     import resource
 
@@ -345,6 +360,14 @@ def test_reused_results_cost_no_page_faults_and_nothing_leaks():
     assert fresh >= 16, fresh
     assert len({h.ctypes.data for h in held}) == 3
     assert all(h[BIG // 2] == 2 for h in held)
+    # each a mapping of its own (runtime-c/src/memory.h) on a 2 MiB boundary, advised MADV_HUGEPAGE
+    # ("hg") where the kernel has transparent huge pages; the argument's glibc mapping is not
+    huge_pages = os.path.isdir("/sys/kernel/mm/transparent_hugepage")
+    for h in held:
+        start, end, flags = mapping_of(h.ctypes.data)
+        assert start % (2 << 20) == 0 and h.ctypes.data - start < 4096 and end >= h.ctypes.data + h.nbytes
+        assert ("hg" in flags) == huge_pages, flags
+    assert "hg" not in mapping_of(x.ctypes.data)[2]
     del r, held
     in_use, faults = resident_anonymous(), page_faults()
     for _ in range(8):

@@ -232,7 +232,7 @@ kiln_status_t kiln_buffer_view_create(kiln_dtype_t dtype, size_t rank,
   if (status) return status;
   if (data) {
     if (byte_size) memcpy(view->data, data, byte_size);
-  } else {
+  } else if (!view->mapped) { /* a fresh mapping reads as zeros already */
     memset(view->data, 0, byte_size);
   }
   *out = view;
@@ -332,7 +332,10 @@ void kiln_buffer_view_mark_written(kiln_buffer_view_t* view) { view->unwritten =
 
 void kiln_buffer_view_zero_if_unwritten(kiln_buffer_view_t* view) {
   if (!view->unwritten) return;
-  memset(view->data, 0, view->byte_size);
+  /* Unwritten: nothing wrote it since it was allocated (buffer_internal.h),
+   * and a fresh mapping of its own (memory.h) reads as zeros already, its
+   * pages not even touched yet. */
+  if (!(view->owned && view->mapped)) memset(view->data, 0, view->byte_size);
   view->unwritten = 0;
 }
 int kiln_buffer_view_is_frozen(const kiln_buffer_view_t* view) { return view->frozen; }

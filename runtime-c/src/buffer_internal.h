@@ -30,7 +30,7 @@ int kiln_buffer_view_is_frozen(const kiln_buffer_view_t* view);
 void kiln_buffer_view_thaw(kiln_buffer_view_t* view);
 
 /* The VM's initialization rule: a buffer made by `alloc` is marked unwritten
- * (its bytes are stale heap memory). A dispatch that binds it to a writable
+ * (its bytes are stale heap memory, or a fresh mapping's zeros). A dispatch that binds it to a writable
  * binding of exactly its size writes every byte (kernel_abi.h) and marks it
  * written; any other use first zeroes it. So no call can read, return or
  * store bytes that nothing in it wrote. Only the allocating invocation's

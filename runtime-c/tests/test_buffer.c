@@ -1,5 +1,6 @@
 /* Buffer views: dtypes, sizes, alignment, refcounts, wrapping, errors. */
 #include <stdint.h>
+#include <sys/resource.h>
 
 #include "buffer_internal.h"
 #include "memory.h"
@@ -212,6 +213,26 @@ int main(void) {
       CHECK(!kiln_buffer_view_is_exclusive(v));
       kiln_buffer_view_release(v);
       CHECK(kiln_buffer_view_is_exclusive(v));
+      kiln_buffer_view_release(v);
+    }
+    /* An unwritten allocation (the VM's alloc) reads as zeros once zeroed: a
+     * heap one by a memset over its stale bytes, a mapping of its own as it
+     * is, without touching (faulting in) its pages. */
+    for (size_t k = 0; k < 2; ++k) {
+      int64_t n[1] = {k ? (int64_t)KILN_MAPPED_BUFFER_MIN : 4096};
+      int mapped = kiln_memory_is_mapped((size_t)n[0] + 4096, KILN_MAPPED_BUFFER_MIN);
+      struct rusage before, after;
+      v = NULL;
+      CHECK_OK(kiln_buffer_view_allocate(KILN_DTYPE_U8, 1, n, &v));
+      if (!v) continue;
+      unsigned char* data = kiln_buffer_view_mutable_data(v);
+      if (!mapped) memset(data, 0xab, (size_t)n[0]); /* stale bytes */
+      kiln_buffer_view_mark_unwritten(v);
+      getrusage(RUSAGE_SELF, &before);
+      kiln_buffer_view_zero_if_unwritten(v);
+      getrusage(RUSAGE_SELF, &after);
+      if (mapped) CHECK(after.ru_minflt == before.ru_minflt);
+      CHECK(data[0] == 0 && data[n[0] / 2] == 0 && data[n[0] - 1] == 0);
       kiln_buffer_view_release(v);
     }
     /* The allocator itself: 64-byte aligned both ways, NULL frees nothing, and
