@@ -87,6 +87,15 @@ GEMM_CASES = [
                                                          dimension_numbers=NHWC)),
     ("lhs_dilation", (1, 7, 6, 10), (3, 3, 10, 9), dict(window_strides=(1, 1), padding=((2, 2), (1, 2)),
                                                          lhs_dilation=(2, 3), dimension_numbers=NHWC)),
+    # lhs dilation (a strided convolution's input gradient) is taken phase by phase: with strides, kernel dilation,
+    # negative padding and groups; 1-d; dilated along the outer dim only
+    ("lhs_dilation_strided_groups", (2, 9, 11, 16), (3, 3, 8, 16), dict(
+        window_strides=(1, 2), padding=((1, 3), (-1, 2)), lhs_dilation=(3, 2), rhs_dilation=(1, 2),
+        feature_group_count=2, dimension_numbers=NHWC)),
+    ("lhs_dilation_1d", (2, 13, 12), (4, 12, 10), dict(window_strides=(1,), padding=((3, 2),), lhs_dilation=(3,),
+                                                       dimension_numbers=("NWC", "WIO", "NWC"))),
+    ("lhs_dilation_outer_dim", (1, 6, 20, 8), (2, 3, 8, 16), dict(window_strides=(1, 1), padding="SAME",
+                                                                   lhs_dilation=(2, 1), dimension_numbers=NHWC)),
     ("feature_groups", (2, 7, 8, 32), (3, 3, 16, 20), dict(window_strides=(1, 1), padding="SAME",
                                                            feature_group_count=2, dimension_numbers=NHWC)),
     ("channels_over_a_block", (1, 5, 6, 300), (2, 2, 300, 10), dict(window_strides=(1, 1), padding="VALID",

@@ -127,7 +127,7 @@ def _epilogue(region, p: ConvPlan, g: GemmPlan | None):
     eqn = _main_eqn(region)
     if eqn is region.eqns[-1] and [v.id for v in region.outvars] == [eqn.outvars[0].id]:
         return None
-    if g is None or g.orientation != "rows" or p.groups != 1 or g.pixel_stride != p.block:
+    if g is None or g.orientation != "rows" or g.phases or p.groups != 1 or g.pixel_stride != p.block:
         raise epilogues.NotFusable("a convolution epilogue needs the rows GEMM without groups")
     k = p.in_per_group * g.taps
     return epilogues.plan(region, (p.n_out, g.pixels, p.block, k))
@@ -148,7 +148,7 @@ def emit_kernel(region, target):
     gemm = _gemm_plan(plan, target)
     ep = _epilogue(region, plan, gemm)
     if gemm is not None:
-        return _emit_gemm(region, plan, gemm, ep)
+        return _emit_gemm_phases(region, plan, gemm) if gemm.phases else _emit_gemm(region, plan, gemm, ep)
     gemm = _batch_gemm_plan(plan, target)
     if gemm is not None:
         return _emit_batch_gemm(region, plan, gemm)
@@ -294,8 +294,7 @@ class GemmPlan:
     nr: int
     nc: int
     row_chunk: int
-
-    cblocks: int          # channel blocks per tap (taps_per_block == 1)
+    phases: bool = False  # rows orientation with lhs dilation: _emit_gemm_phases (row_chunk: whole output rows)
 
     @property
     def k_blocks(self) -> int:
@@ -351,8 +350,14 @@ def _gemm_plan(p: ConvPlan, target) -> GemmPlan | None:
     else:  # whole taps, as many as fit in KC, spread evenly over the blocks (9 taps of 64 channels: 3 x 3)
         most = max(1, kc // p.in_per_group)
         taps_per_block, channel_block = -(-taps // -(-taps // most)), p.in_per_group
+    phases = orientation == "rows" and any(v != 1 for v in p.lhs_dilation)
+    if phases:  # items of whole output rows, as many as give SHARED_ITEMS items
+        width = p.out_spatial[-1]
+        rows = m // width
+        chunks = min(rows, max(1, -(-matmul.SHARED_ITEMS // (p.n_out * p.groups * -(-n // nc)))))
+        row_chunk = width * -(-rows // chunks)
     return GemmPlan(orientation, pixels, pixel_stride, taps, m, n, taps_per_block, channel_block,
-                    -(-p.in_per_group // channel_block), vw, mr, nr, nc, row_chunk)
+                    -(-p.in_per_group // channel_block), vw, mr, nr, nc, row_chunk, phases)
 
 
 def _emit_gemm(region, p: ConvPlan, g: GemmPlan, ep=None):
@@ -683,6 +688,165 @@ def _pack_image_runs(b, p: ConvPlan, g: GemmPlan, x_ptr, x_base, panel, row_buf,
             for_range(b, 0, b.udiv(padded, const64(g.nr)), strip, name="s")
         for_range(b, 0, cn, chan, name="cc")
     for_range(b, 0, tn, tap, name="tt")
+
+
+# ----------------------------------------------------------------------------- lhs dilation: phases
+#
+# With lhs dilation L (a strided convolution's input gradient: L = the forward stride), output pixel o reads
+# tap t only where o*s + t*rd - pad is a multiple of L: the pixels of one output row with the same o mod L
+# (a phase) share their taps, and the other taps land on holes. So each output row is taken phase by phase,
+# in tiles of MR pixels of one phase (L pixels apart in the output, s apart in the input), and each tile
+# multiplies only the taps of its phase: the image read in place where the tile's pixels lie inside the
+# input for the tap, packed (zeros outside) otherwise, the weights' panel rows of that tap, C accumulated
+# (the item's output block zeroed first, as a pixel may have no tap at all). Packing the holes' zeros and
+# multiplying them took L^2 times the work in 2-d.
+
+
+def _phase_tile_rows(width: int, ld: int, mr: int) -> list[int]:
+    """The tile row counts of the phases of a row of `width` pixels (as _tile_rows for each phase's pixels)."""
+    counts = set()
+    for phase in range(min(ld, width)):
+        counts.update(matmul._tile_rows(-(-(width - phase) // ld), mr))
+    return sorted(counts)
+
+
+def _emit_gemm_phases(region, p: ConvPlan, g: GemmPlan):
+    ty = F32 if p.dtype == np.float32 else F64
+    kc_max = matmul.KC
+    nsp = len(p.out_spatial)
+    lv, rv = p.lhs, p.rhs
+    n_in = len(region.invars)
+    tiling = SimpleNamespace(vw=g.vw, nr=g.nr)
+    items = p.n_out * p.groups * g.m_chunks * g.n_chunks
+    width, ld, stride = p.out_spatial[-1], p.lhs_dilation[-1], p.strides[-1]
+    rd, pad, in_width = p.rhs_dilation[-1], p.pad_lo[-1], p.in_spatial[-1]
+    rows_per_item = g.row_chunk // width
+    out_rows = g.m // width
+    zero = ir.Constant(ty, 0.0)
+
+    def body(b: ir.IRBuilder, pointers, workgroup_id, workgroup_count):
+        x_ptr, w_ptr, out_ptr = pointers[lv.source], pointers[rv.source], pointers[n_in]
+        module = b.module
+        kernels = {rows: matmul._microkernel(module, ty, tiling, rows) for rows in _phase_tile_rows(width, ld, g.mr)}
+        pack_w = matmul._packer(module, ty, tiling)
+        panel = b.alloca(ty, size=const64(kc_max * g.nc), name="panel")
+        panel.align = 64
+        apack = b.alloca(ty, size=const64(g.mr * kc_max), name="apack")
+        apack.align = 64
+        lo, hi = workgroup_slice(b, items, workgroup_id, workgroup_count)
+
+        def elem(base, offset):
+            return b.gep(base, [offset], source_etype=ty)
+
+        def tap_index(t):
+            return delinearize(b, t, p.kernel_spatial)
+
+        def item(it):
+            mi = b.urem(it, const64(g.m_chunks))
+            rest = b.udiv(it, const64(g.m_chunks))
+            ni = b.urem(rest, const64(g.n_chunks))
+            bg = b.udiv(rest, const64(g.n_chunks))
+            batch = b.udiv(bg, const64(p.groups))
+            grp = b.urem(bg, const64(p.groups))
+            r0 = b.mul(mi, const64(rows_per_item))
+            r_end = matmul._min(b, b.add(r0, const64(rows_per_item)), const64(out_rows))
+            n0 = b.mul(ni, const64(g.nc))
+            n_count = matmul._min(b, b.sub(const64(g.n), n0), const64(g.nc))
+            strips = b.udiv(b.add(n_count, const64(g.nr - 1)), const64(g.nr))
+            x_base = dot_offsets(b, [batch, b.mul(grp, const64(p.in_per_group))], p.lhs_s[:2], const64(lv.offset))
+            w_base = dot_offsets(b, [b.mul(grp, const64(p.block))], p.rhs_s[:1], const64(rv.offset))
+            c_base = b.add(dot_offsets(b, [batch, b.mul(grp, const64(p.block))], p.out_s[:2]), n0)
+
+            def zero_pixel(px):
+                row = b.add(c_base, b.mul(px, const64(g.pixel_stride)))
+                for_range(b, 0, n_count, lambda j: b.store(zero, elem(out_ptr, b.add(row, j))), name="zj")
+            for_range(b, b.mul(r0, const64(width)), b.mul(r_end, const64(width)), zero_pixel, name="zp")
+
+            def k_block(kb):
+                if g.taps_per_block > 1:
+                    t0 = b.mul(kb, const64(g.taps_per_block))
+                    tn = matmul._min(b, b.sub(const64(g.taps), t0), const64(g.taps_per_block))
+                    c0, cn = const64(0), const64(p.in_per_group)
+                else:
+                    t0, tn = b.udiv(kb, const64(g.cblocks)), const64(1)
+                    c0 = b.mul(b.urem(kb, const64(g.cblocks)), const64(g.channel_block))
+                    cn = matmul._min(b, b.sub(const64(p.in_per_group), c0), const64(g.channel_block))
+
+                def pack_tap(tt):
+                    src = dot_offsets(b, tap_index(b.add(t0, tt)), p.rhs_s[2:], dot_offsets(b, [c0], p.rhs_s[1:2], w_base))
+                    src = dot_offsets(b, [n0], p.rhs_s[:1], src)
+                    b.call(pack_w, [elem(w_ptr, src), const64(p.rhs_s[1]), const64(p.rhs_s[0]), cn, n_count,
+                                    b.gep(panel, [b.mul(b.mul(tt, cn), const64(g.nr))], source_etype=ty)])
+                for_range(b, 0, tn, pack_tap, name="tt")
+                x_chan = dot_offsets(b, [c0], p.lhs_s[1:2], x_base)
+
+                def out_row(r):
+                    outer = delinearize(b, r, p.out_spatial[:-1]) if nsp > 1 else []
+
+                    def tap(tt):
+                        k_index = tap_index(b.add(t0, tt))
+                        offset, inside = x_chan, ir.Constant(I1, 1)
+                        for d in range(nsp - 1):
+                            q, ok = _input_coordinate(b, p, d, outer[d], k_index[d])
+                            inside = b.and_(inside, ok)
+                            offset = b.add(offset, b.mul(q, const64(p.lhs_s[2 + d])))
+                        b_tap = b.gep(panel, [b.mul(b.mul(tt, cn), const64(g.nr))], source_etype=ty)
+
+                        def phase(ph):
+                            v = b.sub(b.add(b.mul(ph, const64(stride)), b.mul(k_index[-1], const64(rd))), const64(pad))
+                            first_q = b.sdiv(v, const64(ld))  # the input index of the phase's first pixel
+                            count = b.udiv(b.add(b.sub(const64(width), ph), const64(ld - 1)), const64(ld))
+
+                            def tile(ti):
+                                i0 = b.mul(ti, const64(g.mr))
+                                rows = matmul._min(b, b.sub(count, i0), const64(g.mr))
+                                q0 = b.add(first_q, b.mul(i0, const64(stride)))
+                                q_last = b.add(q0, b.mul(b.sub(rows, const64(1)), const64(stride)))
+                                whole = b.and_(b.icmp_signed(">=", q0, const64(0)),
+                                               b.icmp_signed("<", q_last, const64(in_width)))
+                                in_place = elem(x_ptr, b.add(offset, b.mul(q0, const64(p.lhs_s[-1]))))
+                                with b.if_then(b.not_(whole)):
+                                    def pack_row(i):
+                                        q = b.add(q0, b.mul(i, const64(stride)))
+                                        ok = b.and_(b.icmp_signed(">=", q, const64(0)), b.icmp_signed("<", q, const64(in_width)))
+                                        dst = b.gep(apack, [b.mul(i, const64(kc_max))], source_etype=ty)
+                                        with b.if_else(ok) as (then, otherwise):
+                                            with then:
+                                                src = elem(x_ptr, b.add(offset, b.mul(q, const64(p.lhs_s[-1]))))
+                                                for_range(b, 0, cn, lambda cc: b.store(
+                                                    b.load(b.gep(src, [b.mul(cc, const64(p.lhs_s[1]))], source_etype=ty), typ=ty),
+                                                    b.gep(dst, [cc], source_etype=ty)), name="cp")
+                                            with otherwise:
+                                                for_range(b, 0, cn, lambda cc: b.store(zero, b.gep(dst, [cc], source_etype=ty)),
+                                                          name="cz")
+                                    for_range(b, 0, rows, pack_row, name="ri")
+                                a_tile = b.select(whole, in_place, apack)
+                                sam = b.select(whole, const64(stride * p.lhs_s[-1]), const64(kc_max))
+                                sak = b.select(whole, const64(p.lhs_s[1]), const64(1))
+                                pixel = b.add(b.mul(r, const64(width)), b.add(ph, b.mul(i0, const64(ld))))
+                                c_row = b.add(c_base, b.mul(pixel, const64(g.pixel_stride)))
+
+                                def strip(s_):
+                                    col = b.mul(s_, const64(g.nr))
+                                    cols = matmul._min(b, b.sub(n_count, col), const64(g.nr))
+                                    b_strip = b.gep(b_tap, [b.mul(s_, const64(kc_max * g.nr))], source_etype=ty)
+                                    args = [a_tile, sam, sak, b_strip, const64(g.nr), elem(out_ptr, b.add(c_row, col)),
+                                            const64(ld * g.pixel_stride), cn, ir.Constant(I1, 1), cols]
+                                    matmul._dispatch_rows(b, rows, kernels, args, g.mr)
+                                for_range(b, 0, strips, strip, name="s")
+
+                            with b.if_then(b.icmp_signed("==", b.srem(v, const64(ld)), const64(0))):
+                                for_range(b, 0, b.udiv(b.add(count, const64(g.mr - 1)), const64(g.mr)), tile, name="ti")
+                        with b.if_then(inside):
+                            for_range(b, 0, min(ld, width), phase, name="ph")
+                    for_range(b, 0, tn, tap, name="tt")
+                for_range(b, r0, r_end, out_row, name="r")
+
+            for_range(b, 0, g.k_blocks, k_block, name="kb")
+
+        for_range(b, lo, hi, item, name="it")
+
+    return body
 
 
 # ----------------------------------------------------------------------------- kernel gradients: batch rows
