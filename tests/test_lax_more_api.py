@@ -8,7 +8,7 @@ import pytest
 import kiln
 import kiln.lax as lax
 import kiln.numpy  # noqa: F401  (kiln.numpy.matmul)
-from kiln_tools import eager_jit_and_kiln_run
+from kiln_tools import eager_and_jit, eager_jit_and_kiln_run
 from references import numerical_grad
 
 R = np.random.default_rng(20261125)
@@ -321,3 +321,56 @@ def test_scaled_dot_and_scaled_matmul_repeat_block_scales(tmp_path):
         lax.scaled_dot(a[0, 0], b[0, 0])
     with pytest.raises(ValueError, match="rhs_scales must be 3-d"):
         kiln.nn.scaled_matmul(a, b, a_scales, b_scales[0])
+
+
+def test_block_ciphers_match_random123_known_answers():
+    from kiln.lax.prng import philox4x32, threefry2x32
+
+    def words(values):
+        return [int(np.asarray(v).ravel()[0]) for v in values]
+
+    u32 = lambda v: np.array([v], np.uint32)  # noqa: E731
+    with np.errstate(over="ignore"):
+        assert words(threefry2x32(u32(0), u32(0), u32(0), u32(0))) == [0x6B200159, 0x99BA4EFE]
+        assert words(threefry2x32(*[u32(0xFFFFFFFF)] * 4)) == [0x1CB996FC, 0xBB002BE7]
+        assert words(threefry2x32(u32(0x13198A2E), u32(0x03707344), u32(0x243F6A88), u32(0x85A308D3))) == \
+            [0xC4923A9C, 0x483DF7A0]
+        assert words(philox4x32(*[u32(0)] * 6)) == [0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8]
+        assert words(philox4x32(*[u32(0xFFFFFFFF)] * 6)) == [0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD]
+        assert words(philox4x32(u32(0xA4093822), u32(0x299F31D0), u32(0x243F6A88), u32(0x85A308D3), u32(0x13198A2E),
+                                u32(0x03707344))) == [0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1]
+
+
+@pytest.mark.parametrize("algorithm", [lax.RandomAlgorithm.RNG_THREE_FRY, lax.RandomAlgorithm.RNG_PHILOX])
+def test_rng_bit_generator(algorithm, tmp_path):
+    key = np.array([7, 9, 0xFFFFFFFF, 2], np.uint32)
+
+    def draw(k):
+        new_key, bits32 = lax.rng_bit_generator(k, (1000,), algorithm=algorithm)
+        _, bits8 = lax.rng_bit_generator(k, (3, 5), dtype=np.int8, algorithm=algorithm)
+        _, bits64 = lax.rng_bit_generator(new_key, (4,), dtype=np.uint64, algorithm=algorithm)
+        return new_key, bits32, bits8, bits64
+
+    eager = draw(key)
+    if algorithm == lax.RandomAlgorithm.RNG_PHILOX:
+        eager_jit_and_kiln_run(draw, lambda k: eager, key, tmp_path=tmp_path)
+    else:
+        eager_and_jit(draw, lambda k: eager, key)
+        default = lax.rng_bit_generator(key, (1000,))[1]  # RNG_DEFAULT is Threefry
+        np.testing.assert_array_equal(default, eager[1])
+    new_key, bits32, bits8, bits64 = eager
+    np.testing.assert_array_equal(new_key, [7, 9, 0, 3])  # the state advanced by one, with its carry
+    assert bits8.dtype == np.int8 and bits64.dtype == np.uint64 and bits8.shape == (3, 5)
+    assert np.unique(bits32).size == 1000 and abs(bits32.mean() / 2**32 - 0.5) < 0.03
+    assert abs(np.unpackbits(bits32.view(np.uint8)).mean() - 0.5) < 0.01
+    other = lax.rng_bit_generator(np.array([7, 9, 5, 2], np.uint32), (1000,), algorithm=algorithm)[1]
+    assert np.mean(other == bits32) < 0.01
+
+
+def test_rng_bit_generator_errors():
+    with pytest.raises(TypeError, match=r"uint32 array of shape \(4,\); got uint32\[2\]"):
+        lax.rng_bit_generator(np.zeros(2, np.uint32), (3,))
+    with pytest.raises(TypeError, match="dtype must be an integer dtype; got float32"):
+        lax.rng_bit_generator(np.zeros(4, np.uint32), (3,), dtype=np.float32)
+    with pytest.raises(ValueError, match="unknown algorithm 7"):
+        lax.rng_bit_generator(np.zeros(4, np.uint32), (3,), algorithm=7)

@@ -17,10 +17,10 @@ from .. import lax
 from .. import numpy as knp
 from ..core import dtypes
 from ..core.trace import get_aval
+from ..lax.prng import threefry2x32  # noqa: F401  (kiln.random's generator; lax.rng_bit_generator's too)
 
 U32 = np.dtype(np.uint32)
 _UINT = {8: np.dtype(np.uint8), 16: np.dtype(np.uint16), 32: U32, 64: np.dtype(np.uint64)}
-_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 
 
 def quiet(fn):
@@ -62,20 +62,6 @@ def check_key(name: str, key):
         raise TypeError(f"kiln.random.{name}: expected a key, a uint32 array of shape (2,) from PRNGKey, split or "
                         f"fold_in, got {np.dtype(a.dtype)}{list(a.shape)}{batched}")
     return key
-
-
-def threefry2x32(k1, k2, x1, x2):
-    """The Threefry-2x32 block cipher (20 rounds) of the counter pair (x1, x2) under the key (k1, k2), elementwise
-    with broadcasting; every operand is uint32. JAX's unrolled lowering, round for round."""
-    ks = (k1, k2, k1 ^ k2 ^ np.uint32(0x1BD11BDA))
-    x0, x1 = x1 + ks[0], x2 + ks[1]
-    for i in range(5):
-        for r in _ROTATIONS[i % 2]:
-            x0 = x0 + x1
-            x1 = x0 ^ ((x1 << np.uint32(r)) | (x1 >> np.uint32(32 - r)))
-        x0 = x0 + ks[(i + 1) % 3]
-        x1 = x1 + ks[(i + 2) % 3] + np.uint32(i + 1)
-    return x0, x1
 
 
 def counters(shape):
