@@ -110,12 +110,15 @@ def _general(stride):
 def make_grad_inputs(p, rng):
     x, kernel = make_general_inputs(p, rng)
     n, h, w, _ = x.shape
-    return x, kernel, rng.standard_normal((n, h, w, p["out"]), dtype=np.float32)
+    stride = p.get("stride", 1)
+    return x, kernel, rng.standard_normal((n, -(-h // stride), -(-w // stride), p["out"]), dtype=np.float32)
 
 
 def conv_grad(ops, x, kernel, ct):
+    stride = x.shape[1] // ct.shape[1]  # the sizes are multiples of the stride
+
     def loss(args):
-        y = ops.lax.conv_general_dilated(args[0], args[1], window_strides=(1, 1), padding="SAME",
+        y = ops.lax.conv_general_dilated(args[0], args[1], window_strides=(stride, stride), padding="SAME",
                                          dimension_numbers=("NHWC", "HWIO", "NHWC"))
         return ops.np.sum(y * ct)
     _, (gx, gk) = ops.value_and_grad(loss)((x, kernel))
@@ -124,14 +127,18 @@ def conv_grad(ops, x, kernel, ct):
 
 def conv_grad_numpy(x, kernel, ct):
     n, h, w, c = x.shape
-    padded = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    _, oh, ow, _ = ct.shape
+    stride = h // oh
+    ph, pw = (oh - 1) * stride + 3 - h, (ow - 1) * stride + 3 - w  # 'SAME': the lower pad is the smaller half
+    padded = np.pad(x, ((0, 0), (ph // 2, ph - ph // 2), (pw // 2, pw - pw // 2), (0, 0)))
     gx = np.zeros(padded.shape, np.float32)
     gk = np.zeros(kernel.shape, np.float32)
     for i in range(3):
         for j in range(3):
-            gx[:, i:i + h, j:j + w, :] += ct @ kernel[i, j].T
-            gk[i, j] = padded[:, i:i + h, j:j + w, :].reshape(-1, c).T @ ct.reshape(-1, ct.shape[-1])
-    return gx[:, 1:1 + h, 1:1 + w, :], gk
+            rows, cols = slice(i, i + (oh - 1) * stride + 1, stride), slice(j, j + (ow - 1) * stride + 1, stride)
+            gx[:, rows, cols, :] += ct @ kernel[i, j].T
+            gk[i, j] = padded[:, rows, cols, :].reshape(-1, c).T @ ct.reshape(-1, ct.shape[-1])
+    return gx[:, ph // 2:ph // 2 + h, pw // 2:pw // 2 + w, :], gk
 
 
 _strided, _strided_numpy = _general(2)
@@ -152,6 +159,11 @@ WORKLOADS += [
     Workload("conv_grad_nhwc", "input and kernel gradients of a 3x3 SAME conv, NHWC/HWIO f32", make_grad_inputs,
              conv_grad, (Size("1x56x56x64", {"image": (1, 56, 56, 64), "out": 64}),),
              (Size("1x6x5x3", {"image": (1, 6, 5, 3), "out": 4}),), tolerance=1e-4,
+             numpy_fn=conv_grad_numpy, needs=("lax", "grad")),
+    Workload("conv_grad_stride2", "input and kernel gradients of a 3x3/2 SAME conv 64 -> 128, NHWC/HWIO f32",
+             make_grad_inputs, conv_grad,
+             (Size("1x56x56x64", {"image": (1, 56, 56, 64), "out": 128, "stride": 2}),),
+             (Size("1x6x4x3", {"image": (1, 6, 4, 3), "out": 4, "stride": 2}),), tolerance=1e-4,
              numpy_fn=conv_grad_numpy, needs=("lax", "grad")),
 ]
 
