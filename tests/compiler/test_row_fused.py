@@ -427,7 +427,8 @@ def test_max_and_min_with_nan_and_signed_zeros_in_every_x86_64_build(tmp_path, m
     the exact combine where an operand was NaN or the result is a zero (reduce._Combiner.combine_unchecked):
     the results are IEEE maximum/minimum's (NaN propagates as numpy's, +0 above -0), in the reduction
     kernel (max, min over rows), in row-fused kernels (softmax, logsumexp, a min-max scaling with both in
-    one loop) and in the column reduction, on every build of a portable module (x86-64-v4, v3, v2, forced
+    one loop) and in the column reductions (max, min over columns: each column combined unchecked, the tile
+    again where one had a NaN or a zero result; the special rows as columns, among ordinary ones), on every build of a portable module (x86-64-v4, v3, v2, forced
     with KILN_CPU_VARIANT); the max and min bits are the same on every build."""
     import platform
 
@@ -437,35 +438,41 @@ def test_max_and_min_with_nan_and_signed_zeros_in_every_x86_64_build(tmp_path, m
     if platform.machine() not in ("x86_64", "AMD64"):
         pytest.skip("the x86-64 builds run on an x86-64 host")
     s = _special_rows(150)  # a vector loop, its vector remainder and a scalar tail on each build
+    cols = RNG.standard_normal((150, 300)).astype(np.float32)  # two tiles of 256 columns: one with the specials
+    cols[:, 280:296] = s.T
 
-    def fn(a):
+    def fn(a, c):
         lo, hi = knp.min(a, axis=-1, keepdims=True), knp.max(a, axis=-1, keepdims=True)
         return (knp.max(a, axis=1), knp.min(a, axis=1), kiln.nn.softmax(a, axis=-1), kiln.nn.logsumexp(a, axis=-1),
-                (a - lo) / (hi - lo), knp.max(a, axis=0), knp.max(a.astype(np.float64), axis=1))
+                (a - lo) / (hi - lo), knp.max(a, axis=0), knp.max(a.astype(np.float64), axis=1),
+                knp.max(c, axis=0), knp.min(c, axis=0))
 
-    plan = _plan(fn, s)
+    plan = _plan(fn, s, cols)
     assert set(_strategies(plan)) >= {"reduction", "row_fused"}
 
     class Special(Program, export_name="special"):
-        def run(self, a=Program.like(s)):
-            return fn(a)
+        def run(self, a=Program.like(s), c=Program.like(cols)):
+            return fn(a, c)
 
     path = tmp_path / "special.vmfb"
     Program.get_compiled_artifact(Special, target="portable").save(path)
     np.save(tmp_path / "s.npy", s)
+    np.save(tmp_path / "c.npy", cols)
     x64 = s.astype(np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
         scaled = (x64 - x64.min(-1, keepdims=True)) / (x64.max(-1, keepdims=True) - x64.min(-1, keepdims=True))
         lse = n_logsumexp(s)
     finite_max = ~np.isinf(_ieee(s, "max", 1))  # m + log(sum(exp(x - m))) is undefined where m is infinite
-    exact = [_ieee(s, "max", 1), _ieee(s, "min", 1), None, None, None, _ieee(s, "max", 0), _ieee(x64, "max", 1)]
+    exact = [_ieee(s, "max", 1), _ieee(s, "min", 1), None, None, None, _ieee(s, "max", 0), _ieee(x64, "max", 1),
+             _ieee(cols, "max", 0), _ieee(cols, "min", 0)]
     with np.errstate(invalid="ignore"):
-        near = [None, None, n_softmax(s), lse, scaled, None, None]
+        near = [None, None, n_softmax(s), lse, scaled, None, None, None, None]
     results = {}
     for variant in ("x86-64-v4", "x86-64-v3", "x86-64-v2"):
         monkeypatch.setenv("KILN_CPU_VARIANT", variant)
         outs = [tmp_path / f"{variant}-{i}.npy" for i in range(len(exact))]
         proc = run_kiln_run(f"--module={path}", "--function=run", f"--input=@{tmp_path / 's.npy'}",
+                            f"--input=@{tmp_path / 'c.npy'}",
                             *[f"--output=@{o}" for o in outs], check=False)
         if proc.returncode and "which this host CPU lacks" in proc.stderr and variant != "x86-64-v2":
             continue
@@ -480,7 +487,7 @@ def test_max_and_min_with_nan_and_signed_zeros_in_every_x86_64_build(tmp_path, m
                                            err_msg=f"{variant} {i}")
     assert "x86-64-v2" in results
     for got in results.values():
-        for i in (0, 1, 5, 6):
+        for i in (0, 1, 5, 6, 7, 8):
             assert got[i].tobytes() == results["x86-64-v2"][i].tobytes()
 
 

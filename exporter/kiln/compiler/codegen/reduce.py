@@ -442,6 +442,9 @@ def _emit_items(region, p: ReducePlan):
         inner = p.kept_shape[-1]
         tiles = -(-inner // TILE)
         accs = b.alloca(comb.acc_type, size=const64(TILE), name="accs")
+        unchecked = comb.unchecked(b.module)
+        unordered = b.alloca(ir.IntType(1), name="unordered") if unchecked else None
+        zero = b.alloca(ir.IntType(1), name="zero") if unchecked else None
 
         def acc_ptr(c):
             return b.gep(accs, [c], inbounds=True, source_etype=comb.acc_type)
@@ -454,19 +457,36 @@ def _emit_items(region, p: ReducePlan):
             count = b.select(b.icmp_unsigned("<", b.sub(const64(inner), start), const64(TILE)),
                              b.sub(const64(inner), start), const64(TILE))
             outer_index = delinearize(b, o, p.kept_shape[:-1]) if kept_rank > 1 else []
-            for_range(b, 0, count, lambda c: b.store(comb.init(), acc_ptr(c)), name="init")
-
-            def block(red_indices):
+            def block(red_indices, fast=False):
                 def lane(c):
                     kept_index = outer_index + [b.add(start, c)]
                     acc = b.load(acc_ptr(c))
                     for red_index in red_indices:
-                        acc = comb.combine(b, acc, value_at(kept_index, red_index), False)
+                        value = value_at(kept_index, red_index)
+                        if fast:
+                            acc = comb.combine_unchecked(b, acc, value)
+                            b.store(b.or_(b.load(unordered), comb.is_nan(b, value)), unordered)
+                        else:
+                            acc = comb.combine(b, acc, value, False)
                     b.store(acc, acc_ptr(c))
 
                 for_range(b, 0, count, lane, name="c")
 
-            reduced_blocks(block)
+            for_range(b, 0, count, lambda c: b.store(comb.init(), acc_ptr(c)), name="init")
+            if unchecked:
+                # A float max/min: each column combined unchecked (one max per vector), then the tile again
+                # exactly where an operand was NaN or a column's result is a zero (_Combiner.combine_unchecked):
+                # the exact combine's bits.
+                b.store(ir.Constant(ir.IntType(1), 0), unordered)
+                reduced_blocks(lambda red_indices: block(red_indices, True))
+                b.store(b.load(unordered), zero)
+                for_range(b, 0, count, lambda c: b.store(
+                    b.select(b.load(zero), b.load(zero), comb.is_zero(b, b.load(acc_ptr(c)))), zero), name="z")
+                with b.if_then(b.load(zero), likely=False):
+                    for_range(b, 0, count, lambda c: b.store(comb.init(), acc_ptr(c)), name="init")
+                    reduced_blocks(block)
+            else:
+                reduced_blocks(block)
 
             def write(c):
                 kept_index = outer_index + [b.add(start, c)]
