@@ -67,14 +67,15 @@ def qr_work_size(m: int, n: int, full_matrices: bool) -> int:
 
 def svd_work_size(m: int, n: int, full_matrices: bool, compute_uv: bool) -> int:
     """Scratch elements per matrix, M = max(m, n), N = min(m, n). The bidiagonal path: A's columns (N x M),
-    d, e, the taus of Q and P, M for A v and 4 N for a sweep's rotations; with compute_uv also P's
+    d, e, the taus of Q and P, M for A v and 9 N for two sweeps' rotations and the signs; with compute_uv also P's
     reflectors (N x N), Q's columns (kq x M) and V (N x N). The Jacobi path: A's columns (N x M), its taus, W (N x N),
     the squared norms (N) and ten values per pair of a Jacobi round; with compute_uv also Q's columns (kq x M), V (N x N), the sorted W (N x N),
     its Q (N x N) and taus (N)."""
     big, small = max(m, n), min(m, n)
-    if uses_bidiagonal(m, n):  # A's columns, d, e, the taus of Q and P, A v (M), a sweep's rotations (4 N);
+    if uses_bidiagonal(m, n):  # A's columns, d, e, the taus of Q and P, A v (M), two sweeps' rotations and
+        # the signs (9 N);
         # with compute_uv also P's reflectors (N x N), Q's columns (kq x M) and V (N x N)
-        size = small * big + 4 * small + big + 4 * small
+        size = small * big + 4 * small + big + 9 * small
         if compute_uv:
             size += 2 * small * small + (big if full_matrices else small) * big
         return size

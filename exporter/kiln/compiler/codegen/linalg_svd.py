@@ -814,15 +814,43 @@ def _rotate_pair(g: _Gen, x, length: int, i, j, c, s):
 
 def _bidiagonal_qr(g: _Gen, w, rv1, n: int, u, m: int, v, rot, bad):
     """_svd_qr_native._bidiagonal_qr: w the diagonal, rv1 the superdiagonal (rv1[0] = 0); u (m long
-    columns) and v (n long) rotated along (None: not), each sweep's rotations kept in rot (4 n scalars: V's
-    cosines and sines, then U's) and applied after the sweep (_rotate_columns); bad set when a singular
-    value takes more than MAX_QR_ITERATIONS sweeps."""
+    columns) and v (n long) rotated along (None: not, both), each sweep's rotations kept in rot (9 n scalars:
+    two sets of V's cosines and sines and U's, and the columns of v to negate) and applied to u and v during
+    the next sweep's chase, one rotation per chase step (the chase is a chain of dependent divisions and
+    square roots; the rotations' vector work fills its latency), whatever is left after it in register-blocked
+    strips (_rotate_columns); a column of v whose value came out negative is negated at the end (no later
+    rotation touches it). bad set when a singular value takes more than MAX_QR_ITERATIONS sweeps."""
     from .linalg_eigh import _Emitter
 
     b = g.b
     fn = b.function
     hyp = _Emitter(b, g.dtype, g.lanes).pythag
-    cv_, sv_, cu_, su_ = (g.ptr(rot, const64(k * n)) for k in range(4))
+    vectors = u is not None
+    if vectors:
+        pend_l = local_var(b, I64, const64(0), "pend.l")
+        pend_k = local_var(b, I64, const64(0), "pend.k")
+        flip = local_var(b, I1, ir.Constant(I1, 0), "flip")
+        negs = g.ptr(rot, const64(8 * n))
+        for_range(b, 0, n, lambda i: g.st(negs, i, g.c(0.0)), name="negs")
+
+    def sets():
+        """(the current sweep's [cv, sv, cu, su], the pending sweep's)."""
+        first, second = rot, g.ptr(rot, const64(4 * n))
+        f = b.load(flip)
+        cur, pend = b.select(f, second, first), b.select(f, first, second)
+        return [g.ptr(cur, const64(k * n)) for k in range(4)], [g.ptr(pend, const64(k * n)) for k in range(4)]
+
+    def apply_pending(lo, hi):
+        """The pending sweep's rotations lo .. hi - 1 (blocked), if any."""
+        _, (pcv, psv, pcu, psu) = sets()
+        with b.if_then(b.icmp_signed("<", lo, hi)):
+            _rotate_columns(g, v, n, pcv, psv, lo, hi)
+            _rotate_columns(g, u, m, pcu, psu, lo, hi)
+
+    def flush():
+        apply_pending(b.load(pend_l), b.load(pend_k))
+        b.store(const64(0), pend_l)
+        b.store(const64(0), pend_k)
     zero, one = g.c(0.0), g.c(1.0)
     anorm_v = local_var(b, g.t, zero, "anorm")
     for_range(b, 0, n, lambda i: b.store(call_binary(b, "maximum", b.load(anorm_v), b.fadd(
@@ -863,6 +891,8 @@ def _bidiagonal_qr(g: _Gen, w, rv1, n: int, u, m: int, v, rot, bad):
             while_loop(b, lambda: ir.Constant(I1, 1), search, name="bq.search")
             l_ = b.load(l_v)
             with b.if_then(b.load(cancel_v)):
+                if vectors:
+                    flush()
                 nm = b.sub(l_, const64(1))
                 b.store(zero, c_v)
                 b.store(one, s_v)
@@ -894,10 +924,8 @@ def _bidiagonal_qr(g: _Gen, w, rv1, n: int, u, m: int, v, rot, bad):
             b.position_at_end(converged)
             with b.if_then(g.lt(z, zero)):
                 g.st(w, k, b.fneg(z))
-                if v is not None:
-                    base = b.mul(k, const64(n))
-                    g.vloop(base, b.add(base, const64(n)), lambda i, wd: g.st(v, i, b.fneg(g.ld(v, i, wd)), wd),
-                            name="bq.neg")
+                if vectors:
+                    g.st(negs, k, one)
             b.branch(done)
             b.position_at_end(go)
             fail = fn.append_basic_block("bq.fail")
@@ -919,6 +947,12 @@ def _bidiagonal_qr(g: _Gen, w, rv1, n: int, u, m: int, v, rot, bad):
             b.store(x, x_v)
             b.store(one, c_v)
             b.store(one, s_v)
+            if vectors:
+                (cv_, sv_, cu_, su_), (pcv, psv, pcu, psu) = sets()
+                shift = b.sub(b.load(pend_l), l_)  # chase step j applies the pending rotation j + shift
+                pend_end = b.load(pend_k)
+            else:
+                cv_, sv_, cu_, su_ = (g.ptr(rot, const64(k_ * n)) for k_ in range(4))
 
             def chase(j):
                 i = b.add(j, const64(1))
@@ -944,19 +978,36 @@ def _bidiagonal_qr(g: _Gen, w, rv1, n: int, u, m: int, v, rot, bad):
                 b.store(s, s_v)
                 g.st(cu_, j, c)
                 g.st(su_, j, s)
+                if vectors:
+                    pj = b.add(j, shift)
+                    with b.if_then(b.icmp_signed("<", pj, pend_end)):
+                        pj1 = b.add(pj, const64(1))
+                        _rotate_pair(g, v, n, pj, pj1, g.ld(pcv, pj), g.ld(psv, pj))
+                        _rotate_pair(g, u, m, pj, pj1, g.ld(pcu, pj), g.ld(psu, pj))
 
             for_range(b, l_, k, chase, name="bq.chase")
             g.st(rv1, l_, zero)
             g.st(rv1, k, b.load(f_v))
             g.st(w, k, b.load(x_v))
-            if v is not None:
-                _rotate_columns(g, v, n, cv_, sv_, l_, k)
-            if u is not None:
-                _rotate_columns(g, u, m, cu_, su_, l_, k)
+            if vectors:
+                apply_pending(b.add(k, shift), pend_end)  # what the chase left of the pending sweep
+                b.store(l_, pend_l)
+                b.store(k, pend_k)
+                b.store(b.not_(b.load(flip)), flip)
 
         while_loop(b, lambda: b.not_(b.load(bad)), iteration, name="bq.iter")
 
     for_range(b, 0, n, singular_value, name="bq.k")
+    if vectors:
+        flush()
+
+        def negate(k):
+            with b.if_then(b.fcmp_unordered("!=", g.ld(negs, k), zero)):
+                base = b.mul(k, const64(n))
+                g.vloop(base, b.add(base, const64(n)), lambda i, wd: g.st(v, i, b.fneg(g.ld(v, i, wd)), wd),
+                        name="bq.neg")
+
+        for_range(b, 0, n, negate, name="bq.negs")
 
 
 def _canonical_signs(g: _Gen, u, m: int, v, n: int):
@@ -990,7 +1041,7 @@ def _svd_bidiagonal_matrix(g: _Gen, take, a, scale, outs, bi, M: int, N: int, kq
     columns and V's sorted along into the outputs; all NaN when the scale is not finite (a NaN or an
     infinity in the matrix) or the QR iteration fails (as _svd_qr_native._svd_bidiagonal)."""
     b = g.b
-    d, rv1, taus_q, taus_y, wv, rot = take(N), take(N), take(N), take(N), take(M), take(4 * N)
+    d, rv1, taus_q, taus_y, wv, rot = take(N), take(N), take(N), take(N), take(M), take(9 * N)
     if uv:
         y, q, v = take(N * N), take(kq * M), take(N * N)
     bad = local_var(b, I1, b.not_(b.fcmp_ordered("<", scale, g.c(np.inf))), "bad")
