@@ -220,8 +220,8 @@ def exported_convolutions(tmp_path_factory):
     whose function computes a convolution of each GEMM path, its inputs saved, and the numpy references:
     NHWC with a bias and relu (rows, packed image tiles, the epilogue), NCHW strided with taps past both ends
     (cols, image panels by runs), 128 channels (rows, the image read in place), 8 groups of 8 features
-    (one-vector strips), float64 dilated, the input gradients of NHWC and strided NCHW convolutions (rows and
-    cols with lhs-dilation holes) and an NHWC kernel gradient (gemm_batch)."""
+    (one-vector strips), float64 dilated, the input gradients of strided NHWC and NCHW convolutions (lhs
+    dilation phase by phase; the NCHW one computed as NHWC and transposed) and an NHWC kernel gradient (gemm_batch)."""
     tmp = tmp_path_factory.mktemp("conv_builds")
     x = RNG.standard_normal((1, 9, 10, 16)).astype(np.float32)
     w = RNG.standard_normal((3, 3, 16, 24)).astype(np.float32)

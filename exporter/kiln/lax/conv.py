@@ -497,7 +497,15 @@ def _transpose_lhs(ct, rhs, lhs_aval, *, window_strides, padding, lhs_dilation, 
         rhs = _reshape_axis_out_of(rhs_spec[0], batch_group_count, rhs)
         rhs = _reshape_axis_into(rhs_spec[0], rhs_spec[1], rhs)
         g = batch_group_count
-    trans_dn = (out_spec, t_rhs_spec, lhs_spec)
+    # A strided convolution's input gradient (lhs dilation = the strides) with the features not last (NCHW):
+    # computed with contiguous features, (N, H, W, C), and transposed to the input's layout (a copy of the
+    # input's size), as the compiler's GEMM skips the dilation's holes phase by phase only where it writes
+    # rows of contiguous features (codegen/conv.py, _emit_gemm_phases).
+    ndim = len(lhs_spec)
+    permuted = (any(s != 1 for s in window_strides) and lhs_spec[1] != ndim - 1 and batch_group_count == 1
+                and np.dtype(lhs_aval.dtype) in (np.float32, np.float64))
+    result_spec = (0, ndim - 1) + tuple(range(1, ndim - 1)) if permuted else lhs_spec
+    trans_dn = (out_spec, t_rhs_spec, result_spec)
     rshape = _shape(rhs)
     pads = _vjp_lhs_padding([lhs_aval.shape[d] for d in lhs_spec[2:]], [rshape[d] for d in rhs_spec[2:]],
                             window_strides, [_shape(ct)[d] for d in out_spec[2:]], padding, lhs_dilation, rhs_dilation)
@@ -506,6 +514,11 @@ def _transpose_lhs(ct, rhs, lhs_aval, *, window_strides, padding, lhs_dilation, 
         ct, revd, window_strides=tuple(lhs_dilation), padding=pads, lhs_dilation=tuple(window_strides),
         rhs_dilation=tuple(rhs_dilation), dimension_numbers=trans_dn, feature_group_count=g, batch_group_count=1,
     )
+    if permuted:
+        perm = [0] * ndim
+        for k in range(ndim):
+            perm[lhs_spec[k]] = result_spec[k]
+        out = prims.transpose.bind(out, permutation=tuple(perm))
     if batch_group_count > 1:
         out = _reshape_axis_out_of(lhs_spec[1], batch_group_count, out)
         out = _reshape_axis_into(lhs_spec[1], lhs_spec[0], out)
