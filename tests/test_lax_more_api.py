@@ -374,3 +374,31 @@ def test_rng_bit_generator_errors():
         lax.rng_bit_generator(np.zeros(4, np.uint32), (3,), dtype=np.float32)
     with pytest.raises(ValueError, match="unknown algorithm 7"):
         lax.rng_bit_generator(np.zeros(4, np.uint32), (3,), algorithm=7)
+
+
+def test_lax_fft_types_against_numpy(tmp_path):
+    rng = np.random.default_rng(4)
+    signal = rng.standard_normal((2, 4, 67))  # 67: a Bluestein length
+    spectrum = np.fft.fftn(signal, axes=(1, 2))
+    half = np.fft.rfftn(signal[..., :10], axes=(1, 2))
+
+    def transforms(signal, spectrum, half):
+        return (lax.fft(signal, "rfft", (4, 67)), lax.fft(spectrum, lax.FftType.IFFT, (4, 67)),
+                lax.fft(spectrum, lax.FftType.FFT, (67,)), lax.fft(half, "IRFFT", (4, 10)),
+                lax.fft(half[..., :5], lax.FftType.IRFFT, (9,)))
+
+    want = (np.fft.rfftn(signal, axes=(1, 2)), np.fft.ifftn(spectrum, axes=(1, 2)), np.fft.fft(spectrum),
+            np.fft.irfftn(half, s=(4, 10), axes=(1, 2)), np.fft.irfft(half[..., :5], n=9))
+    eager_jit_and_kiln_run(transforms, lambda *a: want, signal, spectrum, half, tmp_path=tmp_path, tol=1e-10)
+    single = lax.fft(signal.astype(np.float32), "rfft", (67,))
+    assert single.dtype == np.complex64
+    np.testing.assert_allclose(single, np.fft.rfft(signal), rtol=1e-4, atol=1e-4)
+    grad = kiln.grad(lambda x: kiln.numpy.sum(kiln.numpy.abs(lax.fft(x, "rfft", (67,))) ** 2))(signal[0, 0])
+    np.testing.assert_allclose(grad, numerical_grad(lambda x: np.sum(np.abs(np.fft.rfft(x)) ** 2), signal[0, 0]),
+                               rtol=1e-6)
+    with pytest.raises(ValueError, match=r"FFT with fft_lengths \(5,\) needs trailing axes \(5,\); got \(67,\)"):
+        lax.fft(spectrum, "fft", (5,))
+    with pytest.raises(TypeError, match="RFFT takes real input; got complex128"):
+        lax.fft(spectrum, "rfft", (67,))
+    with pytest.raises(ValueError, match="unknown fft_type 'dct'"):
+        lax.fft(signal, "dct", (67,))

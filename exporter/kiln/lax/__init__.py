@@ -86,9 +86,10 @@ from .bitcast import bitcast_convert_type, reduce_precision  # noqa: E402
 from .linear_solve import custom_linear_solve, custom_root  # noqa: E402
 from .scaled_dot import scaled_dot  # noqa: E402
 from .prng import RandomAlgorithm, rng_bit_generator  # noqa: E402
+from .fft import FftType, fft  # noqa: E402
 
 __all__ += ["bitcast_convert_type", "reduce_precision", "custom_linear_solve", "custom_root", "scaled_dot",
-            "RandomAlgorithm", "rng_bit_generator"]
+            "RandomAlgorithm", "rng_bit_generator", "FftType", "fft"]
 from .accuracy import AccuracyMode, Tolerance  # noqa: E402
 
 __all__ += ["AccuracyMode", "Tolerance"]

@@ -1,18 +1,9 @@
 """kiln.numpy.fft: numpy.fft's functions with numpy's n=, s=, axis=/axes= and norm= semantics.
 
-Every transform is a composition of kiln primitives on complex arrays (so it runs eagerly, compiles into
-kernels through kiln.compiler.complex_lowering, and differentiates with the primitives' own rules, which
-are JAX's for a linear map): a length-n DFT along the last axis is
-
-- n <= 64: one product with the DFT matrix;
-- n composite: the four-step Cooley-Tukey split n = n1 * n2 (n1 the largest divisor <= sqrt(n)):
-  n2 DFTs of length n1, twiddle factors, n1 DFTs of length n2, each of them split again;
-- n prime above 64: Bluestein's chirp z-transform, a circular convolution of power-of-two length
-  m >= 2n - 1 done with the four-step FFT (the chirp filter's spectrum is a constant of the program).
-
-Twiddles and chirps are computed in float64 from exact integer phases (j*k mod n) and rounded once to the
-working dtype: complex64 for float16/bfloat16/float32/complex64 inputs, complex128 for the rest (numpy 2's
-dtypes). Accuracy: docs/numpy.md, "kiln.numpy.fft".
+Every transform is kiln.lax.fft.dft_last (a composition of kiln primitives on complex arrays: direct DFT
+products, the four-step Cooley-Tukey split, Bluestein for large primes; the module says which when) along
+the transformed axis, on complex64 for float16/bfloat16/float32/complex64 inputs and complex128 for the rest
+(numpy 2's dtypes). Accuracy: docs/numpy.md, "kiln.numpy.fft".
 """
 from __future__ import annotations
 
@@ -22,82 +13,13 @@ import numpy as np
 
 from ..core import dtypes
 from ..lax import complex_prims
+from ..lax.fft import dft_last as _dft_last
 from ._base import asarray, aval
 from .elementwise import multiply
-from .products import matmul
-from .shape import concatenate, moveaxis, pad, reshape, roll, swapaxes
+from .shape import concatenate, moveaxis, pad, roll
 
 __all__ = ["fft", "ifft", "rfft", "irfft", "fft2", "ifft2", "rfft2", "irfft2", "fftn", "ifftn", "rfftn", "irfftn",
            "hfft", "ihfft", "fftfreq", "rfftfreq", "fftshift", "ifftshift"]
-
-_DIRECT_MAX = 64
-
-
-# ---- the transform along the last axis ------------------------------------------------------------------
-
-def _unit_roots(phases: np.ndarray, n: int, sign: int, dtype) -> np.ndarray:
-    """exp(sign 2 pi i phases / n) for integer phases, reduced mod n exactly first, rounded once to dtype;
-    exactly 1, i, -1 or -i at multiples of a quarter turn (so a DFT of a constant is exactly zero there)."""
-    m = np.mod(phases, n)
-    angle = (2 * np.pi / n) * m.astype(np.float64)
-    cos, sin = np.cos(angle), np.sin(angle)
-    quarter = (4 * m) % n == 0
-    turns = (4 * m // n) % 4
-    cos = np.where(quarter, np.array([1.0, 0.0, -1.0, 0.0])[turns], cos)
-    sin = np.where(quarter, np.array([0.0, 1.0, 0.0, -1.0])[turns], sin)
-    return (cos + 1j * sign * sin).astype(dtype)
-
-
-def _dft_matrix(n: int, sign: int, dtype) -> np.ndarray:
-    k = np.arange(n, dtype=np.int64)
-    return _unit_roots(np.outer(k, k), n, sign, dtype)
-
-
-def _largest_divisor_to_sqrt(n: int) -> int:
-    for d in range(math.isqrt(n), 1, -1):
-        if n % d == 0:
-            return d
-    return 1
-
-
-def _dft_last(x, sign: int):
-    """sum_j x[..., j] exp(sign 2 pi i j k / n): the unnormalized DFT (sign -1) or inverse DFT (sign +1)."""
-    a = aval(x)
-    n, dtype = a.shape[-1], a.dtype
-    if n <= 1:
-        return x
-    if n <= _DIRECT_MAX:
-        return matmul(x, _dft_matrix(n, sign, dtype))
-    n1 = _largest_divisor_to_sqrt(n)
-    if n1 == 1:
-        return _bluestein(x, sign)
-    n2 = n // n1
-    lead = a.shape[:-1]
-    rows = reshape(x, lead + (n1, n2))                               # [j1, j2] = x[n2 j1 + j2]
-    b = _dft_last(swapaxes(rows, -1, -2), sign)                      # [j2, k1]: length-n1 DFTs
-    j2, k1 = np.arange(n2, dtype=np.int64), np.arange(n1, dtype=np.int64)
-    c = multiply(b, _unit_roots(np.outer(j2, k1), n, sign, dtype))   # twiddles w_n^(j2 k1)
-    d = _dft_last(swapaxes(c, -1, -2), sign)                         # [k1, k2]: length-n2 DFTs
-    return reshape(swapaxes(d, -1, -2), lead + (n,))                 # X[k1 + n1 k2]
-
-
-def _bluestein(x, sign: int):
-    """Bluestein: X_k = w_k sum_j (x_j w_j) conj(w_(k-j)) with w_k = exp(sign i pi k^2 / n), the sum a
-    circular convolution of power-of-two length m >= 2n - 1."""
-    a = aval(x)
-    n, dtype = a.shape[-1], a.dtype
-    m = 1 << (2 * n - 2).bit_length()
-    k = np.arange(n, dtype=np.int64)
-    chirp = _unit_roots(k * k, 2 * n, sign, np.complex128)            # exp(sign i pi k^2 / n)
-    filt = np.zeros(m, np.complex128)
-    filt[:n] = np.conj(chirp)
-    filt[m - n + 1:] = np.conj(chirp[1:][::-1])
-    spectrum = (np.fft.fft(filt) / m).astype(dtype)                    # a constant: the filter's DFT / m
-    w = chirp.astype(dtype)
-    padded = pad(multiply(x, w), [(0, 0)] * (a.ndim - 1) + [(0, m - n)])
-    conv = _dft_last(multiply(_dft_last(padded, -1), spectrum), 1)
-    return multiply(conv[..., :n], w)
-
 
 # ---- numpy's interface ----------------------------------------------------------------------------------
 
