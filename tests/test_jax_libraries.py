@@ -1,0 +1,232 @@
+"""JAX's small libraries that published programs import, under kiln's names: kiln.flatten_util (ravel_pytree),
+kiln.example_libraries.optimizers and kiln.example_libraries.stax. References are numpy formulas written here
+(JAX is not a test dependency); one exported training step (stax + optimizers + ravel_pytree) runs in kiln-run."""
+import numpy as np
+import pytest
+
+import kiln
+import kiln.numpy as knp
+from kiln.example_libraries import optimizers, stax
+from kiln.flatten_util import ravel_pytree
+from kiln_tools import kiln_run_exported
+
+RNG = np.random.default_rng(7)
+
+
+# ravel_pytree
+
+def test_ravel_pytree_mixed_dtypes_round_trip():
+    tree = {"a": RNG.standard_normal((2, 3)).astype(np.float32), "b": (np.int32(3), np.ones(2, np.float16)),
+            "c": None, "d": [np.arange(4, dtype=np.float32).reshape(2, 2, 1)]}
+    flat, unravel = ravel_pytree(tree)
+    want = np.concatenate([tree["a"].ravel(), [3.0], [1.0, 1.0], np.arange(4.0)])
+    assert flat.shape == (13,) and flat.dtype == np.result_type(np.float32, np.int32, np.float16)
+    np.testing.assert_array_equal(np.asarray(flat), want)
+    back = unravel(flat)
+    assert kiln.tree.structure(back) == kiln.tree.structure(tree)
+    for got, leaf in zip(kiln.tree_leaves(back), kiln.tree_leaves(tree)):
+        assert got.shape == np.shape(leaf) and got.dtype == np.asarray(leaf).dtype
+        np.testing.assert_array_equal(np.asarray(got), leaf)
+    assert unravel == ravel_pytree(tree)[1] and hash(unravel) == hash(ravel_pytree(tree)[1])
+    with pytest.raises(TypeError, match="unravel function given array of dtype float32, but expected dtype float64"):
+        unravel(flat.astype(np.float32))
+    with pytest.raises(ValueError, match=r"expected a 1-D array of 13 elements \(the raveled tree\), got shape \(12,\)"):
+        unravel(flat[:12])
+
+
+def test_ravel_pytree_empty_and_single_dtype():
+    flat, unravel = ravel_pytree({"x": None, "y": ()})
+    assert flat.shape == (0,) and flat.dtype == np.float32 and unravel(flat) == {"x": None, "y": ()}
+    tree = (np.ones((2, 2), np.float32), np.zeros(3, np.float32))
+    flat, unravel = ravel_pytree(tree)
+    assert flat.dtype == np.float32 and flat.shape == (7,)
+    # one dtype: unravel keeps the dtype it is given (JAX's dtype-polymorphic unravel)
+    assert [x.dtype for x in unravel(knp.zeros(7, np.float64))] == [np.float64, np.float64]
+
+
+# optimizers: numpy references of the update rules (JAX's formulas), two steps
+
+def _np_steps(name, x, grads, lr):
+    state = {}
+    for i, g in enumerate(grads):
+        if name == "sgd":
+            x = x - lr * g
+        elif name in ("momentum", "nesterov"):
+            v = 0.9 * state.get("v", 0) + g
+            state["v"] = v
+            x = x - lr * (v if name == "momentum" else 0.9 * v + g)
+        elif name == "adagrad":
+            gsq = state.get("gsq", 0) + g * g
+            m = 0.1 * g / np.sqrt(gsq) + 0.9 * state.get("m", 0)
+            state.update(gsq=gsq, m=m)
+            x = x - lr * m
+        elif name in ("rmsprop", "rmsprop_momentum"):
+            avg = 0.9 * state.get("avg", 0) + 0.1 * g * g
+            state["avg"] = avg
+            if name == "rmsprop":
+                x = x - lr * g / np.sqrt(avg + 1e-8)
+            else:
+                state["mom"] = 0.9 * state.get("mom", 0) + lr * g / np.sqrt(avg + 1e-8)
+                x = x - state["mom"]
+        elif name in ("adam", "adamax"):
+            m = 0.1 * g + 0.9 * state.get("m", 0)
+            if name == "adam":
+                v = 0.001 * g * g + 0.999 * state.get("v", 0)
+                x = x - lr * (m / (1 - 0.9 ** (i + 1))) / (np.sqrt(v / (1 - 0.999 ** (i + 1))) + 1e-8)
+            else:
+                v = np.maximum(0.999 * state.get("v", 0), np.abs(g))
+                x = x - lr / (1 - 0.9 ** (i + 1)) * m / (v + 1e-8)
+            state.update(m=m, v=v)
+        elif name == "sm3":  # x is 2-D: a row and a column accumulator
+            rows, cols = state.get("rows", np.zeros(x.shape[0])), state.get("cols", np.zeros(x.shape[1]))
+            acc = np.minimum(rows[:, None], cols[None, :]) + g * g
+            m = 0.1 * g / np.sqrt(acc) + 0.9 * state.get("m", 0)
+            state.update(rows=acc.max(1), cols=acc.max(0), m=m)
+            x = x - lr * m
+    return x
+
+
+@pytest.mark.parametrize("name", ["sgd", "momentum", "nesterov", "adagrad", "rmsprop", "rmsprop_momentum", "adam",
+                                  "adamax", "sm3"])
+def test_optimizer_matches_numpy(name):
+    params = {"w": RNG.standard_normal((3, 4)), "b": RNG.standard_normal((3, 4))}
+    grads = [{k: np.sin((i + 1) * v) for k, v in params.items()} for i in range(2)]
+    args = (0.1, 0.9) if name in ("momentum", "nesterov") else (0.1,)
+    init, update, get_params = getattr(optimizers, name)(*args)
+    state = init(params)
+    for i, g in enumerate(grads):
+        state = update(i, g, state)
+    got = get_params(state)
+    for k in params:
+        np.testing.assert_allclose(np.asarray(got[k]), _np_steps(name, params[k], [g[k] for g in grads], 0.1),
+                                   rtol=1e-12, atol=1e-13)
+
+
+def test_optimizer_state_tree_and_errors():
+    init, update, get_params = optimizers.momentum(optimizers.exponential_decay(0.5, 2, 0.1), 0.9)
+    params = (np.ones(3), {"z": np.zeros((2,))})
+    state = init(params)
+    assert len(kiln.tree_leaves(state)) == 4  # (x, velocity) for each of two leaves
+    marked = optimizers.unpack_optimizer_state(state)
+    assert isinstance(marked[0], optimizers.JoinPoint)
+    again = optimizers.pack_optimizer_state(marked)
+    assert kiln.tree.structure(again) == kiln.tree.structure(state)
+    with pytest.raises(TypeError, match="optimizer update function was passed a gradient tree that did not match"):
+        update(0, (np.ones(3),), state)
+    with pytest.raises(TypeError, match="every leaf must be a JoinPoint"):
+        optimizers.pack_optimizer_state([np.ones(2)])
+    with pytest.raises(ValueError, match="boundaries length must be one shorter than values length"):
+        optimizers.piecewise_constant([1, 2], [0.1, 0.2])
+
+
+def test_schedules_and_clipping():
+    steps = np.arange(6.0)
+    np.testing.assert_allclose([optimizers.exponential_decay(0.5, 2, 0.1)(i) for i in steps], 0.5 * 0.1 ** (steps / 2))
+    np.testing.assert_allclose([optimizers.inverse_time_decay(1.0, 2, 0.5, staircase=True)(i) for i in steps],
+                               1 / (1 + 0.5 * np.floor(steps / 2)))
+    np.testing.assert_allclose([optimizers.polynomial_decay(1.0, 4, 0.2, 2.0)(i) for i in steps],
+                               (1 - np.minimum(steps, 4) / 4) ** 2 * 0.8 + 0.2)
+    np.testing.assert_allclose([optimizers.piecewise_constant([1, 3], [1.0, 0.5, 0.1])(i) for i in steps],
+                               [1.0, 1.0, 0.5, 0.5, 0.1, 0.1])
+    tree = {"a": np.array([3.0, 0.0]), "b": np.array([[4.0]])}
+    assert float(optimizers.l2_norm(tree)) == 5.0
+    clipped = optimizers.clip_grads(tree, 1.0)
+    np.testing.assert_allclose(np.asarray(clipped["a"]), [0.6, 0.0])
+    np.testing.assert_allclose(np.asarray(optimizers.clip_grads(tree, 10.0)["b"]), [[4.0]])
+
+
+# stax: shapes from init, the forward pass against numpy, a gradient against finite differences
+
+def _np_conv_same(x, w):  # NHWC x HWIO, stride 1, SAME
+    kh, kw = w.shape[:2]
+    xp = np.pad(x, ((0, 0), (kh // 2, (kh - 1) // 2), (kw // 2, (kw - 1) // 2), (0, 0)))
+    out = np.zeros(x.shape[:3] + (w.shape[3],))
+    for i in range(kh):
+        for j in range(kw):
+            out += np.einsum("nhwc,co->nhwo", xp[:, i:i + x.shape[1], j:j + x.shape[2]], w[i, j])
+    return out
+
+
+def _net():
+    return stax.serial(stax.Conv(4, (3, 3), padding="SAME"), stax.BatchNorm(), stax.Relu,
+                       stax.AvgPool((2, 2), (2, 2), padding="SAME"), stax.MaxPool((2, 2)), stax.Flatten,
+                       stax.FanOut(2), stax.parallel(stax.Dense(5), stax.Dense(5)), stax.FanInSum, stax.LogSoftmax)
+
+
+def test_stax_network_matches_numpy_and_gradient():
+    init, apply = _net()
+    out_shape, params = init(kiln.random.PRNGKey(1), (2, 7, 6, 3))
+    assert tuple(out_shape) == (2, 5)
+    params = kiln.tree_map(lambda p: np.asarray(p, np.float64), params)
+    x = np.sin(np.arange(2 * 7 * 6 * 3, dtype=np.float64)).reshape(2, 7, 6, 3)
+    (w, b), (beta, gamma) = params[0], params[1]
+    h = _np_conv_same(x, w) + b
+    h = gamma * (h - h.mean((0, 1, 2))) / np.sqrt(h.var((0, 1, 2)) + 1e-5) + beta
+    h = np.maximum(h, 0)
+    # AvgPool 2x2/2 SAME on 7x6: 4x3 windows, the last row of windows covers one input row
+    hp = np.pad(h, ((0, 0), (0, 1), (0, 0), (0, 0)))
+    counts = np.pad(np.ones((7, 6)), ((0, 1), (0, 0))).reshape(4, 2, 3, 2).sum((1, 3))
+    h = hp.reshape(2, 4, 2, 3, 2, 4).sum((2, 4)) / counts[None, :, :, None]
+    # MaxPool 2x2 stride 1 VALID: 4x3 -> 3x2
+    h = np.maximum(np.maximum(h[:, :-1, :-1], h[:, 1:, :-1]), np.maximum(h[:, :-1, 1:], h[:, 1:, 1:]))
+    h = h.reshape(2, -1)
+    logits = h @ params[7][0][0] + params[7][0][1] + h @ params[7][1][0] + params[7][1][1]
+    want = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    np.testing.assert_allclose(np.asarray(apply(params, x)), want, rtol=1e-10, atol=1e-12)
+
+    loss = lambda p: knp.sum(apply(p, x)[:, 2])
+    grad = kiln.grad(loss)(params)
+    w0 = params[0][0]
+    for idx in [(0, 0, 0, 0), (1, 2, 1, 3)]:
+        e = np.zeros_like(w0)
+        e[idx] = 1e-6
+        plus = [(w0 + e, params[0][1])] + list(params[1:])
+        minus = [(w0 - e, params[0][1])] + list(params[1:])
+        fd = (float(loss(plus)) - float(loss(minus))) / 2e-6
+        np.testing.assert_allclose(float(grad[0][0][idx]), fd, rtol=1e-5, atol=1e-7)
+
+
+def test_stax_layers_shapes_and_dropout():
+    key = kiln.random.PRNGKey(0)
+    init, apply = stax.serial(stax.Conv1DTranspose(3, (2,), strides=(2,)), stax.Tanh)
+    shape, params = init(key, (1, 5, 2))
+    assert tuple(shape) == (1, 10, 3) and apply(params, np.ones((1, 5, 2), np.float32)).shape == (1, 10, 3)
+    init, apply = stax.serial(stax.FanOut(2), stax.parallel(stax.Identity, stax.Dense(2)), stax.FanInConcat())
+    shape, params = init(key, (4, 3))
+    assert tuple(shape) == (4, 5)
+    _, apply = stax.Dropout(0.5)
+    with pytest.raises(ValueError, match="Dropout layer requires apply_fun to be called with a PRNG key"):
+        apply((), np.ones(4))
+    kept = np.asarray(apply((), np.ones(1000, np.float32), rng=key))
+    assert set(np.unique(kept)) == {0.0, 2.0} and 400 < (kept > 0).sum() < 600
+    np.testing.assert_array_equal(np.asarray(stax.Dropout(0.5, mode="test")[1]((), np.ones(3), rng=key)), 1.0)
+
+
+# one training step through all three: eager, kiln.jit and the exported module in kiln-run
+
+def test_train_step_jit_and_kiln_run(tmp_path):
+    init, apply = stax.serial(stax.Dense(6), stax.Relu, stax.Dense(3), stax.LogSoftmax)
+    _, params = init(kiln.random.PRNGKey(3), (-1, 4))
+    flat0, unravel = ravel_pytree(params)
+    opt_init, opt_update, get_params = optimizers.adam(0.01)
+    x = RNG.standard_normal((5, 4)).astype(np.float32)
+    labels = np.eye(3, dtype=np.float32)[[0, 2, 1, 1, 0]]
+
+    state0 = opt_init(flat0)  # a pytree: the flat vector and adam's two moments
+    treedef = kiln.tree.structure(state0)
+
+    def step(flat, m, v, x, labels):
+        state = kiln.tree.unflatten(treedef, [flat, m, v])
+        loss = lambda f: -knp.mean(knp.sum(apply(unravel(f), x) * labels, -1))
+        g = kiln.grad(loss)(get_params(state))
+        new = opt_update(0, g, state)
+        return tuple(new.packed_state[0])
+
+    m0 = np.zeros_like(np.asarray(flat0))
+    assert [np.asarray(a).tolist() for a in kiln.tree_leaves(state0)] == [np.asarray(flat0).tolist(), m0.tolist(), m0.tolist()]
+    want = step(np.asarray(flat0), m0, m0, x, labels)
+    jstep = kiln.jit(step)  # kiln_run_exported's kiln.jit(jstep) shares its compiled trace
+    for got in (jstep(np.asarray(flat0), m0, m0, x, labels),
+                kiln_run_exported(jstep, np.asarray(flat0), m0, m0, x, labels, tmp_path=tmp_path)):
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
