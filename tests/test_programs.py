@@ -34,6 +34,8 @@ PROGRAMS = {
     "lstm": (2e-4, 2e-5),
     "nbody": (1e-4, 1e-5),
     "kmeans": (1e-4, 1e-5),
+    "vae": (2e-4, 2e-5),
+    "transformer_lm": (2e-4, 2e-5),
 }
 
 
@@ -50,6 +52,7 @@ NUMPY_DTYPES = {
     ("lqr", "gains"): "computed from the Jacobians of the dynamics at zeros(2), zeros(1) and the constants Q and "
                       "R, all weak float64 (numpy's default dtype): no float32 value meets them",
     ("kmeans", "sizes"): "bincount counts in int64, numpy's intp",
+    ("transformer_lm", "next"): "argmax gives int64, numpy's intp",
     **{("mlp_classifier", f"export/{i}"): "a bias made by zeros(n) (weak float64) and its Adam moments keep "
                                            "their dtype" for i in (3, 4, 5, 9, 10, 11, 15, 16, 17)},
     ("kernel_least_squares", "export/1"): "the gradient at log_scale = asarray(0.0), weak float64",
