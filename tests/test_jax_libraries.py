@@ -230,3 +230,47 @@ def test_train_step_jit_and_kiln_run(tmp_path):
                 kiln_run_exported(jstep, np.asarray(flat0), m0, m0, x, labels, tmp_path=tmp_path)):
         for a, b in zip(got, want):
             np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+
+
+# kiln.errors, kiln.dtypes, kiln.typing
+
+def test_errors_under_jax_names():
+    import kiln.errors as errors
+
+    with pytest.raises(errors.TracerBoolConversionError, match="was used where Python needs a concrete value"):
+        kiln.jit(lambda x: x if x > 0 else -x)(1.0)
+    with pytest.raises(errors.TracerIntegerConversionError) as info:
+        kiln.jit(lambda n: knp.zeros(3)[: int(n)])(2)
+    assert isinstance(info.value, errors.ConcretizationTypeError) and isinstance(info.value, kiln.ConcretizationError)
+    with pytest.raises(errors.TracerIntegerConversionError):
+        kiln.jit(lambda n: list(range(n)))(2)
+    with pytest.raises(errors.TracerArrayConversionError, match="was converted to a numpy array"):
+        kiln.jit(lambda x: np.asarray(x))(np.ones(2))
+    with pytest.raises(errors.NonConcreteBooleanIndexError, match="indexing with a traced boolean mask"):
+        kiln.jit(lambda x: x[x > 0])(np.ones(3))
+    assert issubclass(errors.ConcretizationTypeError, errors.JAXTypeError)
+    assert issubclass(errors.NonConcreteBooleanIndexError, errors.JAXIndexError)
+
+
+def test_dtypes_and_typing():
+    from kiln import dtypes
+    import kiln.typing
+
+    assert dtypes.canonicalize_dtype("float64") == np.float64 and dtypes.canonicalize_dtype(np.int8) == np.int8
+    with pytest.raises(TypeError, match="dtype <U3 is not supported by kiln"):
+        dtypes.canonicalize_dtype("U3")
+    assert dtypes.result_type(np.float32, 1.0) == np.float32
+    assert dtypes.result_type(2.0, return_weak_type_flag=True) == (np.float64, True)
+    assert dtypes.result_type(np.int8, np.float16, return_weak_type_flag=True) == (np.float16, False)
+    assert [dtypes.scalar_type_of(x) for x in (np.ones(2, np.float32), 3, np.bool_(True), np.complex64(1))] == [
+        float, int, bool, complex]
+    assert dtypes.scalar_type_of(knp.ones(2, dtypes.bfloat16)) is float
+    assert dtypes.itemsize_bits(dtypes.bfloat16) == 16 and dtypes.itemsize_bits(np.float64) == 64
+    assert dtypes.issubdtype(dtypes.bfloat16, np.floating) and dtypes.finfo(dtypes.bfloat16).eps == 2.0 ** -7
+    assert dtypes.iinfo(np.int8).min == -128 and dtypes.float0.itemsize == 0
+    assert issubclass(dtypes.TypePromotionError, TypeError)
+
+    def f(x: kiln.typing.ArrayLike, dtype: kiln.typing.DTypeLike = np.float32) -> kiln.Array:
+        return knp.asarray(x, dtype)
+
+    assert f(3).dtype == np.float32 and "ArrayLike" in kiln.typing.__all__

@@ -16,12 +16,21 @@ class TracingError(KilnError):
     def __init__(self, message: str, source=None):
         self.source = source if source is not None else user_frame_info()
         self.kiln_source = self.source
+        self.message = message
         where = f"\n  at {self.source}" if self.source else ""
         super().__init__(message + where)
 
 
 class ConcretizationError(TracingError, TypeError):
     """A traced value was used where Python needs a concrete one (if, while, int(), ...)."""
+
+
+class TracerBoolConversionError(ConcretizationError):
+    """bool() of a traced value (an `if` or `while` on it); jax.errors.TracerBoolConversionError."""
+
+
+class TracerIntegerConversionError(ConcretizationError):
+    """int() or an index of a traced value (range(), a list index, a shape); jax.errors' name."""
 
 
 class NumpyOnTracerError(TracingError, TypeError):

@@ -18,10 +18,19 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .aval import ShapedArray, aval_method, aval_of, aval_property
-from .errors import ConcretizationError, NumpyOnTracerError, UnexpectedTracerError, attach_source
+from .errors import (ConcretizationError, NumpyOnTracerError, TracerBoolConversionError, TracerIntegerConversionError,
+                     UnexpectedTracerError, attach_source)
 from .ir import Equation, Graph, Literal, Var
 from .primitive import Primitive
 from .source_info import user_frame_info
+
+
+def _reraise_as(error: ConcretizationError, cls: type) -> None:
+    """Raises `error` again as its more specific subclass `cls` (same message and source line), so that both
+    `except ConcretizationError` and JAX's names (kiln.errors.TracerBoolConversionError) catch it."""
+    if isinstance(error, cls):
+        raise error from None
+    raise cls(getattr(error, "message", str(error)), source=getattr(error, "source", None)) from None
 
 
 def _subscript_hint(tracer) -> str:
@@ -178,10 +187,16 @@ class Tracer:
         )
 
     def __bool__(self):
-        return bool(self.concrete_value())
+        try:
+            return bool(self.concrete_value())
+        except ConcretizationError as e:
+            _reraise_as(e, TracerBoolConversionError)
 
     def __int__(self):
-        return int(self.concrete_value())
+        try:
+            return int(self.concrete_value())
+        except ConcretizationError as e:
+            _reraise_as(e, TracerIntegerConversionError)
 
     def __float__(self):
         return float(self.concrete_value())
@@ -192,8 +207,8 @@ class Tracer:
         except ConcretizationError as e:
             hint = _subscript_hint(self)
             if hint:
-                raise ConcretizationError(hint) from None
-            raise e from None
+                raise TracerIntegerConversionError(hint) from None
+            _reraise_as(e, TracerIntegerConversionError)
 
     def __array__(self, dtype=None, copy=None):
         try:

@@ -30,6 +30,11 @@ class IndexingError(IndexError, TypeError):
     """An index kiln cannot apply (traced boolean masks, bad types)."""
 
 
+class NonConcreteBooleanIndexError(IndexingError):
+    """A traced boolean mask used as an index (the result's shape would depend on the data);
+    jax.errors.NonConcreteBooleanIndexError."""
+
+
 def _is_int_scalar(k) -> bool:
     if isinstance(k, (bool, np.bool_)):
         return False
@@ -51,7 +56,7 @@ def _normalize_key(key, ndim):
     entries = []
     for k in key:
         if isinstance(k, Tracer) and k.aval.dtype == np.bool_:
-            raise IndexingError(
+            raise NonConcreteBooleanIndexError(
                 f"indexing with a traced boolean mask ({k.aval}) is not supported: the output shape depends on the "
                 "data (how many elements are True). Use knp.where(mask, x, fill) to keep the shape, a concrete "
                 "(numpy) mask, or x[knp.nonzero(mask, size=N)] to gather a fixed number N of elements")
