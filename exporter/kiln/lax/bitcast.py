@@ -157,8 +157,6 @@ def _reduce_precision_impl(x, *, exponent_bits, mantissa_bits):
             bits = np.where(exponent > u((src_bias + reduced_bias) << src_mantissa), signed_zero | exponent_mask,
                             bits)
             bits = np.where(exponent <= u((src_bias - reduced_bias) << src_mantissa), signed_zero, bits)
-    if mantissa_bits == 0:
-        return np.where(is_nan, exponent_mask, bits).astype(u).view(x.dtype)
     return np.where(is_nan, x, bits.astype(u).view(x.dtype))
 
 
@@ -178,8 +176,8 @@ reduce_precision_p.batching_rule = _elementwise_rule(reduce_precision_p)
 def reduce_precision(operand, exponent_bits, mantissa_bits):
     """operand rounded (to nearest even) to mantissa_bits explicit mantissa bits, then to ±inf above and ±0
     at or below the normal range of exponent_bits exponent bits, still in operand's dtype (XLA's
-    ReducePrecision: subnormals of the reduced format flush to zero; NaN stays NaN, +inf with no mantissa
-    bits). reduce_precision(x, 8, 7) is x rounded to bfloat16's precision, (5, 10) to float16's."""
+    ReducePrecision: subnormals of the reduced format flush to zero; a NaN is kept as it is (also with no mantissa
+    bits, as JAX's)). reduce_precision(x, 8, 7) is x rounded to bfloat16's precision, (5, 10) to float16's."""
     x = asarray(operand)
     d = get_aval(x).dtype
     if not dtypes.is_float(d):

@@ -37,7 +37,8 @@ def bitcast(b: ir.IRBuilder, x: ir.Value, src, dst) -> ir.Value:
 
 def reduce_precision(b: ir.IRBuilder, x: ir.Value, dtype, exponent_bits: int, mantissa_bits: int) -> ir.Value:
     """x rounded to nearest even at mantissa_bits, then overflowing to ±inf above and flushed to ±0 at or
-    below the range of exponent_bits; NaN stays x (is +inf with no mantissa bits, as XLA's)."""
+    below the range of exponent_bits; a NaN stays x (also with no mantissa bits, as JAX's
+    CPU result)."""
     d = info(dtype)
     bits = stored_bits(b, x, d)
     ty = bits.type
@@ -66,6 +67,4 @@ def reduce_precision(b: ir.IRBuilder, x: ir.Value, dtype, exponent_bits: int, ma
         signed_zero = b.and_(bits, c(sign_mask))
         bits = b.select(overflows, b.or_(signed_zero, c(exponent_mask)), bits)
         bits = b.select(underflows, signed_zero, bits)
-    if mantissa_bits == 0:
-        return from_stored_bits(b, b.select(is_nan, c(exponent_mask), bits), d)
     return b.select(is_nan, x, from_stored_bits(b, bits, d))
