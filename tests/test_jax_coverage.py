@@ -1,6 +1,8 @@
 """How much of JAX's API kiln has: every public name of jax.numpy (and its linalg and fft), jax.scipy (and its
 fft, integrate, ndimage, optimize, sparse.linalg, interpolate, cluster.vq and spatial.transform),
-jax.random, jax.nn, jax.lax and jax.tree(_util), recorded from JAX in tests/data/jax_names.json, is either
+jax.random, jax.nn, jax.lax, jax.tree(_util), the top-level jax namespace and the other modules published programs
+import (flatten_util, example_libraries, typing, dtypes, errors, debug, image, experimental.ode,
+custom_derivatives, ad_checkpoint, sharding), recorded from JAX in tests/data/jax_names.json, is either
 present in kiln's counterpart, deliberately absent (listed below with the reason), or still missing.
 
 The test prints the table (run with -s, or read CI's log), fails if a deliberately absent name turns up
@@ -27,13 +29,45 @@ COUNTERPARTS = {
     "jax.scipy.ndimage": "kiln.scipy.ndimage", "jax.scipy.optimize": "kiln.scipy.optimize",
     "jax.scipy.sparse.linalg": "kiln.scipy.sparse.linalg", "jax.scipy.interpolate": "kiln.scipy.interpolate",
     "jax.scipy.cluster.vq": "kiln.scipy.cluster.vq", "jax.scipy.spatial.transform": "kiln.scipy.spatial.transform",
+    "jax": "kiln", "jax.flatten_util": "kiln.flatten_util",
+    "jax.example_libraries.optimizers": "kiln.example_libraries.optimizers",
+    "jax.example_libraries.stax": "kiln.example_libraries.stax", "jax.typing": "kiln.typing", "jax.dtypes": "kiln.dtypes",
+    "jax.errors": "kiln.errors", "jax.debug": "kiln.debug", "jax.image": "kiln.image",
+    "jax.experimental.ode": "kiln.experimental.ode", "jax.custom_derivatives": "kiln.custom_derivatives",
+    "jax.ad_checkpoint": "kiln.ad_checkpoint", "jax.sharding": "kiln.sharding",
 }
 
 _EIG = "needs a nonsymmetric eigensolver with complex results, which kiln has not written (eigh covers symmetric)"
 _NARROW = "sub-byte and 8-bit float storage types are not kiln dtypes"
 _TEXT = "string and object arrays have no static-shape numeric meaning"
 
+_MULTI = "multi-device or multi-host sharding, placement and transfer: a kiln module runs on one host's CPU"
+_REF = "JAX's mutable array references: kiln's traced functions are pure and a Program's state lives in its globals"
+_TYPED_KEY = "typed PRNG key arrays: a kiln key is a uint32 array (JAX's raw keys; kiln.random.key_dtype)"
+
 DELIBERATELY_ABSENT = {
+    "jax": {
+        **{n: _MULTI for n in ("NamedSharding", "P", "Shard", "make_array_from_callback",
+                               "make_array_from_process_local_data", "make_array_from_single_device_arrays", "make_mesh",
+                               "set_mesh", "reshard", "shard_map", "smap", "remove_size_one_mesh_axis_from_type",
+                               "auto_pcast", "copy_to_host_async", "memory", "transfer_guard",
+                               "transfer_guard_device_to_device", "transfer_guard_device_to_host",
+                               "transfer_guard_host_to_device", "live_arrays", "array_garbage_collection_guard")},
+        **{n: _REF for n in ("Ref", "new_ref", "empty_ref", "free_ref", "freeze")},
+        "ad": "JAX's internal autodiff namespace (jax.interpreters.ad's rule tables): kiln's rules are "
+              "kiln.transforms.jvp/transpose registries",
+        "jax2tf_associative_scan_reductions": "a jax2tf (TensorFlow export) flag",
+        "enable_custom_prng": _TYPED_KEY, "legacy_prng_key": _TYPED_KEY, "debug_key_reuse": _TYPED_KEY + " (no key "
+        "reuse checker)",
+        "make_user_context": "keys JAX's jit cache on user context: kiln.jit's cache is keyed on the abstract "
+                             "signature only",
+    },
+    "jax.dtypes": {"extended": _TYPED_KEY + "; kiln has no extended dtypes", "prng_key": _TYPED_KEY},
+    "jax.errors": {
+        "InconclusiveDimensionOperation": "symbolic (polymorphic) shapes: kiln's shapes are static",
+        "JaxprTypeError": "raised by JAX's jaxpr type checker; kiln's IR verifier raises kiln's own errors",
+        "KeyReuseError": _TYPED_KEY + " (no key reuse checker)",
+    },
     "jax.numpy": {
         **{n: _NARROW for n in ("float4_e2m1fn", "float6_e2m3fn", "float6_e3m2fn", "float8_e3m4", "float8_e4m3",
                                 "float8_e4m3b11fnuz", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2",
@@ -93,6 +127,13 @@ FLOORS = {
     "jax.scipy.integrate": 1.0,
     "jax.scipy.ndimage": 1.0,
     "jax.scipy.cluster.vq": 1.0,
+    "jax": 0.471,
+    "jax.flatten_util": 1.0,
+    "jax.example_libraries.optimizers": 1.0,
+    "jax.example_libraries.stax": 1.0,
+    "jax.typing": 1.0,
+    "jax.dtypes": 1.0,
+    "jax.errors": 1.0,
 }
 
 
