@@ -102,6 +102,8 @@ def parallel_items(region, target) -> int:
     gemm = _batch_gemm_plan(plan, target)
     if gemm is not None:
         return gemm.pixels * gemm.m_chunks * gemm.n_chunks
+    if _depthwise(plan):
+        return _depthwise_items(plan)
     return plan.items if plan.block else 0
 
 
@@ -109,16 +111,19 @@ def work(region, target) -> int:
     eqn = _main_eqn(region)
     plan = _conv_plan(region)
     macs = int(eqn.outvars[0].aval.size) * plan.in_per_group * int(np.prod(plan.kernel_spatial, dtype=np.int64))
-    return max(macs // (4 if strategy(region, target) == "direct" else 16), 1)
+    return max(macs // {"direct": 4, "depthwise": 8}.get(strategy(region, target), 16), 1)
 
 
 def strategy(region, target) -> str:
     """'gemm' (implicit GEMM over the matmul microkernel), 'gemm_batch' (the same with the batch as GEMM
-    rows: kernel gradients) or 'direct' (the generic loops) for `target`."""
+    rows: kernel gradients), 'depthwise' (one channel per group, vectorized along the channels) or 'direct'
+    (the generic loops) for `target`."""
     plan = _conv_plan(region)
     if _gemm_plan(plan, target) is not None:
         return "gemm"
-    return "gemm_batch" if _batch_gemm_plan(plan, target) is not None else "direct"
+    if _batch_gemm_plan(plan, target) is not None:
+        return "gemm_batch"
+    return "depthwise" if _depthwise(plan) else "direct"
 
 
 def _epilogue(region, p: ConvPlan, g: GemmPlan | None):
@@ -152,7 +157,96 @@ def emit_kernel(region, target):
     gemm = _batch_gemm_plan(plan, target)
     if gemm is not None:
         return _emit_batch_gemm(region, plan, gemm)
+    if _depthwise(plan):
+        return _emit_depthwise(region, plan)
     return _emit_conv(region, plan)
+
+
+# ----------------------------------------------------------------------------- depthwise (f32/f64)
+#
+# One input channel and one output feature per group (feature_group_count = channels: MobileNet's
+# depthwise convolutions), channels contiguous in the image, the kernel and the output (NHWC/HWIO): each
+# output pixel is a sum over the taps of x[pixel's input position, c] * w[tap, c] along the channels, which
+# the loop vectorizer turns into vector FMAs. A work item is an output row (every spatial dim but the last)
+# and a chunk of at most DEPTHWISE_CHUNK channels; per pixel the taps inside the input are summed into an
+# accumulator row (zero-initialized) that is then stored. The generic loops took one scalar FMA per
+# element with a tile per output pixel and group (56x56x64 3x3: 2.3 ms of CPU).
+
+DEPTHWISE_CHUNK = 256
+
+
+def _depthwise(p: ConvPlan) -> bool:
+    return (p.dtype in (np.float32, np.float64) and p.batch_groups == 1 and p.in_per_group == 1 and p.block == 1
+            and p.items > 0 and len(p.out_spatial) >= 1 and p.lhs_s[1] == 1 and p.rhs_s[0] == 1 and p.out_s[1] == 1)
+
+
+def _depthwise_items(p: ConvPlan) -> int:
+    rows = p.n_out * int(np.prod(p.out_spatial[:-1], dtype=np.int64))
+    return rows * -(-p.groups // DEPTHWISE_CHUNK)
+
+
+def _emit_depthwise(region, p: ConvPlan):
+    ty = F32 if p.dtype == np.float32 else F64
+    nsp = len(p.out_spatial)
+    lv, rv = p.lhs, p.rhs
+    n_in = len(region.invars)
+    channels = p.groups
+    chunk = min(channels, DEPTHWISE_CHUNK)
+    chunks = -(-channels // chunk)
+    item_shape = (p.n_out,) + tuple(p.out_spatial[:-1]) + (chunks,)
+    items = _depthwise_items(p)
+
+    def body(b: ir.IRBuilder, pointers, workgroup_id, workgroup_count):
+        x_ptr, w_ptr, out_ptr = pointers[lv.source], pointers[rv.source], pointers[n_in]
+        acc = b.alloca(ty, size=const64(chunk), name="acc")
+        acc.align = 64
+        lo, hi = workgroup_slice(b, items, workgroup_id, workgroup_count)
+
+        def elem(base, offset):
+            return b.gep(base, [offset], source_etype=ty)
+
+        def item(it):
+            index = delinearize(b, it, item_shape)
+            n, outer, ch = index[0], index[1:nsp], index[nsp]
+            c0 = b.mul(ch, const64(chunk))
+            count = const64(chunk) if channels % chunk == 0 else matmul._min(b, b.sub(const64(channels), c0), const64(chunk))
+            x_base = b.add(dot_offsets(b, [n], p.lhs_s[:1], const64(lv.offset)), c0)
+            w_base = b.add(const64(rv.offset), c0)
+            o_base = b.add(dot_offsets(b, [n] + list(outer), (p.out_s[0],) + tuple(p.out_s[2:-1])), c0)
+
+            def pixel(wp):
+                pos = list(outer) + [wp]
+                for_range(b, 0, count, lambda c: b.store(ir.Constant(ty, 0.0), elem(acc, c)), name="z")
+
+                def taps(depth, x_off, w_off, valid):
+                    if depth == nsp:
+                        def accumulate():
+                            xs, ws = elem(x_ptr, x_off), elem(w_ptr, w_off)
+                            for_range(b, 0, count, lambda c: b.store(
+                                fmuladd(b, b.load(elem(xs, c), typ=ty), b.load(elem(ws, c), typ=ty), b.load(elem(acc, c), typ=ty)),
+                                elem(acc, c)), name="c")
+                        if valid is None:
+                            accumulate()
+                        else:
+                            with b.if_then(valid):
+                                accumulate()
+                        return
+
+                    def step(k):
+                        q, ok = _input_coordinate(b, p, depth, pos[depth], k)
+                        taps(depth + 1, b.add(x_off, b.mul(q, const64(p.lhs_s[2 + depth]))),
+                             b.add(w_off, b.mul(k, const64(p.rhs_s[2 + depth]))), ok if valid is None else b.and_(valid, ok))
+                    for_range(b, 0, p.kernel_spatial[depth], step, name=f"k{depth}")
+
+                taps(0, x_base, w_base, None)
+                out_row = elem(out_ptr, b.add(o_base, b.mul(wp, const64(p.out_s[-1]))))
+                for_range(b, 0, count, lambda c: b.store(b.load(elem(acc, c), typ=ty), elem(out_row, c)), name="st")
+
+            for_range(b, 0, p.out_spatial[-1], pixel, name="w")
+
+        for_range(b, lo, hi, item, name="it")
+
+    return body
 
 
 def _input_coordinate(b, p: ConvPlan, d: int, out_pos, tap):
