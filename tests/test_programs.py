@@ -36,6 +36,11 @@ PROGRAMS = {
     "kmeans": (1e-4, 1e-5),
     "vae": (2e-4, 2e-5),
     "transformer_lm": (2e-4, 2e-5),
+    "realnvp": (2e-4, 2e-5),
+    "langevin_logistic": (2e-4, 2e-5),
+    "kalman": (2e-4, 2e-5),
+    "resnet_block": (2e-4, 2e-5),
+    "heat_equation": (1e-4, 1e-5),
 }
 
 

@@ -17,7 +17,8 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 PROGRAMS = ["mlp_classifier", "convnet_clipped", "kernel_least_squares", "gp_regression", "hmm", "lqr",
-            "attention", "lstm", "nbody", "kmeans", "vae", "transformer_lm"]
+            "attention", "lstm", "nbody", "kmeans", "vae", "transformer_lm",
+            "realnvp", "langevin_logistic", "kalman", "resnet_block", "heat_equation"]
 MAIN_SEED, EXPORT_SEED = 0, 1
 
 
