@@ -158,7 +158,7 @@ def emit_kernel(region, target):
     if gemm is not None:
         return _emit_batch_gemm(region, plan, gemm)
     if _depthwise(plan):
-        return _emit_depthwise(region, plan)
+        return _emit_depthwise(region, plan, target)
     return _emit_conv(region, plan)
 
 
@@ -173,6 +173,7 @@ def emit_kernel(region, target):
 # element with a tile per output pixel and group (56x56x64 3x3: 2.3 ms of CPU).
 
 DEPTHWISE_CHUNK = 256
+DEPTHWISE_VECTORS = 4   # vectors of channels accumulated together
 
 
 def _depthwise(p: ConvPlan) -> bool:
@@ -185,8 +186,11 @@ def _depthwise_items(p: ConvPlan) -> int:
     return rows * -(-p.groups // DEPTHWISE_CHUNK)
 
 
-def _emit_depthwise(region, p: ConvPlan):
+def _emit_depthwise(region, p: ConvPlan, target):
     ty = F32 if p.dtype == np.float32 else F64
+    vw = max(target.vector_bytes // p.dtype.itemsize, 1)
+    vec = ir.VectorType(ty, vw)
+    align = p.dtype.itemsize
     nsp = len(p.out_spatial)
     lv, rv = p.lhs, p.rhs
     n_in = len(region.invars)
@@ -195,11 +199,12 @@ def _emit_depthwise(region, p: ConvPlan):
     chunks = -(-channels // chunk)
     item_shape = (p.n_out,) + tuple(p.out_spatial[:-1]) + (chunks,)
     items = _depthwise_items(p)
+    block = DEPTHWISE_VECTORS * vw  # channels whose accumulators stay in registers over a pixel's taps
 
     def body(b: ir.IRBuilder, pointers, workgroup_id, workgroup_count):
         x_ptr, w_ptr, out_ptr = pointers[lv.source], pointers[rv.source], pointers[n_in]
-        acc = b.alloca(ty, size=const64(chunk), name="acc")
-        acc.align = 64
+        accs = [b.alloca(vec, name=f"acc{i}") for i in range(DEPTHWISE_VECTORS)]  # promoted to registers
+        acc1 = b.alloca(ty, name="acc1")  # the tail channels' one at a time
         lo, hi = workgroup_slice(b, items, workgroup_id, workgroup_count)
 
         def elem(base, offset):
@@ -216,31 +221,49 @@ def _emit_depthwise(region, p: ConvPlan):
 
             def pixel(wp):
                 pos = list(outer) + [wp]
-                for_range(b, 0, count, lambda c: b.store(ir.Constant(ty, 0.0), elem(acc, c)), name="z")
-
-                def taps(depth, x_off, w_off, valid):
-                    if depth == nsp:
-                        def accumulate():
-                            xs, ws = elem(x_ptr, x_off), elem(w_ptr, w_off)
-                            for_range(b, 0, count, lambda c: b.store(
-                                fmuladd(b, b.load(elem(xs, c), typ=ty), b.load(elem(ws, c), typ=ty), b.load(elem(acc, c), typ=ty)),
-                                elem(acc, c)), name="c")
-                        if valid is None:
-                            accumulate()
-                        else:
-                            with b.if_then(valid):
-                                accumulate()
-                        return
-
-                    def step(k):
-                        q, ok = _input_coordinate(b, p, depth, pos[depth], k)
-                        taps(depth + 1, b.add(x_off, b.mul(q, const64(p.lhs_s[2 + depth]))),
-                             b.add(w_off, b.mul(k, const64(p.rhs_s[2 + depth]))), ok if valid is None else b.and_(valid, ok))
-                    for_range(b, 0, p.kernel_spatial[depth], step, name=f"k{depth}")
-
-                taps(0, x_base, w_base, None)
                 out_row = elem(out_ptr, b.add(o_base, b.mul(wp, const64(p.out_s[-1]))))
-                for_range(b, 0, count, lambda c: b.store(b.load(elem(acc, c), typ=ty), elem(out_row, c)), name="st")
+
+                def channels_at(c, lanes, vectors):
+                    """out_row[c : c + vectors * lanes] = the pixel's sum over its taps inside the input."""
+                    t = vec if lanes == vw else ty
+                    slots = accs[:vectors] if lanes == vw else [acc1]
+                    zero = ir.Constant(t, None if lanes == vw else 0.0)
+                    for a in slots:
+                        b.store(zero, a)
+
+                    def taps(depth, x_off, w_off, valid):
+                        if depth == nsp:
+                            def accumulate():
+                                for i, a in enumerate(slots):
+                                    at = b.add(c, const64(i * lanes))
+                                    xv = b.load(elem(x_ptr, b.add(x_off, at)), typ=t, align=align)
+                                    wv = b.load(elem(w_ptr, b.add(w_off, at)), typ=t, align=align)
+                                    b.store(fmuladd(b, xv, wv, b.load(a, typ=t)), a)
+                            if valid is None:
+                                accumulate()
+                            else:
+                                with b.if_then(valid):
+                                    accumulate()
+                            return
+
+                        def step(k):
+                            q, ok = _input_coordinate(b, p, depth, pos[depth], k)
+                            taps(depth + 1, b.add(x_off, b.mul(q, const64(p.lhs_s[2 + depth]))),
+                                 b.add(w_off, b.mul(k, const64(p.rhs_s[2 + depth]))),
+                                 ok if valid is None else b.and_(valid, ok))
+                        for_range(b, 0, p.kernel_spatial[depth], step, name=f"k{depth}")
+
+                    taps(0, x_base, w_base, None)
+                    for i, a in enumerate(slots):
+                        b.store(b.load(a, typ=t), elem(out_row, b.add(c, const64(i * lanes))), align=align)
+
+                blocks = b.udiv(count, const64(block))
+                for_range(b, 0, blocks, lambda k: channels_at(b.mul(k, const64(block)), vw, DEPTHWISE_VECTORS), name="cb")
+                done = b.mul(blocks, const64(block))
+                vectors_end = b.add(done, b.mul(b.udiv(b.sub(count, done), const64(vw)), const64(vw)))
+                for_range(b, b.udiv(done, const64(vw)), b.udiv(vectors_end, const64(vw)),
+                          lambda k: channels_at(b.mul(k, const64(vw)), vw, 1), name="cv")
+                for_range(b, vectors_end, count, lambda c: channels_at(c, 1, 1), name="cs")
 
             for_range(b, 0, p.out_spatial[-1], pixel, name="w")
 
