@@ -1,13 +1,10 @@
 """kiln.scipy.optimize: minimize with BFGS (and JAX's L-BFGS) and its OptimizeResults (JAX's
 jax.scipy.optimize).
 
-Both methods take a 1-d x0, differentiate fun with kiln.value_and_grad, and search each step's length
-with a strong-Wolfe line search (Nocedal & Wright, algorithms 3.5 and 3.6: bracketing by doubling, then
-zooming with a safeguarded quadratic interpolation; c1 = 1e-4, c2 = 0.9). Everything is one while_loop,
-so minimize runs eagerly, under kiln.jit and vmap, and in exported modules.
-
-status: 0 converged (the gradient's `norm` below gtol), 1 maxiter reached, 3 the line search failed
-(no step met the Wolfe conditions within line_search_maxiter evaluations; the iteration stops there).
+Both methods take a 1-d x0, differentiate fun with kiln.value_and_grad, and are JAX's minimize_bfgs and
+_minimize_lbfgs with JAX's line_search and _zoom, step for step (docs/scipy.md says where kiln deliberately
+differs: tol, and the zoom's width test). Everything is one while_loop, so minimize runs eagerly, under
+kiln.jit and vmap, and in exported modules. Statuses: docs/scipy.md (JAX's).
 """
 from __future__ import annotations
 
