@@ -274,3 +274,53 @@ def test_dtypes_and_typing():
         return knp.asarray(x, dtype)
 
     assert f(3).dtype == np.float32 and "ArrayLike" in kiln.typing.__all__
+
+
+# top-level jax names (kiln.jax_api) and the module names custom_derivatives / ad_checkpoint
+
+def test_top_level_jax_names():
+    assert (kiln.process_count(), kiln.process_index(), kiln.process_indices()) == (1, 0, [0])
+    aval = kiln.typeof(np.ones((2, 3), np.float32))
+    assert aval.shape == (2, 3) and aval.dtype == np.float32
+    assert kiln.float0 == kiln.dtypes.float0
+    with kiln.enable_x64(True):
+        assert kiln.config.jax_enable_x64 is True
+    assert kiln.config.jax_enable_x64 is False
+    with pytest.raises(ValueError):
+        with kiln.debug_nans(True):
+            pass
+    assert "kiln:" in kiln.print_environment_info(return_string=True)
+
+    a = RNG.standard_normal((3, 4))
+    transpose = kiln.linear_transpose(lambda x, y: a @ x + 2.0 * y, np.zeros(4), np.zeros(3))
+    ct = RNG.standard_normal(3)
+    tx, ty = transpose(ct)
+    np.testing.assert_allclose(np.asarray(tx), a.T @ ct, rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(ty), 2.0 * ct, rtol=1e-12)
+    with pytest.raises(TypeError, match="the cotangent must have the output's structure and shapes"):
+        transpose(np.ones(4))
+
+    @kiln.custom_gradient
+    def clip_gradient(x, y):
+        return x * y, lambda g: (knp.clip(g * y, -1.0, 1.0), g * x)
+
+    x, y = np.array([0.5, 3.0]), np.array([4.0, 0.1])
+    gx, gy = kiln.grad(lambda x, y: knp.sum(clip_gradient(x, y)), argnums=(0, 1))(x, y)
+    np.testing.assert_allclose(np.asarray(gx), [1.0, 0.1])
+    np.testing.assert_allclose(np.asarray(gy), x)
+    from kiln.custom_derivatives import custom_gradient, custom_jvp, custom_vjp
+    from kiln.ad_checkpoint import checkpoint, checkpoint_name, checkpoint_policies
+    assert custom_jvp is kiln.custom_jvp and custom_vjp is kiln.custom_vjp and custom_gradient is kiln.custom_gradient
+    assert checkpoint is kiln.checkpoint and checkpoint_name is kiln.checkpoint_name
+    assert checkpoint_policies is kiln.checkpoint_policies
+
+
+def test_pmap_is_vmap_under_jit_and_clear_caches():
+    pmapped = kiln.pmap(lambda x, scale: knp.sin(x) * scale, axis_name="i", static_broadcasted_argnums=1)
+    x = RNG.standard_normal((3, 5))
+    np.testing.assert_allclose(np.asarray(pmapped(x, 2.0)), np.sin(x) * 2.0, rtol=1e-12)
+    assert pmapped._traces
+    kiln.clear_caches()
+    assert not pmapped._traces and not pmapped._executables
+    with pytest.raises(ValueError, match="kiln has one device, the host CPU"):
+        kiln.pmap(knp.sin, devices=["gpu0"])

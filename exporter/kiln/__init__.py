@@ -107,6 +107,11 @@ _LAZY_NAMES = {
     "tree": ("kiln.tree", None),
     "tree_util": ("kiln.tree_util", None),
     "Target": ("kiln.compiler.target", "Target"),
+    **{name: ("kiln.jax_api", name)
+       for name in ("enable_x64", "debug_nans", "debug_infs", "default_matmul_precision", "default_prng_impl",
+                    "numpy_rank_promotion", "numpy_dtype_promotion", "log_compiles", "process_count", "process_index",
+                    "process_indices", "host_count", "host_id", "host_ids", "typeof", "float0", "clear_caches",
+                    "print_environment_info", "linear_transpose", "custom_gradient", "pmap")},
     "TargetError": ("kiln.compiler.target", "TargetError"),
 }
 
@@ -157,11 +162,11 @@ def __dir__():
 
 
 class _KilnModule(types.ModuleType):
-    """kiln's module type: loading the submodules kiln.jit and kiln.config must not hide the function kiln.jit
-    and the object kiln.config that they define."""
+    """kiln's module type: loading the submodules kiln.jit, kiln.config and kiln.devices must not hide the function
+    kiln.jit, the object kiln.config and the function kiln.devices that they define."""
 
     def __setattr__(self, name, value):
-        if name in ("jit", "config") and isinstance(value, types.ModuleType):
+        if name in ("jit", "config", "devices") and isinstance(value, types.ModuleType):
             value = getattr(value, name)
         super().__setattr__(name, value)
 

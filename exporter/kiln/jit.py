@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import weakref
 import inspect
 from typing import Callable
 
@@ -31,6 +32,18 @@ class TracedFunction:
         self.out_weak = tuple(a.weak_type for a in graph.out_avals)
 
 
+_LIVE: "weakref.WeakSet[Jitted]" = weakref.WeakSet()  # every kiln.jit function alive, for clear_caches
+
+
+def clear_caches() -> None:
+    """jax.clear_caches: forgets every kiln.jit function's traces and compiled executables (the next call traces
+    and compiles again; compiled kernels may still come from the on-disk cache, kiln.compiler.cache)."""
+    for jitted in list(_LIVE):
+        jitted._traces.clear()
+        jitted._executables.clear()
+        jitted._fast.clear()
+
+
 class Jitted:
     """A function compiled once per abstract signature (shapes, dtypes, tree, static args)."""
 
@@ -48,6 +61,7 @@ class Jitted:
         self._fast: dict[tuple, tuple] = {}
         self.trace_count = 0
         self._limits = limits  # kiln.vm.runtime.CallLimits of calls made from Python, or None
+        _LIVE.add(self)
         self._plain_arity = plain_arity(fn)
         # keyword-only parameters (or **kwargs): the call's keywords travel as a trailing dict argument
         try:
