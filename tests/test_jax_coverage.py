@@ -140,6 +140,7 @@ FLOORS = {
     "jax.errors": 1.0,
     "jax.custom_derivatives": 0.333,
     "jax.ad_checkpoint": 0.333,
+    "jax.experimental.ode": 1.0,
 }
 
 

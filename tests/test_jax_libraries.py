@@ -324,3 +324,51 @@ def test_pmap_is_vmap_under_jit_and_clear_caches():
     assert not pmapped._traces and not pmapped._executables
     with pytest.raises(ValueError, match="kiln has one device, the host CPU"):
         kiln.pmap(knp.sin, devices=["gpu0"])
+
+
+# kiln.experimental.ode.odeint: a harmonic oscillator against its closed form; the adjoint gradients against
+# the closed form's derivatives; eager, kiln.jit and the exported module in kiln-run
+
+def _oscillator(state, t, w):
+    return {"x": state["v"], "v": -w * w * state["x"]}
+
+
+def test_odeint_solution_and_adjoint_gradients():
+    from kiln.experimental.ode import odeint
+
+    t = np.array([0.0, 0.4, 1.3, 2.0])
+    w, x0, v0 = 1.7, np.array([1.0, -0.5]), np.array([0.3, 0.0])
+    ys = odeint(_oscillator, {"x": x0, "v": v0}, t, w)
+    wt = w * t[:, None]
+    np.testing.assert_allclose(np.asarray(ys["x"]), x0 * np.cos(wt) + v0 / w * np.sin(wt), rtol=1e-7, atol=1e-8)
+    np.testing.assert_allclose(np.asarray(ys["v"]), -x0 * w * np.sin(wt) + v0 * np.cos(wt), rtol=1e-7, atol=1e-8)
+
+    loss = lambda y0, t, w: knp.sum(odeint(_oscillator, y0, t, w)["x"])
+    g_y0, g_t, g_w = kiln.grad(loss, argnums=(0, 1, 2))({"x": x0, "v": v0}, t, w)
+    np.testing.assert_allclose(np.asarray(g_y0["x"]), np.full(2, np.cos(w * t).sum()), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(g_y0["v"]), np.full(2, (np.sin(w * t) / w).sum()), rtol=1e-6)
+    v_at = (-x0 * w * np.sin(wt) + v0 * np.cos(wt)).sum(1)  # d/dt_i of sum(x(t_i)), i >= 1
+    np.testing.assert_allclose(np.asarray(g_t), np.concatenate([[-v_at[1:].sum()], v_at[1:]]), rtol=1e-6, atol=1e-8)
+    d_dw = (-x0 * t[:, None] * np.sin(wt) - v0 / w ** 2 * np.sin(wt) + v0 / w * t[:, None] * np.cos(wt)).sum()
+    np.testing.assert_allclose(float(g_w), d_dw, rtol=1e-6)
+    with pytest.raises(ValueError, match="t must be a 1-D array of times"):
+        odeint(_oscillator, {"x": x0, "v": v0}, np.ones((2, 2)), w)
+    with pytest.raises(TypeError, match="rtol must be a Python or numpy number"):
+        odeint(_oscillator, {"x": x0, "v": v0}, t, w, rtol=knp.asarray(1e-6))
+
+
+def test_odeint_jit_and_kiln_run(tmp_path):
+    from kiln.experimental.ode import odeint
+
+    def solve(x0, v0, t, w):
+        ys = odeint(_oscillator, {"x": x0, "v": v0}, t, w, rtol=1e-6, atol=1e-6)
+        return ys["x"], ys["v"]
+
+    x0, v0 = np.array([1.0, 0.2, -0.4], np.float32), np.zeros(3, np.float32)
+    t, w = np.linspace(0.0, 3.0, 7).astype(np.float32), np.float32(2.0)
+    want = (x0 * np.cos(w * t[:, None]), -x0 * w * np.sin(w * t[:, None]))
+    jsolve = kiln.jit(solve)
+    for got in (jsolve(x0, v0, t, w), kiln_run_exported(jsolve, x0, v0, t, w, tmp_path=tmp_path)):
+        for a, b in zip(got, want):
+            assert np.asarray(a).dtype == np.float32
+            np.testing.assert_allclose(np.asarray(a), b, rtol=2e-5, atol=2e-5)

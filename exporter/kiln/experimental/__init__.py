@@ -1,0 +1,1 @@
+"""jax.experimental's modules that published programs import: kiln.experimental.ode (odeint)."""
