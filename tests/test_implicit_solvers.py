@@ -135,7 +135,10 @@ def test_iterative_solvers_values_and_gradients(name):
     solver, a = SOLVERS[name]
     want = np.linalg.solve(a, B)
     x, info = solver(a, B, tol=1e-11)
-    assert info is None
+    if name == "gmres":  # JAX's: 0, or -1 where x has a NaN
+        assert info.dtype == np.int32 and int(info) == 0
+    else:
+        assert info is None
     np.testing.assert_allclose(x, want, rtol=1e-9, atol=1e-11)
     np.testing.assert_allclose(kiln.jit(lambda a, b: solver(a, b, tol=1e-11)[0])(a, B), want, rtol=1e-9, atol=1e-11)
     loss = lambda a, b: knp.sum(knp.sin(solver(a, b, tol=1e-12)[0]))  # noqa: E731
@@ -168,6 +171,31 @@ def test_iterative_solvers_complex_restart_vmap_and_export(tmp_path):
     (got,) = kiln_run_exported(lambda a, b: sparse.bicgstab(a, b, tol=1e-6)[0], a32, b32, tmp_path=tmp_path)
     assert got.dtype == np.float32
     np.testing.assert_allclose(got, np.linalg.solve(GENERAL, B), rtol=1e-4, atol=1e-5)
+
+
+# JAX 0.10.2's jax.scipy.sparse.linalg.gmres (float64) on GMRES_A x = GMRES_B: x after the given options
+GMRES_A = np.sin(np.arange(100).reshape(10, 10) * 1.3) + 3.0 * np.eye(10)
+GMRES_B = np.cos(np.arange(10) * 0.7)
+GMRES_M = np.diag(np.linspace(0.5, 2.0, 10))
+GMRES_JAX = [
+    # batched: one restart runs all 6 Arnoldi steps, though tol 0.1 is met sooner
+    (dict(tol=1e-1, restart=6, maxiter=1), [0.3378674212606581, 0.2543801152598364, 0.05109207264193418, -0.17781217179661293, -0.3258066560658791, -0.32391540804417435, -0.17303664902116928, 0.05648127123155801, 0.25781246410482783, 0.33768807207196794]),
+    # preconditioned: restarts stop on ||M r|| <= tol ||b|| (b's norm, not M b's)
+    (dict(tol=1e-1, restart=6, maxiter=1, M=GMRES_M), [0.3354704207146522, 0.25578644190768157, 0.05038689472845208, -0.17810396470724302, -0.3254027413113912, -0.3233147411645927, -0.17234135806916812, 0.056755609035114216, 0.2584760845964989, 0.33750173949953566]),
+    (dict(tol=1e-3, restart=3, maxiter=2, M=GMRES_M), [0.33245566699428325, 0.2562404901751324, 0.0502622336009849, -0.17761666114849858, -0.3238048285794003, -0.3235480173187768, -0.1751558775632584, 0.05412381616662283, 0.25664505751571814, 0.33799166593659663]),
+]
+
+
+@pytest.mark.parametrize("options,want", GMRES_JAX)
+def test_gmres_restarts_and_stops_as_jax(options, want):
+    x, info = sparse.gmres(GMRES_A, GMRES_B, **options)
+    np.testing.assert_allclose(x, want, rtol=1e-12, atol=1e-13)
+    if "M" in options:
+        return
+    # no restart when x0 already meets the tolerance, none with maxiter=0 (JAX's)
+    x0 = np.linalg.solve(GMRES_A, GMRES_B) + 1e-9
+    np.testing.assert_array_equal(sparse.gmres(GMRES_A, GMRES_B, x0=x0, restart=2, maxiter=1)[0], x0)
+    np.testing.assert_array_equal(sparse.gmres(GMRES_A, GMRES_B, restart=4, maxiter=0)[0], np.zeros(10))
 
 
 def test_iterative_solver_errors():

@@ -3,10 +3,11 @@
 A is a square matrix or a linear function (x -> Ax) of arrays or pytrees shaped like b; M, the
 preconditioner, likewise (default: none). Each solver is a while_loop under kiln.lax.custom_linear_solve,
 so the solution is differentiated implicitly (one more solve with A or Aᵀ) in forward and reverse mode
-and under vmap, as JAX's. The result is (x, None): JAX's info is always None.
+and under vmap, as JAX's. The result is (x, info): info None for cg and bicgstab, 0 or -1 (NaN) for gmres,
+as JAX's.
 
 Stopping rule (JAX's and scipy's): ||r|| <= max(tol ||b||, atol), or maxiter iterations (gmres: restarts;
-default 10 n) have run. cg needs A Hermitian positive definite; bicgstab and gmres take any nonsingular A.
+default 10 n) have run; gmres measures the preconditioned residual (see gmres). cg needs A Hermitian positive definite; bicgstab and gmres take any nonsingular A.
 """
 from __future__ import annotations
 
@@ -186,39 +187,51 @@ def _flat(tree):
     return knp.concatenate([v.reshape(-1) for v in leaves]), unflat
 
 
-def _gmres_solve(A, b, *, x0, tol, atol, maxiter, M, restart):
+def _safe_norm(v, thresh):
+    """JAX's _safe_normalize's norm: ||v||, or 0 at or below thresh."""
+    norm = knp.sqrt(_norm_squared(v))
+    return knp.where(norm > thresh, norm, 0)
+
+
+def _gmres_solve(A, b, *, x0, tol, atol, maxiter, M, restart, incremental, limits):
+    """JAX's _gmres_solve: restarts while the preconditioned residual ||M(b - A x)|| (recomputed after each
+    restart) is above atol = max(tol ||b||, atol), at most maxiter restarts; within a restart, 'batched' runs
+    all m Arnoldi steps (fewer only at a breakdown), 'incremental' stops once the rotated residual is at or
+    below ptol = ||M b|| min(1, atol / ||b||). limits holds (atol, ptol) from the b gmres was called with,
+    as JAX's (the transposed solve of a gradient reuses them)."""
+    atol_, ptol = limits
     b_flat, unflat = _flat(b)
     x_flat = _flat(x0)[0]
     n = aval(b_flat).shape[0]
     dtype = aval(b_flat).dtype
     real = dtypes.real_dtype(dtype)
+    eps = float(np.finfo(real).eps)
     m = max(1, min(int(restart), n))
     op = lambda v: _flat(M(A(unflat(v))))[0]  # noqa: E731 - the left-preconditioned operator
-    limit = knp.sqrt(_tolerance(_flat(M(b))[0], tol, atol))
+    residual_of = lambda x: _flat(M(_sub(b, A(unflat(x)))))[0]  # noqa: E731
     rows = knp.arange(m + 1)
 
-    def cycle(x):
-        """One restart: m Arnoldi steps (Givens-rotated Hessenberg), stopping early once the residual is small
-        (later steps leave everything unchanged); returns the improved x and its residual norm."""
-        r = _flat(M(_sub(b, A(unflat(x)))))[0]
-        beta = knp.sqrt(_norm_squared(r))
-        basis = knp.zeros((m + 1, n), dtype).at[0].set(r / knp.where(beta > 0, beta, 1).astype(dtype))
+    def cycle(x, r, beta):
+        """One restart from x with residual r = M(b - A x) of norm beta: Arnoldi steps (Givens-rotated
+        Hessenberg); returns the improved x, its residual and the residual's norm."""
+        basis = knp.zeros((m + 1, n), dtype).at[0].set(knp.where(beta > 0, r / knp.where(beta > 0, beta, 1).astype(dtype), 0))
         hessenberg = knp.zeros((m + 1, m), dtype)
         cosines, sines = knp.zeros(m, dtype), knp.zeros(m, dtype)
         g = knp.zeros(m + 1, dtype).at[0].set(beta.astype(dtype))
 
         def arnoldi(j, state):
-            basis, hessenberg, cosines, sines, g, used = state
-            active = knp.abs(g[j]) > limit
+            basis, hessenberg, cosines, sines, g, used, broken = state
+            active = (knp.abs(g[j]) > ptol) if incremental else ~broken
             w = op(basis[j])
+            w_norm = _safe_norm(w, eps)
             mask = (rows <= j).astype(real)
             for _ in range(2):  # classical Gram-Schmidt, repeated once for orthogonality
                 h = (knp.conj(basis) @ w) * mask
                 w = w - h @ basis
                 column = h if _ == 0 else column + h
-            norm = knp.sqrt(_norm_squared(w))
+            norm = _safe_norm(w, eps * w_norm)  # 0: a breakdown (an invariant subspace), as JAX's
             column = column.at[j + 1].set(norm.astype(dtype))
-            basis = basis.at[j + 1].set(w / knp.where(norm > 0, norm, 1).astype(dtype))
+            basis = basis.at[j + 1].set(w / knp.where(norm > 0, norm, 1).astype(dtype) * (norm > 0).astype(dtype))
 
             def rotate(i, col):
                 a, c = col[i], col[i + 1]
@@ -239,10 +252,10 @@ def _gmres_solve(A, b, *, x0, tol, atol, maxiter, M, restart):
             return (knp.where(active, basis, state[0]), knp.where(active, hessenberg.at[:, j].set(column), hessenberg),
                     cosines.at[j].set(knp.where(active, cos, cosines[j])),
                     sines.at[j].set(knp.where(active, sin, sines[j])), knp.where(active, g_next, g),
-                    used + active.astype(np.int32))
+                    used + active.astype(np.int32), broken | (active & (norm == 0)))
 
-        basis, hessenberg, _, _, g, used = lax.fori_loop(0, m, arnoldi,
-                                                         (basis, hessenberg, cosines, sines, g, np.int32(0)))
+        basis, hessenberg, _, _, g, used, _ = lax.fori_loop(
+            0, m, arnoldi, (basis, hessenberg, cosines, sines, g, np.int32(0), np.bool_(False)))
         valid = knp.arange(m) < used
         triangle = knp.where(valid[:, None] & valid[None, :], hessenberg[:m], knp.eye(m, dtype=dtype))
         rhs = knp.where(valid, g[:m], 0)
@@ -252,29 +265,43 @@ def _gmres_solve(A, b, *, x0, tol, atol, maxiter, M, restart):
             return y.at[i].set((rhs[i] - triangle[i] @ y) / triangle[i, i])
 
         y = lax.fori_loop(0, m, back_substitute, knp.zeros(m, dtype))
-        return x + y @ basis[:m], knp.abs(g[used])
+        x = x + y @ basis[:m]
+        r = residual_of(x)
+        return x, r, _safe_norm(r, eps)
 
     def keep_going(state):
-        _, residual, k = state
-        return (residual > limit) & (k < maxiter)
+        _, _, residual, k = state
+        return (residual > atol_) & (k < maxiter)
 
     def step(state):
-        x, _, k = state
-        x, residual = cycle(x)
-        return x, residual, k + 1
+        x, r, beta, k = state
+        x, r, beta = cycle(x, r, beta)
+        return x, r, beta, k + 1
 
-    start = (x_flat, knp.asarray(np.inf, real), 0)
+    r0 = residual_of(x_flat)
+    start = (x_flat, r0, _safe_norm(r0, eps), 0)
     return unflat(lax.while_loop(keep_going, step, start)[0])
 
 
 def gmres(A, b, x0=None, *, tol=1e-5, atol=0.0, restart=20, maxiter=None, M=None, solve_method="batched"):
-    """scipy.sparse.linalg.gmres: restarted GMRES (Krylov spaces of size restart, left-preconditioned by M,
-    Givens rotations, classical Gram-Schmidt repeated once) for any nonsingular A; (x, None). maxiter counts
-    restarts, as JAX's. solve_method 'batched' and 'incremental' (JAX's two ways to solve the small
-    least-squares problem) give this one algorithm."""
+    """scipy.sparse.linalg.gmres, JAX's: restarted GMRES (Krylov spaces of size restart, left-preconditioned
+    by M, Givens rotations, classical Gram-Schmidt repeated once) for any nonsingular A; (x, info), info 0,
+    or -1 where x has a NaN (as JAX's). maxiter counts restarts, as JAX's. The restarts stop on the
+    preconditioned residual ||M(b - A x)|| <= max(tol ||b||, atol) (b's norm, not M b's, as JAX's);
+    solve_method 'batched' runs all restart Arnoldi steps of a restart (fewer at a breakdown), 'incremental'
+    stops a restart once its residual estimate is at or below ||M b|| min(1, max(tol ||b||, atol) / ||b||)."""
     if solve_method not in ("batched", "incremental"):
         raise ValueError(f"gmres: solve_method must be 'batched' or 'incremental'; got {solve_method!r}")
     if int(restart) < 1:
         raise ValueError(f"gmres: restart must be at least 1; got {restart!r}")
-    return _isolve(_gmres_solve, "gmres", A, b, x0, tol=tol, atol=atol, maxiter=maxiter, M=M, symmetric=False,
-                   restart=restart)
+    if not tree_leaves(b):
+        raise ValueError("gmres: b has no arrays")
+    dtype = _float_dtype(b)
+    b_cast = tree_map(lambda v: knp.asarray(v).astype(dtype), b)
+    M_op = (lambda x: x) if M is None else _operator(M, "gmres", "M")
+    b_norm = knp.sqrt(_norm_squared(b_cast))
+    atol_ = knp.maximum(tol * b_norm, atol)
+    ptol = knp.sqrt(_norm_squared(M_op(b_cast))) * knp.minimum(1.0, atol_ / b_norm)
+    x, _ = _isolve(_gmres_solve, "gmres", A, b, x0, tol=tol, atol=atol, maxiter=maxiter, M=M, symmetric=False,
+                   restart=restart, incremental=solve_method == "incremental", limits=(atol_, ptol))
+    return x, knp.where(knp.isnan(knp.sqrt(_norm_squared(x))), np.int32(-1), np.int32(0))
