@@ -323,6 +323,8 @@ def sweep_functions(scale: int = 1) -> dict:
         "matmul_f64": (lambda a, b: a @ b, [normal(17, 40, dtype=np.float64), normal(40, 9, dtype=np.float64)],
                        "reduction"),
         "matmul_batched": (lambda a, b: knp.matmul(a, b), [normal(3, 8, 20), normal(3, 20, 6)], "reduction"),
+        # A's rows 4 KiB apart: each tile's rows copied (matmul._copies_a), a k tail of the row
+        "matmul_rows_4k": (lambda a, b: a[:, :300] @ b, [normal(14, 1024), normal(300, 21)], "reduction"),
         # conv and pooling
         "conv": (lambda im, k: [nn.conv(im, k), nn.conv(im, k, strides=(2, 2), padding="VALID")], [image, kernel],
                  "reduction"),

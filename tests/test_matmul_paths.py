@@ -1,6 +1,6 @@
 """The matmul kernel's operand paths (codegen/matmul.py) and the transposed-product fold (passes.py), run
 in the C runtime against numpy: B packed by each row chunk's first tile as it computes, B with strided
-columns packed before the tiles, B read transposed (panels packed by vector transposes), B read in place
+columns packed before the tiles, A's rows copied where they lie 4 KiB apart, B read transposed (panels packed by vector transposes), B read in place
 for tiles of few rows (matrix-vector products), dot products along k for few rows of `x @ w.T`, and
 transpose(dot_general) computed as the swapped product. Every case runs through kiln-run in each x86-64 kernel build (vector widths 4, 8 and 16 for
 float32), so full strips, partial strips and k tails meet each width; the training path is checked by
@@ -66,6 +66,12 @@ for dt in (np.float32, np.float64):
                                    (_rand(8, 6, dtype=dt), _rand(6, 5, dtype=dt)))
     CASES[f"fold-not-swap-{tag}"] = (lambda a, b: knp.transpose(a @ b, (1, 0, 2)), lambda a, b: np.transpose(a @ b, (1, 0, 2)),
                                      (_rand(3, 7, 20, dtype=dt), _rand(3, 20, 11, dtype=dt)))
+
+# A's rows 4 KiB apart (matmul._copies_a): each tile's rows copied for its strips to read, whole (f32: two
+# k blocks of 1024) or a k tail of a longer row (f64 rows 512 apart, 300 used), with a row tail.
+CASES["copied-float32"] = (lambda a, b: a @ b, lambda a, b: a @ b, (_rand(30, 1024), _rand(1024, 70)))
+CASES["copied-float64"] = (lambda a, b: a[:, :300] @ b, lambda a, b: a[:, :300] @ b,
+                           (_rand(20, 512, dtype=np.float64), _rand(300, 40, dtype=np.float64)))
 
 # Large products whose row chunks grow to fewer, taller items (matmul._Tiling, SHARED_ITEMS): a row tail
 # (m % MR), a partial column chunk, an epilogue over a tall chunk; batched in f64.
@@ -183,7 +189,7 @@ def test_each_case_takes_the_path_it_is_named_for():
     targets = [Target.named("x86_64-unknown-linux-gnu", "haswell", "+avx,+avx2,+fma"),
                Target.named("x86_64-unknown-linux-gnu", "skylake-avx512", "+avx,+avx2,+avx512f,+fma")]
     for name, (fn, _, args) in CASES.items():
-        if not name.startswith(("nt-", "direct-", "dot-", "packed-", "strided-")):
+        if not name.startswith(("nt-", "direct-", "dot-", "packed-", "strided-", "copied-")):
             continue
         region = partition(_graph(fn, *args)).dispatches[0].region
         plan = matmul._plan(region)
@@ -192,7 +198,11 @@ def test_each_case_takes_the_path_it_is_named_for():
             path = ("dot" if matmul._dot_form(plan, t) else "direct" if matmul._reads_b_in_place(plan, t)
                     else "nt" if matmul._k_contiguous(plan, t) else "packed" if matmul._packs_while_computing(plan, t)
                     else "strided")
-            assert path == name.split("-")[0], (name, target.cpu, path)
+            if name.startswith("copied-"):
+                strips = matmul._direct_strips(plan.sizes[1], t) if path == "direct" else t
+                assert matmul._copies_a(plan, strips), (name, target.cpu)
+            else:
+                assert path == name.split("-")[0], (name, target.cpu, path)
 
 
 def test_large_products_take_fewer_taller_row_chunks():

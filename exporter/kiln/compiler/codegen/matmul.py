@@ -260,11 +260,17 @@ def _emit_fast(region, plan: DotPlan, t: _Tiling):
         kernels = {rows: _microkernel(module, ty, st, rows) for rows in _tile_rows(m, t.mr)}
         pack = _transposing_packer(module, ty, t) if _k_contiguous(plan, t) else _packer(module, ty, st)
         packs_in_tile = _packs_while_computing(plan, t)
-        packing = {rows: _microkernel(module, ty, st, rows, packs=True) for rows in kernels} if packs_in_tile else None
+        packing = _microkernel(module, ty, st, t.mr, packs=True) if packs_in_tile else None
         dot_form = _dot_form(plan, t)
         dots = {cols: _dot_columns(module, ty, t.vw, cols) for cols in (DOT_COLUMNS, 1)} if dot_form else None
         panel = b.alloca(ty, size=const64(panel_len), name="panel")
         panel.align = 64
+        copies_a = _copies_a(plan, st)
+        a_ld = KC + 64 // plan.dtype.itemsize  # the copy's row length: a cache line past KC
+        if copies_a:
+            a_copy = b.alloca(ty, size=const64(t.mr * a_ld), name="a_copy")
+            a_copy.align = 64
+        a_strides = (const64(a_ld), const64(1)) if copies_a else (const64(sam), const64(sak))
         lo, hi = workgroup_slice(b, t.items, workgroup_id, workgroup_count)
 
         def item(it):
@@ -297,6 +303,9 @@ def _emit_fast(region, plan: DotPlan, t: _Tiling):
                     row = b.add(m0, b.mul(mt, const64(t.mr)))
                     rows = _min(b, b.sub(m_end, row), const64(t.mr))
                     a_tile = b.gep(a_batch, [b.add(b.mul(row, const64(sam)), b.mul(k0, const64(sak)))], source_etype=ty)
+                    if copies_a:
+                        _copy_rows(b, ty, a_tile, sam, a_copy, a_ld, rows, kc)
+                        a_tile = a_copy
 
                     def strip(s):
                         col = b.mul(s, const64(st.nr))
@@ -314,17 +323,18 @@ def _emit_fast(region, plan: DotPlan, t: _Tiling):
                         else:
                             b_strip = b.gep(panel, [b.mul(s, const64(KC * st.nr))], source_etype=ty)
                             ldb = const64(st.nr)
-                        args = [a_tile, const64(sam), const64(sak), b_strip, ldb, c_tile, const64(n), kc, load_c, cols]
+                        args = [a_tile, *a_strides, b_strip, ldb, c_tile, const64(n), kc, load_c, cols]
                         if packs_in_tile:
-                            # The chunk's first tile packs each strip as it reads it from B (a full strip)
-                            # or after the element-wise packer wrote it (a partial one, zero-padded).
+                            # The chunk's first tile packs each strip as it reads it from B (a full strip of a
+                            # full tile) or after the element-wise packer wrote it (a partial strip, zero-
+                            # padded, or the few rows of a chunk shorter than a tile).
                             first = b.icmp_unsigned("==", mt, const64(0))
-                            full = b.icmp_unsigned("==", cols, const64(st.nr))
+                            full = b.and_(b.icmp_unsigned("==", cols, const64(st.nr)), b.icmp_unsigned("==", rows, const64(t.mr)))
                             source = b.gep(b_block, [col], source_etype=ty)
                             with b.if_else(b.and_(first, full)) as (then, otherwise):
                                 with then:
-                                    _dispatch_rows(b, rows, packing, [a_tile, const64(sam), const64(sak), source,
-                                                   const64(sbk), c_tile, const64(n), kc, load_c, cols, b_strip], t.mr)
+                                    b.call(packing, [a_tile, *a_strides, source, const64(sbk), c_tile, const64(n), kc,
+                                                     load_c, cols, b_strip])
                                 with otherwise:
                                     with b.if_then(first):
                                         b.call(pack, [source, const64(sbk), const64(sbn), kc, cols, b_strip])
@@ -557,6 +567,28 @@ def _packs_while_computing(plan: DotPlan, t: _Tiling) -> bool:
     return sbn == 1 and not _reads_b_in_place(plan, t)
 
 
+def _copies_a(plan: DotPlan, st) -> bool:
+    """Whether each tile's rows of A are copied for its strips to read (rows a cache line longer than KC,
+    _copy_rows) instead of read where they lie: A's k elements contiguous, its rows a multiple of 4 KiB
+    apart (1024 floats), and more than one strip to read them. Such rows all fall in one set of a
+    set-associative L1 (4 KiB x the ways), so a tile's 12 rows evict each other at every k step and each
+    broadcast comes from L2 (64x1024x1024 f32, one worker: 1.28 -> 1.22 ms)."""
+    batch, m, n, k = plan.sizes
+    _, sam, sak, _, _, _ = plan.fast
+    return sak == 1 and (sam * plan.dtype.itemsize) % 4096 == 0 and n > st.nr and m > 1
+
+
+def _copy_rows(b: ir.IRBuilder, ty, src, src_ld: int, dst, dst_ld: int, rows, count) -> None:
+    """dst[i * dst_ld + j] = src[i * src_ld + j] for i < rows, j < count (rows of contiguous elements)."""
+    def row(i):
+        s = b.gep(src, [b.mul(i, const64(src_ld))], source_etype=ty)
+        d = b.gep(dst, [b.mul(i, const64(dst_ld))], source_etype=ty)
+        for_range(b, 0, count, lambda j: b.store(b.load(b.gep(s, [j], source_etype=ty), typ=ty),
+                                                 b.gep(d, [j], source_etype=ty)), name="cj")
+
+    for_range(b, 0, rows, row, name="ci")
+
+
 def _k_contiguous(plan: DotPlan, t: _Tiling) -> bool:
     """B's k elements are contiguous and its columns are not (B read transposed: x @ w.T, a backward
     pass's cotangent times a weight): the panels are packed by vector transposes (vw a power of two)."""
@@ -666,24 +698,49 @@ def _microkernel(module: ir.Module, ty, t: _Tiling, mr: int, packs: bool = False
     def tile_elem(i, c):
         return b.gep(tile, [b.add(const64(i * t.nr), c)], source_etype=ty)
 
-    with b.if_then(load_c):
+    def load_full():
+        for i in range(mr):
+            for j in range(halves):
+                ptr = c_elem(i, const64(j * t.vw))
+                b.store(b.load(ptr, typ=vec, align=align), accs[i][j])
+
+    def load_partial():
+        for i in range(mr):
+            for_range(b, 0, cols, lambda c, i=i: b.store(b.load(c_elem(i, c), typ=ty), tile_elem(i, c)), name="lc")
+            for j in range(halves):
+                merged = ir.Constant(vec, None)
+                for lane in range(t.vw):
+                    col = j * t.vw + lane
+                    inside = b.icmp_signed("<", const64(col), cols)
+                    v = b.select(inside, b.load(tile_elem(i, const64(col)), typ=ty), ir.Constant(ty, 0.0))
+                    merged = b.insert_element(merged, v, ir.Constant(I64, lane))
+                b.store(merged, accs[i][j])
+
+    def store_full():
+        for i in range(mr):
+            for j in range(halves):
+                b.store(b.load(accs[i][j]), c_elem(i, const64(j * t.vw)), align=align)
+
+    def store_partial():
+        for i in range(mr):
+            for j in range(halves):
+                value = b.load(accs[i][j])
+                for lane in range(t.vw):
+                    b.store(b.extract_element(value, ir.Constant(I64, lane)), tile_elem(i, const64(j * t.vw + lane)))
+            for_range(b, 0, cols, lambda c, i=i: b.store(b.load(tile_elem(i, c), typ=ty), c_elem(i, c)), name="sc")
+
+    def full_or_partial(on_full, on_partial):
+        if packs:  # a packing kernel's strip is full: no code for a partial one
+            on_full()
+            return
         with b.if_else(full) as (then, otherwise):
             with then:
-                for i in range(mr):
-                    for j in range(halves):
-                        ptr = c_elem(i, const64(j * t.vw))
-                        b.store(b.load(ptr, typ=vec, align=align), accs[i][j])
+                on_full()
             with otherwise:
-                for i in range(mr):
-                    for_range(b, 0, cols, lambda c, i=i: b.store(b.load(c_elem(i, c), typ=ty), tile_elem(i, c)), name="lc")
-                    for j in range(halves):
-                        merged = ir.Constant(vec, None)
-                        for lane in range(t.vw):
-                            col = j * t.vw + lane
-                            inside = b.icmp_signed("<", const64(col), cols)
-                            v = b.select(inside, b.load(tile_elem(i, const64(col)), typ=ty), ir.Constant(ty, 0.0))
-                            merged = b.insert_element(merged, v, ir.Constant(I64, lane))
-                        b.store(merged, accs[i][j])
+                on_partial()
+
+    with b.if_then(load_c):
+        full_or_partial(load_full, load_partial)
 
     def k_step(kk):
         row = b.gep(strip, [b.mul(kk, ldb)], source_etype=ty)
@@ -704,19 +761,7 @@ def _microkernel(module: ir.Module, ty, t: _Tiling, mr: int, packs: bool = False
                 b.store(fmuladd(b, splat, bvecs[j], b.load(accs[i][j])), accs[i][j])
 
     for_range(b, 0, kc, k_step, name="k")
-
-    with b.if_else(full) as (then, otherwise):
-        with then:
-            for i in range(mr):
-                for j in range(halves):
-                    b.store(b.load(accs[i][j]), c_elem(i, const64(j * t.vw)), align=align)
-        with otherwise:
-            for i in range(mr):
-                for j in range(halves):
-                    value = b.load(accs[i][j])
-                    for lane in range(t.vw):
-                        b.store(b.extract_element(value, ir.Constant(I64, lane)), tile_elem(i, const64(j * t.vw + lane)))
-                for_range(b, 0, cols, lambda c, i=i: b.store(b.load(tile_elem(i, c), typ=ty), c_elem(i, c)), name="sc")
+    full_or_partial(store_full, store_partial)
     b.ret_void()
     return fn
 
