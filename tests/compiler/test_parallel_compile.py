@@ -99,7 +99,36 @@ def test_kilns_ctrl_c_watcher_does_not_stop_forking(monkeypatch):
     kiln.jit(lambda x: knp.tanh(x) @ x)(np.ones((4, 4), np.float32))
     assert "kiln-ctrl-c" in [t.name for t in threading.enumerate()]
     others = [t.name for t in threading.enumerate() if t is not threading.current_thread()]
-    assert parallel_compile._unsafe_threads() == len(others) - others.count("kiln-ctrl-c")
+    pool = [n for n in others if n.startswith(parallel_compile.FORK_SAFE_THREAD_PREFIXES)]  # earlier dispatches'
+    assert parallel_compile._unsafe_threads() == len(others) - others.count("kiln-ctrl-c") - len(pool)
+
+
+def test_the_in_process_dispatch_pool_does_not_stop_forking(monkeypatch):
+    """kiln.compiler.inprocess's dispatch threads (the compiler tests run kernels with them) stay alive, idle,
+    after a dispatch of several workgroups: they do not count, so the rest of a test run compiles forked;
+    another thread still does."""
+    from kiln.compiler.inprocess import aligned_copy, aligned_empty, dispatch
+
+    monkeypatch.undo()
+    monkeypatch.setenv("KILN_COMPILE_JOBS", "2")
+    calls = []
+    kernel = lambda address, group: calls.append(group) or 0  # noqa: E731
+    dispatch(kernel, [aligned_copy(X), aligned_empty((4,), np.float32)], 8)
+    assert sorted(calls) == list(range(8))
+    pool = [t.name for t in threading.enumerate() if t.name.startswith("kiln-inprocess-dispatch_")]
+    assert pool, [t.name for t in threading.enumerate()]
+    others = [t.name for t in threading.enumerate() if t is not threading.current_thread()]
+    assert parallel_compile._unsafe_threads() == len(others) - len(pool) - others.count("kiln-ctrl-c")
+    if parallel_compile._unsafe_threads() == 0:
+        assert parallel_compile.worker_count(100) == 2
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert parallel_compile.worker_count(100) == 1
+    finally:
+        stop.set()
+        other.join()
 
 
 def test_run_forked_reports_failed_and_dead_tasks_as_none():

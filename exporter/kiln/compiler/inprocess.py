@@ -85,7 +85,9 @@ def aligned_copy(a) -> np.ndarray:
     return out
 
 
-_POOL = ThreadPoolExecutor(max_workers=os.cpu_count() or 2)
+# Its threads are named for parallel_compile.FORK_SAFE_THREAD_PREFIXES: idle between dispatches, they keep a
+# later compile of the same process (a test run) forking its workers.
+_POOL = ThreadPoolExecutor(max_workers=os.cpu_count() or 2, thread_name_prefix="kiln-inprocess-dispatch")
 
 
 def dispatch(fn, buffers: list[np.ndarray], workgroups: int, *, parallel: bool = True) -> None:

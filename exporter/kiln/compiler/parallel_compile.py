@@ -26,12 +26,19 @@ MIN_KERNELS = 4
 FORK_SAFE_THREADS = frozenset({"kiln-ctrl-c"})
 """Threads known to hold nothing a forked compile needs (kiln.vm's Ctrl-C watcher polls a pipe and is
 reset in a child by its at-fork hook), so they do not keep compiling in-process."""
+FORK_SAFE_THREAD_PREFIXES = ("kiln-inprocess-dispatch_",)
+"""Thread names starting so are as safe: kiln.compiler.inprocess's dispatch pool (the compiler tests' way to
+run kernels in the test process), whose threads live on idle, waiting on the pool's queue, once a dispatch
+has used them, and run kernels only while the thread that called dispatch waits for them (so a compile
+cannot start then, but from another thread, which counts). Counted as unsafe, they kept every later
+compile of a test run in-process, on one core."""
 
 
 def _unsafe_threads() -> int:
     """Live Python threads besides the calling one that a fork could catch holding a lock."""
     me = threading.current_thread()
-    return sum(1 for t in threading.enumerate() if t is not me and t.name not in FORK_SAFE_THREADS)
+    return sum(1 for t in threading.enumerate()
+               if t is not me and t.name not in FORK_SAFE_THREADS and not t.name.startswith(FORK_SAFE_THREAD_PREFIXES))
 
 
 def worker_count(kernels: int) -> int:
