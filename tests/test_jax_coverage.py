@@ -141,6 +141,7 @@ FLOORS = {
     "jax.custom_derivatives": 0.333,
     "jax.ad_checkpoint": 0.333,
     "jax.experimental.ode": 1.0,
+    "jax.image": 1.0,
 }
 
 
