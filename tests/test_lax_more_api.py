@@ -354,17 +354,38 @@ def test_rng_bit_generator(algorithm, tmp_path):
     eager = draw(key)
     if algorithm == lax.RandomAlgorithm.RNG_PHILOX:
         eager_jit_and_kiln_run(draw, lambda k: eager, key, tmp_path=tmp_path)
+        default = lax.rng_bit_generator(key, 1000)[1]  # RNG_DEFAULT is Philox (XLA's CPU default); an int shape
+        np.testing.assert_array_equal(default, eager[1])
     else:
         eager_and_jit(draw, lambda k: eager, key)
-        default = lax.rng_bit_generator(key, (1000,))[1]  # RNG_DEFAULT is Threefry
-        np.testing.assert_array_equal(default, eager[1])
     new_key, bits32, bits8, bits64 = eager
-    np.testing.assert_array_equal(new_key, [7, 9, 0, 3])  # the state advanced by one, with its carry
+    # the 64-bit state advanced by XLA's block count (1000 words: 250 Philox blocks, 500 Threefry), with carry
+    np.testing.assert_array_equal(new_key, [7, 9, 249 if algorithm == lax.RandomAlgorithm.RNG_PHILOX else 499, 3])
     assert bits8.dtype == np.int8 and bits64.dtype == np.uint64 and bits8.shape == (3, 5)
     assert np.unique(bits32).size == 1000 and abs(bits32.mean() / 2**32 - 0.5) < 0.03
     assert abs(np.unpackbits(bits32.view(np.uint8)).mean() - 0.5) < 0.01
     other = lax.rng_bit_generator(np.array([7, 9, 5, 2], np.uint32), (1000,), algorithm=algorithm)[1]
     assert np.mean(other == bits32) < 0.01
+
+
+# (algorithm, shape, dtype, the returned key's state words): JAX 0.10.2's on CPU from the key [7, 9, 0, 0]
+XLA_KEY_ADVANCE = [
+    ("RNG_THREE_FRY", (5, 3), np.uint8, [9, 0]), ("RNG_THREE_FRY", (2, 3, 5), np.uint32, [15, 0]),
+    ("RNG_THREE_FRY", (5,), np.uint16, [3, 0]), ("RNG_THREE_FRY", (3, 2), np.uint64, [6, 0]),
+    ("RNG_THREE_FRY", (), np.uint64, [1, 0]), ("RNG_THREE_FRY", (3, 0), np.uint32, [0, 0]),
+    ("RNG_PHILOX", (5, 3), np.uint8, [4, 0]), ("RNG_PHILOX", (3, 5, 2), np.uint32, [8, 0]),
+    ("RNG_PHILOX", (3, 2), np.uint64, [3, 0]), ("RNG_DEFAULT", (), np.uint32, [1, 0]),
+]
+
+
+def test_rng_bit_generator_advances_the_key_as_xla():
+    for name, shape, dtype, state in XLA_KEY_ADVANCE:
+        new_key = lax.rng_bit_generator(np.array([7, 9, 0, 0], np.uint32), shape, dtype,
+                                        algorithm=lax.RandomAlgorithm[name])[0]
+        np.testing.assert_array_equal(new_key, [7, 9] + state, err_msg=f"{name} {shape} {dtype}")
+    top = np.array([1, 2, 0xFFFFFFFF, 0xFFFFFFFF], np.uint32)  # the 64-bit state wraps; the key is kept
+    np.testing.assert_array_equal(lax.rng_bit_generator(top, (3,), algorithm=lax.RandomAlgorithm.RNG_THREE_FRY)[0],
+                                  [1, 2, 1, 0])
 
 
 def test_rng_bit_generator_errors():

@@ -4,8 +4,9 @@ jax.lax.rng_bit_generator on them.
 rng_bit_generator's bits are kiln's own, as XLA's are its platform's ("the platform specific default
 algorithm"): for the uint32[4] key (k0, k1, s0, s1), Threefry first hashes the state (s0, s1) under
 (k0, k1) into a fresh cipher key, then encrypts the block counters 0, 1, ...; Philox encrypts the counters
-(i, 0, s0, s1) under (k0, k1). Either way the returned key is (k0, k1, s0 + 1, s1 + carry), as XLA's CPU
-generator advances it, and a different state gives an independent stream.
+(i, 0, s0, s1) under (k0, k1). The returned key is XLA's (JAX 0.10.2 on CPU): the 64-bit state s0 + 2^32 s1
+advanced by the number of blocks XLA's generator uses (_xla_blocks), so a key stream is JAX's; a different
+state gives an independent stream. RNG_DEFAULT is Philox, as XLA's CPU default.
 """
 from __future__ import annotations
 
@@ -65,7 +66,7 @@ def _full_like(x, value):
 
 
 class RandomAlgorithm(enum.IntEnum):
-    """jax.lax.RandomAlgorithm: the generator of rng_bit_generator (RNG_DEFAULT is Threefry here)."""
+    """jax.lax.RandomAlgorithm: the generator of rng_bit_generator (RNG_DEFAULT is Philox, as XLA's CPU one)."""
 
     RNG_DEFAULT = 0
     RNG_THREE_FRY = 1
@@ -85,6 +86,21 @@ def _words(key, blocks: int, algorithm: RandomAlgorithm):
     return prims.reshape.bind(concatenate(columns, 1), new_shape=(blocks * len(outs),))
 
 
+def _xla_blocks(shape: tuple, itemsize: int, algorithm: RandomAlgorithm) -> int:
+    """How far XLA's generator advances the state for `shape` values (JAX 0.10.2, CPU): Philox makes 4 words a
+    block (a 64-bit value takes two), Threefry 2, one per 64-bit value; for narrower values Threefry halves
+    the shape along an even dimension, or rounds the largest one up when every dimension is odd."""
+    n = math.prod(shape)
+    if algorithm == RandomAlgorithm.RNG_PHILOX:
+        return -(-n * (2 if itemsize == 8 else 1) // 4)
+    if itemsize == 8 or n == 0:
+        return n
+    if n % 2 == 0:
+        return n // 2
+    largest = max(shape, default=1)
+    return -(-largest // 2) * (n // largest)
+
+
 def rng_bit_generator(key, shape, dtype=np.uint32, algorithm=RandomAlgorithm.RNG_DEFAULT, *, out_sharding=None):
     """(new_key, bits): uniformly random bits of an integer dtype and shape from a uint32[4] key (see the module
     for which bits); out_sharding is accepted and unused (one host)."""
@@ -101,7 +117,9 @@ def rng_bit_generator(key, shape, dtype=np.uint32, algorithm=RandomAlgorithm.RNG
     except ValueError:
         raise ValueError(f"rng_bit_generator: unknown algorithm {algorithm!r}; the algorithms are "
                          f"{[a.name for a in RandomAlgorithm]}") from None
-    shape = tuple(int(d) for d in shape)
+    if algorithm == RandomAlgorithm.RNG_DEFAULT:
+        algorithm = RandomAlgorithm.RNG_PHILOX
+    shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
     n = math.prod(shape)
     per_value = 2 if dtype.itemsize == 8 else 1
     per_block = 4 if algorithm == RandomAlgorithm.RNG_PHILOX else 2
@@ -125,8 +143,9 @@ def rng_bit_generator(key, shape, dtype=np.uint32, algorithm=RandomAlgorithm.RNG
 
             values = bitcast_convert_type(values, dtype)
         bits = prims.reshape.bind(values, new_shape=shape)
-        state = key[2] + np.uint32(1)
-        carry = prims.convert.bind(prims.eq.bind(asarray(state), np.zeros((), U32)), new_dtype=U32)
+        advance = np.uint32(_xla_blocks(shape, dtype.itemsize, algorithm))
+        state = key[2] + advance
+        carry = prims.convert.bind(prims.lt.bind(asarray(state), np.full((), advance, U32)), new_dtype=U32)
         new_key = concatenate([prims.reshape.bind(asarray(v), new_shape=(1,))
                                for v in (key[0], key[1], state, key[3] + carry)], 0)
     return new_key, bits
