@@ -417,6 +417,14 @@ def test_lax_fft_types_against_numpy(tmp_path):
     grad = kiln.grad(lambda x: kiln.numpy.sum(kiln.numpy.abs(lax.fft(x, "rfft", (67,))) ** 2))(signal[0, 0])
     np.testing.assert_allclose(grad, numerical_grad(lambda x: np.sum(np.abs(np.fft.rfft(x)) ** 2), signal[0, 0]),
                                rtol=1e-6)
+    # real input to FFT, IFFT and IRFFT is taken as complex (JAX's); RFFT refuses complex input
+    as_complex = lax.fft(np.arange(6, dtype=np.int32), "fft", (6,))
+    assert as_complex.dtype == np.complex64
+    np.testing.assert_allclose(as_complex, np.fft.fft(np.arange(6)), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(lax.fft(signal[0, 0], "ifft", (67,)), np.fft.ifft(signal[0, 0]), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(lax.fft(signal[0, 0, :3], "irfft", (4,)), np.fft.irfft(signal[0, 0, :3], 4), rtol=1e-12)
+    with pytest.raises(TypeError, match="RFFT takes real input; got complex128"):
+        lax.fft(spectrum, "rfft", (67,))
     with pytest.raises(ValueError, match=r"FFT with fft_lengths \(5,\) needs trailing axes \(5,\); got \(67,\)"):
         lax.fft(spectrum, "fft", (5,))
     with pytest.raises(TypeError, match="RFFT takes real input; got complex128"):

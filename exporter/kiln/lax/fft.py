@@ -140,7 +140,8 @@ def _scaled(x, n: int):
 def fft(x, fft_type, fft_lengths):
     """jax.lax.fft: over the last len(fft_lengths) axes, FFT/IFFT (complex; the inverse divides by the size),
     RFFT (real to the n // 2 + 1 non-negative frequencies of the last axis) or IRFFT (those frequencies to a
-    real signal of fft_lengths, Hermitian symmetry assumed). fft_type is an FftType or its name."""
+    real signal of fft_lengths, Hermitian symmetry assumed). fft_type is an FftType or its name. FFT, IFFT and
+    IRFFT take real input as complex (complex128 from float64, else complex64), as JAX's."""
     if isinstance(fft_type, str):
         try:
             fft_type = FftType[fft_type.upper()]
@@ -154,9 +155,11 @@ def fft(x, fft_type, fft_lengths):
     if not 1 <= rank <= len(shape):
         raise ValueError(f"fft: fft_lengths must name 1 to {len(shape)} trailing axes; got {lengths}")
     axes = list(range(len(shape) - rank, len(shape)))
-    real_input = fft_type == FftType.RFFT
-    if real_input != (not dtypes.is_complex(dtype)):
-        raise TypeError(f"fft: {fft_type.name} takes {'real' if real_input else 'complex'} input; got {dtype}")
+    if fft_type == FftType.RFFT and dtypes.is_complex(dtype):
+        raise TypeError(f"fft: RFFT takes real input; got {dtype}")
+    if fft_type != FftType.RFFT and not dtypes.is_complex(dtype):  # JAX's: real input taken as complex
+        x = prims.convert.bind(x, new_dtype=_complex_of(dtype))
+        dtype = get_aval(x).dtype
     expected = lengths if fft_type != FftType.IRFFT else lengths[:-1] + (lengths[-1] // 2 + 1,)
     if tuple(shape[-rank:]) != expected:
         raise ValueError(f"fft: {fft_type.name} with fft_lengths {lengths} needs trailing axes {expected}; got "
