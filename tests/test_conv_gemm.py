@@ -167,22 +167,32 @@ DEPTHWISE_CASES = [
     ("chunks_of_channels", np.float32, (1, 5, 4, 300), (2, 3, 1, 300), dict(window_strides=(1, 1), padding="SAME")),
     ("lhs_dilated_1d", np.float32, (2, 9, 10), (4, 1, 10), dict(window_strides=(1,), padding=((2, 3),),
                                                                  lhs_dilation=(2,))),
+    # spatial dims contiguous (NCHW/OIHW): 'depthwise_planes', a channel's rows at a time
+    ("planes_same", np.float32, (2, 16, 9, 11), (16, 1, 3, 3), dict(window_strides=(1, 1), padding="SAME",
+                                                                     dimension_numbers=None)),
+    ("planes_strided_dilated_f64", np.float64, (1, 12, 10, 13), (12, 1, 3, 4), dict(
+        window_strides=(2, 1), padding=((2, -1), (1, 3)), rhs_dilation=(2, 2), lhs_dilation=(2, 1),
+        dimension_numbers=None)),
+    ("planes_1d", np.float32, (2, 10, 30), (10, 1, 5), dict(window_strides=(1,), padding=((4, 0),),
+                                                             dimension_numbers=None)),
 ]
 
 
 @pytest.mark.parametrize("name,dtype,lhs_shape,rhs_shape,kwargs", DEPTHWISE_CASES, ids=[c[0] for c in DEPTHWISE_CASES])
 def test_depthwise_convolutions_match_numpy(name, dtype, lhs_shape, rhs_shape, kwargs):
-    """Depthwise convolutions (vectorized along the channels) with strides, both dilations, negative and uneven
-    padding, more channels than a chunk (300 = 256 + 44), 1-d, against numpy."""
+    """Depthwise convolutions (NHWC: vectorized along the channels; NCHW: along a channel's rows) with strides,
+    both dilations, negative and uneven padding, more channels than a chunk (300 = 256 + 44), 1-d, against
+    numpy."""
     x = RNG.standard_normal(lhs_shape).astype(dtype)
     w = RNG.standard_normal(rhs_shape).astype(dtype)
+    planes = name.startswith("planes")
     dn = NHWC if len(lhs_shape) == 4 else ("NWC", "WIO", "NWC")
-    kw = dict(kwargs, dimension_numbers=dn, feature_group_count=lhs_shape[-1])
+    kw = dict(dict(dimension_numbers=dn), **kwargs, feature_group_count=lhs_shape[1 if planes else -1])
 
     def f(a, b):
         return lax.conv_general_dilated(a, b, **kw)
 
-    assert _strategies(f, x, w) == ["depthwise"]
+    assert _strategies(f, x, w) == ["depthwise_planes" if planes else "depthwise"]
     got, want = np.asarray(kiln.jit(f)(x, w)), numpy_conv(x, w, **kw)
     assert got.dtype == dtype and got.shape == want.shape
     tol = 1e-5 if dtype == np.float32 else 1e-13
@@ -250,9 +260,9 @@ def exported_convolutions(tmp_path_factory):
     whose function computes a convolution of each GEMM path, its inputs saved, and the numpy references:
     NHWC with a bias and relu (rows, packed image tiles, the epilogue), NCHW strided with taps past both ends
     (cols, image panels by runs), 128 channels (rows, the image read in place), 8 groups of 8 features
-    (one-vector strips), a strided depthwise one (vectorized along the channels), float64 dilated, the input
-    gradients of strided NHWC and NCHW convolutions (lhs dilation phase by phase; the NCHW one computed as
-    NHWC and transposed) and an NHWC kernel gradient (gemm_batch)."""
+    (one-vector strips), strided depthwise ones (NHWC: vectorized along the channels; NCHW: along rows),
+    float64 dilated, the input gradients of strided NHWC and NCHW convolutions (lhs dilation phase by phase;
+    the NCHW one computed as NHWC and transposed) and an NHWC kernel gradient (gemm_batch)."""
     tmp = tmp_path_factory.mktemp("conv_builds")
     x = RNG.standard_normal((1, 9, 10, 16)).astype(np.float32)
     w = RNG.standard_normal((3, 3, 16, 24)).astype(np.float32)
@@ -264,27 +274,29 @@ def exported_convolutions(tmp_path_factory):
     xg = RNG.standard_normal((1, 7, 9, 64)).astype(np.float32)
     wg = RNG.standard_normal((3, 3, 8, 64)).astype(np.float32)
     wdw = RNG.standard_normal((3, 3, 1, 64)).astype(np.float32)
+    wpl = RNG.standard_normal((16, 1, 3, 3)).astype(np.float32)
     x64, w64 = x.astype(np.float64), w.astype(np.float64)
     ct = RNG.standard_normal((1, 9, 10, 24)).astype(np.float32)
     neg = dict(window_strides=(2, 3), padding=((1, -2), (-1, 4)))
     strided = dict(window_strides=(2, 2), padding="SAME")
 
-    def f(x, w, bias, xc, wc, xw, ww, xg, wg, wdw, x64, w64, ct):
+    def f(x, w, bias, xc, wc, xw, ww, xg, wg, wdw, wpl, x64, w64, ct):
         y = knp.maximum(lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=NHWC) + bias, 0.0)
         yn = lax.conv_general_dilated(xc, wc, **neg)
         yw = lax.conv_general_dilated(xw, ww, (1, 1), "VALID", dimension_numbers=NHWC)
         yg = lax.conv_general_dilated(xg, wg, (1, 1), "SAME", dimension_numbers=NHWC, feature_group_count=8)
         ydw = lax.conv_general_dilated(xg, wdw, (2, 1), "SAME", dimension_numbers=NHWC, feature_group_count=64)
+        ypl = lax.conv_general_dilated(xc, wpl, (2, 1), "SAME", feature_group_count=16)
         yd = lax.conv_general_dilated(x64, w64, (1, 1), "SAME", rhs_dilation=(2, 2), dimension_numbers=NHWC)
         gx = kiln.grad(lambda v: knp.sum(lax.conv_general_dilated(v, w, (1, 1), "SAME", dimension_numbers=NHWC) ** 2))(x)
         gs = kiln.grad(lambda v: knp.sum(lax.conv_general_dilated(v, w, (2, 2), "SAME", dimension_numbers=NHWC) ** 2))(x)
         gc = kiln.grad(lambda v: knp.sum(lax.conv_general_dilated(v, wc, **strided) ** 2))(xc)
         gw = kiln.vjp(lambda u: lax.conv_general_dilated(x, u, (1, 1), "SAME", dimension_numbers=NHWC), w)[1](ct)[0]
-        return y, yn, yw, yg, ydw, yd, gx, gs, gc, gw
+        return y, yn, yw, yg, ydw, ypl, yd, gx, gs, gc, gw
 
-    args = (x, w, bias, xc, wc, xw, ww, xg, wg, wdw, x64, w64, ct)
+    args = (x, w, bias, xc, wc, xw, ww, xg, wg, wdw, wpl, x64, w64, ct)
     strategies = _strategies(f, *args)
-    assert strategies.count("gemm") >= 8 and {"gemm_batch", "depthwise"} <= set(strategies), strategies
+    assert strategies.count("gemm") >= 8 and {"gemm_batch", "depthwise", "depthwise_planes"} <= set(strategies), strategies
 
     def input_gradient(v, k, dn, **kw):
         """d sum(conv(v, k)^2)/dv = conv^T(2 conv(v, k)): numerically, by the transpose of numpy_conv's
@@ -300,6 +312,7 @@ def exported_convolutions(tmp_path_factory):
             numpy_conv(xw, ww, (1, 1), "VALID", dimension_numbers=NHWC),
             numpy_conv(xg, wg, (1, 1), "SAME", dimension_numbers=NHWC, feature_group_count=8),
             numpy_conv(xg, wdw, (2, 1), "SAME", dimension_numbers=NHWC, feature_group_count=64),
+            numpy_conv(xc, wpl, (2, 1), "SAME", feature_group_count=16),
             numpy_conv(x64, w64, (1, 1), "SAME", rhs_dilation=(2, 2), dimension_numbers=NHWC),
             numpy_conv(2 * y_ref, np.flip(w, (0, 1)).transpose(0, 1, 3, 2), (1, 1), "SAME", dimension_numbers=NHWC),
             input_gradient(x, w, NHWC, window_strides=(2, 2), padding="SAME"),

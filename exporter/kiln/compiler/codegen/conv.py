@@ -104,6 +104,8 @@ def parallel_items(region, target) -> int:
         return gemm.pixels * gemm.m_chunks * gemm.n_chunks
     if _depthwise(plan):
         return _depthwise_items(plan)
+    if _depthwise_planes(plan):
+        return _planes_items(plan)
     return plan.items if plan.block else 0
 
 
@@ -111,7 +113,7 @@ def work(region, target) -> int:
     eqn = _main_eqn(region)
     plan = _conv_plan(region)
     macs = int(eqn.outvars[0].aval.size) * plan.in_per_group * int(np.prod(plan.kernel_spatial, dtype=np.int64))
-    return max(macs // {"direct": 4, "depthwise": 8}.get(strategy(region, target), 16), 1)
+    return max(macs // {"direct": 4, "depthwise": 8, "depthwise_planes": 8}.get(strategy(region, target), 16), 1)
 
 
 def strategy(region, target) -> str:
@@ -123,7 +125,9 @@ def strategy(region, target) -> str:
         return "gemm"
     if _batch_gemm_plan(plan, target) is not None:
         return "gemm_batch"
-    return "depthwise" if _depthwise(plan) else "direct"
+    if _depthwise(plan):
+        return "depthwise"
+    return "depthwise_planes" if _depthwise_planes(plan) else "direct"
 
 
 def _epilogue(region, p: ConvPlan, g: GemmPlan | None):
@@ -159,6 +163,8 @@ def emit_kernel(region, target):
         return _emit_batch_gemm(region, plan, gemm)
     if _depthwise(plan):
         return _emit_depthwise(region, plan, target)
+    if _depthwise_planes(plan):
+        return _emit_depthwise_planes(region, plan)
     return _emit_conv(region, plan)
 
 
@@ -266,6 +272,87 @@ def _emit_depthwise(region, p: ConvPlan, target):
                 for_range(b, vectors_end, count, lambda c: channels_at(c, 1, 1), name="cs")
 
             for_range(b, 0, p.out_spatial[-1], pixel, name="w")
+
+        for_range(b, lo, hi, item, name="it")
+
+    return body
+
+
+# Depthwise with the spatial dims contiguous (NCHW/OIHW): each channel's plane is a convolution of its own.
+# A work item is one output row of one channel: the row (zeroed) accumulates, for each tap whose input row is
+# inside, the input row shifted by the tap times the tap's weight over the pixels whose input column is
+# inside (stride 1 along the row, so a contiguous run: vectorized), then is stored.
+
+PLANES_MAX_WIDTH = 4096  # the row accumulator lives on the stack
+
+
+def _depthwise_planes(p: ConvPlan) -> bool:
+    return (p.dtype in (np.float32, np.float64) and p.batch_groups == 1 and p.in_per_group == 1 and p.block == 1
+            and p.items > 0 and len(p.out_spatial) >= 1 and p.out_spatial[-1] <= PLANES_MAX_WIDTH
+            and p.lhs_s[-1] == 1 and p.out_s[-1] == 1 and p.strides[-1] == 1 and p.lhs_dilation[-1] == 1)
+
+
+def _planes_items(p: ConvPlan) -> int:
+    return p.n_out * p.groups * int(np.prod(p.out_spatial[:-1], dtype=np.int64))
+
+
+def _emit_depthwise_planes(region, p: ConvPlan):
+    ty = F32 if p.dtype == np.float32 else F64
+    nsp = len(p.out_spatial)
+    lv, rv = p.lhs, p.rhs
+    n_in = len(region.invars)
+    width, in_width = p.out_spatial[-1], p.in_spatial[-1]
+    rd, pad = p.rhs_dilation[-1], p.pad_lo[-1]
+    item_shape = (p.n_out, p.groups) + tuple(p.out_spatial[:-1])
+    items = _planes_items(p)
+    zero = ir.Constant(ty, 0.0)
+
+    def body(b: ir.IRBuilder, pointers, workgroup_id, workgroup_count):
+        x_ptr, w_ptr, out_ptr = pointers[lv.source], pointers[rv.source], pointers[n_in]
+        row_buf = b.alloca(ty, size=const64(width), name="row")
+        row_buf.align = 64
+        lo, hi = workgroup_slice(b, items, workgroup_id, workgroup_count)
+
+        def elem(base, offset):
+            return b.gep(base, [offset], source_etype=ty)
+
+        def item(it):
+            index = delinearize(b, it, item_shape)
+            n, c, outer = index[0], index[1], index[2:]
+            x_base = dot_offsets(b, [n, c], p.lhs_s[:2], const64(lv.offset))
+            w_base = dot_offsets(b, [c], p.rhs_s[:1], const64(rv.offset))
+            for_range(b, 0, width, lambda j: b.store(zero, elem(row_buf, j)), name="z")
+
+            def taps(depth, x_off, w_off, valid):
+                if depth == nsp - 1:
+                    def inner(k):
+                        shift = b.sub(b.mul(k, const64(rd)), const64(pad))  # input column of output pixel 0
+                        j_lo = matmul._min(b, _max(b, b.sub(const64(0), shift), const64(0)), const64(width))
+                        j_hi = _max(b, matmul._min(b, b.sub(const64(in_width), shift), const64(width)), j_lo)
+                        wt = b.load(elem(w_ptr, b.add(w_off, b.mul(k, const64(p.rhs_s[-1])))), typ=ty)
+                        src = elem(x_ptr, b.add(x_off, shift))
+                        for_range(b, j_lo, j_hi, lambda j: b.store(
+                            fmuladd(b, b.load(elem(src, j), typ=ty), wt, b.load(elem(row_buf, j), typ=ty)),
+                            elem(row_buf, j)), name="j")
+
+                    def run():
+                        for_range(b, 0, p.kernel_spatial[-1], inner, name="kw")
+                    if valid is None:
+                        run()
+                    else:
+                        with b.if_then(valid):
+                            run()
+                    return
+
+                def step(k):
+                    q, ok = _input_coordinate(b, p, depth, outer[depth], k)
+                    taps(depth + 1, b.add(x_off, b.mul(q, const64(p.lhs_s[2 + depth]))),
+                         b.add(w_off, b.mul(k, const64(p.rhs_s[2 + depth]))), ok if valid is None else b.and_(valid, ok))
+                for_range(b, 0, p.kernel_spatial[depth], step, name=f"k{depth}")
+
+            taps(0, x_base, w_base, None)
+            out_row = elem(out_ptr, dot_offsets(b, [n, c] + list(outer), p.out_s[:-1]))
+            for_range(b, 0, width, lambda j: b.store(b.load(elem(row_buf, j), typ=ty), elem(out_row, j)), name="st")
 
         for_range(b, lo, hi, item, name="it")
 
