@@ -175,7 +175,8 @@ def gelu(x, approximate: bool = True):
 
     The argument z of sigmoid or erfc carries a rounding error that the steep left tail multiplies (by about
     0.2 |x|^3 or x^2). float32's tanh form computes z in float64, splits it into two float32 (hi + lo) and takes
-    exp(hi) (1 + lo) in float32 (docs/accuracy.md states the bound); its derivative is computed the same way
+    exp(hi + lo) in float32, lo inside exp's range reduction (the primitive gelu_exp32; docs/accuracy.md states
+    the bound); its derivative is computed the same way
     (_gelu_tanh32_derivative). The exact form in float32, and both forms in float16 and bfloat16, are
     computed in float64 and rounded once (0 ulp measured)."""
     from .lax.math_prims import erfc
