@@ -62,6 +62,9 @@ DELIBERATELY_ABSENT = {
         "make_user_context": "keys JAX's jit cache on user context: kiln.jit's cache is keyed on the abstract "
                              "signature only",
     },
+    "jax.sharding": {n: _MULTI + " (mesh contexts, abstract meshes and explicit-sharding axis types)"
+                     for n in ("AbstractDevice", "AbstractMesh", "ManualAxisType", "auto_axes", "explicit_axes",
+                               "get_abstract_mesh", "get_mesh", "reshard", "set_mesh", "use_abstract_mesh")},
     "jax.custom_derivatives": {
         **{n: "a primitive object: kiln's custom_jvp/custom_vjp bind kiln's own primitives"
            for n in ("custom_jvp_call_p", "custom_vjp_call_p", "remat_opt_p")},
@@ -142,6 +145,8 @@ FLOORS = {
     "jax.ad_checkpoint": 0.333,
     "jax.experimental.ode": 1.0,
     "jax.image": 1.0,
+    "jax.debug": 1.0,
+    "jax.sharding": 0.857,
 }
 
 

@@ -455,3 +455,57 @@ def test_image_resize_kiln_run(tmp_path):
     want = np.asarray(image.resize(x, (1, 8, 4, 2), "lanczos3"))
     for got in (fn(x), kiln_run_exported(fn, x, tmp_path=tmp_path)[0]):
         np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-6)
+
+
+# kiln.debug: prints eagerly, after a kiln.jit call with the computed values (nested jit too), and the warning
+# where values cannot leave; kiln.sharding's one-device meaning
+
+def test_debug_print_eager_jit_and_nested(capsys):
+    import kiln.debug
+
+    def f(x, y):
+        kiln.debug.print("x={x} total={}", knp.sum(y), x=x * 2)
+        z = knp.sin(x)
+        kiln.debug.callback(lambda v: print("callback", v.shape, v.dtype), z)
+        return z + y
+
+    x, y = np.arange(3.0), np.ones(3)
+    f(x, y)
+    eager = capsys.readouterr().out
+    assert eager == "x=[0. 2. 4.] total=3.0\ncallback (3,) float64\n"
+    jf = kiln.jit(f)
+    for _ in range(2):  # the second call runs the cached executable and prints again
+        np.testing.assert_allclose(np.asarray(jf(x, y)), np.sin(x) + 1.0)
+        assert capsys.readouterr().out == eager
+    nested = kiln.jit(lambda x: jf(x, x) * 2.0)
+    np.testing.assert_allclose(np.asarray(nested(x)), (np.sin(x) + x) * 2.0)
+    assert capsys.readouterr().out == "x=[0. 2. 4.] total=3.0\ncallback (3,) float64\n"
+
+    def loop(c):
+        def body(i, c):
+            kiln.debug.print("c={}", c)
+            return c + 1.0
+        return kiln.lax.fori_loop(0, 3, body, c)
+
+    with pytest.warns(UserWarning, match="values inside a kiln.lax control-flow body"):
+        assert float(kiln.jit(loop)(np.float32(1.0))) == 4.0
+    assert "c=f32[]" in capsys.readouterr().out
+    with pytest.warns(UserWarning, match="breakpoint inside a traced function does nothing"):
+        kiln.jit(lambda x: (kiln.debug.breakpoint(), x)[1])(1.0)
+
+
+def test_sharding_on_one_device():
+    from kiln.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
+
+    mesh = Mesh(np.array(kiln.devices()).reshape(1, 1), ("data", "model"))
+    sharding = NamedSharding(mesh, PartitionSpec("data", None))
+    assert mesh.shape == {"data": 1, "model": 1} and sharding.num_devices == 1 and sharding.is_fully_replicated
+    assert sharding.shard_shape((4, 6)) == (4, 6) and SingleDeviceSharding().device == kiln.devices()[0]
+    np.testing.assert_array_equal(np.asarray(kiln.device_put(np.ones(2), sharding)), np.ones(2))
+    with pytest.raises(ValueError, match="'batch' is not an axis of Mesh"):
+        NamedSharding(mesh, PartitionSpec("batch"))
+    with pytest.raises(ValueError, match="kiln runs on one device, the host CPU; got a mesh of 2 devices"):
+        Mesh(np.array(kiln.devices() * 2), ("data",))
+    seen = []
+    kiln.debug.inspect_array_sharding({"a": np.ones(2)}, callback=seen.append)
+    assert seen == [SingleDeviceSharding()]

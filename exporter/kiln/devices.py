@@ -56,6 +56,10 @@ def default_backend() -> str:
 
 def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
     """x itself: arrays already live where kiln computes. device must be None or the host CPU."""
+    from kiln.sharding import Sharding
+
+    if isinstance(device, Sharding):  # every kiln.sharding sharding is the one host device
+        device = None
     if device is not None and device != _HOST and not (isinstance(device, str) and device == "cpu"):
         raise ValueError(f"device_put: kiln has one device, the host CPU; got {device!r}")
     return x
