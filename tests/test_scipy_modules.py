@@ -224,6 +224,13 @@ def test_regular_grid_interpolator_matches_scipy(method):
     np.testing.assert_allclose(interpolator(tuple(grid)), want(tuple(grid)), rtol=1e-12)
     other = "nearest" if method == "linear" else "linear"
     np.testing.assert_allclose(interpolator(points, method=other), want(points, method=other), rtol=1e-12)
+    # a 1-d query is points of ndim coordinates (scipy's and JAX's rule): one point gives shape (1,)
+    single = interpolator(points[3])
+    assert single.shape == (1,)
+    np.testing.assert_allclose(single, want(points[3]), rtol=1e-12)
+    line = scipy.interpolate.RegularGridInterpolator((x,), values[:, 0, 0], method=method)
+    np.testing.assert_allclose(kinterpolate.RegularGridInterpolator((x,), values[:, 0, 0], method=method)(x[1:4] + 0.1),
+                               line(x[1:4] + 0.1), rtol=1e-12)
 
 
 def test_regular_grid_interpolator_errors():

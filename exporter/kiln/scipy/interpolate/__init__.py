@@ -61,7 +61,8 @@ class RegularGridInterpolator:
 
     def __call__(self, xi, method=None):
         """The interpolated values at xi: an array (..., ndim) of points, or a tuple of ndim coordinate arrays
-        that broadcast together."""
+        that broadcast together. A 1-d xi is read as consecutive points of ndim coordinates (scipy's and JAX's
+        rule: one point (ndim,) gives one value of shape (1,); a 1-d grid's xi (k,) gives k values)."""
         method = self.method if method is None else method
         if method not in _METHODS:
             raise ValueError(f"RegularGridInterpolator: method must be 'linear' or 'nearest'; got {method!r}")
@@ -73,6 +74,8 @@ class RegularGridInterpolator:
                                  f"{ndim} dimensions")
             xi = knp.stack(coords, axis=-1)
         xi = knp.asarray(xi)
+        if aval(xi).ndim == 1 and aval(xi).shape[0] % ndim == 0:  # scipy's and JAX's: points of ndim coordinates
+            xi = xi.reshape(-1, ndim)
         if aval(xi).ndim == 0 or aval(xi).shape[-1] != ndim:
             raise ValueError(f"RegularGridInterpolator: the requested points have dimension "
                              f"{aval(xi).shape[-1] if aval(xi).ndim else 0}, but this interpolator has dimension {ndim}")
