@@ -509,3 +509,34 @@ def test_sharding_on_one_device():
     seen = []
     kiln.debug.inspect_array_sharding({"a": np.ones(2)}, callback=seen.append)
     assert seen == [SingleDeviceSharding()]
+
+
+def test_closure_convert_pure_callback_and_small_names():
+    def outer(w):
+        converted, consts = kiln.closure_convert(lambda x: knp.sin(w * x), 1.0)
+        return converted(2.0, *consts), len(consts)
+
+    value, n_consts = outer(3.0)
+    assert n_consts == 0 and abs(float(value) - np.sin(6.0)) < 1e-6
+    counts = []
+
+    def traced(w):
+        converted, consts = kiln.closure_convert(lambda x: knp.sin(w * x), 1.0)
+        counts.append(len(consts))
+        return converted(2.0, *consts)
+
+    np.testing.assert_allclose(float(kiln.grad(traced)(3.0)), 2.0 * np.cos(6.0), rtol=1e-6)
+    assert counts == [1]  # w, a value of the enclosing grad, is hoisted
+
+    out = kiln.pure_callback(lambda x: np.cumsum(x), kiln.ShapeDtypeStruct((3,), np.float64), np.ones(3))
+    np.testing.assert_array_equal(np.asarray(out), [1.0, 2.0, 3.0])
+    with pytest.raises(TypeError, match=r"the callback returned float64\[3\], expected float32\[3\]"):
+        kiln.pure_callback(np.cumsum, kiln.ShapeDtypeStruct((3,), np.float32), np.ones(3))
+    with pytest.raises(kiln.TracingError, match="pure_callback cannot run inside a traced function"):
+        kiln.jit(lambda x: kiln.pure_callback(np.sin, x, x))(np.ones(2))
+    assert kiln.effects_barrier() is None
+    with kiln.default_device(kiln.devices()[0]):
+        pass
+    with pytest.raises(ValueError, match="kiln has one device, the host CPU"):
+        with kiln.default_device("gpu:1"):
+            pass

@@ -111,7 +111,8 @@ _LAZY_NAMES = {
        for name in ("enable_x64", "debug_nans", "debug_infs", "default_matmul_precision", "default_prng_impl",
                     "numpy_rank_promotion", "numpy_dtype_promotion", "log_compiles", "process_count", "process_index",
                     "process_indices", "host_count", "host_id", "host_ids", "typeof", "float0", "clear_caches",
-                    "print_environment_info", "linear_transpose", "custom_gradient", "pmap")},
+                    "print_environment_info", "linear_transpose", "custom_gradient", "pmap", "closure_convert",
+                    "pure_callback", "effects_barrier", "default_device")},
     "TargetError": ("kiln.compiler.target", "TargetError"),
 }
 

@@ -22,7 +22,8 @@ from kiln.transforms.custom import custom_vjp
 __all__ = ["enable_x64", "debug_nans", "debug_infs", "default_matmul_precision", "default_prng_impl",
            "numpy_rank_promotion", "numpy_dtype_promotion", "log_compiles", "process_count", "process_index",
            "process_indices", "host_count", "host_id", "host_ids", "typeof", "float0", "clear_caches",
-           "print_environment_info", "linear_transpose", "custom_gradient", "pmap"]
+           "print_environment_info", "linear_transpose", "custom_gradient", "pmap", "closure_convert",
+           "pure_callback", "effects_barrier", "default_device"]
 
 
 def _flag_context(flag: str, doc: str):
@@ -180,3 +181,76 @@ def pmap(fun: Callable = None, axis_name=None, *, in_axes=0, out_axes=0, static_
             *[args[i] for i in dynamic_positions])
 
     return jit(mapped, static_argnums=tuple(sorted(static)))
+
+
+def closure_convert(fun: Callable, *example_args):
+    """``(converted, consts)`` with ``converted(*args, *consts) == fun(*args)``: `fun` traced at `example_args`
+    with the traced values of enclosing transformations it closes over (what custom_vjp rules must receive
+    explicitly for gradients to reach them) hoisted into `consts`. Eagerly nothing is closed over: ``consts`` is
+    empty."""
+    from kiln.core.evaluate import eval_graph
+    from kiln.core.trace import get_aval, trace_to_graph_with_captures
+
+    leaves, in_tree = tree_flatten(example_args)
+    out_tree = []
+
+    def flat(*xs):
+        out_leaves, treedef = tree_flatten(fun(*tree_unflatten(in_tree, list(xs))))
+        out_tree.append(treedef)
+        return out_leaves
+
+    graph, captured = trace_to_graph_with_captures(flat, [get_aval(x) for x in leaves])
+    n_args = len(example_args)
+
+    def converted(*args_and_consts):
+        args, consts = args_and_consts[:n_args], args_and_consts[n_args:]
+        xs, tree = tree_flatten(tuple(args))
+        if tree != in_tree or len(consts) != len(captured):
+            raise TypeError(f"closure_convert: expected the arguments' structure {in_tree} and {len(captured)} "
+                            f"constants, got {tree} and {len(consts)}")
+        return tree_unflatten(out_tree[0], eval_graph(graph, list(xs) + list(consts)))
+
+    return converted, list(captured)
+
+
+def pure_callback(callback: Callable, result_shape_dtypes, *args, sharding=None, vmap_method=None, **kwargs):
+    """Calls the Python function `callback` on the values of `args` (numpy arrays) and checks its result against
+    `result_shape_dtypes` (a tree of arrays or ShapeDtypeStructs). Eagerly only: kiln's compiled functions and
+    modules run in the C runtime with no way to call back into Python, so under kiln.jit, a transformation or a
+    Program trace it is an error (run under kiln.disable_jit(), or write the computation with kiln.numpy)."""
+    from kiln.core.errors import TracingError
+    from kiln.core.trace import Tracer, is_eager
+
+    leaves, tree = tree_flatten((args, kwargs))
+    if not is_eager() or any(isinstance(x, Tracer) for x in leaves):
+        raise TracingError("kiln.pure_callback cannot run inside a traced function: kiln's compiled code runs in the C "
+                           "runtime, which has no way to call back into Python. Compute it with kiln.numpy, or run "
+                           "eagerly (kiln.disable_jit())")
+    a, k = tree_unflatten(tree, [np.asarray(x) if hasattr(x, "shape") else x for x in leaves])
+    result = callback(*a, **k)
+    want, want_tree = tree_flatten(result_shape_dtypes)
+    got, got_tree = tree_flatten(result)
+    if got_tree != want_tree:
+        raise TypeError(f"pure_callback: the callback returned the structure {got_tree}, expected {want_tree}")
+    outs = []
+    for g, w in zip(got, want):
+        g = np.asarray(g)
+        if g.shape != tuple(w.shape) or g.dtype != np.dtype(w.dtype):
+            raise TypeError(f"pure_callback: the callback returned {g.dtype}{list(g.shape)}, expected "
+                            f"{np.dtype(w.dtype)}{list(w.shape)}")
+        outs.append(_base.asarray(g))
+    return tree_unflatten(want_tree, outs)
+
+
+def effects_barrier() -> None:
+    """Nothing to wait for: kiln's calls return when their results (and prints) are done."""
+
+
+@contextlib.contextmanager
+def default_device(device):
+    """Context manager: computations inside run on `device`, which must be the host CPU (or None)."""
+    from kiln.devices import devices as all_devices
+
+    if device is not None and device != all_devices()[0] and device != "cpu":
+        raise ValueError(f"default_device: kiln has one device, the host CPU; got {device!r}")
+    yield
