@@ -540,3 +540,18 @@ def test_closure_convert_pure_callback_and_small_names():
     with pytest.raises(ValueError, match="kiln has one device, the host CPU"):
         with kiln.default_device("gpu:1"):
             pass
+
+
+def test_fwd_and_bwd():
+    a, w = RNG.standard_normal((2, 3)), RNG.standard_normal((3, 4))
+    fwd, bwd = kiln.fwd_and_bwd(lambda x, w: (knp.tanh(x @ w), 7.0), argnums=(0, 1), has_aux=True, jitted=False)
+    out, residuals, aux = fwd(a, w)
+    np.testing.assert_allclose(np.asarray(out), np.tanh(a @ w), rtol=1e-12)
+    ct = RNG.standard_normal((2, 4))
+    g_a, g_w = bwd(residuals, ct)
+    inner = ct * (1.0 - np.tanh(a @ w) ** 2)
+    np.testing.assert_allclose(np.asarray(g_a), inner @ w.T, rtol=1e-10)
+    np.testing.assert_allclose(np.asarray(g_w), a.T @ inner, rtol=1e-10)
+    assert aux == 7.0
+    _, bwd_x = kiln.fwd_and_bwd(lambda x, w: x @ w, argnums=0, jitted=False)
+    np.testing.assert_allclose(np.asarray(bwd_x((a, w), ct)), ct @ w.T, rtol=1e-12)

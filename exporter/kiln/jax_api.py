@@ -23,7 +23,7 @@ __all__ = ["enable_x64", "debug_nans", "debug_infs", "default_matmul_precision",
            "numpy_rank_promotion", "numpy_dtype_promotion", "log_compiles", "process_count", "process_index",
            "process_indices", "host_count", "host_id", "host_ids", "typeof", "float0", "clear_caches",
            "print_environment_info", "linear_transpose", "custom_gradient", "pmap", "closure_convert",
-           "pure_callback", "effects_barrier", "default_device"]
+           "pure_callback", "effects_barrier", "default_device", "fwd_and_bwd"]
 
 
 def _flag_context(flag: str, doc: str):
@@ -254,3 +254,34 @@ def default_device(device):
     if device is not None and device != all_devices()[0] and device != "cpu":
         raise ValueError(f"default_device: kiln has one device, the host CPU; got {device!r}")
     yield
+
+
+def fwd_and_bwd(fun: Callable, argnums, has_aux: bool = False, jitted: bool = True):
+    """``(fwd, bwd)``: ``fwd(*args)`` gives ``(fun(*args), residuals)`` (with ``aux`` third when `has_aux`), and
+    ``bwd(residuals, cotangent)`` the cotangents of the arguments `argnums` names (one value for an int, a tuple
+    for a sequence), as ``kiln.vjp``'s. kiln's residuals are the arguments themselves: ``bwd`` runs the forward
+    pass again inside its own (jitted, compiled once) function, where JAX's keeps the forward's intermediates."""
+    single = isinstance(argnums, int)
+    nums = (argnums,) if single else tuple(argnums)
+
+    def fwd(*args):
+        out = fun(*args)
+        if has_aux:
+            return out[0], args, out[1]
+        return out, args
+
+    def bwd(residuals, cotangent):
+        args = list(residuals)
+
+        def of_selected(*selected):
+            full = list(args)
+            for i, x in zip(nums, selected):
+                full[i] = x
+            out = fun(*full)
+            return out[0] if has_aux else out
+
+        _, pullback = api.vjp(of_selected, *[args[i] for i in nums])
+        cts = tuple(pullback(cotangent))
+        return cts[0] if single else cts
+
+    return (jit(fwd), jit(bwd)) if jitted else (fwd, bwd)
