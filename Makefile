@@ -83,8 +83,9 @@ ctest-alloc-fail: test-modules
 	cmake --build $(ALLOC_FAIL_BUILD) --parallel $(JOBS) --target test_alloc_fail test_stress
 	ctest --test-dir $(ALLOC_FAIL_BUILD) --output-on-failure -R '^(alloc_fail|stress)$$'
 
+# --durations: the 25 slowest tests at the end of every run's log, for keeping it within CI's budget.
 pytest: install runtime-sanitize browser debugger
-	KILN_SANITIZE_BUILD=$(abspath $(SANITIZE_BUILD)) $(BIN)/python -m pytest -q
+	KILN_SANITIZE_BUILD=$(abspath $(SANITIZE_BUILD)) $(BIN)/python -m pytest -q --durations=25
 
 test: install ctest ctest-sanitize ctest-tsan ctest-alloc-fail fuzz-ci pytest
 
