@@ -291,6 +291,8 @@ def test_rotation_operations_slerp_and_jit():
     vectors = RNG.standard_normal((5, 3))
     np.testing.assert_allclose(ours.apply(vectors), theirs.apply(vectors), atol=1e-12)
     np.testing.assert_allclose(ours.apply(vectors[0], inverse=True), theirs.apply(vectors[0], inverse=True), atol=1e-12)
+    # batch shapes broadcast (JAX's vectorized apply): a stack of one rotation turns every vector
+    np.testing.assert_allclose(ours[1:2].apply(vectors), theirs[1].apply(vectors), atol=1e-12)
     np.testing.assert_allclose((ours[0] * ours[1:3]).as_quat(canonical=True),
                                (theirs[0] * theirs[1:3]).as_quat(canonical=True), atol=1e-12)
     np.testing.assert_allclose((ours * ours.inv()).magnitude(), np.zeros(5), atol=1e-7)

@@ -243,12 +243,12 @@ class Rotation(NamedTuple):
 
     def apply(self, vectors, inverse: bool = False):
         """The rotated vectors (..., 3) (by the inverse with inverse=True); a stack of rotations pairs with a
-        stack of vectors or broadcasts one."""
+        stack of vectors; their batch shapes broadcast (a stack of one rotation applies to every vector)."""
         v = _float(vectors)
         matrix = self.as_matrix()
         if inverse:
             matrix = knp.swapaxes(matrix, -1, -2)
-        return knp.einsum("...ij,...j->...i", matrix, v)
+        return knp.matmul(matrix, v[..., None])[..., 0]  # batch axes broadcast, as JAX's vectorized apply
 
     def inv(self):
         return Rotation(knp.concatenate([-self.quat[..., :3], self.quat[..., 3:]], axis=-1))
