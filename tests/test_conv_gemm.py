@@ -199,6 +199,36 @@ def test_depthwise_convolutions_match_numpy(name, dtype, lhs_shape, rhs_shape, k
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(want).max())
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: np.dtype(d).name)
+def test_depthwise_kernel_gradient_is_vectorized_along_the_channels(dtype):
+    """A depthwise kernel's gradient (a convolution with batch groups of one image: the forward channels)
+    takes the depthwise kernel, summing over the forward batch; against numpy's sum over the strided windows."""
+    n, h, w, c, stride = 2, 9, 8, 20, 2
+    x = RNG.standard_normal((n, h, w, c)).astype(dtype)
+    kernel = RNG.standard_normal((3, 3, 1, c)).astype(dtype)
+
+    def conv(v, k):
+        return lax.conv_general_dilated(v, k, (stride, stride), "SAME", dimension_numbers=NHWC, feature_group_count=c)
+
+    ct = RNG.standard_normal(np.shape(conv(x, kernel))).astype(dtype)
+
+    def kernel_gradient(v, k, t):
+        return kiln.vjp(lambda u: conv(v, u), k)[1](t)[0]
+
+    assert _strategies(kernel_gradient, x, kernel, ct) == ["depthwise"]
+    _, oh, ow, _ = ct.shape
+    (top, _), (left, _) = padtype_to_pads((h, w), (3, 3), (stride, stride), "SAME")
+    xp = np.pad(x.astype(np.float64), ((0, 0), (top, 3), (left, 3), (0, 0)))
+    want = np.zeros((3, 3, 1, c))
+    for i in range(3):
+        for j in range(3):
+            want[i, j, 0] = np.einsum("nhwc,nhwc->c", xp[:, i:i + stride * (oh - 1) + 1:stride,
+                                                         j:j + stride * (ow - 1) + 1:stride], ct)
+    got = np.asarray(kiln.jit(kernel_gradient)(x, kernel, ct))
+    tol = 1e-5 if dtype == np.float32 else 1e-13
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(want).max())
+
+
 @pytest.mark.parametrize("name,dtype,lhs_shape,rhs_shape,kwargs", [
     ("depthwise_multiplier", np.float32, (1, 8, 8, 16), (3, 3, 1, 32), dict(feature_group_count=16)),
     ("few_features", np.float32, (1, 8, 8, 16), (3, 3, 16, 4), {}),

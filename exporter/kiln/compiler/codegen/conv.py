@@ -183,13 +183,29 @@ DEPTHWISE_VECTORS = 4   # vectors of channels accumulated together
 
 
 def _depthwise(p: ConvPlan) -> bool:
-    return (p.dtype in (np.float32, np.float64) and p.batch_groups == 1 and p.in_per_group == 1 and p.block == 1
-            and p.items > 0 and len(p.out_spatial) >= 1 and p.lhs_s[1] == 1 and p.rhs_s[0] == 1 and p.out_s[1] == 1)
+    """A depthwise convolution (feature groups of one channel) or a depthwise kernel's gradient (batch groups
+    of one image: the forward channels are the lhs batch, summed over the forward batch, its in_per_group),
+    lanes contiguous in the image, the kernel and the output."""
+    if (p.dtype not in (np.float32, np.float64) or p.block != 1 or p.items == 0 or not p.out_spatial
+            or p.rhs_s[0] != 1 or p.out_s[1] != 1):
+        return False
+    if p.batch_groups == 1:
+        return p.in_per_group == 1 and p.lhs_s[1] == 1
+    return p.feature_groups == 1 and p.n_out == 1 and p.lhs_s[0] == 1
+
+
+def _depthwise_item_shape(p: ConvPlan) -> tuple[int, ...]:
+    """Items: output rows by chunks of channels, or single pixels where that gives fewer than 16 items (a
+    kernel gradient's 3x3 'pixels')."""
+    chunks = -(-p.groups // DEPTHWISE_CHUNK)
+    rows = (p.n_out,) + tuple(p.out_spatial[:-1])
+    if int(np.prod(rows, dtype=np.int64)) * chunks < 16:
+        return rows + (p.out_spatial[-1], chunks)
+    return rows + (chunks,)
 
 
 def _depthwise_items(p: ConvPlan) -> int:
-    rows = p.n_out * int(np.prod(p.out_spatial[:-1], dtype=np.int64))
-    return rows * -(-p.groups // DEPTHWISE_CHUNK)
+    return int(np.prod(_depthwise_item_shape(p), dtype=np.int64))
 
 
 def _emit_depthwise(region, p: ConvPlan, target):
@@ -203,7 +219,8 @@ def _emit_depthwise(region, p: ConvPlan, target):
     channels = p.groups
     chunk = min(channels, DEPTHWISE_CHUNK)
     chunks = -(-channels // chunk)
-    item_shape = (p.n_out,) + tuple(p.out_spatial[:-1]) + (chunks,)
+    item_shape = _depthwise_item_shape(p)
+    per_pixel = len(item_shape) == nsp + 2
     items = _depthwise_items(p)
     block = DEPTHWISE_VECTORS * vw  # channels whose accumulators stay in registers over a pixel's taps
 
@@ -218,7 +235,7 @@ def _emit_depthwise(region, p: ConvPlan, target):
 
         def item(it):
             index = delinearize(b, it, item_shape)
-            n, outer, ch = index[0], index[1:nsp], index[nsp]
+            n, outer, ch = index[0], index[1:nsp], index[-1]
             c0 = b.mul(ch, const64(chunk))
             count = const64(chunk) if channels % chunk == 0 else matmul._min(b, b.sub(const64(channels), c0), const64(chunk))
             x_base = b.add(dot_offsets(b, [n], p.lhs_s[:1], const64(lv.offset)), c0)
@@ -239,12 +256,20 @@ def _emit_depthwise(region, p: ConvPlan, target):
 
                     def taps(depth, x_off, w_off, valid):
                         if depth == nsp:
-                            def accumulate():
+                            def channel(ci):  # a kernel gradient sums over the forward batch too
+                                xc = dot_offsets(b, [ci], p.lhs_s[1:2], x_off)
+                                wc = dot_offsets(b, [ci], p.rhs_s[1:2], w_off)
                                 for i, a in enumerate(slots):
                                     at = b.add(c, const64(i * lanes))
-                                    xv = b.load(elem(x_ptr, b.add(x_off, at)), typ=t, align=align)
-                                    wv = b.load(elem(w_ptr, b.add(w_off, at)), typ=t, align=align)
+                                    xv = b.load(elem(x_ptr, b.add(xc, at)), typ=t, align=align)
+                                    wv = b.load(elem(w_ptr, b.add(wc, at)), typ=t, align=align)
                                     b.store(fmuladd(b, xv, wv, b.load(a, typ=t)), a)
+
+                            def accumulate():
+                                if p.in_per_group == 1:
+                                    channel(const64(0))
+                                else:
+                                    for_range(b, 0, p.in_per_group, channel, name="ci")
                             if valid is None:
                                 accumulate()
                             else:
@@ -271,7 +296,10 @@ def _emit_depthwise(region, p: ConvPlan, target):
                           lambda k: channels_at(b.mul(k, const64(vw)), vw, 1), name="cv")
                 for_range(b, vectors_end, count, lambda c: channels_at(c, 1, 1), name="cs")
 
-            for_range(b, 0, p.out_spatial[-1], pixel, name="w")
+            if per_pixel:
+                pixel(index[nsp])
+            else:
+                for_range(b, 0, p.out_spatial[-1], pixel, name="w")
 
         for_range(b, lo, hi, item, name="it")
 
