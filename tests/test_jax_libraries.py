@@ -555,3 +555,21 @@ def test_fwd_and_bwd():
     assert aux == 7.0
     _, bwd_x = kiln.fwd_and_bwd(lambda x, w: x @ w, argnums=0, jitted=False)
     np.testing.assert_allclose(np.asarray(bwd_x((a, w), ct)), ct @ w.T, rtol=1e-12)
+
+
+def test_ensure_compile_time_eval():
+    def f(x):
+        with kiln.ensure_compile_time_eval():
+            n = int(knp.sum(knp.arange(4)))  # concrete inside the trace: steers Python
+            weights = knp.cos(np.linspace(0.0, 1.0, n))
+            doubled = x * 2.0  # a traced operand: traced as usual
+        out = x
+        for i in range(n):
+            out = out + weights[i]
+        return out, doubled
+
+    out, doubled = kiln.jit(f)(np.float32(1.0))
+    np.testing.assert_allclose(float(out), 1.0 + np.cos(np.linspace(0.0, 1.0, 6)).sum(), rtol=1e-6)
+    assert float(doubled) == 2.0
+    with pytest.raises(kiln.errors.TracerIntegerConversionError):
+        kiln.jit(lambda x: int(knp.sum(x)))(np.ones(3))

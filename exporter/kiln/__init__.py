@@ -112,7 +112,7 @@ _LAZY_NAMES = {
                     "numpy_rank_promotion", "numpy_dtype_promotion", "log_compiles", "process_count", "process_index",
                     "process_indices", "host_count", "host_id", "host_ids", "typeof", "float0", "clear_caches",
                     "print_environment_info", "linear_transpose", "custom_gradient", "pmap", "closure_convert",
-                    "pure_callback", "effects_barrier", "default_device", "fwd_and_bwd")},
+                    "pure_callback", "effects_barrier", "default_device", "fwd_and_bwd", "ensure_compile_time_eval")},
     "TargetError": ("kiln.compiler.target", "TargetError"),
 }
 

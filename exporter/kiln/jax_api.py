@@ -23,7 +23,7 @@ __all__ = ["enable_x64", "debug_nans", "debug_infs", "default_matmul_precision",
            "numpy_rank_promotion", "numpy_dtype_promotion", "log_compiles", "process_count", "process_index",
            "process_indices", "host_count", "host_id", "host_ids", "typeof", "float0", "clear_caches",
            "print_environment_info", "linear_transpose", "custom_gradient", "pmap", "closure_convert",
-           "pure_callback", "effects_barrier", "default_device", "fwd_and_bwd"]
+           "pure_callback", "effects_barrier", "default_device", "fwd_and_bwd", "ensure_compile_time_eval"]
 
 
 def _flag_context(flag: str, doc: str):
@@ -285,3 +285,17 @@ def fwd_and_bwd(fun: Callable, argnums, has_aux: bool = False, jitted: bool = Tr
         return cts[0] if single else cts
 
     return (jit(fwd), jit(bwd)) if jitted else (fwd, bwd)
+
+
+@contextlib.contextmanager
+def ensure_compile_time_eval():
+    """Inside the block, operations whose operands are all concrete (numpy arrays, Python numbers, values computed
+    in the block) run at once even while a function is traced, so their results can steer Python control flow or
+    give shapes; operations on traced values are traced as usual, as in JAX."""
+    from kiln.core.trace import compile_time_eval
+
+    token = compile_time_eval.set(True)
+    try:
+        yield
+    finally:
+        compile_time_eval.reset(token)

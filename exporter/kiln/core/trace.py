@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import contextvars
 import dis
 import sys
 import types
@@ -120,8 +121,13 @@ def current_graph_trace() -> "GraphTrace | None":
     return None
 
 
+# kiln.ensure_compile_time_eval(): primitives whose operands are all concrete evaluate at once, even while a
+# function is being traced (their results are concrete values Python control flow can use)
+compile_time_eval: contextvars.ContextVar[bool] = contextvars.ContextVar("kiln_compile_time_eval", default=False)
+
+
 def find_top_trace(args: Sequence[Any]) -> Trace:
-    top: Trace = current_graph_trace() or _EVAL
+    top: Trace = _EVAL if compile_time_eval.get() else (current_graph_trace() or _EVAL)
     for a in args:
         if isinstance(a, Tracer) and a._trace.level > top.level:
             top = a._trace
