@@ -342,6 +342,9 @@ CASES = [Case(name, fn, args(s)) for name, fn, s in FLOAT_UNARY] + [
     Case("scan", lambda c, xs: lax.scan(lambda c, x: (knp.tanh(c + x), c * x), c, xs, reverse=True),
          args(normal(3), normal(4, 3)), name="scan_reverse"),
     Case("custom_jvp_call", softplus, args(normal(2, 3))),
+    Case("custom_linear_solve", lambda a, b: lax.custom_linear_solve(
+        lambda x: a @ x, b, lambda mv, r: knp.linalg.solve(a, r), transpose_solve=lambda vm, r: knp.linalg.solve(a.T, r)),
+        args(well_conditioned(3), normal(3))),
     Case("custom_vjp_call", cube, args(normal(2, 3)), forward=False),
     Case("custom_lin", cube, args(normal(2, 3)), forward=False,
          vmap_error="forward-mode differentiation .* of custom_vjp function cube is not supported"),
