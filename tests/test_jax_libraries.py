@@ -573,3 +573,32 @@ def test_ensure_compile_time_eval():
     assert float(doubled) == 2.0
     with pytest.raises(kiln.errors.TracerIntegerConversionError):
         kiln.jit(lambda x: int(knp.sum(x)))(np.ones(3))
+
+
+def test_collectives_over_named_axes():
+    lax = kiln.lax
+    x = RNG.standard_normal((4, 3))
+    centred = kiln.vmap(lambda r: r - lax.pmean(r, "i"), axis_name="i")(x)
+    np.testing.assert_allclose(np.asarray(centred), x - x.mean(0), rtol=1e-12, atol=1e-15)
+    index, top, gathered, count = kiln.vmap(
+        lambda r: (lax.axis_index("i"), lax.pmax(r, "i"), lax.all_gather(r[0], "i"), lax.psum(1, "i")),
+        axis_name="i")(x)
+    np.testing.assert_array_equal(np.asarray(index), np.arange(4))
+    np.testing.assert_array_equal(np.asarray(top), np.broadcast_to(x.max(0), (4, 3)))
+    np.testing.assert_array_equal(np.asarray(gathered), np.broadcast_to(x[:, 0], (4, 4)))
+    np.testing.assert_array_equal(np.asarray(count), [4, 4, 4, 4])
+    both = kiln.vmap(kiln.vmap(lambda v: (lax.psum(v, ("i", "j")), lax.pmin(v, "i")), axis_name="j"), axis_name="i")
+    total, low = both(x)
+    np.testing.assert_allclose(np.asarray(total), np.full((4, 3), x.sum()), rtol=1e-12)
+    np.testing.assert_array_equal(np.asarray(low), np.broadcast_to(x.min(0), (4, 3)))
+    assert kiln.vmap(lambda r: lax.axis_size("i") * r, axis_name="i")(np.ones(5)).tolist() == [5.0] * 5
+    # the data-parallel step: per-shard gradients averaged over the pmap axis (under kiln.jit)
+    w, batches = RNG.standard_normal(3), RNG.standard_normal((4, 2, 3))
+    step = kiln.pmap(lambda w, b: lax.pmean(kiln.grad(lambda w: knp.sum((b @ w) ** 2))(w), "batch"),
+                     axis_name="batch", in_axes=(None, 0))
+    want = np.mean([2 * b.T @ (b @ w) for b in batches], 0)
+    np.testing.assert_allclose(np.asarray(step(w, batches)), np.broadcast_to(want, (4, 3)), rtol=1e-10)
+    with pytest.raises(NameError, match="unbound axis name: z"):
+        lax.psum(1.0, "z")
+    with pytest.raises(kiln.transforms.batching.BatchingError, match="apply the collective to that"):
+        kiln.vmap(lambda r: kiln.jit(lambda r: lax.psum(r, "i"))(r), axis_name="i")(x)

@@ -93,3 +93,6 @@ __all__ += ["bitcast_convert_type", "reduce_precision", "custom_linear_solve", "
 from .accuracy import AccuracyMode, Tolerance  # noqa: E402
 
 __all__ += ["AccuracyMode", "Tolerance"]
+from .collectives import all_gather, axis_index, axis_size, pmax, pmean, pmin, psum  # noqa: E402
+
+__all__ += ["psum", "pmean", "pmax", "pmin", "axis_index", "axis_size", "all_gather"]

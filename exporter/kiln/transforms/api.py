@@ -295,7 +295,8 @@ def vmap(fn: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size: int | N
     """fn mapped over an axis of its arguments; in_axes/out_axes are ints, None, or trees of them.
 
     axis_size gives the size where no argument is mapped (every in_axes None) and is checked otherwise.
-    axis_name and spmd_axis_name are accepted for JAX code; kiln has no collectives that would use them."""
+    axis_name names the mapped axis for kiln.lax's collectives (psum, pmean, pmax, pmin, axis_index, all_gather,
+    ...) called inside fn; spmd_axis_name is accepted for JAX code and unused."""
 
     @_wraps(fn)
     def wrapped(*args):
@@ -327,7 +328,7 @@ def vmap(fn: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size: int | N
             leaves = [x for i, x in enumerate(leaves) if i not in kept]
             dims = [d for i, d in enumerate(dims) if i not in kept]
         out_dims = _OutAxes(out_axes, out_tree, where)
-        outs = vmap_flat(flat_fn, leaves, dims, out_dims, size, where=where)
+        outs = vmap_flat(flat_fn, leaves, dims, out_dims, size, where=where, axis_name=axis_name)
         return tree_unflatten(out_tree[-1], outs)
 
     return wrapped

@@ -34,9 +34,10 @@ class BatchTracer(Tracer):
 
 
 class BatchTrace(Trace):
-    def __init__(self, level, axis_size: int):
+    def __init__(self, level, axis_size: int, axis_name=None):
         super().__init__(level)
         self.axis_size = axis_size
+        self.axis_name = axis_name  # what kiln.lax's collectives (psum, axis_index, ...) name this mapped axis by
 
     def pure(self, value):
         return BatchTracer(self, value, None)
@@ -79,13 +80,25 @@ def move_batch_axis(x, dim, to: int, axis_size: int):
     return lookup("transpose").bind(x, permutation=tuple(perm))
 
 
-def vmap_flat(fn, args: list, in_dims: list, out_dims: list | None, axis_size: int, where: str = "vmap"):
+def find_named_axis(axis_name, where: str) -> BatchTrace:
+    """The innermost active vmap (or pmap) whose axis_name is `axis_name`; NameError as JAX's otherwise."""
+    from kiln.core import trace as trace_module
+
+    for trace in reversed(trace_module._stack):
+        if isinstance(trace, BatchTrace) and trace.axis_name is not None and trace.axis_name == axis_name:
+            return trace
+    raise NameError(f"unbound axis name: {axis_name}. {where} names a mapped axis: call it inside "
+                    f"kiln.vmap(..., axis_name={axis_name!r}) or kiln.pmap")
+
+
+def vmap_flat(fn, args: list, in_dims: list, out_dims: list | None, axis_size: int, where: str = "vmap",
+              axis_name=None):
     """Maps fn: list -> list over axis_size; returns outputs with batch axes at out_dims.
 
     out_dims entries may be negative (counted from the end of the batched output); one
     outside the batched output's rank is a BatchingError that starts with `where`.
     """
-    with new_trace(lambda level: BatchTrace(level, axis_size)) as trace:
+    with new_trace(lambda level: BatchTrace(level, axis_size, axis_name)) as trace:
         ins = [BatchTracer(trace, a, d) for a, d in zip(args, in_dims)]
         outs = [trace.full_raise(o) for o in fn(*ins)]
         results = []
