@@ -313,6 +313,9 @@ def test_top_level_jax_names():
     assert custom_jvp is kiln.custom_jvp and custom_vjp is kiln.custom_vjp and custom_gradient is kiln.custom_gradient
     assert checkpoint is kiln.checkpoint and checkpoint_name is kiln.checkpoint_name
     assert checkpoint_policies is kiln.checkpoint_policies
+    from kiln.ad_checkpoint import Offloadable, Recompute, Saveable
+    assert repr(Saveable) == "Saveable" and repr(Recompute) == "Recompute"
+    assert Offloadable("device", "pinned_host").dst == "pinned_host"
 
 
 def test_pmap_is_vmap_under_jit_and_clear_caches():
@@ -506,6 +509,9 @@ def test_sharding_on_one_device():
         NamedSharding(mesh, PartitionSpec("batch"))
     with pytest.raises(ValueError, match="kiln runs on one device, the host CPU; got a mesh of 2 devices"):
         Mesh(np.array(kiln.devices() * 2), ("data",))
+    from kiln.sharding import make_single_device_sharding
+
+    assert make_single_device_sharding(kiln.devices()[0]) == SingleDeviceSharding()
     seen = []
     kiln.debug.inspect_array_sharding({"a": np.ones(2)}, callback=seen.append)
     assert seen == [SingleDeviceSharding()]

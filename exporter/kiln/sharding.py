@@ -15,7 +15,8 @@ import numpy as np
 
 from kiln.devices import Device, devices as _devices
 
-__all__ = ["Sharding", "SingleDeviceSharding", "NamedSharding", "PartitionSpec", "Mesh", "AxisType"]
+__all__ = ["Sharding", "SingleDeviceSharding", "NamedSharding", "PartitionSpec", "Mesh", "AxisType",
+           "make_single_device_sharding"]
 
 
 class AxisType(enum.Enum):
@@ -123,3 +124,7 @@ class NamedSharding(Sharding):
 
     def __repr__(self):
         return f"NamedSharding(mesh={self.mesh!r}, spec={self.spec!r})"
+
+
+def make_single_device_sharding(device, *, memory_kind=None) -> SingleDeviceSharding:
+    return SingleDeviceSharding(device, memory_kind=memory_kind)
