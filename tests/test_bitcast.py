@@ -201,3 +201,7 @@ def test_reduce_precision_errors_and_identities():
         lax.reduce_precision(x, 0, 10)
     with pytest.raises(TypeError, match="mantissa_bits must be an int >= 0; got 2.5"):
         lax.reduce_precision(x, 5, 2.5)
+    # a Python number is weakly typed, as in JAX: it does not widen the float32 it meets under kiln.jit
+    added = kiln.jit(lambda v: lax.reduce_precision(1.1, 5, 2) + v)(np.float32([1.0]))
+    assert added.dtype == np.float32
+    np.testing.assert_array_equal(added, [2.0])

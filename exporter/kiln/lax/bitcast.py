@@ -20,7 +20,7 @@ from ..core.trace import get_aval
 from ..transforms.jvp import tangent_aval
 from . import prims
 from .math_prims import P
-from .operands import asarray
+from .operands import asarray, promote
 from .prims import ShapeError, _elementwise_rule, defjvp_zero
 from .structural_prims import concatenate, slice_p
 
@@ -178,7 +178,8 @@ def reduce_precision(operand, exponent_bits, mantissa_bits):
     at or below the normal range of exponent_bits exponent bits, still in operand's dtype (XLA's
     ReducePrecision: subnormals of the reduced format flush to zero; a NaN is kept as it is (also with no mantissa
     bits, as JAX's)). reduce_precision(x, 8, 7) is x rounded to bfloat16's precision, (5, 10) to float16's."""
-    x = asarray(operand)
+    # a Python number is weakly typed (as JAX's; kiln's float64 eagerly, float32 traced)
+    (x,) = promote(operand)
     d = get_aval(x).dtype
     if not dtypes.is_float(d):
         raise TypeError(f"reduce_precision: the operand must be floating-point; got {d}")
