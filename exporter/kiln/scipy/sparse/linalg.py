@@ -7,7 +7,8 @@ and under vmap, as JAX's. The result is (x, info): info None for cg and bicgstab
 as JAX's.
 
 Stopping rule (JAX's and scipy's): ||r|| <= max(tol ||b||, atol), or maxiter iterations (gmres: restarts;
-default 10 n) have run; gmres measures the preconditioned residual (see gmres). cg needs A Hermitian positive definite; bicgstab and gmres take any nonsingular A.
+default 10 n) have run; gmres measures the preconditioned residual (see gmres). cg needs A Hermitian
+positive definite; bicgstab and gmres take any nonsingular A.
 """
 from __future__ import annotations
 
@@ -214,7 +215,8 @@ def _gmres_solve(A, b, *, x0, tol, atol, maxiter, M, restart, incremental, limit
     def cycle(x, r, beta):
         """One restart from x with residual r = M(b - A x) of norm beta: Arnoldi steps (Givens-rotated
         Hessenberg); returns the improved x, its residual and the residual's norm."""
-        basis = knp.zeros((m + 1, n), dtype).at[0].set(knp.where(beta > 0, r / knp.where(beta > 0, beta, 1).astype(dtype), 0))
+        unit = knp.where(beta > 0, r / knp.where(beta > 0, beta, 1).astype(dtype), 0)
+        basis = knp.zeros((m + 1, n), dtype).at[0].set(unit)
         hessenberg = knp.zeros((m + 1, m), dtype)
         cosines, sines = knp.zeros(m, dtype), knp.zeros(m, dtype)
         g = knp.zeros(m + 1, dtype).at[0].set(beta.astype(dtype))
