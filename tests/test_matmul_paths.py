@@ -72,6 +72,8 @@ for dt in (np.float32, np.float64):
 CASES["copied-float32"] = (lambda a, b: a @ b, lambda a, b: a @ b, (_rand(30, 1024), _rand(1024, 70)))
 CASES["copied-float64"] = (lambda a, b: a[:, :300] @ b, lambda a, b: a[:, :300] @ b,
                            (_rand(20, 512, dtype=np.float64), _rand(300, 40, dtype=np.float64)))
+CASES["copied-nt-float32"] = (lambda a, b: a @ b.T, lambda a, b: a @ b.T, (_rand(14, 1024), _rand(40, 1024)))
+CASES["copied-direct-float32"] = (lambda a, b: a @ b, lambda a, b: a @ b, (_rand(5, 1024), _rand(1024, 300)))
 
 # Large products whose row chunks grow to fewer, taller items (matmul._Tiling, SHARED_ITEMS): a row tail
 # (m % MR), a partial column chunk, an epilogue over a tall chunk; batched in f64.
