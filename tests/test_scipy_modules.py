@@ -197,6 +197,8 @@ def test_minimize_errors():
         kminimize(rosenbrock, np.zeros(2), method="Nelder-Mead")
     with pytest.raises(ValueError, match=r"x0 must be one-dimensional; got shape \(2, 2\)"):
         kminimize(rosenbrock, np.zeros((2, 2)), method="BFGS")
+    with pytest.raises(TypeError, match="x0 must be real; got complex128"):  # was cast, dropping the imaginary part
+        kminimize(rosenbrock, np.zeros(2, complex), method="l-bfgs-experimental-do-not-rely-on-this")
     with pytest.raises(TypeError, match="args must be a tuple; got list"):
         kminimize(rosenbrock, np.zeros(2), args=[1], method="BFGS")
     with pytest.raises(TypeError, match=r"unknown options \['maxcor'\]"):

@@ -286,6 +286,9 @@ def minimize(fun: Callable, x0, args=(), *, method: str, tol=None, options=None)
     x0 = knp.asarray(x0)
     if aval(x0).ndim != 1:
         raise ValueError(f"minimize: x0 must be one-dimensional; got shape {aval(x0).shape}")
+    if dtypes.is_complex(aval(x0).dtype):  # JAX's L-BFGS takes complex x0; kiln differentiates real inputs only
+        raise TypeError(f"minimize: x0 must be real; got {aval(x0).dtype} (kiln's gradients are of real inputs: "
+                        "minimize over the real and imaginary parts stacked)")
     if not dtypes.is_float(aval(x0).dtype):
         x0 = x0.astype(np.float64)
     opts = dict(options or {})
