@@ -94,3 +94,73 @@ def test_errors():
     bad.defvjp(lambda x, y: (x * y, (x, y)), lambda res, g: (g,))
     with pytest.raises(DifferentiationError, match="one cotangent per argument"):
         kiln.grad(lambda x: knp.sum(bad(x, x)))(X)
+
+
+def _tanh_layer_vjp():
+    @kiln.custom_vjp
+    def layer(w, x):
+        return knp.tanh(w @ x)
+
+    def fwd(w, x):
+        y = knp.tanh(w @ x)
+        return y, (w, x, y)
+
+    def bwd(res, ct):
+        w, x, y = res
+        d = ct * (1 - y ** 2)
+        return knp.outer(d, x), w.T @ d
+
+    layer.defvjp(fwd, bwd)
+    return layer
+
+
+W = np.linspace(-0.5, 0.5, 12).reshape(3, 4)
+XS = np.linspace(-1.0, 2.0, 20).reshape(5, 4)
+
+
+@pytest.mark.parametrize("wrap", ["closure", "in_axes_none", "jit"])
+def test_custom_vjp_under_vmap_sums_an_unmapped_arguments_cotangent(wrap):
+    # The weight is shared by the examples: its cotangent is the sum over them (each example's cotangent,
+    # batched, came back before: grad's result had the batch axis, shape (5, 3, 4)).
+    layer = _tanh_layer_vjp()
+    if wrap == "closure":
+        loss = lambda w: knp.sum(kiln.vmap(lambda x: layer(w, x))(XS) ** 2)  # noqa: E731
+    else:
+        loss = lambda w: knp.sum(kiln.vmap(layer, in_axes=(None, 0))(w, XS) ** 2)  # noqa: E731
+    g = (kiln.jit(kiln.grad(loss)) if wrap == "jit" else kiln.grad(loss))(W)
+    y = np.tanh(XS @ W.T)
+    np.testing.assert_allclose(g, (2 * y * (1 - y ** 2)).T @ XS, rtol=1e-12)
+    gx = kiln.grad(lambda xs: knp.sum(kiln.vmap(lambda x: layer(W, x))(xs) ** 2))(XS)
+    np.testing.assert_allclose(gx, (2 * y * (1 - y ** 2)) @ W, rtol=1e-12)
+
+
+def test_nondiff_argnums():
+    # JAX's nondiff_argnums: those arguments (here functions) are held fixed; fwd takes every argument,
+    # bwd and the JVP rule take them first, and give cotangents/tangents for the others only.
+    from functools import partial
+
+    @partial(kiln.custom_vjp, nondiff_argnums=(0,))
+    def apply(f, x, y):
+        return f(x) * y
+
+    apply.defvjp(lambda f, x, y: (f(x) * y, (x, y)), lambda f, res, g: (2 * g * res[1], g * f(res[0])))
+    np.testing.assert_allclose(kiln.grad(lambda x: knp.sum(apply(knp.sin, x, np.full(4, 3.0))))(X), np.full(4, 6.0))
+    gy = kiln.vmap(kiln.grad(lambda y, x: apply(knp.sin, x, y)), in_axes=(0, None))(X, 0.5)
+    np.testing.assert_allclose(gy, np.full(4, np.sin(0.5)))
+
+    @partial(kiln.custom_jvp, nondiff_argnums=(1,))
+    def power(x, n):
+        return x ** n
+
+    @power.defjvp
+    def _power_jvp(n, primals, tangents):
+        (x,), (t,) = primals, tangents
+        return x ** n, 10.0 * t  # a rule that is not the derivative, so that using it shows
+
+    np.testing.assert_allclose(kiln.grad(lambda x: knp.sum(power(x, 3)))(X), np.full(4, 10.0))
+    np.testing.assert_allclose(kiln.jit(lambda x: power(x, 3))(X), X ** 3)
+
+    bad = kiln.custom_vjp(lambda x: x, nondiff_argnums=(1,))
+    bad.defvjp(lambda x: (x, None), lambda res, g: (g,))
+    with pytest.raises(TypeError, match="nondiff_argnums entry 1 is not a position among its 1 arguments"):
+        bad(X)

@@ -94,13 +94,38 @@ custom_jvp_call.jvp_rule = _custom_jvp_rule
 custom_jvp_call.batching_rule = _custom_jvp_batch
 
 
+def _split_nondiff(kind, name, args, nondiff_argnums):
+    """JAX's nondiff_argnums: the arguments at those positions (any Python values, e.g. functions) are held
+    fixed and passed to the rule first; the others are differentiated. Returns (the fixed arguments in
+    order, the differentiated ones, merge: differentiated arguments -> the whole argument tuple)."""
+    n = len(args)
+    for i in nondiff_argnums:
+        if not isinstance(i, int) or not -n <= i < n:
+            raise TypeError(f"{kind} function {name}: nondiff_argnums entry {i!r} is not a position among its "
+                            f"{n} arguments")
+    fixed = {i % n: args[i] for i in nondiff_argnums}
+    positions = sorted(fixed)
+
+    def merge(diff):
+        it = iter(diff)
+        return tuple(fixed[i] if i in fixed else next(it) for i in range(n))
+
+    return [fixed[i] for i in positions], [a for i, a in enumerate(args) if i not in fixed], merge
+
+
+def _named(fn, name):
+    fn.__name__ = fn.__qualname__ = name
+    return fn
+
+
 class custom_jvp:
     """A function with a user-defined JVP rule: `f.defjvp(lambda primals, tangents: (out, tangent_out))`."""
 
-    def __init__(self, fun: Callable):
+    def __init__(self, fun: Callable, nondiff_argnums: tuple = ()):
         functools.update_wrapper(self, fun, updated=())  # not fun's __dict__ (a Jitted's holds its fn)
         self.fun = fun
         self.jvp = None
+        self.nondiff_argnums = tuple(nondiff_argnums)
 
     def defjvp(self, jvp: Callable) -> Callable:
         self.jvp = jvp
@@ -110,6 +135,11 @@ class custom_jvp:
         name = getattr(self.fun, "__name__", "custom_jvp")
         if self.jvp is None:
             raise DifferentiationError(f"custom_jvp function {name} has no JVP rule: call {name}.defjvp(rule) first")
+        if self.nondiff_argnums:  # jvp(*fixed, primals, tangents) over the other arguments
+            fixed, diff, merge = _split_nondiff("custom_jvp", name, args, self.nondiff_argnums)
+            inner = custom_jvp(_named(lambda *d: self.fun(*merge(d)), name))
+            inner.defjvp(lambda primals, tangents: self.jvp(*fixed, primals, tangents))
+            return inner(*diff)
         leaves, in_tree = tree_flatten(args)
         leaves = [asarray(x) for x in leaves]
         graph, out_tree = _trace_fun(self.fun, in_tree, leaves)
@@ -193,9 +223,14 @@ def _custom_vjp_batch(values, dims, *, axis_size, fun_graph, fwd_flat, bwd_flat,
         return both[:n_out[0]], both[n_out[0]:]
 
     def batched_bwd(residuals, cts):
+        from ..numpy.reductions import sum as reduce_sum  # at call time: kiln.numpy imports transforms
+
         n_res = len(residuals)
-        return vmap_flat(lambda *a: bwd_flat(list(a[:n_res]), list(a[n_res:])), list(residuals) + list(cts),
-                         [0] * (n_res + len(cts)), None, axis_size)
+        grads = vmap_flat(lambda *a: bwd_flat(list(a[:n_res]), list(a[n_res:])), list(residuals) + list(cts),
+                          [0] * (n_res + len(cts)), None, axis_size)
+        # An argument not mapped (moved_dims None: shared by every example) gets the sum of the examples'
+        # cotangents, as the transpose of its broadcast; each example's cotangent would be the wrong shape.
+        return [reduce_sum(g, axis=0) if d is None else g for g, d in zip(grads, moved_dims)]
 
     outs = custom_vjp_call.bind(*_move_to_front(values, dims, axis_size), fun_graph=graph, fwd_flat=batched_fwd,
                                 bwd_flat=batched_bwd, name=name)
@@ -213,10 +248,11 @@ class custom_vjp:
     with one cotangent per argument.
     """
 
-    def __init__(self, fun: Callable):
+    def __init__(self, fun: Callable, nondiff_argnums: tuple = ()):
         functools.update_wrapper(self, fun, updated=())  # not fun's __dict__ (a Jitted's holds its fn)
         self.fun = fun
         self.fwd = self.bwd = None
+        self.nondiff_argnums = tuple(nondiff_argnums)
 
     def defvjp(self, fwd: Callable, bwd: Callable) -> None:
         self.fwd, self.bwd = fwd, bwd
@@ -225,6 +261,11 @@ class custom_vjp:
         name = getattr(self.fun, "__name__", "custom_vjp")
         if self.fwd is None:
             raise DifferentiationError(f"custom_vjp function {name} has no rules: call {name}.defvjp(fwd, bwd) first")
+        if self.nondiff_argnums:  # fwd(*args); bwd(*fixed, residuals, ct) -> one cotangent per other argument
+            fixed, diff, merge = _split_nondiff("custom_vjp", name, args, self.nondiff_argnums)
+            inner = custom_vjp(_named(lambda *d: self.fun(*merge(d)), name))
+            inner.defvjp(lambda *d: self.fwd(*merge(d)), lambda res, ct: self.bwd(*fixed, res, ct))
+            return inner(*diff)
         leaves, in_tree = tree_flatten(args)
         leaves = [asarray(x) for x in leaves]
         graph, out_tree = _trace_fun(self.fun, in_tree, leaves)
