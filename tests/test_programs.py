@@ -41,6 +41,8 @@ PROGRAMS = {
     "kalman": (2e-4, 2e-5),
     "resnet_block": (2e-4, 2e-5),
     "heat_equation": (1e-4, 1e-5),
+    "implicit_layer": (2e-4, 2e-5),
+    "poisson_cg": (2e-4, 2e-5),
 }
 
 

@@ -13,17 +13,20 @@ import jax
 import jax.numpy  # noqa: F401
 import jax.scipy.linalg  # noqa: F401
 import jax.scipy.special  # noqa: F401
+import jax.scipy.sparse.linalg  # noqa: F401
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
 PROGRAMS = ["mlp_classifier", "convnet_clipped", "kernel_least_squares", "gp_regression", "hmm", "lqr",
             "attention", "lstm", "nbody", "kmeans", "vae", "transformer_lm",
-            "realnvp", "langevin_logistic", "kalman", "resnet_block", "heat_equation"]
+            "realnvp", "langevin_logistic", "kalman", "resnet_block", "heat_equation",
+            "implicit_layer", "poisson_cg"]
 MAIN_SEED, EXPORT_SEED = 0, 1
 
 
 def swap_imports_to_jax():
-    for name in ("numpy", "random", "lax", "nn", "scipy", "scipy.linalg", "scipy.special", "tree_util"):
+    for name in ("numpy", "random", "lax", "nn", "scipy", "scipy.linalg", "scipy.special", "scipy.sparse",
+                 "scipy.sparse.linalg", "tree_util"):
         sys.modules[f"kiln.{name}"] = importlib.import_module(f"jax.{name}")
     sys.modules["kiln"] = jax
 
