@@ -1,4 +1,4 @@
-"""`make check-sweep`: `kiln check` (kiln.program.check) on the ten programs of tests/programs/.
+"""`make check-sweep`: `kiln check` (kiln.program.check) on the programs of tests/programs/.
 
 For each program (exported as tests/test_programs.py exports it, on the same arguments):
 1. the healthy module: every dispatch must be within tolerance (no false alarm);
