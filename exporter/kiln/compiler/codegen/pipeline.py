@@ -11,7 +11,11 @@ def new_module(name: str, target: Target) -> ir.Module:
     module = ir.Module(name=name)
     module.triple = target.triple
     module.data_layout = str(target.target_machine().target_data)
+    setattr(module, TARGET_ATTR, target)
     return module
+
+
+TARGET_ATTR = "_kiln_target"  # the Target a module's code is generated for (mathlib's target-dependent choices)
 
 
 _PREFER_VECTOR_BITS = "_kiln_prefer_vector_bits"
