@@ -88,8 +88,8 @@ def init(key):
 def main(key):
     params, xs, ys = init(key)
     W0 = params[0]
-    z = jax.jit(lambda W, x: fixed_point_layer(fwd_solver, f, W, x))(params[0], xs[0])
-    grad_W = jax.jit(jax.grad(lambda W, x: jnp.sum(fixed_point_layer(fwd_solver, f, W, x) ** 2)))(params[0], xs[0])
+    z = fixed_point_layer(fwd_solver, f, params[0], xs[0])
+    grad_W = jax.grad(lambda W, x: jnp.sum(fixed_point_layer(fwd_solver, f, W, x) ** 2))(params[0], xs[0])
     losses = []
     for _ in range(3):
         params, value = train_step(params, xs, ys)
@@ -97,7 +97,7 @@ def main(key):
     a = jnp.array([2.0, 9.0, 0.25], jnp.float32)
     return {"z": z, "residual": jnp.max(jnp.abs(z - f(W0, xs[0], z))),
             "grad_W": grad_W, "losses": jnp.stack(losses), "W": params[0],
-                    "sqrt": jax.jit(jax.vmap(newton_sqrt))(a), "sqrt_grad": jax.jit(jax.vmap(jax.grad(newton_sqrt)))(a)}
+                    "sqrt": jax.vmap(newton_sqrt)(a), "sqrt_grad": jax.vmap(jax.grad(newton_sqrt))(a)}
 
 
 def export(key):

@@ -72,7 +72,7 @@ def main(key):
     for i, k in enumerate(random.split(k_train, 6)):
         state, value = step(state, jnp.float32(i), x, k)
         losses.append(value)
-    mu, logvar = jax.jit(encode)(state[0], x)
+    mu, logvar = encode(state[0], x)  # eagerly
     return {"losses": jnp.stack(losses), "mu": mu, "logvar": logvar, "dec": state[0]["dec"][0]}
 
 
