@@ -110,12 +110,14 @@ def test_tracing_errors_are_one_line_with_the_users_line_and_exit_nonzero(tmp_pa
     )
     out = str(tmp_path / "o.vmfb")
     proc = run_kiln_cli("export", f"{bad}:Bad", "-o", out, check=False)
-    _assert_one_line_error(proc, "kiln: error: ConcretizationError", f"{bad}:5 in f: if x.sum() > 0:", exit_code=1)
+    # TracerBoolConversionError: JAX's name, a kiln ConcretizationError
+    _assert_one_line_error(proc, "kiln: error: TracerBoolConversionError", f"{bad}:5 in f: if x.sum() > 0:",
+                           exit_code=1)
     proc = run_kiln_cli("export", f"{bad}:BadShapes", "-o", out, check=False)
     _assert_one_line_error(proc, "ValueError: matmul: mismatch in core dimension", f"{bad}:10 in f: return x @ x")
     verbose = run_kiln_cli("--verbose", "export", f"{bad}:Bad", "-o", out, check=False)
     assert verbose.returncode != 0 and "Traceback" in verbose.stderr
-    assert verbose.stderr.strip().splitlines()[-1].startswith("kiln: error: ConcretizationError")
+    assert verbose.stderr.strip().splitlines()[-1].startswith("kiln: error: TracerBoolConversionError")
     assert not os.path.exists(out)
 
 

@@ -17,7 +17,7 @@ import numpy as np
 from ..core.ad_util import Zero, instantiate
 from ..core.aval import ShapedArray
 from ..core.evaluate import eval_graph
-from ..core.primitive import Primitive, register
+from ..core.primitive import Primitive, lookup, register
 from ..core.pytree import tree_flatten, tree_unflatten, treedef_flatten_up_to
 from ..core.trace import get_aval, trace_to_graph, trace_to_graph_with_captures
 from ..numpy._base import asarray
@@ -223,14 +223,12 @@ def _custom_vjp_batch(values, dims, *, axis_size, fun_graph, fwd_flat, bwd_flat,
         return both[:n_out[0]], both[n_out[0]:]
 
     def batched_bwd(residuals, cts):
-        from ..numpy.reductions import sum as reduce_sum  # at call time: kiln.numpy imports transforms
-
         n_res = len(residuals)
         grads = vmap_flat(lambda *a: bwd_flat(list(a[:n_res]), list(a[n_res:])), list(residuals) + list(cts),
                           [0] * (n_res + len(cts)), None, axis_size)
         # An argument not mapped (moved_dims None: shared by every example) gets the sum of the examples'
         # cotangents, as the transpose of its broadcast; each example's cotangent would be the wrong shape.
-        return [reduce_sum(g, axis=0) if d is None else g for g, d in zip(grads, moved_dims)]
+        return [lookup("reduce_sum").bind(g, axes=(0,)) if d is None else g for g, d in zip(grads, moved_dims)]
 
     outs = custom_vjp_call.bind(*_move_to_front(values, dims, axis_size), fun_graph=graph, fwd_flat=batched_fwd,
                                 bwd_flat=batched_bwd, name=name)
