@@ -41,6 +41,7 @@ import numpy as np
 
 from ..core.aval import ShapedArray
 from ..core.primitive import Primitive, register
+from ._eigh_ql import _pythag  # sqrt(a^2 + b^2) as the kernels compute it
 
 MAX_SWEEPS = 40
 _NATIVE = (np.dtype(np.float32), np.dtype(np.float64))
@@ -256,20 +257,6 @@ MAX_QR_ITERATIONS = 60
 def uses_bidiagonal(m: int, n: int) -> bool:
     """Whether the svd of an m x n matrix takes the bidiagonal path."""
     return min(m, n) >= BIDIAG_FROM
-
-
-def _pythag(a, b):
-    """sqrt(a^2 + b^2) without overflow or destructive underflow (kiln.lax._eigh_ql's, the kernel's choice)."""
-    info = np.finfo(a.dtype)
-    t = a * a + b * b
-    if info.tiny / info.eps <= t <= info.max / 2:
-        return np.sqrt(t)
-    a, b = abs(a), abs(b)
-    if a > b:
-        return a * np.sqrt(1 + (b / a) * (b / a))
-    if b == 0:
-        return b
-    return b * np.sqrt(1 + (a / b) * (a / b))
 
 
 def _reflector(x):
