@@ -299,6 +299,8 @@ def test_top_level_jax_names():
     np.testing.assert_allclose(np.asarray(ty), 2.0 * ct, rtol=1e-12)
     with pytest.raises(TypeError, match="the cotangent must have the output's structure and shapes"):
         transpose(np.ones(4))
+    with pytest.raises(NotImplementedError, match="reduce_axes was removed from JAX"):
+        kiln.linear_transpose(lambda x: 2.0 * x, np.zeros(3), reduce_axes=("batch",))
 
     @kiln.custom_gradient
     def clip_gradient(x, y):
