@@ -57,16 +57,10 @@ def GeneralConv(dimension_numbers, out_chan, filter_shape, strides=None, padding
                 b_init=normal(1e-6)):
     """A convolution with the layouts ``dimension_numbers = (lhs_spec, rhs_spec, out_spec)``, e.g.
     ``('NHWC', 'HWIO', 'NHWC')``; the bias is broadcast over all but the output channel."""
-    lhs_spec, rhs_spec, out_spec = dimension_numbers
     one = (1,) * len(filter_shape)
     strides = strides or one
-    W_init = W_init or glorot_normal(rhs_spec.index("I"), rhs_spec.index("O"))
-
-    def init_fun(rng, input_shape):
-        kernel_shape = _kernel_shape(rhs_spec, lhs_spec, out_chan, filter_shape, input_shape)
-        output_shape = lax.conv_general_shape_tuple(input_shape, kernel_shape, strides, padding, dimension_numbers)
-        k1, k2 = random.split(rng)
-        return output_shape, (W_init(k1, kernel_shape), b_init(k2, [out_chan if c == "C" else 1 for c in out_spec]))
+    init_fun = _conv_init(dimension_numbers, out_chan, filter_shape, strides, padding, W_init, b_init,
+                          lax.conv_general_shape_tuple)
 
     def apply_fun(params, inputs, **kwargs):
         W, b = params
@@ -76,22 +70,29 @@ def GeneralConv(dimension_numbers, out_chan, filter_shape, strides=None, padding
     return init_fun, apply_fun
 
 
+def _conv_init(dimension_numbers, out_chan, filter_shape, strides, padding, W_init, b_init, output_shape_of):
+    """init_fun of a (transposed) convolution layer: its output shape by output_shape_of, and (W, b)."""
+    lhs_spec, rhs_spec, out_spec = dimension_numbers
+    W_init = W_init or glorot_normal(rhs_spec.index("I"), rhs_spec.index("O"))
+
+    def init_fun(rng, input_shape):
+        kernel_shape = _kernel_shape(rhs_spec, lhs_spec, out_chan, filter_shape, input_shape)
+        output_shape = output_shape_of(input_shape, kernel_shape, strides, padding, dimension_numbers)
+        k1, k2 = random.split(rng)
+        return output_shape, (W_init(k1, kernel_shape), b_init(k2, [out_chan if c == "C" else 1 for c in out_spec]))
+
+    return init_fun
+
+
 Conv = functools.partial(GeneralConv, ("NHWC", "HWIO", "NHWC"))
 
 
 def GeneralConvTranspose(dimension_numbers, out_chan, filter_shape, strides=None, padding="VALID", W_init=None,
                          b_init=normal(1e-6)):
     """A transposed convolution (lax.conv_transpose) with the layouts ``dimension_numbers``."""
-    lhs_spec, rhs_spec, out_spec = dimension_numbers
-    one = (1,) * len(filter_shape)
-    strides = strides or one
-    W_init = W_init or glorot_normal(rhs_spec.index("I"), rhs_spec.index("O"))
-
-    def init_fun(rng, input_shape):
-        kernel_shape = _kernel_shape(rhs_spec, lhs_spec, out_chan, filter_shape, input_shape)
-        output_shape = lax.conv_transpose_shape_tuple(input_shape, kernel_shape, strides, padding, dimension_numbers)
-        k1, k2 = random.split(rng)
-        return output_shape, (W_init(k1, kernel_shape), b_init(k2, [out_chan if c == "C" else 1 for c in out_spec]))
+    strides = strides or (1,) * len(filter_shape)
+    init_fun = _conv_init(dimension_numbers, out_chan, filter_shape, strides, padding, W_init, b_init,
+                          lax.conv_transpose_shape_tuple)
 
     def apply_fun(params, inputs, **kwargs):
         W, b = params
