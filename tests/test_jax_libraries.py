@@ -462,8 +462,7 @@ def test_image_resize_kiln_run(tmp_path):
         np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-6)
 
 
-# kiln.debug: prints eagerly, after a kiln.jit call with the computed values (nested jit too), and the warning
-# where values cannot leave; kiln.sharding's one-device meaning
+# kiln.debug: prints eagerly and at run time in kiln.jit (nested jit, loop bodies: tests/test_debug_print.py); kiln.sharding's one-device meaning
 
 def test_debug_print_eager_jit_and_nested(capsys):
     import kiln.debug
@@ -492,9 +491,8 @@ def test_debug_print_eager_jit_and_nested(capsys):
             return c + 1.0
         return kiln.lax.fori_loop(0, 3, body, c)
 
-    with pytest.warns(UserWarning, match="values inside a kiln.lax control-flow body"):
-        assert float(kiln.jit(loop)(np.float32(1.0))) == 4.0
-    assert "c=f32[]" in capsys.readouterr().out
+    assert float(kiln.jit(loop)(np.float32(1.0))) == 4.0  # printed by the VM's debug.print, each iteration
+    assert capsys.readouterr().out == "c=1.0\nc=2.0\nc=3.0\n"
     with pytest.warns(UserWarning, match="breakpoint inside a traced function does nothing"):
         kiln.jit(lambda x: (kiln.debug.breakpoint(), x)[1])(1.0)
 
@@ -608,5 +606,3 @@ def test_collectives_over_named_axes():
     np.testing.assert_allclose(np.asarray(step(w, batches)), np.broadcast_to(want, (4, 3)), rtol=1e-10)
     with pytest.raises(NameError, match="unbound axis name: z"):
         lax.psum(1.0, "z")
-    with pytest.raises(kiln.transforms.batching.BatchingError, match="apply the collective to that"):
-        kiln.vmap(lambda r: kiln.jit(lambda r: lax.psum(r, "i"))(r), axis_name="i")(x)

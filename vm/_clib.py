@@ -56,6 +56,9 @@ class _DispatchInfo(ctypes.Structure):
 
 _DispatchObserver = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(_DispatchInfo))
 
+# kiln_print_callback_t: a line of kiln.debug.print text (kiln_context_set_print_callback, format 2.8)
+_PrintCallback = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_char), ctypes.c_size_t)
+
 
 class _HostBuffer(ctypes.Structure):
     """kiln_host_buffer_t: an argument or result of kiln_context_invoke_host in host memory."""
@@ -150,6 +153,7 @@ def _declare(lib):
     # undeclared there, and what uses them does without (kiln.vm._convert._ResultSpare)
     optional = {
         "kiln_buffer_view_is_exclusive": (ctypes.c_int, [P]),
+        "kiln_context_set_print_callback": (None, [P, _PrintCallback, P]),
     }
     for name, (restype, argtypes) in (*sigs.items(), *optional.items()):
         try:

@@ -46,6 +46,7 @@ import operator
 import os
 import threading
 import weakref
+import sys
 from _thread import get_ident
 from dataclasses import dataclass
 from typing import Sequence
@@ -292,6 +293,18 @@ class DispatchRecord:
     phase: str = "after"
 
 
+@_clib._PrintCallback
+def _print_to_stdout(_user, text, length) -> int:
+    """kiln_print_callback_t of every Context: the debug.print line to sys.stdout (which pytest's capsys,
+    redirect_stdout and notebooks replace), so that it interleaves with Python's own prints. An error
+    writing it stops the call (CANCELLED)."""
+    try:
+        sys.stdout.write(ctypes.string_at(text, length).decode("utf-8", "replace"))
+    except Exception:  # noqa: BLE001 - a C callback cannot raise; the call stops instead
+        return 1
+    return 0
+
+
 class Context(_Handle):
     """A module's globals (mutable state) and the calls that use them.
 
@@ -317,6 +330,8 @@ class Context(_Handle):
         lib.kiln_module_retain(module_ptr)
         self._module_ptr = module_ptr
         self._ptr = out.value
+        if hasattr(lib, "kiln_context_set_print_callback"):  # kiln.debug.print's lines: Python's sys.stdout
+            lib.kiln_context_set_print_callback(out.value, _print_to_stdout, None)
 
     def close(self) -> None:
         """Releases the context (waiting for a call in progress to return)."""

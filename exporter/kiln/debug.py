@@ -1,29 +1,43 @@
 """jax.debug: printing and inspecting values from inside traced functions.
 
-``kiln.debug.print(fmt, *args, **kwargs)`` formats with ``fmt.format(*args, **kwargs)`` (arrays as numpy
-prints them) and prints:
-  - eagerly (no trace, or under ``kiln.disable_jit()``): at once;
-  - in a ``kiln.jit`` function called from Python: after the call returns, with the values the compiled code
-    computed, in program order. The printed arrays become extra outputs of the compiled function (kiln's modules
-    have no callback into the host: the C runtime runs without Python), so each print costs one small output;
-    a jit function called inside another passes its prints on to the caller's;
-  - where the values cannot leave as outputs (inside the bodies of ``kiln.lax`` control flow, under
-    ``grad``/``vmap`` inside the jit, in exported Program functions run by the C runtime): kiln prints the
-    format with the values' shapes and dtypes once, when the function is traced, and warns that the values are
-    not printed there (run under ``kiln.disable_jit()`` to see them).
+``kiln.debug.print(fmt, *args, **kwargs)`` prints ``fmt.format(*args, **kwargs)`` with arrays as numpy's
+``str`` prints them, at run time, in program order:
+  - eagerly (no trace, or under ``kiln.disable_jit()``): at once, with Python's formatting;
+  - traced (``kiln.jit``, the bodies of ``kiln.lax`` control flow, under ``grad`` (the primal value) and
+    ``vmap`` (the batched value), Program functions): as a ``debug_print`` host step, the VM instruction
+    ``debug.print`` (format 2.8; docs/vm.md). The C runtime formats the values each time the step runs
+    and writes the line to the context's print sink: Python's ``sys.stdout`` under ``kiln.jit`` and
+    ``kiln.vm`` (so pytest's capsys sees it), stdout in ``kiln-run``, the embedder's
+    ``kiln_context_set_print_callback`` in C. Prints come out in program order with the call's work
+    (JAX's ``ordered=True``; the VM runs one step at a time), the way JAX prints them.
 
-``callback(fn, *args, **kwargs)`` calls ``fn`` on the values the same way (only its side effects count; its
-result is dropped, as in JAX). ``breakpoint()`` enters pdb eagerly; traced, it warns and does nothing.
+Formats: ``{}``, ``{0}``, ``{name}`` print a value as numpy's ``str`` does (a 0-d one as numpy's scalar);
+``{x:SPEC}`` formats a 0-d value as Python's ``format(float(x) or int(x), SPEC)``, for SPEC in
+``[[fill]align][sign][0][width][.precision][type]`` with type one of ``f F e E g G d`` (a precision needs
+one). Other specs, conversions (``!r``), attribute or index fields of traced values, containers of traced
+values and complex values are refused when the function is traced, naming the print's source line.
+Arguments that are not traced (Python numbers, strings, shapes) are formatted by Python at trace time.
+
+``callback(fn, *args, **kwargs)`` calls ``fn`` on the values (only its side effects count; its result is
+dropped, as in JAX): in a ``kiln.jit`` function called from Python, after the call returns (the values
+become extra outputs); inside ``kiln.lax`` control flow bodies, under transformations inside the jit and
+in exported functions it prints the values' shapes once at trace time and warns (the C runtime has no
+Python to call). ``breakpoint()`` enters pdb eagerly; traced, it warns and does nothing.
 ``inspect_array_sharding``, ``visualize_array_sharding`` and ``visualize_sharding`` describe the one host
 device. ``ordered=`` is accepted: prints of one call come out in program order either way.
 """
 from __future__ import annotations
 
 import contextvars
+import re
+import string
 import warnings
 
 import numpy as np
 
+from kiln.core.aval import ShapedArray
+from kiln.core.errors import TracingError
+from kiln.core.primitive import Primitive, register
 from kiln.core.pytree import tree_flatten, tree_unflatten
 from kiln.core.trace import Tracer
 
@@ -72,9 +86,146 @@ def _emit(fn, tree, leaves):
 
 
 def print(fmt: str, *args, ordered: bool = False, partitioned: bool = False, **kwargs) -> None:  # noqa: A001
-    """Prints ``fmt.format(*args, **kwargs)`` with the values of traced arrays (see the module's docstring)."""
+    """Prints ``fmt.format(*args, **kwargs)`` with the values of traced arrays at run time (see the module's
+    docstring)."""
     leaves, tree = tree_flatten((args, kwargs))
-    _emit(lambda *a, **k: _format_and_print(fmt, a, k), tree, leaves)
+    if not any(isinstance(x, Tracer) for x in leaves):
+        args, kwargs = tree_unflatten(tree, [np.asarray(x) if hasattr(x, "shape") else x for x in leaves])
+        _print(fmt.format(*args, **kwargs))
+        return
+    template, operands = _template(fmt, args, kwargs)
+    debug_print_p.bind(*operands, template=template)
+
+
+# ---- the debug_print primitive: a host step, the VM's debug.print instruction (format 2.8) ----
+
+debug_print_p = register(Primitive("debug_print", multiple_results=True))
+debug_print_p.def_traits(fusion="host")
+debug_print_p.has_side_effects = True  # kept by dead-code elimination: it has no outputs
+debug_print_p.format_params = lambda params: f" {params['template']!r}"
+
+# the format specs the C runtime implements (runtime-c/src/debug_print.c)
+_SPEC = re.compile(r"(?:[ -~]?[<>^=])?[-+ ]?0?[0-9]*(?:\.[0-9]+[fFeEgG]|[fFeEgGd])?\Z")
+_PRINTABLE_DTYPES = ("float16", "bfloat16", "float32", "float64", "bool", "int8", "int16", "int32",
+                     "int64", "uint8", "uint16", "uint32", "uint64")
+
+
+@debug_print_p.def_abstract_eval
+def _debug_print_abstract(*avals, template: str):
+    return []
+
+
+@debug_print_p.def_impl
+def _debug_print_impl(*values, template: str):
+    _print(template.format(*[np.asarray(v) for v in values]))
+    return []
+
+
+def _debug_print_jvp(primals, tangents, *, template: str):
+    debug_print_p.bind(*primals, template=template)  # the primal values, as JAX prints under grad
+    return [], []
+
+
+def _debug_print_batch(values, dims, *, axis_size: int, template: str):
+    from kiln.transforms.batching import move_batch_axis
+
+    # JAX prints the batched value: the batch axis first
+    debug_print_p.bind(*[move_batch_axis(v, d, 0, axis_size) if d is not None else v
+                         for v, d in zip(values, dims)], template=template)
+    return [], []
+
+
+debug_print_p.jvp_rule = _debug_print_jvp
+debug_print_p.batching_rule = _debug_print_batch
+
+
+class _Operand:
+    """A traced (or array) argument of a print, standing in for it while its format is resolved."""
+
+    def __init__(self, value):
+        self.value = value
+
+
+def _where() -> str:
+    from kiln.core.source_info import user_frame_info
+
+    info = user_frame_info()
+    return f" (at {info})" if info is not None else ""
+
+
+def _template(fmt: str, args: tuple, kwargs: dict) -> tuple[str, list]:
+    """The debug.print template of `fmt` (its fields `{N}` / `{N:SPEC}` naming the operands, static
+    arguments formatted now, braces doubled) and the operands: every array argument a field names."""
+    leaves, tree = tree_flatten((args, kwargs))
+    wrapped_args, wrapped_kwargs = tree_unflatten(tree, [_Operand(x) if hasattr(x, "shape") else x for x in leaves])
+    formatter = string.Formatter()
+    out: list[str] = []
+    operands: list = []
+    index_of: dict[int, int] = {}
+    auto = 0
+    try:
+        parsed = list(formatter.parse(fmt))
+    except ValueError as e:
+        raise TracingError(f"kiln.debug.print: format {fmt!r}: {e}{_where()}") from None
+    for literal, field, spec, conversion in parsed:
+        out.append(literal.replace("{", "{{").replace("}", "}}"))
+        if field is None:
+            continue
+        if field == "":
+            field = str(auto)
+            auto += 1
+        try:
+            obj, _ = formatter.get_field(field, wrapped_args, wrapped_kwargs)
+        except (IndexError, KeyError, AttributeError) as e:
+            raise TracingError(f"kiln.debug.print: format {fmt!r}: field {{{field}}} names no argument "
+                               f"({type(e).__name__}: {e}){_where()}") from None
+        if not isinstance(obj, _Operand):
+            if any(isinstance(x, _Operand) for x in tree_flatten(obj)[0]):
+                raise TracingError(f"kiln.debug.print: format {fmt!r}: field {{{field}}} is a "
+                                   f"{type(obj).__name__} holding traced arrays; print each array in a field "
+                                   f"of its own{_where()}")
+            value = formatter.convert_field(obj, conversion) if conversion else obj
+            if spec and "{" in spec:
+                raise TracingError(f"kiln.debug.print: format {fmt!r}: nested fields in the spec of "
+                                   f"{{{field}}} are not supported{_where()}")
+            out.append(format(value, spec).replace("{", "{{").replace("}", "}}"))
+            continue
+        x = obj.value
+        aval = x.aval if isinstance(x, Tracer) else ShapedArray(np.shape(x), np.asarray(x).dtype)
+        name = np.dtype(aval.dtype).name
+        if conversion not in (None, "s"):
+            raise TracingError(f"kiln.debug.print: format {fmt!r}: conversion !{conversion} of the traced "
+                               f"array {{{field}}} is not supported (only str(), as {{{field}}} prints it)"
+                               f"{_where()}")
+        if name not in _PRINTABLE_DTYPES:
+            raise TracingError(f"kiln.debug.print: format {fmt!r}: field {{{field}}} is {name}, which the "
+                               f"C runtime does not print (it prints bool, integer and float16/bfloat16/"
+                               f"float32/float64 values){_where()}")
+        if spec:
+            if conversion == "s":
+                raise TracingError(f"kiln.debug.print: format {fmt!r}: a spec after !s in {{{field}}} is "
+                                   f"not supported{_where()}")
+            if len(aval.shape) != 0:
+                raise TracingError(f"kiln.debug.print: format {fmt!r}: field {{{field}:{spec}}} formats an "
+                                   f"array of shape {tuple(aval.shape)}: a format spec applies to 0-d "
+                                   f"values only (numpy's ndarray.__format__){_where()}")
+            sample = 0.0 if np.dtype(aval.dtype).kind == "f" or name == "bfloat16" else 0
+            try:
+                format(sample, spec)
+            except ValueError as e:
+                raise TracingError(f"kiln.debug.print: format {fmt!r}: spec {spec!r} of {{{field}}} ({name}): "
+                                   f"{e}{_where()}") from None
+            if not _SPEC.match(spec):
+                raise TracingError(f"kiln.debug.print: format {fmt!r}: spec {spec!r} of {{{field}}} is not "
+                                   f"one kiln's runtime formats: [[fill]align][sign][0][width][.precision]"
+                                   f"[type] with type f, F, e, E, g, G or d (a precision needs a type)"
+                                   f"{_where()}")
+        k = index_of.get(id(obj))
+        if k is None:
+            k = index_of[id(obj)] = len(operands)
+            operands.append(x)
+        out.append("{" + str(k) + (":" + spec if spec else "") + "}")
+    return "".join(out), operands
 
 
 def callback(fn, *args, ordered: bool = False, partitioned: bool = False, **kwargs) -> None:

@@ -32,6 +32,8 @@ struct kiln_context {
   kiln_trace_t* trace; /* NULL: not tracing */
   kiln_dispatch_observer_t observer; /* NULL: none (kiln_context_set_dispatch_observer) */
   void* observer_data;
+  kiln_print_callback_t print_callback; /* NULL: stdout (kiln_context_set_print_callback) */
+  void* print_data;
   /* During a kiln_context_invoke_host call with result destinations: where
    * alloc.result of that call's function (not of nested calls) places result
    * i (NULL: a new buffer), one per result. */

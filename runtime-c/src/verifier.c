@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "bytecode.h"
+#include "debug_print.h"
 #include "module_internal.h"
 #include "status_internal.h"
 
@@ -94,6 +95,16 @@ static kiln_status_t check_arity(const kiln_module_t* m, const kiln_function_inf
                   "lie in the function's %llu-byte transient arena at a multiple of %u",
                   f->name, (unsigned)in->pc, t->byte_size, (long long)offset,
                   (unsigned long long)f->transient_size, (unsigned)KILN_BUFFER_ALIGNMENT);
+  } else if (in->opcode == KILN_OP_DEBUG_PRINT) {
+    const kiln_constant_info_t* k = &m->constants[op[0].value];
+    const kiln_type_info_t* t = &m->types[k->type];
+    char why[160];
+    if (t->dtype != KILN_DTYPE_U8 || t->rank != 1)
+      return FAIL("function '%s': word %u: debug.print template constant %u is not a 1-d u8 "
+                  "constant", f->name, (unsigned)in->pc, (unsigned)op[0].value);
+    if (!kiln_debug_print_check_template((const uint8_t*)k->data, t->byte_size, op[1].value, why,
+                                         sizeof why))
+      return FAIL("function '%s': word %u: %s", f->name, (unsigned)in->pc, why);
   } else if (in->opcode == KILN_OP_I_STORE) {
     const kiln_type_info_t* t = &m->types[op[2].value];
     if (t->rank != 0)

@@ -12,6 +12,7 @@
 #include "buffer_internal.h"
 #include "bytecode.h"
 #include "context_internal.h"
+#include "debug_print.h"
 #include "instance_internal.h"
 #include "pool.h"
 #include "status_internal.h"
@@ -601,6 +602,42 @@ static kiln_status_t do_copy(kiln_frame_t* fr, const kiln_bc_operand_t* op) {
   return NULL;
 }
 
+/* debug.print format, values (format 2.8): the template filled in with the
+ * values, one line to the context's print sink (stdout by default), now: in
+ * program order with the call's dispatches, which are synchronous. */
+static kiln_status_t do_print(kiln_context_t* c, kiln_frame_t* fr, const kiln_bc_operand_t* op) {
+  const kiln_constant_info_t* k = &fr->module->constants[op[0].value];
+  const kiln_buffer_view_t* local[8];
+  const kiln_buffer_view_t** views = local;
+  char* text = NULL;
+  size_t len = 0;
+  uint32_t j, count = op[1].value;
+  kiln_status_t s = NULL;
+  if (count > 8 && !(views = malloc(count * sizeof *views)))
+    return kiln_make_status(KILN_OUT_OF_MEMORY, "debug.print of %u values", (unsigned)count);
+  for (j = 0; j < count && !s; j++) {
+    kiln_ref_t ref = {NULL, 0, 0};
+    if (!(s = get_ref(fr, op[1].list[j], &ref))) views[j] = ref.view;
+  }
+  if (!s)
+    s = kiln_debug_print_format((const uint8_t*)k->data, (size_t)fr->module->types[k->type].byte_size,
+                                views, count, &text, &len);
+  if (!s) {
+    if (c->print_callback) {
+      int answer = c->print_callback(c->print_data, text, len);
+      if (answer)
+        s = kiln_make_status(KILN_CANCELLED, "the print callback stopped the call (it returned "
+                             "%d)", answer);
+    } else {
+      fwrite(text, 1, len, stdout);
+      fflush(stdout);
+    }
+  }
+  free(text);
+  if (views != local) free(views);
+  return s;
+}
+
 /* ---- one instruction ----------------------------------------------------------- */
 
 static kiln_status_t step(kiln_context_t* c, kiln_frame_t* fr, const kiln_bc_instr_t* in,
@@ -791,6 +828,7 @@ static kiln_status_t step(kiln_context_t* c, kiln_frame_t* fr, const kiln_bc_ins
     case KILN_OP_BUFFER_SET_ROW: return do_set_row(fr, op);
     case KILN_OP_BUFFER_VIEW: return do_view(fr, op);
     case KILN_OP_BUFFER_COPY: return do_copy(fr, op);
+    case KILN_OP_DEBUG_PRINT: return do_print(c, fr, op);
     case KILN_OP_INVALID:
       break;
   }
@@ -898,6 +936,13 @@ kiln_status_t kiln_vm_invoke(kiln_context_t* context, uint32_t ordinal,
     for (j = 0; j < f->result_count; ++j) results[j] = buf[f->arg_count + j].view;
   free(buf);
   return s;
+}
+
+void kiln_context_set_print_callback(kiln_context_t* context, kiln_print_callback_t callback,
+                                     void* user_data) {
+  if (!context) return;
+  context->print_callback = callback;
+  context->print_data = user_data;
 }
 
 void kiln_context_set_dispatch_observer(kiln_context_t* context,

@@ -60,6 +60,6 @@ MAX_REGISTERS = 1 << 20
 
 # ---- module format version
 
-FORMAT_VERSION = (2, 7)
+FORMAT_VERSION = (2, 8)
 """(major, minor): the version the writer writes; the runtime reads modules of this major version
 (KILN_MODULE_VERSION_MAJOR/MINOR in C)."""

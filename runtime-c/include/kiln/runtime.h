@@ -397,6 +397,21 @@ typedef int (*kiln_dispatch_observer_t)(void* user_data, const kiln_dispatch_inf
 void kiln_context_set_dispatch_observer(kiln_context_t* context,
                                         kiln_dispatch_observer_t observer, void* user_data);
 
+/* ---- kiln.debug.print (format 2.8) ---------------------------------------- */
+
+/* Receives each line a debug.print instruction prints: `text` (`length`
+ * bytes, UTF-8, ending in '\n', NUL-terminated) is valid only during the
+ * callback. It runs on the calling thread, in program order with the call's
+ * dispatches, and must not call into the context. A nonzero return stops the
+ * call with KILN_CANCELLED. */
+typedef int (*kiln_print_callback_t)(void* user_data, const char* text, size_t length);
+
+/* Sends the text of every later debug.print on `context` to `callback`
+ * (kiln.vm sends it to Python's sys.stdout); NULL: to stdout, the default
+ * (written and flushed at once). Call it between calls, not during one. */
+void kiln_context_set_print_callback(kiln_context_t* context, kiln_print_callback_t callback,
+                                     void* user_data);
+
 /* ---- bounding and cancelling calls --------------------------------------- */
 
 /* Limits on each call made on a context. A call checks them, and the cancel

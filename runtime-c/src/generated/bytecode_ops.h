@@ -50,9 +50,10 @@ typedef enum kiln_opcode {
   KILN_OP_ALLOC_RESULT = 25,
   KILN_OP_GLOBAL_TAKE = 26,
   KILN_OP_BUFFER_COPY = 27,
+  KILN_OP_DEBUG_PRINT = 28,
 } kiln_opcode_t;
 
-#define KILN_OP_COUNT 28
+#define KILN_OP_COUNT 29
 #define KILN_OP_MAX_OPERANDS 4
 
 typedef struct kiln_op_info {
@@ -94,6 +95,7 @@ static inline const kiln_op_info_t* kiln_op_info(uint32_t opcode) {
       [25] = {"alloc.result", 3, 0, {KILN_OPERAND_R, KILN_OPERAND_TYPE, KILN_OPERAND_IMM}, {"dst", "t", "result"}, "dst = a buffer of type t, the function's declared type of result `result`: the caller's destination for that result when the caller's call passed one (kiln_context_invoke_host) and this is that call's function, so the kernel that writes it writes the caller's memory; otherwise a new buffer, as alloc"},
       [26] = {"global.take", 2, 0, {KILN_OPERAND_R, KILN_OPERAND_GLOBAL}, {"dst", "g"}, "dst = the current value of mutable global g as a buffer this call may write in place: the global's own buffer when the context holds the only reference to it and its memory is the runtime's (a kernel then updates the global in place, before the global.store of dst that follows), otherwise a writable copy of it (format 2.6)"},
       [27] = {"buffer.copy", 2, 0, {KILN_OPERAND_R, KILN_OPERAND_R}, {"dst", "src"}, "the bytes of src copied into dst in place (dst writable, src of dst's dtype and shape); nothing is copied when the two are the same memory (format 2.7: a loop's or branch's value written into the buffer the compiler planned for it)"},
+      [28] = {"debug.print", 2, 0, {KILN_OPERAND_CONST, KILN_OPERAND_LIST_R}, {"format", "values"}, "prints the values formatted by the template in constant format (a 1-d u8 constant: UTF-8 text whose fields {N} or {N:spec} name values[N]; {{ and }} are braces; arrays print as numpy's str does) as one line to the context's print sink (kiln_context_set_print_callback; stdout by default), in program order (format 2.8: kiln.debug.print)"},
   };
   if (opcode >= KILN_OP_COUNT || table[opcode].name == NULL) return NULL;
   return &table[opcode];
