@@ -145,8 +145,8 @@ def custom_gradient(fun: Callable) -> Callable:
 def pmap(fun: Callable = None, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnums=(),
          devices=None, backend=None, axis_size=None, donate_argnums=(), global_arg_shapes=None):
     """jax.pmap on one host: the mapped axis runs as kiln.vmap inside one kiln.jit function, whatever its size
-    (JAX would need that many devices). ``axis_name`` is accepted; the collectives that would use it (lax.psum,
-    ...) are not in kiln. ``devices`` must be None or the host CPU; static_broadcasted_argnums are static."""
+    (JAX would need that many devices). ``axis_name`` names the axis for kiln.lax's collectives (psum, pmean,
+    all_gather, ppermute, ...; differentiable inside the mapped function, kiln.lax.collectives). ``devices`` must be None or the host CPU; static_broadcasted_argnums are static."""
     if fun is None:
         return lambda f: pmap(f, axis_name, in_axes=in_axes, out_axes=out_axes,
                               static_broadcasted_argnums=static_broadcasted_argnums, devices=devices, backend=backend,

@@ -93,6 +93,8 @@ __all__ += ["bitcast_convert_type", "reduce_precision", "custom_linear_solve", "
 from .accuracy import AccuracyMode, Tolerance  # noqa: E402
 
 __all__ += ["AccuracyMode", "Tolerance"]
-from .collectives import all_gather, axis_index, axis_size, pmax, pmean, pmin, psum  # noqa: E402
+from .collectives import (all_gather, all_to_all, axis_index, axis_size, pbroadcast, pmax, pmean, pmin,  # noqa: E402
+                          ppermute, pshuffle, psum, psum_scatter)
 
-__all__ += ["psum", "pmean", "pmax", "pmin", "axis_index", "axis_size", "all_gather"]
+__all__ += ["psum", "pmean", "pmax", "pmin", "axis_index", "axis_size", "all_gather", "psum_scatter", "ppermute",
+            "pshuffle", "pbroadcast", "all_to_all"]

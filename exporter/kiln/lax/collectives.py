@@ -1,62 +1,76 @@
 """JAX's collectives over a named mapped axis, for kiln.vmap(..., axis_name=...) and kiln.pmap (which is vmap
-on kiln's one host): psum, pmean, pmax, pmin, axis_index, axis_size, all_gather, psum_scatter is not here.
+on kiln's one host): psum, pmean, pmax, pmin, all_gather, psum_scatter, ppermute, axis_index, axis_size.
 
-Under vmap every collective is a reduction (or an index) over the mapped axis: ``psum(x, 'i')`` is the sum of x
-over the mapped axis, the same for every mapped element (unbatched), as JAX's vmap rule gives; a value that does
-not vary along the axis sums to axis_size copies. ``axis_name`` may be a tuple of names (nested vmaps), reduced
-in turn. Calling one outside a vmap of that name is JAX's NameError "unbound axis name". The value must be one
-the named vmap sees: a collective on a value of a transformation nested inside the vmap (a grad inside the vmap,
-applied to its intermediate values) is an error naming the levels; apply it to the transformation's outputs
-(``lax.pmean(grad(loss)(params, batch), 'batch')``, the usual data-parallel step, works).
+Each collective is a primitive whose params name its axes; its bind goes to the named vmap's trace (or to a
+higher trace among its operands' first: a jvp, grad or jit nested inside the vmap), and the named vmap's rule
+(`collective_batching_rule`, which BatchTrace consults before the primitive's ordinary batching rule) computes it
+over that trace's batch axis, as JAX's vmap rules do: ``psum(x, 'i')`` is the sum of x over the mapped axis, the
+same for every mapped element (unbatched); a value that does not vary along the axis sums to axis_size copies.
+A vmap of another name between them keeps its own axis (the collective is elementwise for it). ``axis_name`` may be
+a tuple of names (nested vmaps) for psum, pmean, pmax and pmin. Calling one outside a vmap of that name is JAX's
+NameError "unbound axis name".
+
+Differentiation (grad, jvp, vjp inside the vmap) uses JAX's rules: psum, all_gather, psum_scatter and ppermute
+are linear (their JVP applies them to the tangent); psum's transpose is psum, all_gather's is psum_scatter (and
+the reverse), ppermute's is the inverse permutation. As in JAX's vmap and pmap (no varying-axis checks, which only
+shard_map has), psum's transpose is psum whatever the cotangent: ``vmap(grad(lambda x: psum(x ** 2, 'i')),
+axis_name='i')`` gives axis_size * 2x, the unbatched cotangent 1 summed over the axis, as JAX 0.10.2 gives.
+pmax and pmin, which JAX does not differentiate, have a JVP here: the tangent at the elements that attain the
+extreme (averaged over ties), as kiln's reduce_max.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from kiln.core import dtypes
-from kiln.core.errors import UnexpectedTracerError
+from kiln.core.ad_util import Zero, instantiate
+from kiln.core.aval import ShapedArray
+from kiln.core.primitive import Primitive, register
 from kiln.core.pytree import tree_flatten, tree_unflatten
-from kiln.core.trace import get_aval
-from kiln.transforms.batching import BatchingError, BatchTracer, find_named_axis, move_batch_axis
+from kiln.core.trace import find_top_trace, get_aval
+from kiln.transforms.batching import BatchTracer, find_named_axis, move_batch_axis
+from kiln.transforms.transpose import is_linear
 
 from . import api
+from . import structural_prims as sp
 
-__all__ = ["psum", "pmean", "pmax", "pmin", "axis_index", "axis_size", "all_gather"]
+__all__ = ["psum", "pmean", "pmax", "pmin", "axis_index", "axis_size", "all_gather", "psum_scatter", "ppermute",
+           "pbroadcast", "pshuffle", "all_to_all"]
+
+
+class CollectivePrimitive(Primitive):
+    """A collective over named axes (params["axes"]): bound at the innermost named vmap's trace when no operand
+    belongs to a higher one, so that operands that do not vary along the axis (constants, values of an enclosing
+    transformation) still meet the axis."""
+
+    def bind(self, *args, **params):
+        trace = find_top_trace(args)
+        for name in params["axes"]:
+            named = find_named_axis(name, self.name)
+            if named.level > trace.level:
+                trace = named
+        outs = trace.process_primitive(self, [trace.full_raise(a) for a in args], params)
+        return outs if self.multiple_results else outs[0]
+
+
+def _collective(name: str) -> CollectivePrimitive:
+    prim = register(CollectivePrimitive(name))
+
+    def impl(*args, **params):  # only reached for a name no vmap binds, which bind refuses first
+        raise NameError(f"unbound axis name: {params['axes'][0]}")
+
+    prim.def_impl(impl)
+    return prim
 
 
 def _names(axis_name) -> tuple:
     return tuple(axis_name) if isinstance(axis_name, (tuple, list)) else (axis_name,)
 
 
-def _traces(axis_name, where):
-    """The named vmaps' traces, innermost first (a value is reduced over its inner axes before its outer ones)."""
-    return sorted((find_named_axis(n, where) for n in _names(axis_name)), key=lambda t: -t.level)
-
-
-def _raise_into(trace, x, where):
-    try:
-        return trace.full_raise(x)
-    except UnexpectedTracerError:
-        raise BatchingError(f"{where}: the value belongs to a transformation or kiln.jit nested inside the vmap "
-                            f"named {trace.axis_name!r} (level {x._trace.level} above {trace.level}); apply the "
-                            "collective to that transformation's outputs instead") from None
-
-
-def _reduce_over(trace, x, where, reduce, unbatched):
-    """x reduced over `trace`'s mapped axis; a vmap between x and `trace` keeps its own batch axis."""
-    if isinstance(x, BatchTracer) and x._trace.level > trace.level and isinstance(x._trace, type(trace)):
-        return BatchTracer(x._trace, _reduce_over(trace, x.value, where, reduce, unbatched), x.batch_dim)
-    t = _raise_into(trace, x, where)
-    value = unbatched(t.value, trace.axis_size) if t.batch_dim is None else reduce(t.value, t.batch_dim)
-    return BatchTracer(trace, value, None)
-
-
-def _over_axis(x, axis_name, where, reduce, unbatched):
-    """`reduce(value, dim)` of x's value along each named trace's batch axis (`unbatched(value, size)` where x
-    does not vary along it), as a value the named trace holds unbatched."""
-    for trace in _traces(axis_name, where):
-        x = _reduce_over(trace, x, where, reduce, unbatched)
-    return x
+def _split(trace, axes) -> tuple[bool, tuple]:
+    """(whether `trace` is one of the named axes, the other names)."""
+    mine = tuple(n for n in axes if find_named_axis(n, "collective") is trace)
+    return bool(mine), tuple(n for n in axes if n not in mine)
 
 
 def _tree(fn, x):
@@ -64,21 +78,84 @@ def _tree(fn, x):
     return tree_unflatten(tree, [fn(leaf) for leaf in leaves])
 
 
+def _zeros(shape, dtype):
+    return api.broadcast_in_dim(np.zeros((), dtype), tuple(shape), ())
+
+
+def _linear_jvp(prim):
+    def jvp(primals, tangents, **params):
+        out = prim.bind(primals[0], **params)
+        t = tangents[0]
+        return out, (Zero(get_aval(out)) if isinstance(t, Zero) else prim.bind(t, **params))
+
+    return jvp
+
+
+# ---- psum, pmax, pmin: reductions over the named axes
+
+psum_p, pmax_p, pmin_p = _collective("psum"), _collective("pmax"), _collective("pmin")
+for _p in (psum_p, pmax_p, pmin_p):
+    _p.def_abstract_eval(lambda x, **params: x)
+
+
+def _reduction_batching(prim, reduce, unbatched):
+    def rule(trace, tracers, params):
+        (x,), axes = tracers, params["axes"]
+        mine, rest = _split(trace, axes)
+        if not mine:
+            return [BatchTracer(trace, prim.bind(x.value, axes=axes), x.batch_dim)]
+        value = unbatched(x.value, trace.axis_size) if x.batch_dim is None else reduce(x.value, (x.batch_dim,))
+        if rest:  # the outer names, reduced in turn by their own vmaps
+            value = prim.bind(value, axes=rest)
+        return [BatchTracer(trace, value, None)]
+
+    return rule
+
+
 def _times(value, n):
     return api.mul(value, np.asarray(n, get_aval(value).dtype))
 
 
-def psum(x, axis_name, *, axis_index_groups=None):
-    """The sum of x (a tree) over the mapped axis named axis_name."""
+psum_p.collective_batching_rule = _reduction_batching(psum_p, api.reduce_sum, _times)
+pmax_p.collective_batching_rule = _reduction_batching(pmax_p, api.reduce_max, lambda a, n: a)
+pmin_p.collective_batching_rule = _reduction_batching(pmin_p, api.reduce_min, lambda a, n: a)
+psum_p.jvp_rule = _linear_jvp(psum_p)
+psum_p.transpose_rule = lambda ct, x, *, axes: [psum_p.bind(ct, axes=axes)]
+
+
+def _extreme_jvp(prim):
+    def jvp(primals, tangents, *, axes):
+        x, t = primals[0], tangents[0]
+        out = prim.bind(x, axes=axes)
+        if isinstance(t, Zero):
+            return out, Zero(get_aval(out))
+        attains = api.eq(x, out)
+        dtype = get_aval(x).dtype
+        count = psum_p.bind(api.convert_element_type(attains, dtype), axes=axes)
+        picked = api.select(attains, instantiate(t, get_aval(x)), _zeros(get_aval(x).shape, dtype))
+        return out, api.div(psum_p.bind(picked, axes=axes), count)
+
+    return jvp
+
+
+pmax_p.jvp_rule, pmin_p.jvp_rule = _extreme_jvp(pmax_p), _extreme_jvp(pmin_p)
+
+
+def _check_groups(where, axis_index_groups):
     if axis_index_groups is not None:
-        raise ValueError("psum: axis_index_groups is not supported (it splits devices into groups)")
-    return _tree(lambda v: _over_axis(v, axis_name, "psum", lambda a, d: api.reduce_sum(a, (d,)), _times), x)
+        raise ValueError(f"{where}: axis_index_groups is not supported (it splits devices into groups)")
+
+
+def psum(x, axis_name, *, axis_index_groups=None):
+    """The sum of x (a tree) over the mapped axis named axis_name (a name or a tuple of names)."""
+    _check_groups("psum", axis_index_groups)
+    axes = _names(axis_name)
+    return _tree(lambda v: psum_p.bind(v, axes=axes) if axes else v, x)
 
 
 def pmean(x, axis_name, *, axis_index_groups=None):
     """The mean of x (a tree) over the mapped axis named axis_name (integers give float32)."""
-    if axis_index_groups is not None:
-        raise ValueError("pmean: axis_index_groups is not supported (it splits devices into groups)")
+    _check_groups("pmean", axis_index_groups)
     size = axis_size(axis_name) if _names(axis_name) else 1
 
     def mean(v):
@@ -93,14 +170,16 @@ def pmean(x, axis_name, *, axis_index_groups=None):
 
 def pmax(x, axis_name, *, axis_index_groups=None):
     """The maximum of x (a tree) over the mapped axis named axis_name."""
-    return _tree(lambda v: _over_axis(v, axis_name, "pmax", lambda a, d: api.reduce_max(a, (d,)),
-                                      lambda a, n: a), x)
+    _check_groups("pmax", axis_index_groups)
+    axes = _names(axis_name)
+    return _tree(lambda v: pmax_p.bind(v, axes=axes) if axes else v, x)
 
 
 def pmin(x, axis_name, *, axis_index_groups=None):
     """The minimum of x (a tree) over the mapped axis named axis_name."""
-    return _tree(lambda v: _over_axis(v, axis_name, "pmin", lambda a, d: api.reduce_min(a, (d,)),
-                                      lambda a, n: a), x)
+    _check_groups("pmin", axis_index_groups)
+    axes = _names(axis_name)
+    return _tree(lambda v: pmin_p.bind(v, axes=axes) if axes else v, x)
 
 
 def axis_index(axis_name):
@@ -122,22 +201,249 @@ def axis_size(axis_name) -> int:
     return size
 
 
+def _one_name(where, axis_name):
+    names = _names(axis_name)
+    if len(names) != 1:
+        raise ValueError(f"{where}: kiln supports one axis name here, got {axis_name!r}")
+    return names
+
+
+# ---- all_gather and psum_scatter: each the other's transpose
+
+all_gather_p, psum_scatter_p = _collective("all_gather"), _collective("psum_scatter")
+
+
+def _all_gather_shape(shape, axis, tiled, size):
+    if tiled:
+        return shape[:axis] + (shape[axis] * size,) + shape[axis + 1:]
+    return shape[:axis] + (size,) + shape[axis:]
+
+
+def _psum_scatter_shape(where, shape, axis, tiled, size):
+    if tiled:
+        if shape[axis] % size:
+            raise ValueError(f"{where}: dimension {axis} of {shape} is not a multiple of the axis size {size}")
+        return shape[:axis] + (shape[axis] // size,) + shape[axis + 1:]
+    if shape[axis] != size:
+        raise ValueError(f"{where}: dimension {axis} of {shape} must equal the axis size {size} (or use tiled=True)")
+    return shape[:axis] + shape[axis + 1:]
+
+
+all_gather_p.def_abstract_eval(lambda x, *, axes, axis, tiled, size: ShapedArray(
+    _all_gather_shape(x.shape, axis, tiled, size), x.dtype, x.weak_type))
+psum_scatter_p.def_abstract_eval(lambda x, *, axes, axis, tiled, size: ShapedArray(
+    _psum_scatter_shape("psum_scatter", x.shape, axis, tiled, size), x.dtype, x.weak_type))
+
+
+def _all_gather_batching(trace, tracers, params):
+    x, = tracers
+    axis, tiled, size = params["axis"], params["tiled"], params["size"]
+    mine, _ = _split(trace, params["axes"])
+    if not mine:  # another vmap's axis: gather with this one's batch axis first
+        value = move_batch_axis(x.value, x.batch_dim, 0, trace.axis_size)
+        return [BatchTracer(trace, all_gather_p.bind(value, **{**params, "axis": axis + 1}), 0)]
+    stacked = move_batch_axis(x.value, x.batch_dim, axis, size)
+    if tiled:
+        shape = get_aval(stacked).shape
+        stacked = api.reshape(stacked, shape[:axis] + (shape[axis] * shape[axis + 1],) + shape[axis + 2:])
+    return [BatchTracer(trace, stacked, None)]
+
+
+def _psum_scatter_batching(trace, tracers, params):
+    x, = tracers
+    axis, tiled, size = params["axis"], params["tiled"], params["size"]
+    mine, _ = _split(trace, params["axes"])
+    if not mine:
+        value = move_batch_axis(x.value, x.batch_dim, 0, trace.axis_size)
+        return [BatchTracer(trace, psum_scatter_p.bind(value, **{**params, "axis": axis + 1}), 0)]
+    total = _times(x.value, size) if x.batch_dim is None else api.reduce_sum(x.value, (x.batch_dim,))
+    if tiled:
+        shape = get_aval(total).shape
+        total = api.reshape(total, shape[:axis] + (size, shape[axis] // size) + shape[axis + 1:])
+    return [BatchTracer(trace, total, axis)]
+
+
+all_gather_p.collective_batching_rule = _all_gather_batching
+psum_scatter_p.collective_batching_rule = _psum_scatter_batching
+all_gather_p.jvp_rule = _linear_jvp(all_gather_p)
+psum_scatter_p.jvp_rule = _linear_jvp(psum_scatter_p)
+all_gather_p.transpose_rule = lambda ct, x, **params: [psum_scatter_p.bind(ct, **params)]
+psum_scatter_p.transpose_rule = lambda ct, x, **params: [all_gather_p.bind(ct, **params)]
+
+
 def all_gather(x, axis_name, *, axis_index_groups=None, axis=0, tiled=False):
     """Every mapped element's x stacked along a new axis `axis` (concatenated along `axis` when tiled)."""
-    if axis_index_groups is not None:
-        raise ValueError("all_gather: axis_index_groups is not supported (it splits devices into groups)")
+    _check_groups("all_gather", axis_index_groups)
+    axes = _one_name("all_gather", axis_name)
+    size = axis_size(axis_name)
 
     def gather(v):
-        trace = find_named_axis(axis_name, "all_gather")
-        t = _raise_into(trace, v, "all_gather")
-        ndim = get_aval(t).ndim
-        at = axis % (ndim + 1)
-        stacked = move_batch_axis(t.value, t.batch_dim, at, trace.axis_size)
-        if tiled:
-            shape = get_aval(stacked).shape
-            if at == ndim:
-                raise ValueError(f"all_gather: tiled needs an existing axis, got axis={axis} for rank {ndim}")
-            stacked = api.reshape(stacked, shape[:at] + (shape[at] * shape[at + 1],) + shape[at + 2:])
-        return BatchTracer(trace, stacked, None)
+        ndim = get_aval(v).ndim
+        if tiled and ndim == 0:
+            raise ValueError(f"all_gather: tiled needs an existing axis, got axis={axis} for rank 0")
+        if not -(ndim + (not tiled)) <= axis < ndim + (not tiled):
+            raise ValueError(f"all_gather: axis={axis} is out of range for rank {ndim}{' (tiled)' if tiled else ''}")
+        at = axis % (ndim if tiled else ndim + 1)
+        return all_gather_p.bind(v, axes=axes, axis=at, tiled=bool(tiled), size=size)
 
     return _tree(gather, x)
+
+
+def psum_scatter(x, axis_name, *, scatter_dimension=0, axis_index_groups=None, tiled=False):
+    """The sum of x over the mapped axis named axis_name, scattered: mapped element i gets block i of dimension
+    `scatter_dimension` (which must have the axis' size, and is removed; or with tiled, a multiple of it, and is
+    divided)."""
+    _check_groups("psum_scatter", axis_index_groups)
+    axes = _one_name("psum_scatter", axis_name)
+    size = axis_size(axis_name)
+
+    def scatter(v):
+        ndim = get_aval(v).ndim
+        if ndim == 0:
+            raise ValueError("psum_scatter: the operand needs a dimension to scatter, got a scalar")
+        if not -ndim <= scatter_dimension < ndim:
+            raise ValueError(f"psum_scatter: scatter_dimension={scatter_dimension} is out of range for rank {ndim}")
+        _psum_scatter_shape("psum_scatter", get_aval(v).shape, scatter_dimension % ndim, tiled, size)
+        return psum_scatter_p.bind(v, axes=axes, axis=scatter_dimension % ndim, tiled=bool(tiled), size=size)
+
+    return _tree(scatter, x)
+
+
+# ---- ppermute: a permutation of the mapped elements; its transpose is the inverse permutation
+
+ppermute_p = _collective("ppermute")
+ppermute_p.def_abstract_eval(lambda x, *, axes, perm: x)
+
+
+def _ppermute_batching(trace, tracers, params):
+    x, = tracers
+    mine, _ = _split(trace, params["axes"])
+    if not mine:
+        return [BatchTracer(trace, ppermute_p.bind(x.value, **params), x.batch_dim)]
+    n = trace.axis_size
+    value = move_batch_axis(x.value, x.batch_dim, 0, n)
+    shape = get_aval(value).shape
+    source = {dst: src for src, dst in params["perm"]}
+    rows = []
+    for i in range(n):
+        if i in source:
+            j = source[i]
+            rows.append(sp.slice(value, (j,) + (0,) * (len(shape) - 1), (j + 1,) + shape[1:]))
+        else:
+            rows.append(_zeros((1,) + shape[1:], get_aval(value).dtype))
+    return [BatchTracer(trace, rows[0] if n == 1 else sp.concatenate(rows, 0), 0)]
+
+
+ppermute_p.collective_batching_rule = _ppermute_batching
+ppermute_p.jvp_rule = _linear_jvp(ppermute_p)
+ppermute_p.transpose_rule = lambda ct, x, *, axes, perm: [
+    ppermute_p.bind(ct, axes=axes, perm=tuple((dst, src) for src, dst in perm))]
+
+
+def ppermute(x, axis_name, perm):
+    """Mapped element `dst` gets the x of element `src` for each pair (src, dst) of `perm`; an element no pair
+    sends to gets zeros. Sources and destinations must each be distinct positions along the axis."""
+    axes = _one_name("ppermute", axis_name)
+    n = axis_size(axis_name)
+    pairs = tuple((int(s), int(d)) for s, d in perm)
+    for which, values in (("source", [s for s, _ in pairs]), ("destination", [d for _, d in pairs])):
+        if len(set(values)) != len(values):
+            raise ValueError(f"ppermute: perm has a repeated {which}: {list(perm)!r}")
+        if any(not 0 <= v < n for v in values):
+            raise ValueError(f"ppermute: perm {list(perm)!r} names a {which} outside the axis of size {n}")
+    return _tree(lambda v: ppermute_p.bind(v, axes=axes, perm=pairs), x)
+
+
+def pbroadcast(x, axis_name, source):
+    """Every mapped element gets the x of element `source` (JAX's collective broadcast)."""
+    n = axis_size(axis_name)
+    if not 0 <= int(source) < n:
+        raise ValueError(f"pbroadcast: source {source} is outside the axis of size {n}")
+
+    def take(v):
+        gathered = all_gather(v, axis_name)
+        shape = get_aval(gathered).shape
+        row = sp.slice(gathered, (int(source),) + (0,) * (len(shape) - 1), (int(source) + 1,) + shape[1:])
+        return api.reshape(row, shape[1:])
+
+    return _tree(take, x)
+
+
+def pshuffle(x, axis_name, perm):
+    """ppermute with the permutation given as sources: mapped element i gets the x of element ``perm[i]``."""
+    return ppermute(x, axis_name, [(int(src), dst) for dst, src in enumerate(perm)])
+
+
+# ---- all_to_all: the mapped axis becomes `concat_axis`, and `split_axis` becomes the mapped axis
+
+all_to_all_p = _collective("all_to_all")
+
+
+def _all_to_all_shape(shape, split, concat, tiled, size):
+    if tiled:
+        if shape[split] % size:
+            raise ValueError(f"all_to_all: dimension {split} of {shape} is not a multiple of the axis size {size}")
+        out = list(shape)
+        out[split] //= size
+        out[concat] *= size
+        return tuple(out)
+    if shape[split] != size:
+        raise ValueError(f"all_to_all: dimension {split} of {shape} must equal the axis size {size} "
+                         "(or use tiled=True)")
+    rest = shape[:split] + shape[split + 1:]
+    return rest[:concat] + (size,) + rest[concat:]
+
+
+all_to_all_p.def_abstract_eval(lambda x, *, axes, split, concat, tiled, size: ShapedArray(
+    _all_to_all_shape(x.shape, split, concat, tiled, size), x.dtype, x.weak_type))
+
+
+def _all_to_all_batching(trace, tracers, params):
+    x, = tracers
+    split, concat, tiled, n = params["split"], params["concat"], params["tiled"], params["size"]
+    mine, _ = _split(trace, params["axes"])
+    value = move_batch_axis(x.value, x.batch_dim, 0, trace.axis_size)
+    if not mine:
+        return [BatchTracer(trace, all_to_all_p.bind(value, **{**params, "split": split + 1,
+                                                              "concat": concat + 1}), 0)]
+    shape = get_aval(value).shape  # (j, x's dims): j the source element
+    if not tiled:  # dims of the result: i (the new mapped axis) = x's split, then x's others with j at concat
+        others = [1 + d for d in range(len(shape) - 1) if d != split]
+        return [BatchTracer(trace, api.transpose(value, tuple([1 + split] + others[:concat] + [0] + others[concat:])),
+                            0)]
+    k = shape[1 + split] // n  # split's blocks: (i, k); the j blocks concatenated along concat (j major)
+    value = api.reshape(value, shape[:1 + split] + (n, k) + shape[2 + split:])
+    dims = [1 + d + (d >= split) for d in range(len(shape) - 1)]  # x's dims in the reshaped value (split -> k)
+    order = [1 + split] + dims[:concat] + [0] + dims[concat:]
+    moved = api.transpose(value, tuple(order))
+    mshape = get_aval(moved).shape
+    at = 1 + concat
+    return [BatchTracer(trace, api.reshape(moved, mshape[:at] + (mshape[at] * mshape[at + 1],) + mshape[at + 2:]), 0)]
+
+
+all_to_all_p.collective_batching_rule = _all_to_all_batching
+all_to_all_p.jvp_rule = _linear_jvp(all_to_all_p)
+all_to_all_p.transpose_rule = lambda ct, x, *, axes, split, concat, tiled, size: [
+    all_to_all_p.bind(ct, axes=axes, split=concat, concat=split, tiled=tiled, size=size)]
+
+
+def all_to_all(x, axis_name, split_axis, concat_axis, *, axis_index_groups=None, tiled=False):
+    """The mapped axis materialized at `concat_axis` and `split_axis` mapped instead: element i gets block i of
+    every element's `split_axis` (which must have the axis' size, or with tiled a multiple of it), stacked along a
+    new axis `concat_axis` (concatenated along `concat_axis` when tiled)."""
+    _check_groups("all_to_all", axis_index_groups)
+    axes = _one_name("all_to_all", axis_name)
+    size = axis_size(axis_name)
+
+    def exchange(v):
+        ndim = get_aval(v).ndim
+        if ndim == 0:
+            raise ValueError("all_to_all: the operand needs a dimension to split, got a scalar")
+        for name, a in (("split_axis", split_axis), ("concat_axis", concat_axis)):
+            if not -ndim <= a < ndim:
+                raise ValueError(f"all_to_all: {name}={a} is out of range for rank {ndim}")
+        split, concat = split_axis % ndim, concat_axis % ndim
+        _all_to_all_shape(get_aval(v).shape, split, concat, tiled, size)
+        return all_to_all_p.bind(v, axes=axes, split=split, concat=concat, tiled=bool(tiled), size=size)
+
+    return _tree(exchange, x)

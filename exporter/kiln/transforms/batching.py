@@ -46,6 +46,9 @@ class BatchTrace(Trace):
         return BatchTracer(self, tracer, None)
 
     def process_primitive(self, prim, tracers, params):
+        collective = getattr(prim, "collective_batching_rule", None)
+        if collective is not None:  # kiln.lax's collectives: rule(trace, tracers, params) sees the axis' name
+            return collective(self, tracers, params)
         if prim.batching_rule is None and prim.inline_rule is not None:
             return prim.inline_rule(*tracers, **params)
         values = [t.value for t in tracers]
