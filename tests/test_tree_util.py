@@ -197,3 +197,28 @@ def test_unhashable_static_data_under_jit():
     inner = [kiln.tree.structure((1, 2))]
     a, b = tu.tree_structure(State(1, inner)), tu.tree_structure(State(5, list(inner)))
     assert a == b and hash(a) == hash(b)
+
+
+def test_default_registry():
+    from kiln.tree_util import default_registry as registry
+
+    leaves, treedef = registry.flatten({"a": (1, 2), "b": None})
+    assert leaves == [1, 2] and treedef == kiln.tree_util.tree_structure({"a": (1, 2), "b": None})
+    assert registry.flatten([1, (2, 3)], lambda x: isinstance(x, tuple))[0] == [1, (2, 3)]
+    assert registry.flatten_one_level((1, [2])) == ((1, [2]), None)
+    assert registry.flatten_one_level({"b": 1, "a": 2}) == ((2, 1), ("a", "b"))
+    assert registry.flatten_one_level(3.0) is None and registry.flatten_one_level_with_keys(3.0) is None
+    assert registry.flatten_one_level_with_keys({"x": 1}) == ([(kiln.tree_util.DictKey("x"), 1)], ("x",))
+    pairs, _ = registry.flatten_with_path({"x": [1, 2]})
+    assert [kiln.tree_util.keystr(p) for p, _ in pairs] == ["['x'][0]", "['x'][1]"]
+    assert registry.is_node([1]) and not registry.is_node(1.0)
+
+    class Pair:
+        def __init__(self, a, b):
+            self.a, self.b = a, b
+
+    registry.register_node(Pair, lambda p: ((p.a, p.b), None), lambda aux, children: Pair(*children))
+    assert registry.is_node(Pair(1, 2))
+    assert kiln.tree_util.tree_leaves([Pair(1, 2), 3]) == [1, 2, 3]  # one registry: tree functions see it
+    doubled = kiln.tree_util.tree_map(lambda v: 2 * v, Pair(1, 2))
+    assert (doubled.a, doubled.b) == (2, 4)

@@ -318,3 +318,47 @@ def keystr(keys, *, simple: bool = False, separator: str = "") -> str:
         return separator.join(str(k[0]) if isinstance(k, (SequenceKey, DictKey, GetAttrKey, FlattenedIndexKey))
                               else str(k) for k in keys)
     return separator.join(str(k) for k in keys)
+
+
+class PyTreeRegistry:
+    """JAX's default_registry: the registry tree_flatten and the other functions here use (kiln has one, shared
+    by every tree function; registering here registers everywhere), as methods."""
+
+    def flatten(self, tree, leaf_predicate: Callable | None = None):
+        """(leaves, treedef), as tree_flatten."""
+        return tree_flatten(tree, leaf_predicate)
+
+    def flatten_one_level(self, tree):
+        """(children, static data) of one container level; None for a leaf (as JAX's registry method)."""
+        if not is_tree_node(type(tree)):
+            return None
+        children, data = flatten_one_level(tree)
+        return tuple(children), data
+
+    def flatten_one_level_with_keys(self, tree):
+        """([(key, child), ...], static data) of one container level; None for a leaf."""
+        if not is_tree_node(type(tree)):
+            return None
+        return flatten_one_level_with_keys(tree)
+
+    def flatten_with_path(self, tree, leaf_predicate: Callable | None = None):
+        """([(key path, leaf), ...], treedef), as tree_flatten_with_path."""
+        return tree_flatten_with_path(tree, leaf_predicate)
+
+    def is_node(self, x) -> bool:
+        return is_tree_node(type(x))
+
+    def register_node(self, nodetype, flatten_func: Callable, unflatten_func: Callable,
+                      flatten_with_keys_func: Callable | None = None) -> None:
+        """As register_pytree_node (register_pytree_with_keys when flatten_with_keys_func is given)."""
+        if flatten_with_keys_func is None:
+            register_pytree_node(nodetype, flatten_func, unflatten_func)
+        else:
+            register_pytree_with_keys(nodetype, flatten_with_keys_func, unflatten_func, flatten_func)
+
+    def register_dataclass_node(self, nodetype, data_fields, meta_fields) -> None:
+        register_dataclass(nodetype, list(data_fields), list(meta_fields))
+
+
+default_registry = PyTreeRegistry()
+__all__ += ["default_registry", "PyTreeRegistry"]
