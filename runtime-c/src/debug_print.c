@@ -389,14 +389,15 @@ static int scientific(double x, kiln_dtype_t d, int cutoff, int min_frac, int ke
   return n;
 }
 
-/* numpy's str of a float scalar (and Python's repr of a float): positional
- * with one trailing zero kept for 1e-4 <= |x| < 1e16, scientific otherwise. */
+/* numpy's str of a float scalar (and, for f64, Python's repr of a float):
+ * positional with one trailing zero kept for 1e-4 <= |x| < 1e16 (f64), 1e6
+ * (f32) or 1e3 (f16), scientific otherwise. */
 static int scalar_float_text(double x, kiln_dtype_t d, char* out, size_t size) {
-  double a = fabs(x);
+  double a = fabs(x), high = d == KILN_DTYPE_F16 ? 1e3 : d == KILN_DTYPE_F32 ? 1e6 : 1e16;
   if (isnan(x)) return snprintf(out, size, "nan");
   if (isinf(x)) return snprintf(out, size, x < 0 ? "-inf" : "inf");
   if (d == KILN_DTYPE_BF16) return snprintf(out, size, "%g", x);
-  if (x == 0 || (a >= 1e-4 && a < 1e16)) return positional(x, d, -1, 1, out, size);
+  if (x == 0 || (a >= 1e-4 && a < high)) return positional(x, d, -1, 1, out, size);
   return scientific(x, d, -1, 0, 0, 2, out, size);
 }
 
@@ -459,7 +460,10 @@ static void prepare(arr_t* a) {
         any_nz = 1;
       }
     }
-    if (any_nz && (mx >= 1e8 || mn < 1e-4 || mx / mn > 1e3)) a->exp_format = 1;
+    /* numpy 2.3+: the cutoff is 10**min(8, finfo(dtype).precision) */
+    if (any_nz && (mx >= (a->dtype == KILN_DTYPE_F16 ? 1e3 : a->dtype == KILN_DTYPE_F32 ? 1e6 : 1e8) ||
+                   mn < 1e-4 || mx / mn > 1e3))
+      a->exp_format = 1;
     if (any_finite) {
       int frac_max = 0, int_max = 0, exp_max = 0;
       for (i = 0; i < count; i++) {
@@ -527,7 +531,15 @@ static void element(const arr_t* a, size_t flat, sb_t* out) {
       sb_str(out, t);
     } else if (a->exp_format) {
       int dot;
-      n = scientific(x, a->dtype, a->precision, a->precision, 1, a->exp_size, buf, sizeof buf);
+      /* Every element has at most `precision` unique fraction digits; numpy's
+       * Dragon4 (min_digits) prints the exact value's next digits, rounded,
+       * where one has fewer: %e's digits. */
+      char raw[96];
+      int e;
+      snprintf(raw, sizeof raw, "%#.*e", a->precision, x);
+      for (e = 0; raw[e] != 'e'; e++) {}
+      n = snprintf(buf, sizeof buf, "%.*se%c%0*d", e, raw, raw[e + 1],
+                   a->exp_size < 2 ? 2 : a->exp_size, abs(atoi(raw + e + 2)));
       for (dot = 0; buf[dot] != '.'; dot++) {}
       if (a->pad_left > dot) sb_spaces(out, (size_t)(a->pad_left - dot));
       sb_add(out, buf, (size_t)n);

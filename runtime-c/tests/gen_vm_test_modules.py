@@ -197,6 +197,20 @@ def arena() -> ModuleSpec:
                       globals=[GlobalSpec("acc", F4, True, np.array([5, 6, 7, 8], np.float32))])
 
 
+def printing() -> ModuleSpec:
+    """debug.print (format 2.8): 'show' prints a 2x3 f32 argument, an i64 with a spec and a bool,
+    in two lines; 'spec_of_array' formats a 1-d value (its own template constant) with a spec: an error."""
+    tpl = lambda text: ConstantSpec(np.frombuffer(text.encode(), np.uint8).copy())  # noqa: E731
+    x23 = TensorType("f32", (2, 3))
+    return ModuleSpec("vmprint", functions=[
+        fn("show", [("x", x23), ("n", I64)], [("n", I64)], [
+            Instr("debug.print", 0, [0, 1]), Instr("i.const", 0, 1), Instr("i.store", 2, 0, TensorType("bool", ())),
+            Instr("debug.print", 1, [1, 2, 0]), Instr("ret", [1])]),
+        fn("spec_of_array", [], [], [Instr("const", 0, 2), Instr("debug.print", 2, [0]), Instr("ret", [])]),
+    ], constants=[tpl("x = {0}, n = {1:+05d} {{literal}}"), tpl("n={0:>6.2f} flag={1} {2:}|end"),
+                  tpl("{0:.3f}")])
+
+
 def bad(code, expect, **kw) -> tuple[bytes, str]:
     spec = good()
     spec.functions.append(fn("bad", [], [], code, exported=False, **kw))
@@ -227,6 +241,19 @@ def bad_modules() -> list[tuple[str, bytes, str]]:
                              "buffer.set_row operand 'index' names int register i6, "
                              "but only 6 exist"),
     }
+    for name, text, expect in [
+            ("print_index", "{1}", "word 0: debug.print template: field {1} names a value, but the instruction has 1"),
+            ("print_spec", "{0:,}", "word 0: debug.print template: field {0} has an unsupported format spec"),
+            ("print_brace", "a } b", "word 0: debug.print template: byte 2: single '}'"),
+            ("print_field", "{x}", "word 0: debug.print template: byte 0: '{' is not followed by a value number")]:
+        spec = good()
+        spec.constants.append(ConstantSpec(np.frombuffer(text.encode(), np.uint8).copy()))
+        spec.functions.append(fn("bad", [], [], [Instr("debug.print", 1, [0]), Instr("ret", [])], exported=False))
+        cases[name] = (serialize(spec, check=False), expect)
+    spec = good()  # the template is no u8 vector: the i64 constant 0
+    spec.functions.append(fn("bad", [], [], [Instr("debug.print", 0, []), Instr("ret", [])], exported=False))
+    cases["print_constant"] = (serialize(spec, check=False),
+                               "word 0: debug.print template constant 0 is not a 1-d u8 constant")
     out = [(name, data, expect) for name, (data, expect) in cases.items()]
     version7 = serialize(good(), version=(7, 0))
     out.append(("version", version7,
@@ -273,7 +300,8 @@ def render() -> str:
              c_bytes("kiln_vm_test_rows", serialize(rows())),
              c_bytes("kiln_vm_test_rows_element_aligned", serialize(rows_element_aligned())),
              c_bytes("kiln_vm_test_safety", serialize(safety())),
-             c_bytes("kiln_vm_test_arena", serialize(arena()))]
+             c_bytes("kiln_vm_test_arena", serialize(arena())),
+             c_bytes("kiln_vm_test_print", serialize(printing()))]
     entries = []
     for name, data, expect in bad_modules():
         parts.append(c_bytes(f"kiln_vm_test_bad_{name}", data))
