@@ -11,7 +11,8 @@
     ``kiln_context_set_print_callback`` in C. Prints come out in program order with the call's work
     (JAX's ``ordered=True``; the VM runs one step at a time), the way JAX prints them.
 
-Formats: ``{}``, ``{0}``, ``{name}`` print a value as numpy's ``str`` does (a 0-d one as numpy's scalar);
+Formats: ``{}``, ``{0}``, ``{name}`` print a value as numpy's ``str`` does (a 0-d one as Python's ``format``
+does, the float or int it converts to: ``0.1`` in float32 prints ``0.10000000149011612``, as in JAX);
 ``{x:SPEC}`` formats a 0-d value as Python's ``format(float(x) or int(x), SPEC)``, for SPEC in
 ``[[fill]align][sign][0][width][.precision][type]`` with type one of ``f F e E g G d`` (a precision needs
 one). Other specs, conversions (``!r``), attribute or index fields of traced values, containers of traced
@@ -146,13 +147,6 @@ class _Operand:
         self.value = value
 
 
-def _where() -> str:
-    from kiln.core.source_info import user_frame_info
-
-    info = user_frame_info()
-    return f" (at {info})" if info is not None else ""
-
-
 def _template(fmt: str, args: tuple, kwargs: dict) -> tuple[str, list]:
     """The debug.print template of `fmt` (its fields `{N}` / `{N:SPEC}` naming the operands, static
     arguments formatted now, braces doubled) and the operands: every array argument a field names."""
@@ -166,7 +160,7 @@ def _template(fmt: str, args: tuple, kwargs: dict) -> tuple[str, list]:
     try:
         parsed = list(formatter.parse(fmt))
     except ValueError as e:
-        raise TracingError(f"kiln.debug.print: format {fmt!r}: {e}{_where()}") from None
+        raise TracingError(f"kiln.debug.print: format {fmt!r}: {e}") from None
     for literal, field, spec, conversion in parsed:
         out.append(literal.replace("{", "{{").replace("}", "}}"))
         if field is None:
@@ -178,48 +172,44 @@ def _template(fmt: str, args: tuple, kwargs: dict) -> tuple[str, list]:
             obj, _ = formatter.get_field(field, wrapped_args, wrapped_kwargs)
         except (IndexError, KeyError, AttributeError) as e:
             raise TracingError(f"kiln.debug.print: format {fmt!r}: field {{{field}}} names no argument "
-                               f"({type(e).__name__}: {e}){_where()}") from None
+                               f"({type(e).__name__}: {e})") from None
         if not isinstance(obj, _Operand):
             if any(isinstance(x, _Operand) for x in tree_flatten(obj)[0]):
                 raise TracingError(f"kiln.debug.print: format {fmt!r}: field {{{field}}} is a "
                                    f"{type(obj).__name__} holding traced arrays; print each array in a field "
-                                   f"of its own{_where()}")
+                                   f"of its own")
             value = formatter.convert_field(obj, conversion) if conversion else obj
             if spec and "{" in spec:
                 raise TracingError(f"kiln.debug.print: format {fmt!r}: nested fields in the spec of "
-                                   f"{{{field}}} are not supported{_where()}")
+                                   f"{{{field}}} are not supported")
             out.append(format(value, spec).replace("{", "{{").replace("}", "}}"))
             continue
         x = obj.value
         aval = x.aval if isinstance(x, Tracer) else ShapedArray(np.shape(x), np.asarray(x).dtype)
         name = np.dtype(aval.dtype).name
-        if conversion not in (None, "s"):
+        if conversion is not None:
             raise TracingError(f"kiln.debug.print: format {fmt!r}: conversion !{conversion} of the traced "
-                               f"array {{{field}}} is not supported (only str(), as {{{field}}} prints it)"
-                               f"{_where()}")
+                               f"array {{{field}}} is not supported (write {{{field}}})")
         if name not in _PRINTABLE_DTYPES:
             raise TracingError(f"kiln.debug.print: format {fmt!r}: field {{{field}}} is {name}, which the "
                                f"C runtime does not print (it prints bool, integer and float16/bfloat16/"
-                               f"float32/float64 values){_where()}")
+                               f"float32/float64 values)")
         if spec:
-            if conversion == "s":
-                raise TracingError(f"kiln.debug.print: format {fmt!r}: a spec after !s in {{{field}}} is "
-                                   f"not supported{_where()}")
             if len(aval.shape) != 0:
                 raise TracingError(f"kiln.debug.print: format {fmt!r}: field {{{field}:{spec}}} formats an "
                                    f"array of shape {tuple(aval.shape)}: a format spec applies to 0-d "
-                                   f"values only (numpy's ndarray.__format__){_where()}")
+                                   f"values only (numpy's ndarray.__format__)")
             sample = 0.0 if np.dtype(aval.dtype).kind == "f" or name == "bfloat16" else 0
             try:
                 format(sample, spec)
             except ValueError as e:
                 raise TracingError(f"kiln.debug.print: format {fmt!r}: spec {spec!r} of {{{field}}} ({name}): "
-                                   f"{e}{_where()}") from None
+                                   f"{e}") from None
             if not _SPEC.match(spec):
                 raise TracingError(f"kiln.debug.print: format {fmt!r}: spec {spec!r} of {{{field}}} is not "
                                    f"one kiln's runtime formats: [[fill]align][sign][0][width][.precision]"
                                    f"[type] with type f, F, e, E, g, G or d (a precision needs a type)"
-                                   f"{_where()}")
+                                   f"")
         k = index_of.get(id(obj))
         if k is None:
             k = index_of[id(obj)] = len(operands)

@@ -396,7 +396,6 @@ static int scalar_float_text(double x, kiln_dtype_t d, char* out, size_t size) {
   double a = fabs(x), high = d == KILN_DTYPE_F16 ? 1e3 : d == KILN_DTYPE_F32 ? 1e6 : 1e16;
   if (isnan(x)) return snprintf(out, size, "nan");
   if (isinf(x)) return snprintf(out, size, x < 0 ? "-inf" : "inf");
-  if (d == KILN_DTYPE_BF16) return snprintf(out, size, "%g", x);
   if (x == 0 || (a >= 1e-4 && a < high)) return positional(x, d, -1, 1, out, size);
   return scientific(x, d, -1, 0, 0, 2, out, size);
 }
@@ -646,7 +645,10 @@ static void array_text(const kiln_buffer_view_t* v, sb_t* out) {
       sb_str(out, *a.data ? "True" : "False");
       return;
     }
-    n = is_float(a.dtype) ? scalar_float_text(get_float(a.dtype, a.data), a.dtype, buf, sizeof buf)
+    /* Python's "{}".format of a 0-d array: numpy formats the Python float
+     * (or int) it converts to, so repr() of the value as a double: 0.1 in f32
+     * prints 0.10000000149011612, as in JAX. */
+    n = is_float(a.dtype) ? scalar_float_text(get_float(a.dtype, a.data), KILN_DTYPE_F64, buf, sizeof buf)
                           : int_text(a.dtype, a.data, buf, sizeof buf);
     sb_add(out, buf, (size_t)n);
     return;

@@ -3,7 +3,8 @@
  *
  * A template is UTF-8 text in a 1-d u8 constant. `{{` and `}}` are braces;
  * `{N}` is value N printed as numpy's str() prints the array (a 0-d one as
- * numpy's scalar); `{N:SPEC}` is a 0-d value formatted as Python's
+ * Python's repr() prints the float or int it converts to: what
+ * "{}".format(array) gives); `{N:SPEC}` is a 0-d value formatted as Python's
  * format(value, SPEC) formats the float or int it converts to, for the subset
  * SPEC = [[fill]align][sign][0][width][.precision][type] with align one of
  * `<>^=`, sign one of `+- `, and type one of `fFeEgGd` or none (none needs no

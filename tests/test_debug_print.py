@@ -1,0 +1,169 @@
+"""kiln.debug.print at run time inside compiled code: the VM's debug.print instruction (format 2.8).
+
+The C runtime formats the values (runtime-c/src/debug_print.c); these tests hold its text to numpy's str()
+and Python's format(), in kiln.jit (through kiln.vm, whose print sink is sys.stdout), inside loop and
+branch bodies, under vmap and grad, and in an exported module run by kiln-run. The C API's callback is
+tested by runtime-c/tests/test_debug_print.c.
+"""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import kiln
+import kiln.numpy as knp
+from kiln import lax
+from kiln.core.errors import TracingError
+from kiln_tools import run_kiln_run
+
+
+def _arrays():
+    rng = np.random.default_rng(0)
+    out = []
+    for dt in (np.float16, np.float32, np.float64):
+        out += [np.array([1, 2, 3], dt), np.array([1.5, -2.25, 0], dt), np.array([1e-5, 1.0], dt),
+                np.array([np.nan, 1.5, -np.inf], dt), np.array([0.1, 0.2, 0.3], dt), np.array([-0.0, 0.0], dt),
+                (rng.standard_normal((3, 4)) * 1e5).astype(dt), rng.standard_normal((2, 3, 4)).astype(dt),
+                np.array(0.1, dt), np.array(-3.0, dt), np.array(1e-7, dt), np.array(512.0, dt),
+                np.array(2e4, dt), np.arange(2000, dtype=dt), rng.standard_normal((40, 50)).astype(dt),
+                rng.standard_normal(30).astype(dt), np.zeros((0, 3), dt)]
+    for dt in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64):
+        info = np.iinfo(dt)
+        out += [np.array([info.min, 0, info.max], dt), rng.integers(0, 100, (4, 5)).astype(dt), np.array(7, dt),
+                np.arange(1500).astype(dt).reshape(30, 50)]
+    out += [np.array([True, False]), np.array(True), rng.random((3, 3)) > 0.5, np.ones((10, 11, 12), bool),
+            np.array([1, 2.5, 0.1, -3], ml_dtypes.bfloat16), np.array(0.1, ml_dtypes.bfloat16)]
+    return out
+
+
+def test_arrays_print_as_numpy_str(capsys):
+    """Every dtype kiln prints, 0-d (as Python formats the float or int, as in JAX) to 3-d, summarized past 1000 elements, wrapped at 75 columns, with
+    nan/inf, negative zero and empty arrays: the runtime's text is numpy's str(), line for line, on every
+    call; eagerly, kiln.debug.print is Python's own formatting."""
+    arrays = _arrays()
+
+    def f(*xs):
+        for x in xs:
+            kiln.debug.print("{}", x)
+        return xs[0] + 1
+
+    want = "".join("{}\n".format(a) for a in arrays)  # str(a), and repr(float(a)) of a 0-d a
+    jf = kiln.jit(f)
+    for _ in range(2):
+        jf(*arrays)
+        assert capsys.readouterr().out == want
+    f(*arrays)
+    assert capsys.readouterr().out == want
+
+
+def test_format_specs_and_static_arguments(capsys):
+    """{x:SPEC} formats a 0-d value as Python formats the float or int it converts to; arguments that are
+    not traced are formatted at trace time; braces, names, positions and repeated fields."""
+    def f(x, i, b, h):
+        kiln.debug.print("{x:.3f}|{x:>10.2e}|{x:+g}|{x:08.2f}|{x:^9}|{x:<7}|{i:+05d}|{i:>4}|{i:.1f}|{b:d}|"
+                         "{h:.4E}|{{braces}} {0} {n} {s!r} {i}", knp.sum(x), x=x[0], i=i, b=b, h=h, n=2.5, s="a")
+        return x
+
+    x = np.array([-1.23456, 2.0], np.float32)
+    i, b, h = np.int32(-42), np.bool_(True), np.float16(0.1)
+    args = (x, i, b, h)
+    kiln.jit(f)(*args)
+    xs = float(x[0])
+    want = (f"{xs:.3f}|{xs:>10.2e}|{xs:+g}|{xs:08.2f}|{xs:^9}|{xs:<7}|{-42:+05d}|{-42:>4}|{-42:.1f}|{1:d}|"
+            f"{float(h):.4E}|{{braces}} {np.sum(x)} 2.5 'a' -42\n")
+    assert capsys.readouterr().out == want
+    f(*args)  # eager: Python's formatting of the numpy values
+    assert capsys.readouterr().out == want
+
+
+def test_control_flow_vmap_and_grad(capsys):
+    """Bodies of scan, while, fori_loop and cond print each time they run, in program order with the
+    prints around them; vmap prints the batched value, grad the primal."""
+    def loss(w):
+        kiln.debug.print("w={}", w)
+        return knp.sum(w * w)
+
+    def f(x, n):
+        kiln.debug.print("start {}", n)
+
+        def step(c, row):
+            kiln.debug.print("scan c={} row={}", c, row)
+            return c + row, c
+
+        c, ys = lax.scan(step, np.float32(0), x)
+
+        def cond(s):
+            return s[0] < n
+
+        def body(s):
+            kiln.debug.print("while {}", s[0])
+            return s[0] + 1, s[1] * 2
+
+        k, p = lax.while_loop(cond, body, (np.int32(0), np.float32(1)))
+        q = lax.cond(c > 5, lambda v: (kiln.debug.print("big {}", v), v * 2)[1],
+                     lambda v: (kiln.debug.print("small {}", v), v)[1], c)
+        v = kiln.vmap(lambda r: (kiln.debug.print("row {}", r), r * 2)[1])(x.reshape(2, 2))
+        g = kiln.grad(loss)(x)
+        kiln.debug.print("end {} {}", p, k)
+        return ys, q, v, g
+
+    x, n = np.array([1, 2, 3, 4], np.float32), np.int32(3)
+    want = ("start 3\nscan c=0.0 row=1.0\nscan c=1.0 row=2.0\nscan c=3.0 row=3.0\nscan c=6.0 row=4.0\n"
+            "while 0\nwhile 1\nwhile 2\nbig 10.0\nrow [[1. 2.]\n [3. 4.]]\nw=[1. 2. 3. 4.]\nend 8.0 3\n")
+    ys, q, v, g = kiln.jit(f)(x, n)
+    np.testing.assert_allclose(np.asarray(ys), [0, 1, 3, 6])
+    np.testing.assert_allclose(np.asarray(g), 2 * x)
+    assert float(q) == 20.0
+    assert capsys.readouterr().out == want
+    f(x, n)  # eager: the same lines
+    assert capsys.readouterr().out == want
+
+
+def test_exported_module_prints_in_kiln_run(tmp_path):
+    """An exported Program function prints from the C runtime alone: kiln-run writes the lines to its
+    stdout, once per call, with a fori_loop body's values."""
+    from kiln import Program
+
+    class Printer(Program, export_name="printer"):
+        def run(self, x=Program.like(np.zeros((2, 3), np.float32)), n=Program.like(np.int32(0))):
+            kiln.debug.print("x={} n={n:d}", x, n=n)
+
+            def body(i, c):
+                kiln.debug.print("i={} c={:.2f}", i, c)
+                return c * 2
+
+            return lax.fori_loop(0, n, body, knp.sum(x))
+
+    path = tmp_path / "printer.vmfb"
+    Program.get_compiled_artifact(Printer).save(path)
+    proc = run_kiln_run(f"--module={path}", "--function=run", "--input=2x3xf32=1,2,3,4,5,6", "--input=i32=3",
+                        f"--output=@{tmp_path / 'y.npy'}")
+    x = np.arange(1, 7, dtype=np.float32).reshape(2, 3)
+    assert proc.stdout.startswith(f"x={x} n=3\ni=0 c=21.00\ni=1 c=42.00\ni=2 c=84.00\n"), proc.stdout
+    assert float(np.load(tmp_path / "y.npy")) == 168.0
+
+
+@pytest.mark.parametrize("fmt, kwargs, match", [
+    ("{:.2f}", {"x": 0}, r"field \{0:.2f\} formats an array of shape \(3,\): a format spec applies to 0-d"),
+    ("{i:x}", {"i": 1}, r"spec 'x' of \{i\} is not one kiln's runtime formats"),
+    ("{s:,.2f}", {"s": 1}, r"spec ',.2f' of \{s\} is not one kiln's runtime formats"),
+    ("{s:d}", {"s": 2}, r"spec 'd' of \{s\} \(float32\): Unknown format code 'd'"),
+    ("{s!r}", {"s": 1}, r"conversion !r of the traced array \{s\} is not supported"),
+    ("{missing}", {"s": 1}, r"field \{missing\} names no argument"),
+    ("{t}", {"t": 3}, r"field \{t\} is a tuple holding traced arrays"),
+    ("{c}", {"c": 4}, r"field \{c\} is complex64, which the C runtime does not print"),
+    ("{", {"s": 1}, r"format '\{': Single '\{' encountered"),
+])
+def test_format_errors_name_the_line(fmt, kwargs, match):
+    """Formats the runtime cannot print are refused when the function is traced, naming the print's line."""
+    def f(x):
+        values = {"x": x, "s": knp.sum(x), "t": (x, x), "c": x.astype(np.complex64),
+                  "i": knp.sum(x).astype(np.int32)}
+        args = [values[k] for k, v in kwargs.items() if v == 0]
+        kiln.debug.print(fmt, *args, **{k: values[k] for k, v in kwargs.items() if v})  # the line named
+        return x
+
+    with pytest.raises(TracingError, match=match) as info:
+        kiln.jit(f)(np.ones(3, np.float32))
+    assert "test_debug_print.py:" in str(info.value)
