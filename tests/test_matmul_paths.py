@@ -44,6 +44,14 @@ for dt in (np.float32, np.float64):
     CASES[f"packed-{tag}-40x300x70"] = (lambda a, b: a @ b, lambda a, b: a @ b, (_rand(40, 300, dtype=dt), _rand(300, 70, dtype=dt)))
     CASES[f"strided-{tag}-20x260x30"] = (lambda a, b: a @ b[:, ::2], lambda a, b: a @ b[:, ::2],
                                          (_rand(20, 260, dtype=dt), _rand(260, 60, dtype=dt)))
+    # Products at most one vector wide (matmul._Tiling: strips of one vector): packed with a k tail and a
+    # row tail, transposed, B read in place, and an epilogue; 10 and 6 columns are one partial strip at
+    # width 16 (f32 on AVX-512) or 8 (f32 on AVX2, f64 on AVX-512), and two at width 4.
+    CASES[f"packed-{tag}-50x300x10"] = (lambda a, b: a @ b, lambda a, b: a @ b, (_rand(50, 300, dtype=dt), _rand(300, 10, dtype=dt)))
+    CASES[f"nt-{tag}-30x40x7"] = (lambda a, b: a @ b.T, lambda a, b: a @ b.T, (_rand(30, 40, dtype=dt), _rand(7, 40, dtype=dt)))
+    CASES[f"direct-{tag}-3x50x6"] = (lambda a, b: a @ b, lambda a, b: a @ b, (_rand(3, 50, dtype=dt), _rand(50, 6, dtype=dt)))
+    CASES[f"narrow-epilogue-{tag}"] = (lambda x, w, b: knp.tanh(x @ w + b), lambda x, w, b: np.tanh(x @ w + b),
+                                       (_rand(64, 90, dtype=dt), _rand(90, 10, dtype=dt), _rand(10, dtype=dt)))
     CASES[f"tiny-{tag}"] = (lambda a, b: a @ b, lambda a, b: a @ b, (_rand(1, 7, dtype=dt), _rand(7, 1, dtype=dt)))
     for m, k, n in [(1, 45, 17), (4, 33, 9), (2, 200, 130), (3, 17, 6)]:
         CASES[f"dot-{tag}-{m}x{k}x{n}"] = (lambda a, b: a @ b.T, lambda a, b: a @ b.T, (_rand(m, k, dtype=dt), _rand(n, k, dtype=dt)))
@@ -227,3 +235,26 @@ def test_large_products_take_fewer_taller_row_chunks():
             assert (t.m_chunks - 1) * t.row_chunk < m <= t.m_chunks * t.row_chunk, (name, target.cpu)
             fewest = -(-matmul.SHARED_ITEMS // (batch * t.n_chunks))  # row chunks for SHARED_ITEMS items
             assert t.m_chunks == fewest and t.items == batch * t.m_chunks * t.n_chunks, (name, target.cpu, t.m_chunks)
+
+
+def test_narrow_products_take_one_vector_strips_and_balanced_rows():
+    """A product at most one vector wide computes strips of one vector (half the padding lanes of two), and
+    one given fewer than MIN_ITEMS workgroups splits its rows into that many chunks of equal whole tiles
+    (256 x 512 @ 512 x 10: two workgroups of 132 and 124 rows), for AVX2 and AVX-512 tilings."""
+    from kiln.compiler.codegen import matmul
+    from kiln.compiler.compile import choose_workgroups
+    from kiln.compiler.target import Target
+
+    targets = [Target.named("x86_64-unknown-linux-gnu", "haswell", "+avx,+avx2,+fma"),
+               Target.named("x86_64-unknown-linux-gnu", "skylake-avx512", "+avx,+avx2,+avx512f,+fma")]
+    for m, k, n in [(256, 512, 10), (512, 256, 8), (50, 300, 70)]:
+        region = partition(_graph(lambda a, b: a @ b, _rand(m, k), _rand(k, n))).dispatches[0].region
+        plan = matmul._plan(region)
+        for target in targets:
+            t = matmul._tiling(region, plan, target)
+            assert t.nr == (t.vw if n <= t.vw else 2 * t.vw), (m, k, n, target.cpu, t.nr)
+            groups = choose_workgroups(matmul.work(region), t.items)
+            if n <= 10:
+                assert groups == t.items == 2, (m, k, n, target.cpu, groups, t.items)
+                tiles = -(-m // t.mr)
+                assert t.row_chunk == t.mr * -(-tiles // 2) and t.m_chunks == 2, (m, k, n, target.cpu, t.row_chunk)

@@ -116,7 +116,9 @@ class _Tiling:
         batch, m, n, k = plan.sizes
         self.vw, self.mr = _target_shape(vector_bytes, registers, plan.dtype)
         self.registers = registers
-        self.nr = 2 * self.vw
+        # A product at most one vector wide (an output layer's 10 columns, its weight gradient) takes
+        # strips of one vector: two would leave more than half the FMAs' lanes padding.
+        self.nr = self.vw if 1 < n <= self.vw else 2 * self.vw
         strips, tiles = NC_STRIPS, ROW_CHUNK_TILES
         count = lambda: batch * max(-(-m // (self.mr * tiles)), 1) * max(-(-n // (self.nr * strips)), 1)  # noqa: E731
         while count() < want_items and strips > 1:
@@ -127,6 +129,15 @@ class _Tiling:
         self.row_chunk = self.mr * tiles
         self.m_chunks = max(-(-m // self.row_chunk), 1)
         self.n_chunks = max(-(-n // self.nc), 1)
+        # A product of fewer than MIN_ITEMS workgroups (one per item wanted) with fewer column chunks
+        # (and batches) than that: as many row chunks as the items need, of equal whole tiles, so each
+        # workgroup gets as many rows (an output layer's 256 x 10 in two workgroups: 132 + 124 rows,
+        # where chunks of 96 gave 96 + 160).
+        per_row_chunk = batch * self.n_chunks
+        if per_row_chunk < want_items < MIN_ITEMS:
+            share = -(-want_items // per_row_chunk)
+            self.row_chunk = self.mr * -(-(-(-m // self.mr)) // share)
+            self.m_chunks = max(-(-m // self.row_chunk), 1)
         # A large product takes taller row chunks, as few as give SHARED_ITEMS items, of equal numbers of
         # tiles: an item packs B's panels for its rows alone, and a pack reads B's KC x NC block from
         # beyond L2, as long as the FMAs of a few tiles take.
@@ -157,6 +168,8 @@ def work(region) -> int:
     plan = _plan(region)
     batch, m, n, k = plan.sizes
     ep = epilogues.plan(region, plan.sizes) if plan.fast is not None else None
+    if plan.fast is not None:
+        n = -(-n // 16) * 16  # the fast path computes whole vectors of columns (16 f32 lanes on AVX-512)
     return batch * m * n * (max(k, 1) // 16 + (0 if ep is None else 1 + ep.cost // 4))
 
 
@@ -551,8 +564,8 @@ def _direct_strips(m: int, t: _Tiling):
     units busy and each B row is read as one longer run; at most half the vector registers hold
     accumulators, and the width divides a column chunk."""
     limit = max(2, (t.registers // 2 - 1) // max(m, 1))
-    halves = 2
-    while halves * 2 <= min(8, limit) and t.nc % (halves * 2 * t.vw) == 0:
+    halves = t.nr // t.vw
+    while halves != 1 and halves * 2 <= min(8, limit) and t.nc % (halves * 2 * t.vw) == 0:
         halves *= 2
     return SimpleNamespace(vw=t.vw, nr=halves * t.vw, mr=t.mr)
 
