@@ -1,8 +1,9 @@
-"""The implicit-GEMM convolution strategy (kiln.compiler.codegen.conv, 'gemm'): which convolutions take it,
-and their numbers against an independent numpy reference (sliding windows and one einsum per group) for
-f32 and f64, NHWC-like ('rows') and NCHW-like ('cols') layouts, odd sizes, strides, both dilations,
-explicit and negative padding, groups, 1-d and 3-d, through kiln.jit and through an exported module run
-by kiln-run; the gradients the training path uses against central finite differences."""
+"""The implicit-GEMM convolution strategies (kiln.compiler.codegen.conv: 'gemm', and Winograd F(2x2, 3x3),
+'winograd'): which convolutions take them, and their numbers against an independent numpy reference
+(sliding windows and one einsum per group) for f32 and f64, NHWC-like ('rows') and NCHW-like ('cols')
+layouts, odd sizes, strides, both dilations, explicit and negative padding, groups, 1-d and 3-d, through
+kiln.jit and through an exported module run by kiln-run; the gradients the training path uses against
+central finite differences."""
 import numpy as np
 import pytest
 
@@ -111,7 +112,19 @@ GEMM_CASES = [
     # rows orientation with the weights' features strided (OIHW): the weight panels' packer reads columns apart
     ("nhwc_oihw_weights", (1, 9, 10, 24), (20, 24, 3, 3), dict(window_strides=(1, 1), padding="SAME",
                                                               dimension_numbers=("NHWC", "OIHW", "NHWC"))),
+    # 3x3 stride 1 NHWC with fewer than 16 channels: the GEMM's packed image tiles (more take Winograd)
+    ("nhwc_3x3_few_channels", (1, 12, 13, 12), (3, 3, 12, 40), dict(window_strides=(1, 1), padding="SAME",
+                                                                   dimension_numbers=NHWC)),
+    # Winograd F(2x2, 3x3) ('winograd'): odd output sizes (tiles past the edge), negative and uneven padding,
+    # a batch, features in several strips (the last partial) and column chunks, the kernel's features strided
+    ("winograd_tails", (2, 13, 11, 20), (3, 3, 20, 300), dict(window_strides=(1, 1), padding=((1, -1), (2, 0)),
+                                                             dimension_numbers=NHWC)),
+    ("winograd_channels_256", (1, 9, 10, 256), (3, 3, 256, 24), dict(window_strides=(1, 1), padding="SAME",
+                                                                     dimension_numbers=NHWC)),
 ]
+# the cases above that take Winograd F(2x2, 3x3): 3x3, stride 1, no dilation or groups, NHWC, 16 to KC
+# channels, 16 or more features, 64 or more pixels
+WINOGRAD_CASES = {"nhwc_same", "nhwc_oihw_weights", "winograd_tails", "winograd_channels_256"}
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: np.dtype(d).name)
@@ -123,7 +136,7 @@ def test_gemm_convolutions_match_numpy(name, lhs_shape, rhs_shape, kwargs, dtype
     def f(a, b):
         return lax.conv_general_dilated(a, b, **kwargs)
 
-    assert _strategies(f, x, w) == ["gemm"]
+    assert _strategies(f, x, w) == ["winograd" if name in WINOGRAD_CASES else "gemm"]
     got, want = np.asarray(kiln.jit(f)(x, w)), numpy_conv(x, w, **kwargs)
     assert got.dtype == dtype and got.shape == want.shape
     tol = 1e-5 if dtype == np.float32 else 1e-13  # relative to the output's scale (sums of up to 1200 terms)
@@ -288,11 +301,12 @@ VARIANTS = ("x86-64-v4", "x86-64-v3", "x86-64-v2")
 def exported_convolutions(tmp_path_factory):
     """One portable module (its x86-64 v2, v3 and v4 builds: 4, 8 and 16 f32 lanes, 6 or 12 rows per tile)
     whose function computes a convolution of each GEMM path, its inputs saved, and the numpy references:
-    NHWC with a bias and relu (rows, packed image tiles, the epilogue), NCHW strided with taps past both ends
+    NHWC with a bias and relu (Winograd F(2x2, 3x3), the epilogue), NCHW strided with taps past both ends
     (cols, image panels by runs), 128 channels (rows, the image read in place), 8 groups of 8 features
     (one-vector strips), strided depthwise ones (NHWC: vectorized along the channels; NCHW: along rows),
-    float64 dilated, the input gradients of strided NHWC and NCHW convolutions (lhs dilation phase by phase;
-    the NCHW one computed as NHWC and transposed) and an NHWC kernel gradient (gemm_batch)."""
+    float64 dilated, the input gradients of a stride-1 NHWC convolution (Winograd), of strided NHWC and NCHW
+    convolutions (lhs dilation phase by phase; the NCHW one computed as NHWC and transposed) and an NHWC
+    kernel gradient (gemm_batch)."""
     tmp = tmp_path_factory.mktemp("conv_builds")
     x = RNG.standard_normal((1, 9, 10, 16)).astype(np.float32)
     w = RNG.standard_normal((3, 3, 16, 24)).astype(np.float32)
@@ -326,7 +340,8 @@ def exported_convolutions(tmp_path_factory):
 
     args = (x, w, bias, xc, wc, xw, ww, xg, wg, wdw, wpl, x64, w64, ct)
     strategies = _strategies(f, *args)
-    assert strategies.count("gemm") >= 8 and {"gemm_batch", "depthwise", "depthwise_planes"} <= set(strategies), strategies
+    assert strategies.count("gemm") >= 8 and strategies.count("winograd") == 2, strategies
+    assert {"gemm_batch", "depthwise", "depthwise_planes"} <= set(strategies), strategies
 
     def input_gradient(v, k, dn, **kw):
         """d sum(conv(v, k)^2)/dv = conv^T(2 conv(v, k)): numerically, by the transpose of numpy_conv's
@@ -470,12 +485,14 @@ def _dispatches(fn, *args):
             if isinstance(s, DispatchStep)]
 
 
-def test_bias_and_activation_are_the_gemm_kernels_epilogue():
+@pytest.mark.parametrize("channels,strategy", [(16, "winograd"), (8, "gemm")])
+def test_bias_and_activation_are_the_gemm_kernels_epilogue(channels, strategy):
     """conv + bias + relu (NHWC) is one dispatch whose work items apply the epilogue to their finished
-    tiles, also when the convolution's own result is returned too; an NCHW convolution (the cols
-    orientation) keeps its elementwise consumer a dispatch of its own. Numbers against numpy."""
-    x = RNG.standard_normal((2, 13, 11, 16)).astype(np.float32)
-    w = RNG.standard_normal((3, 3, 16, 24)).astype(np.float32)
+    tiles (Winograd's: its bands of output rows), also when the convolution's own result is returned too;
+    an NCHW convolution (the cols orientation) keeps its elementwise consumer a dispatch of its own.
+    Numbers against numpy."""
+    x = RNG.standard_normal((2, 13, 11, channels)).astype(np.float32)
+    w = RNG.standard_normal((3, 3, channels, 24)).astype(np.float32)
     bias = RNG.standard_normal(24).astype(np.float32)
 
     def relu_layer(x, w, bias):
@@ -485,6 +502,7 @@ def test_bias_and_activation_are_the_gemm_kernels_epilogue():
         y = lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=NHWC)
         return knp.tanh(y + bias), y
 
+    assert _strategies(relu_layer, x, w, bias) == [strategy]
     assert _dispatches(relu_layer, x, w, bias) == ["conv"]
     assert _dispatches(both, x, w, bias) == ["conv"]
     y = numpy_conv(x, w, (1, 1), "SAME", dimension_numbers=NHWC).astype(np.float64)

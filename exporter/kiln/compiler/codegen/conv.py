@@ -96,6 +96,9 @@ def _conv_plan(region) -> ConvPlan:
 
 def parallel_items(region, target) -> int:
     plan = _conv_plan(region)
+    wino = _winograd_plan(plan, target)
+    if wino is not None:
+        return plan.n_out * wino.bands * -(-plan.block // wino.nc)
     gemm = _gemm_plan(plan, target)
     if gemm is not None:
         return plan.n_out * plan.groups * gemm.m_chunks * gemm.n_chunks
@@ -113,14 +116,17 @@ def work(region, target) -> int:
     eqn = _main_eqn(region)
     plan = _conv_plan(region)
     macs = int(eqn.outvars[0].aval.size) * plan.in_per_group * int(np.prod(plan.kernel_spatial, dtype=np.int64))
-    return max(macs // {"direct": 4, "depthwise": 8, "depthwise_planes": 8}.get(strategy(region, target), 16), 1)
+    return max(macs // {"direct": 4, "depthwise": 8, "depthwise_planes": 8, "winograd": 36}.get(strategy(region, target), 16), 1)
 
 
 def strategy(region, target) -> str:
-    """'gemm' (implicit GEMM over the matmul microkernel), 'gemm_batch' (the same with the batch as GEMM
-    rows: kernel gradients), 'depthwise' (one channel per group, vectorized along the channels) or 'direct'
-    (the generic loops) for `target`."""
+    """'winograd' (3x3 stride 1, NHWC: Winograd F(2x2, 3x3) over the matmul microkernel), 'gemm' (implicit
+    GEMM over the matmul microkernel), 'gemm_batch' (the same with the batch as GEMM rows: kernel
+    gradients), 'depthwise' (one channel per group, vectorized along the channels) or 'direct' (the generic
+    loops) for `target`."""
     plan = _conv_plan(region)
+    if _winograd_plan(plan, target) is not None:
+        return "winograd"
     if _gemm_plan(plan, target) is not None:
         return "gemm"
     if _batch_gemm_plan(plan, target) is not None:
@@ -156,6 +162,9 @@ def emit_kernel(region, target):
     plan = _conv_plan(region)
     gemm = _gemm_plan(plan, target)
     ep = _epilogue(region, plan, gemm)
+    wino = _winograd_plan(plan, target)
+    if wino is not None:
+        return _emit_winograd(region, plan, wino, ep)
     if gemm is not None:
         return _emit_gemm_phases(region, plan, gemm) if gemm.phases else _emit_gemm(region, plan, gemm, ep)
     gemm = _batch_gemm_plan(plan, target)
@@ -1226,6 +1235,301 @@ def _emit_batch_gemm(region, p: ConvPlan, g: GemmPlan):
                         run()
                 for_range(b, 0, int(np.prod(outer_taps, dtype=np.int64)), outer, name="to")
             for_range(b, 0, p.in_per_group, channel, name="ci")
+
+        for_range(b, lo, hi, item, name="it")
+
+    return body
+
+
+# ----------------------------------------------------------------------------- Winograd F(2x2, 3x3)
+#
+# A 3x3 stride-1 convolution (no dilation, no groups) with the output's features contiguous (NHWC) computes
+# each 2x2 block of output pixels (a tile) from the 4x4 input patch under it as
+#     Y = A^T [ sum over input channels of (G g G^T) (.) (B^T d B) ] A
+# (Lavin & Gray 2015): per tile, channel pair and one of the 16 positions xi of the 4x4 transformed patch,
+# one product instead of 9/4 -- the 16 positions are 16 matrix products V[xi] (tiles x channels) by
+# U[xi] (channels x features), 2.25 times fewer FMAs than the implicit GEMM's. A work item is (image,
+# band of tile rows, column chunk of features): it transforms the kernel (U, packed into the microkernel's
+# NR-wide panels, on the stack), then per chunk of tiles transforms the input patches (B^T d B, zeros
+# outside the image), runs the 16 products with the matmul microkernel into M[xi], and transforms them
+# into the output (A^T M A, pixels past the output's edge dropped); the epilogue (bias, relu) runs on the
+# item's finished rows. Transforms of the kernel use halves, of the data and the result only additions:
+# the rounding is that of a direct sum of a few more terms.
+#
+# B^T = [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]]
+# G   = [[1, 0, 0], [1/2, 1/2, 1/2], [1/2, -1/2, 1/2], [0, 0, 1]]
+# A^T = [[1, 1, 1, 0], [0, 1, -1, -1]]
+
+WINOGRAD_MIN_CHANNELS = 16   # input channels and output features per convolution below which the GEMM is kept
+WINOGRAD_MIN_PIXELS = 64
+WINOGRAD_ITEMS = 16          # work items aimed at (bands of tile rows): each transforms the kernel once
+WINOGRAD_PANEL_BYTES = 512 << 10   # the transformed kernel's panels on the stack (16 x channels x NC)
+WINOGRAD_BUFFER_BYTES = 256 << 10  # the transformed input's, and the products', for one chunk of tiles
+
+
+@dataclass
+class WinogradPlan:
+    tiles_h: int          # tile rows (ceil(out height / 2))
+    tiles_w: int          # tiles per tile row
+    band: int             # tile rows per work item
+    chunk: int            # tiles per chunk (whole microkernel tiles)
+    vw: int
+    mr: int
+    nr: int
+    nc: int               # features per column chunk (whole strips)
+    a_ld: int             # row length of the transformed input (channels, a cache line more at 4 KiB)
+
+    @property
+    def bands(self) -> int:
+        return -(-self.tiles_h // self.band)
+
+
+def _winograd_plan(p: ConvPlan, target) -> WinogradPlan | None:
+    if (p.dtype not in (np.float32, np.float64) or len(p.out_spatial) != 2 or p.kernel_spatial != (3, 3)
+            or p.strides != (1, 1) or p.rhs_dilation != (1, 1) or p.lhs_dilation != (1, 1) or p.groups != 1
+            or p.items == 0 or p.out_s[1] != 1):
+        return None
+    oh, ow = p.out_spatial
+    cin, n = p.in_per_group, p.block
+    if (p.out_s[3] != n or p.out_s[2] != ow * n or oh < 2 or ow < 2 or oh * ow < WINOGRAD_MIN_PIXELS
+            or not WINOGRAD_MIN_CHANNELS <= cin <= matmul.KC or n < WINOGRAD_MIN_CHANNELS):
+        return None
+    size = p.dtype.itemsize
+    vw, mr = matmul._target_shape(target.vector_bytes, target.vector_registers, p.dtype)
+    nr = vw if n <= vw else 2 * vw
+    strips = max(1, min(matmul.NC_STRIPS, -(-n // nr), WINOGRAD_PANEL_BYTES // (16 * cin * nr * size)))
+    nc = strips * nr
+    a_ld = cin + (64 // size if (cin * size) % 4096 == 0 else 0)
+    per_tile = 16 * max(a_ld, nc) * size
+    chunk = mr * max(1, min(2, WINOGRAD_BUFFER_BYTES // (per_tile * mr)))
+    tiles_h, tiles_w = -(-oh // 2), -(-ow // 2)
+    want = max(1, -(-WINOGRAD_ITEMS // (p.n_out * -(-n // nc))))
+    band = -(-tiles_h // min(want, tiles_h))
+    return WinogradPlan(tiles_h, tiles_w, band, chunk, vw, mr, nr, nc, a_ld)
+
+
+def _winograd_tile_rows(w: WinogradPlan) -> list[int]:
+    """The row counts of the microkernel tiles of every chunk of every band."""
+    counts = set()
+    last = w.tiles_h - (w.bands - 1) * w.band
+    for band_tiles in {w.band * w.tiles_w, last * w.tiles_w}:
+        for size in {min(w.chunk, band_tiles), band_tiles % w.chunk}:
+            if size:
+                counts.update(matmul._tile_rows(size, w.mr))
+    return sorted(counts)
+
+
+def _emit_winograd(region, p: ConvPlan, w: WinogradPlan, ep=None):
+    ty = F32 if p.dtype == np.float32 else F64
+    vec = ir.VectorType(ty, w.vw)
+    align = p.dtype.itemsize
+    lv, rv = p.lhs, p.rhs
+    n_in = len(region.invars)
+    cin, n = p.in_per_group, p.block
+    oh, ow = p.out_spatial
+    ih, iw = p.in_spatial
+    pad_h, pad_w = p.pad_lo
+    ls, rs, os_ = p.lhs_s, p.rhs_s, p.out_s
+    n_chunks = -(-n // w.nc)
+    items = p.n_out * w.bands * n_chunks
+    tiling = SimpleNamespace(vw=w.vw, nr=w.nr)
+    u_xi = cin * w.nc          # one position's panels
+    v_xi = w.chunk * w.a_ld    # one position's transformed input rows
+    m_xi = w.chunk * w.nc      # one position's products
+
+    def body(b: ir.IRBuilder, pointers, workgroup_id, workgroup_count):
+        x_ptr, w_ptr = pointers[lv.source], pointers[rv.source]
+        out_ptr = pointers[n_in + (0 if ep is None else ep.home)]
+        kernels = {rows: matmul._microkernel(b.module, ty, tiling, rows) for rows in _winograd_tile_rows(w)}
+        u_buf = b.alloca(ty, size=const64(16 * u_xi), name="wino_u")
+        v_buf = b.alloca(ty, size=const64(16 * v_xi), name="wino_v")
+        m_buf = b.alloca(ty, size=const64(16 * m_xi), name="wino_m")
+        for buf in (u_buf, v_buf, m_buf):
+            buf.align = 64
+        lo, hi = workgroup_slice(b, items, workgroup_id, workgroup_count)
+
+        def elem(base, offset):
+            return b.gep(base, [offset], source_etype=ty)
+
+        def at(base, offset, t):
+            ptr = elem(base, offset)
+            return ptr if ptr.type.is_opaque or t == ty else b.bitcast(ptr, t.as_pointer())  # the stack's are typed
+
+        def load(base, offset, t):
+            return b.load(at(base, offset, t), typ=t, align=align)
+
+        def store(value, base, offset):
+            b.store(value, at(base, offset, value.type), align=align)
+
+        def lanes_loop(count, contiguous, fn, name):
+            """fn(j, t) for j < count: whole vectors of t = vec where the elements are contiguous, then the
+            rest one at a time (t = the scalar type)."""
+            if contiguous and w.vw > 1:
+                vectors = b.udiv(count, const64(w.vw))
+                for_range(b, 0, vectors, lambda k: fn(b.mul(k, const64(w.vw)), vec), name=name + "v")
+                for_range(b, b.mul(vectors, const64(w.vw)), count, lambda j: fn(j, ty), name=name)
+            else:
+                for_range(b, 0, count, lambda j: fn(j, ty), name=name)
+
+        def add(*xs):
+            total = xs[0]
+            for x in xs[1:]:
+                total = b.fadd(total, x)
+            return total
+
+        def g_rows(g0, g1, g2):
+            """G (3 -> 4): [g0, (g0+g1+g2)/2, (g0-g1+g2)/2, g2]."""
+            half = ir.Constant(g0.type, [0.5] * w.vw) if g0.type == vec else ir.Constant(ty, 0.5)
+            return [g0, b.fmul(add(g0, g1, g2), half), b.fmul(b.fadd(b.fsub(g0, g1), g2), half), g2]
+
+        def bt_rows(d0, d1, d2, d3):
+            """B^T (4 -> 4): [d0-d2, d1+d2, d2-d1, d1-d3]."""
+            return [b.fsub(d0, d2), b.fadd(d1, d2), b.fsub(d2, d1), b.fsub(d1, d3)]
+
+        def item(it):
+            ni = b.urem(it, const64(n_chunks))
+            rest = b.udiv(it, const64(n_chunks))
+            band = b.urem(rest, const64(w.bands))
+            batch = b.udiv(rest, const64(w.bands))
+            n0 = b.mul(ni, const64(w.nc))
+            n_count = matmul._min(b, b.sub(const64(n), n0), const64(w.nc))
+            strips = b.udiv(b.add(n_count, const64(w.nr - 1)), const64(w.nr))
+            tr0 = b.mul(band, const64(w.band))
+            tr_end = matmul._min(b, b.add(tr0, const64(w.band)), const64(w.tiles_h))
+            band_tiles = b.mul(b.sub(tr_end, tr0), const64(w.tiles_w))
+            x_base = dot_offsets(b, [batch], ls[:1], const64(lv.offset))
+            w_base = dot_offsets(b, [n0], rs[:1], const64(rv.offset))
+
+            # U[xi][strip][ci][j] = (G g G^T)[xi] of the kernel's (ci, feature n0 + strip*NR + j); zero columns
+            def u_strip(s):
+                col = b.mul(s, const64(w.nr))
+                cols = matmul._min(b, b.sub(n_count, col), const64(w.nr))
+                src_strip = b.add(w_base, b.mul(col, const64(rs[0])))
+
+                def channel(ci):
+                    src = b.add(src_strip, b.mul(ci, const64(rs[1])))
+                    dst = b.add(b.mul(s, const64(cin * w.nr)), b.mul(ci, const64(w.nr)))
+
+                    def features(j, t):
+                        at = b.add(src, b.mul(j, const64(rs[0])))
+                        g = [[load(w_ptr, b.add(at, const64(a * rs[2] + c * rs[3])), t) for c in range(3)]
+                             for a in range(3)]
+                        gg = [g_rows(*[g[a][c] for a in range(3)]) for c in range(3)]  # gg[c][i] = (G g)[i][c]
+                        for i in range(4):
+                            for jj, u in enumerate(g_rows(gg[0][i], gg[1][i], gg[2][i])):
+                                store(u, u_buf, b.add(const64((4 * i + jj) * u_xi), b.add(dst, j)))
+
+                    def padding(j):
+                        for xi in range(16):
+                            store(ir.Constant(ty, 0.0), u_buf, b.add(const64(xi * u_xi), b.add(dst, j)))
+                    lanes_loop(cols, rs[0] == 1, features, "wf")
+                    for_range(b, cols, w.nr, padding, name="wz")
+                for_range(b, 0, cin, channel, name="wc")
+            for_range(b, 0, strips, u_strip, name="ws")
+
+            def tile_origin(local):
+                tr = b.add(tr0, b.udiv(local, const64(w.tiles_w)))
+                tc = b.urem(local, const64(w.tiles_w))
+                return b.mul(tr, const64(2)), b.mul(tc, const64(2))
+
+            def chunk(ck):
+                c0 = b.mul(ck, const64(w.chunk))
+                count = matmul._min(b, b.sub(band_tiles, c0), const64(w.chunk))
+
+                # V[xi][tile][ci] = (B^T d B)[xi] of the tile's 4x4 input patch (zeros outside the image)
+                def in_tile(tile):
+                    y0, x0 = tile_origin(b.add(c0, tile))
+                    offsets, inside = [], []
+                    for r in range(4):
+                        hh = b.sub(b.add(y0, const64(r)), const64(pad_h))
+                        row_ok = b.and_(b.icmp_signed(">=", hh, const64(0)), b.icmp_signed("<", hh, const64(ih)))
+                        for c in range(4):
+                            ww = b.sub(b.add(x0, const64(c)), const64(pad_w))
+                            ok = b.and_(row_ok, b.and_(b.icmp_signed(">=", ww, const64(0)),
+                                                       b.icmp_signed("<", ww, const64(iw))))
+                            off = b.add(x_base, b.add(b.mul(hh, const64(ls[2])), b.mul(ww, const64(ls[3]))))
+                            offsets.append(b.select(ok, off, x_base))
+                            inside.append(ok)
+                    dst = b.mul(tile, const64(w.a_ld))
+
+                    def channels(ci, t):
+                        cs = b.mul(ci, const64(ls[1]))
+                        zero = ir.Constant(t, None) if t == vec else ir.Constant(ty, 0.0)
+                        d = [b.select(inside[k], load(x_ptr, b.add(offsets[k], cs), t), zero) for k in range(16)]
+                        cols = [bt_rows(*[d[4 * r + c] for r in range(4)]) for c in range(4)]  # cols[c][i]
+                        for i in range(4):
+                            for j, v in enumerate(bt_rows(*[cols[c][i] for c in range(4)])):
+                                store(v, v_buf, b.add(const64((4 * i + j) * v_xi), b.add(dst, ci)))
+                    lanes_loop(const64(cin), ls[1] == 1, channels, "vc")
+                for_range(b, 0, count, in_tile, name="vt")
+
+                # M[xi] = V[xi] @ U[xi], one microkernel tile of rows and strip of features at a time
+                def position(xi):
+                    a_xi = elem(v_buf, b.mul(xi, const64(v_xi)))
+                    u_at = elem(u_buf, b.mul(xi, const64(u_xi)))
+                    m_at = elem(m_buf, b.mul(xi, const64(m_xi)))
+
+                    def m_tile(mt):
+                        row = b.mul(mt, const64(w.mr))
+                        rows = matmul._min(b, b.sub(count, row), const64(w.mr))
+                        a_tile = elem(a_xi, b.mul(row, const64(w.a_ld)))
+
+                        def strip(s):
+                            col = b.mul(s, const64(w.nr))
+                            cols = matmul._min(b, b.sub(n_count, col), const64(w.nr))
+                            args = [a_tile, const64(w.a_ld), const64(1), elem(u_at, b.mul(s, const64(cin * w.nr))),
+                                    const64(w.nr), elem(m_at, b.add(b.mul(row, const64(w.nc)), col)), const64(w.nc),
+                                    const64(cin), ir.Constant(I1, 0), cols]
+                            matmul._dispatch_rows(b, rows, kernels, args, w.mr)
+                        for_range(b, 0, strips, strip, name="s")
+                    for_range(b, 0, b.udiv(b.add(count, const64(w.mr - 1)), const64(w.mr)), m_tile, name="mt")
+                for_range(b, 0, 16, position, name="xi")
+
+                # Y = A^T M A into the output's 2x2 pixels (those inside it)
+                def out_tile(tile):
+                    y0, x0 = tile_origin(b.add(c0, tile))
+                    base = b.add(dot_offsets(b, [batch, y0, x0], (os_[0], os_[2], os_[3])), n0)
+                    src = b.mul(tile, const64(w.nc))
+                    down = b.icmp_signed("<", b.add(y0, const64(1)), const64(oh))
+                    right = b.icmp_signed("<", b.add(x0, const64(1)), const64(ow))
+
+                    def values(j, t):
+                        m = [load(m_buf, b.add(const64(xi * m_xi), b.add(src, j)), t) for xi in range(16)]
+                        rows = [[add(m[c], m[4 + c], m[8 + c]), b.fsub(b.fsub(m[4 + c], m[8 + c]), m[12 + c])]
+                                for c in range(4)]  # rows[c][r] = (A^T M)[r][c]
+                        return [[add(rows[0][r], rows[1][r], rows[2][r]),
+                                 b.fsub(b.fsub(rows[1][r], rows[2][r]), rows[3][r])] for r in range(2)]
+
+                    def pixel(r, c, j):
+                        return b.add(base, b.add(const64(r * os_[2] + c * os_[3]), j))
+
+                    def whole(j, t):
+                        y = values(j, t)
+                        for r in range(2):
+                            for c in range(2):
+                                store(y[r][c], out_ptr, pixel(r, c, j))
+
+                    def edge(j, t):
+                        y = values(j, t)
+                        store(y[0][0], out_ptr, pixel(0, 0, j))
+                        with b.if_then(right):
+                            store(y[0][1], out_ptr, pixel(0, 1, j))
+                        with b.if_then(down):
+                            store(y[1][0], out_ptr, pixel(1, 0, j))
+                        with b.if_then(b.and_(down, right)):
+                            store(y[1][1], out_ptr, pixel(1, 1, j))
+                    with b.if_else(b.and_(down, right)) as (then, otherwise):
+                        with then:
+                            lanes_loop(n_count, True, whole, "yj")
+                        with otherwise:
+                            lanes_loop(n_count, True, edge, "ye")
+                for_range(b, 0, count, out_tile, name="yt")
+
+            for_range(b, 0, b.udiv(b.add(band_tiles, const64(w.chunk - 1)), const64(w.chunk)), chunk, name="ck")
+            if ep is not None:  # bias, activation, ...: on the item's finished rows
+                m0 = b.mul(tr0, const64(2 * ow))
+                m_end = matmul._min(b, b.mul(tr_end, const64(2 * ow)), const64(oh * ow))
+                epilogues.emit(b, region, ep, pointers, (p.n_out, oh * ow, n, 0), batch, m0, m_end, n0, n_count)
 
         for_range(b, lo, hi, item, name="it")
 
