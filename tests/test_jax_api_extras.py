@@ -23,3 +23,109 @@ def test_print_saved_residuals(capsys):
         ("f32[]", "output of cos"), ("f32[3]", "from the argument y"), ("f32[3]", "output of broadcast_in_dim")]
     # a function linear in its argument keeps nothing
     assert ad_checkpoint.saved_residuals(lambda x: (x + x).sum(), np.ones(2)) == []
+
+
+FLAGS = ["allow_f16_reductions", "check_tracer_leaks", "enable_checks", "explain_cache_misses", "no_execution",
+         "no_tracing", "softmax_custom_jvp", "thread_guard", "threefry_partitionable"]
+
+
+@pytest.mark.parametrize("name", FLAGS)
+def test_flag_context_managers_set_and_restore(name):
+    flag = "jax_" + name
+    before = kiln.config.read(flag)
+    value = True if name == "threefry_partitionable" else not before
+    with getattr(kiln, name)(value):
+        assert kiln.config.read(flag) == value
+    assert kiln.config.read(flag) == before
+    with pytest.raises(ValueError, match="must be a bool" if name != "threefry_partitionable" else "partitionable"):
+        kiln.config.update(flag, "yes")
+
+
+def test_no_tracing_and_no_execution():
+    f = kiln.jit(lambda x: x * 2.0 + 1.0)
+    f(np.ones(3))  # traced and compiled at f64[3]
+    with kiln.no_tracing():
+        np.testing.assert_array_equal(np.asarray(f(np.ones(3))), [3.0, 3.0, 3.0])  # cached: no tracing
+        with pytest.raises(RuntimeError, match="re-tracing function .* but 'no_tracing' is set"):
+            f(np.ones(4))
+    with kiln.no_execution():
+        with pytest.raises(RuntimeError, match="tried to execute function .* no_execution config option is set"):
+            f(np.ones(3))
+        # tracing (jit inside a transformation) is no execution
+        assert kiln.make_jaxpr(f)(np.ones(2)) is not None
+    np.testing.assert_array_equal(np.asarray(f(np.ones(4))), [3.0] * 4)
+
+
+def test_explain_cache_misses(caplog):
+    f = kiln.jit(lambda x, n: x * n, static_argnums=1)
+    with kiln.explain_cache_misses(), caplog.at_level("WARNING", logger="kiln.jit"):
+        f(np.ones(3, np.float32), 2)
+        f(np.ones(3, np.float32), 2)  # a hit: nothing logged
+        f(np.ones(5, np.float32), 2)
+        f(np.ones(3, np.float32), 3)
+    messages = [r.getMessage() for r in caplog.records if r.name == "kiln.jit"]
+    assert len(messages) == 3 and "never seen function" in messages[0]
+    assert "argument leaf 0: f32[5] (was f32[3])" in messages[1]
+    assert "static arguments" in messages[2] and "3" in messages[2]
+    caplog.clear()
+    f(np.ones(7, np.float32), 2)  # flag off: silent
+    assert not [r for r in caplog.records if r.name == "kiln.jit"]
+
+
+def test_allow_f16_reductions():
+    x = np.arange(6, dtype=np.float16).reshape(2, 3)
+    assert float(kiln.lax.reduce_sum(x, (1,))[1]) == 12.0
+    with kiln.allow_f16_reductions(False):
+        with pytest.raises(ValueError, match=r"reduce_sum on operand f16\[2,3\] is not allowed when "
+                                             "jax_allow_f16_reductions=False"):
+            kiln.lax.reduce_sum(x, (1,))
+        with pytest.raises(ValueError, match="jax_allow_f16_reductions=False"):
+            kiln.jit(lambda v: kiln.lax.reduce_sum(v, (0,)))(x)
+        np.testing.assert_array_equal(np.asarray(kiln.lax.reduce_sum(x[:1], (0,))), x[0])  # a length-1 axis
+        assert float(knp.sum(x)) == 15.0  # kiln.numpy's sum accumulates in float32
+        assert float(kiln.lax.reduce_sum(x.astype(np.float32), (0, 1))) == 15.0
+
+
+def test_softmax_custom_jvp():
+    x = np.array([[0.3, -1.2, 2.0, 0.5], [1.0, 1.0, -np.inf, 0.0]])
+    t = np.array([[1.0, -2.0, 0.5, 0.25], [0.5, -0.5, 0.0, 2.0]])
+    y, plain = kiln.jvp(kiln.nn.softmax, (x,), (t,))
+    with kiln.softmax_custom_jvp():
+        y2, ruled = kiln.jvp(kiln.nn.softmax, (x,), (t,))
+        g = kiln.grad(lambda v: (kiln.nn.softmax(v) * t).sum())(x)
+    y = np.asarray(y)
+    np.testing.assert_array_equal(np.asarray(y2), y)
+    want = y * (t - np.sum(y * t, axis=-1, keepdims=True))  # JAX's rule, evaluated here in numpy
+    np.testing.assert_array_equal(np.asarray(ruled), want)
+    np.testing.assert_allclose(np.asarray(plain), want, rtol=1e-14, atol=1e-16)  # the formula's: the same up to rounding
+    np.testing.assert_allclose(np.asarray(g), want, rtol=1e-14, atol=1e-16)  # the rule is symmetric in t and w
+
+
+def test_threefry_partitionable_is_kilns_layout():
+    with kiln.threefry_partitionable(True):
+        key = kiln.random.PRNGKey(0)
+    with pytest.raises(ValueError, match="partitionable threefry layout"):
+        kiln.config.update("jax_threefry_partitionable", False)
+    with pytest.raises(ValueError, match="partitionable"):
+        with kiln.threefry_partitionable(False):
+            pass
+    # JAX 0.10.2 with jax_threefry_partitionable=True (its default): split(PRNGKey(0)) and bits of key 1
+    np.testing.assert_array_equal(np.asarray(kiln.random.split(key)), JAX_SPLIT)
+    np.testing.assert_array_equal(np.asarray(kiln.random.bits(kiln.random.PRNGKey(1), (4,))), JAX_BITS)
+
+
+JAX_SPLIT = [[1797259609, 2579123966], [928981903, 3453687069]]  # (with the flag False JAX gives other bits:
+JAX_BITS = [1883912375, 2292451390, 1915204986, 1882898417]      # [[4146024105, 967050713], ...], [2441914641, ...])
+
+
+def test_enable_checks_verifies_the_traced_graph(monkeypatch):
+    import kiln.compiler.pipeline as pipeline
+
+    checked = []
+    real = pipeline.verify_graph
+    monkeypatch.setattr(pipeline, "verify_graph", lambda g: (checked.append(len(g.eqns)), real(g)))
+    kiln.jit(lambda x: knp.sin(x) * 2.0)(np.ones(3))
+    plain = len(checked)
+    with kiln.enable_checks():
+        np.testing.assert_allclose(np.asarray(kiln.jit(lambda x: knp.cos(x) + 1.0)(np.ones(3))), np.cos(1.0) + 1.0)
+    assert plain >= 1 and len(checked) - plain == 2 * plain  # the traced graph too, not only the passes' result

@@ -112,7 +112,9 @@ _LAZY_NAMES = {
                     "numpy_rank_promotion", "numpy_dtype_promotion", "log_compiles", "process_count", "process_index",
                     "process_indices", "host_count", "host_id", "host_ids", "typeof", "float0", "clear_caches",
                     "print_environment_info", "linear_transpose", "custom_gradient", "pmap", "closure_convert",
-                    "pure_callback", "effects_barrier", "default_device", "fwd_and_bwd", "ensure_compile_time_eval")},
+                    "pure_callback", "effects_barrier", "default_device", "fwd_and_bwd", "ensure_compile_time_eval",
+                    "no_tracing", "no_execution", "explain_cache_misses", "allow_f16_reductions", "softmax_custom_jvp",
+                    "enable_checks", "threefry_partitionable", "check_tracer_leaks", "thread_guard")},
     "TargetError": ("kiln.compiler.target", "TargetError"),
 }
 

@@ -2,7 +2,20 @@
 
     kiln.config.update("jax_enable_x64", True)   # accepted: kiln always has float64/int64 (numpy's dtypes)
 
-Flags that change kiln: jax_disable_jit (kiln.jit functions run eagerly, as inside kiln.disable_jit()).
+Flags that change kiln: jax_disable_jit (kiln.jit functions run eagerly, as inside kiln.disable_jit()),
+jax_no_tracing (a kiln.jit function that must trace, a cache miss, raises RuntimeError), jax_no_execution (a kiln.jit
+function about to run its compiled module raises RuntimeError; eager kiln.numpy is numpy in the process and still
+runs), jax_explain_cache_misses (each kiln.jit cache miss logs, at WARNING on the "kiln.jit" logger, the signature
+traced and how it differs from the ones already traced), jax_allow_f16_reductions (False: lax.reduce_sum of a
+float16/bfloat16 operand over a dimension longer than 1 raises ValueError, as JAX's; kiln.numpy's sums accumulate
+in float32 and are unaffected), jax_softmax_custom_jvp (True: kiln.nn.softmax differentiates with JAX's custom JVP
+rule y * (t - sum(y * t)) instead of through its formula) and jax_enable_checks (True: the compiler also verifies
+each traced graph before its passes, besides after them).
+Flags accepted with one value: jax_threefry_partitionable (True only: kiln.random's keys and bits are JAX's
+partitionable threefry layout, JAX 0.10's default).
+Flags checked (bools) with nothing to do in kiln: jax_check_tracer_leaks (kiln raises UnexpectedTracerError
+whenever a leaked tracer is used; it adds no check when a trace ends), jax_thread_guard (guards multi-process
+collectives; a kiln program runs in one process).
 Flags that are checked and have no effect: jax_enable_x64 (kiln follows numpy's dtypes either way; see
 docs/numpy.md), jax_platform_name / jax_platforms ('cpu' only), jax_default_matmul_precision (any
 kiln.lax.Precision value: kiln's products are full precision), jax_default_prng_impl ('threefry2x32' only),
@@ -69,6 +82,16 @@ _FLAGS: dict[str, tuple[Any, Callable]] = {
     "jax_compilation_cache_dir": (None, _anything),
     "jax_persistent_cache_min_compile_time_secs": (1.0, _anything),
     "jax_persistent_cache_min_entry_size_bytes": (0, _anything),
+    "jax_no_tracing": (False, _bool),
+    "jax_no_execution": (False, _bool),
+    "jax_explain_cache_misses": (False, _bool),
+    "jax_allow_f16_reductions": (True, _bool),
+    "jax_softmax_custom_jvp": (False, _bool),
+    "jax_enable_checks": (False, _bool),
+    "jax_threefry_partitionable": (True, _one_of(True, 1, what=": kiln.random's keys and bits are JAX's partitionable "
+                                                "threefry layout (JAX 0.10's default)")),
+    "jax_check_tracer_leaks": (False, _bool),
+    "jax_thread_guard": (False, _bool),
 }
 
 

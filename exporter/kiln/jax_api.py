@@ -20,7 +20,9 @@ from kiln.transforms import api
 from kiln.transforms.custom import custom_vjp
 
 __all__ = ["enable_x64", "debug_nans", "debug_infs", "default_matmul_precision", "default_prng_impl",
-           "numpy_rank_promotion", "numpy_dtype_promotion", "log_compiles", "process_count", "process_index",
+           "numpy_rank_promotion", "numpy_dtype_promotion", "log_compiles", "no_tracing", "no_execution",
+           "explain_cache_misses", "allow_f16_reductions", "softmax_custom_jvp", "enable_checks",
+           "threefry_partitionable", "check_tracer_leaks", "thread_guard", "process_count", "process_index",
            "process_indices", "host_count", "host_id", "host_ids", "typeof", "float0", "clear_caches",
            "print_environment_info", "linear_transpose", "custom_gradient", "pmap", "closure_convert",
            "pure_callback", "effects_barrier", "default_device", "fwd_and_bwd", "ensure_compile_time_eval"]
@@ -50,6 +52,22 @@ default_prng_impl = _flag_context("jax_default_prng_impl", "only 'threefry2x32'.
 numpy_rank_promotion = _flag_context("jax_numpy_rank_promotion", "only 'allow'.")
 numpy_dtype_promotion = _flag_context("jax_numpy_dtype_promotion", "only 'standard'.")
 log_compiles = _flag_context("jax_log_compiles", "checked, no effect.")
+no_tracing = _flag_context("jax_no_tracing", "a kiln.jit function that must trace (a cache miss) raises RuntimeError.")
+no_execution = _flag_context("jax_no_execution", "a kiln.jit function about to run its compiled module raises "
+                             "RuntimeError.")
+explain_cache_misses = _flag_context("jax_explain_cache_misses", "each kiln.jit cache miss logs why at WARNING "
+                                     "(logger 'kiln.jit').")
+allow_f16_reductions = _flag_context("jax_allow_f16_reductions", "False: lax.reduce_sum of float16/bfloat16 raises "
+                                     "ValueError.")
+softmax_custom_jvp = _flag_context("jax_softmax_custom_jvp", "True: kiln.nn.softmax differentiates with JAX's custom "
+                                   "JVP rule.")
+enable_checks = _flag_context("jax_enable_checks", "True: the compiler also verifies each traced graph before its "
+                              "passes.")
+threefry_partitionable = _flag_context("jax_threefry_partitionable", "True only (kiln.random's bits are JAX's "
+                                       "partitionable layout).")
+check_tracer_leaks = _flag_context("jax_check_tracer_leaks", "checked, no effect (kiln raises UnexpectedTracerError "
+                                   "when a leaked tracer is used).")
+thread_guard = _flag_context("jax_thread_guard", "checked, no effect (one process).")
 
 
 def process_count(backend=None) -> int:

@@ -107,6 +107,10 @@ class Jitted:
         cached = self._traces.get(signature)
         if cached is not None:
             return cached
+        if config.jax_no_tracing:
+            raise RuntimeError(f"re-tracing function {self.name} for `jit`, but 'no_tracing' is set")
+        if config.jax_explain_cache_misses:
+            _explain_cache_miss(self.name, signature, list(self._traces))
         out_tree = []
         debug: list = []
 
@@ -142,7 +146,7 @@ class Jitted:
             len(args) != self._plain_arity and not self._any_arity) else _fast_key(args)
         if fast_key is not None:
             known = self._fast.get(fast_key)
-            if known is not None:
+            if known is not None and not config.jax_no_execution:
                 executable, out_treedef, out_weak = known
                 return tree_unflatten(out_treedef, [as_array(x, w) for x, w in zip(executable(args), out_weak)])
         if kwargs or self._keywords or len(args) != self._plain_arity:
@@ -157,6 +161,8 @@ class Jitted:
                 _debug.replay(traced.debug, outs[len(outs) - traced.n_debug:])
                 outs = outs[:len(outs) - traced.n_debug]
             return tree_unflatten(traced.out_treedef, outs)
+        if config.jax_no_execution:
+            raise RuntimeError(f"kiln tried to execute function {self.name}, but the no_execution config option is set")
         executable = self._executables.get(signature)
         if executable is None:
             executable = self._executables[signature] = _compile_traced(self.name, traced, self._limits)
@@ -204,6 +210,30 @@ class Compiled:
 
     def as_text(self) -> str:
         return self._text
+
+
+def _explain_cache_miss(name: str, signature: Signature, seen: list) -> None:
+    """Logs (jax_explain_cache_misses) why kiln.jit traces `name` again: the new signature and, against the
+    closest one already traced, the arguments whose types (or static values) differ."""
+    import logging
+
+    log = logging.getLogger("kiln.jit")
+    if not seen:
+        log.warning("TRACING CACHE MISS at %s: never seen function %s before (first trace)", name, name)
+        return
+
+    def differences(old):
+        if old.treedef != signature.treedef:
+            return ["the arguments' tree structure changed"]
+        diff = [f"argument leaf {i}: {a.str_short()} (was {b.str_short()})"
+                for i, (a, b) in enumerate(zip(signature.avals, old.avals)) if a != b]
+        if old.statics != signature.statics:
+            diff.append(f"static arguments {signature.statics!r} (was {old.statics!r})")
+        return diff
+
+    closest = min((differences(old) for old in seen), key=len)
+    log.warning("TRACING CACHE MISS at %s: %d signature(s) traced before; closest one differs in: %s", name,
+                len(seen), "; ".join(closest) or "nothing visible (a weak type)")
 
 
 _INT32_MIN, _INT32_MAX = -2 ** 31, 2 ** 31 - 1

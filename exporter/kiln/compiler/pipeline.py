@@ -18,6 +18,12 @@ from .schedule import build_schedule
 from .timing import stage
 
 
+def _checks_enabled() -> bool:
+    from ..config import config
+
+    return config.jax_enable_checks
+
+
 @dataclass
 class ProcedureSource:
     """A traced public function (or jit function) and its reflection."""
@@ -169,6 +175,8 @@ def _compile_module(name: str, procedures: list[ProcedureSource], globals_: list
     plans: dict[int, object] = {}
     for proc in procedures:
         with stage("passes", proc.name) as timed:
+            if _checks_enabled():  # kiln.enable_checks(): the traced graph too, not only the passes' result
+                verify_graph(proc.graph)
             graph = prepare_graph(proc.graph)
             verify_graph(graph)
             timed.detail = f"{proc.name}: {len(proc.graph.eqns)} -> {len(graph.eqns)} equations"

@@ -234,6 +234,16 @@ def _to_dtype(x, dtype):
 
 
 def reduce_sum(operand, axes):
+    """lax.reduce_sum. With kiln.config's jax_allow_f16_reductions False, a float16/bfloat16 operand summed over a
+    dimension longer than 1 is an error, as JAX's (kiln.numpy's sums accumulate in float32 and bind the primitive
+    themselves, as jnp's upcast, unaffected)."""
+    from ..config import config
+
+    if not config.jax_allow_f16_reductions:
+        a = get_aval(operand)
+        if a.dtype in (np.float16, dtypes.BFLOAT16) and not all(a.shape[d] == 1 for d in axes):
+            raise ValueError(f"reduce_sum on operand {a.str_short()} is not allowed when "
+                             "jax_allow_f16_reductions=False.")
     return prims.reduce_sum.bind(operand, axes=tuple(sorted(axes)))
 
 

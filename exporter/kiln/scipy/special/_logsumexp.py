@@ -96,7 +96,31 @@ def logsumexp(a, axis=None, b=None, keepdims: bool = False, return_sign: bool = 
 
 def softmax(x, axis=None):
     """scipy.special.softmax: exp(x) / sum(exp(x), axis), the max subtracted first (the sums of float32 rows
-    in float64). scipy's default axis=None normalizes over the whole array (kiln.nn.softmax's is -1)."""
+    in float64). scipy's default axis=None normalizes over the whole array (kiln.nn.softmax's is -1).
+    Differentiated through that formula; with kiln.config's jax_softmax_custom_jvp (kiln.softmax_custom_jvp(),
+    as JAX's flag for jax.nn.softmax, which jax.scipy.special.softmax calls) by JAX's custom JVP rule instead,
+    y * (t - sum(y * t, axis)), whose reverse mode keeps only y."""
+    from ...config import config
+
+    if not config.jax_softmax_custom_jvp:
+        return _softmax(x, axis)
+    from ...transforms.custom import custom_jvp
+
+    @custom_jvp
+    def rule(x):
+        return _softmax(x, axis)
+
+    @rule.defjvp
+    def rule_jvp(primals, tangents):
+        y = rule(primals[0])
+        t = tangents[0]
+        axes = normalize_axes(axis, aval(y).ndim, "softmax")
+        return y, y * (t - knp.sum(y * t, axis=axes, keepdims=True))
+
+    return rule(x)
+
+
+def _softmax(x, axis):
     x, dtype = wide_float(x)
     axes = normalize_axes(axis, aval(x).ndim, "softmax")
     d, lo, _ = _shifted(x, axes)
