@@ -79,7 +79,7 @@ def test_format_specs_and_static_arguments(capsys):
 
 def test_control_flow_vmap_and_grad(capsys):
     """Bodies of scan, while, fori_loop and cond print each time they run, in program order with the
-    prints around them; vmap prints the batched value, grad the primal."""
+    prints around them; vmap prints once per example (JAX unrolls it), grad prints the primal."""
     def loss(w):
         kiln.debug.print("w={}", w)
         return knp.sum(w * w)
@@ -110,7 +110,7 @@ def test_control_flow_vmap_and_grad(capsys):
 
     x, n = np.array([1, 2, 3, 4], np.float32), np.int32(3)
     want = ("start 3\nscan c=0.0 row=1.0\nscan c=1.0 row=2.0\nscan c=3.0 row=3.0\nscan c=6.0 row=4.0\n"
-            "while 0\nwhile 1\nwhile 2\nbig 10.0\nrow [[1. 2.]\n [3. 4.]]\nw=[1. 2. 3. 4.]\nend 8.0 3\n")
+            "while 0\nwhile 1\nwhile 2\nbig 10.0\nrow [1. 2.]\nrow [3. 4.]\nw=[1. 2. 3. 4.]\nend 8.0 3\n")
     ys, q, v, g = kiln.jit(f)(x, n)
     np.testing.assert_allclose(np.asarray(ys), [0, 1, 3, 6])
     np.testing.assert_allclose(np.asarray(g), 2 * x)

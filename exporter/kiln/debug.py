@@ -4,7 +4,7 @@
 ``str`` prints them, at run time, in program order:
   - eagerly (no trace, or under ``kiln.disable_jit()``): at once, with Python's formatting;
   - traced (``kiln.jit``, the bodies of ``kiln.lax`` control flow, under ``grad`` (the primal value) and
-    ``vmap`` (the batched value), Program functions): as a ``debug_print`` host step, the VM instruction
+    ``vmap`` (one line per example, in order, as JAX's batching rule unrolls it), Program functions): as a ``debug_print`` host step, the VM instruction
     ``debug.print`` (format 2.8; docs/vm.md). The C runtime formats the values each time the step runs
     and writes the line to the context's print sink: Python's ``sys.stdout`` under ``kiln.jit`` and
     ``kiln.vm`` (so pytest's capsys sees it), stdout in ``kiln-run``, the embedder's
@@ -128,11 +128,12 @@ def _debug_print_jvp(primals, tangents, *, template: str):
 
 
 def _debug_print_batch(values, dims, *, axis_size: int, template: str):
-    from kiln.transforms.batching import move_batch_axis
+    from kiln.lax import index_in_dim
 
-    # JAX prints the batched value: the batch axis first
-    debug_print_p.bind(*[move_batch_axis(v, d, 0, axis_size) if d is not None else v
-                         for v, d in zip(values, dims)], template=template)
+    # as JAX's debug_batching_rule: one print per example, in order, with its values
+    for i in range(axis_size):
+        debug_print_p.bind(*[v if d is None else index_in_dim(v, i, axis=d, keepdims=False)
+                             for v, d in zip(values, dims)], template=template)
     return [], []
 
 
