@@ -83,10 +83,32 @@ def test_named_cpu_records_its_implied_features():
     (("x86_64-unknown-linux-gnu", "nocpu"), "unknown CPU 'nocpu' for x86_64-unknown-linux-gnu"),
     (("x86_64-unknown-linux-gnu", "generic", "+nofeature"), "unknown CPU feature '+nofeature'"),
     (("x86_64-unknown-linux-gnu", "generic", "avx2"), "comma-separated list of +name or -name"),
+    (("riscv64-unknown-linux-gnu", "generic-rv64", "-c,-m"), "riscv64 kernels need the M extension (-m given): "
+                                                             "a kernel image links no libgcc helper"),
 ])
 def test_named_target_errors(args, message):
     with pytest.raises(TargetError, match=re.escape(message)):
         Target.named(*args)
+
+
+def test_riscv64_targets_have_the_linux_baseline_and_link_64_bit_integer_arithmetic():
+    """LLVM's generic-rv64 is RV64I alone, and without M its 64-bit products and quotients (an int64 division,
+    the index arithmetic of a batched matmul) were calls to libgcc's __muldi3 and __udivdi3, which no kernel
+    image links ("undefined symbol '__udivdi3'"): a named riscv64 target has riscv64 Linux's RV64GC (A and C
+    may be removed, M, F and D not: test_named_target_errors)."""
+    rv = Target.named("riscv64-unknown-linux-gnu", "generic-rv64")
+    assert {"+m", "+a", "+f", "+d", "+c"} <= _features(rv) and "+v" not in _features(rv)
+    assert "-c" in _features(Target.named("riscv64-unknown-linux-gnu", "generic-rv64", "-c"))
+    assert Target.portable("riscv64-unknown-linux-gnu")[1].features == rv.features  # rv64gc: the same
+
+    a = np.arange(2 * 5 * 7, dtype=np.int64).reshape(2, 5, 7)
+
+    class Ints(Program, export_name="ints"):
+        def run(self, a=Program.like(a), d=Program.like(a[0, 0])):
+            return a @ a.transpose(0, 2, 1), a // (d + 1), a % (a + 3)
+
+    reader = ModuleFile(Program.get_compiled_artifact(Ints, target=rv).bytes)
+    assert [img.variant for img in reader.kernel_images] == ["generic-rv64"]
 
 
 def test_portable_variants_and_parse():

@@ -59,6 +59,8 @@ class Target:
         so a module for cpu="neoverse-v1" needs SVE on the machine that loads it. Raises TargetError
         for a triple, CPU or feature LLVM does not know."""
         triple, cpu, features = str(triple).strip(), str(cpu or "generic").strip(), _normalize_features(features)
+        if _arch_of(triple) == "riscv64":
+            features = _riscv64_baseline(features)
         effective = _effective_features(triple, cpu, features)
         removed = [f for f in features.split(",") if f.startswith("-")]
         return Target(triple, cpu, ",".join(effective + removed), variant or (cpu if cpu != "generic" else ""))
@@ -147,6 +149,28 @@ _PORTABLE = {
     "aarch64": (("generic", "+sve", "aarch64-sve"), ("generic", "", "aarch64-neon")),
     "riscv64": (("generic-rv64", "+m,+a,+f,+d,+c,+v", "rv64gcv"), ("generic-rv64", "+m,+a,+f,+d,+c", "rv64gc")),
 }
+
+# riscv64 Linux's baseline, RV64GC: every riscv64 Linux distribution requires it, so a named riscv64 target
+# has it whatever its CPU (LLVM's generic-rv64 is RV64I alone). A kernel image links no libgcc helper: without
+# M, LLVM calls __muldi3 and __udivdi3 for 64-bit products and quotients (index arithmetic has them), without
+# F and D the soft-float ones; those three cannot be removed. A and C can.
+_RISCV64_BASELINE = ("m", "a", "f", "d", "c")
+_RISCV64_REQUIRED = ("m", "f", "d")
+
+
+def _riscv64_baseline(features: str) -> str:
+    items = features.split(",") if features else []
+    removed = {f[1:] for f in items if f.startswith("-")}
+    refused = [name for name in _RISCV64_REQUIRED if name in removed]
+    if refused:
+        raise TargetError(f"riscv64 kernels need the {', '.join(n.upper() for n in refused)} extension"
+                          f"{'s' if len(refused) > 1 else ''} (-{', -'.join(refused)} given): a kernel image "
+                          f"links no libgcc helper (without M, 64-bit products and quotients are calls to "
+                          f"__muldi3 and __udivdi3; without F and D, float arithmetic is soft-float calls), and "
+                          f"riscv64 Linux requires RV64GC")
+    return ",".join([f"+{name}" for name in _RISCV64_BASELINE if name not in removed and f"+{name}" not in items]
+                    + items)
+
 
 TARGET_ENV = "KILN_TARGET"
 """The environment variable that sets the default export target: "host", "portable" (the default)
