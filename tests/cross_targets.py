@@ -304,6 +304,11 @@ def sweep_functions(scale: int = 1) -> dict:
                                   knp.floor(s), s.astype(np.int32), knp.isnan(s), nn.gelu(s)], [special], "math"),
         "ew_int": (lambda i: [i * 3 - (i >> 2), i // 7, i % 5, knp.abs(i), (i & 0x3F) ^ 0x15,
                               i.astype(np.float32) * 0.25, knp.clip(i, -100, 100).astype(np.int8)], [ints], "exact"),
+        # int64 products, quotients and remainders, an integer batched matmul (riscv64 without M called libgcc's
+        # __muldi3/__udivdi3 for these, which no kernel image links: test_targets.py)
+        "ew_int64": (lambda i, j: [i * j - (i >> 3), i // (j % 97 + 98), i % (j + 2001), knp.matmul(i[:12].reshape(3, 4, 29),
+                                   j[:12].reshape(3, 29, 4) % 50)],
+                     [ints.astype(np.int64) * 3_000_000, ints[::-1].astype(np.int64)], "exact"),
         "ew_narrow": (lambda h, b: [h * h + 1, knp.exp(h.astype(np.float32)).astype(np.float16), b * b - b,
                                     knp.tanh(b)], [half, bf], "exact"),
         "ew_select": (lambda a, b: knp.where(a > b, a * 2, knp.minimum(a, -b)), [x, x.T.copy().T], "exact"),
