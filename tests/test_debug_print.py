@@ -167,3 +167,48 @@ def test_format_errors_name_the_line(fmt, kwargs, match):
     with pytest.raises(TracingError, match=match) as info:
         kiln.jit(f)(np.ones(3, np.float32))
     assert "test_debug_print.py:" in str(info.value)
+
+
+def test_callback_runs_in_program_order_and_is_never_exported(capsys):
+    """kiln.debug.callback calls Python at run time (the VM's debug.callback) with numpy copies, in program
+    order with the prints, once per loop iteration and per vmapped example; its exception stops the call
+    and is raised; an exported module cannot hold one (refused naming the callback's line)."""
+    from kiln import Program
+
+    def seen(i, c, tag):
+        print(f"callback {int(i)} {c.tolist()} {c.dtype} {tag}")
+
+    def f(x):
+        kiln.debug.print("start")
+
+        def body(i, c):
+            kiln.debug.callback(seen, i, c, tag="t")
+            kiln.debug.print("print {}", i)
+            return c * 2
+
+        kiln.vmap(lambda r: kiln.debug.callback(seen, 9, r, "v"))(x.reshape(2, 1))
+        return lax.fori_loop(0, 2, body, x)
+
+    want = ("start\ncallback 9 [1.0] float32 v\ncallback 9 [1.0] float32 v\ncallback 0 [1.0, 1.0] float32 t\n"
+            "print 0\ncallback 1 [2.0, 2.0] float32 t\nprint 1\n")
+    np.testing.assert_allclose(np.asarray(kiln.jit(f)(np.ones(2, np.float32))), [4.0, 4.0])
+    assert capsys.readouterr().out == want
+
+    def boom(v):
+        raise ValueError(f"boom {v}")
+
+    with pytest.raises(ValueError, match="boom 2.0") as info:
+        kiln.jit(lambda x: (kiln.debug.callback(boom, x), x + 1)[1])(np.float32(2))
+    assert "the host callback stopped the call" in str(info.value.__cause__)
+
+    class Calls(Program, export_name="calls"):
+        def run(self, x=Program.like(np.zeros(2, np.float32))):
+            kiln.debug.callback(seen, 0, x, "p")
+            return x + 1
+
+    calls = Calls()
+    np.testing.assert_allclose(np.asarray(calls.run(np.ones(2, np.float32))), [2.0, 2.0])  # in process: fine
+    assert capsys.readouterr().out == "callback 0 [1.0, 1.0] float32 p\n"
+    with pytest.raises(TypeError, match=r"Calls calls back into Python \(kiln.debug.callback\(.*seen\) at "
+                                        r".*test_debug_print.py:\d+.*\): an exported module runs without Python"):
+        Program.get_compiled_artifact(calls)

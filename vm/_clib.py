@@ -58,6 +58,12 @@ _DispatchObserver = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINT
 
 # kiln_print_callback_t: a line of kiln.debug.print text (kiln_context_set_print_callback, format 2.8)
 _PrintCallback = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_char), ctypes.c_size_t)
+# kiln_host_callback_t: a debug.callback instruction (kiln_context_set_host_callback, format 2.8)
+_HostCallback = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_uint32, ctypes.POINTER(ctypes.c_void_p),
+                                 ctypes.c_size_t)
+# The exception a host callback raised in this thread, which stopped its call: _check raises it instead of
+# the call's CANCELLED status.
+_pending = threading.local()
 
 
 class _HostBuffer(ctypes.Structure):
@@ -154,6 +160,7 @@ def _declare(lib):
     optional = {
         "kiln_buffer_view_is_exclusive": (ctypes.c_int, [P]),
         "kiln_context_set_print_callback": (None, [P, _PrintCallback, P]),
+        "kiln_context_set_host_callback": (None, [P, _HostCallback, P]),
     }
     for name, (restype, argtypes) in (*sigs.items(), *optional.items()):
         try:
@@ -194,6 +201,10 @@ def _check(status) -> None:
         code = lib.kiln_status_code(status)
         message = lib.kiln_status_message(status).decode("utf-8", "replace")
         lib.kiln_status_free(status)
+        error = getattr(_pending, "error", None)
+        if error is not None:
+            _pending.error = None
+            raise error from KilnRuntimeError(code, message)
         raise KilnRuntimeError(code, message)
 
 

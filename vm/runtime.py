@@ -305,6 +305,41 @@ def _print_to_stdout(_user, text, length) -> int:
     return 0
 
 
+_HOST_CALLBACKS: dict[int, object] = {}
+_host_callback_lock = threading.Lock()
+
+
+def register_host_callback(fn) -> int:
+    """A number for `fn` that a debug.callback instruction (format 2.8) names: a call on any Context of this
+    process that runs it calls fn(*values) with numpy copies of the values, on the calling thread. When fn
+    raises, the call stops and raises its exception. Numbers are never reused in a process, so a module
+    compiled with them is meaningless elsewhere (kiln refuses to export one)."""
+    with _host_callback_lock:
+        number = len(_HOST_CALLBACKS) + 1
+        _HOST_CALLBACKS[number] = fn
+    return number
+
+
+def host_callback(number: int):
+    """The function register_host_callback gave `number` (None if none)."""
+    return _HOST_CALLBACKS.get(number)
+
+
+@_clib._HostCallback
+def _call_host(_user, number, values, count) -> int:
+    """kiln_host_callback_t of every Context: the registered function with numpy copies of the values."""
+    try:
+        fn = _HOST_CALLBACKS.get(number)
+        if fn is None:
+            raise KilnRuntimeError(FAILED_PRECONDITION, f"debug.callback {number}: no function of this process "
+                                                        f"has that number (kiln.vm.register_host_callback)")
+        fn(*[_from_view(values[i]) for i in range(count)])
+    except BaseException as e:  # noqa: BLE001 - a C callback cannot raise: the call stops, _check raises it
+        _clib._pending.error = e
+        return 1
+    return 0
+
+
 class Context(_Handle):
     """A module's globals (mutable state) and the calls that use them.
 
@@ -332,6 +367,8 @@ class Context(_Handle):
         self._ptr = out.value
         if hasattr(lib, "kiln_context_set_print_callback"):  # kiln.debug.print's lines: Python's sys.stdout
             lib.kiln_context_set_print_callback(out.value, _print_to_stdout, None)
+        if hasattr(lib, "kiln_context_set_host_callback"):  # kiln.debug.callback: register_host_callback's
+            lib.kiln_context_set_host_callback(out.value, _call_host, None)
 
     def close(self) -> None:
         """Releases the context (waiting for a call in progress to return)."""

@@ -19,11 +19,15 @@ one). Other specs, conversions (``!r``), attribute or index fields of traced val
 values and complex values are refused when the function is traced, naming the print's source line.
 Arguments that are not traced (Python numbers, strings, shapes) are formatted by Python at trace time.
 
-``callback(fn, *args, **kwargs)`` calls ``fn`` on the values (only its side effects count; its result is
-dropped, as in JAX): in a ``kiln.jit`` function called from Python, after the call returns (the values
-become extra outputs); inside ``kiln.lax`` control flow bodies, under transformations inside the jit and
-in exported functions it prints the values' shapes once at trace time and warns (the C runtime has no
-Python to call). ``breakpoint()`` enters pdb eagerly; traced, it warns and does nothing.
+``callback(fn, *args, **kwargs)`` calls ``fn`` on the values (numpy arrays; only its side effects count,
+its result is dropped, as in JAX): eagerly at once; traced, at run time in program order with the prints,
+as the VM's ``debug.callback`` instruction (format 2.8), which calls the context's host callback: kiln.vm's
+contexts call the function registered under the instruction's number (``kiln.vm.runtime.
+register_host_callback``) in this process. So it works in ``kiln.jit`` and in Program instances run from
+Python, in loop bodies and under ``vmap`` (once per example, as JAX) and ``grad`` (the primal); an
+exception it raises stops the call and is raised by it. A module holding one cannot be exported
+(``Program.get_compiled_artifact`` refuses it, naming the callback and its line): the C runtime has no
+Python to call. ``breakpoint()`` enters pdb eagerly; traced, it warns and does nothing.
 ``inspect_array_sharding``, ``visualize_array_sharding`` and ``visualize_sharding`` describe the one host
 device. ``ordered=`` is accepted: prints of one call come out in program order either way.
 """
@@ -220,9 +224,90 @@ def _template(fmt: str, args: tuple, kwargs: dict) -> tuple[str, list]:
 
 
 def callback(fn, *args, ordered: bool = False, partitioned: bool = False, **kwargs) -> None:
-    """Calls ``fn(*args, **kwargs)`` with the values (numpy arrays) for its side effects; its result is dropped."""
+    """Calls ``fn(*args, **kwargs)`` with the values (numpy arrays) for its side effects; its result is dropped.
+    Traced, at run time in program order (the VM's debug.callback, format 2.8); a module holding one cannot
+    be exported (it needs this process's Python)."""
     leaves, tree = tree_flatten((args, kwargs))
-    _emit(fn, tree, leaves)
+    if not any(isinstance(x, Tracer) for x in leaves):
+        args, kwargs = tree_unflatten(tree, [np.asarray(x) if hasattr(x, "shape") else x for x in leaves])
+        fn(*args, **kwargs)
+        return
+    from kiln.core.source_info import user_frame_info
+    from kiln.vm.runtime import register_host_callback
+
+    dynamic = [i for i, x in enumerate(leaves) if hasattr(x, "shape")]
+    static = {i: x for i, x in enumerate(leaves) if not hasattr(x, "shape")}
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
+    for i in dynamic:
+        x = leaves[i]
+        dtype = np.dtype((x.aval if isinstance(x, Tracer) else np.asarray(x)).dtype)
+        if dtype.kind == "c":
+            raise TracingError(f"kiln.debug.callback({name}): argument {i} is {dtype.name}: complex values are "
+                               f"not passed to callbacks in compiled code (pass their real and imaginary parts)")
+
+    def call(*values):
+        full = [static[i] if i in static else None for i in range(len(leaves))]
+        for i, v in zip(dynamic, values):
+            full[i] = v
+        a, k = tree_unflatten(tree, full)
+        fn(*a, **k)
+
+    info = user_frame_info()
+    call.kiln_site = f"kiln.debug.callback({name})" + (f" at {info}" if info is not None else "")
+    debug_callback_p.bind(*[leaves[i] for i in dynamic], callback=register_host_callback(call), name=name)
+
+
+# ---- the debug_callback primitive: a host step, the VM's debug.callback instruction (format 2.8) ----
+
+debug_callback_p = register(Primitive("debug_callback", multiple_results=True))
+debug_callback_p.def_traits(fusion="host")
+debug_callback_p.has_side_effects = True
+debug_callback_p.format_params = lambda params: f" {params['name']} #{params['callback']}"
+
+
+@debug_callback_p.def_abstract_eval
+def _debug_callback_abstract(*avals, callback: int, name: str):
+    return []
+
+
+@debug_callback_p.def_impl
+def _debug_callback_impl(*values, callback: int, name: str):
+    from kiln.vm.runtime import host_callback
+
+    host_callback(callback)(*[np.asarray(v) for v in values])
+    return []
+
+
+def _debug_callback_jvp(primals, tangents, **params):
+    debug_callback_p.bind(*primals, **params)
+    return [], []
+
+
+def _debug_callback_batch(values, dims, *, axis_size: int, **params):
+    from kiln.lax import index_in_dim
+
+    for i in range(axis_size):  # as JAX's debug_batching_rule: once per example, in order
+        debug_callback_p.bind(*[v if d is None else index_in_dim(v, i, axis=d, keepdims=False)
+                                for v, d in zip(values, dims)], **params)
+    return [], []
+
+
+debug_callback_p.jvp_rule = _debug_callback_jvp
+debug_callback_p.batching_rule = _debug_callback_batch
+
+
+def exported_callbacks(functions) -> list[str]:
+    """Where the debug.callback instructions of these FunctionSpecs were traced ("kiln.debug.callback(fn) at
+    file:line"): a module holding one cannot be exported."""
+    from kiln.vm.runtime import host_callback
+
+    sites = []
+    for f in functions:
+        for ins in f.code:
+            if getattr(ins, "op", None) == "debug.callback":
+                fn = host_callback(ins.operands[0])
+                sites.append(getattr(fn, "kiln_site", f"kiln.debug.callback #{ins.operands[0]}"))
+    return sites
 
 
 def breakpoint(*, backend=None, filter_frames=True, num_frames=None, ordered=False, token=None, **kwargs):  # noqa: A001

@@ -34,6 +34,8 @@ struct kiln_context {
   void* observer_data;
   kiln_print_callback_t print_callback; /* NULL: stdout (kiln_context_set_print_callback) */
   void* print_data;
+  kiln_host_callback_t host_callback; /* NULL: debug.callback fails (kiln_context_set_host_callback) */
+  void* host_data;
   /* During a kiln_context_invoke_host call with result destinations: where
    * alloc.result of that call's function (not of nested calls) places result
    * i (NULL: a new buffer), one per result. */

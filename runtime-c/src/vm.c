@@ -638,6 +638,32 @@ static kiln_status_t do_print(kiln_context_t* c, kiln_frame_t* fr, const kiln_bc
   return s;
 }
 
+/* debug.callback callback, values (format 2.8): the context's host callback
+ * with the values, now. */
+static kiln_status_t do_host_callback(kiln_context_t* c, kiln_frame_t* fr,
+                                      const kiln_bc_operand_t* op) {
+  const kiln_buffer_view_t* local[8];
+  const kiln_buffer_view_t** views = local;
+  uint32_t j, count = op[1].value;
+  kiln_status_t s = NULL;
+  int answer;
+  if (!c->host_callback)
+    return RUNTIME_ERROR("debug.callback %u: the module calls back into its host, but no host "
+                         "callback is set on the context (kiln_context_set_host_callback)",
+                         (unsigned)op[0].value);
+  if (count > 8 && !(views = malloc(count * sizeof *views)))
+    return kiln_make_status(KILN_OUT_OF_MEMORY, "debug.callback of %u values", (unsigned)count);
+  for (j = 0; j < count && !s; j++) {
+    kiln_ref_t ref = {NULL, 0, 0};
+    if (!(s = get_ref(fr, op[1].list[j], &ref))) views[j] = ref.view;
+  }
+  if (!s && (answer = c->host_callback(c->host_data, op[0].value, views, count)))
+    s = kiln_make_status(KILN_CANCELLED, "the host callback stopped the call at debug.callback "
+                         "%u (it returned %d)", (unsigned)op[0].value, answer);
+  if (views != local) free(views);
+  return s;
+}
+
 /* ---- one instruction ----------------------------------------------------------- */
 
 static kiln_status_t step(kiln_context_t* c, kiln_frame_t* fr, const kiln_bc_instr_t* in,
@@ -829,6 +855,7 @@ static kiln_status_t step(kiln_context_t* c, kiln_frame_t* fr, const kiln_bc_ins
     case KILN_OP_BUFFER_VIEW: return do_view(fr, op);
     case KILN_OP_BUFFER_COPY: return do_copy(fr, op);
     case KILN_OP_DEBUG_PRINT: return do_print(c, fr, op);
+    case KILN_OP_DEBUG_CALLBACK: return do_host_callback(c, fr, op);
     case KILN_OP_INVALID:
       break;
   }
@@ -943,6 +970,13 @@ void kiln_context_set_print_callback(kiln_context_t* context, kiln_print_callbac
   if (!context) return;
   context->print_callback = callback;
   context->print_data = user_data;
+}
+
+void kiln_context_set_host_callback(kiln_context_t* context, kiln_host_callback_t callback,
+                                    void* user_data) {
+  if (!context) return;
+  context->host_callback = callback;
+  context->host_data = user_data;
 }
 
 void kiln_context_set_dispatch_observer(kiln_context_t* context,

@@ -199,7 +199,8 @@ def arena() -> ModuleSpec:
 
 def printing() -> ModuleSpec:
     """debug.print (format 2.8): 'show' prints a 2x3 f32 argument, an i64 with a spec and a bool,
-    in two lines; 'spec_of_array' formats a 1-d value (its own template constant) with a spec: an error."""
+    in two lines; 'spec_of_array' formats a 1-d value (its own template constant) with a spec: an error;
+    'call_host' calls host callback 7 with its arguments (debug.callback), then prints."""
     tpl = lambda text: ConstantSpec(np.frombuffer(text.encode(), np.uint8).copy())  # noqa: E731
     x23 = TensorType("f32", (2, 3))
     return ModuleSpec("vmprint", functions=[
@@ -207,6 +208,8 @@ def printing() -> ModuleSpec:
             Instr("debug.print", 0, [0, 1]), Instr("i.const", 0, 1), Instr("i.store", 2, 0, TensorType("bool", ())),
             Instr("debug.print", 1, [1, 2, 0]), Instr("ret", [1])]),
         fn("spec_of_array", [], [], [Instr("const", 0, 2), Instr("debug.print", 2, [0]), Instr("ret", [])]),
+        fn("call_host", [("x", x23), ("n", I64)], [("n", I64)], [
+            Instr("debug.callback", 7, [0, 1]), Instr("debug.print", 0, [0, 1]), Instr("ret", [1])]),
     ], constants=[tpl("x = {0}, n = {1:+05d} {{literal}}"), tpl("n={0:>6.2f} flag={1} {2:}|end"),
                   tpl("{0:.3f}")])
 

@@ -2,7 +2,8 @@
  * Its lines go to the context's print callback in program order, formatted
  * as numpy's str and Python's format() would; a nonzero return stops the
  * call; without a callback they go to stdout; a spec on an array is an error
- * naming the field. (Damaged templates are refused at load: test_vm's bad
+ * naming the field. debug.callback calls the host callback with its number and
+ * values before the next instruction, and fails without one. (Damaged templates are refused at load: test_vm's bad
  * modules.) */
 #include <fcntl.h>
 #include <stdint.h>
@@ -48,6 +49,28 @@ static kiln_status_t show(kiln_context_t* c, kiln_function_t f, int64_t n, int64
   return s;
 }
 
+typedef struct {
+  sink_t* sink; /* to check the order against the prints */
+  uint32_t number;
+  size_t count;
+  float x5;
+  int64_t n;
+  int lines_before;
+  int answer;
+} host_t;
+
+static int on_host(void* user, uint32_t number, const kiln_buffer_view_t* const* values, size_t count) {
+  host_t* h = user;
+  h->number = number;
+  h->count = count;
+  CHECK(count == 2 && kiln_buffer_view_dtype(values[0]) == KILN_DTYPE_F32 &&
+        kiln_buffer_view_rank(values[0]) == 2 && kiln_buffer_view_dtype(values[1]) == KILN_DTYPE_I64);
+  memcpy(&h->x5, (const float*)kiln_buffer_view_data(values[0]) + 5, sizeof h->x5);
+  memcpy(&h->n, kiln_buffer_view_data(values[1]), sizeof h->n);
+  h->lines_before = h->sink->lines;
+  return h->answer;
+}
+
 #define ARRAY "[[ 1.   2.   3. ]\n [ 4.5 -5.   6. ]]"
 
 int main(void) {
@@ -87,6 +110,27 @@ int main(void) {
   sink.answer = 0;
   CHECK_ERROR(kiln_context_invoke(c, bad, NULL, 0, NULL, 0), KILN_INVALID_ARGUMENT,
               "debug.print: field {0} has a format spec but its value has rank 1");
+
+  /* debug.callback: none set fails the call; set, it runs before the print after it. */
+  {
+    kiln_function_t call_host;
+    host_t host;
+    memset(&host, 0, sizeof host);
+    memset(&sink, 0, sizeof sink);
+    host.sink = &sink;
+    CHECK_OK(kiln_module_lookup_function(m, "call_host", &call_host));
+    CHECK_ERROR(show(c, call_host, 4, NULL), KILN_FAILED_PRECONDITION,
+                "debug.callback 7: the module calls back into its host, but no host callback is set");
+    kiln_context_set_host_callback(c, on_host, &host);
+    CHECK_OK(show(c, call_host, 4, NULL));
+    CHECK(host.number == 7 && host.count == 2 && host.x5 == 6.0f && host.n == 4);
+    CHECK(host.lines_before == 0 && sink.lines == 1);
+    host.answer = 5;
+    CHECK_ERROR(show(c, call_host, 4, NULL), KILN_CANCELLED,
+                "the host callback stopped the call at debug.callback 7 (it returned 5)");
+    CHECK(sink.lines == 1); /* stopped before the print */
+    kiln_context_set_host_callback(c, NULL, NULL);
+  }
 
   /* No callback: stdout, flushed at once. */
   {

@@ -12,7 +12,7 @@ from kiln.vm.isa import Instr, Label
 from kiln.vm.module_spec import ConstantSpec, FunctionSpec, ValueInfo
 
 from ..core.errors import CompileError
-from ..debug import debug_print_p
+from ..debug import debug_callback_p, debug_print_p
 from ..core.ir import Graph, Literal, Var
 from ..lax.control_flow import cond_p, scan_p, while_p
 from ..program.prims import global_load, global_store
@@ -211,6 +211,8 @@ class _GraphLowering:
             # the template is a 1-d u8 constant; the values are read where they are (format 2.8)
             template = np.frombuffer(eqn.params["template"].encode("utf-8"), np.uint8)
             self.frame.emit("debug.print", self.ctx.constants.add(template), [self.use(a) for a in eqn.invars])
+        elif prim is debug_callback_p:
+            self.frame.emit("debug.callback", eqn.params["callback"], [self.use(a) for a in eqn.invars])
         elif prim is cond_p:
             self._cond(eqn, op, bodies)
         elif prim is while_p:

@@ -334,6 +334,7 @@ def loop_memory(eqn, plan_for, memo: dict | None = None, graph: Graph | None = N
     loop's result is read only by kernels of `graph`, the graph holding `eqn`), which buffer.row
     does not freeze; its operand then counts among `rows`. When the loop's result lies elsewhere, the
     carry rotates through two arena spares and the exit copies it there (`LoopMemory.staged`)."""
+    from ..debug import debug_callback_p, debug_print_p
     from ..lax.control_flow import cond_p, scan_p, while_p
 
     memo = {} if memo is None else memo
@@ -341,6 +342,10 @@ def loop_memory(eqn, plan_for, memo: dict | None = None, graph: Graph | None = N
         return memo[("loop", id(eqn))]
     p = eqn.params
     result = LoopMemory()
+    if eqn.primitive in (debug_print_p, debug_callback_p):
+        # debug.print and debug.callback (which copies) read their values at their step and keep nothing:
+        # they may live in the arena
+        return LoopMemory(consumed=frozenset(range(len(eqn.invars))))
     if eqn.primitive is cond_p:
         branches = p["branches"]
         # results written into their planned buffer, made before branching: each branch makes the

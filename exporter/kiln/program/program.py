@@ -213,6 +213,13 @@ class Program:
             raise TypeError(f"Program.get_compiled_artifact: expected a Program subclass or instance, "
                             f"got {type(program).__name__}")
         result = cls._kiln_result_for(target)
+        from kiln.debug import exported_callbacks
+
+        sites = exported_callbacks(result.spec.functions)
+        if sites:
+            raise TypeError(f"Program.get_compiled_artifact: {cls.__name__} calls back into Python "
+                            f"({'; '.join(sites)}): an exported module runs without Python, so it cannot hold "
+                            f"kiln.debug.callback (use kiln.debug.print, which the C runtime prints)")
         if globals == "initial":
             return CompiledArtifact(result.module_bytes)
         from kiln.vm.writer import serialize

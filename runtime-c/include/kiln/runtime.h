@@ -412,6 +412,21 @@ typedef int (*kiln_print_callback_t)(void* user_data, const char* text, size_t l
 void kiln_context_set_print_callback(kiln_context_t* context, kiln_print_callback_t callback,
                                      void* user_data);
 
+/* Receives each debug.callback instruction (format 2.8: kiln.debug.callback
+ * in a module compiled in-process by kiln.jit or a Program, which registered
+ * `callback`, a number of its own): the values are valid only during the
+ * callback, read-only. It runs on the calling thread, in program order, and
+ * must not call into the context. A nonzero return stops the call with
+ * KILN_CANCELLED. */
+typedef int (*kiln_host_callback_t)(void* user_data, uint32_t callback,
+                                    const kiln_buffer_view_t* const* values, size_t count);
+
+/* Sets the host callback of every later call on `context`; NULL: none, and a
+ * debug.callback instruction then fails the call with
+ * KILN_FAILED_PRECONDITION. Call it between calls, not during one. */
+void kiln_context_set_host_callback(kiln_context_t* context, kiln_host_callback_t callback,
+                                    void* user_data);
+
 /* ---- bounding and cancelling calls --------------------------------------- */
 
 /* Limits on each call made on a context. A call checks them, and the cancel

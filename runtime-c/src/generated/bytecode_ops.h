@@ -51,9 +51,10 @@ typedef enum kiln_opcode {
   KILN_OP_GLOBAL_TAKE = 26,
   KILN_OP_BUFFER_COPY = 27,
   KILN_OP_DEBUG_PRINT = 28,
+  KILN_OP_DEBUG_CALLBACK = 29,
 } kiln_opcode_t;
 
-#define KILN_OP_COUNT 29
+#define KILN_OP_COUNT 30
 #define KILN_OP_MAX_OPERANDS 4
 
 typedef struct kiln_op_info {
@@ -96,6 +97,7 @@ static inline const kiln_op_info_t* kiln_op_info(uint32_t opcode) {
       [26] = {"global.take", 2, 0, {KILN_OPERAND_R, KILN_OPERAND_GLOBAL}, {"dst", "g"}, "dst = the current value of mutable global g as a buffer this call may write in place: the global's own buffer when the context holds the only reference to it and its memory is the runtime's (a kernel then updates the global in place, before the global.store of dst that follows), otherwise a writable copy of it (format 2.6)"},
       [27] = {"buffer.copy", 2, 0, {KILN_OPERAND_R, KILN_OPERAND_R}, {"dst", "src"}, "the bytes of src copied into dst in place (dst writable, src of dst's dtype and shape); nothing is copied when the two are the same memory (format 2.7: a loop's or branch's value written into the buffer the compiler planned for it)"},
       [28] = {"debug.print", 2, 0, {KILN_OPERAND_CONST, KILN_OPERAND_LIST_R}, {"format", "values"}, "prints the values formatted by the template in constant format (a 1-d u8 constant: UTF-8 text whose fields {N} or {N:spec} name values[N]; {{ and }} are braces; arrays print as numpy's str does) as one line to the context's print sink (kiln_context_set_print_callback; stdout by default), in program order (format 2.8: kiln.debug.print)"},
+      [29] = {"debug.callback", 2, 0, {KILN_OPERAND_IMM, KILN_OPERAND_LIST_R}, {"callback", "values"}, "calls the context's host callback (kiln_context_set_host_callback) with number callback and the values, in program order; a context without one fails the call (format 2.8: kiln.debug.callback in kiln.jit and in-process Programs; a module using it is never exported)"},
   };
   if (opcode >= KILN_OP_COUNT || table[opcode].name == NULL) return NULL;
   return &table[opcode];
