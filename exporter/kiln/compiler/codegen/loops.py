@@ -13,12 +13,15 @@ def const64(value: int) -> ir.Constant:
 
 
 def for_range(builder: ir.IRBuilder, start, stop, body: Callable[[ir.Value], None], name: str = "i", step: int = 1,
-              vector_width: int | None = None) -> None:
+              vector_width: int | None = None, interleave: int | None = None) -> None:
     """Emits `for (i = start; i < stop; i += step) body(i)` with an i64 induction variable.
 
     vector_width: LLVM's loop vectorizer is asked for exactly that many lanes (loop metadata
     `llvm.loop.vectorize.width`), whatever its cost model would choose; only for loops whose lanes compute
-    the same operations at any width (no reassociated reduction), so the width changes no bits."""
+    the same operations at any width (no reassociated reduction), so the width changes no bits.
+    interleave: the vectorized loop computes that many independent vectors per iteration (loop metadata
+    `llvm.loop.interleave.count`; LLVM's cost model takes 1 for a long body), so that the out-of-order core
+    overlaps their dependency chains; the lanes' operations are the same, so it changes no bits either."""
     start = const64(start) if isinstance(start, int) else start
     stop = const64(stop) if isinstance(stop, int) else stop
     fn = builder.function
@@ -36,18 +39,25 @@ def for_range(builder: ir.IRBuilder, start, stop, body: Callable[[ir.Value], Non
     following = builder.add(index, const64(step), name=f"{name}.next")
     index.add_incoming(following, builder.block)
     latch = builder.branch(head)
-    if vector_width:
-        latch.set_metadata("llvm.loop", _loop_id(builder.module, vector_width))
+    if vector_width or interleave:
+        latch.set_metadata("llvm.loop", _loop_id(builder.module, vector_width, interleave))
     builder.position_at_end(done)
 
 
-def _loop_id(module: ir.Module, width: int):
-    """A distinct loop ID (self-referential, as LLVM requires) asking for `width` vector lanes."""
+def _loop_id(module: ir.Module, width: int | None, interleave: int | None = None):
+    """A distinct loop ID (self-referential, as LLVM requires) asking for `width` vector lanes (LLVM's choice when
+    None) and `interleave` vectors per iteration."""
     count = getattr(module, "_kiln_loop_ids", 0)
     module._kiln_loop_ids = count + 1
-    properties = [module.add_metadata([ir.MetaDataString(module, "llvm.loop.vectorize.width"), ir.Constant(ir.IntType(32), width)]),
-                  module.add_metadata([ir.MetaDataString(module, "llvm.loop.vectorize.enable"), ir.Constant(ir.IntType(1), 1)]),
-                  module.add_metadata([ir.MetaDataString(module, f"kiln.loop.{count}")])]
+    i32 = ir.IntType(32)
+    properties = []
+    if width:
+        properties.append(module.add_metadata([ir.MetaDataString(module, "llvm.loop.vectorize.width"), ir.Constant(i32, width)]))
+    if interleave:
+        properties.append(module.add_metadata([ir.MetaDataString(module, "llvm.loop.interleave.count"),
+                                               ir.Constant(i32, interleave)]))
+    properties += [module.add_metadata([ir.MetaDataString(module, "llvm.loop.vectorize.enable"), ir.Constant(ir.IntType(1), 1)]),
+                   module.add_metadata([ir.MetaDataString(module, f"kiln.loop.{count}")])]
     loop_id = module.add_metadata([None] + properties)  # unique through its last property
     loop_id.operands = (loop_id,) + tuple(loop_id.operands[1:])
     return loop_id
