@@ -1333,9 +1333,10 @@ def _emit_winograd(region, p: ConvPlan, w: WinogradPlan, ep=None):
     n_chunks = -(-n // w.nc)
     items = p.n_out * w.bands * n_chunks
     tiling = SimpleNamespace(vw=w.vw, nr=w.nr)
-    u_xi = cin * w.nc          # one position's panels
-    v_xi = w.chunk * w.a_ld    # one position's transformed input rows
-    m_xi = w.chunk * w.nc      # one position's products
+    line = 64 // p.dtype.itemsize  # each position's block a cache line past its size: the 16 blocks' accesses at
+    u_xi = cin * w.nc + line       # one index (a transform's loads or stores) then do not all fall in one
+    v_xi = w.chunk * w.a_ld + line  # set of the L1 when the size is a multiple of 4 KiB (64 x 64 floats)
+    m_xi = w.chunk * w.nc + line
 
     def body(b: ir.IRBuilder, pointers, workgroup_id, workgroup_count):
         x_ptr, w_ptr = pointers[lv.source], pointers[rv.source]
