@@ -33,7 +33,6 @@ device. ``ordered=`` is accepted: prints of one call come out in program order e
 """
 from __future__ import annotations
 
-import contextvars
 import re
 import string
 import warnings
@@ -51,43 +50,12 @@ __all__ = ["print", "callback", "breakpoint", "inspect_array_sharding", "visuali
 
 _print = print  # the builtin, before this module's print shadows it
 
-# (the kiln.jit trace collecting prints, its list of (callback, treedef, leaf count, traced leaves)) or None
-_SINK: contextvars.ContextVar = contextvars.ContextVar("kiln_debug_sink", default=None)
-
-
 class DebugEffect:
-    """JAX's effect type of debug callbacks; kiln's prints are outputs of the call, not effects."""
+    """JAX's effect type of debug callbacks; kiln's prints and callbacks are host steps of the graph."""
 
 
 class OrderedDebugEffect(DebugEffect):
     """JAX's effect type of ordered debug callbacks."""
-
-
-def _format_and_print(fmt, args, kwargs):
-    _print(fmt.format(*args, **kwargs))
-
-
-def _emit(fn, tree, leaves):
-    """Calls fn(*args, **kwargs) for the tree (args, kwargs) of `leaves` now, or records it with the enclosing
-    kiln.jit trace so that it is called with the computed values after the call."""
-    traced = [x for x in leaves if isinstance(x, Tracer)]
-    if not traced:
-        args, kwargs = tree_unflatten(tree, [np.asarray(x) if hasattr(x, "shape") else x for x in leaves])
-        fn(*args, **kwargs)
-        return
-    sink = _SINK.get()
-    if sink is not None and all(x._trace is sink[0] for x in traced):
-        sink[1].append((fn, tree, leaves))
-        return
-    args, kwargs = tree_unflatten(tree, [x.aval if isinstance(x, Tracer) else x for x in leaves])
-    warnings.warn("kiln.debug: values inside a kiln.lax control-flow body, a transformation inside kiln.jit or an "
-                  "exported Program function are not printed (kiln's modules have no host callback); their "
-                  "shapes and dtypes are printed once at trace time. Run under kiln.disable_jit() to see the values",
-                  stacklevel=3)
-    try:
-        fn(*args, **kwargs)
-    except Exception:  # a callback that needs real values: the warning says why nothing came out
-        pass
 
 
 def print(fmt: str, *args, ordered: bool = False, partitioned: bool = False, **kwargs) -> None:  # noqa: A001
@@ -338,26 +306,3 @@ def visualize_array_sharding(arr, **kwargs) -> None:
 
 def visualize_sharding(shape, sharding, **kwargs) -> None:
     _print(f"array {tuple(shape)}: one shard on CpuDevice(id=0)")
-
-
-# kiln.jit's side (jit.py calls these)
-
-def start_collecting(trace):
-    """Begins collecting the prints of the jit trace `trace`; returns (token, the list)."""
-    collected: list = []
-    return _SINK.set((trace, collected)), collected
-
-
-def stop_collecting(token) -> None:
-    _SINK.reset(token)
-
-
-def replay(specs, values) -> None:
-    """Calls each collected print's function with its share of `values` (computed, or tracers of a caller's
-    trace when a jit function is called inside another)."""
-    k = 0
-    for fn, tree, leaves in specs:
-        n = sum(isinstance(x, Tracer) for x in leaves)
-        mine = iter(values[k:k + n])
-        k += n
-        _emit(fn, tree, [next(mine) if isinstance(x, Tracer) else x for x in leaves])

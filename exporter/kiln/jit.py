@@ -16,8 +16,7 @@ from .core.calls import bind_call, plain_arity, positional_arguments
 from .core.kernel_call import kernel_call
 from .core.pytree import tree_flatten, tree_unflatten, treedef_to_json
 from .core.signature import Signature, signature_of, split_static
-from .core.trace import Tracer, current_graph_trace, trace_to_graph_with_captures
-import kiln.debug as _debug  # the submodule itself: `from . import debug` would ask kiln's lazy __getattr__
+from .core.trace import Tracer, trace_to_graph_with_captures
 
 
 class TracedFunction:
@@ -31,10 +30,6 @@ class TracedFunction:
         self.captured = captured
         # results keep their weak type, as jax.jit's do
         self.out_weak = tuple(a.weak_type for a in graph.out_avals)
-        # kiln.debug.print/callback calls in the function: (fn, tree, leaves) each; their traced values are the
-        # graph's last n_debug outputs, handed to kiln.debug.replay after each call
-        self.debug: list = []
-        self.n_debug = 0
 
 
 _LIVE: "weakref.WeakSet[Jitted]" = weakref.WeakSet()  # every kiln.jit function alive, for clear_caches
@@ -112,29 +107,20 @@ class Jitted:
         if config.jax_explain_cache_misses:
             _explain_cache_miss(self.name, signature, list(self._traces))
         out_tree = []
-        debug: list = []
 
         def flat_fn(*leaves):
             dynamic = list(tree_unflatten(signature.treedef, leaves))
             keywords = dynamic.pop() if self._keywords else {}
             keywords.update((k, v) for k, v in signature.statics if isinstance(k, str))
             full = _merge_static(dynamic, {i: v for i, v in signature.statics if isinstance(i, int)})
-            token, collected = _debug.start_collecting(current_graph_trace())
-            try:
-                result = self.fn(*full, **keywords)
-            finally:
-                _debug.stop_collecting(token)
-            flat, treedef = tree_flatten(result)
+            # kiln.debug.print/callback are host steps of the graph (the VM's debug.print/debug.callback)
+            flat, treedef = tree_flatten(self.fn(*full, **keywords))
             out_tree.append(treedef)
-            debug.extend(collected)
-            return flat + [x for _, _, leaves in collected for x in leaves if isinstance(x, Tracer)]
+            return flat
 
         self.trace_count += 1
         graph, captured = trace_to_graph_with_captures(flat_fn, signature.avals)
         traced = TracedFunction(graph, out_tree[0], signature, captured)
-        if debug:
-            traced.debug = debug
-            traced.n_debug = sum(isinstance(x, Tracer) for _, _, leaves in debug for x in leaves)
         if not captured:
             self._traces[signature] = traced
         return traced
@@ -157,20 +143,12 @@ class Jitted:
         traced = self._trace(signature)
         if traced.captured or any(isinstance(x, Tracer) for x in leaves):
             outs = kernel_call.bind(*leaves, *traced.captured, graph=traced.graph, name=self.name)
-            if traced.n_debug:
-                _debug.replay(traced.debug, outs[len(outs) - traced.n_debug:])
-                outs = outs[:len(outs) - traced.n_debug]
             return tree_unflatten(traced.out_treedef, outs)
         if config.jax_no_execution:
             raise RuntimeError(f"kiln tried to execute function {self.name}, but the no_execution config option is set")
         executable = self._executables.get(signature)
         if executable is None:
             executable = self._executables[signature] = _compile_traced(self.name, traced, self._limits)
-        if traced.n_debug:  # prints: the last outputs are their values (never the fast path)
-            results = executable(leaves)
-            cut = len(results) - traced.n_debug
-            _debug.replay(traced.debug, [as_array(x, w) for x, w in zip(results[cut:], traced.out_weak[cut:])])
-            return tree_unflatten(traced.out_treedef, [as_array(x, w) for x, w in zip(results[:cut], traced.out_weak)])
         if fast_key is not None:
             self._fast[fast_key] = (executable, traced.out_treedef, traced.out_weak)
         # the runtime binding converts the leaves (Python scalars take the traced dtype)
