@@ -120,9 +120,9 @@ def test_control_flow_vmap_and_grad(capsys):
     assert capsys.readouterr().out == want
 
 
-def test_exported_module_prints_in_kiln_run(tmp_path):
+def test_exported_module_prints_in_kiln_run(tmp_path, capsys):
     """An exported Program function prints from the C runtime alone: kiln-run writes the lines to its
-    stdout, once per call, with a fori_loop body's values."""
+    stdout, with a fori_loop body's values each iteration; kiln.vm writes them to sys.stdout."""
     from kiln import Program
 
     class Printer(Program, export_name="printer"):
@@ -142,6 +142,13 @@ def test_exported_module_prints_in_kiln_run(tmp_path):
     x = np.arange(1, 7, dtype=np.float32).reshape(2, 3)
     assert proc.stdout.startswith(f"x={x} n=3\ni=0 c=21.00\ni=1 c=42.00\ni=2 c=84.00\n"), proc.stdout
     assert float(np.load(tmp_path / "y.npy")) == 168.0
+    # the same file through kiln.vm: the lines go to Python's sys.stdout
+    from kiln.runtime_session import load_module
+
+    context = load_module(path.read_bytes()).new_context()
+    capsys.readouterr()
+    assert float(context.invoke("run", [x, np.int32(2)])[0]) == 84.0
+    assert capsys.readouterr().out == f"x={x} n=2\ni=0 c=21.00\ni=1 c=42.00\n"
 
 
 @pytest.mark.parametrize("fmt, kwargs, match", [
