@@ -28,6 +28,10 @@ from ..core.ir import Literal, subgraphs_of
 # terms; float16/bfloat16: about 10 and 6 ulp.
 TOLERANCES = {"float64": 1e-9, "float32": 1e-4, "float16": 1e-2, "bfloat16": 5e-2}
 
+# The rounding bound's factor (compare): the first-order bound of evaluate_region is a worst case for each
+# operation but for the few ulp of a math function beyond its stated 4 and the second-order terms.
+CHECK_FACTOR = 8
+
 _NARROW_FLOATS = ("float16", "bfloat16", "float32")
 # Primitives whose meaning depends on the exact float format: always evaluated in the program's dtypes.
 _NATIVE_ONLY = ("bitcast", "reduce_precision", "nextafter")
@@ -285,6 +289,26 @@ def _is_float(dtype) -> bool:
     return dtype.kind == "f" or dtype.name == "bfloat16"
 
 
+# Unit roundoff of each float format (half an ulp of 1).
+_UNIT_ROUNDOFF = {"float64": 2.0 ** -53, "float32": 2.0 ** -24, "float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
+# Rounding bound (in unit roundoffs of the result) of an elementwise math function: kiln's are within 4 ulp.
+_MATH_ROUNDING = 8.0
+# Reductions accumulating linearly: sum-like (their error grows with the count of terms) and max-like or
+# min-like (1-Lipschitz in the largest error of the reduced values).
+_SUM_LIKE = frozenset({"reduce_sum", "reduce_sum_chunks", "reduce_sum_partials", "cumsum", "dot_general",
+                       "conv_general_dilated"})
+_MAX_LIKE = frozenset({"reduce_max", "reduce_max_chunks", "reduce_max_partials", "cummax"})
+_MIN_LIKE = frozenset({"reduce_min", "reduce_min_chunks", "reduce_min_partials", "cummin"})
+# Operations that move values without rounding them (their bound moves the same way).
+_MOVES = frozenset({"broadcast_in_dim", "reshape", "transpose", "squeeze", "expand_dims", "slice", "rev", "pad",
+                    "concatenate", "gather", "dynamic_slice", "dynamic_update_slice", "select", "select_n",
+                    "stop_gradient", "copy"})
+
+
+def _unit_roundoff(dtype) -> float:
+    return _UNIT_ROUNDOFF.get(np.dtype(dtype).name, 0.0)
+
+
 def evaluate_region(region, inputs: list[np.ndarray], wide: bool, magnitudes: bool = False):
     """The region's outputs for `inputs`: each equation by its eager numpy implementation, in float64
     for float16/bfloat16/float32 values when `wide` and the operation allows (else, and for the
@@ -292,10 +316,14 @@ def evaluate_region(region, inputs: list[np.ndarray], wide: bool, magnitudes: bo
 
     With `magnitudes` (and `wide`), also the scale of each output's terms: sums, products and layouts
     applied to their operands' magnitudes (so a sum that cancels to 0 has the scale of its terms), any
-    other operation's own |result|. A rounding error is judged at this scale: x - mean(x) of a row of
-    nearly equal values is accurate to eps·|x|, not to eps·|x - mean(x)|. Returns (outputs, scales)."""
+    other operation's own |result|; and each output's rounding bound: a first-order bound, per element,
+    of the error a kernel computing the region in the program's dtypes accumulates from the region's
+    (exact) inputs, propagated equation by equation (`_propagate_bound`). A rounding error is judged by
+    it: x - mean(x) of a row of nearly equal values is accurate to eps·|x|, not to eps·|x - mean(x)|.
+    Returns (outputs, scales, bounds); a bound is None for an output that is not a real float."""
     env: dict[int, np.ndarray] = {}
     mag: dict[int, np.ndarray] = {}
+    bnd: dict[int, np.ndarray] = {}
 
     def read_mag(atom):
         if isinstance(atom, Literal):
@@ -305,6 +333,16 @@ def evaluate_region(region, inputs: list[np.ndarray], wide: bool, magnitudes: bo
             return env[atom.id]
         found = mag.get(atom.id)
         return found if found is not None else np.abs(env[atom.id].astype(np.float64))
+
+    def read_bound(atom):
+        """The atom's rounding bound (0 for literals and region inputs); a non-float's value."""
+        if isinstance(atom, Literal):
+            value = np.asarray(atom.value)
+            return np.zeros(value.shape) if _is_float(value.dtype) else value
+        if not _is_float(atom.aval.dtype):
+            return env[atom.id]
+        found = bnd.get(atom.id)
+        return found if found is not None else np.zeros(atom.aval.shape)
 
     def magnitude_of(eqn, outs):
         name = eqn.primitive.name
@@ -359,17 +397,129 @@ def evaluate_region(region, inputs: list[np.ndarray], wide: bool, magnitudes: bo
                 o = o.astype(want)
             env[v.id] = o.reshape(v.aval.shape)
         if magnitudes and wide:
-            for v, m in zip(eqn.outvars, magnitude_of(eqn, [env[v.id] for v in eqn.outvars])):
+            results = [env[v.id] for v in eqn.outvars]
+            for v, m in zip(eqn.outvars, magnitude_of(eqn, results)):
                 if _is_float(v.aval.dtype):
                     mag[v.id] = m
+            if any(_is_float(v.aval.dtype) for v in eqn.outvars):
+                args = [read(a, True) for a in eqn.invars]
+                for v, b in zip(eqn.outvars, _propagate_bound(eqn, args, [read_bound(a) for a in eqn.invars],
+                                                              [read_mag(a) for a in eqn.invars], results)):
+                    if _is_float(v.aval.dtype):
+                        bnd[v.id] = b
     outputs = [read(a, wide) if isinstance(a, Literal) else env[a.id] for a in region.outvars]
     if not magnitudes:
         return outputs
-    return outputs, [np.abs(np.asarray(o, np.float64)) if isinstance(a, Literal) or not _is_float(a.aval.dtype)
-                     else read_mag(a) for a, o in zip(region.outvars, outputs)]
+    scales = [np.abs(np.asarray(o, np.float64)) if isinstance(a, Literal) or not _is_float(a.aval.dtype)
+              else read_mag(a) for a, o in zip(region.outvars, outputs)]
+    bounds = [None if not isinstance(a, Literal) and not _is_float(a.aval.dtype) else
+              np.zeros(np.shape(o)) if isinstance(a, Literal) else read_bound(a)
+              for a, o in zip(region.outvars, outputs)]
+    return outputs, scales, bounds
+
+
+def _propagate_bound(eqn, args, bounds, magnitudes, results) -> list[np.ndarray]:
+    """Each float result's rounding bound (float64, per element) from its operands' `args` (float64 values),
+    their `bounds` (a non-float operand's value in its place) and `magnitudes`: the operands' errors
+    carried through the operation to first order, plus the operation's own rounding in its dtype.
+
+    - moves (broadcasts, slices, gathers, selects, ...): the same operation on the bounds;
+    - add, sub, neg, mul: |b| e_a + |a| e_b + e_a e_b + u |r|;
+    - sums, matmuls, convolutions, cumsum: the same operation on the bounds (and, for the products,
+      on a bound and a magnitude), plus n u times it on the magnitudes (n: the count of terms; float32
+      and narrower sums accumulate in float64, docs/accuracy.md), plus u |r|;
+    - max and min reductions: the largest bound reduced;
+    - other elementwise operations: the change of the result when each operand moves by its bound (and
+      a math function's operand by 8 u of itself too: the argument's own rounding, which a function's
+      argument reduction sees), plus 1 u |r| (8 for math functions);
+    - anything else (linear algebra, sorts, ...): the largest operand bound plus rtol/CHECK_FACTOR times
+      (|r| + max |r|), the judgement of an opaque operation's own error at the scale of its output."""
+    prim = eqn.primitive
+    name = prim.name
+    outs = [np.asarray(r, np.float64) for r in results]
+    us = [_unit_roundoff(v.aval.dtype) for v in eqn.outvars]
+    floats = [i for i, a in enumerate(eqn.invars) if _is_float(a.aval.dtype)]
+    try:
+        with np.errstate(all="ignore"):
+            if name in _MOVES:
+                found = [np.asarray(f, np.float64) for f in _evaluate(eqn, bounds, True)]
+            elif name in ("add", "sub", "neg", "mul"):
+                a, ea = np.abs(args[0]), bounds[0]
+                if name == "neg":
+                    carried = ea
+                elif name == "mul":
+                    b, eb = np.abs(args[1]), bounds[1]
+                    carried = b * ea + a * eb + ea * eb
+                else:
+                    carried = ea + bounds[1]
+                found = [carried + us[0] * np.abs(outs[0])]
+            elif name in _SUM_LIKE:
+                ones = [np.ones(np.shape(x)) if i in floats else x for i, x in enumerate(args)]
+                count = np.asarray(_evaluate(eqn, ones, True)[0], np.float64)
+                if len(floats) == 2:  # a product of two operands: e_a |b| + |a| e_b + e_a e_b
+                    i, j = floats
+                    def with_(x, y):
+                        operands = list(args)
+                        operands[i], operands[j] = x, y
+                        return np.asarray(_evaluate(eqn, operands, True)[0], np.float64)
+                    carried = (with_(bounds[i], magnitudes[j]) + with_(magnitudes[i], bounds[j])
+                               + with_(bounds[i], bounds[j]))
+                    terms = with_(magnitudes[i], magnitudes[j])
+                else:
+                    carried = np.asarray(_evaluate(eqn, bounds, True)[0], np.float64)
+                    terms = np.asarray(_evaluate(eqn, magnitudes, True)[0], np.float64)
+                accumulate = us[0]
+                if name.startswith("reduce_sum") and _is_narrow_float(eqn.invars[0].aval.dtype):
+                    accumulate = _UNIT_ROUNDOFF["float64"]
+                found = [carried + count * accumulate * terms + us[0] * np.abs(outs[0])]
+            elif name in _MAX_LIKE or name in _MIN_LIKE:
+                sign = 1.0 if name in _MAX_LIKE else -1.0
+                found = [sign * np.asarray(f, np.float64) for f in
+                         _evaluate(eqn, [sign * b if i in floats else b for i, b in enumerate(bounds)], True)]
+            elif prim.traits.fusion == "elementwise" and not any(w in name for w in _NATIVE_ONLY):
+                math = prim.traits.math is not None or prim.traits.cost >= 20
+                carried = np.zeros(np.shape(outs[0]))
+                for i in floats:
+                    step = np.abs(bounds[i])
+                    if math:
+                        step = step + _MATH_ROUNDING * _unit_roundoff(eqn.invars[i].aval.dtype) * np.abs(args[i])
+                    if not np.any(step):
+                        continue
+                    moved = []
+                    for sign in (1.0, -1.0):
+                        operands = list(args)
+                        operands[i] = args[i] + sign * step
+                        moved.append(np.abs(np.asarray(_evaluate(eqn, operands, True)[0], np.float64) - outs[0]))
+                    change = np.fmax(moved[0], moved[1])
+                    carried = carried + np.where(np.isnan(change), np.inf, change)
+                local = (_MATH_ROUNDING if math else 1.0) * us[0] * np.abs(outs[0])
+                found = [carried + local] + [np.abs(o) * u for o, u in zip(outs[1:], us[1:])]
+            else:
+                raise LookupError(name)
+        found = [np.broadcast_to(np.asarray(f, np.float64), np.shape(o)) for f, o in zip(found, outs)]
+        if len(found) != len(outs):
+            raise LookupError(name)
+        return [np.where(np.isnan(f), np.inf, f) for f in found]
+    except Exception:  # noqa: BLE001 - an opaque operation: judged at the scale of its output
+        carried = max((float(np.max(bounds[i])) for i in floats if np.size(bounds[i])), default=0.0)
+        found = []
+        for o, v in zip(outs, eqn.outvars):
+            rtol = TOLERANCES.get(np.dtype(v.aval.dtype).name, 0.0) / CHECK_FACTOR
+            finite = np.abs(o[np.isfinite(o)])
+            top = float(finite.max()) if finite.size else 0.0
+            found.append(carried + rtol * (np.abs(o) + top))
+        return found
 
 
 # ---- comparing --------------------------------------------------------------------------------
+
+def _finfo(dtype):
+    if np.dtype(dtype).name == "bfloat16":
+        import ml_dtypes
+
+        return ml_dtypes.finfo(dtype)
+    return np.finfo(dtype)
+
 
 def _ordered(x: np.ndarray) -> np.ndarray:
     """Float bits as integers ordered like the values (so ulp distance is a difference)."""
@@ -398,16 +548,21 @@ def output_tolerances(region, rtol: float | None) -> list[float]:
 
 
 def compare(got: np.ndarray, reference: np.ndarray, native: np.ndarray, tol: float,
-            scale: np.ndarray | None = None):
+            scale: np.ndarray | None = None, bound: np.ndarray | None = None):
     """(max abs error, max relative error, max ulp or None, failing element count) of one output.
 
-    An element of a float output passes when it lies within rtol `tol` (of the larger of the
-    element's |reference| and its `scale`, the magnitude of its terms, plus the output's largest
-    |reference|) of `reference` (float64) or of
-    `native` (the same operations in the program's dtypes, which shares the kernel's discrete decisions:
-    a comparison or a rounding of a value next to its threshold, an error-free transformation that
-    relies on float32 rounding); its errors are measured from `reference`, or from `native` when only
-    that one holds it. Elements of other dtypes must equal one of the two."""
+    With a rounding `bound` (evaluate_region's, per element), an element of a float output passes when
+
+        |kernel - reference| <= tol * |reference| + CHECK_FACTOR * bound + (a few subnormals)
+
+    against `reference` (float64) or `native` (the same operations in the program's dtypes, which
+    shares the kernel's discrete decisions: a comparison or a rounding of a value next to its threshold,
+    an error-free transformation that relies on float32 rounding); its errors are measured from
+    `reference`, or from `native` when only that one holds it. Without one (a complex output, or a
+    caller with none), within rtol `tol` of the larger of the element's |reference| and its `scale` (the
+    magnitude of its terms) plus the output's largest |reference|. Elements of other dtypes must equal
+    one of the two. The relative error reported is the error over |reference|, or over `scale` where
+    the reference is 0."""
     dtype = got.dtype
     if dtype.kind not in "fc" and dtype.name != "bfloat16":
         ref = reference.astype(dtype)
@@ -420,16 +575,22 @@ def compare(got: np.ndarray, reference: np.ndarray, native: np.ndarray, tol: flo
                 int(bad.sum()))
     g = got.astype(np.float64)
     terms = np.zeros(got.shape) if scale is None else np.where(np.isfinite(scale), scale, 0.0)
+    if bound is not None:
+        bound = np.where(np.isnan(bound), np.inf, np.asarray(bound, np.float64))
+        floor = 4 * float(_finfo(dtype).smallest_subnormal)
 
     def measure(ref):
         """Per element: within tolerance, abs error, relative error, ulp from ref rounded to dtype."""
         with np.errstate(all="ignore"):
             finite = np.isfinite(ref)
-            scale = float(np.max(np.abs(ref[finite]))) if finite.any() else 0.0
             same = (g == ref) | (np.isnan(g) & np.isnan(ref))  # infinities, NaN
             err = np.where(same, 0.0, np.abs(g - ref))
             err = np.where(np.isnan(err), np.inf, err)
-            ok = same | (err <= tol * (np.maximum(np.abs(ref), terms) + scale))
+            if bound is not None:
+                ok = same | (err <= tol * np.abs(ref) + CHECK_FACTOR * bound + floor)
+            else:
+                top = float(np.max(np.abs(ref[finite]))) if finite.any() else 0.0
+                ok = same | (err <= tol * (np.maximum(np.abs(ref), terms) + top))
             # relative to the element, or where it is 0 to its terms (an exact 0 from cancelling terms)
             rel = np.where(same, 0.0, np.where(ref != 0, err / np.abs(ref),
                                                np.where(terms > 0, err / np.where(terms > 0, terms, 1), np.inf)))
@@ -469,7 +630,7 @@ def check_dispatch(index: int, record, input_bytes: list, output_bytes: list, st
     inputs = [_decode(b, v.aval) for b, v in zip(input_bytes, region.invars)]
     outputs = [_decode(b, v.aval) for b, v in zip(output_bytes, region.outvars)]
     try:
-        reference, scales = evaluate_region(region, inputs, wide=True, magnitudes=True)
+        reference, scales, bounds = evaluate_region(region, inputs, wide=True, magnitudes=True)
         native = evaluate_region(region, inputs, wide=False)
     except Exception as e:  # noqa: BLE001 - no reference for this dispatch: said, not a failure of the kernel
         result.note = f"no reference: {e}" if isinstance(e, NotImplementedError) else \
@@ -478,9 +639,9 @@ def check_dispatch(index: int, record, input_bytes: list, output_bytes: list, st
         return result
     notes, any_float = [], False
     tolerances = output_tolerances(region, rtol)
-    for k, (got, ref, nat, var, tol, scale) in enumerate(zip(outputs, reference, native, region.outvars,
-                                                             tolerances, scales)):
-        abs_err, rel_err, ulp, bad = compare(got, np.asarray(ref), np.asarray(nat), tol, scale)
+    for k, (got, ref, nat, var, tol, scale, bound) in enumerate(zip(outputs, reference, native, region.outvars,
+                                                                    tolerances, scales, bounds)):
+        abs_err, rel_err, ulp, bad = compare(got, np.asarray(ref), np.asarray(nat), tol, scale, bound)
         result.max_abs = max(result.max_abs, abs_err)
         result.max_rel = max(result.max_rel, rel_err)
         if ulp is not None:
