@@ -241,7 +241,8 @@ def run(module, **options):
 @click.option("-i", "--input", "inputs", multiple=True, metavar="VALUE",
               help="An argument, in order, as kiln run takes it: 2x3xf32=1,2,3,4,5,6, @x.npy, @xs.npz or @xs.npz:NAME.")
 @click.option("--rtol", type=float, default=None,
-              help="Relative tolerance for every float output (default: per dtype, docs/accuracy.md).")
+              help="Relative tolerance (of |reference|) for every float output; the propagated rounding bound "
+                   "still applies (default: per dtype, docs/accuracy.md).")
 @click.option("--workers", type=int, default=0, help="Worker threads (default: one per core; 1: none).")
 @click.option("--globals-in", "globals_in", metavar="PATH.npz",
               help="Set the globals from a .npz (as kiln-run --globals-in and Program.save_globals write it) first.")
