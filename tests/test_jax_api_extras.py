@@ -129,3 +129,103 @@ def test_enable_checks_verifies_the_traced_graph(monkeypatch):
     with kiln.enable_checks():
         np.testing.assert_allclose(np.asarray(kiln.jit(lambda x: knp.cos(x) + 1.0)(np.ones(3))), np.cos(1.0) + 1.0)
     assert plain >= 1 and len(checked) - plain == 2 * plain  # the traced graph too, not only the passes' result
+
+
+# ---- jax.custom_derivatives: symbolic_zeros, linear_call
+
+from kiln.custom_derivatives import (CustomVJPPrimal, SymbolicZero, custom_vjp_primal_tree_values,  # noqa: E402
+                                     linear_call, zero_from_primal)
+
+
+def test_custom_vjp_symbolic_zeros():
+    log = []
+
+    @kiln.custom_vjp
+    def f(x, y):
+        return x * y, knp.sin(x)
+
+    def fwd(x, y):
+        log.append(("fwd", x.perturbed, y.perturbed))
+        xv, yv = custom_vjp_primal_tree_values((x, y))
+        return f(xv, yv), (xv, yv)
+
+    def bwd(res, cts):
+        x, y = res
+        a, b = cts
+        log.append(("bwd", isinstance(a, SymbolicZero), isinstance(b, SymbolicZero)))
+        gb = 0.0 if isinstance(b, SymbolicZero) else b * knp.cos(x)
+        ga = 0.0 if isinstance(a, SymbolicZero) else a
+        return ga * y + gb, (None if isinstance(a, SymbolicZero) else ga * x)
+
+    f.defvjp(fwd, bwd, symbolic_zeros=True)
+    # the values and the flags JAX 0.10.2 gives for the same calls
+    assert float(kiln.grad(lambda x, y: f(x, y)[0])(2.0, 3.0)) == 3.0
+    assert log == [("fwd", True, False), ("bwd", False, True)]
+    log.clear()
+    assert float(kiln.grad(lambda x, y: f(x, y)[1], argnums=1)(2.0, 3.0)) == 0.0
+    assert log == [("fwd", False, True), ("bwd", True, False)]
+    log.clear()
+    both = kiln.grad(lambda x, y: f(x, y)[0] + 2 * f(x, y)[1], argnums=(0, 1))(2.0, 3.0)
+    np.testing.assert_allclose([float(v) for v in both], [3.0 + 2 * np.cos(2.0), 2.0], rtol=1e-15)
+    assert log == [("fwd", True, True), ("fwd", True, True), ("bwd", True, False), ("bwd", False, True)]
+    with pytest.raises(TypeError, match="unexpected leaf type"):
+        custom_vjp_primal_tree_values((1.0,))
+    assert repr(CustomVJPPrimal(1.0, False)) == "CustomVJPPrimal(value=1.0, perturbed=False)"
+
+
+def test_custom_jvp_symbolic_zeros_and_zero_from_primal():
+    seen = []
+
+    @kiln.custom_jvp
+    def g(x, y):
+        return x * knp.exp(y)
+
+    def g_jvp(primals, tangents):
+        (x, y), (tx, ty) = primals, tangents
+        seen.append((isinstance(tx, SymbolicZero), isinstance(ty, SymbolicZero)))
+        out = g(x, y)
+        return out, (0.0 if isinstance(tx, SymbolicZero) else tx * knp.exp(y)) + \
+            (0.0 if isinstance(ty, SymbolicZero) else out * ty)
+
+    g.defjvp(g_jvp, symbolic_zeros=True)
+    np.testing.assert_allclose(float(kiln.grad(g)(1.5, 0.5)), np.exp(0.5), rtol=1e-15)
+    np.testing.assert_allclose(float(kiln.grad(g, argnums=1)(1.5, 0.5)), 1.5 * np.exp(0.5), rtol=1e-15)
+    assert seen == [(False, True), (True, False)]
+    z = zero_from_primal({"a": np.ones(3, np.float32), "b": 2.0}, symbolic_zeros=True)
+    assert isinstance(z["a"], SymbolicZero) and z["a"].shape == (3,) and z["a"].dtype == np.float32
+    zeros = zero_from_primal({"a": np.ones(3, np.float32)})["a"]
+    assert zeros.dtype == np.float32 and zeros.tolist() == [0.0, 0.0, 0.0]
+
+
+def _transpose(fn, example):
+    return lambda y: kiln.linear_transpose(fn, example)(y)[0]
+
+
+def test_linear_call():
+    def div_add(x, denom):
+        return x + linear_call(lambda r, x: x / r, lambda r, t: t / r, denom, x)
+
+    def custom_id(x):
+        return linear_call(lambda _, x: x, lambda _, t: 7.0, (), x)
+
+    # JAX's documented values
+    assert float(div_add(9.0, 3.0)) == 12.0
+    assert float(_transpose(lambda x: div_add(x, 3.0), 1.0)(18.0)) == 24.0
+    assert float(custom_id(1.0)) == 1.0
+    assert float(_transpose(custom_id, 1.0)(1.0)) == 7.0
+    assert float(_transpose(_transpose(custom_id, 1.0), 1.0)(1.0)) == 1.0  # the transpose of the transpose is fun
+    assert float(_transpose(_transpose(_transpose(custom_id, 1.0), 1.0), 1.0)(1.0)) == 7.0
+    # reverse mode uses the given transpose, also compiled; forward mode calls fun on the tangents
+    assert float(kiln.jit(kiln.grad(lambda x: 3.0 * custom_id(x)))(2.0)) == 7.0
+    m = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    matvec = lambda m, v: linear_call(lambda m, v: m @ v, lambda m, c: m.T @ c, m, v)  # noqa: E731
+    v, w = np.array([0.5, -1.0]), np.array([1.0, 2.0, -1.0])
+    np.testing.assert_allclose(np.asarray(kiln.grad(lambda v: knp.dot(w, knp.sin(matvec(m, v))))(v)),
+                               m.T @ (w * np.cos(m @ v)), rtol=1e-14)
+    np.testing.assert_allclose(np.asarray(kiln.jvp(lambda v: matvec(m, v), (v,), (w[:2],))[1]), m @ w[:2])
+    np.testing.assert_allclose(np.asarray(kiln.vmap(lambda v: matvec(m, v))(np.stack([v, w[:2]]))),
+                               np.stack([m @ v, m @ w[:2]]))
+    with pytest.raises(kiln.transforms.jvp.DifferentiationError, match="residual_args are not differentiated"):
+        kiln.grad(lambda s: matvec(m * s, v).sum())(2.0)
+    with pytest.raises(TypeError, match="output structure"):
+        kiln.grad(lambda v: linear_call(lambda r, v: v, lambda r, c: (c, c), (), v).sum())(v)

@@ -142,7 +142,7 @@ FLOORS = {
     "jax.typing": 1.0,
     "jax.dtypes": 1.0,
     "jax.errors": 1.0,
-    "jax.custom_derivatives": 0.444,
+    "jax.custom_derivatives": 1.0,
     "jax.ad_checkpoint": 1.0,
     "jax.experimental.ode": 1.0,
     "jax.image": 1.0,

@@ -43,6 +43,9 @@ ALLOWED_EXCEPTIONS: dict[tuple[str, str], str] = {
     ("exporter/kiln/transforms/api.py", "kiln.numpy._base"): _USER_API,
     ("exporter/kiln/transforms/custom.py", "kiln.numpy._base"):
         "custom_jvp/custom_vjp are user API: they convert the user's rule outputs with kiln.numpy.asarray",
+    ("exporter/kiln/transforms/linear_call.py", "kiln.numpy._base"):
+        "linear_call is user API, as custom_jvp/custom_vjp: it converts the user's function outputs with "
+        "kiln.numpy.asarray",
     ("exporter/kiln/lax/api.py", "kiln.config"):
         "function-local read of JAX's flag jax_allow_f16_reductions (kiln.config holds the flag values only)",
     ("exporter/kiln/scipy/special/_logsumexp.py", "kiln.config"):

@@ -122,7 +122,8 @@ def linear_transpose(fun: Callable, *primals, reduce_axes=()):
     if reduce_axes:
         raise NotImplementedError("linear_transpose: reduce_axes was removed from JAX and is not supported")
     leaves, tree = tree_flatten(primals)
-    zeros = tree_unflatten(tree, [np.zeros(np.shape(x), x.dtype) for x in leaves])
+    zeros = tree_unflatten(tree, [np.zeros(np.shape(x), x.dtype if hasattr(x, "dtype") else _base.aval(x).dtype)
+                                  for x in leaves])  # Python numbers too
     out, pullback = api.vjp(fun, *zeros)
     out_leaves, out_tree = tree_flatten(out)
 

@@ -25,6 +25,52 @@ from .batching import move_batch_axis, vmap_flat
 from .jvp import DifferentiationError, tangent_aval
 
 
+class SymbolicZero:
+    """JAX's symbolic zero, passed to custom rules defined with ``symbolic_zeros=True``: the tangent of an input
+    that is not differentiated (custom_jvp), or the cotangent of an output nothing depends on (custom_vjp's bwd).
+    It is not an array (kiln.numpy does not take it); ``.aval``, ``.shape``, ``.dtype``, ``.ndim`` and ``.size``
+    describe the zero it stands for. A rule may return one where its result is zero."""
+
+    def __init__(self, aval: ShapedArray):
+        self.aval = aval
+
+    def __repr__(self):
+        return f"SymbolicZero({self.aval})"
+
+    def __getattr__(self, name):
+        if name in ("shape", "dtype", "ndim", "size", "weak_type"):
+            return getattr(self.aval, name)
+        raise AttributeError(f"SymbolicZero has no attribute {name}")
+
+    @staticmethod
+    def from_primal_value(value) -> "SymbolicZero":
+        return SymbolicZero(tangent_aval(get_aval(asarray(value)).strip_weak()))
+
+
+class CustomVJPPrimal:
+    """What a custom_vjp's fwd receives for each argument leaf under ``defvjp(..., symbolic_zeros=True)``: the
+    argument (``value``) and whether it is differentiated (``perturbed``; False: its cotangent is not used)."""
+
+    __slots__ = ("value", "perturbed")
+
+    def __init__(self, value, perturbed: bool):
+        self.value, self.perturbed = value, perturbed
+
+    def __repr__(self):
+        return f"CustomVJPPrimal(value={self.value!r}, perturbed={self.perturbed})"
+
+
+def _zero_array(aval):
+    return np.zeros(aval.shape, aval.dtype)
+
+
+def _rule_tangent(t, primal_aval):
+    """A tangent a rule returned, as an array (a SymbolicZero or None is zeros of the primal's type)."""
+    if t is None or isinstance(t, SymbolicZero):
+        return asarray(_zero_array(primal_aval))
+    return asarray(t)
+
+
 def _trace_fun(fun, in_tree, leaves):
     out_tree = []
 
@@ -67,9 +113,12 @@ custom_jvp_call.inline_rule = lambda *args, fun_graph, jvp_flat, name: eval_grap
 
 
 def _custom_jvp_rule(primals, tangents, *, fun_graph, jvp_flat, name):
-    tangents = [instantiate(t, tangent_aval(get_aval(p).strip_weak())) for t, p in zip(tangents, primals)]
-    outs, t_outs = jvp_flat(list(primals), tangents)
+    outs, t_outs = jvp_flat(list(primals), list(tangents))  # tangents may be Zero (symbolic_zeros rules see them)
     return list(outs), list(t_outs)
+
+
+def _instantiated(tangents, primals):
+    return [instantiate(t, tangent_aval(get_aval(p).strip_weak())) for t, p in zip(tangents, primals)]
 
 
 def _custom_jvp_batch(values, dims, *, axis_size, fun_graph, jvp_flat, name):
@@ -77,6 +126,8 @@ def _custom_jvp_batch(values, dims, *, axis_size, fun_graph, jvp_flat, name):
     n = len(values)
 
     def batched_jvp(primals, tangents):
+        tangents = _instantiated(tangents, primals)  # under vmap a rule sees zeros, not SymbolicZero
+
         def flat(*a):
             outs, t_outs = jvp_flat(list(a[:n]), list(a[n:]))
             return list(outs) + list(t_outs)
@@ -125,10 +176,14 @@ class custom_jvp:
         functools.update_wrapper(self, fun, updated=())  # not fun's __dict__ (a Jitted's holds its fn)
         self.fun = fun
         self.jvp = None
+        self.symbolic_zeros = False
         self.nondiff_argnums = tuple(nondiff_argnums)
 
-    def defjvp(self, jvp: Callable) -> Callable:
+    def defjvp(self, jvp: Callable, symbolic_zeros: bool = False) -> Callable:
+        """Sets the rule. With symbolic_zeros, the rule gets a SymbolicZero as the tangent of each input not
+        differentiated (outside vmap), and may return SymbolicZero (or None) for a zero tangent output."""
         self.jvp = jvp
+        self.symbolic_zeros = bool(symbolic_zeros)
         return jvp
 
     def __call__(self, *args):
@@ -138,17 +193,22 @@ class custom_jvp:
         if self.nondiff_argnums:  # jvp(*fixed, primals, tangents) over the other arguments
             fixed, diff, merge = _split_nondiff("custom_jvp", name, args, self.nondiff_argnums)
             inner = custom_jvp(_named(lambda *d: self.fun(*merge(d)), name))
-            inner.defjvp(lambda primals, tangents: self.jvp(*fixed, primals, tangents))
+            inner.defjvp(lambda primals, tangents: self.jvp(*fixed, primals, tangents), self.symbolic_zeros)
             return inner(*diff)
         leaves, in_tree = tree_flatten(args)
         leaves = [asarray(x) for x in leaves]
         graph, out_tree = _trace_fun(self.fun, in_tree, leaves)
-        rule = self.jvp
+        rule, symbolic = self.jvp, self.symbolic_zeros
 
         def jvp_flat(primals, tangents):
+            if symbolic:
+                tangents = [SymbolicZero(t.aval) if isinstance(t, Zero) else t for t in tangents]
+            else:
+                tangents = _instantiated(tangents, primals)
             out, t_out = rule(tree_unflatten(in_tree, primals), tree_unflatten(in_tree, tangents))
             outs = [asarray(o) for o in treedef_flatten_up_to(out_tree, out)]
-            t_outs = [asarray(t) for t in treedef_flatten_up_to(out_tree, t_out)]
+            t_outs = [_rule_tangent(t, get_aval(o).strip_weak()) for t, o in
+                      zip(treedef_flatten_up_to(out_tree, t_out), outs)]
             for k, (o, t) in enumerate(zip(outs, t_outs)):
                 if get_aval(o).strip_weak().shape != get_aval(t).strip_weak().shape:
                     raise DifferentiationError(f"custom_jvp rule of {name}: tangent output {k} has shape "
@@ -191,16 +251,17 @@ custom_lin.batching_rule = lambda values, dims, axis_size, **params: _forward_mo
 
 def _custom_lin_transpose(cts, *args, n_res, bwd_flat, out_avals, name):
     residuals = list(args[:n_res])
-    cts = [instantiate(Zero(a) if c is None else c, a) for c, a in zip(cts, out_avals)]
+    cts = [Zero(a) if c is None else c for c, a in zip(cts, out_avals)]  # bwd_flat decides what a Zero becomes
     grads = bwd_flat(residuals, cts)
     return [None] * n_res + list(grads)
 
 
 custom_lin.transpose_rule = _custom_lin_transpose
+custom_lin.symbolic_zero_cotangents = True  # backward_pass passes Zero for the cotangent of an unused output
 
 
 def _custom_vjp_jvp(primals, tangents, *, fun_graph, fwd_flat, bwd_flat, name):
-    outs, residuals = fwd_flat(list(primals))
+    outs, residuals = fwd_flat(list(primals), [not isinstance(t, Zero) for t in tangents])
     tangents = [instantiate(t, tangent_aval(get_aval(p).strip_weak())) for t, p in zip(tangents, primals)]
     out_avals = tuple(tangent_aval(get_aval(o).strip_weak()) for o in outs)
     t_outs = custom_lin.bind(*residuals, *tangents, n_res=len(residuals), bwd_flat=bwd_flat, out_avals=out_avals,
@@ -211,11 +272,11 @@ def _custom_vjp_jvp(primals, tangents, *, fun_graph, fwd_flat, bwd_flat, name):
 def _custom_vjp_batch(values, dims, *, axis_size, fun_graph, fwd_flat, bwd_flat, name):
     graph, moved_dims = _batched_graph(fun_graph, dims, axis_size)
 
-    def batched_fwd(primals):
+    def batched_fwd(primals, perturbed):
         n_out = []
 
         def flat(*a):
-            outs, res = fwd_flat(list(a))
+            outs, res = fwd_flat(list(a), perturbed)
             n_out.append(len(outs))
             return list(outs) + list(res)
 
@@ -224,6 +285,7 @@ def _custom_vjp_batch(values, dims, *, axis_size, fun_graph, fwd_flat, bwd_flat,
 
     def batched_bwd(residuals, cts):
         n_res = len(residuals)
+        cts = [instantiate(c, c.aval) if isinstance(c, Zero) else c for c in cts]  # under vmap: zeros
         grads = vmap_flat(lambda *a: bwd_flat(list(a[:n_res]), list(a[n_res:])), list(residuals) + list(cts),
                           [0] * (n_res + len(cts)), None, axis_size)
         # An argument not mapped (moved_dims None: shared by every example) gets the sum of the examples'
@@ -250,10 +312,17 @@ class custom_vjp:
         functools.update_wrapper(self, fun, updated=())  # not fun's __dict__ (a Jitted's holds its fn)
         self.fun = fun
         self.fwd = self.bwd = None
+        self.symbolic_zeros = False
         self.nondiff_argnums = tuple(nondiff_argnums)
 
-    def defvjp(self, fwd: Callable, bwd: Callable) -> None:
+    def defvjp(self, fwd: Callable, bwd: Callable, symbolic_zeros: bool = False, optimize_remat: bool = False) -> None:
+        """Sets the rules. With symbolic_zeros (JAX's mode), fwd receives each argument leaf as a
+        CustomVJPPrimal(value, perturbed) (perturbed False: not differentiated; custom_vjp_primal_tree_values
+        strips them), and bwd receives a SymbolicZero as the cotangent of each output nothing depends on
+        (outside vmap); bwd may return None or a SymbolicZero for a zero cotangent. optimize_remat is accepted
+        (kiln does not rematerialize)."""
         self.fwd, self.bwd = fwd, bwd
+        self.symbolic_zeros = bool(symbolic_zeros)
 
     def __call__(self, *args):
         name = getattr(self.fun, "__name__", "custom_vjp")
@@ -262,22 +331,29 @@ class custom_vjp:
         if self.nondiff_argnums:  # fwd(*args); bwd(*fixed, residuals, ct) -> one cotangent per other argument
             fixed, diff, merge = _split_nondiff("custom_vjp", name, args, self.nondiff_argnums)
             inner = custom_vjp(_named(lambda *d: self.fun(*merge(d)), name))
-            inner.defvjp(lambda *d: self.fwd(*merge(d)), lambda res, ct: self.bwd(*fixed, res, ct))
+            inner.defvjp(lambda *d: self.fwd(*merge(d)), lambda res, ct: self.bwd(*fixed, res, ct),
+                         self.symbolic_zeros)
             return inner(*diff)
         leaves, in_tree = tree_flatten(args)
         leaves = [asarray(x) for x in leaves]
         graph, out_tree = _trace_fun(self.fun, in_tree, leaves)
-        fwd, bwd = self.fwd, self.bwd
+        fwd, bwd, symbolic = self.fwd, self.bwd, self.symbolic_zeros
         res_tree = []
         in_avals = [get_aval(x).strip_weak() for x in leaves]
 
-        def fwd_flat(primals):
+        def fwd_flat(primals, perturbed):
+            if symbolic:
+                primals = [CustomVJPPrimal(p, bool(d)) for p, d in zip(primals, perturbed)]
             out, res = fwd(*tree_unflatten(in_tree, primals))
             res_leaves, treedef = tree_flatten(res)
             res_tree.append(treedef)
             return [asarray(o) for o in treedef_flatten_up_to(out_tree, out)], [asarray(r) for r in res_leaves]
 
         def bwd_flat(residuals, cts):
+            if symbolic:
+                cts = [SymbolicZero(c.aval) if isinstance(c, Zero) else c for c in cts]
+            else:
+                cts = [instantiate(c, c.aval) if isinstance(c, Zero) else c for c in cts]
             grads = bwd(tree_unflatten(res_tree[-1], residuals), tree_unflatten(out_tree, cts))
             if not isinstance(grads, tuple) or len(grads) != len(args):
                 raise DifferentiationError(f"custom_vjp bwd of {name} must return a tuple with one cotangent per "
@@ -285,7 +361,7 @@ class custom_vjp:
             flat = treedef_flatten_up_to(in_tree, grads)
             out = []
             for k, (g, a) in enumerate(zip(flat, in_avals)):
-                if g is None:
+                if g is None or isinstance(g, SymbolicZero):
                     out.append(np.zeros(a.shape, a.dtype))
                     continue
                 g = asarray(g)

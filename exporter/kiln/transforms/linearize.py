@@ -49,7 +49,10 @@ def backward_pass(linear_eqns: list, linear: set[int], read: Callable, output_ct
         outs_ct = [cts.pop(v.id, None) for v in eqn.outvars]
         if all(c is None for c in outs_ct):
             continue
-        outs_ct = [instantiate(Zero(v.aval) if c is None else c, v.aval) for c, v in zip(outs_ct, eqn.outvars)]
+        if getattr(eqn.primitive, "symbolic_zero_cotangents", False):  # the rule takes Zero for an unused output
+            outs_ct = [Zero(v.aval) if c is None else c for c, v in zip(outs_ct, eqn.outvars)]
+        else:
+            outs_ct = [instantiate(Zero(v.aval) if c is None else c, v.aval) for c, v in zip(outs_ct, eqn.outvars)]
         rule = eqn.primitive.transpose_rule
         if rule is None:
             raise DifferentiationError(f"primitive {eqn.primitive.name} has no transpose rule (reverse mode)")
