@@ -219,3 +219,23 @@ def test_callback_runs_in_program_order_and_is_never_exported(capsys):
     with pytest.raises(TypeError, match=r"Calls calls back into Python \(kiln.debug.callback\(.*seen\) at "
                                         r".*test_debug_print.py:\d+.*\): an exported module runs without Python"):
         Program.get_compiled_artifact(calls)
+
+
+def test_prints_are_kept_where_nothing_uses_their_values(capsys):
+    """A print is a side effect: kept in a loop whose result is unused, in a cond with no outputs, in a
+    nested jit with no outputs, twice when written twice (never merged), and in a jitted gradient."""
+    def f(x):
+        def body(i, c):
+            kiln.debug.print("c {}", c)
+            return c + 1
+
+        lax.fori_loop(0, 2, body, x)
+        lax.cond(x > 0, lambda v: kiln.debug.print("pos {}", v), lambda v: kiln.debug.print("neg {}", v), x)
+        kiln.jit(lambda y: kiln.debug.print("inner {}", y))(x * 3)
+        kiln.debug.print("dup {}", x)
+        kiln.debug.print("dup {}", x)
+        return x * 2
+
+    assert float(kiln.jit(f)(np.float32(1.5))) == 3.0
+    assert float(kiln.jit(kiln.grad(lambda x: (kiln.debug.print("g {}", x), x * x)[1]))(np.float32(3))) == 6.0
+    assert capsys.readouterr().out == "c 1.5\nc 2.5\npos 1.5\ninner 4.5\ndup 1.5\ndup 1.5\ng 3.0\n"
