@@ -114,6 +114,9 @@ def test_collective_values():
     # a jit inside the vmap: its graph holds the collective, run by the vmap when the jitted call is inlined
     inside = kiln.vmap(lambda r: kiln.jit(lambda r: lax.psum(r, "i"))(r), axis_name="i")(x[:, 0])
     np.testing.assert_allclose(np.asarray(inside), np.broadcast_to(x[:, 0].sum(0), (4, 6)), rtol=1e-12)
+    # ... even when nothing mapped reaches the jitted function (psum of a constant: the axis size)
+    counted = kiln.vmap(lambda r: kiln.jit(lambda: lax.psum(1.0, "i"))() + r, axis_name="i")(np.zeros(3))
+    assert np.asarray(counted).tolist() == [3.0, 3.0, 3.0]
 
 
 def test_collective_errors():

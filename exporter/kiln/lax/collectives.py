@@ -27,7 +27,7 @@ from kiln.core.ad_util import Zero, instantiate
 from kiln.core.aval import ShapedArray
 from kiln.core.primitive import Primitive, register
 from kiln.core.pytree import tree_flatten, tree_unflatten
-from kiln.core.trace import find_top_trace, get_aval
+from kiln.core.trace import GraphTrace, find_top_trace, get_aval
 from kiln.transforms.batching import BatchTracer, find_named_axis, move_batch_axis
 from kiln.transforms.transpose import is_linear
 
@@ -45,10 +45,17 @@ class CollectivePrimitive(Primitive):
 
     def bind(self, *args, **params):
         trace = find_top_trace(args)
-        for name in params["axes"]:
-            named = find_named_axis(name, self.name)
-            if named.level > trace.level:
-                trace = named
+        named = [find_named_axis(name, self.name) for name in params["axes"]]
+        for axis in named:
+            if axis.level > trace.level:
+                trace = axis
+        if isinstance(trace, GraphTrace):  # staged (a jit, grad... inside the vmap): the graph captures a value
+            for axis in named:  # of each named vmap, so that its call always runs at that vmap (inlined there)
+                if axis.level < trace.level:
+                    anchor = getattr(axis, "_collective_anchor", None)
+                    if anchor is None:
+                        anchor = axis._collective_anchor = BatchTracer(axis, np.zeros((), np.int32), None)
+                    trace.full_raise(anchor)
         outs = trace.process_primitive(self, [trace.full_raise(a) for a in args], params)
         return outs if self.multiple_results else outs[0]
 
