@@ -90,8 +90,8 @@ DELIBERATELY_ABSENT = {
            for n in NAMES["modules"]["jax.lax"] if n.endswith("_p")},
         **{n: "a multi-device collective or sharding annotation: a kiln module runs on one host (psum, pmean, "
               "pmax, pmin, axis_index, axis_size, all_gather, psum_scatter, ppermute, pshuffle, pbroadcast, "
-              "all_to_all work over vmap/pmap's named axis)"
-           for n in ("pcast", "precv", "psend", "pswapaxes", "ragged_all_to_all", "with_sharding_constraint")},
+              "all_to_all, pswapaxes work over vmap/pmap's named axis)"
+           for n in ("pcast", "precv", "psend", "ragged_all_to_all", "with_sharding_constraint")},
         **{n: "an XLA token or effect-ordering construct, which kiln's modules do not have"
            for n in ("after_all", "create_token", "optimization_barrier", "platform_dependent", "composite",
                      "dce_sink", "stage")},

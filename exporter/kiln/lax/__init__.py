@@ -94,7 +94,7 @@ from .accuracy import AccuracyMode, Tolerance  # noqa: E402
 
 __all__ += ["AccuracyMode", "Tolerance"]
 from .collectives import (all_gather, all_to_all, axis_index, axis_size, pbroadcast, pmax, pmean, pmin,  # noqa: E402
-                          ppermute, pshuffle, psum, psum_scatter)
+                          ppermute, pshuffle, psum, psum_scatter, pswapaxes)
 
 __all__ += ["psum", "pmean", "pmax", "pmin", "axis_index", "axis_size", "all_gather", "psum_scatter", "ppermute",
-            "pshuffle", "pbroadcast", "all_to_all"]
+            "pshuffle", "pbroadcast", "all_to_all", "pswapaxes"]

@@ -35,7 +35,7 @@ from . import api
 from . import structural_prims as sp
 
 __all__ = ["psum", "pmean", "pmax", "pmin", "axis_index", "axis_size", "all_gather", "psum_scatter", "ppermute",
-           "pbroadcast", "pshuffle", "all_to_all"]
+           "pbroadcast", "pshuffle", "all_to_all", "pswapaxes"]
 
 
 class CollectivePrimitive(Primitive):
@@ -454,3 +454,9 @@ def all_to_all(x, axis_name, split_axis, concat_axis, *, axis_index_groups=None,
         return all_to_all_p.bind(v, axes=axes, split=split, concat=concat, tiled=bool(tiled), size=size)
 
     return _tree(exchange, x)
+
+
+def pswapaxes(x, axis_name, axis, *, axis_index_groups=None):
+    """The mapped axis and the unmapped axis `axis` (whose size must be the axis size) swapped: JAX's
+    ``all_to_all(x, axis_name, axis, axis)``."""
+    return all_to_all(x, axis_name, axis, axis, axis_index_groups=axis_index_groups)
