@@ -49,14 +49,15 @@ def _loop_id(module: ir.Module, width: int | None, interleave: int | None = None
     None) and `interleave` vectors per iteration."""
     count = getattr(module, "_kiln_loop_ids", 0)
     module._kiln_loop_ids = count + 1
+
+    def prop(name, value):
+        return module.add_metadata([ir.MetaDataString(module, name), value])
+
     i32 = ir.IntType(32)
-    properties = []
-    if width:
-        properties.append(module.add_metadata([ir.MetaDataString(module, "llvm.loop.vectorize.width"), ir.Constant(i32, width)]))
+    properties = [prop("llvm.loop.vectorize.width", ir.Constant(i32, width))] if width else []
     if interleave:
-        properties.append(module.add_metadata([ir.MetaDataString(module, "llvm.loop.interleave.count"),
-                                               ir.Constant(i32, interleave)]))
-    properties += [module.add_metadata([ir.MetaDataString(module, "llvm.loop.vectorize.enable"), ir.Constant(ir.IntType(1), 1)]),
+        properties.append(prop("llvm.loop.interleave.count", ir.Constant(i32, interleave)))
+    properties += [prop("llvm.loop.vectorize.enable", ir.Constant(ir.IntType(1), 1)),
                    module.add_metadata([ir.MetaDataString(module, f"kiln.loop.{count}")])]
     loop_id = module.add_metadata([None] + properties)  # unique through its last property
     loop_id.operands = (loop_id,) + tuple(loop_id.operands[1:])
