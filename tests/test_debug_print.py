@@ -128,6 +128,7 @@ def test_exported_module_prints_in_kiln_run(tmp_path, capsys):
     class Printer(Program, export_name="printer"):
         def run(self, x=Program.like(np.zeros((2, 3), np.float32)), n=Program.like(np.int32(0))):
             kiln.debug.print("x={} n={n:d}", x, n=n)
+            kiln.debug.print('"quoted"\t\\ é')
 
             def body(i, c):
                 kiln.debug.print("i={} c={:.2f}", i, c)
@@ -140,15 +141,24 @@ def test_exported_module_prints_in_kiln_run(tmp_path, capsys):
     proc = run_kiln_run(f"--module={path}", "--function=run", "--input=2x3xf32=1,2,3,4,5,6", "--input=i32=3",
                         f"--output=@{tmp_path / 'y.npy'}")
     x = np.arange(1, 7, dtype=np.float32).reshape(2, 3)
-    assert proc.stdout.startswith(f"x={x} n=3\ni=0 c=21.00\ni=1 c=42.00\ni=2 c=84.00\n"), proc.stdout
+    assert proc.stdout.startswith(f"x={x} n=3\n\"quoted\"\t\\ é\ni=0 c=21.00\ni=1 c=42.00\ni=2 c=84.00\n"), proc.stdout
     assert float(np.load(tmp_path / "y.npy")) == 168.0
+    # both disassemblers show the templates, the same way (escapes included)
+    from kiln.vm.reader import dump_text
+
+    native = [line.strip() for line in run_kiln_run(f"--module={path}", "--disassemble").stdout.splitlines()
+              if "debug.print" in line]
+    python = [line.strip() for line in dump_text(path.read_bytes()).splitlines() if "debug.print" in line]
+    assert native == python and len(native) == 3
+    assert any(line.endswith('; "\\"quoted\\"\\x09\\\\ \\xc3\\xa9"') for line in native), native
+    assert any(line.endswith('; "x={0} n={1:d}"') for line in native), native
     # the same file through kiln.vm: the lines go to Python's sys.stdout
     from kiln.runtime_session import load_module
 
     context = load_module(path.read_bytes()).new_context()
     capsys.readouterr()
     assert float(context.invoke("run", [x, np.int32(2)])[0]) == 84.0
-    assert capsys.readouterr().out == f"x={x} n=2\ni=0 c=21.00\ni=1 c=42.00\n"
+    assert capsys.readouterr().out == f"x={x} n=2\n\"quoted\"\t\\ é\ni=0 c=21.00\ni=1 c=42.00\n"
 
 
 @pytest.mark.parametrize("fmt, kwargs, match", [
@@ -223,7 +233,8 @@ def test_callback_runs_in_program_order_and_is_never_exported(capsys):
 
 def test_prints_are_kept_where_nothing_uses_their_values(capsys):
     """A print is a side effect: kept in a loop whose result is unused, in a cond with no outputs, in a
-    nested jit with no outputs, twice when written twice (never merged), and in a jitted gradient."""
+    nested jit with no outputs, twice when written twice (never merged), in a jitted gradient, and at every
+    call when it prints no traced value."""
     def f(x):
         def body(i, c):
             kiln.debug.print("c {}", c)
@@ -239,3 +250,7 @@ def test_prints_are_kept_where_nothing_uses_their_values(capsys):
     assert float(kiln.jit(f)(np.float32(1.5))) == 3.0
     assert float(kiln.jit(kiln.grad(lambda x: (kiln.debug.print("g {}", x), x * x)[1]))(np.float32(3))) == 6.0
     assert capsys.readouterr().out == "c 1.5\nc 2.5\npos 1.5\ninner 4.5\ndup 1.5\ndup 1.5\ng 3.0\n"
+    step = kiln.jit(lambda x: (kiln.debug.print("step {}", 7), x + 1)[1])  # no traced value: staged too,
+    step(1.0)                                                              # as JAX prints it at every call
+    step(1.0)
+    assert capsys.readouterr().out == "step 7\nstep 7\n"

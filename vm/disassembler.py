@@ -22,6 +22,29 @@ class Names:
     kernels: Sequence[str] = ()
     functions: Sequence[str] = ()
     constants: Sequence[str] = field(default_factory=tuple)
+    # constant index -> its bytes, for the templates debug.print instructions name (shown as a comment)
+    constant_data: dict = field(default_factory=dict)
+
+
+TEMPLATE_SHOWN = 60
+"""The most template bytes a disassembly line shows (then `...`), in C's kiln_module_disassemble too."""
+
+
+def template_comment(data: bytes) -> str:
+    """`   ; "text"` for a debug.print template: printable ASCII as it is, `"` and `\\` escaped, newline as
+    `\\n`, other bytes as `\\xNN`; at most TEMPLATE_SHOWN bytes, then `...` (kiln_module_disassemble
+    writes the same)."""
+    out = []
+    for b in data[:TEMPLATE_SHOWN]:
+        if b in (0x22, 0x5C):
+            out.append("\\" + chr(b))
+        elif b == 0x0A:
+            out.append("\\n")
+        elif 0x20 <= b < 0x7F:
+            out.append(chr(b))
+        else:
+            out.append(f"\\x{b:02x}")
+    return '   ; "' + "".join(out) + '"' + ("..." if len(data) > TEMPLATE_SHOWN else "")
 
 
 def decode(words: Sequence[int], types: Sequence[TensorType] | None = None
@@ -162,6 +185,8 @@ def disassemble(words: Sequence[int], names: Names | None = None, indent: str = 
                     if loops else "")
             lines.append(f"{indent}L{pc}:{note}")
         text = format_instr(instr, names, labels=True)
+        if instr.op == "debug.print" and names is not None and instr.operands[0] in names.constant_data:
+            text += template_comment(names.constant_data[instr.operands[0]])
         if pc in back:
             text += "   ; loop back-edge"
         lines.append(f"{indent}{pc:5d}  {text}")

@@ -156,7 +156,9 @@ class ModuleFile:
     def names(self) -> Names:
         return Names(types=self.types, globals=[g[0] for g in self.globals],
                      kernels=[k.name for k in self.kernels],
-                     functions=[f.name for f in self.functions])
+                     functions=[f.name for f in self.functions],
+                     constant_data={i: bytes(data) for i, (t, data) in enumerate(self.constants)
+                                    if t.dtype == "u8" and len(t.shape) == 1})
 
 
 def read_module(data: bytes) -> ModuleSpec:

@@ -58,11 +58,21 @@ class OrderedDebugEffect(DebugEffect):
     """JAX's effect type of ordered debug callbacks."""
 
 
+def _staged(leaves) -> bool:
+    """Whether a print or callback of these leaves runs in compiled code: a value is traced, or a graph is
+    being traced (kiln.jit, a Program, a control-flow body) even if no value is: JAX stages a
+    ``debug.print("step")`` inside jit too, so it prints at every call, not once while tracing."""
+    from kiln.core.trace import compile_time_eval, current_graph_trace
+
+    return any(isinstance(x, Tracer) for x in leaves) or (
+        current_graph_trace() is not None and not compile_time_eval.get())
+
+
 def print(fmt: str, *args, ordered: bool = False, partitioned: bool = False, **kwargs) -> None:  # noqa: A001
     """Prints ``fmt.format(*args, **kwargs)`` with the values of traced arrays at run time (see the module's
     docstring)."""
     leaves, tree = tree_flatten((args, kwargs))
-    if not any(isinstance(x, Tracer) for x in leaves):
+    if not _staged(leaves):
         args, kwargs = tree_unflatten(tree, [np.asarray(x) if hasattr(x, "shape") else x for x in leaves])
         _print(fmt.format(*args, **kwargs))
         return
@@ -196,7 +206,7 @@ def callback(fn, *args, ordered: bool = False, partitioned: bool = False, **kwar
     Traced, at run time in program order (the VM's debug.callback, format 2.8); a module holding one cannot
     be exported (it needs this process's Python)."""
     leaves, tree = tree_flatten((args, kwargs))
-    if not any(isinstance(x, Tracer) for x in leaves):
+    if not _staged(leaves):
         args, kwargs = tree_unflatten(tree, [np.asarray(x) if hasattr(x, "shape") else x for x in leaves])
         fn(*args, **kwargs)
         return

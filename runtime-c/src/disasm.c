@@ -137,6 +137,20 @@ kiln_status_t kiln_module_disassemble(const kiln_module_t* module, uint32_t ordi
       operand(module, &t, in.info->kinds[k], &in.operands[k]);
       if (in.info->kinds[k] == KILN_OPERAND_TARGET && in.operands[k].value <= pc) is_back = 1;
     }
+    if (in.opcode == KILN_OP_DEBUG_PRINT) {
+      /* the template, as kiln.vm.disassembler.template_comment writes it */
+      const kiln_constant_info_t* c = &module->constants[in.operands[0].value];
+      size_t size = module->types[c->type].byte_size, j2;
+      put(&t, "   ; \"");
+      for (j2 = 0; j2 < size && j2 < 60; ++j2) {
+        uint8_t b = c->data[j2];
+        if (b == '"' || b == '\\') put(&t, "\\%c", b);
+        else if (b == '\n') put(&t, "\\n");
+        else if (b >= 0x20 && b < 0x7f) put(&t, "%c", b);
+        else put(&t, "\\x%02x", b);
+      }
+      put(&t, size > 60 ? "\"..." : "\"");
+    }
     if (is_back) put(&t, "   ; loop back-edge");
     put(&t, "\n");
     write(user, t.buf);
