@@ -172,7 +172,8 @@ def _random_dag(rng, values, steps, kinds=8):
         if op == 0:
             z = knp.tanh(x) * y
         elif op == 1:
-            z = x @ y * 0.1
+            s = knp.sort(values[int(rng.integers(0, len(values)))], axis=1)  # a kernel output dead after z
+            z = x @ y * 0.1 + s  # the product accumulated in its one output, written over s
         elif op == 2:
             z = x - knp.max(y, axis=1, keepdims=True)
         elif op == 3:
@@ -630,8 +631,7 @@ def test_matmul_epilogue_output_is_written_over_its_dead_operand():
     """A matrix product's epilogue output other than the one the product accumulates in is written over
     an input the kernel reads only as an epilogue operand at the element written
     (memory_plan._matmul_pairs): the arena holds two 17 x 23 buffers instead of three. Never over A
-    or B, nor as the accumulating output (it holds partial sums before the epilogue reads the
-    operand). Odd sizes (17 x 12 x 23: partial tiles and strips): bit for bit the unplanned module's
+    or B; the accumulating output only as each item copies the operand first (the next test). Odd sizes (17 x 12 x 23: partial tiles and strips): bit for bit the unplanned module's
     values, numpy's closely."""
     from kiln.compiler.memory_plan import inplace_pairs
 
@@ -650,11 +650,13 @@ def test_matmul_epilogue_output_is_written_over_its_dead_operand():
         (step,) = [s for s in partition(graph).dispatches if s.name.startswith("dot_general")]
         return inplace_pairs(step)
     # the epilogue operand c read at the element written, beside the product's own output: input 2
-    assert pairs(lambda a, b, c: [a @ b, knp.tanh(a @ b) * c], (8, 8), (8, 8), (8, 8)) == [(2, 1)]
-    # A, c read transposed, and the only (accumulating) output: never
+    # (or the product's own output, as the item copies c before accumulating: the plan takes the first)
+    assert pairs(lambda a, b, c: [a @ b, knp.tanh(a @ b) * c], (8, 8), (8, 8), (8, 8)) == [(2, 1), (2, 0)]
+    # A, and c read transposed: never
     assert pairs(lambda a, b: [a @ b, (a @ b) * a], (8, 8), (8, 8)) == []
     assert pairs(lambda a, b, c: [a @ b, (a @ b) * c.T], (8, 8), (8, 8), (8, 8)) == []
-    assert pairs(lambda a, b, c: [knp.tanh(a @ b) * c], (8, 8), (8, 8), (8, 8)) == []
+    # the only output, the one the product accumulates in: over c too, as each item copies c first
+    assert pairs(lambda a, b, c: [knp.tanh(a @ b) * c], (8, 8), (8, 8), (8, 8)) == [(2, 0)]
     with planning_disabled():
         want = [np.asarray(r) for r in kiln.jit(_epilogue_over_dead_operand)(x, w, v)]
     f = kiln.jit(_epilogue_over_dead_operand)
@@ -665,6 +667,45 @@ def test_matmul_epilogue_output_is_written_over_its_dead_operand():
     p = x64 @ w64
     np.testing.assert_allclose(want[0], (np.tanh(p) * (x64 @ v64) + 1) @ v64.T, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(want[1], p.max(axis=1), rtol=1e-5)
+
+
+def _residual_over_dead_operand(x, z, w, b, v):
+    h = knp.sort(x, axis=-1)          # a kernel's output, dead after the layer
+    y = h + knp.tanh(z @ w + b)       # the product accumulated in y, the layer's only output: over h
+    return (y @ v,)
+
+
+def test_matmul_accumulating_output_is_written_over_its_dead_operand():
+    """A residual layer `h + tanh(z @ w + b)`: the product is accumulated in the layer's one output, which
+    is written over h (dead after it) as each work item copies its rows x columns of h to the stack
+    before the K loop (matmul.copied_operands). Two k blocks, a row tail, partial strips; 150 rows x 256
+    columns of f32 would take 150 KiB of stack, so the row chunks shrink to OPERAND_COPY_BYTES. Bit for
+    bit the unplanned module's values on each of three calls (the arena reused), numpy's closely."""
+    from kiln.compiler.codegen import matmul
+    from kiln.compiler.target import Target
+
+    rng = np.random.default_rng(5)
+    for m in (37, 150):
+        x, z, w, b, v = (rng.standard_normal(s).astype(F32) for s in ((m, 300), (m, 290), (290, 300), (300,), (300, 5)))
+        schedule = _schedule_of(_residual_over_dead_operand, (x, z, w, b, v))
+        (op,) = [op for op in schedule.ops if getattr(op, "inplace", None)]
+        region = op.step.region
+        ((i, j),) = op.inplace.items()
+        assert op.step.name.startswith("dot_general") and j == 0 and matmul.copied_operands(region) == [i]
+        (y,) = _overwrites(schedule)
+        assert schedule.buffers[y.overwrites].offset == y.offset and y.var is op.writes[0] and schedule.buffers[y.overwrites].var is op.reads[i]
+        plan = matmul._plan(region)
+        t = matmul._tiling(region, plan, Target.named("x86_64-unknown-linux-gnu", "skylake-avx512", "+avx512f,+fma"))
+        assert t.row_chunk * t.nc * 4 <= matmul.OPERAND_COPY_BYTES and t.row_chunk % t.mr == 0
+        with planning_disabled():
+            want = [np.asarray(r) for r in kiln.jit(_residual_over_dead_operand)(x, z, w, b, v)]
+        f = kiln.jit(_residual_over_dead_operand)
+        for _ in range(3):
+            for got, ref in zip(f(x, z, w, b, v), want):
+                np.testing.assert_array_equal(got, ref)
+        x64, z64, w64 = x.astype(np.float64), z.astype(np.float64), w.astype(np.float64)
+        ref = (np.sort(x64, axis=-1) + np.tanh(z64 @ w64 + b)) @ v
+        np.testing.assert_allclose(want[0], ref, rtol=1e-4, atol=1e-4)
 
 
 def test_random_programs_write_in_place():

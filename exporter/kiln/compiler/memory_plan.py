@@ -264,10 +264,12 @@ def _matmul_pairs(region) -> list[tuple[int, int]]:
     """inplace_pairs of a matrix product with an elementwise epilogue (codegen/epilogue.py): once all K
     blocks of a work item's tile are accumulated into the `home` output, a loop over the tile's
     elements loads, per element, the product and the epilogue's operands, and then stores every
-    epilogue output there. An epilogue output other than `home` may so be written over an input that
-    the kernel reads only as an epilogue operand at the element written (every view of it the input
-    itself, at the product's shape and dtype). Never over A or B, which the product reads across
-    its output, nor `home`, which holds partial sums before the epilogue runs."""
+    epilogue output there. An epilogue output may so be written over an input that the kernel reads
+    only as an epilogue operand at the element written (every view of it the input itself, at the
+    product's shape and dtype): `home` too, as each work item copies such an operand's rows x columns
+    to the stack before accumulating the product there (matmul.copied_operands; a residual layer's
+    `h + gelu(z @ w + b)` written over h). Never over A or B, which the product reads across its
+    output."""
     from .codegen import epilogue as epilogues
     from .codegen import matmul
     from .layout import contiguous_strides
@@ -290,7 +292,8 @@ def _matmul_pairs(region) -> list[tuple[int, int]]:
                            and w.dtype == v.aval.dtype for w in mine)):
             continue
         pairs += [(i, j) for j in ep.outputs if j != ep.home and region.outvars[j].aval.dtype == v.aval.dtype]
-    return pairs
+    copied = matmul.copied_operands(region)
+    return pairs + [(i, ep.home) for i in copied]
 
 
 def _row_fused_pairs(region) -> list[tuple[int, int]]:

@@ -88,8 +88,11 @@ def plan(region, sizes) -> Epilogue | None:
     return Epilogue(dot, home, eqns, positions, leaves, [views[v.id] for v in leaves], strides, cost)
 
 
-def emit(b: ir.IRBuilder, region, ep: Epilogue, pointers, sizes, bi, m0, m_end, n0, n_count) -> None:
-    """The epilogue over rows [m0, m_end) and columns [n0, n0 + n_count) of batch element bi."""
+def emit(b: ir.IRBuilder, region, ep: Epilogue, pointers, sizes, bi, m0, m_end, n0, n_count, copies=None) -> None:
+    """The epilogue over rows [m0, m_end) and columns [n0, n0 + n_count) of batch element bi. `copies`:
+    input position -> (pointer, row length) of that operand's rows x columns copied before the product
+    was accumulated (codegen/matmul.copied_operands), read there instead of from the input."""
+    copies = copies or {}
     _, m, n, _ = sizes
     n_in = len(region.invars)
     product = ep.dot.outvars[0]
@@ -109,6 +112,10 @@ def emit(b: ir.IRBuilder, region, ep: Epilogue, pointers, sizes, bi, m0, m_end, 
                 if var.id == product.id:
                     return scalar_ops.load(b, home_ptr, offset, dtype)
                 k = next(i for i, v in enumerate(ep.leaves) if v.id == var.id)
+                if ep.views[k].source in copies:
+                    buf, ld = copies[ep.views[k].source]
+                    at = b.add(b.mul(b.sub(r, m0), const64(ld)), b.sub(c, n0))
+                    return scalar_ops.load(b, buf, at, ep.views[k].dtype)
                 s = ep.strides[k][2]
                 at = leaf_rows[k] if s == 0 else b.add(leaf_rows[k], c if s == 1 else b.mul(c, const64(s)))
                 return load_view(b, ep.views[k], at, pointers)

@@ -151,7 +151,54 @@ class _Tiling:
 
 def _tiling(region, plan: DotPlan, target) -> _Tiling:
     want = min(MIN_ITEMS, work(region) // WORK_PER_GROUP)
-    return _Tiling(plan, target.vector_bytes, target.vector_registers, want)
+    t = _Tiling(plan, target.vector_bytes, target.vector_registers, want)
+    copied = copied_operands(region) if plan.fast is not None else []
+    if copied:
+        # Each copy of an item's rows x columns lives on the stack: row chunks at most OPERAND_COPY_BYTES
+        # in all (whole tiles, at least one).
+        batch, m, n, _ = plan.sizes
+        rows = OPERAND_COPY_BYTES // (len(copied) * t.nc * plan.dtype.itemsize) // t.mr * t.mr
+        if t.row_chunk > max(rows, t.mr):
+            t.row_chunk = max(rows, t.mr)
+            t.m_chunks = max(-(-m // t.row_chunk), 1)
+            t.items = batch * t.m_chunks * t.n_chunks if m and n else 0
+    return t
+
+
+# The stack bytes a work item's copies of epilogue operands (copied_operands) may take.
+OPERAND_COPY_BYTES = 1 << 17
+
+
+def copied_operands(region) -> list[int]:
+    """Input positions of the epilogue operands a work item copies to the stack (its rows x columns)
+    before it accumulates the product, the epilogue reading the copy, when the kernel reads the operand
+    through the home output's pointer (compile._reading_through): each may be the memory of the
+    output the product is accumulated in (the epilogue's `home`, memory_plan._matmul_pairs), whose
+    partial sums would otherwise overwrite it before the epilogue reads it (a residual layer's
+    `h + gelu(z @ w + b)` written over h). An input qualifies when the kernel reads it only as an
+    epilogue operand, every view of it the input itself (the product's shape, contiguous, offset 0),
+    of the home output's dtype."""
+    from ..layout import contiguous_strides
+
+    try:
+        plan = _plan(region)
+        ep = epilogues.plan(region, plan.sizes) if plan.fast is not None else None
+    except epilogues.NotFusable:
+        return []
+    if ep is None:
+        return []
+    shape = tuple(ep.dot.outvars[0].aval.shape)
+    identity = tuple(contiguous_strides(shape))
+    home_dtype = region.outvars[ep.home].aval.dtype
+    operands = {plan.lhs.view.source, plan.rhs.view.source}
+    out = []
+    for i, v in enumerate(region.invars):
+        mine = [w for w in ep.views if w.source == i]
+        if (i not in operands and mine and tuple(v.aval.shape) == shape and v.aval.dtype == home_dtype
+                and all(tuple(w.shape) == shape and tuple(w.strides) == identity and w.offset == 0
+                        and w.dtype == v.aval.dtype for w in mine)):
+            out.append(i)
+    return out
 
 
 def parallel_items(region, target) -> int:
@@ -284,6 +331,13 @@ def _emit_fast(region, plan: DotPlan, t: _Tiling):
             a_copy = b.alloca(ty, size=const64(t.mr * a_ld), name="a_copy")
             a_copy.align = 64
         a_strides = (const64(a_ld), const64(1)) if copies_a else (const64(sam), const64(sak))
+        operand_copies = {}
+        for i in copied_operands(region) if ep is not None else []:
+            if pointers[i] is not out_ptr:  # not written over (compile._reading_through): read in place
+                continue
+            buf = b.alloca(ty, size=const64(t.row_chunk * t.nc), name=f"operand{i}")
+            buf.align = 64
+            operand_copies[i] = (buf, t.nc)
         lo, hi = workgroup_slice(b, t.items, workgroup_id, workgroup_count)
 
         def item(it):
@@ -298,10 +352,14 @@ def _emit_fast(region, plan: DotPlan, t: _Tiling):
             a_batch = b.gep(a_ptr, [b.mul(bi, const64(sab))], source_etype=ty)
             b_batch = b.gep(b_ptr, [b.mul(bi, const64(sbb))], source_etype=ty)
             c_batch = b.gep(out_ptr, [b.mul(bi, const64(m * n))], source_etype=ty)
+            for i, (buf, ld) in operand_copies.items():
+                # Before anything is accumulated: the operand may share the home output's memory.
+                src = b.gep(pointers[i], [b.add(b.mul(bi, const64(m * n)), b.add(b.mul(m0, const64(n)), n0))], source_etype=ty)
+                _copy_rows(b, ty, src, n, buf, ld, b.sub(m_end, m0), n_count)
             if dot_form:
                 _emit_dot_rows(b, ty, t.vw, dots, a_batch, sam, b_batch, sbn, c_batch, n, k, m0, m_end, n0, n_count)
                 if ep is not None:
-                    epilogues.emit(b, region, ep, pointers, plan.sizes, bi, m0, m_end, n0, n_count)
+                    epilogues.emit(b, region, ep, pointers, plan.sizes, bi, m0, m_end, n0, n_count, operand_copies)
                 return
 
             def k_block(kb):
@@ -363,7 +421,7 @@ def _emit_fast(region, plan: DotPlan, t: _Tiling):
 
             for_range(b, 0, -(-k // KC), k_block, name="kb")
             if ep is not None:
-                epilogues.emit(b, region, ep, pointers, plan.sizes, bi, m0, m_end, n0, n_count)
+                epilogues.emit(b, region, ep, pointers, plan.sizes, bi, m0, m_end, n0, n_count, operand_copies)
 
         for_range(b, lo, hi, item, name="it")
 
