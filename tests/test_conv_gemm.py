@@ -121,10 +121,13 @@ GEMM_CASES = [
                                                              dimension_numbers=NHWC)),
     ("winograd_channels_256", (1, 9, 10, 256), (3, 3, 256, 24), dict(window_strides=(1, 1), padding="SAME",
                                                                      dimension_numbers=NHWC)),
+    # stride 2 (the polyphase scheme: 5x5 input patches, 25 products per tile), a batch, uneven and negative padding
+    ("winograd_stride2", (2, 21, 18, 24), (3, 3, 24, 40), dict(window_strides=(2, 2), padding=((1, -1), (0, 2)),
+                                                              dimension_numbers=NHWC)),
 ]
-# the cases above that take Winograd F(2x2, 3x3): 3x3, stride 1, no dilation or groups, NHWC, 16 to KC
-# channels, 16 or more features, 64 or more pixels
-WINOGRAD_CASES = {"nhwc_same", "nhwc_oihw_weights", "winograd_tails", "winograd_channels_256"}
+# the cases above that take Winograd: 3x3, stride 1 or 2, no dilation or groups, NHWC, 16 to KC channels, 16
+# or more features, 64 or more pixels
+WINOGRAD_CASES = {"nhwc_same", "nhwc_oihw_weights", "winograd_tails", "winograd_channels_256", "winograd_stride2"}
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: np.dtype(d).name)
@@ -305,8 +308,8 @@ def exported_convolutions(tmp_path_factory):
     (cols, image panels by runs), 128 channels (rows, the image read in place), 8 groups of 8 features
     (one-vector strips), strided depthwise ones (NHWC: vectorized along the channels; NCHW: along rows),
     float64 dilated, the input gradients of a stride-1 NHWC convolution (Winograd), of strided NHWC and NCHW
-    convolutions (lhs dilation phase by phase; the NCHW one computed as NHWC and transposed) and an NHWC
-    kernel gradient (gemm_batch)."""
+    convolutions (lhs dilation phase by phase; the NCHW one computed as NHWC and transposed), an NHWC
+    kernel gradient (gemm_batch) and a stride-2 NHWC convolution (Winograd's polyphase scheme)."""
     tmp = tmp_path_factory.mktemp("conv_builds")
     x = RNG.standard_normal((1, 9, 10, 16)).astype(np.float32)
     w = RNG.standard_normal((3, 3, 16, 24)).astype(np.float32)
@@ -321,10 +324,11 @@ def exported_convolutions(tmp_path_factory):
     wpl = RNG.standard_normal((16, 1, 3, 3)).astype(np.float32)
     x64, w64 = x.astype(np.float64), w.astype(np.float64)
     ct = RNG.standard_normal((1, 9, 10, 24)).astype(np.float32)
+    xs = RNG.standard_normal((1, 17, 18, 16)).astype(np.float32)
     neg = dict(window_strides=(2, 3), padding=((1, -2), (-1, 4)))
     strided = dict(window_strides=(2, 2), padding="SAME")
 
-    def f(x, w, bias, xc, wc, xw, ww, xg, wg, wdw, wpl, x64, w64, ct):
+    def f(x, w, bias, xc, wc, xw, ww, xg, wg, wdw, wpl, x64, w64, ct, xs):
         y = knp.maximum(lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=NHWC) + bias, 0.0)
         yn = lax.conv_general_dilated(xc, wc, **neg)
         yw = lax.conv_general_dilated(xw, ww, (1, 1), "VALID", dimension_numbers=NHWC)
@@ -336,11 +340,12 @@ def exported_convolutions(tmp_path_factory):
         gs = kiln.grad(lambda v: knp.sum(lax.conv_general_dilated(v, w, (2, 2), "SAME", dimension_numbers=NHWC) ** 2))(x)
         gc = kiln.grad(lambda v: knp.sum(lax.conv_general_dilated(v, wc, **strided) ** 2))(xc)
         gw = kiln.vjp(lambda u: lax.conv_general_dilated(x, u, (1, 1), "SAME", dimension_numbers=NHWC), w)[1](ct)[0]
-        return y, yn, yw, yg, ydw, ypl, yd, gx, gs, gc, gw
+        ys = lax.conv_general_dilated(xs, w, (2, 2), "SAME", dimension_numbers=NHWC)
+        return y, yn, yw, yg, ydw, ypl, yd, gx, gs, gc, gw, ys
 
-    args = (x, w, bias, xc, wc, xw, ww, xg, wg, wdw, wpl, x64, w64, ct)
+    args = (x, w, bias, xc, wc, xw, ww, xg, wg, wdw, wpl, x64, w64, ct, xs)
     strategies = _strategies(f, *args)
-    assert strategies.count("gemm") >= 8 and strategies.count("winograd") == 2, strategies
+    assert strategies.count("gemm") >= 8 and strategies.count("winograd") == 3, strategies
     assert {"gemm_batch", "depthwise", "depthwise_planes"} <= set(strategies), strategies
 
     def input_gradient(v, k, dn, **kw):
@@ -362,7 +367,8 @@ def exported_convolutions(tmp_path_factory):
             numpy_conv(2 * y_ref, np.flip(w, (0, 1)).transpose(0, 1, 3, 2), (1, 1), "SAME", dimension_numbers=NHWC),
             input_gradient(x, w, NHWC, window_strides=(2, 2), padding="SAME"),
             input_gradient(xc, wc, None, **strided),
-            numpy_kernel_gradient(x, ct.astype(np.float64), 3, 1, 1, "SAME").astype(np.float32)]
+            numpy_kernel_gradient(x, ct.astype(np.float64), 3, 1, 1, "SAME").astype(np.float32),
+            numpy_conv(xs, w, (2, 2), "SAME", dimension_numbers=NHWC)]
     names = [f"a{i}" for i in range(len(args))]
     namespace = {"Program": Program, "f": f, "args": args}
     params = ", ".join(f"{n}=Program.like(args[{i}])" for i, n in enumerate(names))

@@ -120,7 +120,7 @@ def work(region, target) -> int:
 
 
 def strategy(region, target) -> str:
-    """'winograd' (3x3 stride 1, NHWC: Winograd F(2x2, 3x3) over the matmul microkernel), 'gemm' (implicit
+    """'winograd' (3x3 stride 1 or 2, NHWC: Winograd over the matmul microkernel), 'gemm' (implicit
     GEMM over the matmul microkernel), 'gemm_batch' (the same with the batch as GEMM rows: kernel
     gradients), 'depthwise' (one channel per group, vectorized along the channels) or 'direct' (the generic
     loops) for `target`."""
@@ -1241,7 +1241,7 @@ def _emit_batch_gemm(region, p: ConvPlan, g: GemmPlan):
     return body
 
 
-# ----------------------------------------------------------------------------- Winograd F(2x2, 3x3)
+# ----------------------------------------------------------------------------- Winograd: F(2x2, 3x3), and stride 2
 #
 # A 3x3 stride-1 convolution (no dilation, no groups) with the output's features contiguous (NHWC) computes
 # each 2x2 block of output pixels (a tile) from the 4x4 input patch under it as
@@ -1254,7 +1254,9 @@ def _emit_batch_gemm(region, p: ConvPlan, g: GemmPlan):
 # outside the image), runs the 16 products with the matmul microkernel into M[xi], and transforms them
 # into the output (A^T M A, pixels past the output's edge dropped); the epilogue (bias, relu) runs on the
 # item's finished rows. Transforms of the kernel use halves, of the data and the result only additions:
-# the rounding is that of a direct sum of a few more terms.
+# the rounding is that of a direct sum of a few more terms. A stride-2 one takes the same steps with 5x5
+# input patches and 25 positions (WINOGRAD_STRIDE2: the even taps F(2, 2), the odd one direct; 25 products
+# per tile instead of 36). The 2-d transforms are the 1-d ones (WinogradScheme) along each dim.
 #
 # B^T = [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]]
 # G   = [[1, 0, 0], [1/2, 1/2, 1/2], [1/2, -1/2, 1/2], [0, 0, 1]]
@@ -1263,7 +1265,7 @@ def _emit_batch_gemm(region, p: ConvPlan, g: GemmPlan):
 WINOGRAD_MIN_CHANNELS = 16   # input channels and output features per convolution below which the GEMM is kept
 WINOGRAD_MIN_PIXELS = 64
 WINOGRAD_ITEMS = 16          # work items aimed at (bands of tile rows): each transforms the kernel once
-WINOGRAD_PANEL_BYTES = 512 << 10   # the transformed kernel's panels on the stack (16 x channels x NC)
+WINOGRAD_PANEL_BYTES = 512 << 10   # the transformed kernel's panels on the stack (positions x channels x NC)
 WINOGRAD_BUFFER_BYTES = 256 << 10  # the transformed input's, and the products', for one chunk of tiles
 
 
@@ -1278,15 +1280,50 @@ class WinogradPlan:
     nr: int
     nc: int               # features per column chunk (whole strips)
     a_ld: int             # row length of the transformed input (channels, a cache line more at 4 KiB)
+    scheme: WinogradScheme
 
     @property
     def bands(self) -> int:
         return -(-self.tiles_h // self.band)
 
+    @property
+    def positions(self) -> int:
+        return self.scheme.points ** 2
+
+
+@dataclass(frozen=True)
+class WinogradScheme:
+    """One spatial dim's transforms (the 2-d ones are their Kronecker products): a tile's 2 outputs from
+    `span` inputs (starting 2 * stride apart) with `points` products: d -> B^T d (points x span), the
+    kernel's 3 taps g -> G g (points x 3), the products m -> A^T m (2 x points)."""
+    stride: int
+    span: int
+    bt: tuple
+    g: tuple
+    at: tuple
+
+    @property
+    def points(self) -> int:
+        return len(self.bt)
+
+
+# F(2, 3): 4 products for 2 outputs of a 3-tap stride-1 filter
+WINOGRAD_F23 = WinogradScheme(1, 4, bt=((1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1)),
+                              g=((1, 0, 0), (0.5, 0.5, 0.5), (0.5, -0.5, 0.5), (0, 0, 1)),
+                              at=((1, 1, 1, 0), (0, 1, -1, -1)))
+# Stride 2 (polyphase): y0 = x0 w0 + x1 w1 + x2 w2, y1 = x2 w0 + x3 w1 + x4 w2: the even taps are F(2, 2) over
+# x0, x2, x4 ((x0 - x2) w0, x2 (w0 + w2), (x4 - x2) w2), the odd tap two products: 5 for 2 outputs, not 6
+# (2-d: 25 for 4, not 36)
+WINOGRAD_STRIDE2 = WinogradScheme(2, 5, bt=((1, 0, -1, 0, 0), (0, 0, 1, 0, 0), (0, 0, -1, 0, 1), (0, 1, 0, 0, 0),
+                                            (0, 0, 0, 1, 0)),
+                                  g=((1, 0, 0), (1, 0, 1), (0, 0, 1), (0, 1, 0), (0, 1, 0)),
+                                  at=((1, 1, 0, 1, 0), (0, 1, 1, 0, 1)))
+WINOGRAD_SCHEMES = {1: WINOGRAD_F23, 2: WINOGRAD_STRIDE2}
+
 
 def _winograd_plan(p: ConvPlan, target) -> WinogradPlan | None:
     if (p.dtype not in (np.float32, np.float64) or len(p.out_spatial) != 2 or p.kernel_spatial != (3, 3)
-            or p.strides != (1, 1) or p.rhs_dilation != (1, 1) or p.lhs_dilation != (1, 1) or p.groups != 1
+            or p.strides not in ((1, 1), (2, 2)) or p.rhs_dilation != (1, 1) or p.lhs_dilation != (1, 1) or p.groups != 1
             or p.items == 0 or p.out_s[1] != 1):
         return None
     oh, ow = p.out_spatial
@@ -1295,17 +1332,19 @@ def _winograd_plan(p: ConvPlan, target) -> WinogradPlan | None:
             or not WINOGRAD_MIN_CHANNELS <= cin <= matmul.KC or n < WINOGRAD_MIN_CHANNELS):
         return None
     size = p.dtype.itemsize
+    scheme = WINOGRAD_SCHEMES[p.strides[0]]
+    positions = scheme.points ** 2
     vw, mr = matmul._target_shape(target.vector_bytes, target.vector_registers, p.dtype)
     nr = vw if n <= vw else 2 * vw
-    strips = max(1, min(matmul.NC_STRIPS, -(-n // nr), WINOGRAD_PANEL_BYTES // (16 * cin * nr * size)))
+    strips = max(1, min(matmul.NC_STRIPS, -(-n // nr), WINOGRAD_PANEL_BYTES // (positions * cin * nr * size)))
     nc = strips * nr
     a_ld = cin + (64 // size if (cin * size) % 4096 == 0 else 0)
-    per_tile = 16 * max(a_ld, nc) * size
+    per_tile = positions * max(a_ld, nc) * size
     chunk = mr * max(1, min(2, WINOGRAD_BUFFER_BYTES // (per_tile * mr)))
     tiles_h, tiles_w = -(-oh // 2), -(-ow // 2)
     want = max(1, -(-WINOGRAD_ITEMS // (p.n_out * -(-n // nc))))
     band = -(-tiles_h // min(want, tiles_h))
-    return WinogradPlan(tiles_h, tiles_w, band, chunk, vw, mr, nr, nc, a_ld)
+    return WinogradPlan(tiles_h, tiles_w, band, chunk, vw, mr, nr, nc, a_ld, scheme)
 
 
 def _winograd_tile_rows(w: WinogradPlan) -> list[int]:
@@ -1333,7 +1372,10 @@ def _emit_winograd(region, p: ConvPlan, w: WinogradPlan, ep=None):
     n_chunks = -(-n // w.nc)
     items = p.n_out * w.bands * n_chunks
     tiling = SimpleNamespace(vw=w.vw, nr=w.nr)
-    line = 64 // p.dtype.itemsize  # each position's block a cache line past its size: the 16 blocks' accesses at
+    sc = w.scheme
+    pts, span, positions = sc.points, sc.span, w.positions
+    step = 2 * sc.stride  # input positions between tiles
+    line = 64 // p.dtype.itemsize  # each position's block a cache line past its size: the blocks' accesses at
     u_xi = cin * w.nc + line       # one index (a transform's loads or stores) then do not all fall in one
     v_xi = w.chunk * w.a_ld + line  # set of the L1 when the size is a multiple of 4 KiB (64 x 64 floats)
     m_xi = w.chunk * w.nc + line
@@ -1342,9 +1384,9 @@ def _emit_winograd(region, p: ConvPlan, w: WinogradPlan, ep=None):
         x_ptr, w_ptr = pointers[lv.source], pointers[rv.source]
         out_ptr = pointers[n_in + (0 if ep is None else ep.home)]
         kernels = {rows: matmul._microkernel(b.module, ty, tiling, rows) for rows in _winograd_tile_rows(w)}
-        u_buf = b.alloca(ty, size=const64(16 * u_xi), name="wino_u")
-        v_buf = b.alloca(ty, size=const64(16 * v_xi), name="wino_v")
-        m_buf = b.alloca(ty, size=const64(16 * m_xi), name="wino_m")
+        u_buf = b.alloca(ty, size=const64(positions * u_xi), name="wino_u")
+        v_buf = b.alloca(ty, size=const64(positions * v_xi), name="wino_v")
+        m_buf = b.alloca(ty, size=const64(positions * m_xi), name="wino_m")
         for buf in (u_buf, v_buf, m_buf):
             buf.align = 64
         lo, hi = workgroup_slice(b, items, workgroup_id, workgroup_count)
@@ -1372,20 +1414,33 @@ def _emit_winograd(region, p: ConvPlan, w: WinogradPlan, ep=None):
             else:
                 for_range(b, 0, count, lambda j: fn(j, ty), name=name)
 
-        def add(*xs):
-            total = xs[0]
-            for x in xs[1:]:
-                total = b.fadd(total, x)
-            return total
+        def combine(coefficients, values):
+            """sum of coefficient * value: additions for +-1 (the positive terms first), a common factor
+            applied once ((g0 + g1 + g2) / 2), fused multiply-adds otherwise."""
+            terms = [(c, v) for c, v in zip(coefficients, values) if c != 0]
+            t = values[0].type
+            if not terms:
+                return ir.Constant(t, None) if t == vec else ir.Constant(ty, 0.0)
+            scale = abs(terms[0][0])
+            if any(abs(c) != scale for c, _ in terms):
+                scale = 1
+            terms.sort(key=lambda cv: cv[0] < 0)
 
-        def g_rows(g0, g1, g2):
-            """G (3 -> 4): [g0, (g0+g1+g2)/2, (g0-g1+g2)/2, g2]."""
-            half = ir.Constant(g0.type, [0.5] * w.vw) if g0.type == vec else ir.Constant(ty, 0.5)
-            return [g0, b.fmul(add(g0, g1, g2), half), b.fmul(b.fadd(b.fsub(g0, g1), g2), half), g2]
+            def constant(c):
+                return ir.Constant(t, [float(c)] * w.vw) if t == vec else ir.Constant(ty, float(c))
+            total = None
+            for c, v in terms:
+                c = c / scale
+                if total is None:
+                    total = v if c == 1 else b.fneg(v) if c == -1 else b.fmul(v, constant(c))
+                elif c in (1, -1):
+                    total = b.fadd(total, v) if c == 1 else b.fsub(total, v)
+                else:
+                    total = fmuladd(b, v, constant(c), total)
+            return total if scale == 1 else b.fmul(total, constant(scale))
 
-        def bt_rows(d0, d1, d2, d3):
-            """B^T (4 -> 4): [d0-d2, d1+d2, d2-d1, d1-d3]."""
-            return [b.fsub(d0, d2), b.fadd(d1, d2), b.fsub(d2, d1), b.fsub(d1, d3)]
+        def transform(matrix, values):
+            return [combine(row, values) for row in matrix]
 
         def item(it):
             ni = b.urem(it, const64(n_chunks))
@@ -1415,22 +1470,24 @@ def _emit_winograd(region, p: ConvPlan, w: WinogradPlan, ep=None):
                         at = b.add(src, b.mul(j, const64(rs[0])))
                         g = [[load(w_ptr, b.add(at, const64(a * rs[2] + c * rs[3])), t) for c in range(3)]
                              for a in range(3)]
-                        gg = [g_rows(*[g[a][c] for a in range(3)]) for c in range(3)]  # gg[c][i] = (G g)[i][c]
-                        for i in range(4):
-                            for jj, u in enumerate(g_rows(gg[0][i], gg[1][i], gg[2][i])):
-                                store(u, u_buf, b.add(const64((4 * i + jj) * u_xi), b.add(dst, j)))
+                        gg = [transform(sc.g, [g[a][c] for a in range(3)]) for c in range(3)]  # gg[c][i] = (G g)[i][c]
+                        for i in range(pts):
+                            for jj, u in enumerate(transform(sc.g, [gg[c][i] for c in range(3)])):
+                                store(u, u_buf, b.add(const64((pts * i + jj) * u_xi), b.add(dst, j)))
 
                     def padding(j):
-                        for xi in range(16):
+                        for xi in range(positions):
                             store(ir.Constant(ty, 0.0), u_buf, b.add(const64(xi * u_xi), b.add(dst, j)))
                     lanes_loop(cols, rs[0] == 1, features, "wf")
                     for_range(b, cols, w.nr, padding, name="wz")
                 for_range(b, 0, cin, channel, name="wc")
             for_range(b, 0, strips, u_strip, name="ws")
 
-            def tile_origin(local):
-                tr = b.add(tr0, b.udiv(local, const64(w.tiles_w)))
-                tc = b.urem(local, const64(w.tiles_w))
+            def tile_index(local):
+                return b.add(tr0, b.udiv(local, const64(w.tiles_w))), b.urem(local, const64(w.tiles_w))
+
+            def tile_origin(local):  # its first output pixel
+                tr, tc = tile_index(local)
                 return b.mul(tr, const64(2)), b.mul(tc, const64(2))
 
             def chunk(ck):
@@ -1439,12 +1496,13 @@ def _emit_winograd(region, p: ConvPlan, w: WinogradPlan, ep=None):
 
                 # V[xi][tile][ci] = (B^T d B)[xi] of the tile's 4x4 input patch (zeros outside the image)
                 def in_tile(tile):
-                    y0, x0 = tile_origin(b.add(c0, tile))
+                    tr, tc = tile_index(b.add(c0, tile))
+                    y0, x0 = b.mul(tr, const64(step)), b.mul(tc, const64(step))
                     offsets, inside = [], []
-                    for r in range(4):
+                    for r in range(span):
                         hh = b.sub(b.add(y0, const64(r)), const64(pad_h))
                         row_ok = b.and_(b.icmp_signed(">=", hh, const64(0)), b.icmp_signed("<", hh, const64(ih)))
-                        for c in range(4):
+                        for c in range(span):
                             ww = b.sub(b.add(x0, const64(c)), const64(pad_w))
                             ok = b.and_(row_ok, b.and_(b.icmp_signed(">=", ww, const64(0)),
                                                        b.icmp_signed("<", ww, const64(iw))))
@@ -1456,11 +1514,11 @@ def _emit_winograd(region, p: ConvPlan, w: WinogradPlan, ep=None):
                     def channels(ci, t):
                         cs = b.mul(ci, const64(ls[1]))
                         zero = ir.Constant(t, None) if t == vec else ir.Constant(ty, 0.0)
-                        d = [b.select(inside[k], load(x_ptr, b.add(offsets[k], cs), t), zero) for k in range(16)]
-                        cols = [bt_rows(*[d[4 * r + c] for r in range(4)]) for c in range(4)]  # cols[c][i]
-                        for i in range(4):
-                            for j, v in enumerate(bt_rows(*[cols[c][i] for c in range(4)])):
-                                store(v, v_buf, b.add(const64((4 * i + j) * v_xi), b.add(dst, ci)))
+                        d = [b.select(inside[k], load(x_ptr, b.add(offsets[k], cs), t), zero) for k in range(span * span)]
+                        cols = [transform(sc.bt, [d[span * r + c] for r in range(span)]) for c in range(span)]
+                        for i in range(pts):  # cols[c][i] = (B^T d)[i][c]
+                            for j, v in enumerate(transform(sc.bt, [cols[c][i] for c in range(span)])):
+                                store(v, v_buf, b.add(const64((pts * i + j) * v_xi), b.add(dst, ci)))
                     lanes_loop(const64(cin), ls[1] == 1, channels, "vc")
                 for_range(b, 0, count, in_tile, name="vt")
 
@@ -1484,7 +1542,7 @@ def _emit_winograd(region, p: ConvPlan, w: WinogradPlan, ep=None):
                             matmul._dispatch_rows(b, rows, kernels, args, w.mr)
                         for_range(b, 0, strips, strip, name="s")
                     for_range(b, 0, b.udiv(b.add(count, const64(w.mr - 1)), const64(w.mr)), m_tile, name="mt")
-                for_range(b, 0, 16, position, name="xi")
+                for_range(b, 0, positions, position, name="xi")
 
                 # Y = A^T M A into the output's 2x2 pixels (those inside it)
                 def out_tile(tile):
@@ -1495,11 +1553,9 @@ def _emit_winograd(region, p: ConvPlan, w: WinogradPlan, ep=None):
                     right = b.icmp_signed("<", b.add(x0, const64(1)), const64(ow))
 
                     def values(j, t):
-                        m = [load(m_buf, b.add(const64(xi * m_xi), b.add(src, j)), t) for xi in range(16)]
-                        rows = [[add(m[c], m[4 + c], m[8 + c]), b.fsub(b.fsub(m[4 + c], m[8 + c]), m[12 + c])]
-                                for c in range(4)]  # rows[c][r] = (A^T M)[r][c]
-                        return [[add(rows[0][r], rows[1][r], rows[2][r]),
-                                 b.fsub(b.fsub(rows[1][r], rows[2][r]), rows[3][r])] for r in range(2)]
+                        m = [load(m_buf, b.add(const64(xi * m_xi), b.add(src, j)), t) for xi in range(positions)]
+                        rows = [transform(sc.at, [m[pts * i + c] for i in range(pts)]) for c in range(pts)]
+                        return [transform(sc.at, [rows[c][r] for c in range(pts)]) for r in range(2)]  # y[r][c]
 
                     def pixel(r, c, j):
                         return b.add(base, b.add(const64(r * os_[2] + c * os_[3]), j))
