@@ -127,38 +127,45 @@ _GELU_DEEP = math_prims.GELU_DEEP  # below, e = exp(-|z|) (z < -57) is formed as
 
 
 def _gelu_tanh32_parts(x):
-    """The shared part of float32 gelu (tanh form) and its derivative, for float32 x: (x >= 0, xc, e_s, e, scale)
-    with e = exp(-|z|), e_s = e / scale, scale = 2^-64 for x < -8.5 (where e_s would be subnormal) and 1 elsewhere,
-    xc = x clamped to +-12.5. e_s is the primitive gelu_exp32 (kiln.compiler.mathlib's gelu_exp): z computed in
-    float64 and split into two float32, hi + lo, and exp(hi + lo) in float32 with lo inside its reduction, so that
-    the steep tail does not multiply the rounding of z (a float32 z is off by about |z| 2^-24, and exp(z) by as
-    much relative: 100 ulp at x = -10)."""
+    """The shared part of float32 gelu (tanh form) and its derivative, for float32 x: (x >= 0, x < -8.5, xc, e_s,
+    1 + e) with e = exp(-|z|), e_s = e 2^64 for x < -8.5 (where e would be subnormal) and e elsewhere, xc = x clamped
+    to +-12.5. e_s is the primitive gelu_exp32 (kiln.compiler.mathlib's gelu_exp): z computed as two float32,
+    hi + lo, and exp(hi + lo) in float32 with lo inside its reduction, so that the steep tail does not multiply the
+    rounding of z (a float32 z is off by about |z| 2^-24, and exp(z) by as much relative: 100 ulp at x = -10).
+    Below -8.5, e < 2^-82 and 1 + e is 1 exactly: the select takes that 1 (the same bits as adding e), so e itself
+    is never formed."""
     xc = _ops.where(_ops.less(x, np.float32(-_GELU_X_CLAMP)), np.float32(-_GELU_X_CLAMP),
                    _ops.where(_ops.greater(x, np.float32(_GELU_X_CLAMP)), np.float32(_GELU_X_CLAMP), x))  # NaN stays
     pos = _ops.greater_equal(x, np.float32(0))
     deep = _ops.less(x, np.float32(_GELU_DEEP))
     e_s = math_prims.P["gelu_exp32"].bind(x)
-    scale = _ops.where(deep, _ops.full_like(x, 2.0 ** -64), _ops.full_like(x, 1))
-    return pos, xc, e_s, _ops.multiply(e_s, scale), scale
+    one_plus_e = _ops.where(deep, _ops.full_like(x, 1), _ops.add(e_s, np.float32(1)))
+    return pos, deep, xc, e_s, one_plus_e
+
+
+def _gelu_unscale(deep, v):
+    """v 2^-64 where deep (x < -8.5: v was formed from e_s = e 2^64), v elsewhere: a subnormal result is rounded
+    once, by this product."""
+    return _ops.where(deep, _ops.multiply(v, np.float32(2.0 ** -64)), v)
 
 
 def _gelu_tanh32_kernel(x):
     """x / (1 + e) for x >= 0, x e / (1 + e) below (e = exp(-|z|)), with one division; where e is tiny the quotient
     x e_s / (1 + e) is formed at 2^64 times the result and scaled last, so a subnormal result is rounded once."""
-    pos, _, e_s, e, scale = _gelu_tanh32_parts(x)
+    pos, deep, _, e_s, one_plus_e = _gelu_tanh32_parts(x)
     numerator = _ops.where(pos, x, _ops.multiply(x, e_s))
-    return _ops.multiply(_ops.divide(numerator, _ops.add(e, np.float32(1))), scale)
+    return _gelu_unscale(deep, _ops.divide(numerator, one_plus_e))
 
 
 def _gelu_tanh32_derivative(x):
     """gelu'(x) = s (1 + x z' (1 - s)), s = sigmoid(z), z' = K1 + 3 K3 x^2: r (1 + x z' e r) for x >= 0 and
     e r (1 + x z' r) below, r = 1 / (1 + e); e from the same double-float z as the value (the left tail's
     e r is formed scaled, as in the value). x z' uses x clamped to +-12, where the result is 1 or 0 already."""
-    pos, xc, e_s, e, scale = _gelu_tanh32_parts(x)
-    r = _ops.divide(np.float32(1), _ops.add(e, np.float32(1)))
+    pos, deep, xc, e_s, one_plus_e = _gelu_tanh32_parts(x)
+    r = _ops.divide(np.float32(1), one_plus_e)
     xz = _ops.multiply(xc, _ops.add(_ops.multiply(_ops.multiply(xc, xc), np.float32(3 * _GELU_K3)), np.float32(_GELU_K1)))
-    above = _ops.multiply(r, _ops.add(_ops.multiply(xz, _ops.multiply(e, r)), np.float32(1)))
-    below = _ops.multiply(_ops.multiply(_ops.multiply(e_s, r), _ops.add(_ops.multiply(xz, r), np.float32(1))), scale)
+    above = _ops.multiply(r, _ops.add(_ops.multiply(xz, _ops.multiply(e_s, r)), np.float32(1)))  # e_s = e for x >= 0
+    below = _gelu_unscale(deep, _ops.multiply(_ops.multiply(e_s, r), _ops.add(_ops.multiply(xz, r), np.float32(1))))
     return _ops.where(pos, above, below)
 
 
@@ -174,7 +181,8 @@ def gelu(x, approximate: bool = True):
     to 0 for x << 0); approximate=False: the exact x * Phi(x) = 0.5 x erfc(-x / sqrt(2)).
 
     The argument z of sigmoid or erfc carries a rounding error that the steep left tail multiplies (by about
-    0.2 |x|^3 or x^2). float32's tanh form computes z in float64, splits it into two float32 (hi + lo) and takes
+    0.2 |x|^3 or x^2). float32's tanh form computes z as two float32 (hi + lo: double-float32 arithmetic with
+    fused multiply-adds, or float64 split in two on x86-64 without FMA) and takes
     exp(hi + lo) in float32, lo inside exp's range reduction (the primitive gelu_exp32; docs/accuracy.md states
     the bound); its derivative is computed the same way
     (_gelu_tanh32_derivative). The exact form in float32, and both forms in float16 and bfloat16, are
