@@ -142,3 +142,20 @@ def test_collective_errors():
         vm(lambda r: lax.all_gather(r, ("i", "i")))
     with pytest.raises(NameError, match="unbound axis name: j"):
         vm(lambda r: lax.ppermute(r, "j", PERM))
+
+
+def test_collectives_in_loop_and_branch_bodies():
+    """A body batched by its loop's (or cond's) vmap rule keeps the named axis; numbers recorded from JAX 0.10.2."""
+    xs = np.arange(12.0).reshape(4, 3)
+    scanned = kiln.vmap(lambda r: lax.scan(lambda c, x: (c + lax.psum(x, "i") * x, c), 0.0, r)[0], axis_name="i")
+    np.testing.assert_allclose(np.asarray(scanned(xs)), [74.0, 272.0, 470.0, 668.0], rtol=1e-15)
+    branched = kiln.vmap(lambda r: lax.cond(r[0] > 3, lambda v: lax.psum(v, "i"), lambda v: v * 2, r), axis_name="i")
+    np.testing.assert_array_equal(np.asarray(branched(xs)), [[0, 2, 4], [6, 8, 10], [18, 22, 26], [18, 22, 26]])
+    looped = kiln.vmap(lambda r: lax.fori_loop(0, 2, lambda k, v: lax.pmean(v, "i") + v, r), axis_name="i")
+    np.testing.assert_allclose(np.asarray(looped(xs)), [[13.5, 17.5, 21.5], [16.5, 20.5, 24.5], [19.5, 23.5, 27.5],
+                                                        [22.5, 26.5, 30.5]], rtol=1e-15)
+    # grad through a scan whose body sums over the axis, inside the vmap
+    f = lambda r: lax.scan(lambda c, x: (knp.sin(c + lax.psum(x * c, "i")), c), 0.5, r)[0]  # noqa: E731
+    got = np.asarray(kiln.vmap(kiln.grad(f), axis_name="i")(xs * 0.1))
+    np.testing.assert_allclose(got, np.broadcast_to([-3.91220790438, -14.176579062742, -0.047341738051], (4, 3)),
+                               rtol=1e-10)

@@ -395,6 +395,7 @@ class GraphTrace(Trace):
         self.consts: list[np.ndarray] = []
         self._const_ids: dict[int, tuple[object, Var]] = {}
         self.captured: list[tuple[Var, Tracer]] = []
+        self.closed = False  # traced by trace_to_graph, which refuses captured values
         self._captured_ids: dict[int, GraphTracer] = {}
 
     def new_input(self, aval: ShapedArray) -> GraphTracer:
@@ -438,10 +439,13 @@ class GraphTrace(Trace):
         return Graph(invars, self.constvars, self.consts, self.eqns, out_atoms)
 
 
-def trace_to_graph_with_captures(fn: Callable, in_avals: Sequence[ShapedArray]) -> tuple[Graph, list]:
+def trace_to_graph_with_captures(fn: Callable, in_avals: Sequence[ShapedArray],
+                                 closed: bool = False) -> tuple[Graph, list]:
     """Traces fn(*tracers) -> list of outputs; returns the graph and the enclosing-trace values it
-    captured, which the graph takes as extra trailing inputs."""
+    captured, which the graph takes as extra trailing inputs (`closed`: the caller refuses captures, so that
+    nothing should capture a value on purpose: the trace's `closed` attribute says so)."""
     with new_trace(GraphTrace) as trace:
+        trace.closed = closed
         inputs = [trace.new_input(a) for a in in_avals]
         outputs = fn(*inputs)
         graph = trace.finish(inputs, list(outputs))
@@ -450,7 +454,7 @@ def trace_to_graph_with_captures(fn: Callable, in_avals: Sequence[ShapedArray]) 
 
 def trace_to_graph(fn: Callable, in_avals: Sequence[ShapedArray]) -> Graph:
     """Traces fn(*tracers) -> list of outputs into a closed graph (no captured values allowed)."""
-    graph, captured = trace_to_graph_with_captures(fn, in_avals)
+    graph, captured = trace_to_graph_with_captures(fn, in_avals, closed=True)
     if captured:
         raise UnexpectedTracerError(
             "a value from an enclosing transformation was used inside a function traced on its own; "

@@ -49,8 +49,8 @@ class CollectivePrimitive(Primitive):
         for axis in named:
             if axis.level > trace.level:
                 trace = axis
-        if isinstance(trace, GraphTrace):  # staged (a jit, grad... inside the vmap): the graph captures a value
-            for axis in named:  # of each named vmap, so that its call always runs at that vmap (inlined there)
+        if isinstance(trace, GraphTrace) and not trace.closed:  # staged (a jit, a loop body... inside the vmap):
+            for axis in named:  # the graph captures a value of each named vmap, so its call runs there (inlined)
                 if axis.level < trace.level:
                     anchor = getattr(axis, "_collective_anchor", None)
                     if anchor is None:

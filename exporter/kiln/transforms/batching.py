@@ -6,10 +6,18 @@ are an axis index or None (not batched).
 """
 from __future__ import annotations
 
+import contextvars
+
 from ..core.aval import ShapedArray
 from ..core.errors import KilnError
 from ..core.trace import Trace, Tracer, get_aval, new_trace
 from ..core.primitive import lookup
+
+
+# The named axis a batching rule maps over while it runs (name, size): a rule that batches a body graph again
+# (control flow, custom_jvp/custom_vjp) calls vmap_flat over the same axis, which takes its name, so that the
+# collectives (kiln.lax.psum, ...) inside the body reduce over it.
+_rule_axis: contextvars.ContextVar = contextvars.ContextVar("kiln_batching_rule_axis", default=None)
 
 
 class BatchingError(KilnError):
@@ -59,7 +67,11 @@ class BatchTrace(Trace):
             return [BatchTracer(self, o, None) for o in outs]
         if prim.batching_rule is None:
             raise BatchingError(f"primitive {prim.name} has no batching (vmap) rule")
-        outs, out_dims = prim.batching_rule(values, dims, axis_size=self.axis_size, **params)
+        token = _rule_axis.set((self.axis_name, self.axis_size) if self.axis_name is not None else None)
+        try:
+            outs, out_dims = prim.batching_rule(values, dims, axis_size=self.axis_size, **params)
+        finally:
+            _rule_axis.reset(token)
         if not prim.multiple_results:
             outs, out_dims = [outs], [out_dims]
         return [BatchTracer(self, o, d) for o, d in zip(outs, out_dims)]
@@ -101,24 +113,31 @@ def vmap_flat(fn, args: list, in_dims: list, out_dims: list | None, axis_size: i
     out_dims entries may be negative (counted from the end of the batched output); one
     outside the batched output's rank is a BatchingError that starts with `where`.
     """
-    with new_trace(lambda level: BatchTrace(level, axis_size, axis_name)) as trace:
-        ins = [BatchTracer(trace, a, d) for a, d in zip(args, in_dims)]
-        outs = [trace.full_raise(o) for o in fn(*ins)]
-        results = []
-        for i, o in enumerate(outs):
-            target = 0 if out_dims is None else out_dims[i]
-            if target is None:
-                if o.batch_dim is not None:
-                    raise BatchingError(f"{where}: output leaf {i} is batched but out_axes gives None for it")
-                results.append(o.value)
-                continue
-            ndim = o.aval.ndim + 1
-            if isinstance(target, bool) or not isinstance(target, int) or not -ndim <= target < ndim:
-                raise BatchingError(f"{where}: out_axes {target!r} is out of range for output leaf {i} of shape "
-                                    f"{o.aval.shape} (ndim {ndim} with the mapped axis; valid axes are "
-                                    f"{-ndim}..{ndim - 1})")
-            results.append(move_batch_axis(o.value, o.batch_dim, target % ndim, axis_size))
-        return results
+    inherited = _rule_axis.get()
+    if axis_name is None and inherited is not None and inherited[1] == axis_size:
+        axis_name = inherited[0]  # a batching rule mapping a body over its own named axis
+    token = _rule_axis.set(None)
+    try:
+        with new_trace(lambda level: BatchTrace(level, axis_size, axis_name)) as trace:
+            ins = [BatchTracer(trace, a, d) for a, d in zip(args, in_dims)]
+            outs = [trace.full_raise(o) for o in fn(*ins)]
+            results = []
+            for i, o in enumerate(outs):
+                target = 0 if out_dims is None else out_dims[i]
+                if target is None:
+                    if o.batch_dim is not None:
+                        raise BatchingError(f"{where}: output leaf {i} is batched but out_axes gives None for it")
+                    results.append(o.value)
+                    continue
+                ndim = o.aval.ndim + 1
+                if isinstance(target, bool) or not isinstance(target, int) or not -ndim <= target < ndim:
+                    raise BatchingError(f"{where}: out_axes {target!r} is out of range for output leaf {i} of shape "
+                                        f"{o.aval.shape} (ndim {ndim} with the mapped axis; valid axes are "
+                                        f"{-ndim}..{ndim - 1})")
+                results.append(move_batch_axis(o.value, o.batch_dim, target % ndim, axis_size))
+            return results
+    finally:
+        _rule_axis.reset(token)
 
 
 def check_axis_sizes(fn_name: str, args: list, in_dims: list) -> int:
