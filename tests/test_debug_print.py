@@ -186,6 +186,18 @@ def test_format_errors_name_the_line(fmt, kwargs, match):
     assert "test_debug_print.py:" in str(info.value)
 
 
+def test_print_options_other_than_numpys_defaults_warn():
+    """The runtime prints with numpy's default print options; options set when a print is traced warn."""
+    def f(x):
+        kiln.debug.print("{}", x)
+        return x
+
+    with np.printoptions(precision=3, suppress=True):
+        with pytest.warns(UserWarning, match=r"default print options; the ones set now \(precision=3, "
+                                             r"suppress=True\) are not applied"):
+            kiln.jit(f).lower(np.ones(2, np.float32))
+
+
 def test_callback_runs_in_program_order_and_is_never_exported(capsys):
     """kiln.debug.callback calls Python at run time (the VM's debug.callback) with numpy copies, in program
     order with the prints, once per loop iteration and per vmapped example; its exception stops the call

@@ -77,7 +77,26 @@ def print(fmt: str, *args, ordered: bool = False, partitioned: bool = False, **k
         _print(fmt.format(*args, **kwargs))
         return
     template, operands = _template(fmt, args, kwargs)
+    if operands:
+        _check_print_options()
     debug_print_p.bind(*operands, template=template)
+
+
+# numpy's default print options: the C runtime prints arrays with these (runtime-c/src/debug_print.c)
+_DEFAULT_PRINT_OPTIONS = {"edgeitems": 3, "threshold": 1000, "floatmode": "maxprec", "precision": 8,
+                          "suppress": False, "linewidth": 75, "nanstr": "nan", "infstr": "inf", "sign": "-",
+                          "formatter": None, "legacy": False}
+
+
+def _check_print_options() -> None:
+    """Warns when numpy's print options differ from its defaults: JAX formats with the options set when it
+    traced the print, kiln's runtime with the defaults."""
+    current = np.get_printoptions()
+    changed = sorted(k for k, v in _DEFAULT_PRINT_OPTIONS.items() if k in current and current[k] != v)
+    if changed:
+        warnings.warn(f"kiln.debug.print in compiled code prints arrays with numpy's default print options; "
+                      f"the ones set now ({', '.join(f'{k}={current[k]!r}' for k in changed)}) are not applied",
+                      stacklevel=3)
 
 
 # ---- the debug_print primitive: a host step, the VM's debug.print instruction (format 2.8) ----
