@@ -326,36 +326,46 @@ class _IndexUpdateRef:
             return _getitem_fill(self.array, self.key, fill_value)
         return getitem(self.array, self.key, "clip")
 
-    def set(self, values):
-        return _scatter(self.array, self.key, values, "set")
+    # JAX's keywords: indices_are_sorted and unique_indices are hints (kiln's scatter needs neither);
+    # mode None, "drop", "fill" or "promise_in_bounds" drops updates at traced out-of-range indices, "clip"
+    # clamps the indices into range
+    def set(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        return _scatter(self.array, self.key, values, "set", mode)
 
-    def add(self, values):
-        return _scatter(self.array, self.key, values, "add")
+    def add(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        return _scatter(self.array, self.key, values, "add", mode)
 
-    def multiply(self, values):
-        return _scatter(self.array, self.key, values, "mul")
+    def multiply(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        return _scatter(self.array, self.key, values, "mul", mode)
 
     mul = multiply
 
-    def min(self, values):
-        return _scatter(self.array, self.key, values, "min")
+    def min(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        return _scatter(self.array, self.key, values, "min", mode)
 
-    def max(self, values):
-        return _scatter(self.array, self.key, values, "max")
+    def max(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        return _scatter(self.array, self.key, values, "max", mode)
 
 
-def _scatter(x, key, values, update):
+_SCATTER_MODES = {None: "fill", "drop": "fill", "fill": "fill", "promise_in_bounds": "fill", "clip": "clip"}
+
+
+def _scatter(x, key, values, update, mode=None):
     """Scatter over the flattened array at the flat positions that x[key] reads (out-of-range traced
-    indices give position -1, which the scatter drops)."""
+    indices give position -1, which the scatter drops; mode="clip" clamps them instead)."""
     from ._base import broadcast_to
 
+    mode = getattr(mode, "value", mode)  # a lax.GatherScatterMode
+    if mode not in _SCATTER_MODES:
+        raise ValueError(f"at[].{update}: mode must be None, 'drop', 'fill', 'clip' or 'promise_in_bounds', "
+                         f"got {mode!r}")
     x = asarray(x)
     xa = aval(x)
     dt = np.dtype(np.int64) if xa.size >= 2**31 - 1 else np.dtype(np.int32)
     flat_ids = prims.iota.bind(shape=(xa.size,), dimension=0, dtype=dt)
     one = prims.broadcast_in_dim.bind(np.ones((), dt), shape=(xa.size,), broadcast_dimensions=())
     ids = reshape(prims.add.bind(flat_ids, one), xa.shape)
-    pos = getitem(ids, key, mode="fill")
+    pos = getitem(ids, key, mode=_SCATTER_MODES[mode])
     pa = aval(pos)
     pos = prims.sub.bind(pos, prims.broadcast_in_dim.bind(np.ones((), dt), shape=pa.shape, broadcast_dimensions=()))
     v = asarray(values)
