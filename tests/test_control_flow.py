@@ -257,3 +257,56 @@ def test_vmap_of_fori_loop_with_batched_bounds(mode):
     np.testing.assert_allclose(run(f, los, his, xs, mode=mode), expected, rtol=1e-12)
     only_hi = kiln.vmap(lambda hi: lax.fori_loop(0, hi, lambda i, c: c + i, np.int32(0)))
     np.testing.assert_array_equal(run(only_hi, his, mode=mode), [sum(range(h)) for h in his])
+
+
+# Complex carries and outputs carry tangents (a spectral solver's rfft state in a scan): the gradients were
+# zero. Values recorded from JAX 0.10.2 (float32).
+COMPLEX_LOOPS = {
+    "scan": (lambda a: knp.sum(knp.real(lax.scan(lambda c, _: (c * 1.01, None),
+                                                  (a * knp.ones(4)).astype(np.complex64), None, length=2)[0])),
+             4.0804),
+    "fori": (lambda a: knp.sum(knp.real(lax.fori_loop(0, 2, lambda i, c: c * 1.01,
+                                                      (a * knp.ones(4)).astype(np.complex64)))), 4.0804),
+    "scan_ys": (lambda a: _complex_scan_ys(a), 16.720798),
+    "cond": (lambda a: knp.abs(lax.cond(a > 0, lambda z: z * (1 + 2j), lambda z: z, lax.complex(a, a))),
+             3.1622777),
+}
+
+
+def _complex_scan_ys(a):
+    c, ys = lax.scan(lambda c, _: (c * (1.01 + 0.5j), knp.imag(c)),
+                     lax.complex(a * knp.ones(4), 0.5 * a * knp.ones(4)), None, length=2)
+    return knp.sum(knp.real(c) + knp.imag(c)) + knp.sum(ys ** 2)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name", list(COMPLEX_LOOPS))
+def test_grad_through_complex_carries(name, mode):
+    fn, want = COMPLEX_LOOPS[name]
+    np.testing.assert_allclose(run(kiln.grad(fn), np.float32(1.0), mode=mode), want, rtol=1e-6)
+    _, tangent = kiln.jvp(fn, (np.float32(1.0),), (np.float32(1.0),))
+    np.testing.assert_allclose(tangent, want, rtol=1e-6)
+
+
+def test_forward_mode_through_a_complex_while():
+    f = lambda a: knp.real(lax.while_loop(lambda c: knp.abs(c) < 3, lambda c: c * (1 + 1j),  # noqa: E731
+                                          lax.complex(a, np.float32(0))))
+    y, t = kiln.jvp(f, (np.float32(1.0),), (np.float32(1.0),))
+    np.testing.assert_allclose((y, t), (-4.0, -4.0))  # (1+i)^4 = -4
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_weak_carry_passed_on_from_another_weak_carry_takes_the_body_dtype(mode):
+    """The second leaf is the first one's previous value: it learns the body's float32 only once the first
+    has it, a second promotion pass (an ODE solver's last accepted time beside the time)."""
+    dt = np.float32(0.25)
+
+    def f(x):
+        t, last = lax.while_loop(lambda s: s[0] < x, lambda s: (s[0] + dt, s[0]), (knp.asarray(0.0), knp.asarray(0.0)))
+        chain = lax.fori_loop(0, 3, lambda i, c: (c[1], c[2], c[2] * dt), (1.0, 2.0, 3.0))
+        return t - last, chain
+
+    step, chain = run(f, np.float32(1.0), mode=mode)
+    assert step.dtype == np.float32 and all(c.dtype == np.float32 for c in chain)
+    np.testing.assert_allclose(step, 0.25)
+    np.testing.assert_allclose([float(c) for c in chain], [0.75, 0.1875, 0.046875])

@@ -20,7 +20,7 @@ from ..core.primitive import Primitive, register
 from ..core.pytree import tree_flatten, tree_unflatten
 from ..core.trace import Tracer, get_aval, trace_to_graph, trace_to_graph_with_captures
 from ..transforms.batching import move_batch_axis, vmap_flat
-from ..transforms.jvp import is_differentiable, jvp_flat, tangent_aval
+from ..transforms.jvp import has_tangent, jvp_flat, tangent_aval
 from ..transforms.linearize import split_linear, transpose_graph
 from ..transforms.transpose import UndefinedPrimal
 from . import prims
@@ -187,10 +187,21 @@ def _promote_weak_carry(where: str, fn, leaves: list, weak: list[bool], init_tre
     """
     if not any(weak):
         return leaves
-    out_tree, out_avals = trace_carry([get_aval(x) if w else get_aval(x).strip_weak() for x, w in zip(leaves, weak)])
-    _check_structure(where, fn, init_tree, out_tree)
-    return [_to_carry_dtype(x, o.dtype) if w and o.shape == get_aval(x).shape and o.dtype != get_aval(x).dtype else x
-            for x, w, o in zip(leaves, weak, out_avals)]
+    weak = list(weak)
+    # Repeated to a fixed point: a weak leaf the body passes on unchanged from another weak leaf (the last
+    # accepted time beside the time, in an ODE solver) takes its new dtype only once that one has it. At
+    # most one pass per leaf, since each pass that changes anything makes a weak leaf strong.
+    for _ in range(len(leaves)):
+        out_tree, out_avals = trace_carry([get_aval(x) if w else get_aval(x).strip_weak()
+                                           for x, w in zip(leaves, weak)])
+        _check_structure(where, fn, init_tree, out_tree)
+        change = [w and o.shape == get_aval(x).shape and o.dtype != get_aval(x).dtype
+                  for x, w, o in zip(leaves, weak, out_avals)]
+        if not any(change):
+            break
+        leaves = [_to_carry_dtype(x, o.dtype) if c else x for x, c, o in zip(leaves, change, out_avals)]
+        weak = [w and not c for w, c in zip(weak, change)]
+    return leaves
 
 
 def _to_carry_dtype(x, dtype):
@@ -353,7 +364,7 @@ def jvp_of_graph(graph: Graph, nonzero: list[bool]) -> Graph:
         ts = iter(args[n:])
         tangents = [next(ts) if nz else Zero(tangent_aval(a)) for a, nz in zip(avals, nonzero)]
         po, to = jvp_flat(lambda *xs: eval_graph(graph, xs), list(args[:n]), tangents)
-        return list(po) + [instantiate(t, tangent_aval(get_aval(p).strip_weak())) for t, p in zip(to, po) if is_differentiable(get_aval(p).strip_weak())]
+        return list(po) + [instantiate(t, tangent_aval(get_aval(p).strip_weak())) for t, p in zip(to, po) if has_tangent(get_aval(p).strip_weak())]
 
     return trace_to_graph(fn, avals + t_avals)
 
@@ -424,7 +435,7 @@ def _cond_jvp(primals, tangents, *, branches):
     primal_out, res_vals = outs[:n_out], outs[n_out:]
     nz_tangents = [t for t in t_ops if not isinstance(t, Zero)]
     t_out = iter(cond_p.bind(index, *res_vals, *nz_tangents, branches=tuple(tangent_graphs)))
-    tangents_out = [next(t_out) if is_differentiable(get_aval(p).strip_weak()) else Zero(tangent_aval(get_aval(p).strip_weak())) for p in primal_out]
+    tangents_out = [next(t_out) if has_tangent(get_aval(p).strip_weak()) else Zero(tangent_aval(get_aval(p).strip_weak())) for p in primal_out]
     return primal_out, tangents_out
 
 
@@ -498,7 +509,7 @@ def _while_jvp(primals, tangents, *, cond_graph, body_graph, n_carry):
     carry, cconsts, bconsts = primals[:n_carry], primals[n_carry:n_carry + n_cond], primals[n_carry + n_cond:]
     t_carry = tangents[:n_carry]
     t_bconsts = tangents[n_carry + n_cond:]
-    float_carry = [is_differentiable(get_aval(c).strip_weak()) for c in carry]
+    float_carry = [has_tangent(get_aval(c).strip_weak()) for c in carry]
     nz_bconst = [not isinstance(t, Zero) for t in t_bconsts]
     g = jvp_of_graph(body_graph, float_carry + nz_bconst)
     n_tc, n_b = sum(float_carry), len(bconsts)
@@ -563,7 +574,7 @@ def _scan_jvp(primals, tangents, *, body, length, reverse, n_carry, n_xs):
     carry, xs, consts = primals[:n_carry], primals[n_carry:n_carry + n_xs], primals[n_carry + n_xs:]
     t_carry, t_xs, t_consts = tangents[:n_carry], tangents[n_carry:n_carry + n_xs], tangents[n_carry + n_xs:]
     n_c = len(consts)
-    float_carry = [is_differentiable(get_aval(c).strip_weak()) for c in carry]
+    float_carry = [has_tangent(get_aval(c).strip_weak()) for c in carry]
     nz_xs = [not isinstance(t, Zero) for t in t_xs]
     nz_c = [not isinstance(t, Zero) for t in t_consts]
     g = jvp_of_graph(body, float_carry + nz_xs + nz_c)
@@ -592,7 +603,7 @@ def _scan_jvp(primals, tangents, *, body, length, reverse, n_carry, n_xs):
     t_carry_out, t_ys = iter(t_outs[:n_tc]), iter(t_outs[n_tc:])
     primal_out = list(carry_out) + list(ys)
     t_out = [next(t_carry_out) if f else Zero(tangent_aval(get_aval(p).strip_weak())) for p, f in zip(carry_out, float_carry)]
-    t_out += [next(t_ys) if is_differentiable(get_aval(y).strip_weak()) else Zero(tangent_aval(get_aval(y).strip_weak())) for y in ys]
+    t_out += [next(t_ys) if has_tangent(get_aval(y).strip_weak()) else Zero(tangent_aval(get_aval(y).strip_weak())) for y in ys]
     return primal_out, t_out
 
 

@@ -76,3 +76,9 @@ def jvp_flat(fn, primals: list, tangents: list) -> tuple[list, list]:
 
 def is_differentiable(aval: ShapedArray) -> bool:
     return dtypes.is_float(aval.dtype)
+
+
+def has_tangent(aval: ShapedArray) -> bool:
+    """A value that carries a tangent inside a differentiated function: float or complex (an FFT's spectrum
+    in a loop carry); is_differentiable is the narrower rule for the arguments grad differentiates."""
+    return dtypes.is_inexact(aval.dtype)
