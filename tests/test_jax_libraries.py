@@ -362,6 +362,23 @@ def test_odeint_solution_and_adjoint_gradients():
         odeint(_oscillator, {"x": x0, "v": v0}, t, w, rtol=knp.asarray(1e-6))
 
 
+def test_odeint_weak_y0_and_times_take_the_dynamics_dtype():
+    """knp.array([1.0, 0.5]) and knp.linspace are weak float64 (numpy's default dtype standing in for JAX's
+    float32): under float32 dynamics the solution is float32, as JAX's; under dynamics of weak values only it
+    stays weak, so it does not widen the float32 it meets (the neural-ODE program's target)."""
+    from kiln.experimental.ode import odeint
+
+    y0, t = knp.array([1.0, 0.5]), knp.linspace(0.0, 1.0, 3)
+    want = np.asarray([1.0, 0.5]) * np.exp(-2.0 * np.linspace(0.0, 1.0, 3))[:, None]
+    ys = odeint(lambda y, t, w: -w * y, y0, t, np.float32(2.0), rtol=1e-6, atol=1e-6)
+    assert ys.dtype == np.float32
+    np.testing.assert_allclose(ys, want, rtol=2e-5)
+    alone = odeint(lambda y, t: -2.0 * y, y0, t)
+    assert alone.dtype == np.float64 and kiln.typeof(alone).weak_type
+    np.testing.assert_allclose(alone, want, rtol=1e-7)
+    assert (alone + np.float32(1)).dtype == np.float32
+
+
 def test_odeint_jit_and_kiln_run(tmp_path):
     from kiln.experimental.ode import odeint
 

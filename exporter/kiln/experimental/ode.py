@@ -16,6 +16,7 @@ import numpy as np
 
 import kiln.lax as lax
 import kiln.numpy as knp
+from kiln.core.trace import get_aval
 from kiln.core.pytree import tree_flatten, tree_map, tree_unflatten
 from kiln.flatten_util import ravel_pytree
 from kiln.transforms.api import vjp
@@ -144,7 +145,21 @@ def odeint(func, y0, t, *args, rtol=1.4e-8, atol=1.4e-8, mxstep=math.inf, hmax=m
     flat_y0 = knp.asarray(flat_y0)
     if not knp.issubdtype(flat_y0.dtype, knp.floating):
         flat_y0 = flat_y0.astype(np.float32)
-    t = t.astype(flat_y0.dtype) if not knp.issubdtype(t.dtype, knp.floating) else t
+    weak_result = False
+    if get_aval(flat_y0).weak_type:
+        # a weakly typed y0 (knp.array([1.0, 0.0]): numpy's float64, weak) takes the dtype the dynamics give
+        # it, as a loop's weak initial carry does (JAX's float32 y0 with float32 dynamics stays float32); where
+        # the dynamics compute with weak values only, the solution stays weak
+        from kiln.staging import make_jaxpr
+
+        out = make_jaxpr(lambda y, tt, *a: ravel_pytree(func(unravel(y), tt, *a))[0])(flat_y0, t[0], *args)
+        out = out.out_avals[0]
+        if out.shape == flat_y0.shape and knp.issubdtype(out.dtype, knp.floating) and out.dtype != flat_y0.dtype:
+            flat_y0 = flat_y0.astype(out.dtype)
+        else:
+            weak_result = out.weak_type
+    if not knp.issubdtype(t.dtype, knp.floating) or get_aval(t).weak_type:
+        t = t.astype(flat_y0.dtype)  # integer or weakly typed times (knp.linspace) take y's dtype
     dtype = flat_y0.dtype
 
     def flat_func(y, tt, *a):
@@ -152,6 +167,8 @@ def odeint(func, y0, t, *args, rtol=1.4e-8, atol=1.4e-8, mxstep=math.inf, hmax=m
         return knp.asarray(out).astype(dtype)
 
     ys = _odeint(flat_func, rtol, atol, mxstep, hmax, flat_y0, t, *args)
+    if weak_result:
+        ys = lax.prims.convert.bind(ys, new_dtype=ys.dtype, weak_type=True)
     return _unravel_rows(unravel, ys)
 
 
