@@ -1267,6 +1267,7 @@ WINOGRAD_MIN_PIXELS = 64
 WINOGRAD_ITEMS = 16          # work items aimed at (bands of tile rows): each transforms the kernel once
 WINOGRAD_PANEL_BYTES = 512 << 10   # the transformed kernel's panels on the stack (positions x channels x NC)
 WINOGRAD_BUFFER_BYTES = 256 << 10  # the transformed input's, and the products', for one chunk of tiles
+WINOGRAD_STACK_BYTES = 1 << 20     # all three at most (else the GEMM): 256 channels of f64 at stride 2 would take 1.5 MiB
 
 
 @dataclass
@@ -1341,6 +1342,8 @@ def _winograd_plan(p: ConvPlan, target) -> WinogradPlan | None:
     a_ld = cin + (64 // size if (cin * size) % 4096 == 0 else 0)
     per_tile = positions * max(a_ld, nc) * size
     chunk = mr * max(1, min(2, WINOGRAD_BUFFER_BYTES // (per_tile * mr)))
+    if positions * (cin * nc + chunk * (a_ld + nc)) * size > WINOGRAD_STACK_BYTES:
+        return None
     tiles_h, tiles_w = -(-oh // 2), -(-ow // 2)
     want = max(1, -(-WINOGRAD_ITEMS // (p.n_out * -(-n // nc))))
     band = -(-tiles_h // min(want, tiles_h))
