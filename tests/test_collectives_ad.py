@@ -154,6 +154,16 @@ def test_collectives_in_loop_and_branch_bodies():
     looped = kiln.vmap(lambda r: lax.fori_loop(0, 2, lambda k, v: lax.pmean(v, "i") + v, r), axis_name="i")
     np.testing.assert_allclose(np.asarray(looped(xs)), [[13.5, 17.5, 21.5], [16.5, 20.5, 24.5], [19.5, 23.5, 27.5],
                                                         [22.5, 26.5, 30.5]], rtol=1e-15)
+    ys = np.array([1.0, 2.0, 0.5, 3.0])
+    doubling = kiln.vmap(lambda r: lax.while_loop(lambda c: lax.pmax(c, "i") < 20, lambda c: c * 2, r), axis_name="i")
+    assert np.asarray(doubling(ys)).tolist() == [8.0, 16.0, 4.0, 24.0]  # a predicate over the axis
+    # nothing batched reaches the loop: it still runs at the vmap (psum of a constant is the axis size)
+    counted = kiln.vmap(lambda r: lax.fori_loop(0, 3, lambda k, c: c + lax.psum(1.0, "i"), 0.0) + r, axis_name="i")
+    assert np.asarray(counted(ys)).tolist() == [13.0, 14.0, 12.5, 15.0]
+    grads = kiln.vmap(kiln.grad(lambda r: lax.fori_loop(0, 3, lambda k, c: knp.sin(c) * lax.pmean(c, "i"), r)),
+                      axis_name="i")(ys)
+    np.testing.assert_allclose(np.asarray(grads), [1.530335516801, 0.074323798659, 2.921507015834, -2.558209383303],
+                               rtol=1e-10)
     # grad through a scan whose body sums over the axis, inside the vmap
     f = lambda r: lax.scan(lambda c, x: (knp.sin(c + lax.psum(x * c, "i")), c), 0.5, r)[0]  # noqa: E731
     got = np.asarray(kiln.vmap(kiln.grad(f), axis_name="i")(xs * 0.1))

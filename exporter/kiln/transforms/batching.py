@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextvars
 
 from ..core.aval import ShapedArray
+from ..core.ir import Graph, subgraphs_of
 from ..core.errors import KilnError
 from ..core.trace import Trace, Tracer, get_aval, new_trace
 from ..core.primitive import lookup
@@ -61,7 +62,7 @@ class BatchTrace(Trace):
             return prim.inline_rule(*tracers, **params)
         values = [t.value for t in tracers]
         dims = [t.batch_dim for t in tracers]
-        if all(d is None for d in dims):
+        if all(d is None for d in dims) and not _graphs_name(params, self.axis_name):
             outs = prim.bind(*values, **params)
             outs = outs if prim.multiple_results else [outs]
             return [BatchTracer(self, o, None) for o in outs]
@@ -75,6 +76,33 @@ class BatchTrace(Trace):
         if not prim.multiple_results:
             outs, out_dims = [outs], [out_dims]
         return [BatchTracer(self, o, d) for o, d in zip(outs, out_dims)]
+
+
+def _graphs_name(params: dict, axis_name) -> bool:
+    """Whether a graph among a primitive's params (a loop body, a branch, a callee) holds a collective over
+    `axis_name`: then the primitive runs at that vmap even when no operand is batched (run as is, the
+    collective would meet no axis)."""
+    if axis_name is None:
+        return False
+    for value in params.values():
+        for graph in (value if isinstance(value, (tuple, list)) else (value,)):
+            if isinstance(graph, Graph) and axis_name in _collective_names(graph):
+                return True
+    return False
+
+
+def _collective_names(graph: Graph) -> frozenset:
+    """The axis names the collectives in `graph` (and its subgraphs) name; cached on the graph."""
+    names = graph.__dict__.get("_kiln_collective_names")
+    if names is None:
+        found = set()
+        for eqn in graph.eqns:
+            if getattr(eqn.primitive, "collective_batching_rule", None) is not None:
+                found.update(eqn.params["axes"])
+            for sub in subgraphs_of(eqn):
+                found.update(_collective_names(sub))
+        names = graph.__dict__["_kiln_collective_names"] = frozenset(found)
+    return names
 
 
 def move_batch_axis(x, dim, to: int, axis_size: int):
