@@ -4,6 +4,8 @@
 layouts, odd sizes, strides, both dilations, explicit and negative padding, groups, 1-d and 3-d, through
 kiln.jit and through an exported module run by kiln-run; the gradients the training path uses against
 central finite differences."""
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -173,6 +175,24 @@ def test_blocks_of_whole_taps_are_even():
         gemm = conv_codegen._gemm_plan(conv_codegen._conv_plan(region), Target.host())
         got[(taps, c)] = (gemm.taps_per_block, gemm.k_blocks)
     assert got == {((3, 3), 64): (3, 3), ((5, 5), 32): (7, 4), ((3, 3), 16): (9, 1)}
+
+
+def test_which_convolutions_take_winograd():
+    """3x3 NHWC convolutions with stride 1 (F(2x2, 3x3): 16 positions) or 2 (polyphase: 25), 16 to 256 channels,
+    16 or more features and 64 or more pixels, whose stack buffers fit in 1 MiB; the others keep the GEMM."""
+    avx512 = SimpleNamespace(vector_bytes=64, vector_registers=32)
+
+    def plan(cin=64, n=64, stride=1, dtype=np.float32, size=20, **kw):
+        x, w = np.zeros((1, size, size, cin), dtype), np.zeros((3, 3, cin, n), dtype)
+        (region,) = _conv_regions(lambda a, b: lax.conv_general_dilated(
+            a, b, (stride, stride), "SAME", dimension_numbers=NHWC, **kw), x, w)
+        wino = conv_codegen._winograd_plan(conv_codegen._conv_plan(region), avx512)
+        return wino and wino.positions
+
+    assert (plan(), plan(stride=2), plan(cin=256, n=24), plan(dtype=np.float64, cin=16, n=16)) == (16, 25, 16, 16)
+    assert plan(stride=3) is None and plan(rhs_dilation=(2, 2)) is None and plan(cin=15) is None
+    assert plan(n=15) is None and plan(size=7) is None and plan(cin=260) is None
+    assert plan(cin=256, n=24, stride=2) is None  # 25 x 256 x 32 floats of transformed kernel alone: 800 KiB
 
 
 # (name, dtype, lhs shape, rhs shape, kwargs): one channel per group, channels contiguous: 'depthwise'
