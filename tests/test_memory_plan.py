@@ -886,10 +886,15 @@ class _Train(Program, export_name="train_in_place"):
 
 def test_parameters_read_by_earlier_kernels_are_updated_in_place():
     """A training step: the parameter's value is read by the forward and backward kernels, then
-    updated by the last kernel that reads it, which writes over it; every call equals the unplanned
-    module bit for bit and numpy's step closely."""
+    updated by the last kernel that reads it, which writes over it: the gradient product, whose epilogue
+    the update is (epilogue_fusion._updates_stay_in_place; the product accumulated in the updated value,
+    each work item copying its tile of w first); every call equals the unplanned module bit for bit and
+    numpy's step closely."""
+    import re
+
     _, result = _Train._kiln_compile()
     assert "(taken: updated in place)" in result.schedule_text()
+    assert re.search(r"dispatch dot_general_\d+ reads .* \(output 0 in place over input \d\)", result.schedule_text())
     m = _Train()
     with planning_disabled():
         _Train._kiln_compiled = None

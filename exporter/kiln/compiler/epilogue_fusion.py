@@ -86,11 +86,11 @@ def _fuse(steps: list, graph_outvars, starts, same_elements) -> list:
             produced = {o.id for g in group for o in g.outputs}
             if not any(a.id in produced for a in e.inputs) or not same_elements(e, s):
                 break
-            if any((a.id, o.id) in updates for a in e.inputs for o in e.outputs):
-                break  # a global's update stays an elementwise kernel, written in place over the global
             candidate = _fused(group + [e], uses, returned)
             if candidate is None:
                 break
+            if not _updates_stay_in_place(candidate, e, updates):
+                break  # a global's update stays an elementwise kernel, written in place over the global
             group.append(e)
             loads += steps[j:k]
             merged = candidate
@@ -108,8 +108,8 @@ def _fuse(steps: list, graph_outvars, starts, same_elements) -> list:
 def _global_updates(steps: list) -> set[tuple[int, int]]:
     """(loaded value id, stored value id) of each mutable global loaded and later stored: an elementwise
     kernel reading the one and writing the other is that global's update, which schedule.global_updates
-    writes in place over the global (memory_plan.inplace_pairs: elementwise and horizontal kernels only),
-    so it is not merged into a product whose epilogue outputs are never written in place."""
+    writes in place over the global (memory_plan.inplace_pairs), so it merges into a product only where
+    the merged kernel's output may still be written over the global (`_updates_stay_in_place`)."""
     from ..program.prims import global_load, global_store
 
     loads: dict[int, list[int]] = {}
@@ -122,6 +122,22 @@ def _global_updates(steps: list) -> set[tuple[int, int]]:
         if isinstance(value, Var):
             (loads if eqn.primitive is global_load else stores).setdefault(eqn.params["slot"], []).append(value.id)
     return {(a, b) for slot, loaded in loads.items() for a in loaded for b in stores.get(slot, [])}
+
+
+def _updates_stay_in_place(candidate: DispatchStep, e: DispatchStep, updates: set[tuple[int, int]]) -> bool:
+    """Whether every global update the elementwise kernel `e` makes (a loaded value read, the value stored
+    written) can still be written over the global in the merged region: memory_plan.inplace_pairs of the
+    candidate pairs them (a matrix product's epilogue output over an epilogue operand, the accumulating
+    output included as each item copies the operand first: an SGD step's `w - lr * (x^T @ dz)` becomes
+    the gradient product's epilogue, updating w in place)."""
+    from .memory_plan import inplace_pairs
+
+    mine = {(a.id, o.id) for a in e.inputs for o in e.outputs} & updates
+    if not mine:
+        return True
+    pairs = {(candidate.inputs[i].id, candidate.outputs[j].id) for i, j in inplace_pairs(candidate)
+             if i < len(candidate.inputs) and j < len(candidate.outputs)}
+    return mine <= pairs
 
 
 def _fused(group: list[DispatchStep], uses: dict[int, int], returned: set[int]):
