@@ -90,6 +90,13 @@ CASES["grown-epilogue-float32"] = (lambda a, b, c: knp.tanh(a @ b + c), lambda a
 CASES["grown-batched-float64"] = (lambda a, b: a @ b, lambda a, b: a @ b,
                                   (_rand(8, 200, 30, dtype=np.float64), _rand(8, 30, 20, dtype=np.float64)))
 
+# The product accumulated in its one output written over a dead epilogue operand (memory_plan._matmul_pairs:
+# the sort's output h, copied per work item before the K loop, matmul.copied_operands): two k blocks, a row
+# tail, partial strips, in each build.
+CASES["inplace-residual-float32"] = (lambda x, z, w, b, v: (knp.sort(x, axis=-1) + knp.tanh(z @ w + b)) @ v,
+                                     lambda x, z, w, b, v: (np.sort(x, axis=-1) + np.tanh(z @ w + b)) @ v,
+                                     (_rand(37, 300), _rand(37, 290), _rand(290, 300), _rand(300), _rand(300, 5)))
+
 
 def _want(name):
     _, ref, args = CASES[name]
