@@ -112,7 +112,9 @@ def test_diff_and_ediff1d():
     eager_and_jit(lambda a: knp.diff(a, 2, axis=0), lambda a: np.diff(a, 2, axis=0), x)
     eager_and_jit(lambda a: knp.diff(a, 3), lambda a: np.diff(a, 3), x)
     eager_and_jit(lambda a: knp.diff(a, 0), lambda a: np.diff(a, 0), x)
-    eager_and_jit(lambda a: knp.diff(a, prepend=0, append=a[:, :1]), lambda a: np.diff(a, prepend=0, append=a[:, :1]), xi)
+    # prepend=0 is a weak Python number, as in JAX: the int32 difference stays int32 (numpy's widens to int64)
+    eager_and_jit(lambda a: knp.diff(a, prepend=0, append=a[:, :1]),
+                  lambda a: np.diff(a, prepend=np.int32(0), append=a[:, :1]), xi)
     eager_and_jit(knp.diff, np.diff, x > 0)
     eager_and_jit(lambda a: knp.ediff1d(a, to_end=[7, 8], to_begin=-1), lambda a: np.ediff1d(a, to_end=[7, 8], to_begin=-1), xi)
     eager_and_jit(knp.ediff1d, np.ediff1d, x)

@@ -92,3 +92,39 @@ def test_asarray_of_traced_and_python_numbers_keeps_the_traced_dtype():
     assert got.dtype == np.float32  # a Python float with an integer array: float32
     got = kiln.jit(lambda a: knp.asarray([a, 2.5], dtype=np.float64))(np.float32(1))
     assert got.dtype == np.float64
+
+
+# Python numbers given where an array operand is taken (shape functions, asarray under jit) stay weak, as in
+# JAX: the NeRF idiom concatenate([deltas, broadcast_to(1e10, ...)]) keeps float32 deltas float32.
+AS_OPERANDS = {
+    "broadcast_to": lambda x: knp.concatenate([x, knp.broadcast_to(1e10, (2,))]),
+    "reshape": lambda x: x + knp.reshape(0.5, (1,)),
+    "expand_dims": lambda x: x * knp.expand_dims(2.0, 0),
+    "asarray": lambda x: x - knp.asarray(1.5),
+    "array_list": lambda x: knp.concatenate([x, knp.array([1e10, -1.0])]),
+    "tile": lambda x: x + knp.tile(0.25, 3),
+    "where_number": lambda x: knp.where(x > 0, x, 0.0),
+    "fftfreq": lambda x: x * knp.fft.fftfreq(3),
+    "rfftfreq_d": lambda x: x[:2] * knp.fft.rfftfreq(3, d=0.5),
+}
+
+
+@pytest.mark.parametrize("mode", ["eager", "jit"])
+@pytest.mark.parametrize("name", list(AS_OPERANDS))
+def test_python_numbers_as_array_operands_stay_weak(name, mode):
+    fn = AS_OPERANDS[name]
+    got = fn(X32) if mode == "eager" else kiln.jit(fn)(X32)
+    want = fn(X32.astype(np.float64))  # the same values computed in float64
+    assert got.dtype == np.float32, (name, mode, got.dtype)
+    np.testing.assert_allclose(got, np.asarray(want).astype(np.float32), rtol=1e-7)
+
+
+def test_alone_they_keep_numpys_dtype():
+    for made in (lambda: knp.broadcast_to(1.5, (2,)), lambda: knp.reshape(3, (1,)), lambda: knp.fft.rfftfreq(4)):
+        for got, want in ((made(), made()), (kiln.jit(made)(), made())):
+            assert got.dtype == want.dtype == np.asarray(want).dtype and got.dtype.itemsize == 8
+    # an explicit dtype, or a numpy scalar spacing, is strong
+    assert kiln.jit(lambda x: x * knp.fft.fftfreq(3, dtype=np.float64))(X32).dtype == np.float64
+    assert kiln.jit(lambda x: x * knp.fft.fftfreq(3, np.float64(2.0)))(X32).dtype == np.float64
+    np.testing.assert_array_equal(knp.fft.fftfreq(5, 0.1), np.fft.fftfreq(5, 0.1))
+    np.testing.assert_array_equal(knp.fft.rfftfreq(6, 0.3), np.fft.rfftfreq(6, 0.3))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import dtypes
+from ..core.array import as_array
 from ..core.aval import reject_masked
 from ..core.trace import Tracer, current_graph_trace, get_aval, is_eager
 from . import prims, structural_prims
@@ -29,7 +30,18 @@ def asarray(x, dtype=None):
     else:
         arr = np.asarray(x, dtype=dtype)
     dtypes.canonical(arr.dtype)
+    if dtype is None and _numbers_only(x):
+        # Python numbers (or nested lists of them) stay weak through whatever takes them as an array operand
+        # (broadcast_to(1e10, s), reshape(0.5, ...), concatenate([x, [0.0]]), ...), as in JAX: a concrete weak
+        # kiln array, numpy's dtype alone and the dtype of the first array it meets
+        return as_array(arr, weak=True)
     return arr
+
+
+def _numbers_only(x) -> bool:
+    if isinstance(x, (list, tuple)):
+        return bool(x) and all(_numbers_only(e) for e in x)
+    return dtypes.is_python_scalar(x)
 
 
 def _weak_element(e):

@@ -87,8 +87,10 @@ def _copied(a, dtype, copy, where):
                              "pass copy=None to allow one")
         if copy and (x is a or x.base is a):
             x = x.copy()
-    if dtype is None and not _traced() and _python_numbers_only(a):
-        return as_array(x, weak=True)  # numpy's dtype (float64, int64), weakly typed like the numbers themselves
+    if dtype is None and _python_numbers_only(a):
+        # numpy's dtype (float64, int64), weakly typed like the numbers themselves; a concrete (weak) kiln array
+        # when traced too, so that it still works where a concrete value is needed
+        return as_array(x, weak=True)
     return x
 
 

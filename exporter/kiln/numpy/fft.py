@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from ..core import dtypes
+from ..core.array import as_array
 from ..lax import complex_prims
 from ..lax.fft import dft_last as _dft_last
 from ._base import asarray, aval
@@ -268,12 +269,18 @@ def rfftfreq(n, d=1.0, *, dtype=None, device=None):
 
 
 def _frequencies(k, n, d, dtype):
+    """Without dtype= the frequencies are weakly typed float64 as linspace's (docs/numpy.md, "Default
+    dtypes"): float64 alone, the dtype of the array they meet otherwise (JAX's float32 with float32 data),
+    unless a strong d (a numpy scalar or array) decides."""
     if isinstance(d, (int, float, np.number)):
         values = k * (1.0 / (n * float(d)))  # numpy's rounding: k times the reciprocal
-        return asarray(values if dtype is None else values.astype(dtype))
+        if dtype is None:
+            return as_array(values, weak=not isinstance(d, np.number))
+        return asarray(values.astype(dtype))
     d = asarray(d)
     target = dtype or (aval(d).dtype if dtypes.is_float(aval(d).dtype) else np.float64)
-    return multiply(asarray(k.astype(target)), 1 / (d.astype(target) * n))
+    k = as_array(k.astype(target), weak=True) if dtype is None else asarray(k.astype(target))
+    return multiply(k, 1 / (d.astype(target) * n))
 
 
 def fftshift(x, axes=None):
