@@ -325,7 +325,7 @@ def exported_convolutions(tmp_path_factory):
     """One portable module (its x86-64 v2, v3 and v4 builds: 4, 8 and 16 f32 lanes, 6 or 12 rows per tile)
     whose function computes a convolution of each GEMM path, its inputs saved, and the numpy references:
     NHWC with a bias and relu (Winograd F(2x2, 3x3), the epilogue), NCHW strided with taps past both ends
-    (cols, image panels by runs), 128 channels (rows, the image read in place), 8 groups of 8 features
+    and a bias and relu (cols, image panels by runs, the epilogue), 128 channels (rows, the image read in place), 8 groups of 8 features
     (one-vector strips), strided depthwise ones (NHWC: vectorized along the channels; NCHW: along rows),
     float64 dilated, the input gradients of a stride-1 NHWC convolution (Winograd), of strided NHWC and NCHW
     convolutions (lhs dilation phase by phase; the NCHW one computed as NHWC and transposed), an NHWC
@@ -350,7 +350,7 @@ def exported_convolutions(tmp_path_factory):
 
     def f(x, w, bias, xc, wc, xw, ww, xg, wg, wdw, wpl, x64, w64, ct, xs):
         y = knp.maximum(lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=NHWC) + bias, 0.0)
-        yn = lax.conv_general_dilated(xc, wc, **neg)
+        yn = knp.maximum(lax.conv_general_dilated(xc, wc, **neg) + bias[:20, None, None], 0.0)
         yw = lax.conv_general_dilated(xw, ww, (1, 1), "VALID", dimension_numbers=NHWC)
         yg = lax.conv_general_dilated(xg, wg, (1, 1), "SAME", dimension_numbers=NHWC, feature_group_count=8)
         ydw = lax.conv_general_dilated(xg, wdw, (2, 1), "SAME", dimension_numbers=NHWC, feature_group_count=64)
@@ -378,7 +378,7 @@ def exported_convolutions(tmp_path_factory):
         return (images.reshape(v.size, -1) @ (2 * y).ravel()).reshape(v.shape).astype(v.dtype)
 
     y_ref = numpy_conv(x, w, (1, 1), "SAME", dimension_numbers=NHWC)
-    want = [np.maximum(y_ref + bias, 0), numpy_conv(xc, wc, **neg),
+    want = [np.maximum(y_ref + bias, 0), np.maximum(numpy_conv(xc, wc, **neg) + bias[:20, None, None], 0),
             numpy_conv(xw, ww, (1, 1), "VALID", dimension_numbers=NHWC),
             numpy_conv(xg, wg, (1, 1), "SAME", dimension_numbers=NHWC, feature_group_count=8),
             numpy_conv(xg, wdw, (2, 1), "SAME", dimension_numbers=NHWC, feature_group_count=64),
@@ -514,9 +514,8 @@ def _dispatches(fn, *args):
 @pytest.mark.parametrize("channels,strategy", [(16, "winograd"), (8, "gemm")])
 def test_bias_and_activation_are_the_gemm_kernels_epilogue(channels, strategy):
     """conv + bias + relu (NHWC) is one dispatch whose work items apply the epilogue to their finished
-    tiles (Winograd's: its bands of output rows), also when the convolution's own result is returned too;
-    an NCHW convolution (the cols orientation) keeps its elementwise consumer a dispatch of its own.
-    Numbers against numpy."""
+    tiles (Winograd's: its bands of output rows), also when the convolution's own result is returned too,
+    and in NCHW (the cols orientation: tiles of features x pixels). Numbers against numpy."""
     x = RNG.standard_normal((2, 13, 11, channels)).astype(np.float32)
     w = RNG.standard_normal((3, 3, channels, 24)).astype(np.float32)
     bias = RNG.standard_normal(24).astype(np.float32)
@@ -536,11 +535,16 @@ def test_bias_and_activation_are_the_gemm_kernels_epilogue(channels, strategy):
     got_t, got_y = kiln.jit(both)(x, w, bias)
     np.testing.assert_allclose(got_t, np.tanh(y + bias), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got_y, y, rtol=1e-5, atol=1e-4)
-    xc, wc = x.transpose(0, 3, 1, 2), w.transpose(3, 2, 0, 1)
+    # NCHW: 2 x 300 pixels (several column chunks, the last partial), the result returned beside the epilogue's
+    xc = RNG.standard_normal((2, channels, 20, 15)).astype(np.float32)
+    wc = w.transpose(3, 2, 0, 1)
 
     def nchw(x, w, bias):
-        return knp.maximum(lax.conv_general_dilated(x, w, (1, 1), "SAME") + bias[:, None, None], 0.0)
+        y = lax.conv_general_dilated(x, w, (1, 1), "SAME")
+        return knp.maximum(y + bias[:, None, None], 0.0), y
 
-    assert _dispatches(nchw, xc, wc, bias) == ["conv", "elementwise"]
-    np.testing.assert_allclose(kiln.jit(nchw)(xc, wc, bias), np.maximum(y + bias, 0).transpose(0, 3, 1, 2),
-                               rtol=1e-5, atol=1e-4)
+    assert _dispatches(nchw, xc, wc, bias) == ["conv"]
+    yc = numpy_conv(xc, wc, (1, 1), "SAME").astype(np.float64)
+    got_r, got_y = kiln.jit(nchw)(xc, wc, bias)
+    np.testing.assert_allclose(got_r, np.maximum(yc + bias[:, None, None], 0), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(got_y, yc, rtol=1e-5, atol=1e-4)

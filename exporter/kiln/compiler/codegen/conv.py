@@ -136,16 +136,27 @@ def strategy(region, target) -> str:
     return "depthwise_planes" if _depthwise_planes(plan) else "direct"
 
 
+def _epilogue_sizes(p: ConvPlan, g: GemmPlan) -> tuple[int, int, int]:
+    """(batch, rows, columns) of the GEMM's output as the epilogue sees it: (batch, pixels, features) for
+    the rows orientation (NHWC), (batch, features, pixels) for the cols one (NCHW)."""
+    return (p.n_out, g.pixels, p.block) if g.orientation == "rows" else (p.n_out, p.block, g.pixels)
+
+
 def _epilogue(region, p: ConvPlan, g: GemmPlan | None):
     """The elementwise epilogue after the convolution (epilogue_fusion.py), None when there is none; only
-    the rows orientation without groups, whose output is (batch, pixels, features) contiguous, takes one."""
+    a GEMM without groups or lhs dilation whose output is (batch, pixels, features) (rows) or (batch,
+    features, pixels) (cols) contiguous takes one."""
     eqn = _main_eqn(region)
     if eqn is region.eqns[-1] and [v.id for v in region.outvars] == [eqn.outvars[0].id]:
         return None
-    if g is None or g.orientation != "rows" or g.phases or p.groups != 1 or g.pixel_stride != p.block:
-        raise epilogues.NotFusable("a convolution epilogue needs the rows GEMM without groups")
-    k = p.in_per_group * g.taps
-    return epilogues.plan(region, (p.n_out, g.pixels, p.block, k))
+    if g is None or g.phases or p.groups != 1:
+        raise epilogues.NotFusable("a convolution epilogue needs the GEMM without groups or lhs dilation")
+    rows = g.orientation == "rows"
+    if (g.pixel_stride != (p.block if rows else 1) or p.out_s[1] != (1 if rows else g.pixels)
+            or p.out_s[0] != p.block * g.pixels):
+        raise epilogues.NotFusable("a convolution epilogue needs a contiguous (batch, pixels, features) or "
+                                   "(batch, features, pixels) output")
+    return epilogues.plan(region, _epilogue_sizes(p, g) + (p.in_per_group * g.taps,))
 
 
 def epilogue_fusable(region) -> bool:
@@ -828,7 +839,7 @@ def _emit_gemm(region, p: ConvPlan, g: GemmPlan, ep=None):
 
             for_range(b, 0, g.k_blocks, k_block, name="kb")
             if ep is not None:  # bias, activation, ...: on the item's finished tile, still in cache
-                epilogues.emit(b, region, ep, pointers, (p.n_out, g.pixels, p.block, 0), batch, m0, m_end, n0, n_count)
+                epilogues.emit(b, region, ep, pointers, _epilogue_sizes(p, g) + (0,), batch, m0, m_end, n0, n_count)
 
         for_range(b, lo, hi, item, name="it")
 
