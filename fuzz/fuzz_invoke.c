@@ -137,6 +137,36 @@ static void check_view(const kiln_buffer_view_t* view, const kiln_value_info_t* 
   if (bytes) note(out, kiln_buffer_view_data(view), bytes);
 }
 
+/* debug.print's sink (format 2.8): the line must be NUL-terminated and end in
+ * '\n'; its bytes go into the outcome, so a print of memory nothing wrote
+ * makes the two runs differ. Not written anywhere (speed). */
+static int print_sink(void* user, const char* text, size_t length) {
+  if (!length || text[length - 1] != '\n' || text[length] != '\0') {
+    fprintf(stderr, "fuzz_invoke: a debug.print line that is not '\\n'-ended text\n");
+    abort();
+  }
+  note(user, text, length);
+  return 0;
+}
+
+/* debug.callback's host callback: every value's bytes are read (ASan checks
+ * them) and go into the outcome with the callback number. */
+static int host_callback(void* user, uint32_t number, const kiln_buffer_view_t* const* values,
+                         size_t count) {
+  size_t j;
+  note(user, &number, sizeof number);
+  for (j = 0; j < count; ++j) {
+    size_t bytes = kiln_buffer_view_byte_size(values[j]);
+    if (bytes != kiln_buffer_view_element_count(values[j]) *
+                     kiln_dtype_size(kiln_buffer_view_dtype(values[j]))) {
+      fprintf(stderr, "fuzz_invoke: a debug.callback value's size is not its type's\n");
+      abort();
+    }
+    if (bytes) note(user, kiln_buffer_view_data(values[j]), bytes);
+  }
+  return 0;
+}
+
 static void call_function(kiln_context_t* c, kiln_function_t f, kf_outcome_t* out) {
   kiln_buffer_view_t* args[KF_MAX_VALUES];
   kiln_buffer_view_t* results[KF_MAX_VALUES];
@@ -218,6 +248,8 @@ static kf_outcome_t invoke_all(kiln_module_t* m) {
   limits.max_steps = KF_MAX_STEPS;
   limits.timeout_ns = KF_TIMEOUT_NS;
   if ((s = kiln_context_set_call_limits(c, &limits))) abort();
+  kiln_context_set_print_callback(c, print_sink, &out);
+  kiln_context_set_host_callback(c, host_callback, &out);
   for (i = 0; i < n; ++i) {
     kiln_function_t f;
     if ((s = kiln_module_function_at(m, i, &f))) abort();

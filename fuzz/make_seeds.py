@@ -4,8 +4,9 @@
 
 Seeds: the examples (examples/linear.py, examples/mlp_train.py), a small Program
 with while_loop, scan, cond, switch, globals and a constant, and the kernel-less
-modules of runtime-c/tests/gen_vm_test_modules.py (the good ones and the ones
-the verifier rejects, which are near misses worth mutating). Each good module is
+modules of runtime-c/tests/gen_vm_test_modules.py (the good ones, the debug.print
+and debug.callback ones, and the ones the verifier rejects, which are near
+misses worth mutating). Each good module is
 also written a second time with every flatbuffer scalar stored explicitly
 (`*.forced.vmfb`): flatbuffers leave out fields equal to their default (dtype
 f32, index 0, false), and a field that is not there cannot be mutated in place.
@@ -102,7 +103,11 @@ def program_seeds() -> dict[str, bytes]:
 def vm_test_seeds() -> tuple[dict[str, bytes], dict[str, bytes]]:
     """(modules that load, modules the loader rejects) of the C VM tests."""
     gen = _load(ROOT / "runtime-c" / "tests" / "gen_vm_test_modules.py", "kiln_fuzz_gen_vm")
-    good = {"vm_good": writer.serialize(gen.good()), "vm_rows": writer.serialize(gen.rows())}
+    good = {"vm_good": writer.serialize(gen.good()), "vm_rows": writer.serialize(gen.rows()),
+            # debug.print / debug.callback (format 2.8): byte flips in templates and in the printed
+            # constants reach the template parser and the numpy-style formatter.
+            "vm_print": writer.serialize(gen.printing()),
+            "vm_print_all": writer.serialize(gen.printing_all()[0])}
     bad = {f"vm_bad_{name}": data for name, data, _ in gen.bad_modules()}
     return good, bad
 

@@ -266,3 +266,24 @@ def test_prints_are_kept_where_nothing_uses_their_values(capsys):
     step(1.0)                                                              # as JAX prints it at every call
     step(1.0)
     assert capsys.readouterr().out == "step 7\nstep 7\n"
+
+
+def test_runtime_text_of_every_dtype_and_spec_is_numpys(capsys):
+    """The C formatter alone, no tracing: runtime-c/tests/gen_vm_test_modules.py's vmprintall module
+    (also a fuzz seed) prints every dtype 0-d to 3-d, empty, summarized, wrapped and exponent-format
+    arrays, every spec kind on every 0-d dtype (u64 with '+' and ' ' signs), escaped braces, NUL and
+    non-UTF-8 bytes and empty templates; each line equals numpy's str() / Python's format()."""
+    import importlib.util
+    from pathlib import Path
+
+    from kiln.vm import runtime
+    from kiln.vm.writer import serialize
+    path = Path(__file__).resolve().parent.parent / "runtime-c" / "tests" / "gen_vm_test_modules.py"
+    spec = importlib.util.spec_from_file_location("gen_vm_test_modules", path)
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    module_spec, expected = gen.printing_all()
+    context = runtime.Context(runtime.Module.from_bytes(runtime.Instance(), serialize(module_spec)))
+    for k, text in enumerate(expected):
+        context.invoke(f"p{k}")
+        assert capsys.readouterr().out == text.decode("utf-8", "replace"), f"p{k}"

@@ -40,6 +40,7 @@ static void sb_reserve(sb_t* b, size_t more) {
 }
 
 static void sb_add(sb_t* b, const char* s, size_t n) {
+  if (!n) return; /* s may be NULL (a word whose allocation failed, an empty template) */
   sb_reserve(b, n);
   if (b->failed) return;
   memcpy(b->p + b->len, s, n);
@@ -75,12 +76,13 @@ static int parse_spec(const uint8_t* s, size_t n, spec_t* spec) {
   spec->width = 0;
   spec->precision = -1;
   spec->type = 0;
-  if (n >= 2 && strchr("<>^=", s[1]) && s[0] >= 0x20 && s[0] < 0x7f && s[0] != '{' &&
+  /* (strchr finds the terminator too: a NUL byte is never an align) */
+  if (n >= 2 && s[1] && strchr("<>^=", s[1]) && s[0] >= 0x20 && s[0] < 0x7f && s[0] != '{' &&
       s[0] != '}') {
     spec->fill = (char)s[0];
     spec->align = (char)s[1];
     i = 2;
-  } else if (n >= 1 && strchr("<>^=", s[0])) {
+  } else if (n >= 1 && s[0] && strchr("<>^=", s[0])) {
     spec->align = (char)s[0];
     i = 1;
   }
@@ -115,6 +117,7 @@ typedef int (*field_fn)(void* user, uint32_t index, const uint8_t* spec, size_t 
 static int walk(const uint8_t* t, size_t n, void* user, literal_fn lit, field_fn field,
                 char* err, size_t err_size) {
   size_t i = 0, start = 0;
+  if (!n) return 1; /* an empty constant's data may be NULL */
   while (i < n) {
     if (t[i] == '{' && i + 1 < n && t[i + 1] == '{') {
       if (!lit(user, t + start, i + 1 - start)) return 0;
@@ -133,17 +136,21 @@ static int walk(const uint8_t* t, size_t n, void* user, literal_fn lit, field_fn
                  "number", i);
         return 0;
       }
-      while (j < n && t[j] >= '0' && t[j] <= '9' && index <= UINT32_MAX)
-        index = index * 10 + (uint64_t)(t[j++] - '0');
+      while (j < n && t[j] >= '0' && t[j] <= '9') {
+        if (index <= UINT32_MAX) index = index * 10 + (uint64_t)(t[j] - '0');
+        j++;
+      }
+      if (index > UINT32_MAX) {
+        snprintf(err, err_size, "debug.print template: byte %zu: value number %.*s%s is too "
+                 "large", i, (int)(j - i - 1 < 20 ? j - i - 1 : 20), (const char*)t + i + 1,
+                 j - i - 1 > 20 ? "..." : "");
+        return 0;
+      }
       colon = j;
       close = j;
       while (close < n && t[close] != '}' && t[close] != '{') close++;
       if (close >= n || t[close] != '}' || (colon < close && t[colon] != ':')) {
         snprintf(err, err_size, "debug.print template: byte %zu: field is not {N} or {N:SPEC}", i);
-        return 0;
-      }
-      if (index > UINT32_MAX) {
-        snprintf(err, err_size, "debug.print template: byte %zu: value number too large", i);
         return 0;
       }
       if (!field(user, (uint32_t)index, colon < close ? t + colon + 1 : t + close,
@@ -419,20 +426,45 @@ typedef struct {
   int int_width;
 } arr_t;
 
-/* Calls fn on each element that is shown (all, or the edges when summarized). */
-static int shown(const arr_t* a, size_t flat) {
-  size_t k;
-  if (!a->summarize) return 1;
-  for (k = a->rank; k-- > 0;) {
-    int64_t n = a->shape[k], i = (int64_t)(flat % (size_t)n);
-    flat /= (size_t)n;
-    if (n > 2 * EDGE && i >= EDGE && i < n - EDGE) return 0;
+/* The elements that are shown (all, or the edges of every axis when
+ * summarized), in order, without visiting the hidden ones: a summarized
+ * array of 10^9 elements costs no more than one of 10^3. */
+typedef struct {
+  size_t idx[KILN_MAX_RANK];
+  size_t flat;
+  int more;
+} shown_t;
+
+static void shown_first(const arr_t* a, shown_t* w) {
+  memset(w->idx, 0, sizeof w->idx);
+  w->flat = 0;
+  w->more = kiln_buffer_view_element_count(a->v) > 0;
+}
+
+static void shown_next(const arr_t* a, shown_t* w) {
+  int k;
+  size_t stride = 1;
+  for (k = (int)a->rank - 1; k >= 0; k--) {
+    size_t n = (size_t)a->shape[k];
+    w->idx[k]++;
+    if (a->summarize && n > 2 * EDGE && w->idx[k] == EDGE) w->idx[k] = n - EDGE;
+    if (w->idx[k] < n) break;
+    w->idx[k] = 0;
   }
-  return 1;
+  if (k < 0) {
+    w->more = 0;
+    return;
+  }
+  w->flat = 0;
+  for (k = (int)a->rank - 1; k >= 0; k--) {
+    w->flat += w->idx[k] * stride;
+    stride *= (size_t)a->shape[k];
+  }
 }
 
 static void prepare(arr_t* a) {
-  size_t count = kiln_buffer_view_element_count(a->v), i;
+  shown_t w;
+  size_t i;
   a->exp_format = 0;
   a->pad_left = a->pad_right = 0;
   a->precision = 0;
@@ -442,9 +474,9 @@ static void prepare(arr_t* a) {
     double mx = 0, mn = 0;
     int any_nz = 0, any_finite = 0, any_nonfinite = 0, neg_inf = 0;
     char buf[128];
-    for (i = 0; i < count; i++) {
+    for (shown_first(a, &w); w.more; shown_next(a, &w)) {
       double x;
-      if (!shown(a, i)) continue;
+      i = w.flat;
       x = get_float(a->dtype, a->data + i * a->esize);
       if (!isfinite(x)) {
         any_nonfinite = 1;
@@ -465,10 +497,10 @@ static void prepare(arr_t* a) {
       a->exp_format = 1;
     if (any_finite) {
       int frac_max = 0, int_max = 0, exp_max = 0;
-      for (i = 0; i < count; i++) {
+      for (shown_first(a, &w); w.more; shown_next(a, &w)) {
         double x;
         int n, dot, e;
-        if (!shown(a, i)) continue;
+        i = w.flat;
         x = get_float(a->dtype, a->data + i * a->esize);
         if (!isfinite(x)) continue;
         if (a->exp_format) {
@@ -501,9 +533,9 @@ static void prepare(arr_t* a) {
     }
   } else if (a->dtype != KILN_DTYPE_BOOL && a->dtype != KILN_DTYPE_BF16) {
     char buf[32];
-    for (i = 0; i < count; i++) {
+    for (shown_first(a, &w); w.more; shown_next(a, &w)) {
       int n;
-      if (!shown(a, i)) continue;
+      i = w.flat;
       n = int_text(a->dtype, a->data + i * a->esize, buf, sizeof buf);
       if (n > a->int_width) a->int_width = n;
     }
@@ -697,6 +729,8 @@ static kiln_status_t spec_text(const kiln_buffer_view_t* v, uint32_t index, cons
     }
   } else {
     if (d == KILN_DTYPE_U64) {
+      if (sp->sign == '+') sign = '+';
+      else if (sp->sign == ' ') sign = ' ';
       snprintf(body, sizeof body, "%llu", (unsigned long long)get_u64(p));
     } else {
       int64_t x = get_int(d, p);

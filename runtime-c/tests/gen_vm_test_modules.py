@@ -214,6 +214,82 @@ def printing() -> ModuleSpec:
                   tpl("{0:.3f}")])
 
 
+def printing_all() -> tuple[ModuleSpec, list[bytes]]:
+    """(module vmprintall, the lines each of its functions p0, p1, ... prints): debug.print of every
+    dtype 0-d to 3-d, empty, summarized (1-d and 3-d), wrapped and exponent-format arrays, nan/inf/-0,
+    every spec kind on every 0-d value, escaped braces, NUL and non-UTF-8 template bytes, empty
+    templates. Each expected line is numpy's str() of the array or Python's format() of the value.
+    Not in the header (too large): fuzz/make_seeds.py writes it as a seed and
+    tests/test_debug_print.py checks the runtime's text against these lines."""
+    import re
+
+    import ml_dtypes
+    bf16 = ml_dtypes.bfloat16
+    rng = np.random.default_rng(82)
+    values = [
+        np.array([[1.5, -0.0, np.nan], [np.inf, -np.inf, 65504]], np.float16),
+        np.array([1, 0.1, -3.140625, 1e-3, 256], bf16),
+        np.arange(1001, dtype=np.float32) * np.float32(0.37),
+        rng.standard_normal((2, 3, 170)),
+        np.array([1e-5, 1.0, 1e5], np.float32),
+        rng.standard_normal(30).astype(np.float32),
+        np.array([[-128, 127], [0, 5]], np.int8), np.array([-32768, 7], np.int16),
+        np.arange(-6, 6, dtype=np.int32).reshape(2, 2, 3),
+        np.array([np.iinfo(np.int64).min, 1], np.int64), np.array([255, 0], np.uint8),
+        np.array([65535], np.uint16), np.array([4294967295], np.uint32),
+        np.array([np.iinfo(np.uint64).max, 0], np.uint64), np.array([True, False, True]),
+        np.zeros((0,), np.float32), np.zeros((2, 0), np.int32), np.arange(-500, 501, dtype=np.int16),
+        np.array(0.1, np.float32), np.array(-2.5e-7, np.float64), np.array(3.0, np.float16),
+        np.array(0.1, bf16), np.array(-7, np.int64), np.array(np.iinfo(np.uint64).max, np.uint64),
+        np.array(True), np.array(-5, np.int8), np.array(np.nan, np.float32),
+        np.array(-np.inf, np.float64), np.array(1e300, np.float64), np.array(200, np.uint8),
+    ]
+    float_specs = ["f", ".3e", "E", "g", "G", "F", "x<10", "*^12.2f", "+", " ", "010.3f", "-", ">9",
+                   "=+12.4g", "^7", "0", ".0f", ".100f"]
+    int_specs = ["d", "+d", " 5d", "_>8d", "08d", "=-6", "<4", ".2f", "e", "+"]
+
+    def scalar(v):
+        return float(v) if v.dtype == bf16 else v.item()
+
+    def expect(template: bytes, idx: list[int]) -> bytes:
+        out, pos = bytearray(), 0
+        for m in re.finditer(rb"\{\{|\}\}|\{(\d+)(?::([^{}]*))?\}", template):
+            out += template[pos:m.start()]
+            pos = m.end()
+            if m.group(1) is None:
+                out += m.group(0)[:1]
+                continue
+            v = values[idx[int(m.group(1))]]
+            if m.group(2) is None:
+                out += (str(v) if v.ndim else "{}".format(scalar(v))).encode()
+            else:
+                out += format(scalar(v), m.group(2).decode()).encode()
+        return bytes(out + template[pos:] + b"\n")
+
+    zero_d = [i for i, v in enumerate(values) if v.ndim == 0]
+    prints = []  # per function: [(template, value indices)]
+    for i, v in enumerate(values):
+        lines = [(b"{0}", [i])]
+        if v.ndim == 0 and v.dtype != np.bool_:
+            specs = int_specs if v.dtype.kind in "iu" else float_specs
+            lines += [(f"{{0:{spec}}}".encode(), [i]) for spec in specs]
+        prints.append(lines)
+    prints.append([(b"{{}} {1} {{{0}}} \xff\xfe\x00tail {0:.1f}|", [zero_d[0], 14]), (b"", []),
+                   (b"no fields at all", []), (b"{0}{0}{1}{0:e}{1}", [zero_d[1], 16])])
+    constants = [ConstantSpec(v) for v in values]
+    functions, expected = [], []
+    for k, lines in enumerate(prints):
+        code, text = [], b""
+        for template, idx in lines:
+            constants.append(ConstantSpec(np.frombuffer(template, np.uint8).copy()))
+            code += [Instr("const", j, ci) for j, ci in enumerate(idx)]
+            code.append(Instr("debug.print", len(constants) - 1, list(range(len(idx)))))
+            text += expect(template, idx)
+        functions.append(fn(f"p{k}", [], [], code + [Instr("ret", [])]))
+        expected.append(text)
+    return ModuleSpec("vmprintall", functions=functions, constants=constants), expected
+
+
 def bad(code, expect, **kw) -> tuple[bytes, str]:
     spec = good()
     spec.functions.append(fn("bad", [], [], code, exported=False, **kw))
@@ -248,7 +324,15 @@ def bad_modules() -> list[tuple[str, bytes, str]]:
             ("print_index", "{1}", "word 0: debug.print template: field {1} names a value, but the instruction has 1"),
             ("print_spec", "{0:,}", "word 0: debug.print template: field {0} has an unsupported format spec"),
             ("print_brace", "a } b", "word 0: debug.print template: byte 2: single '}'"),
-            ("print_field", "{x}", "word 0: debug.print template: byte 0: '{' is not followed by a value number")]:
+            ("print_field", "{x}", "word 0: debug.print template: byte 0: '{' is not followed by a value number"),
+            # a NUL byte is no align (strchr finds the terminator), nor a fill before one
+            ("print_nul_align", "{0:\0}", "word 0: debug.print template: field {0} has an unsupported format spec"),
+            ("print_nul_fill", "{0:x\0}", "word 0: debug.print template: field {0} has an unsupported format spec"),
+            ("print_number", "a {99999999999999999999999} b",
+             "word 0: debug.print template: byte 2: value number 99999999999999999999... is too large"),
+            ("print_width", "{0:99999999.99999999f}", "word 0: debug.print template: field {0} has an unsupported format spec"),
+            ("print_unclosed", "x {0:>5", "word 0: debug.print template: byte 2: field is not {N} or {N:SPEC}"),
+            ("print_nested", "{0:{1}}", "word 0: debug.print template: byte 0: field is not {N} or {N:SPEC}")]:
         spec = good()
         spec.constants.append(ConstantSpec(np.frombuffer(text.encode(), np.uint8).copy()))
         spec.functions.append(fn("bad", [], [], [Instr("debug.print", 1, [0]), Instr("ret", [])], exported=False))
