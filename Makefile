@@ -114,6 +114,12 @@ dist: install
 test-long: install
 	KILN_HYPOTHESIS_PROFILE=long $(BIN)/python -m pytest -q tests/test_differential.py
 
+# tests/programs' JAX programs in all three ways (eagerly, under kiln.jit, exported through kiln-run), the
+# ones `make test` checks only eagerly (tests/test_programs.py's EAGER_ONLY) included; about 8 min on 2 cores.
+.PHONY: test-programs
+test-programs: install
+	KILN_ALL_PROGRAMS=1 $(BIN)/python -m pytest -q tests/test_programs.py
+
 # kiln check on the ten programs of tests/programs: no dispatch beyond tolerance, and each of their first
 # elementwise kernels compiled wrong on purpose named at its first dispatch (docs/accuracy.md,
 # "Checking a module's numerics"); about 1.5 min on 2 cores.

@@ -20,13 +20,16 @@ HERE = Path(__file__).resolve().parent
 PROGRAMS = ["mlp_classifier", "convnet_clipped", "kernel_least_squares", "gp_regression", "hmm", "lqr",
             "attention", "lstm", "nbody", "kmeans", "vae", "transformer_lm",
             "realnvp", "langevin_logistic", "kalman", "resnet_block", "heat_equation",
-            "implicit_layer", "poisson_cg"]
+            "implicit_layer", "poisson_cg",
+            "dp_sgd", "nerf", "pinn", "ddpm", "neural_ode", "burgers_spectral", "reinforce", "stax_classifier",
+            "graph_network", "mixture_density"]
 MAIN_SEED, EXPORT_SEED = 0, 1
 
 
 def swap_imports_to_jax():
     for name in ("numpy", "random", "lax", "nn", "scipy", "scipy.linalg", "scipy.special", "scipy.sparse",
-                 "scipy.sparse.linalg", "tree_util"):
+                 "scipy.sparse.linalg", "scipy.stats", "tree_util", "ops", "flatten_util", "example_libraries",
+                 "example_libraries.stax", "example_libraries.optimizers", "experimental", "experimental.ode"):
         sys.modules[f"kiln.{name}"] = importlib.import_module(f"jax.{name}")
     sys.modules["kiln"] = jax
 
