@@ -126,10 +126,14 @@ GEMM_CASES = [
     # stride 2 (the polyphase scheme: 5x5 input patches, 25 products per tile), a batch, uneven and negative padding
     ("winograd_stride2", (2, 21, 18, 24), (3, 3, 24, 40), dict(window_strides=(2, 2), padding=((1, -1), (0, 2)),
                                                               dimension_numbers=NHWC)),
+    # an NCHW image into an NHWC output: the input transform reads channels a plane apart (no vectors)
+    ("winograd_nchw_image", (1, 16, 10, 9), (3, 3, 16, 20), dict(window_strides=(1, 1), padding="SAME",
+                                                                dimension_numbers=("NCHW", "HWIO", "NHWC"))),
 ]
 # the cases above that take Winograd: 3x3, stride 1 or 2, no dilation or groups, NHWC, 16 to KC channels, 16
 # or more features, 64 or more pixels
-WINOGRAD_CASES = {"nhwc_same", "nhwc_oihw_weights", "winograd_tails", "winograd_channels_256", "winograd_stride2"}
+WINOGRAD_CASES = {"nhwc_same", "nhwc_oihw_weights", "winograd_tails", "winograd_channels_256", "winograd_stride2",
+                  "winograd_nchw_image"}
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: np.dtype(d).name)
