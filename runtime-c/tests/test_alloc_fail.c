@@ -515,6 +515,73 @@ out:
   armed = 0;
 }
 
+/* debug.print and debug.callback (format 2.8): vmprint's functions
+ * (gen_vm_test_modules.py: a 2-d f32, a spec'd i64 and a bool printed, a
+ * spec on an array refused, host callback 7) called twice on a context whose
+ * print sink and host callback log what they get, so a failure inside the
+ * formatter must stop the call with OUT_OF_MEMORY and no line, leaking
+ * nothing. */
+static int log_print(void* user, const char* text, size_t length) {
+  runner_log_bytes(user, text, length);
+  return 0;
+}
+
+static int log_host(void* user, uint32_t number, const kiln_buffer_view_t* const* values,
+                    size_t count) {
+  size_t j;
+  runner_log_u64(user, number);
+  for (j = 0; j < count; ++j) runner_log_view(user, values[j]);
+  return 0;
+}
+
+/* call_step with what the callbacks got (kept in `seen` during the call) logged
+ * after the call's status, where runner_step_code does not look. */
+static int print_call_step(run_t* r, const runner_module_t* m, kiln_context_t* c,
+                           const kiln_module_t* module, size_t index, uint64_t* rng,
+                           runner_log_t* seen) {
+  kiln_function_t f;
+  kiln_buffer_view_t* args[RUNNER_MAX_ARGS];
+  size_t n = 0;
+  kiln_status_t s = kiln_module_function_at(module, index, &f);
+  if (!s) s = runner_args(f, rng, args, &n);
+  if (s) return status_step(r, m, s);
+  seen->size = 0;
+  runner_invoke(c, f, args, n, &r->log);
+  runner_release(args, n);
+  runner_log_bytes(&r->log, seen->data, seen->size);
+  return end_step(r, m);
+}
+
+static void print_scenario(run_t* r, const runner_module_t* m) {
+  kiln_instance_options_t opts;
+  kiln_instance_t* inst = NULL;
+  kiln_module_t* module = NULL;
+  kiln_context_t* c = NULL;
+  uint64_t rng = 0x9e1a7ull;
+  size_t i, round;
+  runner_log_t seen;
+  memset(&seen, 0, sizeof seen);
+  armed = 1;
+  kiln_instance_options_initialize(&opts);
+  opts.worker_count = 1;
+  if (!status_step(r, m, kiln_instance_create(&opts, &inst))) goto out;
+  if (!status_step(r, m, kiln_module_load_memory(inst, kiln_vm_test_print,
+                                                 sizeof kiln_vm_test_print, &module)))
+    goto out;
+  if (!status_step(r, m, kiln_context_create(module, &c))) goto out;
+  kiln_context_set_print_callback(c, log_print, &seen);
+  kiln_context_set_host_callback(c, log_host, &seen);
+  for (round = 0; round < 2; ++round)
+    for (i = 0; i < kiln_module_function_count(module); ++i)
+      if (!print_call_step(r, m, c, module, i, &rng, &seen)) goto out;
+out:
+  runner_log_free(&seen);
+  kiln_context_release(c);
+  kiln_module_release(module);
+  kiln_instance_release(inst);
+  armed = 0;
+}
+
 /* One run of the scenario; checks that nothing is left allocated. */
 static void (*current_scenario)(run_t*, const runner_module_t*) = scenario;
 
@@ -536,7 +603,7 @@ static void run_once(run_t* r, const runner_module_t* m) {
 }
 
 int main(int argc, char** argv) {
-  runner_module_t modules[RUNNER_MAX_MODULES], large;
+  runner_module_t modules[RUNNER_MAX_MODULES], large, printing;
   size_t j, module_count = 0;
   long total = 0, runs = 0, stopped = 0, n, by_kind[K_COUNT];
   struct timespec t0, t1;
@@ -551,13 +618,18 @@ int main(int argc, char** argv) {
   /* Every module through the scenario, then the large allocations. */
   memset(&large, 0, sizeof large);
   snprintf(large.name, sizeof large.name, "large allocations");
-  for (j = 0; j <= module_count && !failures; ++j) {
-    const runner_module_t* m = j < module_count ? &modules[j] : &large;
+  memset(&printing, 0, sizeof printing);
+  snprintf(printing.name, sizeof printing.name, "debug.print");
+  for (j = 0; j <= module_count + 1 && !failures; ++j) {
+    const runner_module_t* m = j < module_count ? &modules[j] : j == module_count ? &large
+                                                                                  : &printing;
     run_t clean;
     long points;
     int fd = -1;
     if (m == &large) {
       current_scenario = large_scenario;
+    } else if (m == &printing) {
+      current_scenario = print_scenario;
     } else if ((fd = sealed_memfd(m)) < 0) {
       failures++;
       break;
