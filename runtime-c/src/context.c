@@ -157,13 +157,17 @@ static kiln_status_t invoke_bounded(kiln_context_t* c, uint32_t ordinal,
                                     kiln_buffer_view_t** results) {
   kiln_call_budget_t budget;
   kiln_status_t s;
+  /* A call made from one of this context's callbacks (a host or print
+   * callback calling into the runtime) runs inside the outer call: when it
+   * returns, the outer call is the running one again (kiln_context_cancel). */
+  uint64_t outer = atomic_load_explicit(&c->running, memory_order_relaxed);
   budget.context = c;
   budget.call = ++c->calls;
   budget.deadline_ns = c->limits.timeout_ns ? monotonic_ns() + c->limits.timeout_ns : 0;
   budget.steps_left = c->limits.max_steps ? c->limits.max_steps : UINT64_MAX;
   atomic_store_explicit(&c->running, budget.call, memory_order_release);
   s = kiln_vm_invoke(c, ordinal, args, results, &budget);
-  atomic_store_explicit(&c->running, 0, memory_order_release);
+  atomic_store_explicit(&c->running, outer, memory_order_release);
   return s;
 }
 

@@ -612,7 +612,9 @@ static kiln_status_t do_print(kiln_context_t* c, kiln_frame_t* fr, const kiln_bc
   char* text = NULL;
   size_t len = 0;
   uint32_t j, count = op[1].value;
-  kiln_status_t s = NULL;
+  kiln_status_t s;
+  /* A host step, like a dispatch: where a cancelled or late call stops. */
+  if ((s = kiln_call_budget_check(fr->budget, "a debug.print"))) return s;
   if (count > 8 && !(views = malloc(count * sizeof *views)))
     return kiln_make_status(KILN_OUT_OF_MEMORY, "debug.print of %u values", (unsigned)count);
   for (j = 0; j < count && !s; j++) {
@@ -647,6 +649,7 @@ static kiln_status_t do_host_callback(kiln_context_t* c, kiln_frame_t* fr,
   uint32_t j, count = op[1].value;
   kiln_status_t s = NULL;
   int answer;
+  if ((s = kiln_call_budget_check(fr->budget, "a debug.callback"))) return s;
   if (!c->host_callback)
     return RUNTIME_ERROR("debug.callback %u: the module calls back into its host, but no host "
                          "callback is set on the context (kiln_context_set_host_callback)",

@@ -6,6 +6,7 @@
  * values before the next instruction, and fails without one. (Damaged templates are refused at load: test_vm's bad
  * modules.) */
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,6 +74,91 @@ static int on_host(void* user, uint32_t number, const kiln_buffer_view_t* const*
 
 #define ARRAY "[[ 1.   2.   3. ]\n [ 4.5 -5.   6. ]]"
 
+/* Two threads, each calling `show` on a context of its own with a sink of its
+ * own: every line goes to its own context's sink, in order (the formatter
+ * keeps no state of its own; ThreadSanitizer checks it in ctest-tsan). */
+#define THREAD_CALLS 40
+
+typedef struct {
+  kiln_module_t* m;
+  int64_t n;
+  sink_t sink;
+  int ok;
+} worker_t;
+
+/* collect and show without the CHECK macros (their counters are not atomic). */
+static int collect_quiet(void* user, const char* text, size_t length) {
+  sink_t* s = user;
+  if (text[length] != '\0' || !length || text[length - 1] != '\n' ||
+      s->len + length >= sizeof s->text)
+    return 1;
+  memcpy(s->text + s->len, text, length);
+  s->len += length;
+  s->text[s->len] = 0;
+  s->lines++;
+  return 0;
+}
+
+static kiln_status_t show_quiet(kiln_context_t* c, kiln_function_t f, int64_t n) {
+  static const float x[6] = {1, 2, 3, 4.5f, -5, 6};
+  static const int64_t shape[2] = {2, 3};
+  kiln_buffer_view_t* args[2] = {NULL, NULL};
+  kiln_buffer_view_t* result = NULL;
+  kiln_status_t s = kiln_buffer_view_create(KILN_DTYPE_F32, 2, shape, x, sizeof x, &args[0]);
+  if (!s) s = kiln_buffer_view_create(KILN_DTYPE_I64, 0, NULL, &n, sizeof n, &args[1]);
+  if (!s) s = kiln_context_invoke(c, f, args, 2, &result, 1);
+  kiln_buffer_view_release(result);
+  kiln_buffer_view_release(args[0]);
+  kiln_buffer_view_release(args[1]);
+  return s;
+}
+
+static void* print_worker(void* arg) {
+  worker_t* w = arg;
+  kiln_context_t* c = NULL;
+  kiln_function_t f;
+  char want[256];
+  int k;
+  w->ok = 0;
+  if (kiln_context_create(w->m, &c) || kiln_module_lookup_function(w->m, "show", &f)) return NULL;
+  kiln_context_set_print_callback(c, collect_quiet, &w->sink);
+  snprintf(want, sizeof want, "x = " ARRAY ", n = %+05lld {literal}\nn=%6.2f flag=True " ARRAY
+           "|end\n", (long long)w->n, (double)w->n);
+  w->ok = 1;
+  for (k = 0; k < THREAD_CALLS && w->ok; ++k) {
+    kiln_status_t s = show_quiet(c, f, w->n);
+    w->ok = !s && w->sink.lines == 2 && strcmp(w->sink.text, want) == 0;
+    kiln_status_free(s);
+    w->sink.len = 0;
+    w->sink.lines = 0;
+  }
+  kiln_context_release(c);
+  return NULL;
+}
+
+/* A host callback may call into the runtime: here `show` again, on the same
+ * context (its lines come out inside the outer call's, in order) and on
+ * another one. The nested call runs to completion before the callback
+ * returns; cancelling the outer call afterwards still works. */
+typedef struct {
+  kiln_context_t* same;
+  kiln_context_t* other;
+  kiln_function_t show;
+  int calls;
+  kiln_status_t nested[2];
+} reenter_t;
+
+static int reenter(void* user, uint32_t number, const kiln_buffer_view_t* const* values,
+                   size_t count) {
+  reenter_t* r = user;
+  (void)number, (void)values, (void)count;
+  r->nested[0] = show(r->same, r->show, 11, NULL);
+  r->nested[1] = show(r->other, r->show, 12, NULL);
+  r->calls++;
+  kiln_context_cancel(r->same); /* the outer call: stops at its next instruction */
+  return 0;
+}
+
 int main(void) {
   kiln_instance_t* inst = NULL;
   kiln_module_t* m = NULL;
@@ -132,6 +218,47 @@ int main(void) {
     kiln_context_set_host_callback(c, NULL, NULL);
   }
 
+  /* Two threads, two contexts, two sinks. */
+  {
+    pthread_t threads[2];
+    worker_t workers[2];
+    int t;
+    memset(workers, 0, sizeof workers);
+    for (t = 0; t < 2; ++t) {
+      workers[t].m = m;
+      workers[t].n = t ? -5 : 9;
+      CHECK(pthread_create(&threads[t], NULL, print_worker, &workers[t]) == 0);
+    }
+    for (t = 0; t < 2; ++t) CHECK(pthread_join(threads[t], NULL) == 0);
+    CHECK(workers[0].ok && workers[1].ok);
+  }
+
+  /* A host callback calling into the runtime, the same context included. */
+  {
+    kiln_function_t call_host;
+    kiln_context_t* other = NULL;
+    sink_t other_sink;
+    reenter_t r;
+    memset(&r, 0, sizeof r);
+    memset(&sink, 0, sizeof sink);
+    memset(&other_sink, 0, sizeof other_sink);
+    CHECK_OK(kiln_context_create(m, &other));
+    kiln_context_set_print_callback(c, collect, &sink);
+    kiln_context_set_print_callback(other, collect, &other_sink);
+    r.same = c;
+    r.other = other;
+    r.show = f;
+    kiln_context_set_host_callback(c, reenter, &r);
+    CHECK_OK(kiln_module_lookup_function(m, "call_host", &call_host));
+    CHECK_ERROR(show(c, call_host, 4, NULL), KILN_CANCELLED, "call cancelled before a debug.print");
+    CHECK(r.calls == 1 && r.nested[0] == NULL && r.nested[1] == NULL);
+    CHECK(strcmp(sink.text, "x = " ARRAY ", n = +0011 {literal}\nn= 11.00 flag=True " ARRAY
+                            "|end\n") == 0); /* the outer print never ran: cancelled */
+    CHECK(other_sink.lines == 2);
+    kiln_context_set_host_callback(c, NULL, NULL);
+    kiln_context_release(other);
+  }
+
   /* No callback: stdout, flushed at once. */
   {
     char path[] = "/tmp/kiln_test_debug_printXXXXXX", text[512];
@@ -157,6 +284,5 @@ int main(void) {
   kiln_context_release(c);
   kiln_module_release(m);
   kiln_instance_release(inst);
-  printf("test_debug_print: ok\n");
-  return 0;
+  TEST_MAIN_END(); /* (was `return 0`: a failed CHECK did not fail the test) */
 }

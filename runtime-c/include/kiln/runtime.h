@@ -430,8 +430,9 @@ void kiln_context_set_host_callback(kiln_context_t* context, kiln_host_callback_
 /* ---- bounding and cancelling calls --------------------------------------- */
 
 /* Limits on each call made on a context. A call checks them, and the cancel
- * request below, before each dispatch and call and at each backward branch
- * (a kernel that has started runs its workgroups to the end). */
+ * request below, before each dispatch, call, debug.print and debug.callback
+ * and at each backward branch (a kernel that has started runs its workgroups
+ * to the end). */
 typedef struct kiln_call_limits {
   /* Wall-clock time one call may take, in nanoseconds; 0: no limit. A call
    * past it fails with KILN_DEADLINE_EXCEEDED. */
