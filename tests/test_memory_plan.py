@@ -678,14 +678,15 @@ def _residual_over_dead_operand(x, z, w, b, v):
 def test_matmul_accumulating_output_is_written_over_its_dead_operand():
     """A residual layer `h + tanh(z @ w + b)`: the product is accumulated in the layer's one output, which
     is written over h (dead after it) as each work item copies its rows x columns of h to the stack
-    before the K loop (matmul.copied_operands). Two k blocks, a row tail, partial strips; 150 rows x 256
-    columns of f32 would take 150 KiB of stack, so the row chunks shrink to OPERAND_COPY_BYTES. Bit for
+    before the K loop (matmul.copied_operands). Two k blocks, a row tail, partial strips; at 1100 rows an
+    item's 144 rows x 256 columns of f32 would take 144 KiB of stack, so the kernel's row chunks shrink to
+    OPERAND_COPY_BYTES (matmul._fit_copies). Bit for
     bit the unplanned module's values on each of three calls (the arena reused), numpy's closely."""
     from kiln.compiler.codegen import matmul
     from kiln.compiler.target import Target
 
     rng = np.random.default_rng(5)
-    for m in (37, 150):
+    for m in (37, 1100):
         x, z, w, b, v = (rng.standard_normal(s).astype(F32) for s in ((m, 300), (m, 290), (290, 300), (300,), (300, 5)))
         schedule = _schedule_of(_residual_over_dead_operand, (x, z, w, b, v))
         (op,) = [op for op in schedule.ops if getattr(op, "inplace", None)]
@@ -696,7 +697,10 @@ def test_matmul_accumulating_output_is_written_over_its_dead_operand():
         assert schedule.buffers[y.overwrites].offset == y.offset and y.var is op.writes[0] and schedule.buffers[y.overwrites].var is op.reads[i]
         plan = matmul._plan(region)
         t = matmul._tiling(region, plan, Target.named("x86_64-unknown-linux-gnu", "skylake-avx512", "+avx512f,+fma"))
-        assert t.row_chunk * t.nc * 4 <= matmul.OPERAND_COPY_BYTES and t.row_chunk % t.mr == 0
+        items = t.items
+        assert (t.row_chunk * t.nc * 4 > matmul.OPERAND_COPY_BYTES) == (m == 1100), (m, t.row_chunk, t.nc)
+        matmul._fit_copies(t, plan, 1)  # what the kernel written in place does
+        assert t.row_chunk * t.nc * 4 <= matmul.OPERAND_COPY_BYTES and t.row_chunk % t.mr == 0 and t.items >= items
         with planning_disabled():
             want = [np.asarray(r) for r in kiln.jit(_residual_over_dead_operand)(x, z, w, b, v)]
         f = kiln.jit(_residual_over_dead_operand)

@@ -151,18 +151,21 @@ class _Tiling:
 
 def _tiling(region, plan: DotPlan, target) -> _Tiling:
     want = min(MIN_ITEMS, work(region) // WORK_PER_GROUP)
-    t = _Tiling(plan, target.vector_bytes, target.vector_registers, want)
-    copied = copied_operands(region) if plan.fast is not None else []
-    if copied:
-        # Each copy of an item's rows x columns lives on the stack: row chunks at most OPERAND_COPY_BYTES
-        # in all (whole tiles, at least one).
-        batch, m, n, _ = plan.sizes
-        rows = OPERAND_COPY_BYTES // (len(copied) * t.nc * plan.dtype.itemsize) // t.mr * t.mr
-        if t.row_chunk > max(rows, t.mr):
-            t.row_chunk = max(rows, t.mr)
-            t.m_chunks = max(-(-m // t.row_chunk), 1)
-            t.items = batch * t.m_chunks * t.n_chunks if m and n else 0
-    return t
+    return _Tiling(plan, target.vector_bytes, target.vector_registers, want)
+
+
+def _fit_copies(t: _Tiling, plan: DotPlan, copies: int) -> None:
+    """Row chunks short enough that `copies` copies of an item's rows x columns fit OPERAND_COPY_BYTES of
+    stack (whole tiles, at least one). Only the kernel's own tiling changes: more items than
+    parallel_items said only split the workgroups' shares finer."""
+    if not copies:
+        return
+    batch, m, n, _ = plan.sizes
+    rows = max(OPERAND_COPY_BYTES // (copies * t.nc * plan.dtype.itemsize) // t.mr * t.mr, t.mr)
+    if t.row_chunk > rows:
+        t.row_chunk = rows
+        t.m_chunks = max(-(-m // t.row_chunk), 1)
+        t.items = batch * t.m_chunks * t.n_chunks if m and n else 0
 
 
 # The stack bytes a work item's copies of epilogue operands (copied_operands) may take.
@@ -331,10 +334,11 @@ def _emit_fast(region, plan: DotPlan, t: _Tiling):
             a_copy = b.alloca(ty, size=const64(t.mr * a_ld), name="a_copy")
             a_copy.align = 64
         a_strides = (const64(a_ld), const64(1)) if copies_a else (const64(sam), const64(sak))
+        # Operands read through the accumulating output's pointer (written over: compile._reading_through).
+        aliased = [i for i in (copied_operands(region) if ep is not None else []) if pointers[i] is out_ptr]
+        _fit_copies(t, plan, len(aliased))
         operand_copies = {}
-        for i in copied_operands(region) if ep is not None else []:
-            if pointers[i] is not out_ptr:  # not written over (compile._reading_through): read in place
-                continue
+        for i in aliased:
             buf = b.alloca(ty, size=const64(t.row_chunk * t.nc), name=f"operand{i}")
             buf.align = 64
             operand_copies[i] = (buf, t.nc)
