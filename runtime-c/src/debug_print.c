@@ -18,21 +18,33 @@
 
 /* ---- a growing string ---------------------------------------------------- */
 
+/* failed: 0, or why the string stopped growing (the worse reason wins). */
+enum { SB_OUT_OF_MEMORY = 1, SB_TOO_LONG = 2 };
+
 typedef struct {
   char* p;
   size_t len, cap;
+  size_t max; /* the longest it may grow (0: no limit) */
   int failed;
 } sb_t;
+
+static void sb_fail(sb_t* b, int why) {
+  if (why > b->failed) b->failed = why;
+}
 
 static void sb_reserve(sb_t* b, size_t more) {
   size_t cap;
   char* p;
   if (b->failed || b->len + more + 1 <= b->cap) return;
+  if (b->max && (more > b->max || b->len + more + 1 > b->max)) {
+    b->failed = SB_TOO_LONG;
+    return;
+  }
   cap = b->cap ? b->cap : 64;
   while (cap < b->len + more + 1) cap *= 2;
   p = realloc(b->p, cap);
   if (!p) {
-    b->failed = 1;
+    b->failed = SB_OUT_OF_MEMORY;
     return;
   }
   b->p = p;
@@ -612,11 +624,13 @@ static void recurse(const arr_t* a, size_t axis, size_t base, size_t stride, siz
   int summary = a->summarize && n > 2 * EDGE;
   size_t leading = summary ? EDGE : 0, trailing = summary ? EDGE : n, i;
   sb_t s = {0};
+  s.max = out->max;
   if (axes_left == 1) {
     int elem_width = width - 1;
     sb_t line = {0}, word = {0};
+    line.max = word.max = out->max;
     sb_spaces(&line, indent);
-    for (i = 0; i < leading; i++) {
+    for (i = 0; i < leading && !s.failed && !line.failed; i++) {
       word.len = 0;
       element(a, base + i * inner, &word);
       extend_line(&s, &line, word.p, word.len, elem_width, indent);
@@ -626,7 +640,7 @@ static void recurse(const arr_t* a, size_t axis, size_t base, size_t stride, siz
       extend_line(&s, &line, "...", 3, elem_width, indent);
       sb_str(&line, " ");
     }
-    for (i = trailing; i > 1; i--) {
+    for (i = trailing; i > 1 && !s.failed && !line.failed; i--) {
       word.len = 0;
       element(a, base + (n - i) * inner, &word);
       extend_line(&s, &line, word.p, word.len, elem_width, indent);
@@ -636,12 +650,13 @@ static void recurse(const arr_t* a, size_t axis, size_t base, size_t stride, siz
     element(a, base + (n - 1) * inner, &word);
     extend_line(&s, &line, word.p, word.len, elem_width, indent);
     sb_add(&s, line.p, line.len);
-    if (line.failed || word.failed) s.failed = 1;
+    sb_fail(&s, line.failed);
+    sb_fail(&s, word.failed);
     free(line.p);
     free(word.p);
   } else {
     size_t k;
-    for (i = 0; i < leading + (summary ? 1 : 0) + trailing; i++) {
+    for (i = 0; i < leading + (summary ? 1 : 0) + trailing && !s.failed; i++) {
       size_t row;
       sb_spaces(&s, indent);
       if (summary && i == leading) {
@@ -657,7 +672,7 @@ static void recurse(const arr_t* a, size_t axis, size_t base, size_t stride, siz
   sb_str(out, "[");
   if (s.p && s.len >= indent) sb_add(out, s.p + indent, s.len - indent);
   sb_str(out, "]");
-  if (s.failed) out->failed = 1;
+  sb_fail(out, s.failed);
   free(s.p);
 }
 
@@ -690,6 +705,17 @@ static void array_text(const kiln_buffer_view_t* v, sb_t* out) {
     return;
   }
   a.summarize = kiln_buffer_view_element_count(v) > THRESHOLD;
+  if (out->max) {
+    /* Every shown element takes two bytes at least (a digit, a separator):
+     * refuse at once what cannot fit, before formatting any of it. */
+    size_t shown = 1, k;
+    for (k = 0; k < a.rank; k++)
+      shown *= a.summarize && (size_t)a.shape[k] > 2 * EDGE ? 2 * EDGE : (size_t)a.shape[k];
+    if (shown > out->max / 2) {
+      sb_fail(out, SB_TOO_LONG);
+      return;
+    }
+  }
   prepare(&a);
   recurse(&a, 0, 0, kiln_buffer_view_element_count(v), 1, LINE_WIDTH, out);
 }
@@ -773,7 +799,7 @@ typedef struct {
 
 static int fill_literal(void* user, const uint8_t* s, size_t n) {
   sb_add(&((fill_t*)user)->out, (const char*)s, n);
-  return 1;
+  return !((fill_t*)user)->out.failed;
 }
 
 static int fill_field(void* user, uint32_t index, const uint8_t* spec, size_t spec_len) {
@@ -781,32 +807,38 @@ static int fill_field(void* user, uint32_t index, const uint8_t* spec, size_t sp
   spec_t sp;
   if (!spec_len) {
     array_text(f->values[index], &f->out);
-    return 1;
+    return !f->out.failed; /* stop at once: the rest cannot be kept */
   }
   parse_spec(spec, spec_len, &sp); /* checked when the module loaded */
   f->status = spec_text(f->values[index], index, &sp, &f->out);
-  return f->status == NULL;
+  return f->status == NULL && !f->out.failed;
 }
 
 kiln_status_t kiln_debug_print_format(const uint8_t* text, size_t n,
                                       const kiln_buffer_view_t* const* values,
-                                      uint32_t value_count, char** out, size_t* out_len) {
+                                      uint32_t value_count, size_t max_line, char** out,
+                                      size_t* out_len) {
   fill_t f;
-  char err[160];
+  char err[160] = "";
+  int ok;
   memset(&f, 0, sizeof f);
   f.values = values;
+  f.out.max = max_line;
   *out = NULL;
   *out_len = 0;
-  if (!walk(text, n, &f, fill_literal, fill_field, err, sizeof err) || f.status) {
+  ok = walk(text, n, &f, fill_literal, fill_field, err, sizeof err);
+  if (ok) sb_str(&f.out, "\n");
+  if (f.status || f.out.failed || !ok) {
     free(f.out.p);
-    return f.status ? f.status : kiln_make_status(KILN_INTERNAL, "%s", err);
+    if (f.status) return f.status;
+    if (f.out.failed == SB_TOO_LONG)
+      return kiln_make_status(KILN_OUT_OF_MEMORY, "debug.print: its line would be longer than "
+                              "the %zu-byte limit of one printed line", max_line);
+    if (f.out.failed)
+      return kiln_make_status(KILN_OUT_OF_MEMORY, "debug.print: formatting its text");
+    return kiln_make_status(KILN_INTERNAL, "%s", err); /* the loader checked the template */
   }
   (void)value_count;
-  sb_str(&f.out, "\n");
-  if (f.out.failed) {
-    free(f.out.p);
-    return kiln_make_status(KILN_OUT_OF_MEMORY, "debug.print: formatting its text");
-  }
   *out = f.out.p;
   *out_len = f.out.len;
   return NULL;

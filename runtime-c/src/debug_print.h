@@ -23,10 +23,17 @@
 int kiln_debug_print_check_template(const uint8_t* text, size_t n, uint32_t value_count,
                                     char* err, size_t err_size);
 
+/* The longest line debug.print writes (a template of many fields of large
+ * arrays could otherwise ask for gigabytes): longer is OUT_OF_MEMORY. */
+#define KILN_DEBUG_PRINT_MAX_LINE ((size_t)64 << 20)
+
 /* The printed line (the template filled in, then '\n') in a new malloc'ed,
- * NUL-terminated string in *out and its length in *out_len. */
+ * NUL-terminated string in *out and its length in *out_len; a line of more
+ * than max_line bytes (0: no limit) is an error, found before formatting
+ * what cannot fit. */
 kiln_status_t kiln_debug_print_format(const uint8_t* text, size_t n,
                                       const kiln_buffer_view_t* const* values,
-                                      uint32_t value_count, char** out, size_t* out_len);
+                                      uint32_t value_count, size_t max_line, char** out,
+                                      size_t* out_len);
 
 #endif /* KILN_DEBUG_PRINT_H_ */

@@ -623,7 +623,7 @@ static kiln_status_t do_print(kiln_context_t* c, kiln_frame_t* fr, const kiln_bc
   }
   if (!s)
     s = kiln_debug_print_format((const uint8_t*)k->data, (size_t)fr->module->types[k->type].byte_size,
-                                views, count, &text, &len);
+                                views, count, KILN_DEBUG_PRINT_MAX_LINE, &text, &len);
   if (!s) {
     if (c->print_callback) {
       int answer = c->print_callback(c->print_data, text, len);

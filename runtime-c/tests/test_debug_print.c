@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "debug_print.h" /* kiln_debug_print_format, to bound a line without a module */
 #include "test_util.h"
 #include "vm_test_modules.h"
 
@@ -159,6 +160,41 @@ static int reenter(void* user, uint32_t number, const kiln_buffer_view_t* const*
   return 0;
 }
 
+/* The formatter alone: an empty template (NULL data: an empty constant's) is
+ * one '\n'; a line past its limit is refused naming it, both when many fields
+ * add up (the walk stops at the first field past it) and when one array
+ * cannot fit (refused before formatting: a (6,6,6,6) array shows all 1296
+ * elements). */
+static void line_limits(void) {
+  static const int64_t wide[1] = {1000}, cube[4] = {6, 6, 6, 6};
+  uint8_t template[300];
+  kiln_buffer_view_t *v = NULL, *c = NULL;
+  const kiln_buffer_view_t* values[1];
+  char* text = NULL;
+  size_t len = 0, i;
+  CHECK_OK(kiln_debug_print_format(NULL, 0, NULL, 0, 16, &text, &len));
+  CHECK(text && len == 1 && strcmp(text, "\n") == 0);
+  free(text);
+  CHECK_OK(kiln_buffer_view_create(KILN_DTYPE_U8, 1, wide, NULL, 0, &v));
+  CHECK_OK(kiln_buffer_view_create(KILN_DTYPE_BOOL, 4, cube, NULL, 0, &c));
+  for (i = 0; i + 3 <= sizeof template; i += 3) memcpy(template + i, "{0}", 3);
+  values[0] = v;
+  CHECK_ERROR(kiln_debug_print_format(template, sizeof template, values, 1, 8192, &text, &len),
+              KILN_OUT_OF_MEMORY, "debug.print: its line would be longer than the 8192-byte limit");
+  CHECK(text == NULL && len == 0);
+  CHECK_OK(kiln_debug_print_format(template, 6, values, 1, 8192, &text, &len)); /* two fit */
+  CHECK(len > 4000 && len < 8192 && text[len - 1] == '\n');
+  free(text);
+  values[0] = c;
+  CHECK_ERROR(kiln_debug_print_format(template, 3, values, 1, 2000, &text, &len),
+              KILN_OUT_OF_MEMORY, "the 2000-byte limit of one printed line");
+  CHECK_OK(kiln_debug_print_format(template, 3, values, 1, 0, &text, &len)); /* no limit */
+  CHECK(len > 1296 * 5 && strstr(text, "...") == NULL);
+  free(text);
+  kiln_buffer_view_release(v);
+  kiln_buffer_view_release(c);
+}
+
 int main(void) {
   kiln_instance_t* inst = NULL;
   kiln_module_t* m = NULL;
@@ -166,6 +202,7 @@ int main(void) {
   kiln_function_t f, bad;
   sink_t sink;
   int64_t got = 0;
+  line_limits();
   CHECK_OK(kiln_instance_create(NULL, &inst));
   CHECK_OK(kiln_module_load_memory(inst, kiln_vm_test_print, sizeof kiln_vm_test_print, &m));
   CHECK_OK(kiln_context_create(m, &c));
