@@ -196,7 +196,8 @@ def test_which_convolutions_take_winograd():
     assert (plan(), plan(stride=2), plan(cin=256, n=24), plan(dtype=np.float64, cin=16, n=16)) == (16, 25, 16, 16)
     assert plan(stride=3) is None and plan(rhs_dilation=(2, 2)) is None and plan(cin=15) is None
     assert plan(n=15) is None and plan(size=7) is None and plan(cin=260) is None
-    assert plan(cin=256, n=24, stride=2) is None  # 25 x 256 x 32 floats of transformed kernel alone: 800 KiB
+    assert plan(cin=256, n=24, stride=2) == 25  # 16 distinct kernel panels (512 KiB) and 25 x 12 tiles (340 KiB)
+    assert plan(cin=256, n=24, stride=2, dtype=np.float64) is None  # 512 KiB and 25 x 12 tiles of doubles: 1.2 MiB
 
 
 # (name, dtype, lhs shape, rhs shape, kwargs): one channel per group, channels contiguous: 'depthwise'

@@ -1302,6 +1302,10 @@ class WinogradPlan:
     def positions(self) -> int:
         return self.scheme.points ** 2
 
+    @property
+    def kernel_positions(self) -> int:
+        return len(self.scheme.kernel_rows) ** 2
+
 
 @dataclass(frozen=True)
 class WinogradScheme:
@@ -1317,6 +1321,17 @@ class WinogradScheme:
     @property
     def points(self) -> int:
         return len(self.bt)
+
+    @property
+    def kernel_rows(self) -> tuple:
+        """G's distinct rows: the positions whose rows are equal share their transformed kernel (stride 2's
+        two odd-tap products: 16 distinct kernel panels of 25)."""
+        return tuple(dict.fromkeys(self.g))
+
+    @property
+    def kernel_index(self) -> tuple:
+        """Each point's row of kernel_rows."""
+        return tuple(self.kernel_rows.index(row) for row in self.g)
 
 
 # F(2, 3): 4 products for 2 outputs of a 3-tap stride-1 filter
@@ -1346,14 +1361,17 @@ def _winograd_plan(p: ConvPlan, target) -> WinogradPlan | None:
     size = p.dtype.itemsize
     scheme = WINOGRAD_SCHEMES[p.strides[0]]
     positions = scheme.points ** 2
+    u_positions = len(scheme.kernel_rows) ** 2
     vw, mr = matmul._target_shape(target.vector_bytes, target.vector_registers, p.dtype)
     nr = vw if n <= vw else 2 * vw
+    # column chunks as if every position had panels of its own (stride 2's 25 in 512 KiB: 64 of 128 features);
+    # wider ones (its 16 distinct panels: 128) took one chunk of 12 tiles per tile row of 14, 3% slower
     strips = max(1, min(matmul.NC_STRIPS, -(-n // nr), WINOGRAD_PANEL_BYTES // (positions * cin * nr * size)))
     nc = strips * nr
     a_ld = cin + (64 // size if (cin * size) % 4096 == 0 else 0)
     per_tile = positions * max(a_ld, nc) * size
     chunk = mr * max(1, min(2, WINOGRAD_BUFFER_BYTES // (per_tile * mr)))
-    if positions * (cin * nc + chunk * (a_ld + nc)) * size > WINOGRAD_STACK_BYTES:
+    if (u_positions * cin * nc + positions * chunk * (a_ld + nc)) * size > WINOGRAD_STACK_BYTES:
         return None
     tiles_h, tiles_w = -(-oh // 2), -(-ow // 2)
     want = max(1, -(-WINOGRAD_ITEMS // (p.n_out * -(-n // nc))))
@@ -1388,6 +1406,7 @@ def _emit_winograd(region, p: ConvPlan, w: WinogradPlan, ep=None):
     tiling = SimpleNamespace(vw=w.vw, nr=w.nr)
     sc = w.scheme
     pts, span, positions = sc.points, sc.span, w.positions
+    kernel_rows, rows_g = sc.kernel_rows, len(sc.kernel_rows)
     step = 2 * sc.stride  # input positions between tiles
     line = 64 // p.dtype.itemsize  # each position's block a cache line past its size: the blocks' accesses at
     u_xi = cin * w.nc + line       # one index (a transform's loads or stores) then do not all fall in one
@@ -1398,7 +1417,7 @@ def _emit_winograd(region, p: ConvPlan, w: WinogradPlan, ep=None):
         x_ptr, w_ptr = pointers[lv.source], pointers[rv.source]
         out_ptr = pointers[n_in + (0 if ep is None else ep.home)]
         kernels = {rows: matmul._microkernel(b.module, ty, tiling, rows) for rows in _winograd_tile_rows(w)}
-        u_buf = b.alloca(ty, size=const64(positions * u_xi), name="wino_u")
+        u_buf = b.alloca(ty, size=const64(w.kernel_positions * u_xi), name="wino_u")
         v_buf = b.alloca(ty, size=const64(positions * v_xi), name="wino_v")
         m_buf = b.alloca(ty, size=const64(positions * m_xi), name="wino_m")
         for buf in (u_buf, v_buf, m_buf):
@@ -1427,6 +1446,14 @@ def _emit_winograd(region, p: ConvPlan, w: WinogradPlan, ep=None):
                 for_range(b, b.mul(vectors, const64(w.vw)), count, lambda j: fn(j, ty), name=name)
             else:
                 for_range(b, 0, count, lambda j: fn(j, ty), name=name)
+
+        def kernel_row(point):
+            """kernel_index[point] for a point known at run time."""
+            row = point  # the identity, but where a row repeats an earlier one
+            for k, r in enumerate(sc.kernel_index):
+                if r != k:
+                    row = b.select(b.icmp_unsigned("==", point, const64(k)), const64(r), row)
+            return row
 
         def combine(coefficients, values):
             """sum of coefficient * value: additions for +-1 (the positive terms first), a common factor
@@ -1484,13 +1511,13 @@ def _emit_winograd(region, p: ConvPlan, w: WinogradPlan, ep=None):
                         at = b.add(src, b.mul(j, const64(rs[0])))
                         g = [[load(w_ptr, b.add(at, const64(a * rs[2] + c * rs[3])), t) for c in range(3)]
                              for a in range(3)]
-                        gg = [transform(sc.g, [g[a][c] for a in range(3)]) for c in range(3)]  # gg[c][i] = (G g)[i][c]
-                        for i in range(pts):
-                            for jj, u in enumerate(transform(sc.g, [gg[c][i] for c in range(3)])):
-                                store(u, u_buf, b.add(const64((pts * i + jj) * u_xi), b.add(dst, j)))
+                        gg = [transform(kernel_rows, [g[a][c] for a in range(3)]) for c in range(3)]
+                        for i in range(rows_g):  # gg[c][i] = (G g)[i][c]
+                            for jj, u in enumerate(transform(kernel_rows, [gg[c][i] for c in range(3)])):
+                                store(u, u_buf, b.add(const64((rows_g * i + jj) * u_xi), b.add(dst, j)))
 
                     def padding(j):
-                        for xi in range(positions):
+                        for xi in range(w.kernel_positions):
                             store(ir.Constant(ty, 0.0), u_buf, b.add(const64(xi * u_xi), b.add(dst, j)))
                     lanes_loop(cols, rs[0] == 1, features, "wf")
                     for_range(b, cols, w.nr, padding, name="wz")
@@ -1539,7 +1566,9 @@ def _emit_winograd(region, p: ConvPlan, w: WinogradPlan, ep=None):
                 # M[xi] = V[xi] @ U[xi], one microkernel tile of rows and strip of features at a time
                 def position(xi):
                     a_xi = elem(v_buf, b.mul(xi, const64(v_xi)))
-                    u_at = elem(u_buf, b.mul(xi, const64(u_xi)))
+                    i, j = b.udiv(xi, const64(pts)), b.urem(xi, const64(pts))
+                    u_xi_at = b.add(b.mul(kernel_row(i), const64(rows_g)), kernel_row(j))
+                    u_at = elem(u_buf, b.mul(u_xi_at, const64(u_xi)))
                     m_at = elem(m_buf, b.mul(xi, const64(m_xi)))
 
                     def m_tile(mt):
