@@ -193,7 +193,8 @@ def conv_reference(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilat
     """The numpy reference: dilate and pad lhs, then one einsum per kernel position and group."""
     lhs, rhs = np.asarray(lhs), np.asarray(rhs)
     dtype = lhs.dtype
-    acc = np.float64 if dtype.kind == "f" else np.int64
+    # bfloat16's numpy kind is "V": it accumulates in float64 as the other floats (it was truncated to int64)
+    acc = np.complex128 if dtypes.is_complex(dtype) else np.float64 if dtypes.is_float(dtype) else np.int64
     lhs_spec, rhs_spec, out_spec = dimension_numbers
     x = np.transpose(lhs, lhs_spec).astype(acc)
     w = np.transpose(rhs, rhs_spec).astype(acc)

@@ -85,7 +85,7 @@ def reduce_window_reference(x, *, op, window_dimensions, window_strides, padding
     x = np.asarray(x)
     dtype = x.dtype
     fill = reduce_window_identity(op, dtype)
-    work = np.float64 if (op == "add" and dtype.kind == "f") else dtype
+    work = np.float64 if (op == "add" and dtypes.is_float(dtype)) else dtype
     shape = tuple(dilate_dim(d, b) for d, b in zip(x.shape, base_dilation))
     dilated = np.full(shape, fill, work)
     dilated[tuple(slice(None, None, b) for b in base_dilation)] = x

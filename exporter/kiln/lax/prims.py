@@ -445,7 +445,7 @@ def _select_rule(primals, tangents):
 def _convert_rule(primals, tangents, *, new_dtype, weak_type=False):
     (x,), (t,) = primals, tangents
     out = convert.bind(x, new_dtype=new_dtype, weak_type=weak_type)
-    if np.dtype(new_dtype).kind not in "fc" or isinstance(t, Zero):
+    if not dtypes.is_inexact(new_dtype) or isinstance(t, Zero):  # bfloat16 included (its numpy kind is "V")
         return out, Zero(tangent_aval(get_aval(out)))
     return out, convert.bind(t, new_dtype=new_dtype, weak_type=weak_type)
 

@@ -149,7 +149,7 @@ def value_and_grad(fn: Callable, argnums=0, has_aux: bool = False, holomorphic: 
                     f"grad of {_name(fn)}: fn must return a scalar, it returned shape {a.shape}; "
                     "use jacrev or vjp for non-scalar outputs"
                 )
-            if a.dtype.kind != "f":
+            if not dtypes.is_float(a.dtype):  # bfloat16 included
                 raise DifferentiationError(f"grad of {_name(fn)}: fn returned dtype {a.dtype}; it must be floating-point")
             return ([out], aux_leaves) if has_aux else [out]
 
