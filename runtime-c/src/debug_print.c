@@ -805,6 +805,16 @@ static int fill_literal(void* user, const uint8_t* s, size_t n) {
 static int fill_field(void* user, uint32_t index, const uint8_t* spec, size_t spec_len) {
   fill_t* f = user;
   spec_t sp;
+  kiln_dtype_t d = kiln_buffer_view_dtype(f->values[index]);
+  /* The types of a function's values are the module's: nothing at load
+   * time keeps a complex one out of a print, and its 8 or 16 bytes read as
+   * an integer would overrun. */
+  if (d == KILN_DTYPE_C64 || d == KILN_DTYPE_C128 || !kiln_dtype_size(d)) {
+    f->status = kiln_make_status(KILN_INVALID_ARGUMENT, "debug.print: field {%u}: its value is "
+                                 "%s, and complex values are not printed", (unsigned)index,
+                                 kiln_dtype_name(d));
+    return 0;
+  }
   if (!spec_len) {
     array_text(f->values[index], &f->out);
     return !f->out.failed; /* stop at once: the rest cannot be kept */

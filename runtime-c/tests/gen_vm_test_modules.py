@@ -200,7 +200,8 @@ def arena() -> ModuleSpec:
 def printing() -> ModuleSpec:
     """debug.print (format 2.8): 'show' prints a 2x3 f32 argument, an i64 with a spec and a bool,
     in two lines; 'spec_of_array' formats a 1-d value (its own template constant) with a spec: an error;
-    'call_host' calls host callback 7 with its arguments (debug.callback), then prints."""
+    'call_host' calls host callback 7 with its arguments (debug.callback), then prints; 'complex_array'
+    and 'complex_spec' print a c128 array and a c64 0-d value: errors."""
     tpl = lambda text: ConstantSpec(np.frombuffer(text.encode(), np.uint8).copy())  # noqa: E731
     x23 = TensorType("f32", (2, 3))
     return ModuleSpec("vmprint", functions=[
@@ -210,8 +211,12 @@ def printing() -> ModuleSpec:
         fn("spec_of_array", [], [], [Instr("const", 0, 2), Instr("debug.print", 2, [0]), Instr("ret", [])]),
         fn("call_host", [("x", x23), ("n", I64)], [("n", I64)], [
             Instr("debug.callback", 7, [0, 1]), Instr("debug.print", 0, [0, 1]), Instr("ret", [1])]),
+        # complex values are not printed: an error at run time, not an overrun (fuzz_invoke found it)
+        fn("complex_array", [], [], [Instr("const", 0, 3), Instr("debug.print", 5, [0]), Instr("ret", [])]),
+        fn("complex_spec", [], [], [Instr("const", 0, 4), Instr("debug.print", 6, [0]), Instr("ret", [])]),
     ], constants=[tpl("x = {0}, n = {1:+05d} {{literal}}"), tpl("n={0:>6.2f} flag={1} {2:}|end"),
-                  tpl("{0:.3f}")])
+                  tpl("{0:.3f}"), ConstantSpec(np.array([1 + 2j], np.complex128)),
+                  ConstantSpec(np.array(1 + 2j, np.complex64)), tpl("{0}"), tpl("{0:f}")])
 
 
 def printing_all() -> tuple[ModuleSpec, list[bytes]]:

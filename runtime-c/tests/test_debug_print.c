@@ -234,6 +234,17 @@ int main(void) {
   CHECK_ERROR(kiln_context_invoke(c, bad, NULL, 0, NULL, 0), KILN_INVALID_ARGUMENT,
               "debug.print: field {0} has a format spec but its value has rank 1");
 
+  /* Complex values are refused (they once overran get_int: fuzz_invoke). */
+  {
+    kiln_function_t cf;
+    CHECK_OK(kiln_module_lookup_function(m, "complex_array", &cf));
+    CHECK_ERROR(kiln_context_invoke(c, cf, NULL, 0, NULL, 0), KILN_INVALID_ARGUMENT,
+                "debug.print: field {0}: its value is c128, and complex values are not printed");
+    CHECK_OK(kiln_module_lookup_function(m, "complex_spec", &cf));
+    CHECK_ERROR(kiln_context_invoke(c, cf, NULL, 0, NULL, 0), KILN_INVALID_ARGUMENT,
+                "debug.print: field {0}: its value is c64, and complex values are not printed");
+  }
+
   /* debug.callback: none set fails the call; set, it runs before the print after it. */
   {
     kiln_function_t call_host;
