@@ -280,7 +280,9 @@ def printing_all() -> tuple[ModuleSpec, list[bytes]]:
             lines += [(f"{{0:{spec}}}".encode(), [i]) for spec in specs]
         prints.append(lines)
     prints.append([(b"{{}} {1} {{{0}}} \xff\xfe\x00tail {0:.1f}|", [zero_d[0], 14]), (b"", []),
-                   (b"no fields at all", []), (b"{0}{0}{1}{0:e}{1}", [zero_d[1], 16])])
+                   (b"no fields at all", []), (b"{0}{0}{1}{0:e}{1}", [zero_d[1], 16]),
+                   # more than 8 values: the VM's views list is malloc'ed
+                   (b"|".join(b"{%d}" % j for j in range(10)), zero_d[:10])])
     constants = [ConstantSpec(v) for v in values]
     functions, expected = [], []
     for k, lines in enumerate(prints):
@@ -290,7 +292,8 @@ def printing_all() -> tuple[ModuleSpec, list[bytes]]:
             code += [Instr("const", j, ci) for j, ci in enumerate(idx)]
             code.append(Instr("debug.print", len(constants) - 1, list(range(len(idx)))))
             text += expect(template, idx)
-        functions.append(fn(f"p{k}", [], [], code + [Instr("ret", [])]))
+        functions.append(fn(f"p{k}", [], [], code + [Instr("ret", [])],
+                            ref=max([4] + [len(idx) for _, idx in lines])))
         expected.append(text)
     return ModuleSpec("vmprintall", functions=functions, constants=constants), expected
 
