@@ -115,7 +115,7 @@ test-long: install
 	KILN_HYPOTHESIS_PROFILE=long $(BIN)/python -m pytest -q tests/test_differential.py
 
 # tests/programs' JAX programs in all three ways (eagerly, under kiln.jit, exported through kiln-run), the
-# ones `make test` checks only eagerly (tests/test_programs.py's EAGER_ONLY) included; about 8 min on 2 cores.
+# ones `make test` checks only eagerly (tests/test_programs.py's EAGER_ONLY) included; about 9 min on 2 cores.
 .PHONY: test-programs
 test-programs: install
 	KILN_ALL_PROGRAMS=1 $(BIN)/python -m pytest -q tests/test_programs.py

@@ -55,12 +55,18 @@ PROGRAMS = {
     "stax_classifier": (2e-4, 2e-5),
     "graph_network": (2e-4, 2e-5),
     "mixture_density": (2e-4, 2e-5),
+    "sinkhorn": (2e-4, 2e-5),
+    "lru": (2e-4, 2e-5),
+    "spatial_transformer": (2e-4, 2e-5),
+    "mixed_precision": (2e-3, 1e-3),  # bfloat16 products: kiln rounds each once from float32, XLA may differ
+    "bayes_linreg": (2e-4, 2e-5),
 }
 
 # Programs checked only eagerly by `make test`: their compiles under kiln.jit and for kiln-run take minutes on two
 # cores, beyond the suite's budget. `make test-programs` (KILN_ALL_PROGRAMS=1) checks them in all three ways.
 EAGER_ONLY = ("dp_sgd", "nerf", "pinn", "ddpm", "neural_ode", "burgers_spectral", "reinforce", "stax_classifier",
-              "graph_network", "mixture_density")
+              "graph_network", "mixture_density", "sinkhorn", "lru", "spatial_transformer", "mixed_precision",
+              "bayes_linreg")
 COMPILED = [name for name in PROGRAMS if os.environ.get("KILN_ALL_PROGRAMS") == "1" or name not in EAGER_ONLY]
 
 

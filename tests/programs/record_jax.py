@@ -22,14 +22,16 @@ PROGRAMS = ["mlp_classifier", "convnet_clipped", "kernel_least_squares", "gp_reg
             "realnvp", "langevin_logistic", "kalman", "resnet_block", "heat_equation",
             "implicit_layer", "poisson_cg",
             "dp_sgd", "nerf", "pinn", "ddpm", "neural_ode", "burgers_spectral", "reinforce", "stax_classifier",
-            "graph_network", "mixture_density"]
+            "graph_network", "mixture_density", "sinkhorn", "lru", "spatial_transformer", "mixed_precision",
+            "bayes_linreg"]
 MAIN_SEED, EXPORT_SEED = 0, 1
 
 
 def swap_imports_to_jax():
     for name in ("numpy", "random", "lax", "nn", "scipy", "scipy.linalg", "scipy.special", "scipy.sparse",
                  "scipy.sparse.linalg", "scipy.stats", "tree_util", "ops", "flatten_util", "example_libraries",
-                 "example_libraries.stax", "example_libraries.optimizers", "experimental", "experimental.ode"):
+                 "example_libraries.stax", "example_libraries.optimizers", "experimental", "experimental.ode",
+                 "scipy.ndimage", "scipy.signal", "image"):
         sys.modules[f"kiln.{name}"] = importlib.import_module(f"jax.{name}")
     sys.modules["kiln"] = jax
 
