@@ -1,7 +1,7 @@
 """bfloat16 (numpy kind "V", not "f") where dtype kinds were tested: tangents through astype(bfloat16) (a
-mixed-precision step's casts; the gradient was silently zero), grad of a bfloat16 scalar, and the eager
-references of conv and reduce_window (bfloat16 was accumulated in int64, giving zeros). Values recorded from
-JAX 0.10.2."""
+mixed-precision step's casts; the gradient was silently zero), grad of a bfloat16 scalar, the eager references
+of conv and reduce_window (bfloat16 was accumulated in int64, giving zeros), and its arrays' repr. Values
+recorded from JAX 0.10.2."""
 import numpy as np
 import pytest
 
@@ -51,3 +51,12 @@ def test_eager_bfloat16_conv_and_reduce_window():
     xc = np.arange(9, dtype=np.complex64).reshape(1, 1, 3, 3) * (1 + 1j)
     got = lax.conv(xc, np.full((1, 1, 2, 2), 0.5 - 0.25j, np.complex64), (1, 1), "VALID")
     np.testing.assert_array_equal(got[0, 0], [[6 + 2j, 9 + 3j], [15 + 5j, 18 + 6j]])
+
+
+def test_bfloat16_arrays_print_their_numbers():
+    """numpy formats bfloat16 element by element through each element's repr, which for a kiln array was a 0-d
+    Array: repr read Array([Array(1.5, dtype=bfloat16), ...])."""
+    a = knp.ones((2, 2), BF16) * BF16(1.5)
+    assert repr(a) == "Array([[1.5, 1.5],\n       [1.5, 1.5]], dtype=bfloat16)"
+    assert str(a) == "[[1.5 1.5]\n [1.5 1.5]]"
+    assert repr(knp.ones(2, np.float32)) == "Array([1., 1.], dtype=float32)"

@@ -43,6 +43,17 @@ class Array(np.ndarray):
             raise TypeError(_IMMUTABLE)
         super().__setitem__(key, value)
 
+    def __repr__(self):
+        if self.dtype.kind == "V":  # bfloat16 and other ml_dtypes: numpy formats them element by element,
+            # by each element's repr, which for a kiln array is a 0-d Array; format the plain array instead
+            return "A" + repr(self.view(np.ndarray))[1:]
+        return super().__repr__()
+
+    def __str__(self):
+        if self.dtype.kind == "V":
+            return str(self.view(np.ndarray))
+        return super().__str__()
+
     def __hash__(self):
         if self.ndim:
             raise TypeError(f"unhashable type: kiln array of shape {self.shape} (only 0-d arrays are hashable)")
