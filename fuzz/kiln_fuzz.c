@@ -271,6 +271,7 @@ typedef enum kf_kind {
   K_DIM,      /* i64 dimension */
   K_BOOL,     /* u8 flag */
   K_BYTE,     /* any byte of data */
+  K_TEXT,     /* a byte of a possible debug.print template: mostly template syntax */
   K_VECLEN,   /* u32 length prefix of a vector */
 } kf_kind_t;
 
@@ -537,11 +538,18 @@ static int model_build(kf_model_t* m, const uint8_t* buf, size_t size) {
   for (i = 0; i < m->constants; ++i) {
     const uint8_t* c = kiln_fb_Module_constants_at(root, i);
     const uint8_t* data = kiln_fb_Constant_data(c);
-    uint32_t n = kiln_fb_Constant_data_len(c);
+    uint32_t n = kiln_fb_Constant_data_len(c), type = kiln_fb_Constant_type(c), bytes = 16;
+    /* A 1-d u8 constant may be a debug.print template (format 2.8): all of
+     * its bytes (up to 128) are sites, so specs at its end get rewritten. */
+    if (type < m->types) {
+      const uint8_t* t = kiln_fb_Module_types_at(root, type);
+      if (kiln_fb_TensorType_dtype(t) == KILN_DTYPE_U8 && kiln_fb_TensorType_shape_len(t) == 1)
+        bytes = 128;
+    }
     add_field(m, buf, c, 0, C_DATA, K_INDEX, m->types);
     add_veclen(m, buf, c, 1, C_DATA);
-    for (j = 0; j < n && j < 16; ++j)
-      add_site(m, C_DATA, K_BYTE, (uint32_t)(data + j - buf), 0, 0, 0);
+    for (j = 0; j < n && j < bytes; ++j)
+      add_site(m, C_DATA, bytes > 16 ? K_TEXT : K_BYTE, (uint32_t)(data + j - buf), 0, 0, 0);
   }
   for (i = 0; i < m->func_count; ++i) {
     const uint8_t* f = kiln_fb_Module_functions_at(root, i);
@@ -918,6 +926,11 @@ static void mutate_site(kf_rng_t* r, const kf_model_t* m, const kf_site_t* s, ui
       break;
     }
     case K_BYTE: *p = (uint8_t)rnd64(r); break;
+    case K_TEXT: {
+      static const char syntax[] = "{}{}:0123456789.<>^=+- _*xfFeEgGd%,!";
+      *p = chance(r, 4) ? (uint8_t)rnd64(r) : (uint8_t)syntax[rnd(r, sizeof syntax - 1)];
+      break;
+    }
     case K_VECLEN: wr32(p, new_u32(r, rd32(p), rd32(p) + 16)); break;
   }
 }
