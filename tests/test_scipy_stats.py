@@ -418,3 +418,23 @@ def test_errors():
         ks.sem(np.ones((2, 2)), axis=3)
     with pytest.raises(ValueError, match="gaussian_kde.evaluate: points have dimension 3, the dataset has 2"):
         ks.gaussian_kde(RNG.standard_normal((2, 5))).evaluate(np.ones((3, 4)))
+
+
+def test_weak_parameters_given_apart_take_the_data_dtype():
+    """Parameters converted apart from x (their shapes do not broadcast with it) and weak (Python numbers,
+    arrays made without dtype=) take x's float32, as one promotion would and as in JAX: dirichlet's
+    knp.full((K,), 1.5), multinomial's Python int n, multivariate_normal's knp.eye covariance."""
+    import kiln.numpy as knp
+    from kiln.scipy.stats import dirichlet, multinomial, multivariate_normal
+    t = np.full(4, 0.25, np.float32)
+    x, p = np.array([1, 2, 3], np.float32), np.array([0.2, 0.3, 0.5], np.float32)
+    for got, want in ((dirichlet.logpdf(t, knp.full((4,), 1.5)), st.dirichlet.logpdf(t, np.full(4, 1.5))),
+                      (kiln.jit(lambda t: dirichlet.logpdf(t, knp.full((4,), 1.5)))(t),
+                       st.dirichlet.logpdf(t, np.full(4, 1.5))),
+                      (multinomial.logpmf(x, 6, p), st.multinomial.logpmf([1, 2, 3], 6, p.astype(np.float64))),
+                      (multivariate_normal.logpdf(x, p, knp.eye(3)), st.multivariate_normal.logpdf(x, p, np.eye(3)))):
+        assert got.dtype == np.float32
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    # strong float64 parameters still widen, as numpy's promotion
+    assert dirichlet.logpdf(t, np.full(4, 1.5)).dtype == np.float64
+    assert multivariate_normal.logpdf(x, p, np.eye(3)).dtype == np.float64

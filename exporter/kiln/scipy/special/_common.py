@@ -9,7 +9,7 @@ from ...core import dtypes
 from ...core.trace import is_eager
 from ...numpy._base import aval, broadcast_all, convert, promote
 
-__all__ = ["float_operands", "narrow"]
+__all__ = ["float_operands", "joint_dtype", "narrow"]
 
 
 def float_operands(where: str, *xs):
@@ -23,6 +23,14 @@ def float_operands(where: str, *xs):
         dtype = np.dtype(np.float64 if strong or is_eager() else np.float32)  # ints, or Python numbers traced
     ops = broadcast_all(*[convert(o, np.float64) for o in ops], where=where)
     return ops, dtypes.canonical(dtype)
+
+
+def joint_dtype(*groups):
+    """The result dtype of operands converted by separate float_operands calls (their shapes do not broadcast
+    together), each group given as (original operands, the dtype float_operands gave): a group of weak values
+    only (Python numbers, arrays made without dtype=) takes the other groups' dtype, as in one call."""
+    strong = [d for xs, d in groups if any(not dtypes.is_python_scalar(x) and not aval(x).weak_type for x in xs)]
+    return dtypes.canonical(np.result_type(*(strong or [d for _, d in groups])))
 
 
 def narrow(y, dtype):

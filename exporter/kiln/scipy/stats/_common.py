@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from ... import numpy as knp
-from ..special._common import float_operands, narrow
+from ..special._common import float_operands, joint_dtype, narrow
 
-__all__ = ["float_operands", "narrow", "standardize", "invalid_to_nan", "outside"]
+__all__ = ["float_operands", "joint_dtype", "narrow", "standardize", "invalid_to_nan", "outside"]
 
 
 def standardize(x, loc, scale):

@@ -6,7 +6,7 @@ import numpy as np
 
 from ... import numpy as knp
 from .. import special
-from ._common import float_operands, narrow
+from ._common import float_operands, joint_dtype, narrow
 
 __all__ = ["logpdf", "pdf"]
 
@@ -19,9 +19,10 @@ def _logpdf(where, x, alpha):
     if x.ndim == 0 or x.shape[0] not in (k, k - 1):
         raise ValueError(f"{where}: argument x must have {k} or {k - 1} entries on its first axis (alpha has {k}), "
                          f"got shape {x.shape}")
+    (x_in, alpha_in) = (x, alpha)
     (x,), dtype = float_operands(where, x)
     (alpha,), alpha_dtype = float_operands(where, alpha)
-    dtype = np.result_type(dtype, alpha_dtype)
+    dtype = joint_dtype(([x_in], dtype), ([alpha_in], alpha_dtype))
     if x.shape[0] == k - 1:
         x = knp.concatenate([x, knp.subtract(1.0, knp.sum(x, axis=0, keepdims=True))], axis=0)
     a = knp.reshape(alpha, (k,) + (1,) * (x.ndim - 1))

@@ -5,7 +5,7 @@ import numpy as np
 
 from ... import numpy as knp
 from .. import special
-from ._common import float_operands, invalid_to_nan, narrow
+from ._common import float_operands, invalid_to_nan, joint_dtype, narrow
 
 __all__ = ["logpmf", "pmf"]
 
@@ -13,9 +13,10 @@ __all__ = ["logpmf", "pmf"]
 def _logpmf(where, x, n, p):
     """gammaln(n + 1) - sum gammaln(x + 1) + sum x log p over the last axis; -inf unless the counts are
     non-negative integers summing to n; NaN for probabilities outside [0, 1]."""
+    x_in, p_in, n_in = x, p, n
     (x, p), dtype = float_operands(where, x, p)
     (n,), n_dtype = float_operands(where, n)
-    dtype = np.result_type(dtype, n_dtype)
+    dtype = joint_dtype(([x_in, p_in], dtype), ([n_in], n_dtype))
     counts_ok = knp.all(knp.logical_and(knp.greater_equal(x, 0), knp.equal(x, knp.floor(x))), axis=-1)
     inside = knp.logical_and(counts_ok, knp.equal(knp.sum(x, axis=-1), n))
     xs = knp.where(knp.greater_equal(x, 0), x, 0.0)

@@ -8,7 +8,7 @@ import numpy as np
 
 from ... import numpy as knp
 from ...lax import linalg as lax_linalg
-from ._common import float_operands, narrow
+from ._common import float_operands, joint_dtype, narrow
 
 __all__ = ["logpdf", "pdf"]
 
@@ -16,9 +16,10 @@ __all__ = ["logpdf", "pdf"]
 def _logpdf(where, x, mean, cov, allow_singular):
     if allow_singular:
         raise NotImplementedError(f"{where}: allow_singular=True is not supported (kiln factors cov by Cholesky)")
+    x_in, mean_in, cov_in = x, mean, cov
     (x, mean), dtype = float_operands(where, x, mean)
     (cov,), cov_dtype = float_operands(where, cov)
-    dtype = np.result_type(dtype, cov_dtype)
+    dtype = joint_dtype(([x_in, mean_in], dtype), ([cov_in], cov_dtype))
     if cov.ndim < 2 or cov.shape[-1] != cov.shape[-2]:
         raise ValueError(f"{where}: argument cov must be a square matrix (or a batch of them), got shape {cov.shape}")
     n = cov.shape[-1]
