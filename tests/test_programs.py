@@ -60,13 +60,15 @@ PROGRAMS = {
     "spatial_transformer": (2e-4, 2e-5),
     "mixed_precision": (2e-3, 1e-3),  # bfloat16 products: kiln rounds each once from float32, XLA may differ
     "bayes_linreg": (2e-4, 2e-5),
+    "beam_search": (2e-4, 2e-5),
+    "dirichlet_vi": (2e-4, 2e-5),
 }
 
 # Programs checked only eagerly by `make test`: their compiles under kiln.jit and for kiln-run take minutes on two
 # cores, beyond the suite's budget. `make test-programs` (KILN_ALL_PROGRAMS=1) checks them in all three ways.
 EAGER_ONLY = ("dp_sgd", "nerf", "pinn", "ddpm", "neural_ode", "burgers_spectral", "reinforce", "stax_classifier",
               "graph_network", "mixture_density", "sinkhorn", "lru", "spatial_transformer", "mixed_precision",
-              "bayes_linreg")
+              "bayes_linreg", "beam_search", "dirichlet_vi")
 COMPILED = [name for name in PROGRAMS if os.environ.get("KILN_ALL_PROGRAMS") == "1" or name not in EAGER_ONLY]
 
 
@@ -83,6 +85,7 @@ NUMPY_DTYPES = {
     ("lqr", "gains"): "computed from the Jacobians of the dynamics at zeros(2), zeros(1) and the constants Q and "
                       "R, all weak float64 (numpy's default dtype): no float32 value meets them",
     ("kmeans", "sizes"): "bincount counts in int64, numpy's intp",
+    ("beam_search", "counts"): "unique's counts are int64, numpy's intp",
     ("dp_sgd", "accuracy"): "the mean of a bool array is float64, numpy's rule",
     ("stax_classifier", "accuracy"): "the mean of a bool array is float64, numpy's rule",
     ("ddpm", "abar"): "the cumprod of 1 - linspace(...) (weak float64, numpy's default dtype): no float32 value "

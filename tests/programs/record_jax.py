@@ -23,7 +23,7 @@ PROGRAMS = ["mlp_classifier", "convnet_clipped", "kernel_least_squares", "gp_reg
             "implicit_layer", "poisson_cg",
             "dp_sgd", "nerf", "pinn", "ddpm", "neural_ode", "burgers_spectral", "reinforce", "stax_classifier",
             "graph_network", "mixture_density", "sinkhorn", "lru", "spatial_transformer", "mixed_precision",
-            "bayes_linreg"]
+            "bayes_linreg", "beam_search", "dirichlet_vi"]
 MAIN_SEED, EXPORT_SEED = 0, 1
 
 
