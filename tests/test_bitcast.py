@@ -48,10 +48,16 @@ def test_same_width_is_numpy_view_bit_for_bit(src, dst):
     want = x.view(dst)
     same_bits(lax.bitcast_convert_type(x, dst), want)
     same_bits(kiln.jit(lambda v: lax.bitcast_convert_type(v, dst))(x), want)
-    # in a fused chain with arithmetic on both sides
-    got = kiln.jit(lambda v: lax.bitcast_convert_type(knp.abs(v), dst) + want.dtype.type(0))(x)
+    # in a fused chain with arithmetic on both sides: arithmetic keeps no NaN payload (docs/targets.md), so a NaN
+    # result need only be a NaN
+    got = np.asarray(kiln.jit(lambda v: lax.bitcast_convert_type(knp.abs(v), dst) + want.dtype.type(0))(x))
     with np.errstate(invalid="ignore"):
-        same_bits(got, np.abs(x).view(dst) + want.dtype.type(0))
+        expected = np.abs(x).view(dst) + want.dtype.type(0)
+    if expected.dtype.kind in "fV":
+        nan = np.isnan(expected.astype(np.float64))
+        np.testing.assert_array_equal(np.isnan(got.astype(np.float64)), nan)
+        got, expected = np.where(nan, 0, got).astype(expected.dtype), np.where(nan, 0, expected).astype(expected.dtype)
+    same_bits(got, expected)
 
 
 @pytest.mark.parametrize("dtype", [np.float16, BF16], ids=["float16", "bfloat16"])
