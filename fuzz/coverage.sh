@@ -12,7 +12,7 @@ set -euo pipefail
 
 cd "$(dirname "$0")/.."
 fuzz=${FUZZ_BUILD:-build/fuzz}
-cov=build/fuzz-cov
+cov=${FUZZ_COV_BUILD:-build/fuzz-cov}
 bash fuzz/setup.sh
 major=$(clang --version | sed -n 's/.*clang version \([0-9][0-9]*\).*/\1/p' | head -n 1)
 profdata=$(command -v "llvm-profdata-$major" || command -v llvm-profdata)
@@ -23,11 +23,11 @@ CC=clang cmake -S fuzz -B "$cov" -DCMAKE_BUILD_TYPE=Debug \
   -DCMAKE_C_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" >/dev/null
 cmake --build "$cov" --parallel 2 >/dev/null
 rm -f "$cov"/*.profraw
-for t in load invoke; do
+for t in load invoke print; do
   mkdir -p "$fuzz/corpus/$t"
   LLVM_PROFILE_FILE="$cov/$t.profraw" KILN_FUZZ_SEEDS="$fuzz/seeds" \
     "$cov/fuzz_$t" -runs=0 "$fuzz/corpus/$t" "$fuzz/seeds" >"$cov/$t.log" 2>&1
 done
-"$profdata" merge -o "$cov/all.profdata" "$cov"/load.profraw "$cov"/invoke.profraw
-"$llvmcov" report "$cov/fuzz_invoke" -object "$cov/fuzz_load" \
+"$profdata" merge -o "$cov/all.profdata" "$cov"/load.profraw "$cov"/invoke.profraw "$cov"/print.profraw
+"$llvmcov" report "$cov/fuzz_invoke" -object "$cov/fuzz_load" -object "$cov/fuzz_print" \
   -instr-profile="$cov/all.profdata" runtime-c/src
