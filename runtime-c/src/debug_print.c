@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "half.h"
 #include "status_internal.h"
 
 /* ---- a growing string ---------------------------------------------------- */
@@ -215,50 +216,6 @@ int kiln_debug_print_check_template(const uint8_t* text, size_t n, uint32_t valu
 
 /* ---- element values ------------------------------------------------------ */
 
-static float half_bits_to_float(uint16_t h) {
-  uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
-  float f;
-  if (exp == 0x1f) {
-    bits = sign | 0x7f800000u | (man << 13);
-  } else if (exp == 0) {
-    f = (float)man / 16777216.0f;
-    return sign ? -f : f;
-  } else {
-    bits = sign | ((exp + 112) << 23) | (man << 13);
-  }
-  memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
-/* f32 -> f16 bits, round to nearest even (only to compare values that round
- * trip, so overflow to inf is fine). */
-static uint16_t float_to_half_bits(float f) {
-  uint32_t bits, sign, man;
-  int32_t exp;
-  memcpy(&bits, &f, sizeof bits);
-  sign = (bits >> 16) & 0x8000u;
-  exp = (int32_t)((bits >> 23) & 0xff) - 127 + 15;
-  man = bits & 0x7fffffu;
-  if (((bits >> 23) & 0xff) == 0xff) return (uint16_t)(sign | 0x7c00u | (man ? 0x200u : 0));
-  if (exp >= 0x1f) return (uint16_t)(sign | 0x7c00u);
-  if (exp <= 0) {
-    uint32_t shift, half_man, rem, halfway;
-    if (exp < -10) return (uint16_t)sign;
-    man |= 0x800000u;
-    shift = (uint32_t)(14 - exp);
-    half_man = man >> shift;
-    rem = man & ((1u << shift) - 1);
-    halfway = 1u << (shift - 1);
-    if (rem > halfway || (rem == halfway && (half_man & 1))) half_man++;
-    return (uint16_t)(sign | half_man);
-  }
-  {
-    uint32_t h = sign | ((uint32_t)exp << 10) | (man >> 13), rem = man & 0x1fffu;
-    if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) h++;
-    return (uint16_t)h;
-  }
-}
-
 static int is_float(kiln_dtype_t d) {
   return d == KILN_DTYPE_F16 || d == KILN_DTYPE_F32 || d == KILN_DTYPE_F64 ||
          d == KILN_DTYPE_BF16;
@@ -269,14 +226,8 @@ static double get_float(kiln_dtype_t d, const uint8_t* p) {
   float f;
   double x;
   switch (d) {
-    case KILN_DTYPE_F16: memcpy(&h, p, 2); return half_bits_to_float(h);
-    case KILN_DTYPE_BF16: {
-      uint32_t bits;
-      memcpy(&h, p, 2);
-      bits = (uint32_t)h << 16;
-      memcpy(&f, &bits, 4);
-      return f;
-    }
+    case KILN_DTYPE_F16: memcpy(&h, p, 2); return kiln_half_to_float(h);
+    case KILN_DTYPE_BF16: memcpy(&h, p, 2); return kiln_bf16_to_float(h);
     case KILN_DTYPE_F32: memcpy(&f, p, 4); return f;
     default: memcpy(&x, p, 8); return x;
   }
@@ -317,7 +268,7 @@ static int round_trips(const char* text, double x, kiln_dtype_t d) {
   if (d == KILN_DTYPE_F32) return strtof(text, NULL) == (float)x;
   /* f16: the digits' nearest f32, then f16 (the f32 of a decimal close to an
    * f16 is close enough that the two roundings agree but at exact ties). */
-  return float_to_half_bits(strtof(text, NULL)) == float_to_half_bits((float)x);
+  return kiln_float_to_half(strtof(text, NULL)) == kiln_float_to_half((float)x);
 }
 
 /* The shortest decimal digits of finite x (not 0) that read back as x in

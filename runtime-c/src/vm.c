@@ -13,6 +13,7 @@
 #include "bytecode.h"
 #include "context_internal.h"
 #include "debug_print.h"
+#include "half.h"
 #include "instance_internal.h"
 #include "pool.h"
 #include "status_internal.h"
@@ -54,63 +55,6 @@ typedef struct kiln_frame {
 
 /* ---- scalar conversions ---------------------------------------------------- */
 
-static float half_to_float(uint16_t h) {
-  uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
-  float f;
-  if (exp == 0x1f) {
-    bits = sign | 0x7f800000u | (man << 13);
-  } else if (exp == 0) {
-    f = (float)man / 16777216.0f; /* man * 2^-24 */
-    return sign ? -f : f;
-  } else {
-    bits = sign | ((exp + 112) << 23) | (man << 13);
-  }
-  memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
-static uint16_t float_to_half(float f) {
-  uint32_t bits, sign, man;
-  int32_t exp;
-  memcpy(&bits, &f, sizeof bits);
-  sign = (bits >> 16) & 0x8000u;
-  exp = (int32_t)((bits >> 23) & 0xff) - 127 + 15;
-  man = bits & 0x7fffffu;
-  if (((bits >> 23) & 0xff) == 0xff) return (uint16_t)(sign | 0x7c00u | (man ? 0x200u : 0));
-  if (exp >= 0x1f) return (uint16_t)(sign | 0x7c00u);
-  if (exp <= 0) {
-    uint32_t shift, half_man, rem, halfway;
-    if (exp < -10) return (uint16_t)sign;
-    man |= 0x800000u;
-    shift = (uint32_t)(14 - exp);
-    half_man = man >> shift;
-    rem = man & ((1u << shift) - 1);
-    halfway = 1u << (shift - 1);
-    if (rem > halfway || (rem == halfway && (half_man & 1))) half_man++;
-    return (uint16_t)(sign | half_man);
-  }
-  {
-    uint32_t h = sign | ((uint32_t)exp << 10) | (man >> 13), rem = man & 0x1fffu;
-    if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) h++;
-    return (uint16_t)h;
-  }
-}
-
-static float bf16_to_float(uint16_t b) {
-  uint32_t bits = (uint32_t)b << 16;
-  float f;
-  memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
-static uint16_t float_to_bf16(float f) {
-  uint32_t bits;
-  memcpy(&bits, &f, sizeof bits);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((bits >> 16) | 0x40);
-  bits += 0x7fffu + ((bits >> 16) & 1);
-  return (uint16_t)(bits >> 16);
-}
-
 static int64_t double_to_i64(double d) {
   if (d != d) return 0;
   if (d >= 9223372036854775807.0) return INT64_MAX;
@@ -134,8 +78,8 @@ static int64_t load_i64(kiln_dtype_t dtype, const void* p) {
     case KILN_DTYPE_U32: return v.u32;
     case KILN_DTYPE_U64: return (int64_t)v.u64; /* two's complement: wraps past INT64_MAX */
     case KILN_DTYPE_BOOL: return v.u8 != 0;
-    case KILN_DTYPE_F16: return double_to_i64(half_to_float(v.u16));
-    case KILN_DTYPE_BF16: return double_to_i64(bf16_to_float(v.u16));
+    case KILN_DTYPE_F16: return double_to_i64(kiln_half_to_float(v.u16));
+    case KILN_DTYPE_BF16: return double_to_i64(kiln_bf16_to_float(v.u16));
     case KILN_DTYPE_C64: return double_to_i64(v.f32); /* the real part, which comes first */
     case KILN_DTYPE_C128: return double_to_i64(v.f64);
   }
@@ -148,8 +92,8 @@ static void store_i64(kiln_dtype_t dtype, void* p, int64_t x) {
     case KILN_DTYPE_F32: { float f = (float)x; memcpy(p, &f, 4); return; }
     case KILN_DTYPE_F64: { double d = (double)x; memcpy(p, &d, 8); return; }
     case KILN_DTYPE_BOOL: *(uint8_t*)p = x != 0; return;
-    case KILN_DTYPE_F16: { uint16_t h = float_to_half((float)x); memcpy(p, &h, 2); return; }
-    case KILN_DTYPE_BF16: { uint16_t h = float_to_bf16((float)x); memcpy(p, &h, 2); return; }
+    case KILN_DTYPE_F16: { uint16_t h = kiln_float_to_half((float)x); memcpy(p, &h, 2); return; }
+    case KILN_DTYPE_BF16: { uint16_t h = kiln_float_to_bf16((float)x); memcpy(p, &h, 2); return; }
     case KILN_DTYPE_C64: { float f[2] = {(float)x, 0}; memcpy(p, f, 8); return; }
     case KILN_DTYPE_C128: { double d[2] = {(double)x, 0}; memcpy(p, d, 16); return; }
     default: memcpy(p, &u, kiln_dtype_size(dtype)); return; /* low bytes: wrapping */
