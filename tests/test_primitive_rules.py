@@ -59,6 +59,11 @@ RULES_TESTED_ELSEWHERE = {
           "derivative taken around the vmap goes through its vmap rule); tests/test_collectives_ad.py checks them "
           "against JAX's numbers and finite differences"
     for name in ("psum", "pmax", "pmin", "all_gather", "psum_scatter", "ppermute", "all_to_all")
+} | {
+    name: "a host step with no value of its own: its JVP rule prints (or calls back with) the primal and its vmap "
+          "rule once per example, which tests/test_debug_print.py checks against the printed text and the "
+          "callback's arguments"
+    for name in ("debug_print", "debug_callback")
 }
 
 RULES = {"jvp": "jvp_rule", "transpose": "transpose_rule", "vmap": "batching_rule"}

@@ -62,6 +62,7 @@ class CollectivePrimitive(Primitive):
 
 def _collective(name: str) -> CollectivePrimitive:
     prim = register(CollectivePrimitive(name))
+    prim.def_traits(fusion="internal")  # a vmap's rule replaces it before any graph reaches the compiler
 
     def impl(*args, **params):  # only reached for a name no vmap binds, which bind refuses first
         raise NameError(f"unbound axis name: {params['axes'][0]}")
