@@ -351,8 +351,24 @@ def test_old_major_version_is_rejected(driver, spec):
     assert line.endswith("module format version 1.0 is not supported (this runtime reads 2.x)")
 
 
-def test_newer_minor_version_loads(driver, spec):
-    driver.load(serialize(spec, version=(2, 9)))
+def test_newer_minor_version_loads_or_is_refused_by_its_version(driver, spec):
+    """A newer minor version loads when all it adds is what this runtime ignores; when it holds something
+    this runtime does not know (an opcode of a later format), the refusal names the versions, not damage."""
+    from kiln.vm.writer import FORMAT_VERSION
+
+    newer = (FORMAT_VERSION[0], FORMAT_VERSION[1] + 1)
+    driver.load(serialize(spec, version=newer))
+    spec.functions.append(fn("bad", [], [], [Instr("i.const", 0, MARK), Instr("ret", [])], exported=False))
+    lines = {}
+    for version in (newer, FORMAT_VERSION):
+        data = reseal(patch_words(serialize(spec, check=False, version=version), [11, 0, MARK, 0], [99, 0, MARK, 0]))
+        lines[version] = driver.error("load", data)
+    assert lines[newer].startswith("error UNIMPLEMENTED: ") and (
+        "module format version %d.%d is newer than this runtime reads (%d.%d), and it uses what this runtime does "
+        "not know (function 'bad': word 0: unknown opcode 99" % (*newer, *FORMAT_VERSION)) in lines[newer], lines[newer]
+    assert lines[newer].endswith("): load it with a newer kiln runtime"), lines[newer]
+    # the runtime's own version: an unknown opcode is damage
+    assert lines[FORMAT_VERSION].startswith("error DATA_LOSS: ") and "word 0: unknown opcode 99" in lines[FORMAT_VERSION]
 
 
 def test_checksum_is_checked_before_anything_else(driver, spec):

@@ -655,6 +655,22 @@ static kiln_status_t module_new(kiln_instance_t* instance, kiln_module_t** out,
 
 static kiln_status_t module_finish(kiln_module_t* m, kiln_module_t** out) {
   kiln_status_t s = load_verified(m);
+  if (s && kiln_status_code(s) == KILN_DATA_LOSS &&
+      m->version_major == KILN_MODULE_VERSION_MAJOR &&
+      m->version_minor > KILN_MODULE_VERSION_MINOR) {
+    /* A newer minor version loads when all it adds is fields this runtime
+     * ignores; when its checked parts hold something unknown (an opcode, a
+     * template field, an enum value), the version is the reason, not damage:
+     * say so (the checksum has already vouched for the bytes). */
+    kiln_status_t v = kiln_make_status(
+        KILN_UNIMPLEMENTED,
+        "module format version %u.%u is newer than this runtime reads (%d.%d), and it uses "
+        "what this runtime does not know (%s): load it with a newer kiln runtime",
+        (unsigned)m->version_major, (unsigned)m->version_minor, KILN_MODULE_VERSION_MAJOR,
+        KILN_MODULE_VERSION_MINOR, kiln_status_message(s));
+    kiln_status_free(s);
+    s = v;
+  }
   if (s) {
     module_destroy(m);
     return s;
