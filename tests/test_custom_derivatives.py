@@ -67,6 +67,19 @@ def test_custom_vjp_rule_is_used(wrap):
     np.testing.assert_array_equal(kiln.jit(clip_gradient)(X), X)
 
 
+@pytest.mark.parametrize("kind", ["custom_jvp", "custom_vjp"])
+def test_custom_rules_keep_weak_types(kind):
+    """JAX keeps weak_type through custom_jvp/custom_vjp: a Python scalar's result stays weak (so it does not
+    widen the float32 it meets), a strongly typed argument's result stays strong, under vmap too."""
+    f = softplus if kind == "custom_jvp" else clip_gradient
+    assert kiln.eval_shape(f, 1.5) == kiln.ShapeDtypeStruct((), np.float32, weak_type=True)
+    assert kiln.eval_shape(f, np.float32(1.5)) == kiln.ShapeDtypeStruct((), np.float32)
+    assert kiln.eval_shape(kiln.vmap(lambda x: f(x) + 1.0), knp.asarray([0.5, 2.0])).weak_type
+    assert kiln.jit(lambda x: f(2.0) * x)(np.ones(3, np.float32)).dtype == np.float32
+    np.testing.assert_allclose(kiln.jit(lambda x: f(0.5) * x)(np.ones(3, np.float32)),
+                               np.full(3, np.logaddexp(0, 0.5) if kind == "custom_jvp" else 0.5, np.float32))
+
+
 def test_custom_vjp_with_residuals_matches_finite_differences():
     @kiln.custom_vjp
     def cube(x):

@@ -177,6 +177,12 @@ def test_eval_shape():
                           np.ones((3, 5), np.float32))
     assert out == (kiln.ShapeDtypeStruct((4, 5), np.float32), kiln.ShapeDtypeStruct((), np.float64))
     assert out[0].ndim == 2 and out[0].size == 20 and repr(out[0]) == "ShapeDtypeStruct(shape=(4, 5), dtype=float32)"
+    assert out[0].weak_type is False  # JAX's default
+    weak = kiln.eval_shape(lambda a, b: (a * 2.0, b + 1, b + np.int32(1)), 3.0,
+                           kiln.ShapeDtypeStruct((2,), np.int32, weak_type=True))
+    assert [(o.dtype, o.weak_type) for o in weak] == [(np.float32, True), (np.int32, True), (np.int32, False)]
+    assert repr(weak[0]) == "ShapeDtypeStruct(shape=(), dtype=float32, weak_type=True)"
+    assert weak[0] != kiln.ShapeDtypeStruct((), np.float32)
     with pytest.raises(TypeError, match="eval_shape of <lambda>: argument leaf 0: expected an array"):
         kiln.eval_shape(lambda a: a, "text")
 

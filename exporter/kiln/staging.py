@@ -20,14 +20,18 @@ __all__ = ["make_jaxpr", "eval_shape", "ShapeDtypeStruct", "ClosedGraph"]
 
 @dataclass(frozen=True)
 class ShapeDtypeStruct:
-    """A shape and dtype standing for an array (an argument of eval_shape, make_jaxpr or jit.lower)."""
+    """A shape and dtype standing for an array (an argument of eval_shape, make_jaxpr or jit.lower). weak_type
+    (JAX's, default False) marks a weakly typed value: eval_shape sets it on results a Python scalar's weak type
+    reaches, and an argument given with it is traced weakly typed."""
 
     shape: tuple
     dtype: np.dtype
+    weak_type: bool
 
-    def __init__(self, shape, dtype):
+    def __init__(self, shape, dtype, *, weak_type: bool = False):
         object.__setattr__(self, "shape", tuple(int(d) for d in shape))
         object.__setattr__(self, "dtype", dtypes.canonical(dtype))
+        object.__setattr__(self, "weak_type", bool(weak_type))
 
     @property
     def ndim(self) -> int:
@@ -38,7 +42,8 @@ class ShapeDtypeStruct:
         return int(np.prod(self.shape, dtype=np.int64))
 
     def __repr__(self):
-        return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name})"
+        weak = ", weak_type=True" if self.weak_type else ""
+        return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}{weak})"
 
 
 class ClosedGraph:
@@ -79,8 +84,12 @@ class ClosedGraph:
 
 def _arg_aval(x, where: str) -> ShapedArray:
     if isinstance(x, ShapeDtypeStruct):
-        return ShapedArray(x.shape, x.dtype)
+        return ShapedArray(x.shape, x.dtype, weak_type=x.weak_type)
     return leaf_aval(x, where)
+
+
+def _struct(aval: ShapedArray) -> ShapeDtypeStruct:
+    return ShapeDtypeStruct(aval.shape, aval.dtype, weak_type=aval.weak_type)
 
 
 def _trace(fn: Callable, where: str, static_argnums, args, kwargs):
@@ -114,7 +123,7 @@ def make_jaxpr(fn: Callable, static_argnums=(), return_shape: bool = False) -> C
         graph, out_tree = _trace(fn, f"make_jaxpr of {name}", static_argnums, args, kwargs)
         closed = ClosedGraph(graph)
         if return_shape:
-            return closed, tree_unflatten(out_tree, [ShapeDtypeStruct(a.shape, a.dtype) for a in graph.out_avals])
+            return closed, tree_unflatten(out_tree, [_struct(a) for a in graph.out_avals])
         return closed
 
     traced.__name__ = f"make_jaxpr({name})"
@@ -126,6 +135,6 @@ def eval_shape(fn: Callable, *args, **kwargs):
     arrays or ShapeDtypeStructs."""
     name = getattr(fn, "__name__", type(fn).__name__)
     graph, out_tree = _trace(fn, f"eval_shape of {name}", (), args, kwargs)
-    return tree_unflatten(out_tree, [ShapeDtypeStruct(a.shape, a.dtype) for a in graph.out_avals])
+    return tree_unflatten(out_tree, [_struct(a) for a in graph.out_avals])
 
 

@@ -44,8 +44,14 @@ def _rms(x):
     return knp.sqrt(knp.mean(x * x))
 
 
+def _like(values, x):
+    """A constant of x's dtype and weak type (a weakly typed solve stays weak)."""
+    return lax.prims.convert.bind(knp.asarray(np.asarray(values), x.dtype), new_dtype=x.dtype,
+                                  weak_type=get_aval(x).weak_type)
+
+
 def _weighted(coeffs, k):  # sum_i coeffs[i] * k[i] over the stages, as one product
-    return knp.asarray(np.asarray(coeffs), k.dtype) @ k
+    return _like(coeffs, k) @ k
 
 
 def _rk_step(fun, y0, f0, t0, dt):
@@ -102,7 +108,7 @@ def _solve(fun, y0, ts, rtol, atol, mxstep, hmax):
     """y (flat) at every time of ts (ts[0] is y0's)."""
     f0 = fun(y0, ts[0])
     dt = knp.clip(_initial_step(fun, ts[0], y0, 4, rtol, atol, f0), 0.0, hmax)
-    coeffs = knp.stack([y0] * 5) * knp.asarray([0.0, 0.0, 0.0, 0.0, 1.0], y0.dtype)[:, None]
+    coeffs = knp.stack([y0] * 5) * _like([0.0, 0.0, 0.0, 0.0, 1.0], y0)[:, None]
     max_steps = np.iinfo(np.int32).max if math.isinf(mxstep) else int(mxstep)
 
     def to_target(state, target):
@@ -145,30 +151,26 @@ def odeint(func, y0, t, *args, rtol=1.4e-8, atol=1.4e-8, mxstep=math.inf, hmax=m
     flat_y0 = knp.asarray(flat_y0)
     if not knp.issubdtype(flat_y0.dtype, knp.floating):
         flat_y0 = flat_y0.astype(np.float32)
-    weak_result = False
     if get_aval(flat_y0).weak_type:
         # a weakly typed y0 (knp.array([1.0, 0.0]): numpy's float64, weak) takes the dtype the dynamics give
         # it, as a loop's weak initial carry does (JAX's float32 y0 with float32 dynamics stays float32); where
-        # the dynamics compute with weak values only, the solution stays weak
+        # the dynamics compute with weak values only, the solve keeps it weak (custom_vjp keeps weak types)
         from kiln.staging import make_jaxpr
 
         out = make_jaxpr(lambda y, tt, *a: ravel_pytree(func(unravel(y), tt, *a))[0])(flat_y0, t[0], *args)
         out = out.out_avals[0]
         if out.shape == flat_y0.shape and knp.issubdtype(out.dtype, knp.floating) and out.dtype != flat_y0.dtype:
             flat_y0 = flat_y0.astype(out.dtype)
-        else:
-            weak_result = out.weak_type
-    if not knp.issubdtype(t.dtype, knp.floating) or get_aval(t).weak_type:
+    if t.dtype != flat_y0.dtype and (not knp.issubdtype(t.dtype, knp.floating) or get_aval(t).weak_type):
         t = t.astype(flat_y0.dtype)  # integer or weakly typed times (knp.linspace) take y's dtype
     dtype = flat_y0.dtype
 
     def flat_func(y, tt, *a):
         out, _ = ravel_pytree(func(unravel(y), tt, *a))
-        return knp.asarray(out).astype(dtype)
+        out = knp.asarray(out)
+        return out if out.dtype == dtype else out.astype(dtype)
 
     ys = _odeint(flat_func, rtol, atol, mxstep, hmax, flat_y0, t, *args)
-    if weak_result:
-        ys = lax.prims.convert.bind(ys, new_dtype=ys.dtype, weak_type=True)
     return _unravel_rows(unravel, ys)
 
 

@@ -79,7 +79,9 @@ def _trace_fun(fun, in_tree, leaves):
         out_tree.append(treedef)
         return [asarray(o) for o in out_leaves]
 
-    graph, captured = trace_to_graph_with_captures(flat, [get_aval(x).strip_weak() for x in leaves])
+    # traced at the arguments' own avals, weak types included: a weakly typed argument gives a weakly typed result
+    # as the function itself would (JAX keeps weak_type through custom_jvp/custom_vjp)
+    graph, captured = trace_to_graph_with_captures(flat, [get_aval(x) for x in leaves])
     if captured:
         raise DifferentiationError(
             f"custom derivative function {getattr(fun, '__name__', fun)} closes over a value of an enclosing "
@@ -92,7 +94,7 @@ def _batched_graph(graph, dims, axis_size):
     moved_dims = [None if d is None else 0 for d in dims]
     avals = []
     for a, d in zip(graph.in_avals, dims):
-        avals.append(a if d is None else ShapedArray((axis_size,) + a.shape, a.dtype))
+        avals.append(a if d is None else ShapedArray((axis_size,) + a.shape, a.dtype, weak_type=a.weak_type))
     return trace_to_graph(lambda *xs: vmap_flat(lambda *a: eval_graph(graph, a), list(xs), moved_dims, None, axis_size),
                           avals), moved_dims
 
