@@ -2,7 +2,7 @@
 fft, integrate, ndimage, optimize, sparse.linalg, interpolate, cluster.vq and spatial.transform),
 jax.random, jax.nn, jax.lax, jax.tree(_util), the top-level jax namespace and the other modules published programs
 import (flatten_util, example_libraries, typing, dtypes, errors, debug, image, experimental.ode,
-custom_derivatives, ad_checkpoint, sharding), recorded from JAX in tests/data/jax_names.json, is either
+custom_derivatives, ad_checkpoint, sharding, ops), recorded from JAX in tests/data/jax_names.json, is either
 present in kiln's counterpart, deliberately absent (listed below with the reason), or still missing.
 
 The test prints the table (run with -s, or read CI's log), fails if a deliberately absent name turns up
@@ -34,7 +34,7 @@ COUNTERPARTS = {
     "jax.example_libraries.stax": "kiln.example_libraries.stax", "jax.typing": "kiln.typing", "jax.dtypes": "kiln.dtypes",
     "jax.errors": "kiln.errors", "jax.debug": "kiln.debug", "jax.image": "kiln.image",
     "jax.experimental.ode": "kiln.experimental.ode", "jax.custom_derivatives": "kiln.custom_derivatives",
-    "jax.ad_checkpoint": "kiln.ad_checkpoint", "jax.sharding": "kiln.sharding",
+    "jax.ad_checkpoint": "kiln.ad_checkpoint", "jax.sharding": "kiln.sharding", "jax.ops": "kiln.ops",
 }
 
 _EIG = "needs a nonsymmetric eigensolver with complex results, which kiln has not written (eigh covers symmetric)"
@@ -148,6 +148,7 @@ FLOORS = {
     "jax.image": 1.0,
     "jax.debug": 1.0,
     "jax.sharding": 1.0,
+    "jax.ops": 1.0,
 }
 
 
@@ -199,3 +200,9 @@ def test_coverage_does_not_drop(jax_module):
     coverage = len(present) / max(len(present) + len(missing), 1)
     assert coverage >= FLOORS.get(jax_module, 0.0), (
         f"{jax_module}: coverage fell to {coverage:.3f} (floor {FLOORS[jax_module]}); missing: {missing}")
+
+
+def test_kiln_ops_has_exactly_jax_ops_names():
+    """kiln.ops is jax.ops: the same public names, no helper (math, np, ...) showing through."""
+    ops = importlib.import_module("kiln.ops")
+    assert sorted(n for n in dir(ops) if not n.startswith("_")) == NAMES["modules"]["jax.ops"] == sorted(ops.__all__)

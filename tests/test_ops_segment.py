@@ -42,7 +42,8 @@ def test_segment_reductions_match_jax(name):
     np.testing.assert_array_equal(fn(DATA, IDS, 4, mode="clip"), np.float32(clipped))
     np.testing.assert_array_equal(kiln.jit(lambda d, i: fn(d, i, 4, mode=lax.GatherScatterMode.CLIP))(DATA, IDS),
                                   np.float32(clipped))
-    np.testing.assert_array_equal(fn(DATA, IDS, 4, bucket_size=4, indices_are_sorted=False), np.float32(by_ids))
+    np.testing.assert_array_equal(fn(DATA, IDS, 4, bucket_size=4, indices_are_sorted=False, out_sharding=None),
+                                  np.float32(by_ids))
     np.testing.assert_array_equal(fn(DATA, np.array([0, 1, 1, 3, 3, 0])), np.float32(inferred))
 
 

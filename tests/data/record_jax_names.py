@@ -15,7 +15,8 @@ import jax
 MODULES = ["jax.numpy", "jax.numpy.linalg", "jax.numpy.fft", "jax.scipy.special", "jax.scipy.linalg",
            "jax.scipy.stats", "jax.scipy.signal", "jax.random", "jax.nn", "jax.nn.initializers", "jax.lax",
            "jax.tree", "jax.tree_util", "jax.scipy.fft", "jax.scipy.integrate", "jax.scipy.ndimage", "jax.scipy.optimize",
-           "jax.scipy.sparse.linalg", "jax.scipy.interpolate", "jax.scipy.cluster.vq", "jax.scipy.spatial.transform"]
+           "jax.scipy.sparse.linalg", "jax.scipy.interpolate", "jax.scipy.cluster.vq", "jax.scipy.spatial.transform",
+           "jax.ops"]
 # JAX's other modules that published programs import, and the top-level namespace. Their names are filtered
 # further: a function or class counts only if JAX defines it (not `map`, `partial`, `namedtuple` or `Any` that the
 # module imported for itself); ONLY lists a module's documented API where the module shows its helpers too.
