@@ -287,3 +287,96 @@ def test_runtime_text_of_every_dtype_and_spec_is_numpys(capsys):
     for k, text in enumerate(expected):
         context.invoke(f"p{k}")
         assert capsys.readouterr().out == text.decode("utf-8", "replace"), f"p{k}"
+
+
+def test_callback_numbers_are_freed_with_what_holds_them(capsys):
+    """A debug.callback's number lives as long as what holds it (the traced graph of a kiln.jit cache entry, a
+    Program's compiled module): many traces and compiles dropped leave no registered function behind, even
+    when the callback closes over the traced values (a cycle through the graph); numbers are not reused."""
+    import gc
+
+    from kiln.vm import runtime
+
+    def f(x):
+        kiln.debug.callback(lambda v: print("seen", v, x.shape), x)  # refers to its own graph's tracer
+        return x + 1
+
+    kept = kiln.jit(f)
+    kept(np.float32(1))
+    gc.collect()
+    before = len(runtime._HOST_CALLBACKS)
+    numbers = []
+    for i in range(16):  # traces (where a number is taken), and a few compiled and called
+        jf = kiln.jit(f)
+        jf.lower(np.float32(i))
+        if i % 8 == 0:
+            jf(np.float32(i))
+        numbers.append(max(runtime._HOST_CALLBACKS))
+    del jf
+    gc.collect()
+    assert len(runtime._HOST_CALLBACKS) == before
+    assert all(runtime.host_callback(n) is None for n in numbers) and sorted(set(numbers)) == numbers
+    kept(np.float32(2))  # the live cache entry's number still calls its function
+    assert capsys.readouterr().out == "seen 1.0 ()\nseen 0.0 ()\nseen 8.0 ()\nseen 2.0 ()\n"
+    number = runtime.register_host_callback(print)
+    value = int(number)
+    assert runtime.host_callback(value) is print
+    del number
+    assert runtime.host_callback(value) is None
+
+
+def test_callbacks_call_compiled_code_again(capsys):
+    """A Python host callback may call compiled code again (docs/vm.md): another jitted function (its own
+    context), the same jitted function (the same context, re-entered on the calling thread) and another method
+    of the Program instance whose call is running; the nested calls' prints come out inside the callback, in
+    order; a nested call's exception stops the outer call and is raised by it; closing the context from its
+    own callback is refused."""
+    from kiln import Program
+
+    other = kiln.jit(lambda y: (kiln.debug.print("other {}", y), y * 10)[1])
+
+    def again(v):
+        print(f"cb {v} -> {float(other(v))}")
+        if v < 100:
+            print(f"same -> {float(f(v + 100))}")
+
+    f = kiln.jit(lambda x: (kiln.debug.callback(again, x), kiln.debug.print("after {}", x), x + 1)[2])
+    assert float(f(np.float32(1))) == 2.0
+    assert capsys.readouterr().out == ("other 1.0\ncb 1.0 -> 10.0\nother 101.0\ncb 101.0 -> 1010.0\nafter 101.0\n"
+                                       "same -> 102.0\nafter 1.0\n")
+
+    def boom(v):
+        raise ValueError(f"inner {v}")
+
+    inner = kiln.jit(lambda y: (kiln.debug.callback(boom, y), y)[1])
+    outer = kiln.jit(lambda x: (kiln.debug.callback(lambda v: inner(v * 2), x), x + 1)[1])
+    with pytest.raises(ValueError, match=r"inner 6.0"):
+        outer(np.float32(3))
+    assert float(f(np.float32(200))) == 201.0  # the contexts are usable after it
+    capsys.readouterr()
+
+    class Counter(Program, export_name="counter"):
+        _count = Program.export_global(np.int32(0), mutable=True)
+
+        def bump(self, x=Program.like(np.float32(0))):
+            self._count = self._count + 1
+            kiln.debug.callback(lambda v, c: instance_hook(v, c), x, self._count)
+            return x + 1
+
+        def count(self):
+            return self._count
+
+    def instance_hook(v, c):
+        print(f"bump {v} count={int(c)} stored={int(counter.count())}")
+        if v < 1:
+            print(f"nested -> {float(counter.bump(np.float32(5)))}")
+        if v == 7:
+            counter._kiln_context.close()
+
+    counter = Counter()
+    assert float(counter.bump(np.float32(0))) == 1.0
+    assert int(counter.count()) == 2
+    assert capsys.readouterr().out == "bump 0.0 count=1 stored=1\nbump 5.0 count=2 stored=2\nnested -> 6.0\n"
+    with pytest.raises(RuntimeError, match=r"Context.close: a call is running on this context"):
+        counter.bump(np.float32(7))
+    assert int(counter.count()) == 3  # the context still works

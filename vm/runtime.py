@@ -40,6 +40,7 @@ here.
 from __future__ import annotations
 
 import ctypes
+import itertools
 import math
 from ctypes import addressof, c_char
 import operator
@@ -96,6 +97,9 @@ class _Handle:
         ptr, self._ptr = self._ptr, None
         if ptr and _clib._lib_handle is not None:
             getattr(_clib._lib_handle, self._release_name)(ptr)
+
+    def __reduce__(self):  # a copy or pickle is a plain int: only the object registered frees the number
+        return int, (int(self),)
 
     def __del__(self):
         try:
@@ -305,31 +309,59 @@ def _print_to_stdout(_user, text, length) -> int:
     return 0
 
 
-_HOST_CALLBACKS: dict[int, object] = {}
+class _Registered:
+    """A registered host callback: the function, alive while its HostCallbackNumber is."""
+
+    __slots__ = ("fn", "__weakref__")
+
+    def __init__(self, fn):
+        self.fn = fn
+
+
+# number -> _Registered, held weakly: only the HostCallbackNumber holds it, so a callback whose function
+# refers back to the graph holding its number (a closure over traced values) is one garbage cycle
+_HOST_CALLBACKS: "weakref.WeakValueDictionary[int, _Registered]" = weakref.WeakValueDictionary()
 _host_callback_lock = threading.Lock()
+_host_callback_numbers = itertools.count(1)
 
 
-def register_host_callback(fn) -> int:
+class HostCallbackNumber(int):
+    """The number register_host_callback gives a function: an int (what a debug.callback instruction holds)
+    that keeps the function registered while it lives. The traced graph (kiln.jit's cache entry), a Program's
+    compiled module spec and their instructions hold it, so the number is freed with them; a module still
+    running a freed number fails the call with "no function of this process has that number"."""
+
+    def __reduce__(self):  # a copy or pickle is a plain int: it does not keep the function registered
+        return int, (int(self),)
+
+
+def register_host_callback(fn) -> HostCallbackNumber:
     """A number for `fn` that a debug.callback instruction (format 2.8) names: a call on any Context of this
     process that runs it calls fn(*values) with numpy copies of the values, on the calling thread. When fn
-    raises, the call stops and raises its exception. Numbers are never reused in a process, so a module
-    compiled with them is meaningless elsewhere (kiln refuses to export one)."""
+    raises, the call stops and raises its exception. The number (an int) is fn's while the returned object
+    lives (HostCallbackNumber); numbers are never reused in a process, so a module compiled with them is
+    meaningless elsewhere (kiln refuses to export one)."""
     with _host_callback_lock:
-        number = len(_HOST_CALLBACKS) + 1
-        _HOST_CALLBACKS[number] = fn
+        number = HostCallbackNumber(next(_host_callback_numbers))
+        if number > 0xFFFFFFFF:
+            raise OverflowError("register_host_callback: this process has used every host callback number "
+                                "(2**32 - 1)")
+        number._registered = _Registered(fn)
+        _HOST_CALLBACKS[int(number)] = number._registered
     return number
 
 
 def host_callback(number: int):
-    """The function register_host_callback gave `number` (None if none)."""
-    return _HOST_CALLBACKS.get(number)
+    """The function register_host_callback gave `number` (None if none, or freed)."""
+    registered = _HOST_CALLBACKS.get(int(number))
+    return None if registered is None else registered.fn
 
 
 @_clib._HostCallback
 def _call_host(_user, number, values, count) -> int:
     """kiln_host_callback_t of every Context: the registered function with numpy copies of the values."""
     try:
-        fn = _HOST_CALLBACKS.get(number)
+        fn = host_callback(number)
         if fn is None:
             raise KilnRuntimeError(FAILED_PRECONDITION, f"debug.callback {number}: no function of this process "
                                                         f"has that number (kiln.vm.register_host_callback)")
@@ -352,7 +384,10 @@ class Context(_Handle):
     def __init__(self, module: Module):
         super().__init__()
         self._module = module
-        self._lock = threading.Lock()         # serializes calls (the C API requires it)
+        # serializes calls (the C API requires it); re-entrant: a host or print callback of a call may call
+        # this context again on the calling thread (the nested call runs inside the callback, docs/vm.md)
+        self._lock = threading.RLock()
+        self._calling = 0  # calls in progress on this context (nested ones included), under _lock
         self._cancel_lock = threading.Lock()  # keeps the pointer alive during cancel()
         self._limits = CallLimits()
         self._calls: dict = {}  # function name -> its _HostCall's call
@@ -371,14 +406,22 @@ class Context(_Handle):
             lib.kiln_context_set_host_callback(out.value, _call_host, None)
 
     def close(self) -> None:
-        """Releases the context (waiting for a call in progress to return)."""
-        with self._lock, self._cancel_lock:
-            super().close()
-            for spare in getattr(self, "_spares", ()):
-                spare.close()
-            module_ptr, self._module_ptr = getattr(self, "_module_ptr", None), None
-            if module_ptr and _clib._lib_handle is not None:
-                _clib._lib_handle.kiln_module_release(module_ptr)
+        """Releases the context (waiting for a call in progress to return). From a host or print callback
+        of a call running on this context it raises RuntimeError: the call still uses it."""
+        with self._lock:
+            if getattr(self, "_calling", 0):
+                raise RuntimeError("Context.close: a call is running on this context (this is one of its host "
+                                   "or print callbacks); close it after the call returns")
+            with self._cancel_lock:
+                self._close_locked()
+
+    def _close_locked(self) -> None:
+        super().close()
+        for spare in getattr(self, "_spares", ()):
+            spare.close()
+        module_ptr, self._module_ptr = getattr(self, "_module_ptr", None), None
+        if module_ptr and _clib._lib_handle is not None:
+            _clib._lib_handle.kiln_module_release(module_ptr)
 
     @property
     def module(self) -> Module:
@@ -482,10 +525,14 @@ class Context(_Handle):
                     borrowed.append(memory)
             with self._lock:
                 ptr = self._handle
-                if threading.get_ident() == _MAIN_THREAD:
-                    status = _CTRL_C.invoke(ptr, fn, views, n_args, results, n_results)
-                else:
-                    status = lib.kiln_context_invoke(ptr, fn, views, n_args, results, n_results)
+                self._calling += 1
+                try:
+                    if threading.get_ident() == _MAIN_THREAD:
+                        status = _CTRL_C.invoke(ptr, fn, views, n_args, results, n_results)
+                    else:
+                        status = lib.kiln_context_invoke(ptr, fn, views, n_args, results, n_results)
+                finally:
+                    self._calling -= 1
             _check(status)
             out = []
             for i in range(n_results):
@@ -646,6 +693,8 @@ class _HostCall:
         new, read_only = self.array_type, self.read_only
         ndarray, empty, asarray, from_buffer, ctrl_c = np.ndarray, np.empty, np.asarray, c_char.from_buffer, _CTRL_C
         main_thread = _MAIN_THREAD if self.ctrl_c else None
+        busy = [False]  # this call's slots hold a call in progress (under the context's lock)
+
         def views_path(args):
             context = owner or context_ref()
             if context is None:
@@ -689,56 +738,67 @@ class _HostCall:
             if context is None:
                 raise ValueError("Context is closed")
             with context._lock:
+                if busy[0]:  # re-entered from a host or print callback of the call using the slots
+                    return views_path(arrays)
                 if not context._ptr:
                     context._handle  # noqa: B018 - raises: closed
-                for slot, address in zip(arg_slots, addresses):
-                    slot.data = address
-                for i in large_args:
-                    memory = _runtime_memory_of(arrays[i])
-                    arg_slots[i].owner = memory.view if memory is not None else None
-                for (slot, _, _), address in zip(copied, destinations):
-                    slot.data = address
-                reused = None  # result index -> (view, data) of spare memory it is written into
-                if spares:
-                    reused = {}
-                    for i, spare, size in spares:
-                        slot, entry = result_slots[i], spare.take()
-                        if entry is None:
-                            slot.data = None  # the runtime makes a buffer: views[i]
-                        else:
-                            slot.data, slot.byte_size = entry[1], size
-                            reused[i] = entry
+                busy[0] = True
+                context._calling += 1
                 try:
-                    if get_ident() == main_thread:
-                        status = ctrl_c.call(_clib._invoke_host, c_call)
-                    else:
-                        status = _clib._invoke_host(*c_call)
-                    if status.value:
-                        _check(status)
-                    if read_only:  # views of the writable arrays, whose memory _read_only_address finds
-                        views_of = []
-                        for out in outs:
-                            out = out.view(new)
-                            out.flags.writeable = False
-                            views_of.append(out)
-                        outs = views_of
-                        for k in weak:
-                            outs[k]._weak = True
-                    if not shared:
-                        return outs
-                    taken = [views[i] for i in shared]
-                    for i in shared:
-                        views[i] = None
-                    got, reused = reused or {}, None
+                    return finish(context, arrays, addresses, outs, destinations)
                 finally:
-                    for i in shared:
-                        if views[i]:
-                            _clib._lib_handle.kiln_buffer_view_release(views[i])
-                            views[i] = None
-                    if reused:  # the call failed: the spares keep their memory
-                        for i, (view, _) in reused.items():
-                            if not spare_of[i][0].keep(view):
-                                _clib._lib_handle.kiln_buffer_view_release(view)
+                    busy[0] = False
+                    context._calling -= 1
+
+        def finish(context, arrays, addresses, outs, destinations):
+            for slot, address in zip(arg_slots, addresses):
+                slot.data = address
+            for i in large_args:
+                memory = _runtime_memory_of(arrays[i])
+                arg_slots[i].owner = memory.view if memory is not None else None
+            for (slot, _, _), address in zip(copied, destinations):
+                slot.data = address
+            reused = None  # result index -> (view, data) of spare memory it is written into
+            if spares:
+                reused = {}
+                for i, spare, size in spares:
+                    slot, entry = result_slots[i], spare.take()
+                    if entry is None:
+                        slot.data = None  # the runtime makes a buffer: views[i]
+                    else:
+                        slot.data, slot.byte_size = entry[1], size
+                        reused[i] = entry
+            try:
+                if get_ident() == main_thread:
+                    status = ctrl_c.call(_clib._invoke_host, c_call)
+                else:
+                    status = _clib._invoke_host(*c_call)
+                if status.value:
+                    _check(status)
+                if read_only:  # views of the writable arrays, whose memory _read_only_address finds
+                    views_of = []
+                    for out in outs:
+                        out = out.view(new)
+                        out.flags.writeable = False
+                        views_of.append(out)
+                    outs = views_of
+                    for k in weak:
+                        outs[k]._weak = True
+                if not shared:
+                    return outs
+                taken = [views[i] for i in shared]
+                for i in shared:
+                    views[i] = None
+                got, reused = reused or {}, None
+            finally:
+                for i in shared:
+                    if views[i]:
+                        _clib._lib_handle.kiln_buffer_view_release(views[i])
+                        views[i] = None
+                if reused:  # the call failed: the spares keep their memory
+                    for i, (view, _) in reused.items():
+                        if not spare_of[i][0].keep(view):
+                            _clib._lib_handle.kiln_buffer_view_release(view)
             results = [None] * n_results
             for i, out in zip(copied_at, outs):
                 results[i] = out

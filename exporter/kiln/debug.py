@@ -242,8 +242,10 @@ def callback(fn, *args, ordered: bool = False, partitioned: bool = False, **kwar
             raise TracingError(f"kiln.debug.callback({name}): argument {i} is {dtype.name}: complex values are "
                                f"not passed to callbacks in compiled code (pass their real and imaginary parts)")
 
-    def call(*values):
-        full = [static[i] if i in static else None for i in range(len(leaves))]
+    count = len(leaves)
+
+    def call(*values):  # holds no traced value: the graph holding its number is not kept alive by it
+        full = [static[i] if i in static else None for i in range(count)]
         for i, v in zip(dynamic, values):
             full[i] = v
         a, k = tree_unflatten(tree, full)
