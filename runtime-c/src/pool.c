@@ -43,6 +43,7 @@ typedef struct kiln_job {
   kiln_kernel_fn_t fn;
   const kiln_dispatch_args_t* args;
   uint32_t workgroup_count;
+  int dispatcher_cpu; /* the CPU the dispatching thread queued it from; -1: unknown */
   atomic_uint_fast64_t next_id;
   atomic_int failed;           /* 0 until a workgroup fails */
   int32_t failed_code;         /* written by the thread that set `failed` */
@@ -98,6 +99,67 @@ static inline uint64_t kiln_spin_clock_ns(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* The CPU the calling thread runs on, -1 where unknown (glibc reads it from
+ * the thread's rseq area: a load, no system call). */
+static inline int kiln_current_cpu(void) {
+#if defined(__linux__)
+  return sched_getcpu();
+#else
+  return -1;
+#endif
+}
+
+/* A worker's CPU affinity: the set it started with (inherited from the
+ * thread that created the pool), the CPU it keeps off now (-1: none), and
+ * whether it may change it. */
+typedef struct kiln_worker_affinity {
+#if defined(__linux__)
+  cpu_set_t home;
+#endif
+  int avoided;
+  int usable; /* 0: one CPU only, or sched_setaffinity failed */
+} kiln_worker_affinity_t;
+
+static void kiln_affinity_init(kiln_worker_affinity_t* a) {
+  a->avoided = -1;
+  a->usable = 0;
+#if defined(__linux__)
+  CPU_ZERO(&a->home);
+  if (sched_getaffinity(0, sizeof a->home, &a->home) == 0 && CPU_COUNT(&a->home) > 1) {
+    a->usable = 1;
+  }
+#endif
+}
+
+/* Called by a worker that picked up a job: it keeps off the CPU the job's
+ * dispatching thread queued it from. When no CPU is idle, Linux puts a woken
+ * thread on its waker's CPU, where the two cannot run at once: the worker,
+ * woken with scheduling credit, preempted the dispatching thread, ran the
+ * whole job alone and then spun out its wait with the dispatching thread
+ * queued behind it (a loaded 2-core machine ran 2-worker calls at 1-worker
+ * speed, or slower, call after call). The worker sets its starting CPU set
+ * minus that CPU (sched_setaffinity on the calling thread migrates it before
+ * returning): one system call when the dispatching thread's CPU changes,
+ * none while it stays. */
+static void kiln_affinity_avoid(kiln_worker_affinity_t* a, int dispatcher_cpu) {
+#if defined(__linux__)
+  if (!a->usable || dispatcher_cpu == a->avoided || dispatcher_cpu < 0 ||
+      dispatcher_cpu >= CPU_SETSIZE || !CPU_ISSET(dispatcher_cpu, &a->home)) {
+    return;
+  }
+  cpu_set_t rest = a->home;
+  CPU_CLR(dispatcher_cpu, &rest);
+  if (sched_setaffinity(0, sizeof rest, &rest) != 0) {
+    a->usable = 0;
+    return;
+  }
+  a->avoided = dispatcher_cpu;
+#else
+  (void)a;
+  (void)dispatcher_cpu;
+#endif
 }
 
 /* Spins until `done` holds (returns 1) or KILN_SPIN_NS passed (returns 0),
@@ -196,6 +258,8 @@ static void kiln_queue_remove(kiln_pool_t* pool, kiln_job_t* job) {
 static void* kiln_worker_main(void* arg) {
   kiln_pool_t* pool = arg;
   uint32_t worker = atomic_fetch_add_explicit(&pool->started, 1, memory_order_relaxed) + 1;
+  kiln_worker_affinity_t affinity;
+  kiln_affinity_init(&affinity);
   int spin = 1; /* 0 after a wake-up that found no work */
   pthread_mutex_lock(&pool->mutex);
   for (;;) {
@@ -220,8 +284,10 @@ static void* kiln_worker_main(void* arg) {
       continue;
     }
     atomic_fetch_add_explicit(&job->workers_running, 1, memory_order_relaxed);
+    int dispatcher_cpu = job->dispatcher_cpu;
     pthread_mutex_unlock(&pool->mutex);
 
+    kiln_affinity_avoid(&affinity, dispatcher_cpu);
     kiln_job_run(job, worker);
     spin = 1;
 
@@ -368,6 +434,7 @@ dispatch(kiln_pool_t* pool, const char* kernel_name, kiln_kernel_fn_t fn,
   job.fn = fn;
   job.args = args;
   job.workgroup_count = workgroup_count;
+  job.dispatcher_cpu = -1;
   atomic_init(&job.next_id, 0);
   atomic_init(&job.failed, 0);
   job.failed_code = 0;
@@ -389,6 +456,7 @@ dispatch(kiln_pool_t* pool, const char* kernel_name, kiln_kernel_fn_t fn,
     return kiln_job_dispatched(&job, kernel_name, slice_count);
   }
 
+  job.dispatcher_cpu = kiln_current_cpu();
   pthread_mutex_lock(&pool->mutex);
   kiln_queue_push(pool, &job);
   /* Workers that spin see the job by themselves; wake sleeping ones, up to
