@@ -83,6 +83,10 @@ CASES["copied-float64"] = (lambda a, b: a[:, :300] @ b, lambda a, b: a[:, :300] 
 CASES["copied-nt-float32"] = (lambda a, b: a @ b.T, lambda a, b: a @ b.T, (_rand(14, 1024), _rand(40, 1024)))
 CASES["copied-direct-float32"] = (lambda a, b: a @ b, lambda a, b: a @ b, (_rand(5, 1024), _rand(1024, 300)))
 
+# A of 1 MiB or more (matmul._prefetches_a): each tile prefetches the next tile's rows, here rows 4000 bytes
+# apart (not line-aligned), a k tail past three k blocks and a row tail.
+CASES["prefetched-float32"] = (lambda a, b: a @ b, lambda a, b: a @ b, (_rand(280, 1000), _rand(1000, 20)))
+
 # Large products whose row chunks grow to fewer, taller items (matmul._Tiling, SHARED_ITEMS): a row tail
 # (m % MR), a partial column chunk, an epilogue over a tall chunk; batched in f64.
 CASES["grown-epilogue-float32"] = (lambda a, b, c: knp.tanh(a @ b + c), lambda a, b, c: np.tanh(a @ b + c),
@@ -206,7 +210,7 @@ def test_each_case_takes_the_path_it_is_named_for():
     targets = [Target.named("x86_64-unknown-linux-gnu", "haswell", "+avx,+avx2,+fma"),
                Target.named("x86_64-unknown-linux-gnu", "skylake-avx512", "+avx,+avx2,+avx512f,+fma")]
     for name, (fn, _, args) in CASES.items():
-        if not name.startswith(("nt-", "direct-", "dot-", "packed-", "strided-", "copied-")):
+        if not name.startswith(("nt-", "direct-", "dot-", "packed-", "strided-", "copied-", "prefetched-")):
             continue
         region = partition(_graph(fn, *args)).dispatches[0].region
         plan = matmul._plan(region)
@@ -215,7 +219,11 @@ def test_each_case_takes_the_path_it_is_named_for():
             path = ("dot" if matmul._dot_form(plan, t) else "direct" if matmul._reads_b_in_place(plan, t)
                     else "nt" if matmul._k_contiguous(plan, t) else "packed" if matmul._packs_while_computing(plan, t)
                     else "strided")
-            if name.startswith("copied-"):
+            # Only the case named for it has an A large enough to prefetch the next tile's rows.
+            assert matmul._prefetches_a(plan, t) == name.startswith("prefetched-"), (name, target.cpu)
+            if name.startswith("prefetched-"):
+                assert path == "packed", (name, target.cpu, path)
+            elif name.startswith("copied-"):
                 strips = matmul._direct_strips(plan.sizes[1], t) if path == "direct" else t
                 assert matmul._copies_a(plan, strips), (name, target.cpu)
             else:

@@ -39,12 +39,13 @@ def fmuladd(builder: ir.IRBuilder, a: ir.Value, b: ir.Value, c: ir.Value) -> ir.
     return builder.call(fn, [a, b, c])
 
 
-def prefetch(builder: ir.IRBuilder, ptr: ir.Value) -> None:
-    """A read prefetch of the cache line at ptr into every cache level (llvm.prefetch: no fault for any
-    address; dropped on targets without a prefetch instruction)."""
+def prefetch(builder: ir.IRBuilder, ptr: ir.Value, locality: int = 3) -> None:
+    """A read prefetch of the cache line at ptr (llvm.prefetch: no fault for any address; dropped on
+    targets without a prefetch instruction): into every cache level (locality 3, x86 prefetcht0), or
+    into L2 and beyond (locality 2, prefetcht1) for data needed only after the L1 has turned over."""
     i32 = ir.IntType(32)
     fn = intrinsic(builder.module, "prefetch.p0", ir.VoidType(), [ptr.type, i32, i32, i32], [])
-    builder.call(fn, [ptr, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+    builder.call(fn, [ptr, ir.Constant(i32, 0), ir.Constant(i32, locality), ir.Constant(i32, 1)])
 
 
 def halving_reduce(builder: ir.IRBuilder, v: ir.Value, combine) -> ir.Value:
