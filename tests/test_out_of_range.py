@@ -1,8 +1,9 @@
-"""Out-of-range indices. Known at trace time (Python ints, numpy arrays), they raise IndexError, under jit with the
-source line of the indexing expression. Traced, they follow JAX's documented rules, checked against numpy
-references written from those rules: reads clamp (x[i], x.at[i].get(), lax.dynamic_slice windows), take and
-take_along_axis read fill_value in their default mode "fill" (NaN, or an integer's extreme), and x.at[i].set/add
-drops the update. Eagerly (traced by vmap), under jit, and in a Program run by the standalone kiln-run."""
+"""Out-of-range indices. Known at trace time (Python ints, numpy arrays), they raise IndexError in x[i] and take,
+under jit with the source line of the indexing expression. Traced, they follow JAX's documented rules, checked
+against numpy references written from those rules: reads clamp (x[i], x.at[i].get(), lax.dynamic_slice windows),
+take and take_along_axis read fill_value in their default mode "fill" (NaN, or an integer's extreme), and
+x.at[i].set/add drops the update. Eagerly (traced by vmap), under jit, and in a Program run by the standalone
+kiln-run. x.at[i] applies its mode to concrete indices exactly as to traced ones (JAX does the same)."""
 import re
 
 import numpy as np
@@ -29,9 +30,6 @@ CONCRETE = {
     "take": lambda x: knp.take(x, 9),
     "take array": lambda x: knp.take(x, np.array([0, -9])),
     "take_along_axis": lambda x: knp.take_along_axis(x, np.array([0, 9]), 0),
-    "at.set": lambda x: knp.at(x)[9].set(1.0),
-    "at.add array": lambda x: knp.at(x)[np.array([0, 9])].add(1.0),
-    "at.get": lambda x: knp.at(x)[5].get(),
 }
 
 
@@ -124,6 +122,55 @@ def test_traced_out_of_range_indices_follow_jax(name, x):
         _check(jitted(x, i), w)
     # eagerly, the index is traced by vmap
     _check(kiln.vmap(f, in_axes=(None, 0))(x, INDICES), np.stack(want))
+
+
+_AT_MODES = [None, "drop", "fill", "clip", "promise_in_bounds"]
+_AT_UFUNCS = {"add": np.add, "multiply": np.multiply, "min": np.minimum, "max": np.maximum}
+
+
+def _at_ref(x, idx, op, mode, v=3):
+    """JAX's x.at[idx].op(v, mode=mode) (x.at[idx].get(mode=mode) for op "get") from its docstrings' rules: a
+    negative index counts from the end once; what is still out of range is clamped in mode "clip" (and read
+    clamped with None/"promise_in_bounds"), read as the fill value ("fill"/"drop") or dropped by an update."""
+    idx = np.asarray(idx)
+    pos = np.where(idx < 0, idx + len(x), idx)
+    valid = (pos >= 0) & (pos < len(x))
+    clamped = np.clip(pos, 0, len(x) - 1)
+    if op == "get":
+        if mode in ("fill", "drop"):
+            return np.where(valid, x[clamped], x.dtype.type(_fill_value(x.dtype)))
+        return x[clamped]
+    pos = clamped.ravel() if mode == "clip" else pos[valid].ravel()
+    out = x.copy()
+    if op == "set":
+        out[pos] = v
+    else:
+        _AT_UFUNCS[op].at(out, pos, x.dtype.type(v))
+    return out
+
+
+@pytest.mark.parametrize("op", ["get", "set", "add", "multiply", "min", "max"])
+def test_at_applies_its_mode_to_concrete_indices_as_to_traced_ones(op):
+    """JAX applies .at[]'s mode to concrete out-of-range indices too: eagerly (Python ints and numpy arrays),
+    under jit (the indices constants of the trace) and traced (by vmap and jit), every mode gives the same
+    numbers, negative indices wrapping once first."""
+    def at(x, i, mode):
+        ref = knp.at(x)[i]
+        return ref.get(mode=mode) if op == "get" else getattr(ref, op)(3, mode=mode)
+
+    for x in (X, XI):
+        for mode in _AT_MODES:
+            for i in INDICES:
+                _check(at(x, int(i), mode), _at_ref(x, i, op, mode))  # a Python int, eagerly
+            _check(at(x, INDICES, mode), _at_ref(x, INDICES, op, mode))  # a numpy array
+            traced = kiln.vmap(lambda i, m=mode: at(x, i, m))(INDICES)
+            _check(traced, np.stack([_at_ref(x, i, op, mode) for i in INDICES]))
+    jitted = kiln.jit(lambda x: [at(x, INDICES, m) for m in _AT_MODES] + [at(x, -100, m) for m in _AT_MODES])(XI)
+    want = [_at_ref(XI, INDICES, op, m) for m in _AT_MODES] + [_at_ref(XI, -100, op, m) for m in _AT_MODES]
+    for g, w in zip(jitted, want):
+        _check(g, w)
+    with pytest.raises(ValueError, match=f"at\\[\\]\\.{op}: mode must be None, 'drop', 'fill', 'clip' or 'promise_in_bounds', got 'wrap'"):
+        at(X, 0, "wrap")
 
 
 def test_gradients_of_out_of_range_reads_and_updates_are_zero():

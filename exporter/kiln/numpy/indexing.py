@@ -2,7 +2,8 @@
 take_along_axis, sort and argsort.
 
 Out-of-range indices (JAX's rules): a concrete index (Python int, numpy array)
-out of range raises IndexError as in numpy. A traced index is only known when
+out of range raises IndexError as in numpy in x[...], take and take_along_axis;
+x.at[...] treats it as a traced one under its mode (JAX's API). A traced index is only known when
 the program runs, so it cannot raise: negative values wrap once (as in numpy),
 and reads clamp the result into range (x[i] and x.at[i].get() read the nearest
 valid element), while `x.at[i].set/add/...` drops updates whose index is out of
@@ -149,14 +150,40 @@ def _check_concrete(idx, n, dim):
     return np.where(idx < 0, idx + n, idx)
 
 
-def getitem(x, key, mode="clip"):
-    """x[key] with numpy semantics; mode is how traced out-of-range indices read ('clip' or 'fill' with 0)."""
+def _concrete_out_of_range(entries, shape) -> bool:
+    """Whether a concrete (int or numpy) index entry is out of range for its axis (after wrapping once)."""
+    d = 0
+    for e in entries:
+        if e[0] == "none":
+            continue
+        if e[0] in ("int", "array") and not isinstance(e[1], Tracer):
+            idx = np.asarray(e[1])
+            if idx.size and (idx.min() < -shape[d] or idx.max() >= shape[d]):
+                return True
+        d += 1
+    return False
+
+
+def _wrap_concrete(idx, n):
+    """A concrete index as a traced one is treated (JAX's rules, x.at[]): negative values wrap once, and what
+    is still out of range stays out of range (held at -1 or n, so it fits the index dtype) for the gather's
+    or scatter's mode to clamp or drop."""
+    idx = np.asarray(idx).astype(np.int64)
+    return np.clip(np.where(idx < 0, idx + n, idx), -1, n)
+
+
+def getitem(x, key, mode="clip", check_bounds=True):
+    """x[key] with numpy semantics; mode is how traced out-of-range indices read ('clip' or 'fill' with 0).
+    check_bounds=False (x.at[]) treats concrete indices as traced ones: out of range, they follow mode too
+    instead of raising numpy's IndexError."""
     x = asarray(x)
     shape = aval(x).shape
     entries = _normalize_key(key, len(shape))
     has_array = any(e[0] == "array" for e in entries)
     if mode == "fill" and any(e[0] == "int" and isinstance(e[1], Tracer) for e in entries):
         has_array = True  # traced ints read through the gather, which knows out-of-range
+    if not check_bounds and _concrete_out_of_range(entries, shape):
+        has_array = True  # likewise out-of-range concrete ones: the gather applies the mode
     # 1. static slices (negative steps via rev) and static ints: one slice op
     lo, hi, st, rev_dims = [], [], [], []
     tokens = []  # output layout: ('dim', d) kept dims, ('new',) for None, ('adv',) for advanced entries
@@ -214,10 +241,10 @@ def getitem(x, key, mode="clip"):
         for t in tokens:
             final.append(1 if t[0] == "new" else next(kept))
         return reshape(x, tuple(final))
-    return _advanced(x, shape, tokens, adv, mode)
+    return _advanced(x, shape, tokens, adv, mode, check_bounds)
 
 
-def _advanced(x, shape, tokens, adv, mode):
+def _advanced(x, shape, tokens, adv, mode, check_bounds=True):
     """Gather for the advanced (integer array) entries; tokens give where every output dim goes."""
     from .elementwise import _full  # noqa: F401
     from ._base import broadcast_shapes, broadcast_to
@@ -228,7 +255,8 @@ def _advanced(x, shape, tokens, adv, mode):
         if isinstance(i, Tracer):
             idx.append(_wrap_traced(i, n))
         else:
-            idx.append(_check_concrete(i, n, dim).astype(np.int64 if n > 2**31 - 1 else np.int32))
+            i = _check_concrete(i, n, dim) if check_bounds else _wrap_concrete(i, n)
+            idx.append(i.astype(np.int64 if n > 2**31 - 1 else np.int32))
     bshape = broadcast_shapes(*[aval(i).shape for i in idx], where="indexing")
     dt = np.dtype(np.int64) if any(aval(i).dtype == np.int64 for i in idx) else np.dtype(np.int32)
     cols = [reshape(broadcast_to(convert(i, dt), bshape), bshape + (1,)) for i in idx]
@@ -273,21 +301,24 @@ def _default_fill(dtype) -> np.ndarray:
     return np.asarray(np.nan).astype(dtype)
 
 
-def _getitem_fill(x, key, fill_value=None):
-    """x[key] where a traced out-of-range index reads fill_value (JAX's mode="fill")."""
+def _getitem_fill(x, key, fill_value=None, check_bounds=True):
+    """x[key] where a traced out-of-range index reads fill_value (JAX's mode="fill"); a concrete one raises
+    IndexError, or with check_bounds=False (x.at[].get) reads fill_value too."""
     from .elementwise import where
 
     x = asarray(x)
     xa = aval(x)
-    out = getitem(x, key, mode="fill")
-    if xa.size == 0 or not any(isinstance(k, Tracer) for k in (key if isinstance(key, tuple) else (key,))):
-        return out  # concrete indices were checked (out of range raises)
+    out = getitem(x, key, mode="fill", check_bounds=check_bounds)
+    traced = any(isinstance(k, Tracer) for k in (key if isinstance(key, tuple) else (key,)))
+    if xa.size == 0 or not (traced or (not check_bounds and _concrete_out_of_range(_normalize_key(key, xa.ndim),
+                                                                                  xa.shape))):
+        return out  # every index is concrete and in range
     # which elements read in range: gather 1 + flat position (0 means out of range)
     dt = np.dtype(np.int64) if xa.size >= 2**31 - 1 else np.dtype(np.int32)
     ids = prims.iota.bind(shape=(xa.size,), dimension=0, dtype=dt)
     ids = prims.add.bind(ids, prims.broadcast_in_dim.bind(np.ones((), dt), shape=(xa.size,), broadcast_dimensions=()))
     ids = reshape(ids, xa.shape)
-    valid = prims.ne.bind(getitem(ids, key, mode="fill"),
+    valid = prims.ne.bind(getitem(ids, key, mode="fill", check_bounds=check_bounds),
                           prims.broadcast_in_dim.bind(np.zeros((), dt), shape=aval(out).shape, broadcast_dimensions=()))
     fill = _default_fill(xa.dtype) if fill_value is None else np.asarray(fill_value).astype(xa.dtype)
     return where(valid, out, fill)
@@ -319,16 +350,21 @@ class _IndexUpdateRef:
         self.array = array
         self.key = key
 
-    def get(self, mode=None, fill_value=None):
-        """x[key]; mode="fill" reads fill_value (JAX's default: NaN, or an integer's extreme) where a traced
-        index is out of range, the default clamps it."""
-        if mode == "fill":
-            return _getitem_fill(self.array, self.key, fill_value)
-        return getitem(self.array, self.key, "clip")
+    def get(self, *, indices_are_sorted=False, unique_indices=False, mode=None, fill_value=None):
+        """x[key]; mode "fill" or "drop" reads fill_value (JAX's default: NaN, or an integer's extreme) where an
+        index is out of range, None, "clip" and "promise_in_bounds" clamp it (JAX's rules, concrete indices
+        included: negative ones wrap once, and what is still out of range follows the mode)."""
+        mode = getattr(mode, "value", mode)  # a lax.GatherScatterMode
+        if mode not in _SCATTER_MODES:
+            raise ValueError(f"at[].get: mode must be None, 'drop', 'fill', 'clip' or 'promise_in_bounds', "
+                             f"got {mode!r}")
+        if mode in ("fill", "drop"):
+            return _getitem_fill(self.array, self.key, fill_value, check_bounds=False)
+        return getitem(self.array, self.key, "clip", check_bounds=False)
 
     # JAX's keywords: indices_are_sorted and unique_indices are hints (kiln's scatter needs neither);
-    # mode None, "drop", "fill" or "promise_in_bounds" drops updates at traced out-of-range indices, "clip"
-    # clamps the indices into range
+    # mode None, "drop", "fill" or "promise_in_bounds" drops updates at out-of-range indices, "clip" clamps the
+    # indices into range; concrete indices as traced ones (JAX's rules)
     def set(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
         return _scatter(self.array, self.key, values, "set", mode)
 
@@ -357,7 +393,8 @@ def _scatter(x, key, values, update, mode=None):
 
     mode = getattr(mode, "value", mode)  # a lax.GatherScatterMode
     if mode not in _SCATTER_MODES:
-        raise ValueError(f"at[].{update}: mode must be None, 'drop', 'fill', 'clip' or 'promise_in_bounds', "
+        raise ValueError(f"at[].{'multiply' if update == 'mul' else update}: mode must be None, 'drop', 'fill', "
+                         "'clip' or 'promise_in_bounds', "
                          f"got {mode!r}")
     x = asarray(x)
     xa = aval(x)
@@ -365,7 +402,7 @@ def _scatter(x, key, values, update, mode=None):
     flat_ids = prims.iota.bind(shape=(xa.size,), dimension=0, dtype=dt)
     one = prims.broadcast_in_dim.bind(np.ones((), dt), shape=(xa.size,), broadcast_dimensions=())
     ids = reshape(prims.add.bind(flat_ids, one), xa.shape)
-    pos = getitem(ids, key, mode=_SCATTER_MODES[mode])
+    pos = getitem(ids, key, mode=_SCATTER_MODES[mode], check_bounds=False)
     pa = aval(pos)
     pos = prims.sub.bind(pos, prims.broadcast_in_dim.bind(np.ones((), dt), shape=pa.shape, broadcast_dimensions=()))
     v = asarray(values)
