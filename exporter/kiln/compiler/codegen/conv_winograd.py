@@ -46,7 +46,7 @@ WINOGRAD_STACK_BYTES = 1 << 20     # all three at most (else the GEMM): 256 chan
 
 @dataclass
 class WinogradPlan:
-    tiles_h: int          # tile rows (ceil(out height / 2))
+    tiles_h: int          # tile rows (ceil(out height / outputs))
     tiles_w: int          # tiles per tile row
     band: int             # tile rows per work item
     chunk: int            # tiles per chunk (whole microkernel tiles)
@@ -69,12 +69,16 @@ class WinogradPlan:
     def kernel_positions(self) -> int:
         return len(self.scheme.kernel_rows) ** 2
 
+    @property
+    def outputs(self) -> int:
+        return self.scheme.outputs
+
 
 @dataclass(frozen=True)
 class WinogradScheme:
-    """One spatial dim's transforms (the 2-d ones are their Kronecker products): a tile's 2 outputs from
-    `span` inputs (starting 2 * stride apart) with `points` products: d -> B^T d (points x span), the
-    kernel's 3 taps g -> G g (points x 3), the products m -> A^T m (2 x points)."""
+    """One spatial dim's transforms (the 2-d ones are their Kronecker products): a tile's `outputs` outputs
+    from `span` inputs (starting outputs * stride apart) with `points` products: d -> B^T d (points x span),
+    the kernel's 3 taps g -> G g (points x 3), the products m -> A^T m (outputs x points)."""
     stride: int
     span: int
     bt: tuple
@@ -84,6 +88,10 @@ class WinogradScheme:
     @property
     def points(self) -> int:
         return len(self.bt)
+
+    @property
+    def outputs(self) -> int:
+        return len(self.at)
 
     @property
     def kernel_rows(self) -> tuple:
@@ -108,7 +116,17 @@ WINOGRAD_STRIDE2 = WinogradScheme(2, 5, bt=((1, 0, -1, 0, 0), (0, 0, 1, 0, 0), (
                                             (0, 0, 0, 1, 0)),
                                   g=((1, 0, 0), (1, 0, 1), (0, 0, 1), (0, 1, 0), (0, 1, 0)),
                                   at=((1, 1, 0, 1, 0), (0, 1, 1, 0, 1)))
-WINOGRAD_SCHEMES = {1: WINOGRAD_F23, 2: WINOGRAD_STRIDE2}
+# F(4, 3): 6 products for 4 outputs (2-d: 36 for 16, 2.25 per output instead of F(2, 3)'s 4), the Toom-Cook
+# points 0, 1, -1, 1/2, -2 and infinity: f32 results within 2.4e-6 (64 channels) and 5.3e-6 (256) of the
+# output's scale, where 0, +-1, +-2 (Lavin's) gave 6.8e-6 and 1.2e-5 (float64 direct sums, random data)
+WINOGRAD_F43 = WinogradScheme(1, 6, bt=((1, -1.5, -2, 1.5, 1, 0), (0, -1, 0.5, 2.5, 1, 0), (0, 1, -2.5, 0.5, 1, 0),
+                                        (0, -2, -1, 2, 1, 0), (0, 0.5, -1, -0.5, 1, 0), (0, 1, -1.5, -2, 1.5, 1)),
+                              g=((1, 0, 0), (1 / 3, 1 / 3, 1 / 3), (-1 / 3, 1 / 3, -1 / 3), (-16 / 15, -8 / 15, -4 / 15),
+                                 (1 / 15, -2 / 15, 4 / 15), (0, 0, 1)),
+                              at=((1, 1, 1, 1, 1, 0), (0, 1, -1, 0.5, -2, 0), (0, 1, 1, 0.25, 4, 0),
+                                  (0, 1, -1, 0.125, -8, 1)))
+WINOGRAD_F43_DTYPES = (np.float32,)  # f64 keeps F(2x2, 3x3), the more accurate
+WINOGRAD_F43_MIN_SIZE = 8             # output rows and columns below which F(2x2, 3x3) is kept
 
 
 def _winograd_plan(p: ConvPlan, target) -> WinogradPlan | None:
@@ -121,8 +139,29 @@ def _winograd_plan(p: ConvPlan, target) -> WinogradPlan | None:
     if (p.out_s[3] != n or p.out_s[2] != ow * n or oh < 2 or ow < 2 or oh * ow < WINOGRAD_MIN_PIXELS
             or not WINOGRAD_MIN_CHANNELS <= cin <= matmul.KC or n < WINOGRAD_MIN_CHANNELS):
         return None
+    for scheme in _schemes(p):
+        plan = _scheme_plan(p, target, scheme)
+        if plan is not None:
+            return plan
+    return None
+
+
+def _schemes(p: ConvPlan) -> list[WinogradScheme]:
+    """The schemes to try, best first: F(4x4, 3x3) for f32 at stride 1 (see WINOGRAD_F43_DTYPES), then F(2x2, 3x3);
+    the polyphase scheme at stride 2."""
+    if p.strides[0] == 2:
+        return [WINOGRAD_STRIDE2]
+    oh, ow = p.out_spatial
+    if p.dtype in WINOGRAD_F43_DTYPES and min(oh, ow) >= WINOGRAD_F43_MIN_SIZE:
+        return [WINOGRAD_F43, WINOGRAD_F23]
+    return [WINOGRAD_F23]
+
+
+def _scheme_plan(p: ConvPlan, target, scheme: WinogradScheme) -> WinogradPlan | None:
+    """The plan with `scheme`, None where its stack buffers do not fit in WINOGRAD_STACK_BYTES."""
+    oh, ow = p.out_spatial
+    cin, n = p.in_per_group, p.block
     size = p.dtype.itemsize
-    scheme = WINOGRAD_SCHEMES[p.strides[0]]
     positions = scheme.points ** 2
     u_positions = len(scheme.kernel_rows) ** 2
     vw, mr = matmul._target_shape(target.vector_bytes, target.vector_registers, p.dtype)
@@ -136,7 +175,7 @@ def _winograd_plan(p: ConvPlan, target) -> WinogradPlan | None:
     chunk = mr * max(1, min(2, WINOGRAD_BUFFER_BYTES // (per_tile * mr)))
     if (u_positions * cin * nc + positions * chunk * (a_ld + nc)) * size > WINOGRAD_STACK_BYTES:
         return None
-    tiles_h, tiles_w = -(-oh // 2), -(-ow // 2)
+    tiles_h, tiles_w = -(-oh // scheme.outputs), -(-ow // scheme.outputs)
     want = max(1, -(-WINOGRAD_ITEMS // (p.n_out * -(-n // nc))))
     band = -(-tiles_h // min(want, tiles_h))
     return WinogradPlan(tiles_h, tiles_w, band, chunk, vw, mr, nr, nc, a_ld, scheme)
@@ -170,7 +209,8 @@ def _emit_winograd(region, p: ConvPlan, w: WinogradPlan, ep=None):
     sc = w.scheme
     pts, span, positions = sc.points, sc.span, w.positions
     kernel_rows, rows_g = sc.kernel_rows, len(sc.kernel_rows)
-    step = 2 * sc.stride  # input positions between tiles
+    mo = sc.outputs  # output pixels per tile along each dim
+    step = mo * sc.stride  # input positions between tiles
     line = 64 // p.dtype.itemsize  # each position's block a cache line past its size: the blocks' accesses at
     u_xi = cin * w.nc + line       # one index (a transform's loads or stores) then do not all fall in one
     v_xi = w.chunk * w.a_ld + line  # set of the L1 when the size is a multiple of 4 KiB (64 x 64 floats)
@@ -292,7 +332,7 @@ def _emit_winograd(region, p: ConvPlan, w: WinogradPlan, ep=None):
 
             def tile_origin(local):  # its first output pixel
                 tr, tc = tile_index(local)
-                return b.mul(tr, const64(2)), b.mul(tc, const64(2))
+                return b.mul(tr, const64(mo)), b.mul(tc, const64(mo))
 
             def chunk(ck):
                 c0 = b.mul(ck, const64(w.chunk))
@@ -350,38 +390,39 @@ def _emit_winograd(region, p: ConvPlan, w: WinogradPlan, ep=None):
                     for_range(b, 0, b.udiv(b.add(count, const64(w.mr - 1)), const64(w.mr)), m_tile, name="mt")
                 for_range(b, 0, positions, position, name="xi")
 
-                # Y = A^T M A into the output's 2x2 pixels (those inside it)
+                # Y = A^T M A into the output's mo x mo pixels (those inside it)
                 def out_tile(tile):
                     y0, x0 = tile_origin(b.add(c0, tile))
                     base = b.add(dot_offsets(b, [batch, y0, x0], (os_[0], os_[2], os_[3])), n0)
                     src = b.mul(tile, const64(w.nc))
-                    down = b.icmp_signed("<", b.add(y0, const64(1)), const64(oh))
-                    right = b.icmp_signed("<", b.add(x0, const64(1)), const64(ow))
+                    # down[r]: output row y0 + r inside; right[c]: column x0 + c
+                    down = [b.icmp_signed("<", b.add(y0, const64(r)), const64(oh)) for r in range(mo)]
+                    right = [b.icmp_signed("<", b.add(x0, const64(c)), const64(ow)) for c in range(mo)]
 
                     def values(j, t):
                         m = [load(m_buf, b.add(const64(xi * m_xi), b.add(src, j)), t) for xi in range(positions)]
                         rows = [transform(sc.at, [m[pts * i + c] for i in range(pts)]) for c in range(pts)]
-                        return [transform(sc.at, [rows[c][r] for c in range(pts)]) for r in range(2)]  # y[r][c]
+                        return [transform(sc.at, [rows[c][r] for c in range(pts)]) for r in range(mo)]  # y[r][c]
 
                     def pixel(r, c, j):
                         return b.add(base, b.add(const64(r * os_[2] + c * os_[3]), j))
 
                     def whole(j, t):
                         y = values(j, t)
-                        for r in range(2):
-                            for c in range(2):
+                        for r in range(mo):
+                            for c in range(mo):
                                 store(y[r][c], out_ptr, pixel(r, c, j))
 
                     def edge(j, t):
                         y = values(j, t)
-                        store(y[0][0], out_ptr, pixel(0, 0, j))
-                        with b.if_then(right):
-                            store(y[0][1], out_ptr, pixel(0, 1, j))
-                        with b.if_then(down):
-                            store(y[1][0], out_ptr, pixel(1, 0, j))
-                        with b.if_then(b.and_(down, right)):
-                            store(y[1][1], out_ptr, pixel(1, 1, j))
-                    with b.if_else(b.and_(down, right)) as (then, otherwise):
+                        for r in range(mo):
+                            for c in range(mo):
+                                if r == 0 and c == 0:  # the tile's first pixel is always inside
+                                    store(y[r][c], out_ptr, pixel(r, c, j))
+                                    continue
+                                with b.if_then(b.and_(down[r], right[c])):
+                                    store(y[r][c], out_ptr, pixel(r, c, j))
+                    with b.if_else(b.and_(down[mo - 1], right[mo - 1])) as (then, otherwise):
                         with then:
                             lanes_loop(n_count, True, whole, "yj")
                         with otherwise:
@@ -390,8 +431,8 @@ def _emit_winograd(region, p: ConvPlan, w: WinogradPlan, ep=None):
 
             for_range(b, 0, b.udiv(b.add(band_tiles, const64(w.chunk - 1)), const64(w.chunk)), chunk, name="ck")
             if ep is not None:  # bias, activation, ...: on the item's finished rows
-                m0 = b.mul(tr0, const64(2 * ow))
-                m_end = matmul._min(b, b.mul(tr_end, const64(2 * ow)), const64(oh * ow))
+                m0 = b.mul(tr0, const64(mo * ow))
+                m_end = matmul._min(b, b.mul(tr_end, const64(mo * ow)), const64(oh * ow))
                 epilogues.emit(b, region, ep, pointers, (p.n_out, oh * ow, n, 0), batch, m0, m_end, n0, n_count)
 
         for_range(b, lo, hi, item, name="it")
