@@ -14,14 +14,16 @@
  * Waiting: an idle worker spins for up to KILN_SPIN_NS on a flag that says a
  * job is queued, then sleeps on the pool's condition variable; a dispatching
  * thread whose ids ran out spins as long for its workers, then sleeps on the
- * job's. The dispatching thread yields the CPU between pause bursts after
- * KILN_SPIN_YIELD_NS (the worker holding its last workgroup may be queued on
- * its CPU); idle workers do not (on a loaded machine a yielding worker loses
- * its CPU to other processes and misses the next dispatch: a 2-workgroup MLP
- * training step's median doubled). A worker woken for a job that was done
- * before it got there sleeps again at once. The dispatching thread signals
- * only workers that sleep, after it released the mutex, so a woken worker
- * does not block on it. */
+ * job's. Neither yields the CPU while it spins: on a loaded machine a
+ * yielding thread loses its CPU to other processes for a whole time slice (a
+ * yielding worker missed the next dispatch: a 2-workgroup MLP training
+ * step's median doubled; a yielding dispatching thread came back long after
+ * its worker's last workgroup ended). A worker never waits on its
+ * dispatching thread's CPU (kiln_affinity_avoid), so the spin does not keep
+ * it from its CPU. A worker woken for a job that was done before it got
+ * there sleeps again at once. The dispatching thread signals only workers
+ * that sleep, after it released the mutex, so a woken worker does not block
+ * on it. */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -82,9 +84,6 @@ struct kiln_pool {
  * follow each other within it find the workers awake, and an idle worker
  * spends at most this much CPU time after its last job. */
 #define KILN_SPIN_NS 50000
-/* From this long on, a dispatching thread waiting for its workers yields
- * between pause bursts. */
-#define KILN_SPIN_YIELD_NS 2000
 #define KILN_SPIN_BURST 16 /* pauses between clock reads */
 
 static inline void kiln_cpu_relax(void) {
@@ -162,9 +161,8 @@ static void kiln_affinity_avoid(kiln_worker_affinity_t* a, int dispatcher_cpu) {
 #endif
 }
 
-/* Spins until `done` holds (returns 1) or KILN_SPIN_NS passed (returns 0),
- * yielding between bursts from `yield_ns` on (KILN_SPIN_NS: never). */
-#define KILN_SPIN_UNTIL(done, yield_ns)                                 \
+/* Spins until `done` holds (returns 1) or KILN_SPIN_NS passed (returns 0). */
+#define KILN_SPIN_UNTIL(done)                                           \
   ({                                                                    \
     int kiln_spin_ok_ = 0;                                              \
     uint64_t kiln_spin_start_ = kiln_spin_clock_ns();                   \
@@ -180,7 +178,6 @@ static void kiln_affinity_avoid(kiln_worker_affinity_t* a, int dispatcher_cpu) {
       }                                                                 \
       uint64_t kiln_spin_spent_ = kiln_spin_clock_ns() - kiln_spin_start_; \
       if (kiln_spin_spent_ >= KILN_SPIN_NS) break;                      \
-      if (kiln_spin_spent_ >= (yield_ns)) sched_yield();                \
     }                                                                   \
     kiln_spin_ok_;                                                      \
   })
@@ -267,8 +264,7 @@ static void* kiln_worker_main(void* arg) {
       /* Spin a little before sleeping. */
       pthread_mutex_unlock(&pool->mutex);
       (void)KILN_SPIN_UNTIL(atomic_load_explicit(&pool->queued_jobs, memory_order_acquire) ||
-                                atomic_load_explicit(&pool->stopping, memory_order_relaxed),
-                            KILN_SPIN_NS);
+                                atomic_load_explicit(&pool->stopping, memory_order_relaxed));
       pthread_mutex_lock(&pool->mutex);
     }
     while (!pool->shutdown && !pool->head) {
@@ -473,8 +469,7 @@ dispatch(kiln_pool_t* pool, const char* kernel_name, kiln_kernel_fn_t fn,
   kiln_job_run(&job, 0);
 
   /* Helpers still running our workgroups usually finish within microseconds. */
-  (void)KILN_SPIN_UNTIL(atomic_load_explicit(&job.workers_running, memory_order_acquire) == 0,
-                        KILN_SPIN_YIELD_NS);
+  (void)KILN_SPIN_UNTIL(atomic_load_explicit(&job.workers_running, memory_order_acquire) == 0);
   pthread_mutex_lock(&pool->mutex);
   kiln_queue_remove(pool, &job);
   while (atomic_load_explicit(&job.workers_running, memory_order_acquire) > 0) {
