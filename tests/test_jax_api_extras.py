@@ -168,6 +168,16 @@ def test_custom_vjp_symbolic_zeros():
     both = kiln.grad(lambda x, y: f(x, y)[0] + 2 * f(x, y)[1], argnums=(0, 1))(2.0, 3.0)
     np.testing.assert_allclose([float(v) for v in both], [3.0 + 2 * np.cos(2.0), 2.0], rtol=1e-15)
     assert log == [("fwd", True, True), ("fwd", True, True), ("bwd", True, False), ("bwd", False, True)]
+    # under vmap (differentiated outside it, or inside), bwd still gets a SymbolicZero of one example, as JAX's
+    xs, ys = np.array([0.5, 1.0, 2.0]), np.array([3.0, -1.0, 0.25])
+    for fn, want in ((lambda x: knp.sum(kiln.vmap(f)(x, ys)[0]), ys),
+                     (lambda x: knp.sum(kiln.vmap(f, (0, None))(x, 3.0)[0]), np.full(3, 3.0))):
+        log.clear()
+        np.testing.assert_allclose(kiln.grad(fn)(xs), want)
+        assert log == [("fwd", True, False), ("bwd", False, True)]
+    log.clear()
+    np.testing.assert_allclose(kiln.vmap(kiln.grad(lambda x, y: f(x, y)[1], argnums=1))(xs, ys), np.zeros(3))
+    assert log == [("fwd", False, True), ("bwd", True, False)]
     with pytest.raises(TypeError, match="unexpected leaf type"):
         custom_vjp_primal_tree_values((1.0,))
     assert repr(CustomVJPPrimal(1.0, False)) == "CustomVJPPrimal(value=1.0, perturbed=False)"
@@ -190,6 +200,13 @@ def test_custom_jvp_symbolic_zeros_and_zero_from_primal():
     g.defjvp(g_jvp, symbolic_zeros=True)
     np.testing.assert_allclose(float(kiln.grad(g)(1.5, 0.5)), np.exp(0.5), rtol=1e-15)
     np.testing.assert_allclose(float(kiln.grad(g, argnums=1)(1.5, 0.5)), 1.5 * np.exp(0.5), rtol=1e-15)
+    assert seen == [(False, True), (True, False)]
+    # under vmap the rule still sees SymbolicZero (one example's shape), as JAX's: batched then differentiated,
+    # and differentiated inside the vmap
+    seen.clear()
+    xs, ys = np.array([1.5, -2.0]), np.array([0.5, 0.25])
+    np.testing.assert_allclose(kiln.grad(lambda x: knp.sum(kiln.vmap(g)(x, ys)))(xs), np.exp(ys), rtol=1e-15)
+    np.testing.assert_allclose(kiln.vmap(kiln.grad(g, argnums=1))(xs, ys), xs * np.exp(ys), rtol=1e-15)
     assert seen == [(False, True), (True, False)]
     z = zero_from_primal({"a": np.ones(3, np.float32), "b": 2.0}, symbolic_zeros=True)
     assert isinstance(z["a"], SymbolicZero) and z["a"].shape == (3,) and z["a"].dtype == np.float32

@@ -123,18 +123,39 @@ def _instantiated(tangents, primals):
     return [instantiate(t, tangent_aval(get_aval(p).strip_weak())) for t, p in zip(tangents, primals)]
 
 
+def _example_zero(z: Zero, dim) -> Zero:
+    """The symbolic zero of one mapped example of `z` (its batch axis, at `dim`, removed), as JAX's rules see
+    it under vmap."""
+    if dim is None:
+        return z
+    shape = z.aval.shape
+    return Zero(ShapedArray(shape[:dim] + shape[dim + 1:], z.aval.dtype))
+
+
+def _vmap_with_zeros(fn, values, dims, axis_size):
+    """vmap_flat of fn over values where some are symbolic Zeros: the Zeros stay symbolic (each example's
+    own, unbatched), only the others are mapped."""
+    keep = [k for k, v in enumerate(values) if not isinstance(v, Zero)]
+    zeros = {k: _example_zero(v, dims[k]) for k, v in enumerate(values) if isinstance(v, Zero)}
+
+    def mapped(*live):
+        it = iter(live)
+        return fn(*[zeros[k] if k in zeros else next(it) for k in range(len(values))])
+
+    return vmap_flat(mapped, [values[k] for k in keep], [dims[k] for k in keep], None, axis_size)
+
+
 def _custom_jvp_batch(values, dims, *, axis_size, fun_graph, jvp_flat, name):
     graph, moved_dims = _batched_graph(fun_graph, dims, axis_size)
     n = len(values)
 
     def batched_jvp(primals, tangents):
-        tangents = _instantiated(tangents, primals)  # under vmap a rule sees zeros, not SymbolicZero
-
+        # an undifferentiated input's tangent stays a symbolic zero (of one example), as under JAX's vmap
         def flat(*a):
             outs, t_outs = jvp_flat(list(a[:n]), list(a[n:]))
             return list(outs) + list(t_outs)
 
-        both = vmap_flat(flat, list(primals) + list(tangents), moved_dims + moved_dims, None, axis_size)
+        both = _vmap_with_zeros(flat, list(primals) + list(tangents), moved_dims + moved_dims, axis_size)
         half = len(both) // 2
         return both[:half], both[half:]
 
@@ -183,7 +204,7 @@ class custom_jvp:
 
     def defjvp(self, jvp: Callable, symbolic_zeros: bool = False) -> Callable:
         """Sets the rule. With symbolic_zeros, the rule gets a SymbolicZero as the tangent of each input not
-        differentiated (outside vmap), and may return SymbolicZero (or None) for a zero tangent output."""
+        differentiated (under vmap too: one example's), and may return SymbolicZero (or None) for a zero tangent output."""
         self.jvp = jvp
         self.symbolic_zeros = bool(symbolic_zeros)
         return jvp
@@ -287,9 +308,9 @@ def _custom_vjp_batch(values, dims, *, axis_size, fun_graph, fwd_flat, bwd_flat,
 
     def batched_bwd(residuals, cts):
         n_res = len(residuals)
-        cts = [instantiate(c, c.aval) if isinstance(c, Zero) else c for c in cts]  # under vmap: zeros
-        grads = vmap_flat(lambda *a: bwd_flat(list(a[:n_res]), list(a[n_res:])), list(residuals) + list(cts),
-                          [0] * (n_res + len(cts)), None, axis_size)
+        # the cotangent of an output nothing depends on stays a symbolic zero (of one example), as under JAX's vmap
+        grads = _vmap_with_zeros(lambda *a: bwd_flat(list(a[:n_res]), list(a[n_res:])), list(residuals) + list(cts),
+                                 [0] * (n_res + len(cts)), axis_size)
         # An argument not mapped (moved_dims None: shared by every example) gets the sum of the examples'
         # cotangents, as the transpose of its broadcast; each example's cotangent would be the wrong shape.
         return [lookup("reduce_sum").bind(g, axes=(0,)) if d is None else g for g, d in zip(grads, moved_dims)]
@@ -321,7 +342,7 @@ class custom_vjp:
         """Sets the rules. With symbolic_zeros (JAX's mode), fwd receives each argument leaf as a
         CustomVJPPrimal(value, perturbed) (perturbed False: not differentiated; custom_vjp_primal_tree_values
         strips them), and bwd receives a SymbolicZero as the cotangent of each output nothing depends on
-        (outside vmap); bwd may return None or a SymbolicZero for a zero cotangent. optimize_remat is accepted
+        (under vmap too: one example's); bwd may return None or a SymbolicZero for a zero cotangent. optimize_remat is accepted
         (kiln does not rematerialize)."""
         self.fwd, self.bwd = fwd, bwd
         self.symbolic_zeros = bool(symbolic_zeros)
