@@ -112,10 +112,29 @@ def vm_test_seeds() -> tuple[dict[str, bytes], dict[str, bytes]]:
     return good, bad
 
 
+def print_seeds() -> dict[str, bytes]:
+    """Inputs in fuzz_print's own layout ([count], per value [dtype][rank][dims], [template length],
+    template, value bytes) whose templates hold format 2.9's fields: the {!options ...} block, !r/!s/!a
+    conversions, complex values. The other targets read them too and refuse them at once."""
+    from kiln.vm._generated.constants import DTYPES
+
+    code = {name: i for i, name in enumerate(DTYPES)}
+    values = [("f32", (2, 3)), ("c64", (4,)), ("i32", (201,)), ("f64", ())]
+    header = bytes([len(values)])
+    for dtype, shape in values:
+        header += bytes([code[dtype], len(shape)]) + bytes(shape if max(shape, default=0) < 200 else (240,))
+    templates = [b"{!options precision=3 floatmode=fixed sign=plus}{0} {1!r} {2} {3!s}",
+                 b"{!options threshold=5 edgeitems=1 linewidth=20 suppress=1}{0!r}|{1}|{2!a}",
+                 b"{!options floatmode=maxprec_equal sign=space}{1} {0!s} {3!r} {3:+.2e}",
+                 b"{!options floatmode=unique}{0}{1}{2}{3}", b"{1!r} {1!s} {1} {3!a}"]
+    fill = np.array([1.5, -0.0, np.nan, 3e-7, np.inf, 12345.678, -2.25, 0.1], np.float32).tobytes()
+    return {f"print_{i}": header + bytes([len(t)]) + t + fill for i, t in enumerate(templates)}
+
+
 def main(argv: list[str]) -> int:
     out = Path(argv[1]) if len(argv) > 1 else ROOT / "build" / "fuzz" / "seeds"
     out.mkdir(parents=True, exist_ok=True)
-    for old in out.glob("*.vmfb"):
+    for old in [*out.glob("*.vmfb"), *out.glob("print_*.bin")]:
         old.unlink()
     good = program_seeds()
     vm_good, vm_bad = vm_test_seeds()
@@ -125,6 +144,9 @@ def main(argv: list[str]) -> int:
     files.update(vm_bad)
     for name, data in sorted(files.items()):
         (out / f"{name}.vmfb").write_bytes(data)
+    for name, data in print_seeds().items():  # fuzz_print's layout (format 2.9 fields)
+        (out / f"{name}.bin").write_bytes(data)
+        files[name] = data
     print(f"wrote {len(files)} seed modules to {out}")
     return 0
 

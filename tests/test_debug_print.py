@@ -18,6 +18,18 @@ from kiln.core.errors import TracingError
 from kiln_tools import run_kiln_run
 
 
+class _Pair:
+    """A pytree that is not a container kiln.debug.print knows how to print."""
+
+    def __init__(self, a, b):
+        self.a, self.b = a, b
+
+
+from kiln.core.pytree import register_pytree_node  # noqa: E402
+
+register_pytree_node(_Pair, lambda p: ((p.a, p.b), None), lambda _, children: _Pair(*children))
+
+
 def _arrays():
     rng = np.random.default_rng(0)
     out = []
@@ -34,21 +46,29 @@ def _arrays():
                 np.arange(1500).astype(dt).reshape(30, 50)]
     out += [np.array([True, False]), np.array(True), rng.random((3, 3)) > 0.5, np.ones((10, 11, 12), bool),
             np.array([1, 2.5, 0.1, -3], ml_dtypes.bfloat16), np.array(0.1, ml_dtypes.bfloat16)]
+    for dt in (np.complex64, np.complex128):  # format 2.9
+        out += [np.array([1 + 2j, -0.5j, complex(np.nan, -np.inf)], dt), np.array(0.1 + 0.2j, dt), np.array(3j, dt),
+                (rng.standard_normal((3, 4)) + 1j * rng.standard_normal((3, 4)) * 1e5).astype(dt)]
     return out
 
 
 def test_arrays_print_as_numpy_str(capsys):
     """Every dtype kiln prints, 0-d (as Python formats the float or int, as in JAX) to 3-d, summarized past 1000 elements, wrapped at 75 columns, with
-    nan/inf, negative zero and empty arrays: the runtime's text is numpy's str(), line for line, on every
-    call; eagerly, kiln.debug.print is Python's own formatting."""
+    nan/inf, negative zero, complex and empty arrays: the runtime's text is numpy's str(), and with !r, !s
+    and !a numpy's repr(), str() and ascii() (format 2.9), line for line, on every call; eagerly,
+    kiln.debug.print is Python's own formatting."""
     arrays = _arrays()
 
     def f(*xs):
-        for x in xs:
-            kiln.debug.print("{}", x)
+        for i, x in enumerate(xs):
+            if i % 9 == 0 or x.dtype.kind == "c":  # a sample: vmprintall checks every dtype's conversions
+                kiln.debug.print("{} {!r}|{!s}|{!a}", x, x, x, x)
+            else:
+                kiln.debug.print("{}", x)
         return xs[0] + 1
 
-    want = "".join("{}\n".format(a) for a in arrays)  # str(a), and repr(float(a)) of a 0-d a
+    want = "".join(("{} {!r}|{!s}|{!a}\n" if i % 9 == 0 or a.dtype.kind == "c" else "{}\n").format(a, a, a, a)
+                   for i, a in enumerate(arrays))  # str(a), repr(float(a)) of 0-d
     jf = kiln.jit(f)
     for _ in range(2):
         jf(*arrays)
@@ -166,17 +186,19 @@ def test_exported_module_prints_in_kiln_run(tmp_path, capsys):
     ("{i:x}", {"i": 1}, r"spec 'x' of \{i\} is not one kiln's runtime formats"),
     ("{s:,.2f}", {"s": 1}, r"spec ',.2f' of \{s\} is not one kiln's runtime formats"),
     ("{s:d}", {"s": 2}, r"spec 'd' of \{s\} \(float32\): Unknown format code 'd'"),
-    ("{s!r}", {"s": 1}, r"conversion !r of the traced array \{s\} is not supported"),
+    ("{s!r:>9}", {"s": 1}, r"field \{s!r:>9\}: a spec after a conversion of a traced array is not supported"),
     ("{missing}", {"s": 1}, r"field \{missing\} names no argument"),
-    ("{t}", {"t": 3}, r"field \{t\} is a tuple holding traced arrays"),
-    ("{c}", {"c": 4}, r"field \{c\} is complex64, which the C runtime does not print"),
+    ("{t:>5}", {"t": 3}, r"field \{t:>5\} formats a tuple: unsupported format string passed to tuple.__format__"),
+    ("{g}", {"g": 5}, r"field \{g\} is a _Pair holding traced arrays: kiln prints tuples, lists, dicts and "
+                      r"namedtuples of arrays"),
+    ("{c:.2f}", {"c": 6}, r"field \{c:.2f\} is complex64: a format spec does not format complex values"),
     ("{", {"s": 1}, r"format '\{': Single '\{' encountered"),
 ])
 def test_format_errors_name_the_line(fmt, kwargs, match):
     """Formats the runtime cannot print are refused when the function is traced, naming the print's line."""
     def f(x):
-        values = {"x": x, "s": knp.sum(x), "t": (x, x), "c": x.astype(np.complex64),
-                  "i": knp.sum(x).astype(np.int32)}
+        values = {"x": x, "s": knp.sum(x), "t": (x, x), "c": knp.sum(x).astype(np.complex64),
+                  "i": knp.sum(x).astype(np.int32), "g": _Pair(x, x)}
         args = [values[k] for k, v in kwargs.items() if v == 0]
         kiln.debug.print(fmt, *args, **{k: values[k] for k, v in kwargs.items() if v})  # the line named
         return x
@@ -186,16 +208,39 @@ def test_format_errors_name_the_line(fmt, kwargs, match):
     assert "test_debug_print.py:" in str(info.value)
 
 
-def test_print_options_other_than_numpys_defaults_warn():
-    """The runtime prints with numpy's default print options; options set when a print is traced warn."""
-    def f(x):
-        kiln.debug.print("{}", x)
+def test_print_options_and_containers_print_as_numpy_and_python(capsys):
+    """numpy's print options set when a print is traced are recorded in its template (format 2.9) and the
+    runtime applies them (precision, floatmode, suppress, sign, threshold, edgeitems, linewidth) to str and
+    repr; containers of arrays print as Python prints them (each array's repr), namedtuples and dicts
+    (by sorted key, as pytrees flatten them) included: the compiled text equals the eager one. Options the
+    runtime does not apply warn."""
+    import collections
+
+    Point = collections.namedtuple("Point", "x y")
+
+    def f(x, c):
+        kiln.debug.print("{} {!r} | {t} | {d} | {p} | {c} {c!s} {n}", x, x, t=(x[:2], 1.5, "s"), n=c[0],
+                         d={"w": x[0], "b": [c, None]}, p=Point(x[:1], x[1] * 2), c=c)
         return x
 
-    with np.printoptions(precision=3, suppress=True):
-        with pytest.warns(UserWarning, match=r"default print options; the ones set now \(precision=3, "
-                                             r"suppress=True\) are not applied"):
-            kiln.jit(f).lower(np.ones(2, np.float32))
+    x = np.array([1e-5, 1.5, -2.25, 1000.0, 0.1, 7.0], np.float32)
+    c = np.array([1 + 2j, -0.5j], np.complex64)
+    for options in ({}, {"precision": 3, "suppress": True, "sign": "+"}, {"floatmode": "fixed", "precision": 2},
+                    {"threshold": 4, "edgeitems": 1, "linewidth": 30, "floatmode": "unique", "sign": " "}):
+        with np.printoptions(**options):
+            kiln.jit(f)(x, c)
+            compiled = capsys.readouterr().out
+            f(x, c)
+            assert compiled == capsys.readouterr().out, options
+    assert compiled.startswith("[ 1.e-05 ...  7.e+00] array([ 1.e-05, ...,  7.e+00],\n      shape=(6,), "
+                               "dtype=float32) | (array([ 1.0e-05,  1.5e+00],")  # summarized, wrapped at 30
+
+    with np.printoptions(nanstr="NaN", precision=3):
+        with pytest.warns(UserWarning, match=r"applies numpy's print options precision, threshold, edgeitems, "
+                                             r"linewidth, suppress, sign and floatmode; the ones set now "
+                                             r"\(nanstr='NaN'\) are not applied"):
+            text = kiln.jit(f).lower(x, c)
+    assert "{!options precision=3}" in text
 
 
 def test_callback_runs_in_program_order_and_is_never_exported(capsys):

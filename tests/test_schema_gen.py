@@ -46,7 +46,7 @@ def test_shared_constants():
     assert (DTYPES, KILN_DTYPES) == (constants.DTYPES, constants.DTYPES)
     assert DTYPES[-5:] == ("u16", "u32", "u64", "c64", "c128")  # appended: codes are never renumbered
     assert (DTYPE_SIZES["bf16"], DTYPE_SIZES["u16"], DTYPE_SIZES["u32"], DTYPE_SIZES["u64"]) == (2, 2, 4, 8) and (MAX_WORKGROUPS, MAX_REGISTERS) == (1 << 24, 1 << 20)
-    assert (DEADLINE_EXCEEDED, CODE_NAMES[10], writer.FORMAT_VERSION) == (10, "DEADLINE_EXCEEDED", (2, 8))
+    assert (DEADLINE_EXCEEDED, CODE_NAMES[10], writer.FORMAT_VERSION) == (10, "DEADLINE_EXCEEDED", (2, 9))
     header = (schema_gen.ROOT / "runtime-c" / "include" / "kiln" / "constants.h").read_text()
     for line in ("KILN_DEADLINE_EXCEEDED = 10,", "#define KILN_MAX_RANK 16", "#define KILN_MAX_WORKERS 1024",
                  "#define KILN_MAX_WORKGROUPS (1u << 24)", "#define KILN_MAX_REGISTERS (1u << 20)",

@@ -12,12 +12,16 @@
     (JAX's ``ordered=True``; the VM runs one step at a time), the way JAX prints them.
 
 Formats: ``{}``, ``{0}``, ``{name}`` print a value as numpy's ``str`` does (a 0-d one as Python's ``format``
-does, the float or int it converts to: ``0.1`` in float32 prints ``0.10000000149011612``, as in JAX);
-``{x:SPEC}`` formats a 0-d value as Python's ``format(float(x) or int(x), SPEC)``, for SPEC in
-``[[fill]align][sign][0][width][.precision][type]`` with type one of ``f F e E g G d`` (a precision needs
-one). Other specs, conversions (``!r``), attribute or index fields of traced values, containers of traced
-values and complex values are refused when the function is traced, naming the print's source line.
-Arguments that are not traced (Python numbers, strings, shapes) are formatted by Python at trace time.
+does, the float, int or complex it converts to: ``0.1`` in float32 prints ``0.10000000149011612``, as in JAX);
+``{x!r}``, ``{x!s}``, ``{x!a}`` as numpy's ``repr``/``str``/``ascii`` (format 2.9); ``{x:SPEC}`` formats a 0-d
+value as Python's ``format(float(x) or int(x), SPEC)``, for SPEC in ``[[fill]align][sign][0][width][.precision]
+[type]`` with type one of ``f F e E g G d`` (a precision needs one). A tuple, list, dict or namedtuple of arrays
+prints as Python prints it, each array's repr (format 2.9). numpy's print options in effect when the print is
+traced (``np.set_printoptions``: precision, threshold, edgeitems, linewidth, suppress, sign, floatmode) are
+recorded in the template and applied at run time (format 2.9; the others warn). Other specs, a spec on an
+array, a complex value or after a conversion, attribute or index fields of traced values and other pytree classes
+holding traced values are refused when the function is traced, naming the print's source line. Arguments that
+are not traced (Python numbers, strings, shapes) are formatted by Python at trace time.
 
 ``callback(fn, *args, **kwargs)`` calls ``fn`` on the values (numpy arrays; only its side effects count,
 its result is dropped, as in JAX): eagerly at once; traced, at run time in program order with the prints,
@@ -78,25 +82,65 @@ def print(fmt: str, *args, ordered: bool = False, partitioned: bool = False, **k
         return
     template, operands = _template(fmt, args, kwargs)
     if operands:
-        _check_print_options()
+        template = _options_block() + template
     debug_print_p.bind(*operands, template=template)
 
 
-# numpy's default print options: the C runtime prints arrays with these (runtime-c/src/debug_print.c)
+# numpy's default print options: a template prints with these unless its {!options ...} block says otherwise
 _DEFAULT_PRINT_OPTIONS = {"edgeitems": 3, "threshold": 1000, "floatmode": "maxprec", "precision": 8,
                           "suppress": False, "linewidth": 75, "nanstr": "nan", "infstr": "inf", "sign": "-",
-                          "formatter": None, "legacy": False}
+                          "formatter": None, "legacy": False, "override_repr": None}
+# the options a template records (format 2.9), with the values the C runtime takes
+_RECORDED = {"precision": lambda v: isinstance(v, int) and 0 <= v <= 100,
+             "threshold": lambda v: isinstance(v, int) and 0 <= v < 2 ** 64,
+             "edgeitems": lambda v: isinstance(v, int) and 0 <= v <= 10 ** 9,
+             "linewidth": lambda v: isinstance(v, int) and 1 <= v <= 10 ** 9,
+             "suppress": lambda v: isinstance(v, (bool, np.bool_)),
+             "sign": lambda v: v in ("-", "+", " "),
+             "floatmode": lambda v: v in ("maxprec", "unique", "fixed", "maxprec_equal")}
+_SIGN_WORDS = {"-": "minus", "+": "plus", " ": "space"}
 
 
-def _check_print_options() -> None:
-    """Warns when numpy's print options differ from its defaults: JAX formats with the options set when it
-    traced the print, kiln's runtime with the defaults."""
+def _options_block() -> str:
+    """The template's {!options ...} block (format 2.9) for numpy's print options now, "" for its defaults:
+    the runtime prints arrays with them, as JAX formats with numpy's options. Options the runtime does not
+    apply (nanstr, infstr, formatter, legacy, override_repr, and values outside its ranges) warn."""
     current = np.get_printoptions()
-    changed = sorted(k for k, v in _DEFAULT_PRINT_OPTIONS.items() if k in current and current[k] != v)
-    if changed:
-        warnings.warn(f"kiln.debug.print in compiled code prints arrays with numpy's default print options; "
-                      f"the ones set now ({', '.join(f'{k}={current[k]!r}' for k in changed)}) are not applied",
-                      stacklevel=3)
+    words, ignored = [], []
+    for key, value in current.items():
+        if key not in _DEFAULT_PRINT_OPTIONS or value == _DEFAULT_PRINT_OPTIONS[key]:
+            continue
+        check = _RECORDED.get(key)
+        if check is None or not check(value):
+            ignored.append(f"{key}={value!r}")
+            continue
+        text = _SIGN_WORDS[value] if key == "sign" else int(value) if key == "suppress" else value
+        words.append(f" {key}={text}")
+    if ignored:
+        warnings.warn(f"kiln.debug.print in compiled code applies numpy's print options precision, threshold, "
+                      f"edgeitems, linewidth, suppress, sign and floatmode; the ones set now "
+                      f"({', '.join(ignored)}) are not applied", stacklevel=3)
+    return "{!options" + "".join(words) + "}" if words else ""
+
+
+def _split_options(template: str) -> tuple[dict, str]:
+    """(numpy print options, the rest) of a template with or without its {!options ...} block."""
+    if not template.startswith("{!options"):
+        return {}, template
+    end = template.index("}")
+    options = {}
+    for word in template[len("{!options"):end].split():
+        key, value = word.split("=", 1)
+        options[key] = ({v: k for k, v in _SIGN_WORDS.items()}[value] if key == "sign" else bool(int(value))
+                        if key == "suppress" else value if key == "floatmode" else int(value))
+    return options, template[end + 1:]
+
+
+def format_template(template: str, values) -> str:
+    """A debug.print template filled in with numpy arrays in Python, as the C runtime fills it in."""
+    options, body = _split_options(template)
+    with np.printoptions(**options):
+        return body.format(*[np.asarray(v) for v in values])
 
 
 # ---- the debug_print primitive: a host step, the VM's debug.print instruction (format 2.8) ----
@@ -109,7 +153,7 @@ debug_print_p.format_params = lambda params: f" {params['template']!r}"
 # the format specs the C runtime implements (runtime-c/src/debug_print.c)
 _SPEC = re.compile(r"(?:[ -~]?[<>^=])?[-+ ]?0?[0-9]*(?:\.[0-9]+[fFeEgG]|[fFeEgGd])?\Z")
 _PRINTABLE_DTYPES = ("float16", "bfloat16", "float32", "float64", "bool", "int8", "int16", "int32",
-                     "int64", "uint8", "uint16", "uint32", "uint64")
+                     "int64", "uint8", "uint16", "uint32", "uint64", "complex64", "complex128")
 
 
 @debug_print_p.def_abstract_eval
@@ -119,7 +163,7 @@ def _debug_print_abstract(*avals, template: str):
 
 @debug_print_p.def_impl
 def _debug_print_impl(*values, template: str):
-    _print(template.format(*[np.asarray(v) for v in values]))
+    _print(format_template(template, values))
     return []
 
 
@@ -175,11 +219,25 @@ def _template(fmt: str, args: tuple, kwargs: dict) -> tuple[str, list]:
         except (IndexError, KeyError, AttributeError) as e:
             raise TracingError(f"kiln.debug.print: format {fmt!r}: field {{{field}}} names no argument "
                                f"({type(e).__name__}: {e})") from None
+        def operand(x) -> int:
+            k = index_of.get(id(x))
+            if k is None:
+                k = index_of[id(x)] = len(operands)
+                operands.append(x)
+            return k
+
+        if not isinstance(obj, _Operand) and any(isinstance(x, _Operand) for x in tree_flatten(obj)[0]):
+            # a container of arrays prints as Python prints it: the repr of each numpy array
+            if spec:
+                raise TracingError(f"kiln.debug.print: format {fmt!r}: field {{{field}:{spec}}} formats a "
+                                   f"{type(obj).__name__}: unsupported format string passed to "
+                                   f"{type(obj).__name__}.__format__")
+            for leaf in tree_flatten(obj)[0]:
+                if isinstance(leaf, _Operand):
+                    _check_dtype(fmt, field, leaf.value)
+            out.append(_container_template(obj, fmt, field, lambda leaf: operand(leaf.value)))
+            continue
         if not isinstance(obj, _Operand):
-            if any(isinstance(x, _Operand) for x in tree_flatten(obj)[0]):
-                raise TracingError(f"kiln.debug.print: format {fmt!r}: field {{{field}}} is a "
-                                   f"{type(obj).__name__} holding traced arrays; print each array in a field "
-                                   f"of its own")
             value = formatter.convert_field(obj, conversion) if conversion else obj
             if spec and "{" in spec:
                 raise TracingError(f"kiln.debug.print: format {fmt!r}: nested fields in the spec of "
@@ -187,15 +245,17 @@ def _template(fmt: str, args: tuple, kwargs: dict) -> tuple[str, list]:
             out.append(format(value, spec).replace("{", "{{").replace("}", "}}"))
             continue
         x = obj.value
-        aval = x.aval if isinstance(x, Tracer) else ShapedArray(np.shape(x), np.asarray(x).dtype)
+        aval = _check_dtype(fmt, field, x)
         name = np.dtype(aval.dtype).name
         if conversion is not None:
-            raise TracingError(f"kiln.debug.print: format {fmt!r}: conversion !{conversion} of the traced "
-                               f"array {{{field}}} is not supported (write {{{field}}})")
-        if name not in _PRINTABLE_DTYPES:
-            raise TracingError(f"kiln.debug.print: format {fmt!r}: field {{{field}}} is {name}, which the "
-                               f"C runtime does not print (it prints bool, integer and float16/bfloat16/"
-                               f"float32/float64 values)")
+            if spec:
+                raise TracingError(f"kiln.debug.print: format {fmt!r}: field {{{field}!{conversion}:{spec}}}: a "
+                                   f"spec after a conversion of a traced array is not supported")
+            out.append("{" + str(operand(x)) + "!" + conversion + "}")  # format 2.9
+            continue
+        if spec and np.dtype(aval.dtype).kind == "c":
+            raise TracingError(f"kiln.debug.print: format {fmt!r}: field {{{field}:{spec}}} is {name}: a format "
+                               f"spec does not format complex values (format its .real and .imag)")
         if spec:
             if len(aval.shape) != 0:
                 raise TracingError(f"kiln.debug.print: format {fmt!r}: field {{{field}:{spec}}} formats an "
@@ -212,12 +272,47 @@ def _template(fmt: str, args: tuple, kwargs: dict) -> tuple[str, list]:
                                    f"one kiln's runtime formats: [[fill]align][sign][0][width][.precision]"
                                    f"[type] with type f, F, e, E, g, G or d (a precision needs a type)"
                                    f"")
-        k = index_of.get(id(obj))
-        if k is None:
-            k = index_of[id(obj)] = len(operands)
-            operands.append(x)
-        out.append("{" + str(k) + (":" + spec if spec else "") + "}")
+        out.append("{" + str(operand(x)) + (":" + spec if spec else "") + "}")
     return "".join(out), operands
+
+
+def _check_dtype(fmt: str, field: str, x):
+    """The abstract value of a printed array, whose dtype the C runtime prints."""
+    aval = x.aval if isinstance(x, Tracer) else ShapedArray(np.shape(x), np.asarray(x).dtype)
+    name = np.dtype(aval.dtype).name
+    if name not in _PRINTABLE_DTYPES:
+        raise TracingError(f"kiln.debug.print: format {fmt!r}: field {{{field}}} is {name}, which the "
+                           f"C runtime does not print (it prints bool, integer, float16/bfloat16/float32/"
+                           f"float64 and complex64/complex128 values)")
+    return aval
+
+
+def _escape(text: str) -> str:
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+def _container_template(obj, fmt: str, field: str, operand) -> str:
+    """The template text of a container holding traced arrays, as Python's str() of it with numpy arrays
+    in their places: each array's repr ({N!r}, format 2.9), the other leaves' repr now."""
+    if isinstance(obj, _Operand):
+        return "{" + str(operand(obj)) + "!r}"
+    if not any(isinstance(x, _Operand) for x in tree_flatten(obj)[0]):
+        return _escape(repr(obj))
+
+    def inner(v):
+        return _container_template(v, fmt, field, operand)
+
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a namedtuple
+        return f"{type(obj).__name__}(" + ", ".join(f"{k}={inner(v)}" for k, v in zip(obj._fields, obj)) + ")"
+    if isinstance(obj, tuple):
+        return "(" + ", ".join(inner(v) for v in obj) + ("," if len(obj) == 1 else "") + ")"
+    if isinstance(obj, list):
+        return "[" + ", ".join(inner(v) for v in obj) + "]"
+    if isinstance(obj, dict):
+        return "{{" + ", ".join(f"{_escape(repr(k))}: {inner(v)}" for k, v in obj.items()) + "}}"
+    raise TracingError(f"kiln.debug.print: format {fmt!r}: field {{{field}}} is a {type(obj).__name__} holding "
+                       f"traced arrays: kiln prints tuples, lists, dicts and namedtuples of arrays (print its "
+                       f"arrays, or convert it)")
 
 
 def callback(fn, *args, ordered: bool = False, partitioned: bool = False, **kwargs) -> None:

@@ -1,11 +1,13 @@
-/* debug.print (format 2.8): templates and numpy-style text of buffers
- * (debug_print.h). Arrays print as numpy 2's str() prints them with its
- * default options (precision 8, floatmode 'maxprec', threshold 1000, edge
- * items 3, line width 75): floats in positional or scientific notation chosen
- * for the whole array, with the shortest digits that read back as the same
- * value, padded to line up; integers right-aligned; bools ' True'/'False';
- * bfloat16 as ml_dtypes prints it (%g); more than 1000 elements summarized
- * with `...`; lines wrapped at 75 columns. */
+/* debug.print (formats 2.8, 2.9): templates and numpy-style text of buffers
+ * (debug_print.h). Arrays print as numpy 2's str() and repr() print them,
+ * with its default print options (precision 8, floatmode 'maxprec',
+ * threshold 1000, edge items 3, line width 75) or those of the template's
+ * {!options ...} block (2.9): floats in positional or scientific notation
+ * chosen for the whole array (numpy's FloatingFormat with Dragon4's shortest
+ * digits), padded to line up; integers right-aligned (IntegerFormat); bools
+ * ' True'/'False'; complex values as a real and a signed imaginary
+ * FloatingFormat; bfloat16 as ml_dtypes prints it (%g); summarized with
+ * `...`; lines wrapped at the line width. */
 #include "debug_print.h"
 
 #include <math.h>
@@ -123,9 +125,110 @@ static int parse_spec(const uint8_t* s, size_t n, spec_t* spec) {
   return 1;
 }
 
-/* Walks the template: calls back for each literal run and each field. */
+/* numpy's print options (format 2.9: a template's leading `{!options ...}`
+ * block; numpy's defaults without one). */
+enum { FM_MAXPREC, FM_UNIQUE, FM_FIXED, FM_MAXPREC_EQUAL };
+
+typedef struct {
+  int precision;      /* 0..100 */
+  int floatmode;      /* FM_* */
+  int suppress;       /* 0 or 1 */
+  char sign;          /* '-', '+' or ' ' */
+  uint64_t threshold; /* more elements than this are summarized */
+  uint64_t edgeitems; /* 0..1e9 */
+  int linewidth;      /* 1..1e9 */
+} popts_t;
+
+static const popts_t DEFAULT_OPTIONS = {8, FM_MAXPREC, 0, '-', 1000, 3, 75};
+
+#define OPTIONS_START "{!options"
+
+/* The decimal number s[0..n) (no sign, no leading zero) of at most `max`. */
+static int number_word(const uint8_t* s, size_t n, uint64_t max, uint64_t* out) {
+  uint64_t v = 0;
+  size_t i;
+  if (!n || (s[0] == '0' && n > 1)) return 0;
+  for (i = 0; i < n; i++) {
+    unsigned digit;
+    if (s[i] < '0' || s[i] > '9') return 0;
+    digit = (unsigned)(s[i] - '0');
+    if (v > (max - digit) / 10) return 0;
+    v = v * 10 + digit;
+  }
+  *out = v;
+  return 1;
+}
+
+static int word_is(const uint8_t* s, size_t n, const char* w) {
+  return strlen(w) == n && memcmp(s, w, n) == 0;
+}
+
+/* The options block at the template's start, if any: `{!options` then
+ * ` KEY=VALUE` for any of precision, threshold, edgeitems, linewidth (numbers),
+ * suppress (0, 1), sign (minus, plus, space), floatmode (maxprec, unique,
+ * fixed, maxprec_equal), then `}`. Sets *skip to its length (0: none). */
+static int parse_options(const uint8_t* t, size_t n, popts_t* o, size_t* skip, char* err,
+                         size_t err_size) {
+  size_t i = sizeof OPTIONS_START - 1;
+  *o = DEFAULT_OPTIONS;
+  *skip = 0;
+  if (n < i || memcmp(t, OPTIONS_START, i) != 0) return 1;
+  while (i < n && t[i] == ' ') {
+    size_t key, key_len, val, val_len;
+    uint64_t v = 0;
+    i++;
+    key = i;
+    while (i < n && t[i] >= 'a' && t[i] <= 'z') i++;
+    key_len = i - key;
+    if (i >= n || t[i] != '=') break;
+    val = ++i;
+    while (i < n && t[i] != ' ' && t[i] != '}') i++;
+    val_len = i - val;
+#define KEY(w) word_is(t + key, key_len, w)
+#define VAL(w) word_is(t + val, val_len, w)
+#define NUMBER(max) number_word(t + val, val_len, (max), &v)
+    if (KEY("precision") && NUMBER(100)) {
+      o->precision = (int)v;
+    } else if (KEY("threshold") && NUMBER(UINT64_MAX)) {
+      o->threshold = v;
+    } else if (KEY("edgeitems") && NUMBER(1000000000)) {
+      o->edgeitems = v;
+    } else if (KEY("linewidth") && NUMBER(1000000000) && v >= 1) {
+      o->linewidth = (int)v;
+    } else if (KEY("suppress") && (VAL("0") || VAL("1"))) {
+      o->suppress = t[val] == '1';
+    } else if (KEY("sign") && (VAL("minus") || VAL("plus") || VAL("space"))) {
+      o->sign = VAL("minus") ? '-' : VAL("plus") ? '+' : ' ';
+    } else if (KEY("floatmode") && (VAL("maxprec") || VAL("unique") || VAL("fixed") ||
+                                    VAL("maxprec_equal"))) {
+      o->floatmode = VAL("maxprec") ? FM_MAXPREC : VAL("unique") ? FM_UNIQUE
+                     : VAL("fixed") ? FM_FIXED : FM_MAXPREC_EQUAL;
+    } else {
+      snprintf(err, err_size, "debug.print template: byte %zu: print option '%.*s' is not "
+               "one of precision=0..100, threshold=N, edgeitems=0..1000000000, "
+               "linewidth=1..1000000000, suppress=0|1, sign=minus|plus|space, "
+               "floatmode=maxprec|unique|fixed|maxprec_equal", key,
+               (int)(i - key < 40 ? i - key : 40), (const char*)t + key);
+      return 0;
+    }
+#undef KEY
+#undef VAL
+#undef NUMBER
+  }
+  if (i >= n || t[i] != '}') {
+    snprintf(err, err_size, "debug.print template: byte %zu: the {!options ...} block is not "
+             "' KEY=VALUE' words closed by '}'", i);
+    return 0;
+  }
+  *skip = i + 1;
+  return 1;
+}
+
+/* Walks the template: calls back for each literal run and each field
+ * (conv: 0, or the conversion r, s or a of `{N!c}`). */
 typedef int (*literal_fn)(void* user, const uint8_t* s, size_t n);
-typedef int (*field_fn)(void* user, uint32_t index, const uint8_t* spec, size_t spec_len);
+typedef int (*field_fn)(void* user, uint32_t index, char conv, const uint8_t* spec,
+                        size_t spec_len);
 
 static int walk(const uint8_t* t, size_t n, void* user, literal_fn lit, field_fn field,
                 char* err, size_t err_size) {
@@ -143,6 +246,7 @@ static int walk(const uint8_t* t, size_t n, void* user, literal_fn lit, field_fn
     } else if (t[i] == '{') {
       uint64_t index = 0;
       size_t j = i + 1, colon, close;
+      char conv = 0;
       if (!lit(user, t + start, i - start)) return 0;
       if (j >= n || t[j] < '0' || t[j] > '9') {
         snprintf(err, err_size, "debug.print template: byte %zu: '{' is not followed by a value "
@@ -159,14 +263,20 @@ static int walk(const uint8_t* t, size_t n, void* user, literal_fn lit, field_fn
                  j - i - 1 > 20 ? "..." : "");
         return 0;
       }
+      if (j + 2 < n && t[j] == '!' && (t[j + 1] == 'r' || t[j + 1] == 's' || t[j + 1] == 'a') &&
+          t[j + 2] == '}') {
+        conv = (char)t[j + 1];
+        j += 2;
+      }
       colon = j;
       close = j;
       while (close < n && t[close] != '}' && t[close] != '{') close++;
       if (close >= n || t[close] != '}' || (colon < close && t[colon] != ':')) {
-        snprintf(err, err_size, "debug.print template: byte %zu: field is not {N} or {N:SPEC}", i);
+        snprintf(err, err_size, "debug.print template: byte %zu: field is not {N}, {N!r}, "
+                 "{N!s}, {N!a} or {N:SPEC}", i);
         return 0;
       }
-      if (!field(user, (uint32_t)index, colon < close ? t + colon + 1 : t + close,
+      if (!field(user, (uint32_t)index, conv, colon < close ? t + colon + 1 : t + close,
                  colon < close ? close - colon - 1 : 0))
         return 0;
       i = close + 1;
@@ -192,9 +302,11 @@ static int check_literal(void* user, const uint8_t* s, size_t n) {
   return 1;
 }
 
-static int check_field(void* user, uint32_t index, const uint8_t* spec, size_t spec_len) {
+static int check_field(void* user, uint32_t index, char conv, const uint8_t* spec,
+                       size_t spec_len) {
   check_t* c = user;
   spec_t sp;
+  (void)conv;
   if (index >= c->count) {
     snprintf(c->err, c->err_size, "debug.print template: field {%u} names a value, but the "
              "instruction has %u", (unsigned)index, (unsigned)c->count);
@@ -211,7 +323,11 @@ static int check_field(void* user, uint32_t index, const uint8_t* spec, size_t s
 int kiln_debug_print_check_template(const uint8_t* text, size_t n, uint32_t value_count,
                                     char* err, size_t err_size) {
   check_t c = {value_count, err, err_size};
-  return walk(text, n, &c, check_literal, check_field, err, err_size);
+  popts_t o;
+  size_t skip;
+  if (!parse_options(text, n, &o, &skip, err, err_size)) return 0;
+  return walk(text ? text + skip : text, n - skip, &c, check_literal, check_field, err,
+              err_size);
 }
 
 /* ---- element values ------------------------------------------------------ */
@@ -370,11 +486,119 @@ static int scalar_float_text(double x, kiln_dtype_t d, char* out, size_t size) {
   return scientific(x, d, -1, 0, 0, 2, out, size);
 }
 
+/* ---- numpy's Dragon4 text of one float ----------------------------------- */
+
+/* Trims the fraction of `buf` (n bytes, with a '.') as numpy's trim modes do:
+ * 'k' keeps it, '.' drops trailing zeros, '0' keeps one zero after the dot,
+ * '-' drops trailing zeros and the dot. Returns the new length. */
+static int trim_fraction(char* buf, int n, char trim) {
+  if (trim == 'k') return n;
+  while (n > 0 && buf[n - 1] == '0') n--;
+  if (trim == '0' && buf[n - 1] == '.') buf[n++] = '0';
+  if (trim == '-' && buf[n - 1] == '.') n--;
+  buf[n] = 0;
+  return n;
+}
+
+/* numpy's dragon4_positional of finite x read as dtype d (fractional=True):
+ * unique: the shortest digits that read back as x, at most `precision` after
+ * the point (-1: no limit), at least `min_digits` (more digits of the exact
+ * value); else exactly `precision` digits; then `trim`, and '+' before a
+ * value without a sign bit when sign_plus. No padding. */
+static int d4_positional(double x, kiln_dtype_t d, int precision, int min_digits, int unique,
+                         char trim, int sign_plus, char* out, size_t size) {
+  char buf[512];
+  int n, frac;
+  char* dot;
+  if (unique) {
+    if (x == 0) {
+      n = snprintf(buf, sizeof buf, signbit(x) ? "-0." : "0.");
+    } else {
+      char digits[40];
+      int nd, e;
+      shortest(x, d, digits, &nd, &e);
+      if (precision >= 0 && nd - 1 - e > precision) {
+        n = snprintf(buf, sizeof buf, "%.*f", precision, x);
+        if (!strchr(buf, '.')) buf[n++] = '.', buf[n] = 0;
+        n = trim_fraction(buf, n, '.'); /* unique digits have no trailing zeros */
+      } else {
+        n = positional(x, d, -1, 0, buf, sizeof buf);
+      }
+    }
+    dot = strchr(buf, '.');
+    frac = n - (int)(dot - buf) - 1;
+    if (min_digits > frac) n = snprintf(buf, sizeof buf, "%.*f", min_digits, x);
+  } else {
+    n = snprintf(buf, sizeof buf, "%.*f", precision < 0 ? 0 : precision, x);
+  }
+  if (!strchr(buf, '.')) buf[n++] = '.', buf[n] = 0;
+  n = trim_fraction(buf, n, trim);
+  return snprintf(out, size, "%s%s", sign_plus && !signbit(x) ? "+" : "", buf);
+}
+
+/* numpy's dragon4_scientific of finite x (as d4_positional, for the
+ * mantissa's digits after the point), the exponent with at least
+ * max(2, exp_digits) digits. */
+static int d4_scientific(double x, kiln_dtype_t d, int precision, int min_digits, int unique,
+                         char trim, int sign_plus, int exp_digits, char* out, size_t size) {
+  char digits[160], buf[256];
+  int nd, e, n = 0, i;
+  if (unique) {
+    if (x == 0) {
+      digits[0] = '0';
+      nd = 1;
+      e = 0;
+    } else {
+      shortest(x, d, digits, &nd, &e);
+    }
+    if (precision >= 0 && nd - 1 > precision) {
+      char* p;
+      snprintf(buf, sizeof buf, "%.*e", precision, fabs(x));
+      nd = 0;
+      for (p = buf; *p && *p != 'e'; p++)
+        if (*p >= '0' && *p <= '9') digits[nd++] = *p;
+      e = atoi(p + 1);
+      while (nd > 1 && digits[nd - 1] == '0') nd--;
+    }
+    if (min_digits > nd - 1) {
+      char* p;
+      snprintf(buf, sizeof buf, "%.*e", min_digits, fabs(x));
+      nd = 0;
+      for (p = buf; *p && *p != 'e'; p++)
+        if (*p >= '0' && *p <= '9') digits[nd++] = *p;
+      e = atoi(p + 1);
+    }
+  } else {
+    char* p;
+    snprintf(buf, sizeof buf, "%.*e", precision < 0 ? 0 : precision, fabs(x));
+    nd = 0;
+    for (p = buf; *p && *p != 'e'; p++)
+      if (*p >= '0' && *p <= '9') digits[nd++] = *p;
+    e = atoi(p + 1);
+  }
+  if (signbit(x)) buf[n++] = '-';
+  else if (sign_plus) buf[n++] = '+';
+  buf[n++] = digits[0];
+  buf[n++] = '.';
+  for (i = 1; i < nd; i++) buf[n++] = digits[i];
+  buf[n] = 0;
+  n = trim_fraction(buf, n, trim);
+  if (exp_digits < 2) exp_digits = 2;
+  if (exp_digits > 8) exp_digits = 8; /* an exponent has at most 3 (f64) */
+  n += snprintf(buf + n, sizeof buf - (size_t)n, "e%c%0*d", e < 0 ? '-' : '+', exp_digits,
+                e < 0 ? -e : e);
+  return snprintf(out, size, "%s", buf);
+}
+
 /* ---- arrays -------------------------------------------------------------- */
 
-#define EDGE 3
-#define THRESHOLD 1000
-#define LINE_WIDTH 75
+/* numpy's FloatingFormat: how one set of floats (an array's, or the real or
+ * imaginary parts of a complex one) prints. */
+typedef struct {
+  kiln_dtype_t dtype; /* of one part: f16, f32 or f64 */
+  int exp_format, pad_left, pad_right, precision, min_digits, unique, exp_size;
+  char trim, sign;
+} ffmt_t;
 
 typedef struct {
   const kiln_buffer_view_t* v;
@@ -382,12 +606,30 @@ typedef struct {
   size_t rank, esize;
   const int64_t* shape;
   const uint8_t* data;
+  const popts_t* o;
   int summarize;
-  /* float format (numpy's FloatingFormat) */
-  int exp_format, pad_left, pad_right, precision, exp_size;
-  /* int format: width */
-  int int_width;
+  size_t edge;
+  ffmt_t real, imag; /* floats: real; complex: both */
+  int int_width;     /* integers: the width; int_sign: '+', ' ' or 0 */
+  char int_sign;
 } arr_t;
+
+static int is_complex(kiln_dtype_t d) { return d == KILN_DTYPE_C64 || d == KILN_DTYPE_C128; }
+
+/* The part (0: real, 1: imaginary) of a float or complex element. */
+static double get_part(kiln_dtype_t d, const uint8_t* p, int part) {
+  float f;
+  double x;
+  if (d == KILN_DTYPE_C64) {
+    memcpy(&f, p + 4 * part, 4);
+    return f;
+  }
+  if (d == KILN_DTYPE_C128) {
+    memcpy(&x, p + 8 * part, 8);
+    return x;
+  }
+  return get_float(d, p);
+}
 
 /* The elements that are shown (all, or the edges of every axis when
  * summarized), in order, without visiting the hidden ones: a summarized
@@ -397,6 +639,11 @@ typedef struct {
   size_t flat;
   int more;
 } shown_t;
+
+/* numpy's show_summary for an axis of n: 2 * edgeitems < n */
+static int summarized_axis(const arr_t* a, size_t n) {
+  return a->summarize && n > 0 && a->edge <= (n - 1) / 2;
+}
 
 static void shown_first(const arr_t* a, shown_t* w) {
   memset(w->idx, 0, sizeof w->idx);
@@ -410,7 +657,7 @@ static void shown_next(const arr_t* a, shown_t* w) {
   for (k = (int)a->rank - 1; k >= 0; k--) {
     size_t n = (size_t)a->shape[k];
     w->idx[k]++;
-    if (a->summarize && n > 2 * EDGE && w->idx[k] == EDGE) w->idx[k] = n - EDGE;
+    if (summarized_axis(a, n) && w->idx[k] == a->edge) w->idx[k] = n - a->edge;
     if (w->idx[k] < n) break;
     w->idx[k] = 0;
   }
@@ -425,128 +672,196 @@ static void shown_next(const arr_t* a, shown_t* w) {
   }
 }
 
-static void prepare(arr_t* a) {
+/* numpy's FloatingFormat.fillFormat over the shown elements' `part`. */
+static void ffmt_fill(const arr_t* a, int part, char sign, ffmt_t* f) {
+  const popts_t* o = a->o;
   shown_t w;
-  size_t i;
-  a->exp_format = 0;
-  a->pad_left = a->pad_right = 0;
-  a->precision = 0;
-  a->exp_size = -1;
-  a->int_width = 0;
-  if (a->dtype == KILN_DTYPE_F16 || a->dtype == KILN_DTYPE_F32 || a->dtype == KILN_DTYPE_F64) {
-    double mx = 0, mn = 0;
-    int any_nz = 0, any_finite = 0, any_nonfinite = 0, neg_inf = 0;
-    char buf[128];
-    for (shown_first(a, &w); w.more; shown_next(a, &w)) {
-      double x;
-      i = w.flat;
-      x = get_float(a->dtype, a->data + i * a->esize);
-      if (!isfinite(x)) {
-        any_nonfinite = 1;
-        if (isinf(x) && x < 0) neg_inf = 1;
-        continue;
-      }
-      any_finite = 1;
-      if (x != 0) {
-        double ax = fabs(x);
-        if (!any_nz || ax > mx) mx = ax;
-        if (!any_nz || ax < mn) mn = ax;
-        any_nz = 1;
-      }
+  double mx = 0, mn = 0;
+  int any_nz = 0, any_finite = 0, any_nonfinite = 0, neg_inf = 0, any_signbit = 0;
+  char buf[600];
+  f->dtype = a->dtype == KILN_DTYPE_C64 ? KILN_DTYPE_F32
+             : a->dtype == KILN_DTYPE_C128 ? KILN_DTYPE_F64 : a->dtype;
+  f->sign = sign;
+  f->exp_format = 0;
+  f->precision = o->floatmode == FM_UNIQUE ? -1 : o->precision;
+  for (shown_first(a, &w); w.more; shown_next(a, &w)) {
+    double x = get_part(a->dtype, a->data + w.flat * a->esize, part);
+    if (!isfinite(x)) {
+      any_nonfinite = 1;
+      if (isinf(x) && x < 0) neg_inf = 1;
+      continue;
     }
-    /* numpy 2.3+: the cutoff is 10**min(8, finfo(dtype).precision) */
-    if (any_nz && (mx >= (a->dtype == KILN_DTYPE_F16 ? 1e3 : a->dtype == KILN_DTYPE_F32 ? 1e6 : 1e8) ||
-                   mn < 1e-4 || mx / mn > 1e3))
-      a->exp_format = 1;
-    if (any_finite) {
-      int frac_max = 0, int_max = 0, exp_max = 0;
-      for (shown_first(a, &w); w.more; shown_next(a, &w)) {
-        double x;
-        int n, dot, e;
-        i = w.flat;
-        x = get_float(a->dtype, a->data + i * a->esize);
-        if (!isfinite(x)) continue;
-        if (a->exp_format) {
-          n = scientific(x, a->dtype, 8, 0, 1, 2, buf, sizeof buf);
-          for (e = 0; buf[e] != 'e'; e++) {}
-          for (dot = 0; buf[dot] != '.'; dot++) {}
-          if (dot > int_max) int_max = dot;
-          if (e - dot - 1 > frac_max) frac_max = e - dot - 1;
-          if (n - e - 2 > exp_max) exp_max = n - e - 2;
-        } else {
-          n = positional(x, a->dtype, 8, 0, buf, sizeof buf);
-          for (dot = 0; buf[dot] != '.'; dot++) {}
-          if (dot > int_max) int_max = dot;
-          if (n - dot - 1 > frac_max) frac_max = n - dot - 1;
-        }
-      }
-      a->pad_left = int_max;
-      if (a->exp_format) {
-        a->exp_size = exp_max;
-        a->precision = frac_max;
-        a->pad_right = exp_max + 2 + frac_max;
+    any_finite = 1;
+    if (signbit(x)) any_signbit = 1;
+    if (x != 0) {
+      double ax = fabs(x);
+      if (!any_nz || ax > mx) mx = ax;
+      if (!any_nz || ax < mn) mn = ax;
+      any_nz = 1;
+    }
+  }
+  /* numpy 2.3+: the cutoff is 10**min(8, finfo(dtype).precision) */
+  if (any_nz && (mx >= (f->dtype == KILN_DTYPE_F16 ? 1e3 : f->dtype == KILN_DTYPE_F32 ? 1e6 : 1e8) ||
+                 (!o->suppress && (mn < 1e-4 || mx / mn > 1e3))))
+    f->exp_format = 1;
+  if (!any_finite) {
+    f->pad_left = f->pad_right = 0;
+    f->trim = '.';
+    f->exp_size = -1;
+    f->unique = 1;
+    f->min_digits = 0;
+  } else {
+    int fixed = o->floatmode == FM_FIXED;
+    int frac_max = 0, int_max = 0, exp_max = 0;
+    char trim = fixed ? 'k' : '.';
+    f->unique = !fixed;
+    for (shown_first(a, &w); w.more; shown_next(a, &w)) {
+      double x = get_part(a->dtype, a->data + w.flat * a->esize, part);
+      int n, dot, e;
+      if (!isfinite(x)) continue;
+      if (f->exp_format) {
+        n = d4_scientific(x, f->dtype, f->precision, 0, f->unique, trim, sign == '+', -1, buf,
+                          sizeof buf);
+        for (e = 0; buf[e] != 'e'; e++) {}
+        for (dot = 0; buf[dot] != '.'; dot++) {}
+        if (dot > int_max) int_max = dot;
+        if (e - dot - 1 > frac_max) frac_max = e - dot - 1;
+        if (n - e - 2 > exp_max) exp_max = n - e - 2;
       } else {
-        a->pad_right = frac_max;
+        n = d4_positional(x, f->dtype, f->precision, 0, f->unique, trim, sign == '+', buf,
+                          sizeof buf);
+        for (dot = 0; buf[dot] != '.'; dot++) {}
+        if (dot > int_max) int_max = dot;
+        if (n - dot - 1 > frac_max) frac_max = n - dot - 1;
       }
     }
-    if (any_nonfinite) {
-      int offset = a->pad_right + 1;
-      if (3 - offset > a->pad_left) a->pad_left = 3 - offset;
-      if (3 + neg_inf - offset > a->pad_left) a->pad_left = 3 + neg_inf - offset;
+    f->pad_left = int_max;
+    if (f->exp_format) {
+      f->exp_size = exp_max;
+      f->trim = 'k';
+      f->precision = f->min_digits = frac_max;
+      f->pad_right = exp_max + 2 + frac_max;
+    } else {
+      f->pad_right = frac_max;
+      f->exp_size = -1;
+      if (fixed || o->floatmode == FM_MAXPREC_EQUAL) {
+        f->precision = f->min_digits = frac_max;
+        f->trim = 'k';
+      } else {
+        f->trim = '.';
+        f->min_digits = 0;
+      }
     }
-  } else if (a->dtype != KILN_DTYPE_BOOL && a->dtype != KILN_DTYPE_BF16) {
-    char buf[32];
-    for (shown_first(a, &w); w.more; shown_next(a, &w)) {
-      int n;
-      i = w.flat;
-      n = int_text(a->dtype, a->data + i * a->esize, buf, sizeof buf);
-      if (n > a->int_width) a->int_width = n;
-    }
+    if (sign == ' ' && !any_signbit) f->pad_left++;
+  }
+  if (any_nonfinite) {
+    int offset = f->pad_right + 1, neg = sign != '-' || neg_inf;
+    if (3 - offset > f->pad_left) f->pad_left = 3 - offset;
+    if (3 + neg - offset > f->pad_left) f->pad_left = 3 + neg - offset;
   }
 }
 
-/* One element of an array (rank >= 1) as numpy's array formatter writes it. */
+/* numpy's FloatingFormat.__call__ */
+static void ffmt_text(const ffmt_t* f, double x, sb_t* out) {
+  char buf[600];
+  int n, dot;
+  if (!isfinite(x)) {
+    const char* t = isnan(x) ? (f->sign == '+' ? "+nan" : "nan")
+                    : x < 0 ? "-inf" : (f->sign == '+' ? "+inf" : "inf");
+    int width = f->pad_left + f->pad_right + 1 - (int)strlen(t);
+    if (width > 0) sb_spaces(out, (size_t)width);
+    sb_str(out, t);
+    return;
+  }
+  if (f->exp_format)
+    n = d4_scientific(x, f->dtype, f->precision, f->min_digits, f->unique, f->trim,
+                      f->sign == '+', f->exp_size, buf, sizeof buf);
+  else
+    n = d4_positional(x, f->dtype, f->precision, f->min_digits, f->unique, f->trim,
+                      f->sign == '+', buf, sizeof buf);
+  for (dot = 0; buf[dot] != '.'; dot++) {}
+  if (f->pad_left > dot) sb_spaces(out, (size_t)(f->pad_left - dot));
+  sb_add(out, buf, (size_t)n);
+  if (!f->exp_format && f->pad_right > n - dot - 1)
+    sb_spaces(out, (size_t)(f->pad_right - (n - dot - 1)));
+}
+
+static void prepare(arr_t* a) {
+  shown_t w;
+  a->int_width = 0;
+  a->int_sign = 0;
+  if (a->dtype == KILN_DTYPE_F16 || a->dtype == KILN_DTYPE_F32 || a->dtype == KILN_DTYPE_F64) {
+    ffmt_fill(a, 0, a->o->sign, &a->real);
+  } else if (is_complex(a->dtype)) {
+    ffmt_fill(a, 0, a->o->sign, &a->real);
+    ffmt_fill(a, 1, '+', &a->imag);
+  } else if (a->dtype != KILN_DTYPE_BOOL && a->dtype != KILN_DTYPE_BF16) {
+    /* numpy's IntegerFormat: '{:<sign><width>d}' */
+    char buf[32], sign = a->o->sign;
+    int max_len = 0, min_len = 0, any = 0, max_nonneg = 0;
+    int64_t mx = 0, mn = 0;
+    uint64_t umx = 0, umn = 0;
+    for (shown_first(a, &w); w.more; shown_next(a, &w)) {
+      const uint8_t* p = a->data + w.flat * a->esize;
+      if (a->dtype == KILN_DTYPE_U64) {
+        uint64_t u = get_u64(p);
+        if (!any || u > umx) umx = u;
+        if (!any || u < umn) umn = u;
+      } else {
+        int64_t x = get_int(a->dtype, p);
+        if (!any || x > mx) mx = x;
+        if (!any || x < mn) mn = x;
+      }
+      any = 1;
+    }
+    if (any) {
+      if (a->dtype == KILN_DTYPE_U64) {
+        max_len = snprintf(buf, sizeof buf, "%llu", (unsigned long long)umx);
+        min_len = snprintf(buf, sizeof buf, "%llu", (unsigned long long)umn);
+        max_nonneg = 1;
+      } else {
+        max_len = snprintf(buf, sizeof buf, "%lld", (long long)mx);
+        min_len = snprintf(buf, sizeof buf, "%lld", (long long)mn);
+        max_nonneg = mx >= 0;
+        if (sign == ' ' && mn < 0) sign = '-';
+      }
+      if (max_nonneg && (sign == '+' || sign == ' ')) max_len++;
+    }
+    a->int_width = max_len > min_len ? max_len : min_len;
+    a->int_sign = sign == '-' ? 0 : sign;
+  }
+}
+
+/* One element of an array as numpy's array formatter writes it. */
 static void element(const arr_t* a, size_t flat, sb_t* out) {
   const uint8_t* p = a->data + flat * a->esize;
   char buf[160];
   int n;
   if (a->dtype == KILN_DTYPE_BOOL) {
-    sb_str(out, *p ? " True" : "False");
+    sb_str(out, *p ? (a->rank ? " True" : "True") : "False");
   } else if (a->dtype == KILN_DTYPE_BF16) {
     double x = get_float(a->dtype, p);
     n = isnan(x) ? snprintf(buf, sizeof buf, "nan") : snprintf(buf, sizeof buf, "%g", x);
     sb_add(out, buf, (size_t)n);
   } else if (is_float(a->dtype)) {
-    double x = get_float(a->dtype, p);
-    if (!isfinite(x)) {
-      const char* t = isnan(x) ? "nan" : x < 0 ? "-inf" : "inf";
-      int width = a->pad_left + a->pad_right + 1 - (int)strlen(t);
-      if (width > 0) sb_spaces(out, (size_t)width);
-      sb_str(out, t);
-    } else if (a->exp_format) {
-      int dot;
-      /* Every element has at most `precision` unique fraction digits; numpy's
-       * Dragon4 (min_digits) prints the exact value's next digits, rounded,
-       * where one has fewer: %e's digits. */
-      char raw[96];
-      int e;
-      snprintf(raw, sizeof raw, "%#.*e", a->precision, x);
-      for (e = 0; raw[e] != 'e'; e++) {}
-      n = snprintf(buf, sizeof buf, "%.*se%c%0*d", e, raw, raw[e + 1],
-                   a->exp_size < 2 ? 2 : a->exp_size, abs(atoi(raw + e + 2)));
-      for (dot = 0; buf[dot] != '.'; dot++) {}
-      if (a->pad_left > dot) sb_spaces(out, (size_t)(a->pad_left - dot));
-      sb_add(out, buf, (size_t)n);
-    } else {
-      int dot;
-      n = positional(x, a->dtype, 8, 0, buf, sizeof buf);
-      for (dot = 0; buf[dot] != '.'; dot++) {}
-      if (a->pad_left > dot) sb_spaces(out, (size_t)(a->pad_left - dot));
-      sb_add(out, buf, (size_t)n);
-      if (a->pad_right > n - dot - 1) sb_spaces(out, (size_t)(a->pad_right - (n - dot - 1)));
-    }
+    ffmt_text(&a->real, get_float(a->dtype, p), out);
+  } else if (is_complex(a->dtype)) {
+    size_t start, end;
+    ffmt_text(&a->real, get_part(a->dtype, p, 0), out);
+    start = out->len;
+    ffmt_text(&a->imag, get_part(a->dtype, p, 1), out);
+    if (out->failed) return;
+    /* the 'j' before the imaginary part's trailing spaces */
+    for (end = out->len; end > start && out->p[end - 1] == ' '; end--) {}
+    sb_str(out, " ");
+    if (out->failed) return;
+    memmove(out->p + end + 1, out->p + end, out->len - 1 - end);
+    out->p[end] = 'j';
   } else {
-    n = int_text(a->dtype, p, buf, sizeof buf);
+    char* q = buf;
+    if (a->dtype == KILN_DTYPE_U64 || get_int(a->dtype, p) >= 0)
+      if (a->int_sign) *q++ = a->int_sign;
+    n = (int)(q - buf) + int_text(a->dtype, p, q, sizeof buf - (size_t)(q - buf));
     if (a->int_width > n) sb_spaces(out, (size_t)(a->int_width - n));
     sb_add(out, buf, (size_t)n);
   }
@@ -554,9 +869,9 @@ static void element(const arr_t* a, size_t flat, sb_t* out) {
 
 /* numpy's _extendLine: `line` gets `word`, first wrapping into `s` when it would
  * pass `width` (unless the line holds only the indent). */
-static void extend_line(sb_t* s, sb_t* line, const char* word, size_t wlen, int width,
+static void extend_line(sb_t* s, sb_t* line, const char* word, size_t wlen, long width,
                         size_t indent) {
-  if (line->len + wlen > (size_t)width && line->len > indent) {
+  if ((long)(line->len + wlen) > width && line->len > indent) {
     size_t n = line->len;
     while (n > 0 && line->p[n - 1] == ' ') n--;
     sb_add(s, line->p, n);
@@ -568,16 +883,17 @@ static void extend_line(sb_t* s, sb_t* line, const char* word, size_t wlen, int 
 }
 
 /* numpy's _formatArray recurser: the array's part at `base` (flat index of
- * its first element) along axes [axis, rank), hanging indent `indent` spaces. */
+ * its first element) along axes [axis, rank), hanging indent `indent` spaces;
+ * `sep` is ' ' (str) or ", " (repr). */
 static void recurse(const arr_t* a, size_t axis, size_t base, size_t stride, size_t indent,
-                    int width, sb_t* out) {
+                    long width, const char* sep, sb_t* out) {
   size_t axes_left = a->rank - axis, n = (size_t)a->shape[axis], inner = stride / (n ? n : 1);
-  int summary = a->summarize && n > 2 * EDGE;
-  size_t leading = summary ? EDGE : 0, trailing = summary ? EDGE : n, i;
+  int summary = summarized_axis(a, n);
+  size_t leading = summary ? a->edge : 0, trailing = summary ? a->edge : n, i;
   sb_t s = {0};
   s.max = out->max;
   if (axes_left == 1) {
-    int elem_width = width - 1;
+    long elem_width = width - 1; /* max(len(sep.rstrip()), len(']')) */
     sb_t line = {0}, word = {0};
     line.max = word.max = out->max;
     sb_spaces(&line, indent);
@@ -585,17 +901,17 @@ static void recurse(const arr_t* a, size_t axis, size_t base, size_t stride, siz
       word.len = 0;
       element(a, base + i * inner, &word);
       extend_line(&s, &line, word.p, word.len, elem_width, indent);
-      sb_str(&line, " ");
+      sb_str(&line, sep);
     }
     if (summary) {
       extend_line(&s, &line, "...", 3, elem_width, indent);
-      sb_str(&line, " ");
+      sb_str(&line, sep);
     }
     for (i = trailing; i > 1 && !s.failed && !line.failed; i--) {
       word.len = 0;
       element(a, base + (n - i) * inner, &word);
       extend_line(&s, &line, word.p, word.len, elem_width, indent);
-      sb_str(&line, " ");
+      sb_str(&line, sep);
     }
     word.len = 0;
     element(a, base + (n - 1) * inner, &word);
@@ -606,18 +922,20 @@ static void recurse(const arr_t* a, size_t axis, size_t base, size_t stride, siz
     free(line.p);
     free(word.p);
   } else {
-    size_t k;
-    for (i = 0; i < leading + (summary ? 1 : 0) + trailing && !s.failed; i++) {
+    size_t k, rows = leading + (summary ? 1 : 0) + trailing;
+    for (i = 0; i < rows && !s.failed; i++) {
       size_t row;
       sb_spaces(&s, indent);
       if (summary && i == leading) {
         sb_str(&s, "...");
       } else {
-        row = i < leading ? i : n - (leading + (summary ? 1 : 0) + trailing - i);
-        recurse(a, axis + 1, base + row * inner, inner, indent + 1, width - 1, &s);
+        row = i < leading ? i : n - (rows - i);
+        recurse(a, axis + 1, base + row * inner, inner, indent + 1, width - 1, sep, &s);
       }
-      if (i + 1 < leading + (summary ? 1 : 0) + trailing)
+      if (i + 1 < rows) {
+        if (sep[0] == ',') sb_str(&s, ",");
         for (k = 1; k < axes_left; k++) sb_str(&s, "\n");
+      }
     }
   }
   sb_str(out, "[");
@@ -627,48 +945,163 @@ static void recurse(const arr_t* a, size_t axis, size_t base, size_t stride, siz
   free(s.p);
 }
 
-/* numpy's str() of a buffer. */
-static void array_text(const kiln_buffer_view_t* v, sb_t* out) {
-  arr_t a;
+/* Python's repr of a float without the ".0" it adds to integral values (the
+ * parts of Python's complex repr); numpy's str of a complex scalar's parts
+ * when d is its part's dtype. */
+static int part_text(double x, kiln_dtype_t d, char* out, size_t size) {
+  int n = scalar_float_text(x, d, out, size);
+  if (n >= 2 && out[n - 2] == '.' && out[n - 1] == '0') out[n -= 2] = 0;
+  return n;
+}
+
+/* Python's repr of a complex number (or numpy's str of a complex scalar,
+ * with d the dtype of its parts): "1j", "(1+2j)", "(nan-infj)". */
+static void complex_scalar_text(double re, double im, kiln_dtype_t d, sb_t* out) {
+  char r[160], i[160];
+  part_text(im, d, i, sizeof i);
+  if (re == 0 && !signbit(re)) {
+    sb_str(out, i);
+    sb_str(out, "j");
+    return;
+  }
+  part_text(re, d, r, sizeof r);
+  sb_str(out, "(");
+  sb_str(out, r);
+  if (i[0] != '-') sb_str(out, "+");
+  sb_str(out, i);
+  sb_str(out, "j)");
+}
+
+/* A 0-d value as Python's format() of the item (conv 0) or numpy's str() of
+ * the scalar (conv 's'). */
+static void scalar_text(const arr_t* a, char conv, sb_t* out) {
   char buf[160];
   int n;
+  kiln_dtype_t part = conv == 's' ? (a->dtype == KILN_DTYPE_C64 ? KILN_DTYPE_F32
+                                     : a->dtype == KILN_DTYPE_C128 ? KILN_DTYPE_F64 : a->dtype)
+                                  : KILN_DTYPE_F64;
+  if (a->dtype == KILN_DTYPE_BOOL) {
+    sb_str(out, *a->data ? "True" : "False");
+  } else if (is_complex(a->dtype)) {
+    complex_scalar_text(get_part(a->dtype, a->data, 0), get_part(a->dtype, a->data, 1), part, out);
+  } else if (is_float(a->dtype)) {
+    double x = get_float(a->dtype, a->data);
+    /* numpy's str of a bfloat16 scalar is ml_dtypes' (%g-like); Python's
+     * format of the float it converts to otherwise */
+    if (conv == 's' && a->dtype == KILN_DTYPE_BF16)
+      n = isnan(x) ? snprintf(buf, sizeof buf, "nan") : snprintf(buf, sizeof buf, "%g", x);
+    else
+      n = scalar_float_text(x, part == KILN_DTYPE_BF16 ? KILN_DTYPE_F32 : part, buf, sizeof buf);
+    sb_add(out, buf, (size_t)n);
+  } else {
+    n = int_text(a->dtype, a->data, buf, sizeof buf);
+    sb_add(out, buf, (size_t)n);
+  }
+}
+
+/* Whether numpy's repr leaves the dtype out (float64, int64, bool,
+ * complex128). */
+static int dtype_implied(kiln_dtype_t d) {
+  return d == KILN_DTYPE_F64 || d == KILN_DTYPE_I64 || d == KILN_DTYPE_BOOL ||
+         d == KILN_DTYPE_C128;
+}
+
+static const char* numpy_dtype_name(kiln_dtype_t d) {
+  switch (d) {
+    case KILN_DTYPE_F16: return "float16";
+    case KILN_DTYPE_BF16: return "bfloat16";
+    case KILN_DTYPE_F32: return "float32";
+    case KILN_DTYPE_F64: return "float64";
+    case KILN_DTYPE_C64: return "complex64";
+    case KILN_DTYPE_C128: return "complex128";
+    case KILN_DTYPE_I8: return "int8";
+    case KILN_DTYPE_I16: return "int16";
+    case KILN_DTYPE_I32: return "int32";
+    case KILN_DTYPE_I64: return "int64";
+    case KILN_DTYPE_U8: return "uint8";
+    case KILN_DTYPE_U16: return "uint16";
+    case KILN_DTYPE_U32: return "uint32";
+    case KILN_DTYPE_U64: return "uint64";
+    default: return "bool";
+  }
+}
+
+/* numpy's str() (conv 0 or 's' of rank >= 1, and 's' of 0-d values) or
+ * repr() (conv 'r' or 'a') of a buffer; "{}".format of a 0-d one is Python's
+ * format of the item. */
+static void array_text(const kiln_buffer_view_t* v, const popts_t* o, char conv, sb_t* out) {
+  arr_t a;
+  int repr = conv == 'r' || conv == 'a';
+  size_t count = kiln_buffer_view_element_count(v), start = out->len;
+  memset(&a, 0, sizeof a);
   a.v = v;
+  a.o = o;
   a.dtype = kiln_buffer_view_dtype(v);
   a.rank = kiln_buffer_view_rank(v);
   a.shape = kiln_buffer_view_shape(v);
   a.esize = kiln_dtype_size(a.dtype);
   a.data = kiln_buffer_view_data(v);
-  if (a.rank == 0) {
-    if (a.dtype == KILN_DTYPE_BOOL) {
-      sb_str(out, *a.data ? "True" : "False");
-      return;
-    }
+  a.edge = (size_t)o->edgeitems;
+  if (a.rank == 0 && !repr) {
     /* Python's "{}".format of a 0-d array: numpy formats the Python float
      * (or int) it converts to, so repr() of the value as a double: 0.1 in f32
      * prints 0.10000000149011612, as in JAX. */
-    n = is_float(a.dtype) ? scalar_float_text(get_float(a.dtype, a.data), KILN_DTYPE_F64, buf, sizeof buf)
-                          : int_text(a.dtype, a.data, buf, sizeof buf);
-    sb_add(out, buf, (size_t)n);
+    scalar_text(&a, conv, out);
     return;
   }
-  if (kiln_buffer_view_element_count(v) == 0) {
+  if (repr) sb_str(out, "array(");
+  if (count == 0) {
     sb_str(out, "[]");
-    return;
-  }
-  a.summarize = kiln_buffer_view_element_count(v) > THRESHOLD;
-  if (out->max) {
-    /* Every shown element takes two bytes at least (a digit, a separator):
-     * refuse at once what cannot fit, before formatting any of it. */
-    size_t shown = 1, k;
-    for (k = 0; k < a.rank; k++)
-      shown *= a.summarize && (size_t)a.shape[k] > 2 * EDGE ? 2 * EDGE : (size_t)a.shape[k];
-    if (shown > out->max / 2) {
-      sb_fail(out, SB_TOO_LONG);
-      return;
+  } else {
+    a.summarize = count > o->threshold;
+    if (out->max) {
+      /* Every shown element takes two bytes at least (a digit, a separator):
+       * refuse at once what cannot fit, before formatting any of it. */
+      size_t shown = 1, k;
+      for (k = 0; k < a.rank; k++)
+        shown *= summarized_axis(&a, (size_t)a.shape[k]) ? 2 * a.edge : (size_t)a.shape[k];
+      if (shown > out->max / 2) {
+        sb_fail(out, SB_TOO_LONG);
+        return;
+      }
     }
+    prepare(&a);
+    if (a.rank == 0)
+      element(&a, 0, out);
+    else
+      recurse(&a, 0, 0, count, repr ? 7 : 1, repr ? o->linewidth - 1 : o->linewidth,
+              repr ? ", " : " ", out);
   }
-  prepare(&a);
-  recurse(&a, 0, 0, kiln_buffer_view_element_count(v), 1, LINE_WIDTH, out);
+  if (repr && !out->failed) {
+    /* numpy's array_repr: shape and dtype where the text does not show them,
+     * on a line of their own when they would pass the line width */
+    char extra[64 + 22 * KILN_MAX_RANK];
+    size_t k, line_start, m = 0;
+    int shape = (count == 0 && !(a.rank == 1 && a.shape[0] == 0)) || count > o->threshold;
+    int dtype = !dtype_implied(a.dtype) || count == 0;
+    if (shape) {
+      m += (size_t)snprintf(extra + m, sizeof extra - m, "shape=(");
+      for (k = 0; k < a.rank; k++)
+        m += (size_t)snprintf(extra + m, sizeof extra - m, "%s%lld", k ? ", " : "",
+                              (long long)a.shape[k]);
+      m += (size_t)snprintf(extra + m, sizeof extra - m, a.rank == 1 ? ",)" : ")");
+    }
+    if (dtype)
+      m += (size_t)snprintf(extra + m, sizeof extra - m, "%sdtype=%s", shape ? ", " : "",
+                            numpy_dtype_name(a.dtype));
+    if (m) {
+      sb_str(out, ",");
+      if (out->failed) return;
+      for (line_start = out->len; line_start > start && out->p[line_start - 1] != '\n';
+           line_start--) {}
+      if ((long)(out->len - line_start + m + 1 + 1) > o->linewidth)
+        sb_str(out, "\n      ");
+      else
+        sb_str(out, " ");
+      sb_add(out, extra, m);
+    }
+    sb_str(out, ")");
+  }
 }
 
 /* Python's format(float-or-int, spec) for a 0-d value. */
@@ -745,6 +1178,7 @@ static kiln_status_t spec_text(const kiln_buffer_view_t* v, uint32_t index, cons
 typedef struct {
   sb_t out;
   const kiln_buffer_view_t* const* values;
+  const popts_t* o;
   kiln_status_t status;
 } fill_t;
 
@@ -753,22 +1187,28 @@ static int fill_literal(void* user, const uint8_t* s, size_t n) {
   return !((fill_t*)user)->out.failed;
 }
 
-static int fill_field(void* user, uint32_t index, const uint8_t* spec, size_t spec_len) {
+static int fill_field(void* user, uint32_t index, char conv, const uint8_t* spec,
+                      size_t spec_len) {
   fill_t* f = user;
   spec_t sp;
   kiln_dtype_t d = kiln_buffer_view_dtype(f->values[index]);
-  /* The types of a function's values are the module's: nothing at load
-   * time keeps a complex one out of a print, and its 8 or 16 bytes read as
-   * an integer would overrun. */
-  if (d == KILN_DTYPE_C64 || d == KILN_DTYPE_C128 || !kiln_dtype_size(d)) {
-    f->status = kiln_make_status(KILN_INVALID_ARGUMENT, "debug.print: field {%u}: its value is "
-                                 "%s, and complex values are not printed", (unsigned)index,
-                                 kiln_dtype_name(d));
+  if (!kiln_dtype_size(d)) {
+    f->status = kiln_make_status(KILN_INVALID_ARGUMENT, "debug.print: field {%u}: its value "
+                                 "has no printable dtype", (unsigned)index);
     return 0;
   }
   if (!spec_len) {
-    array_text(f->values[index], &f->out);
+    array_text(f->values[index], f->o, conv, &f->out);
     return !f->out.failed; /* stop at once: the rest cannot be kept */
+  }
+  /* The types of a function's values are the module's: nothing at load
+   * time keeps a complex one out of a spec, and its bytes read as an integer
+   * would overrun. */
+  if (is_complex(d)) {
+    f->status = kiln_make_status(KILN_INVALID_ARGUMENT, "debug.print: field {%u}: its value is "
+                                 "%s, and a format spec does not format complex values",
+                                 (unsigned)index, kiln_dtype_name(d));
+    return 0;
   }
   parse_spec(spec, spec_len, &sp); /* checked when the module loaded */
   f->status = spec_text(f->values[index], index, &sp, &f->out);
@@ -780,14 +1220,18 @@ kiln_status_t kiln_debug_print_format(const uint8_t* text, size_t n,
                                       uint32_t value_count, size_t max_line, char** out,
                                       size_t* out_len) {
   fill_t f;
-  char err[160] = "";
+  popts_t o;
+  size_t skip = 0;
+  char err[400] = "";
   int ok;
   memset(&f, 0, sizeof f);
   f.values = values;
+  f.o = &o;
   f.out.max = max_line;
   *out = NULL;
   *out_len = 0;
-  ok = walk(text, n, &f, fill_literal, fill_field, err, sizeof err);
+  ok = parse_options(text, n, &o, &skip, err, sizeof err) &&
+       walk(text ? text + skip : text, n - skip, &f, fill_literal, fill_field, err, sizeof err);
   if (ok) sb_str(&f.out, "\n");
   if (f.status || f.out.failed || !ok) {
     free(f.out.p);

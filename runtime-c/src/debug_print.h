@@ -1,4 +1,4 @@
-/* debug.print (format 2.8): the template of kiln.debug.print and numpy-style
+/* debug.print (format 2.8, 2.9): the template of kiln.debug.print and numpy-style
  * text of buffers.
  *
  * A template is UTF-8 text in a 1-d u8 constant. `{{` and `}}` are braces;
@@ -8,8 +8,11 @@
  * format(value, SPEC) formats the float or int it converts to, for the subset
  * SPEC = [[fill]align][sign][0][width][.precision][type] with align one of
  * `<>^=`, sign one of `+- `, and type one of `fFeEgGd` or none (none needs no
- * precision). kiln.debug.print checks a format against this subset when it
- * traces it. */
+ * precision). Format 2.9 adds `{N!r}`, `{N!s}`, `{N!a}` (numpy's repr, str and
+ * ascii of the array), complex values, and a leading `{!options KEY=VALUE ...}`
+ * block of numpy print options (precision, threshold, edgeitems, linewidth,
+ * suppress, sign, floatmode) the arrays are printed with. kiln.debug.print
+ * checks a format against this subset when it traces it. */
 #ifndef KILN_DEBUG_PRINT_H_
 #define KILN_DEBUG_PRINT_H_
 

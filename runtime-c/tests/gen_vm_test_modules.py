@@ -201,7 +201,8 @@ def printing() -> ModuleSpec:
     """debug.print (format 2.8): 'show' prints a 2x3 f32 argument, an i64 with a spec and a bool,
     in two lines; 'spec_of_array' formats a 1-d value (its own template constant) with a spec: an error;
     'call_host' calls host callback 7 with its arguments (debug.callback), then prints; 'complex_array'
-    and 'complex_spec' print a c128 array and a c64 0-d value: errors."""
+    prints a c128 array (format 2.9) and 'complex_spec' a c64 0-d value with a spec: an error; 'options_repr'
+    prints both with an options block and conversions (format 2.9)."""
     tpl = lambda text: ConstantSpec(np.frombuffer(text.encode(), np.uint8).copy())  # noqa: E731
     x23 = TensorType("f32", (2, 3))
     return ModuleSpec("vmprint", functions=[
@@ -211,12 +212,16 @@ def printing() -> ModuleSpec:
         fn("spec_of_array", [], [], [Instr("const", 0, 2), Instr("debug.print", 2, [0]), Instr("ret", [])]),
         fn("call_host", [("x", x23), ("n", I64)], [("n", I64)], [
             Instr("debug.callback", 7, [0, 1]), Instr("debug.print", 0, [0, 1]), Instr("ret", [1])]),
-        # complex values are not printed: an error at run time, not an overrun (fuzz_invoke found it)
+        # complex values print (2.9); with a spec, an error at run time, not an overrun (fuzz_invoke found it)
         fn("complex_array", [], [], [Instr("const", 0, 3), Instr("debug.print", 5, [0]), Instr("ret", [])]),
         fn("complex_spec", [], [], [Instr("const", 0, 4), Instr("debug.print", 6, [0]), Instr("ret", [])]),
+        # format 2.9: a print options block, conversions, complex values
+        fn("options_repr", [], [], [Instr("const", 0, 3), Instr("const", 1, 4), Instr("debug.print", 7, [0, 1]),
+                                    Instr("ret", [])]),
     ], constants=[tpl("x = {0}, n = {1:+05d} {{literal}}"), tpl("n={0:>6.2f} flag={1} {2:}|end"),
                   tpl("{0:.3f}"), ConstantSpec(np.array([1 + 2j], np.complex128)),
-                  ConstantSpec(np.array(1 + 2j, np.complex64)), tpl("{0}"), tpl("{0:f}")])
+                  ConstantSpec(np.array(1 + 2j, np.complex64)), tpl("{0}"), tpl("{0:f}"),
+                  tpl("{!options precision=3 sign=plus linewidth=20 floatmode=fixed}{0!r} {0} {1!s} {1!r}")])
 
 
 def printing_all() -> tuple[ModuleSpec, list[bytes]]:
@@ -248,7 +253,18 @@ def printing_all() -> tuple[ModuleSpec, list[bytes]]:
         np.array(0.1, bf16), np.array(-7, np.int64), np.array(np.iinfo(np.uint64).max, np.uint64),
         np.array(True), np.array(-5, np.int8), np.array(np.nan, np.float32),
         np.array(-np.inf, np.float64), np.array(1e300, np.float64), np.array(200, np.uint8),
+        # format 2.9: complex values, printed as numpy prints them
+        np.array([1 + 2j, 3.5 - 4j, complex(np.nan, 1), complex(1, np.inf), -0.0 - 0.25j], np.complex64),
+        (rng.standard_normal((2, 3)) + 1j * rng.standard_normal((2, 3)) * 1e-6).astype(np.complex128),
+        np.array(0.1 + 0.2j, np.complex64), np.array(complex(-0.0, 1), np.complex128),
+        np.array(1e20 - 1e-7j, np.complex128), np.array(3j, np.complex128),
     ]
+    # format 2.9: numpy's print options in a template's {!options ...} block, each applied to these values
+    option_sets = [{"precision": 3}, {"precision": 2, "floatmode": "fixed"}, {"precision": 3, "floatmode": "unique"},
+                   {"precision": 4, "floatmode": "maxprec_equal"}, {"suppress": True}, {"sign": "+"},
+                   {"sign": " "}, {"threshold": 5, "edgeitems": 1}, {"linewidth": 30},
+                   {"threshold": 20, "edgeitems": 2, "linewidth": 40, "precision": 1, "sign": "+"}]
+    optioned = [0, 2, 3, 4, 5, 6, 8, 13, 14, 16, 17, 18, 31, 32, 33, 34]
     float_specs = ["f", ".3e", "E", "g", "G", "F", "x<10", "*^12.2f", "+", " ", "010.3f", "-", ">9",
                    "=+12.4g", "^7", "0", ".0f", ".100f"]
     int_specs = ["d", "+d", " 5d", "_>8d", "08d", "=-6", "<4", ".2f", "e", "+"]
@@ -256,26 +272,44 @@ def printing_all() -> tuple[ModuleSpec, list[bytes]]:
     def scalar(v):
         return float(v) if v.dtype == bf16 else v.item()
 
+    def options_block(opts: dict) -> bytes:
+        words = {"sign": {"-": "minus", "+": "plus", " ": "space"}}
+        return ("{!options" + "".join(f" {k}={words.get(k, {}).get(v, int(v) if isinstance(v, bool) else v)}"
+                                      for k, v in opts.items()) + "}").encode()
+
     def expect(template: bytes, idx: list[int]) -> bytes:
+        opts, body = {}, template
+        if template.startswith(b"{!options"):
+            skip = template.index(b"}") + 1
+            for word in template[len(b"{!options"):skip - 1].decode().split():
+                k, v = word.split("=")
+                opts[k] = {"minus": "-", "plus": "+", "space": " "}[v] if k == "sign" else \
+                    bool(int(v)) if k == "suppress" else v if k == "floatmode" else int(v)
+            body = template[skip:]
         out, pos = bytearray(), 0
-        for m in re.finditer(rb"\{\{|\}\}|\{(\d+)(?::([^{}]*))?\}", template):
-            out += template[pos:m.start()]
-            pos = m.end()
-            if m.group(1) is None:
-                out += m.group(0)[:1]
-                continue
-            v = values[idx[int(m.group(1))]]
-            if m.group(2) is None:
-                out += (str(v) if v.ndim else "{}".format(scalar(v))).encode()
-            else:
-                out += format(scalar(v), m.group(2).decode()).encode()
-        return bytes(out + template[pos:] + b"\n")
+        with np.printoptions(**opts):
+            for m in re.finditer(rb"\{\{|\}\}|\{(\d+)(?:!([rsa]))?(?::([^{}]*))?\}", body):
+                out += body[pos:m.start()]
+                pos = m.end()
+                if m.group(1) is None:
+                    out += m.group(0)[:1]
+                    continue
+                v = values[idx[int(m.group(1))]]
+                if m.group(2) is not None:
+                    out += {"r": repr, "s": str, "a": ascii}[m.group(2).decode()](v).encode()
+                elif m.group(3) is None:
+                    out += (str(v) if v.ndim else "{}".format(scalar(v))).encode()
+                else:
+                    out += format(scalar(v), m.group(3).decode()).encode()
+        return bytes(out + body[pos:] + b"\n")
 
     zero_d = [i for i, v in enumerate(values) if v.ndim == 0]
     prints = []  # per function: [(template, value indices)]
     for i, v in enumerate(values):
-        lines = [(b"{0}", [i])]
-        if v.ndim == 0 and v.dtype != np.bool_:
+        lines = [(b"{0}", [i]), (b"{0!r} {0!s}", [i]), (b"{0!a}", [i])]
+        if i in optioned:
+            lines += [(options_block(o) + b"{0}|{0!r}", [i]) for o in option_sets]
+        if v.ndim == 0 and v.dtype != np.bool_ and v.dtype.kind != "c":
             specs = int_specs if v.dtype.kind in "iu" else float_specs
             lines += [(f"{{0:{spec}}}".encode(), [i]) for spec in specs]
         prints.append(lines)
@@ -339,8 +373,16 @@ def bad_modules() -> list[tuple[str, bytes, str]]:
             ("print_number", "a {99999999999999999999999} b",
              "word 0: debug.print template: byte 2: value number 99999999999999999999... is too large"),
             ("print_width", "{0:99999999.99999999f}", "word 0: debug.print template: field {0} has an unsupported format spec"),
-            ("print_unclosed", "x {0:>5", "word 0: debug.print template: byte 2: field is not {N} or {N:SPEC}"),
-            ("print_nested", "{0:{1}}", "word 0: debug.print template: byte 0: field is not {N} or {N:SPEC}")]:
+            ("print_unclosed", "x {0:>5", "word 0: debug.print template: byte 2: field is not {N}, {N!r}, {N!s}, {N!a} or {N:SPEC}"),
+            ("print_nested", "{0:{1}}", "word 0: debug.print template: byte 0: field is not {N}, {N!r}, {N!s}, {N!a} or {N:SPEC}"),
+            # format 2.9: conversions (no spec after one) and the print options block
+            ("print_conversion", "{0!x}", "word 0: debug.print template: byte 0: field is not {N}, {N!r}, {N!s}, {N!a} or {N:SPEC}"),
+            ("print_conversion_spec", "{0!r:>9}", "word 0: debug.print template: byte 0: field is not {N}, {N!r}, {N!s}, {N!a} or {N:SPEC}"),
+            ("print_option", "{!options precision=101}{0}", "word 0: debug.print template: byte 10: print option 'precision=101' is not one of"),
+            ("print_option_key", "{!options colour=red}{0}", "word 0: debug.print template: byte 10: print option 'colour=red' is not one of"),
+            ("print_option_zero", "{!options linewidth=0}{0}", "word 0: debug.print template: byte 10: print option 'linewidth=0' is not one of"),
+            ("print_options_unclosed", "{!options sign=plus", "word 0: debug.print template: byte 19: the {!options ...} block is not ' KEY=VALUE' words closed by '}'"),
+            ("print_options_late", "{0}{!options sign=plus}", "word 0: debug.print template: byte 3: '{' is not followed by a value number")]:
         spec = good()
         spec.constants.append(ConstantSpec(np.frombuffer(text.encode(), np.uint8).copy()))
         spec.functions.append(fn("bad", [], [], [Instr("debug.print", 1, [0]), Instr("ret", [])], exported=False))

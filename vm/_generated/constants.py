@@ -60,6 +60,6 @@ MAX_REGISTERS = 1 << 20
 
 # ---- module format version
 
-FORMAT_VERSION = (2, 8)
+FORMAT_VERSION = (2, 9)
 """(major, minor): the version the writer writes; the runtime reads modules of this major version
 (KILN_MODULE_VERSION_MAJOR/MINOR in C)."""

@@ -63,6 +63,6 @@ typedef enum kiln_dtype {
 
 /* Format version the runtime supports (major) and the module's own. */
 #define KILN_MODULE_VERSION_MAJOR 2
-#define KILN_MODULE_VERSION_MINOR 8
+#define KILN_MODULE_VERSION_MINOR 9
 
 #endif /* KILN_CONSTANTS_H_ */
