@@ -212,7 +212,8 @@ def test_print_options_and_containers_print_as_numpy_and_python(capsys):
     """numpy's print options set when a print is traced are recorded in its template (format 2.9) and the
     runtime applies them (precision, floatmode, suppress, sign, threshold, edgeitems, linewidth) to str and
     repr; containers of arrays print as Python prints them (each array's repr), namedtuples and dicts
-    (by sorted key, as pytrees flatten them) included: the compiled text equals the eager one. Options the
+    (by sorted key, as pytrees flatten them) included: the compiled text equals the eager one. kiln.jit
+    traces again when the options change, so its prints follow the current ones, as JAX's. Options the
     runtime does not apply warn."""
     import collections
 
@@ -234,6 +235,21 @@ def test_print_options_and_containers_print_as_numpy_and_python(capsys):
             assert compiled == capsys.readouterr().out, options
     assert compiled.startswith("[ 1.e-05 ...  7.e+00] array([ 1.e-05, ...,  7.e+00],\n      shape=(6,), "
                                "dtype=float32) | (array([ 1.0e-05,  1.5e+00],")  # summarized, wrapped at 30
+
+    # kiln.jit follows numpy's options at each call (it traces again when they changed), in a nested jit too
+    g = kiln.jit(lambda v: (kiln.debug.print("{}", v), v + 1)[1])
+    outer = kiln.jit(lambda v: g(v) * 2)
+    v = np.array([1.123456789, -2.0], np.float32)
+    g(v)
+    with np.printoptions(precision=2):
+        g(v)
+        g(v)
+        outer(v)
+    outer(v)
+    g(v)
+    assert capsys.readouterr().out == ("[ 1.1234568 -2.       ]\n" + "[ 1.12 -2.  ]\n" * 3 +
+                                       "[ 1.1234568 -2.       ]\n" * 2)
+    assert g.trace_count == 3 and outer.trace_count == 2
 
     with np.printoptions(nanstr="NaN", precision=3):
         with pytest.warns(UserWarning, match=r"applies numpy's print options precision, threshold, edgeitems, "

@@ -37,6 +37,7 @@ device. ``ordered=`` is accepted: prints of one call come out in program order e
 """
 from __future__ import annotations
 
+import contextvars
 import re
 import string
 import warnings
@@ -83,6 +84,7 @@ def print(fmt: str, *args, ordered: bool = False, partitioned: bool = False, **k
     template, operands = _template(fmt, args, kwargs)
     if operands:
         template = _options_block() + template
+        note_print_options()
     debug_print_p.bind(*operands, template=template)
 
 
@@ -121,6 +123,37 @@ def _options_block() -> str:
                       f"edgeitems, linewidth, suppress, sign and floatmode; the ones set now "
                       f"({', '.join(ignored)}) are not applied", stacklevel=3)
     return "{!options" + "".join(words) + "}" if words else ""
+
+
+# kiln.jit's record of the traces that printed arrays: each holds numpy's print options when it traced them
+_print_option_records: contextvars.ContextVar = contextvars.ContextVar("kiln_print_option_records", default=())
+
+
+def printed_options() -> dict:
+    """numpy's print options as the runtime's templates record them (what a change of them re-traces)."""
+    current = np.get_printoptions()
+    return {k: current.get(k) for k in _DEFAULT_PRINT_OPTIONS}
+
+
+def note_print_options(options: dict | None = None) -> None:
+    """Tells the traces being recorded (recording_print_options) that they print arrays with these options."""
+    for record in _print_option_records.get():
+        record.append(printed_options() if options is None else options)
+
+
+class recording_print_options:
+    """Within it, `.options` becomes numpy's print options if anything traced prints an array (else None):
+    kiln.jit traces again when they change, so its prints follow numpy's current options, as JAX's do."""
+
+    def __enter__(self):
+        self._seen: list = []
+        self._token = _print_option_records.set(_print_option_records.get() + (self._seen,))
+        return self
+
+    def __exit__(self, *exc):
+        _print_option_records.reset(self._token)
+        self.options = self._seen[0] if self._seen else None
+        return False
 
 
 def _split_options(template: str) -> tuple[dict, str]:

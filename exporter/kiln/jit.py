@@ -30,6 +30,8 @@ class TracedFunction:
         self.captured = captured
         # results keep their weak type, as jax.jit's do
         self.out_weak = tuple(a.weak_type for a in graph.out_avals)
+        # numpy's print options its kiln.debug.print templates recorded (None: it prints no array)
+        self.print_options = None
 
 
 _LIVE: "weakref.WeakSet[Jitted]" = weakref.WeakSet()  # every kiln.jit function alive, for clear_caches
@@ -101,7 +103,18 @@ class Jitted:
     def _trace(self, signature: Signature) -> TracedFunction:
         cached = self._traces.get(signature)
         if cached is not None:
-            return cached
+            if cached.print_options is None:
+                return cached
+            from .debug import note_print_options, printed_options
+
+            if cached.print_options == printed_options():
+                note_print_options(cached.print_options)  # an enclosing trace inlines its prints
+                return cached
+            # numpy's print options changed since its prints were traced: trace again, as JAX formats
+            # with the current ones
+            self._traces.pop(signature, None)
+            self._executables.pop(signature, None)
+            self._fast.clear()
         if config.jax_no_tracing:
             raise RuntimeError(f"re-tracing function {self.name} for `jit`, but 'no_tracing' is set")
         if config.jax_explain_cache_misses:
@@ -119,8 +132,12 @@ class Jitted:
             return flat
 
         self.trace_count += 1
-        graph, captured = trace_to_graph_with_captures(flat_fn, signature.avals)
+        from .debug import recording_print_options
+
+        with recording_print_options() as printed:
+            graph, captured = trace_to_graph_with_captures(flat_fn, signature.avals)
         traced = TracedFunction(graph, out_tree[0], signature, captured)
+        traced.print_options = printed.options
         if not captured:
             self._traces[signature] = traced
         return traced
@@ -132,8 +149,9 @@ class Jitted:
             len(args) != self._plain_arity and not self._any_arity) else _fast_key(args)
         if fast_key is not None:
             known = self._fast.get(fast_key)
-            if known is not None and not config.jax_no_execution:
-                executable, out_treedef, out_weak = known
+            if known is not None and not config.jax_no_execution and (
+                    known[3] is None or known[3] == _printed_options()):
+                executable, out_treedef, out_weak, _ = known
                 return tree_unflatten(out_treedef, [as_array(x, w) for x, w in zip(executable(args), out_weak)])
         if kwargs or self._keywords or len(args) != self._plain_arity:
             dynamic, statics = self._split(args, kwargs)
@@ -150,7 +168,7 @@ class Jitted:
         if executable is None:
             executable = self._executables[signature] = _compile_traced(self.name, traced, self._limits)
         if fast_key is not None:
-            self._fast[fast_key] = (executable, traced.out_treedef, traced.out_weak)
+            self._fast[fast_key] = (executable, traced.out_treedef, traced.out_weak, traced.print_options)
         # the runtime binding converts the leaves (Python scalars take the traced dtype)
         return tree_unflatten(traced.out_treedef, [as_array(x, w) for x, w in zip(executable(leaves), traced.out_weak)])
 
@@ -243,6 +261,12 @@ def _merge_static(dynamic: list, statics: dict) -> list:
     for i in range(total):
         out.append(statics[i] if i in statics else next(it))
     return out
+
+
+def _printed_options() -> dict:
+    from .debug import printed_options
+
+    return printed_options()
 
 
 def _compile_traced(name: str, traced: TracedFunction, limits=None):
