@@ -158,6 +158,21 @@ def test_exported_module_prints_in_kiln_run(tmp_path, capsys):
 
     path = tmp_path / "printer.vmfb"
     Program.get_compiled_artifact(Printer).save(path)
+
+    class Options(Program, export_name="options"):  # format 2.9: the options when exported, !r, a tuple
+        def run(self, x=Program.like(np.zeros(3, np.complex64)), y=Program.like(np.zeros(2, np.float32))):
+            kiln.debug.print("{} {!r} {t}", x, y, t=(y, x[0]))
+            return y
+
+    with np.printoptions(precision=2, sign="+", floatmode="fixed"):
+        Program.get_compiled_artifact(Options).save(tmp_path / "options.vmfb")
+        xo, yo = np.array([1 + 2j, complex(0, -0.5), 3], np.complex64), np.array([0.125, -3], np.float32)
+        want = "{} {!r} {t}\n".format(xo, yo, t=(yo, np.asarray(xo[0])))  # a 0-d array, as JAX passes it
+    proc = run_kiln_run(f"--module={tmp_path / 'options.vmfb'}", "--function=run", "--input=3xc64=1+2j,-0.5j,3",
+                        "--input=2xf32=0.125,-3")
+    assert proc.stdout.startswith(want), (proc.stdout, want)
+    assert want == "[+1.00+2.00j +0.00-0.50j +3.00+0.00j] array([+0.12, -3.00], dtype=float32) " \
+                   "(array([+0.12, -3.00], dtype=float32), array(+1.00+2.00j, dtype=complex64))\n"
     proc = run_kiln_run(f"--module={path}", "--function=run", "--input=2x3xf32=1,2,3,4,5,6", "--input=i32=3",
                         f"--output=@{tmp_path / 'y.npy'}")
     x = np.arange(1, 7, dtype=np.float32).reshape(2, 3)
@@ -348,6 +363,13 @@ def test_runtime_text_of_every_dtype_and_spec_is_numpys(capsys):
     for k, text in enumerate(expected):
         context.invoke(f"p{k}")
         assert capsys.readouterr().out == text.decode("utf-8", "replace"), f"p{k}"
+    # a format 2.8 module (templates without 2.9's fields) loads and prints as it did
+    old = runtime.Context(runtime.Module.from_bytes(runtime.Instance(), serialize(gen.printing(), version=(2, 8))))
+    old.invoke("complex_array")
+    assert capsys.readouterr().out == "[1.+2.j]\n"
+    assert [int(v) for v in old.invoke("show", [np.arange(6, dtype=np.float32).reshape(2, 3), np.int64(-3)])] == [-3]
+    assert capsys.readouterr().out == ("x = [[0. 1. 2.]\n [3. 4. 5.]], n = -0003 {literal}\n"
+                                       "n= -3.00 flag=True [[0. 1. 2.]\n [3. 4. 5.]]|end\n")
 
 
 def test_callback_numbers_are_freed_with_what_holds_them(capsys):
