@@ -315,6 +315,47 @@ def test_large_matrices_blocked_path_every_build(tmp_path):
         check_lu(got[7:10], np.swapaxes(w, -1, -2), 1e-10)
 
 
+class _Split(Program, export_name="linalg_split"):
+    def run(self, x=Program.like(np.zeros((2, 300, 300), np.float64)), a=Program.like(np.zeros((300, 300), np.float32)),
+            b=Program.like(np.zeros((77, 300), np.float32))):
+        return (L.cholesky(knp.swapaxes(x, -1, -2), symmetrize_input=False),
+                L.triangular_solve(a, b, left_side=False, lower=True, transpose_a=True))
+
+
+def test_large_cholesky_split_over_workgroups(tmp_path, monkeypatch):
+    """Cholesky of n >= SPLIT_FROM (a batch of fewer than SPLIT_BATCH) is split into blocks of SPLIT_BLOCK:
+    the native Cholesky of each diagonal block, a triangular solve and a SYRK update spread over the
+    workgroups, the pieces joined (_cholesky_split). Here (smaller blocks, fewer kernels to compile) 300 =
+    blocks of 128, 128 and 44, read through a transposed view (strided operands), the second matrix not
+    positive definite in its last block (all NaN); and a right triangular solve whose rows are split:
+    LAPACK's numbers, the same bits with 1 and 2 workers."""
+    from kiln.lax import _linalg_triangular as triangular
+    assert 2 < triangular.SPLIT_BATCH
+    monkeypatch.setattr(triangular, "SPLIT_FROM", 300)
+    monkeypatch.setattr(triangular, "SPLIT_BLOCK", 128)
+    rng = np.random.default_rng(15)
+    x = spd(rng, (2, 300, 300), np.float64)
+    x[1, 280, 280] -= 1e3
+    x = np.ascontiguousarray(np.swapaxes(x, -1, -2))
+    a = (rng.standard_normal((300, 300)) / 20 + 3 * np.eye(300)).astype(np.float32)
+    b = rng.standard_normal((77, 300)).astype(np.float32)
+    kinds = strategies_of(lambda m: L.cholesky(m, symmetrize_input=False), x)
+    assert kinds == ["linalg"] * 8  # 3 blocks, 2 solves, 2 updates and the join (slices are operand views)
+    module = tmp_path / "split.vmfb"
+    Program.get_compiled_artifact(_Split).save(module)
+    inputs = []
+    for name, value in (("x", x), ("a", a), ("b", b)):
+        np.save(tmp_path / f"{name}.npy", value)
+        inputs.append(f"--input=@{tmp_path / f'{name}.npy'}")
+    one, two = (_kiln_run_build(tmp_path, module, inputs, 2, None, w) for w in ("1", "2"))
+    for g, h in zip(one, two):
+        np.testing.assert_array_equal(g, h)
+    np.testing.assert_allclose(one[0][0], np.linalg.cholesky(x[0].T), rtol=1e-10, atol=1e-10)
+    assert np.isnan(one[0][1]).all()
+    np.testing.assert_allclose(one[1], scipy_solve(a.astype(np.float64), b.astype(np.float64), False, True, True,
+                                                   False), rtol=1e-4, atol=1e-4)
+
+
 def test_large_lu_panel_on_the_stack_or_in_place_same_bits(monkeypatch):
     """The large-matrix LU factors each panel column-major on the stack (vectors down the rows) when it fits
     in PANEL_STACK_BYTES, else in place row by row: the same operations on each element, so the same bits."""

@@ -47,6 +47,8 @@ NO_RULES = {
     "cholesky_native": "inside cholesky's graph only (float32/float64): transformations apply cholesky's rules",
     "triangular_solve_native": "inside triangular_solve's graph only: transformations apply its rules",
     "lu_native": "inside lu's graph only (float32/float64): transformations apply lu's rules and never see it",
+    "syrk_native": "inside cholesky's graph only (a large matrix split into blocks): cholesky's rules apply",
+    "cholesky_join_native": "inside cholesky's graph only (a large matrix split into blocks): cholesky's rules apply",
     "qr_kernel": "inside qr's graph only (float32/float64): transformations apply qr's rules and never see it",
     "svd_kernel": "inside svd's graph only (float32/float64): transformations apply svd's rules and never see it",
     "complex_parts": "made by the compiler's complex lowering, after every transformation",

@@ -21,7 +21,8 @@ operation counts when one of its operands or results is a floating-point (or com
   eigenvalues and eigenvectors by tridiagonalization and symmetric QR);
 - the native triangular factorizations, LAPACK's counts per matrix: Cholesky (`cholesky_native`) n^3 / 3,
   LU (`lu_native`, m x n) m n^2 - n^3 / 3 for m >= n (n m^2 - m^3 / 3 otherwise), triangular solves
-  (`triangular_solve_native`) m^2 per right-hand side of length m;
+  (`triangular_solve_native`) m^2 per right-hand side of length m, the split Cholesky's update
+  (`syrk_native`) k s (s + 1);
 - layout, gathers, scatters, sorts, pads, iota: 0.
 """
 from __future__ import annotations
@@ -73,6 +74,9 @@ def equation_flops(eqn: Equation) -> int:
         return (_size(eqn.invars[0]) // max(n * n, 1)) * 9 * n ** 3
     if name in ("cholesky_native", "lu_native", "triangular_solve_native"):
         return _triangular_flops(eqn)
+    if name == "syrk_native":  # LAPACK's count of a rank-k update of a triangle of s x s: k s (s + 1)
+        s, k = eqn.invars[0].aval.shape[-1], eqn.invars[1].aval.shape[-2]
+        return (_size(eqn.invars[0]) // max(s * s, 1)) * k * s * (s + 1)
     if name in _PER_ELEMENT_KERNELS:
         return _size(eqn.invars[0])
     if traits.fusion == "reduction" or name in _FOLDING_KERNELS:

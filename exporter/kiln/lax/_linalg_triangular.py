@@ -239,10 +239,55 @@ def _cholesky_impl(x):
     return _nan_unless_positive_diagonal(_cholesky_blocked(x) if blocked else _cholesky_columns(x))
 
 
+SPLIT_FROM = 1536
+"""Native Cholesky of n >= SPLIT_FROM (of fewer than SPLIT_BATCH matrices) is split into steps of SPLIT_BLOCK
+columns whose trailing update is a matrix product (_cholesky_split): a dispatch per kernel, each product
+and solve spread over the workgroups, where one native kernel factors each matrix on one core."""
+SPLIT_BLOCK = 256
+SPLIT_BATCH = 4
+
+
+def _slice_last(x, rows, cols):
+    """x[..., rows[0]:rows[1], cols[0]:cols[1]]."""
+    shape = _shape(x)
+    nb = len(shape) - 2
+    return slice_(x, (0,) * nb + (rows[0], cols[0]), shape[:nb] + (rows[1], cols[1]))
+
+
+def _cholesky_split(x):
+    """LAPACK potrf's right-looking blocked Cholesky over the native kernels, for large matrices: for each
+    block of SPLIT_BLOCK columns, L11 = the native Cholesky of the trailing matrix's diagonal block (one
+    workgroup a matrix), L21 = T21 L11^-T (the native triangular solve, L11 L21^T = T21^T, L21's rows
+    split over the workgroups), T = T22 - L21 L21^T (a matrix product, parallel); the panels [L11; L21] are placed under
+    their block's zeros and joined. A block that fails (not positive definite) is all NaN and so is every
+    later panel: the result is all NaN when its last diagonal entry is NaN, as the one-kernel path's."""
+    shape = _shape(x)
+    nb, n, dtype = len(shape) - 2, shape[-1], _dtype(x)
+    pieces, trailing, start = [], x, 0
+    while start < n:
+        size = min(SPLIT_BLOCK, n - start)
+        block = native.cholesky_p.bind(_slice_last(trailing, (0, size), (0, size)))
+        pieces.append(block)
+        if start + size < n:
+            # L21^T = L11^-1 T21^T: the left solve runs along rows of L21^T, its columns split over workgroups
+            rows = native.triangular_solve_p.bind(
+                block, swap_last(_slice_last(trailing, (size, n - start), (0, size))), left_side=True, lower=True,
+                transpose_a=False, conjugate_a=False, unit_diagonal=False)
+            pieces.append(rows)
+            trailing = native.syrk_p.bind(_slice_last(trailing, (size, n - start), (size, n - start)), rows)
+        start += size
+    return native.cholesky_join_p.bind(*pieces)
+
+
 def _cholesky_lowering(x, *, lower_only=False):
-    """The native kernel (kiln.lax._linalg_native) for float32/float64, else the lax implementation (both
-    read only x's lower triangle)."""
-    return native.cholesky_p.bind(x) if native.native(_dtype(x)) else _cholesky_impl(x)
+    """The native kernel (kiln.lax._linalg_native) for float32/float64 (split into blocks for large
+    matrices, _cholesky_split), else the lax implementation (all read only x's lower triangle)."""
+    if not native.native(_dtype(x)):
+        return _cholesky_impl(x)
+    shape = _shape(x)
+    if shape[-1] >= SPLIT_FROM and int(np.prod(shape[:-2], dtype=np.int64)) < SPLIT_BATCH:
+        return _cholesky_split(x)
+    return native.cholesky_p.bind(x)
 
 
 cholesky_p = composite_primitive("cholesky", _cholesky_lowering, eager=lambda x, *, lower_only=False: eager.cholesky(x))

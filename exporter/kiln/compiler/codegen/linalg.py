@@ -3,7 +3,10 @@ and LU with partial pivoting of a batch of real float32/float64 matrices. The `l
 code: plan(region, target) -> (emit, parallel items, work, detail).
 
 One dispatch per call; the workgroups split the batch of matrices (parallel items = batch size), and each
-matrix is factored by one workgroup, in its output buffer:
+matrix is factored by one workgroup, in its output buffer (a triangular solve's items are also shares of
+one matrix: rows of X, or groups of its columns). A large Cholesky is split across dispatches by
+kiln.lax._linalg_triangular._cholesky_split, whose trailing update (syrk_native: _emit_syrk) and joined
+factor (cholesky_join_native: _emit_cholesky_join) are kernels here, split by rows:
 
 - operands are read through their strided views (region_views: a transposed or sliced operand costs no
   copy); the first step copies the operand into the output buffer (Cholesky: its lower triangle,
@@ -200,7 +203,7 @@ def _tile_shapes(registers: int) -> tuple[tuple[int, int], tuple[int, int]]:
 
 
 def _product_update(code: "_Code", out, depth, rows: tuple, cols: tuple, a_at, b_at, c_at, tile: tuple,
-                    max_depth: int = BLOCK, pack_a: bool = False):
+                    max_depth: int = BLOCK, pack_a: bool = False, source=None):
     """C[i, j] -= sum_{t < depth} A(i, t) B(t, j) (depth: int or i64) for i in [rows[0], rows[1]) and j in
     [cols[0], cols[1])
     (cols[0] None: the upper triangle, j from i), the offsets of A(i, t), B(t, j) and C[i, j] given by a_at,
@@ -210,8 +213,10 @@ def _product_update(code: "_Code", out, depth, rows: tuple, cols: tuple, a_at, b
     (its A elements stay in L1; B's rows come from L2); the triangle's diagonal tile and the last columns' tile
     store through lane masks. pack_a: A's elements are first copied t-major to the stack (depth <= max_depth),
     where each A(i, t) is on its own row i (LU's L21): a step's broadcasts then come from one cache line and
-    the tiles' loads touch few pages (else the mr rows of A and depth rows of B overflow the L1 TLB).""" 
+    the tiles' loads touch few pages (else the mr rows of A and depth rows of B overflow the L1 TLB).
+    source: the buffer A and B are read from (else out)."""
     b, lanes = code.b, code.lanes
+    source = out if source is None else source
     mr, nv = tile
     width = nv * lanes
     row_lo, row_hi = rows
@@ -237,17 +242,17 @@ def _product_update(code: "_Code", out, depth, rows: tuple, cols: tuple, a_at, b
         for r in range(count):
             i = b.add(i0, const64(r))
             for_range(b, 0, depth_v, lambda t: code.store(packed, b.add(b.mul(t, const64(count)), const64(r)),
-                                                          code.load(out, a_at(i, t))), name="pk")
+                                                          code.load(source, a_at(i, t))), name="pk")
 
     def tile_at(i0, count: int, j0, masks, diagonal: bool):
         accs = [[code.var(zero, "acc") for _ in range(nv)] for _ in range(count)]
 
         def step(t):
-            bs = [code.vload(out, b_at(t, b.add(j0, const64(v * lanes))), None if masks is None else masks[v])
+            bs = [code.vload(source, b_at(t, b.add(j0, const64(v * lanes))), None if masks is None else masks[v])
                   for v in range(nv)]
             for r in range(count):
                 if packed is None:
-                    a = code.splat(code.load(out, a_at(b.add(i0, const64(r)), t)))
+                    a = code.splat(code.load(source, a_at(b.add(i0, const64(r)), t)))
                 else:
                     a = code.splat(code.load(packed, b.add(b.mul(t, const64(count)), const64(r))))
                 for v in range(nv):
@@ -385,12 +390,14 @@ def _emit_cholesky(region, target):
     return body, items, work, f"panel {PANEL}"
 
 
-def _copy_row(code: _Code, source: "_Operand", base, i, count: int, out, dst):
-    """out[dst : dst + count] = row i of the operand (vectors; gathered where its columns are strided)."""
+def _copy_row(code: _Code, source: "_Operand", base, i, count: int, out, dst, first=None):
+    """out[dst : dst + count] = row i of the operand from column `first` (i64, or 0) (vectors; gathered where
+    its columns are strided)."""
     b = code.b
 
     def body(c, mask, rest):
-        value = code.gather(source.ptr, source.offset(b, base, i, c), source.col_stride, mask, rest)
+        col = c if first is None else b.add(first, c)
+        value = code.gather(source.ptr, source.offset(b, base, i, col), source.col_stride, mask, rest)
         code.vstore(out, b.add(dst, c), value, mask)
 
     code.row_loop(const64(count), body, name="cp")
@@ -457,6 +464,189 @@ def _transpose_upper_to_lower(code: _Code, out, at, n: int):
             code.vstore(out, at(row, i0), value, code.lanes_if(mask_i, b.icmp_signed("<", row, const64(n))))
 
     _tiles(code, n, tile)
+
+
+# --------------------------------------------------------------------------- SYRK
+
+def _emit_syrk(region, target):
+    """c - x^T x (x: k x s) on and below the diagonal, by row blocks of the register tile's rows: a block's
+    rows of c are copied whole into the output, then its columns up to its last row take the product
+    (_product_update, x's rows streamed: A(i, t) = x[t, i], B(t, j) = x[t, j]). Row block q is paired with
+    block count - 1 - q in one parallel item, so the items' work is even (a triangle's rows grow)."""
+    eqn = region.eqns[-1]
+    c, x = eqn.invars
+    shape = c.aval.shape
+    batch, s = shape[:-2], shape[-1]
+    k = x.aval.shape[-2]
+    views = region_views(region)
+    nb = len(batch)
+    if views[x.id].strides[-1] != 1:
+        raise ValueError("syrk_native reads x's rows as vectors: its last axis must be contiguous")
+    tile, _ = _tile_shapes(target.vector_registers)
+    mr = tile[0]
+    blocks = -(-s // mr)
+    pairs = -(-blocks // 2)
+    items = _prod(batch) * pairs if s else 0
+
+    def body(b, pointers, wid, wcount):
+        if items == 0:
+            return
+        code = _Code(b, c.aval.dtype, lanes_for(target.vector_bytes, c.aval.dtype))
+        given, rows_of = _Operand(views[c.id], pointers, nb), _Operand(views[x.id], pointers, nb)
+        out = pointers[len(region.invars)]
+        ns = const64(s)
+
+        def item(q):
+            matrix = b.udiv(q, const64(pairs))
+            pair = b.urem(q, const64(pairs))
+            index = delinearize(b, matrix, batch) if batch else []
+            w = b.mul(matrix, const64(s * s))
+            cbase, xbase = given.base(b, index), rows_of.base(b, index)
+
+            def at(i, j):
+                return b.add(w, b.add(b.mul(i, ns), j))
+
+            def xat(t, j):
+                return rows_of.offset(b, xbase, t, j)
+
+            def block(number):
+                i0 = b.mul(number, const64(mr))
+                end = b.add(i0, const64(mr))
+                end = b.select(b.icmp_signed("<", end, ns), end, ns)
+                for_range(b, i0, end, lambda i: _copy_row(code, given, cbase, i, s, out, at(i, const64(0))),
+                          name="cr")
+                if k:
+                    _product_update(code, out, k, (i0, end), (const64(0), end), lambda i, t: xat(t, i), xat, at,
+                                    tile, source=rows_of.ptr)
+
+            block(pair)
+            other = b.sub(const64(blocks - 1), pair)
+            _if(b, b.icmp_unsigned("!=", other, pair), lambda: block(other))
+
+        lo, hi = workgroup_slice(b, items, wid, wcount)
+        for_range(b, lo, hi, item, name="item")
+
+    work = _prod(batch) * (s * s * max(k, 1) // 2 + s * s)
+    return body, items, work, f"rows {mr}"
+
+
+def _emit_cholesky_join(region, target):
+    """The split Cholesky's factor from its pieces (L11 and L21^T of each block), by groups of `lanes` rows
+    (JOIN_ROWS rows a parallel item): in block k's columns a group's rows are zeros above the block, rows of
+    L11 in it, and below it lanes x lanes tiles of L21^T (its rows loaded as vectors) transposed in
+    registers; every row NaN when the last block's last diagonal entry is. The blocks but the last are
+    SPLIT_BLOCK wide, a multiple of the lanes, so a group never straddles a block's edge."""
+    eqn = region.eqns[-1]
+    pieces = eqn.invars
+    dtype = eqn.outvars[0].aval.dtype
+    shape = eqn.outvars[0].aval.shape
+    batch, n = shape[:-2], shape[-1]
+    views = region_views(region)
+    nb = len(batch)
+    v = lanes_for(target.vector_bytes, dtype)
+    assert JOIN_ROWS % v == 0 and all(p.aval.shape[-1] % v == 0 for p in pieces[0:-1:2])
+    parts = -(-n // JOIN_ROWS)
+    items = _prod(batch) * parts if n else 0
+
+    def body(b, pointers, wid, wcount):
+        if items == 0:
+            return
+        code = _Code(b, dtype, v)
+        ops = [_Operand(views[p.id], pointers, nb) for p in pieces]
+        out = pointers[len(region.invars)]
+        nn = const64(n)
+        zero, nan = ir.Constant(code.vec, None), code.splat(code.const(float("nan")))
+
+        def item(q):
+            matrix = b.udiv(q, const64(parts))
+            first = b.mul(b.urem(q, const64(parts)), const64(JOIN_ROWS))
+            index = delinearize(b, matrix, batch) if batch else []
+            bases = [op.base(b, index) for op in ops]
+            w = b.mul(matrix, const64(n * n))
+            last = pieces[-1].aval.shape[-1] - 1
+            corner = code.load(ops[-1].ptr, ops[-1].offset(b, bases[-1], const64(last), const64(last)))
+            failed = b.fcmp_unordered("uno", corner, corner)
+
+            def at(i, j):
+                return b.add(w, b.add(b.mul(i, nn), j))
+
+            def group(g):
+                r0 = b.add(first, b.mul(g, const64(v)))
+                left = b.sub(nn, r0)
+                count = b.select(b.icmp_signed("<", left, const64(v)), left, const64(v))
+
+                def each_row(body):
+                    for_range(b, r0, b.add(r0, count), body, name="r")
+
+                def fill(value, start, size):
+                    each_row(lambda i: code.row_loop(const64(size), lambda c, mask, rest: code.vstore(
+                        out, at(i, b.add(const64(start), c)), value, mask), name="f"))
+
+                def blocks():
+                    start = 0
+                    for k in range(0, len(pieces), 2):
+                        size = pieces[k].aval.shape[-1]
+
+                        def inside(op=ops[k], base=bases[k], start=start, size=size):
+                            def row(i):
+                                r = b.sub(i, const64(start))
+                                code.row_loop(const64(size), lambda c, mask, rest: code.vstore(
+                                    out, at(i, b.add(const64(start), c)),
+                                    code.gather(op.ptr, op.offset(b, base, r, c), op.col_stride, mask, rest), mask),
+                                    name="p")
+
+                            each_row(row)
+
+                        def under(op=ops[k + 1] if k + 1 < len(pieces) else None,
+                                  base=bases[k + 1] if k + 1 < len(pieces) else None, start=start, size=size):
+                            j0 = b.sub(r0, const64(start + size))  # the group's columns of L21^T
+                            rows_mask = code.mask(count)
+
+                            def tile(t):
+                                c0 = b.mul(t, const64(v))
+                                loaded = [code.gather(op.ptr, op.offset(b, base, b.add(c0, const64(l)), j0),
+                                                      op.col_stride, rows_mask, count) for l in range(v)]
+                                for r, value in enumerate(code.transpose(loaded)):
+                                    _if(b, b.icmp_signed("<", const64(r), count),
+                                        lambda r=r, value=value: code.vstore(
+                                            out, at(b.add(r0, const64(r)), b.add(const64(start), c0)), value))
+
+                            for_range(b, 0, size // v, tile, name="t")
+
+                        with b.if_else(b.icmp_signed("<", r0, const64(start))) as (then, otherwise):
+                            with then:
+                                fill(zero, start, size)
+                            with otherwise:
+                                if k + 1 == len(pieces):
+                                    inside()
+                                else:
+                                    with b.if_else(b.icmp_signed("<", r0, const64(start + size))) as (th, ot):
+                                        with th:
+                                            inside()
+                                        with ot:
+                                            under()
+                        start += size
+
+                with b.if_else(failed) as (then, otherwise):
+                    with then:
+                        fill(nan, 0, n)
+                    with otherwise:
+                        blocks()
+
+            groups = b.udiv(b.add(b.sub(b.select(b.icmp_signed("<", b.add(first, const64(JOIN_ROWS)), nn),
+                                                 b.add(first, const64(JOIN_ROWS)), nn), first), const64(v - 1)),
+                            const64(v))
+            for_range(b, 0, groups, group, name="g")
+
+        lo, hi = workgroup_slice(b, items, wid, wcount)
+        for_range(b, lo, hi, item, name="item")
+
+    work = _prod(shape) * 2
+    return body, items, work, f"{len(pieces[0::2])} blocks"
+
+
+JOIN_ROWS = 16
+"""Rows of the joined Cholesky factor per parallel item (_emit_cholesky_join)."""
 
 
 # --------------------------------------------------------------------------- LU
@@ -767,6 +957,23 @@ def _column_chunks(k: int, vw: int) -> list[tuple[int, int]]:
     return chunks
 
 
+def _solve_chunks(left: bool, rows: int, cols: int, lanes: int) -> tuple[int, int]:
+    """(parts per matrix, size of a part) of a triangular solve's parallel items: X's independent pieces
+    (the rows of X op(a) = B, the columns of op(a) X = B) in parts of at least SOLVE_PART_WORK elements of
+    work, a left solve's parts whole groups of 4 vectors of columns (_left_solve's passes, so each column's
+    operations, and bits, do not depend on the split)."""
+    if left:
+        group = 4 * lanes
+        size = max(1, SOLVE_PART_WORK // max(rows * rows // 2 * group, 1)) * group
+        return -(-cols // size), size
+    size = max(1, SOLVE_PART_WORK // max(cols * cols // 2, 1))
+    return -(-rows // size), size
+
+
+SOLVE_PART_WORK = 1 << 18
+"""Multiply-adds per parallel item of a triangular solve (a share of one matrix's rows or columns)."""
+
+
 def _emit_triangular_solve(region, target):
     eqn = region.eqns[-1]
     a, rhs = eqn.invars
@@ -779,20 +986,25 @@ def _emit_triangular_solve(region, target):
     m = a.aval.shape[-1]
     views = region_views(region)
     nb = len(batch)
-    items = _prod(batch) if rows and cols else 0
     dtype = rhs.aval.dtype
+    lanes = lanes_for(target.vector_bytes, dtype)
+    parts, size = _solve_chunks(left, rows, cols, lanes)
+    items = _prod(batch) * parts if rows and cols else 0
 
     def body(b, pointers, wid, wcount):
         if items == 0:
             return
-        code = _Code(b, dtype, lanes_for(target.vector_bytes, dtype))
+        code = _Code(b, dtype, lanes)
         mat = _Operand(views[a.id], pointers, nb)
         given = _Operand(views[rhs.id], pointers, nb)
         out = pointers[len(region.invars)]
         ncols = const64(cols)
 
-        def matrix(item, batch_index):
-            w = b.mul(item, const64(rows * cols))
+        def part(item):
+            matrix_item = b.udiv(item, const64(parts))
+            piece = b.urem(item, const64(parts))
+            batch_index = delinearize(b, matrix_item, batch) if batch else []
+            w = b.mul(matrix_item, const64(rows * cols))
             abase, bbase = mat.base(b, batch_index), given.base(b, batch_index)
 
             def at(i, j):
@@ -802,17 +1014,34 @@ def _emit_triangular_solve(region, target):
                 """op(a)[i, j]."""
                 return code.load(mat.ptr, mat.offset(b, abase, i, j, transposed=transpose))
 
-            for_range(b, 0, const64(rows), lambda i: _copy_row(code, given, bbase, i, cols, out, at(i, const64(0))),
-                      name="ci")
-            if left:
-                _left_solve(code, out, at, t, m, cols, lower, unit)
-            else:
-                _right_solve(code, out, at, mat, abase, m, rows, lower, transpose, unit)
+            first = b.mul(piece, const64(size))
+            if left:  # columns first .. first + count of every row
+                def solve(count: int):
+                    for_range(b, 0, const64(rows), lambda i: _copy_row(code, given, bbase, i, count, out,
+                                                                       at(i, first), first), name="ci")
+                    _left_solve(code, out, at, t, m, count, lower, unit, first)
 
-        _matrix_loop(b, batch, wid, wcount, matrix)
+                last = cols - (parts - 1) * size
+                if last == size:
+                    solve(size)
+                else:
+                    with b.if_else(b.icmp_unsigned("==", piece, const64(parts - 1))) as (then, otherwise):
+                        with then:
+                            solve(last)
+                        with otherwise:
+                            solve(size)
+            else:  # rows first .. end, whole
+                end = b.add(first, const64(size))
+                end = b.select(b.icmp_signed("<", end, const64(rows)), end, const64(rows))
+                for_range(b, first, end, lambda i: _copy_row(code, given, bbase, i, cols, out,
+                                                             at(i, const64(0))), name="ci")
+                _right_solve(code, out, at, mat, abase, m, (first, end), lower, transpose, unit)
+
+        lo, hi = workgroup_slice(b, items, wid, wcount)
+        for_range(b, lo, hi, part, name="item")
 
     work = _prod(batch) * m * m * (cols if left else rows) // 2 + _prod(shape)
-    return body, items, work, "left" if left else "right"
+    return body, items, work, ("left" if left else "right") + (f", {parts} parts" if parts > 1 else "")
 
 
 def _order(b, m: int, forward: bool, body):
@@ -823,13 +1052,16 @@ def _order(b, m: int, forward: bool, body):
         for_range(b, 0, m, lambda s: body(b.sub(const64(m - 1), s)), name="i")
 
 
-def _left_solve(code: _Code, out, at, t, m: int, k: int, lower: bool, unit: bool):
-    """op(a) X = B for X (m x k) in place: row i of X is (B[i] - sum_t op(a)[i, t] X[t]) / op(a)[i, i] over
+def _left_solve(code: _Code, out, at, t, m: int, k: int, lower: bool, unit: bool, first=None):
+    """op(a) X = B for X's k columns from `first` (i64, or 0) (m x k) in place: row i of X is (B[i] - sum_t op(a)[i, t] X[t]) / op(a)[i, i] over
     the rows t solved before it, accumulated in vectors across X's columns (several accumulators over t
     when the columns are few)."""
     b = code.b
     group = 4 * code.lanes  # columns per pass of the runtime column loop
     full_groups, rest = divmod(k, group)
+
+    def start(c):
+        return c if first is None else b.add(first, c)
 
     def solve_pass(c0, chunks):
         """Solves the columns c0 + chunk for the static chunks [(offset, width)]."""
@@ -886,14 +1118,14 @@ def _left_solve(code: _Code, out, at, t, m: int, k: int, lower: bool, unit: bool
 
     if full_groups:
         chunks = [(c, code.lanes) for c in range(0, group, code.lanes)]
-        for_range(b, 0, full_groups, lambda g: solve_pass(b.mul(g, const64(group)), chunks), name="g")
+        for_range(b, 0, full_groups, lambda g: solve_pass(start(b.mul(g, const64(group))), chunks), name="g")
     if rest:
-        solve_pass(const64(full_groups * group), _column_chunks(rest, code.lanes))
+        solve_pass(start(const64(full_groups * group)), _column_chunks(rest, code.lanes))
 
 
-def _right_solve(code: _Code, out, at, mat: _Operand, abase, m: int, rows: int, lower: bool, transpose: bool,
+def _right_solve(code: _Code, out, at, mat: _Operand, abase, m: int, rows: tuple, lower: bool, transpose: bool,
                  unit: bool):
-    """X op(a) = B, each row x of X (length m) in place: op(a) upper is solved forward, lower backward.
+    """X op(a) = B, each row x of X (length m) in place, rows[0] .. rows[1] (i64): op(a) upper is solved forward, lower backward.
     Where op(a)'s rows are contiguous in a's layout the row form runs (x[j] final, then the later entries of
     x take x[j] times row j of op(a)); otherwise the column form (x[j] = (x[j] - x . column j of op(a)) /
     op(a)[j, j], the dot product in vectors)."""
@@ -959,10 +1191,11 @@ def _right_solve(code: _Code, out, at, mat: _Operand, abase, m: int, rows: int, 
 
             _order(b, m, forward, step)
 
-    for_range(b, 0, const64(rows), one_row, name="xr")
+    for_range(b, rows[0], rows[1], one_row, name="xr")
 
 
-_EMITTERS = {"cholesky": _emit_cholesky, "lu": _emit_lu, "triangular_solve": _emit_triangular_solve}
+_EMITTERS = {"cholesky": _emit_cholesky, "lu": _emit_lu, "triangular_solve": _emit_triangular_solve,
+             "syrk": _emit_syrk, "cholesky_join": _emit_cholesky_join}
 
 
 def plan(region, target):

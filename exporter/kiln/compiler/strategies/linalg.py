@@ -1,6 +1,7 @@
 """Native dense linear algebra kernels (codegen/linalg.py): Cholesky, triangular solve and LU with
 partial pivoting of a batch of real float32/float64 matrices, one dispatch per call, the batch split over
-the workgroups."""
+the workgroups (a triangular solve's matrices also by rows or column groups); and the pieces of a large
+Cholesky split across dispatches (the SYRK update and the join of the factor, split by rows)."""
 from __future__ import annotations
 
 from ..codegen import linalg
