@@ -7,8 +7,10 @@ higher trace among its operands' first: a jvp, grad or jit nested inside the vma
 over that trace's batch axis, as JAX's vmap rules do: ``psum(x, 'i')`` is the sum of x over the mapped axis, the
 same for every mapped element (unbatched); a value that does not vary along the axis sums to axis_size copies.
 A vmap of another name between them keeps its own axis (the collective is elementwise for it). ``axis_name`` may be
-a tuple of names (nested vmaps) for psum, pmean, pmax and pmin. Calling one outside a vmap of that name is JAX's
-NameError "unbound axis name".
+a tuple of names (nested vmaps) for psum, pmean, pmax and pmin. ``axis_index_groups`` (JAX's pmap option: a
+partition of the positions along one named axis) makes psum, pmean, pmax, pmin, all_gather and psum_scatter
+compute within each element's group, under kiln.vmap and kiln.pmap alike (JAX's vmap refuses it). Calling one
+outside a vmap of that name is JAX's NameError "unbound axis name".
 
 Differentiation (grad, jvp, vjp inside the vmap) uses JAX's rules: psum, all_gather, psum_scatter and ppermute
 are linear (their JVP applies them to the tangent); psum's transpose is psum, all_gather's is psum_scatter (and
@@ -106,15 +108,42 @@ for _p in (psum_p, pmax_p, pmin_p):
     _p.def_abstract_eval(lambda x, **params: x)
 
 
+def _rows(value, rows):
+    """value's rows (axis 0) at the concrete positions `rows` (an int array of any shape: its shape replaces
+    axis 0)."""
+    rows = np.asarray(rows, np.int32)
+    return sp.gather(value, rows[..., None], (0,), "clip")
+
+
+def _members(groups, n) -> np.ndarray:
+    """For each position along the axis, the number of its group."""
+    member = np.empty(n, np.int32)
+    for k, group in enumerate(groups):
+        member[list(group)] = k
+    return member
+
+
+def _grouped_reduce(value, groups, reduce):
+    """value (mapped elements along axis 0) reduced within each of axis_index_groups: row i gets its group's
+    reduction."""
+    shape = get_aval(value).shape
+    parts = [api.reshape(reduce(_rows(value, group), (0,)), (1,) + shape[1:]) for group in groups]
+    per_group = parts[0] if len(parts) == 1 else sp.concatenate(parts, 0)
+    return _rows(per_group, _members(groups, shape[0]))
+
+
 def _reduction_batching(prim, reduce, unbatched):
     def rule(trace, tracers, params):
-        (x,), axes = tracers, params["axes"]
+        (x,), axes, groups = tracers, params["axes"], params["groups"]
         mine, rest = _split(trace, axes)
         if not mine:
-            return [BatchTracer(trace, prim.bind(x.value, axes=axes), x.batch_dim)]
+            return [BatchTracer(trace, prim.bind(x.value, axes=axes, groups=groups), x.batch_dim)]
+        if groups is not None:  # one name (checked): each element gets its own group's reduction
+            value = move_batch_axis(x.value, x.batch_dim, 0, trace.axis_size)
+            return [BatchTracer(trace, _grouped_reduce(value, groups, reduce), 0)]
         value = unbatched(x.value, trace.axis_size) if x.batch_dim is None else reduce(x.value, (x.batch_dim,))
         if rest:  # the outer names, reduced in turn by their own vmaps
-            value = prim.bind(value, axes=rest)
+            value = prim.bind(value, axes=rest, groups=None)
         return [BatchTracer(trace, value, None)]
 
     return rule
@@ -128,20 +157,20 @@ psum_p.collective_batching_rule = _reduction_batching(psum_p, api.reduce_sum, _t
 pmax_p.collective_batching_rule = _reduction_batching(pmax_p, api.reduce_max, lambda a, n: a)
 pmin_p.collective_batching_rule = _reduction_batching(pmin_p, api.reduce_min, lambda a, n: a)
 psum_p.jvp_rule = _linear_jvp(psum_p)
-psum_p.transpose_rule = lambda ct, x, *, axes: [psum_p.bind(ct, axes=axes)]
+psum_p.transpose_rule = lambda ct, x, *, axes, groups: [psum_p.bind(ct, axes=axes, groups=groups)]
 
 
 def _extreme_jvp(prim):
-    def jvp(primals, tangents, *, axes):
+    def jvp(primals, tangents, *, axes, groups):
         x, t = primals[0], tangents[0]
-        out = prim.bind(x, axes=axes)
+        out = prim.bind(x, axes=axes, groups=groups)
         if isinstance(t, Zero):
             return out, Zero(get_aval(out))
         attains = api.eq(x, out)
         dtype = get_aval(x).dtype
-        count = psum_p.bind(api.convert_element_type(attains, dtype), axes=axes)
+        count = psum_p.bind(api.convert_element_type(attains, dtype), axes=axes, groups=groups)
         picked = api.select(attains, instantiate(t, get_aval(x)), _zeros(get_aval(x).shape, dtype))
-        return out, api.div(psum_p.bind(picked, axes=axes), count)
+        return out, api.div(psum_p.bind(picked, axes=axes, groups=groups), count)
 
     return jvp
 
@@ -149,45 +178,72 @@ def _extreme_jvp(prim):
 pmax_p.jvp_rule, pmin_p.jvp_rule = _extreme_jvp(pmax_p), _extreme_jvp(pmin_p)
 
 
-def _check_groups(where, axis_index_groups):
-    if axis_index_groups is not None:
-        raise ValueError(f"{where}: axis_index_groups is not supported (it splits devices into groups)")
+def _check_groups(where, axis_index_groups, axis_name=None, same_size=False):
+    """axis_index_groups as a tuple of tuples (None stays None), checked as JAX checks it: a partition of the
+    positions along one named axis (every position in exactly one group); same_size for the collectives whose
+    result's shape is the group's size (all_gather, psum_scatter)."""
+    if axis_index_groups is None:
+        return None
+    if axis_name is None:
+        raise ValueError(f"{where}: axis_index_groups is not supported here")
+    names = _names(axis_name)
+    if len(names) != 1:
+        raise ValueError(f"{where}: axis_index_groups needs a single axis name, got axis_name={axis_name!r}")
+    try:
+        groups = tuple(tuple(int(i) for i in group) for group in axis_index_groups)
+    except TypeError:
+        raise TypeError(f"{where}: axis_index_groups must be a list of lists of axis indices, got "
+                        f"{axis_index_groups!r}") from None
+    n = axis_size(axis_name)
+    if sorted(i for group in groups for i in group) != list(range(n)) or not all(groups):
+        raise ValueError(f"{where}: axis_index_groups must cover all indices exactly once (0..{n - 1} of axis "
+                         f"{names[0]!r}), got {axis_index_groups!r}")
+    if same_size and len({len(group) for group in groups}) != 1:
+        raise ValueError(f"{where}: axis_index_groups must all be the same size, got {axis_index_groups!r}")
+    return groups
 
 
 def psum(x, axis_name, *, axis_index_groups=None):
-    """The sum of x (a tree) over the mapped axis named axis_name (a name or a tuple of names)."""
-    _check_groups("psum", axis_index_groups)
+    """The sum of x (a tree) over the mapped axis named axis_name (a name or a tuple of names); with
+    axis_index_groups (a partition of the positions along one axis), over each element's group."""
     axes = _names(axis_name)
-    return _tree(lambda v: psum_p.bind(v, axes=axes) if axes else v, x)
+    groups = _check_groups("psum", axis_index_groups, axis_name) if axes else None
+    return _tree(lambda v: psum_p.bind(v, axes=axes, groups=groups) if axes else v, x)
 
 
 def pmean(x, axis_name, *, axis_index_groups=None):
-    """The mean of x (a tree) over the mapped axis named axis_name (integers give float32)."""
-    _check_groups("pmean", axis_index_groups)
-    size = axis_size(axis_name) if _names(axis_name) else 1
+    """The mean of x (a tree) over the mapped axis named axis_name (integers give float32); with
+    axis_index_groups, over each element's group (divided by that group's size)."""
+    names = _names(axis_name)
+    groups = _check_groups("pmean", axis_index_groups, axis_name) if names else None
 
     def mean(v):
-        total = psum(v, axis_name)
+        total = psum(v, axis_name, axis_index_groups=groups)
         dtype = get_aval(total).dtype
         if not dtypes.is_inexact(dtype):
             total, dtype = api.convert_element_type(total, np.float32), np.dtype(np.float32)
+        if groups is not None and len({len(g) for g in groups}) > 1:  # each element's own group's size
+            return api.div(total, psum(np.ones((), dtype), axis_name, axis_index_groups=groups))
+        size = (len(groups[0]) if groups is not None else axis_size(axis_name)) if names else 1
         return api.div(total, np.asarray(size, dtype))
 
     return _tree(mean, x)
 
 
 def pmax(x, axis_name, *, axis_index_groups=None):
-    """The maximum of x (a tree) over the mapped axis named axis_name."""
-    _check_groups("pmax", axis_index_groups)
+    """The maximum of x (a tree) over the mapped axis named axis_name (each element's group's, with
+    axis_index_groups)."""
     axes = _names(axis_name)
-    return _tree(lambda v: pmax_p.bind(v, axes=axes) if axes else v, x)
+    groups = _check_groups("pmax", axis_index_groups, axis_name) if axes else None
+    return _tree(lambda v: pmax_p.bind(v, axes=axes, groups=groups) if axes else v, x)
 
 
 def pmin(x, axis_name, *, axis_index_groups=None):
-    """The minimum of x (a tree) over the mapped axis named axis_name."""
-    _check_groups("pmin", axis_index_groups)
+    """The minimum of x (a tree) over the mapped axis named axis_name (each element's group's, with
+    axis_index_groups)."""
     axes = _names(axis_name)
-    return _tree(lambda v: pmin_p.bind(v, axes=axes) if axes else v, x)
+    groups = _check_groups("pmin", axis_index_groups, axis_name) if axes else None
+    return _tree(lambda v: pmin_p.bind(v, axes=axes, groups=groups) if axes else v, x)
 
 
 def axis_index(axis_name):
@@ -211,8 +267,9 @@ def axis_size(axis_name) -> int:
 
 def _one_name(where, axis_name):
     names = _names(axis_name)
-    if len(names) != 1:
-        raise ValueError(f"{where}: kiln supports one axis name here, got {axis_name!r}")
+    if len(names) != 1:  # JAX's vmap and pmap refuse several names here too
+        raise ValueError(f"{where}: axis_name must be a single axis name here (as under JAX's vmap and pmap), got "
+                         f"{axis_name!r}")
     return names
 
 
@@ -237,9 +294,9 @@ def _psum_scatter_shape(where, shape, axis, tiled, size):
     return shape[:axis] + shape[axis + 1:]
 
 
-all_gather_p.def_abstract_eval(lambda x, *, axes, axis, tiled, size: ShapedArray(
+all_gather_p.def_abstract_eval(lambda x, *, axes, axis, tiled, size, groups: ShapedArray(
     _all_gather_shape(x.shape, axis, tiled, size), x.dtype, x.weak_type))
-psum_scatter_p.def_abstract_eval(lambda x, *, axes, axis, tiled, size: ShapedArray(
+psum_scatter_p.def_abstract_eval(lambda x, *, axes, axis, tiled, size, groups: ShapedArray(
     _psum_scatter_shape("psum_scatter", x.shape, axis, tiled, size), x.dtype, x.weak_type))
 
 
@@ -250,6 +307,18 @@ def _all_gather_batching(trace, tracers, params):
     if not mine:  # another vmap's axis: gather with this one's batch axis first
         value = move_batch_axis(x.value, x.batch_dim, 0, trace.axis_size)
         return [BatchTracer(trace, all_gather_p.bind(value, **{**params, "axis": axis + 1}), 0)]
+    groups = params["groups"]
+    if groups is not None:  # element i gets its group's members stacked, in the group's order
+        value = move_batch_axis(x.value, x.batch_dim, 0, trace.axis_size)
+        members = _members(groups, trace.axis_size)
+        stacked = _rows(value, [groups[members[i]] for i in range(trace.axis_size)])  # (n, size, x's dims)
+        ndim = get_aval(stacked).ndim
+        order = [0] + list(range(2, 2 + axis)) + [1] + list(range(2 + axis, ndim))
+        stacked = api.transpose(stacked, tuple(order))
+        if tiled:
+            shape = get_aval(stacked).shape
+            stacked = api.reshape(stacked, shape[:1 + axis] + (shape[1 + axis] * shape[2 + axis],) + shape[3 + axis:])
+        return [BatchTracer(trace, stacked, 0)]
     stacked = move_batch_axis(x.value, x.batch_dim, axis, size)
     if tiled:
         shape = get_aval(stacked).shape
@@ -264,6 +333,20 @@ def _psum_scatter_batching(trace, tracers, params):
     if not mine:
         value = move_batch_axis(x.value, x.batch_dim, 0, trace.axis_size)
         return [BatchTracer(trace, psum_scatter_p.bind(value, **{**params, "axis": axis + 1}), 0)]
+    groups = params["groups"]
+    if groups is not None:  # element i gets block (its position in its group) of its group's sum
+        summed = _grouped_reduce(move_batch_axis(x.value, x.batch_dim, 0, trace.axis_size), groups, api.reduce_sum)
+        shape = get_aval(summed).shape
+        if tiled:
+            summed = api.reshape(summed, shape[:1 + axis] + (size, shape[1 + axis] // size) + shape[2 + axis:])
+        position = np.zeros(trace.axis_size, np.int64)
+        for group in groups:
+            position[list(group)] = np.arange(len(group))
+        dtype = get_aval(summed).dtype
+        mask = (position[:, None] == np.arange(size)[None, :]).astype(dtype)  # (n, size): the block each one takes
+        mshape = get_aval(summed).shape
+        mask = api.broadcast_in_dim(mask, mshape, (0, 1 + axis))
+        return [BatchTracer(trace, api.reduce_sum(api.mul(summed, mask), (1 + axis,)), 0)]
     total = _times(x.value, size) if x.batch_dim is None else api.reduce_sum(x.value, (x.batch_dim,))
     if tiled:
         shape = get_aval(total).shape
@@ -280,10 +363,11 @@ psum_scatter_p.transpose_rule = lambda ct, x, **params: [all_gather_p.bind(ct, *
 
 
 def all_gather(x, axis_name, *, axis_index_groups=None, axis=0, tiled=False):
-    """Every mapped element's x stacked along a new axis `axis` (concatenated along `axis` when tiled)."""
-    _check_groups("all_gather", axis_index_groups)
+    """Every mapped element's x stacked along a new axis `axis` (concatenated along `axis` when tiled); with
+    axis_index_groups (groups of one size), the members of each element's group, in the group's order."""
     axes = _one_name("all_gather", axis_name)
-    size = axis_size(axis_name)
+    groups = _check_groups("all_gather", axis_index_groups, axis_name, same_size=True)
+    size = axis_size(axis_name) if groups is None else len(groups[0])
 
     def gather(v):
         ndim = get_aval(v).ndim
@@ -292,7 +376,7 @@ def all_gather(x, axis_name, *, axis_index_groups=None, axis=0, tiled=False):
         if not -(ndim + (not tiled)) <= axis < ndim + (not tiled):
             raise ValueError(f"all_gather: axis={axis} is out of range for rank {ndim}{' (tiled)' if tiled else ''}")
         at = axis % (ndim if tiled else ndim + 1)
-        return all_gather_p.bind(v, axes=axes, axis=at, tiled=bool(tiled), size=size)
+        return all_gather_p.bind(v, axes=axes, axis=at, tiled=bool(tiled), size=size, groups=groups)
 
     return _tree(gather, x)
 
@@ -300,10 +384,11 @@ def all_gather(x, axis_name, *, axis_index_groups=None, axis=0, tiled=False):
 def psum_scatter(x, axis_name, *, scatter_dimension=0, axis_index_groups=None, tiled=False):
     """The sum of x over the mapped axis named axis_name, scattered: mapped element i gets block i of dimension
     `scatter_dimension` (which must have the axis' size, and is removed; or with tiled, a multiple of it, and is
-    divided)."""
-    _check_groups("psum_scatter", axis_index_groups)
+    divided); with axis_index_groups (groups of one size), the sum over each element's group, of which it gets
+    the block of its position in the group."""
     axes = _one_name("psum_scatter", axis_name)
-    size = axis_size(axis_name)
+    groups = _check_groups("psum_scatter", axis_index_groups, axis_name, same_size=True)
+    size = axis_size(axis_name) if groups is None else len(groups[0])
 
     def scatter(v):
         ndim = get_aval(v).ndim
@@ -312,7 +397,8 @@ def psum_scatter(x, axis_name, *, scatter_dimension=0, axis_index_groups=None, t
         if not -ndim <= scatter_dimension < ndim:
             raise ValueError(f"psum_scatter: scatter_dimension={scatter_dimension} is out of range for rank {ndim}")
         _psum_scatter_shape("psum_scatter", get_aval(v).shape, scatter_dimension % ndim, tiled, size)
-        return psum_scatter_p.bind(v, axes=axes, axis=scatter_dimension % ndim, tiled=bool(tiled), size=size)
+        return psum_scatter_p.bind(v, axes=axes, axis=scatter_dimension % ndim, tiled=bool(tiled), size=size,
+                                   groups=groups)
 
     return _tree(scatter, x)
 
@@ -439,7 +525,9 @@ def all_to_all(x, axis_name, split_axis, concat_axis, *, axis_index_groups=None,
     """The mapped axis materialized at `concat_axis` and `split_axis` mapped instead: element i gets block i of
     every element's `split_axis` (which must have the axis' size, or with tiled a multiple of it), stacked along a
     new axis `concat_axis` (concatenated along `concat_axis` when tiled)."""
-    _check_groups("all_to_all", axis_index_groups)
+    if axis_index_groups is not None:
+        raise ValueError("all_to_all: axis_index_groups is not supported (kiln has it for psum, pmean, pmax, pmin, "
+                         "all_gather and psum_scatter)")
     axes = _one_name("all_to_all", axis_name)
     size = axis_size(axis_name)
 
