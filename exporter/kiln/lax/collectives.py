@@ -267,9 +267,8 @@ def axis_size(axis_name) -> int:
 
 def _one_name(where, axis_name):
     names = _names(axis_name)
-    if len(names) != 1:  # JAX's vmap and pmap refuse several names here too
-        raise ValueError(f"{where}: axis_name must be a single axis name here (as under JAX's vmap and pmap), got "
-                         f"{axis_name!r}")
+    if len(names) != 1:  # JAX's vmap and pmap refuse several names for all_gather and psum_scatter too
+        raise ValueError(f"{where}: axis_name must be a single axis name here, got {axis_name!r}")
     return names
 
 
