@@ -76,6 +76,10 @@ def test_custom_rules_keep_weak_types(kind):
     assert kiln.eval_shape(f, np.float32(1.5)) == kiln.ShapeDtypeStruct((), np.float32)
     assert kiln.eval_shape(kiln.vmap(lambda x: f(x) + 1.0), knp.asarray([0.5, 2.0])).weak_type
     assert kiln.jit(lambda x: f(2.0) * x)(np.ones(3, np.float32)).dtype == np.float32
+    # jvp with a Python-number tangent: it takes the primal's dtype and stays weak, as JAX's
+    out, tangent = kiln.eval_shape(lambda x: kiln.jvp(softplus, (x,), (1.0,)), 1.5)
+    assert out == tangent == kiln.ShapeDtypeStruct((), np.float32, weak_type=True)
+    assert kiln.jvp(softplus, (np.float32(0.5),), (1.0,))[1].dtype == np.float32
     np.testing.assert_allclose(kiln.jit(lambda x: f(0.5) * x)(np.ones(3, np.float32)),
                                np.full(3, np.logaddexp(0, 0.5) if kind == "custom_jvp" else 0.5, np.float32))
 

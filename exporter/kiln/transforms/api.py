@@ -186,6 +186,15 @@ def _flat_output(fn, in_tree, out_tree: list):
     return flat_fn
 
 
+def _weak_tangent(t, p):
+    """A weakly typed floating tangent (a Python number) takes its primal's tangent dtype and stays weak, as
+    JAX's jvp gives it (jvp(f, (x,), (1.0,)) with a float32 x: a float32 tangent, not float64)."""
+    ta, want = get_aval(t), tangent_aval(get_aval(p))
+    if ta.weak_type and ta.dtype != want.dtype and dtypes.is_inexact(ta.dtype) and dtypes.is_inexact(want.dtype):
+        return convert_weak(t, want.dtype)
+    return t
+
+
 def jvp(fn: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = False):
     """(fn(*primals), the derivative of fn at primals along tangents); with has_aux=True fn returns
     (output, aux) and the result is (output, tangent, aux)."""
@@ -202,7 +211,7 @@ def jvp(fn: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fal
     except ValueError as e:
         raise ValueError(f"jvp of {_name(fn)}: tangents do not match primals: {e}") from None
     p_leaves = [asarray(p) for p in p_leaves]
-    t_leaves = [asarray(t) for t in t_leaves]
+    t_leaves = [_weak_tangent(asarray(t), p) for t, p in zip(t_leaves, p_leaves)]
     _check_float_inputs("jvp", fn, p_leaves, "primal leaf {k}")
     for k, (p, t) in enumerate(zip(p_leaves, t_leaves)):
         if get_aval(p).shape != get_aval(t).shape:
