@@ -46,9 +46,9 @@ def _arrays():
                 np.arange(1500).astype(dt).reshape(30, 50)]
     out += [np.array([True, False]), np.array(True), rng.random((3, 3)) > 0.5, np.ones((10, 11, 12), bool),
             np.array([1, 2.5, 0.1, -3], ml_dtypes.bfloat16), np.array(0.1, ml_dtypes.bfloat16)]
-    for dt in (np.complex64, np.complex128):  # format 2.9
-        out += [np.array([1 + 2j, -0.5j, complex(np.nan, -np.inf)], dt), np.array(0.1 + 0.2j, dt), np.array(3j, dt),
-                (rng.standard_normal((3, 4)) + 1j * rng.standard_normal((3, 4)) * 1e5).astype(dt)]
+    # format 2.9 (vmprintall checks more complex values against numpy)
+    out += [np.array([1 + 2j, -0.5j, complex(np.nan, -np.inf)], np.complex64), np.array(0.1 + 0.2j, np.complex64),
+            np.array(3j, np.complex128), (rng.standard_normal((3, 4)) + 1j * rng.standard_normal((3, 4)) * 1e5)]
     return out
 
 
@@ -61,13 +61,13 @@ def test_arrays_print_as_numpy_str(capsys):
 
     def f(*xs):
         for i, x in enumerate(xs):
-            if i % 9 == 0 or x.dtype.kind == "c":  # a sample: vmprintall checks every dtype's conversions
+            if i % 15 == 0 or x.dtype.kind == "c":  # a sample: vmprintall checks every dtype's conversions
                 kiln.debug.print("{} {!r}|{!s}|{!a}", x, x, x, x)
             else:
                 kiln.debug.print("{}", x)
         return xs[0] + 1
 
-    want = "".join(("{} {!r}|{!s}|{!a}\n" if i % 9 == 0 or a.dtype.kind == "c" else "{}\n").format(a, a, a, a)
+    want = "".join(("{} {!r}|{!s}|{!a}\n" if i % 15 == 0 or a.dtype.kind == "c" else "{}\n").format(a, a, a, a)
                    for i, a in enumerate(arrays))  # str(a), repr(float(a)) of 0-d
     jf = kiln.jit(f)
     for _ in range(2):
