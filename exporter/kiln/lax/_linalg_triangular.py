@@ -239,7 +239,7 @@ def _cholesky_impl(x):
     return _nan_unless_positive_diagonal(_cholesky_blocked(x) if blocked else _cholesky_columns(x))
 
 
-SPLIT_FROM = 1536
+SPLIT_FROM = 768
 """Native Cholesky of n >= SPLIT_FROM (of fewer than SPLIT_BATCH matrices) is split into steps of SPLIT_BLOCK
 columns whose trailing update is a matrix product (_cholesky_split): a dispatch per kernel, each product
 and solve spread over the workgroups, where one native kernel factors each matrix on one core."""

@@ -970,6 +970,9 @@ def _solve_chunks(left: bool, rows: int, cols: int, lanes: int) -> tuple[int, in
     return -(-rows // size), size
 
 
+SOLVE_BLOCK_ROWS = (4, 2)
+"""Rows of a lower left solve taken together (_left_solve's block_rows) with 32 and with 16 vector registers:
+their 4-vector accumulators, X's 4 vectors and a broadcast fit in the registers."""
 SOLVE_PART_WORK = 1 << 18
 """Multiply-adds per parallel item of a triangular solve (a share of one matrix's rows or columns)."""
 
@@ -1019,7 +1022,8 @@ def _emit_triangular_solve(region, target):
                 def solve(count: int):
                     for_range(b, 0, const64(rows), lambda i: _copy_row(code, given, bbase, i, count, out,
                                                                        at(i, first), first), name="ci")
-                    _left_solve(code, out, at, t, m, count, lower, unit, first)
+                    _left_solve(code, out, at, t, m, count, lower, unit, first,
+                                block_rows=SOLVE_BLOCK_ROWS[target.vector_registers <= 16])
 
                 last = cols - (parts - 1) * size
                 if last == size:
@@ -1052,10 +1056,11 @@ def _order(b, m: int, forward: bool, body):
         for_range(b, 0, m, lambda s: body(b.sub(const64(m - 1), s)), name="i")
 
 
-def _left_solve(code: _Code, out, at, t, m: int, k: int, lower: bool, unit: bool, first=None):
-    """op(a) X = B for X's k columns from `first` (i64, or 0) (m x k) in place: row i of X is (B[i] - sum_t op(a)[i, t] X[t]) / op(a)[i, i] over
-    the rows t solved before it, accumulated in vectors across X's columns (several accumulators over t
-    when the columns are few)."""
+def _left_solve(code: _Code, out, at, t, m: int, k: int, lower: bool, unit: bool, first=None, block_rows: int = 1):
+    """op(a) X = B for X's k columns from `first` (i64, or 0) (m x k) in place: row i of X is (B[i] - sum_t
+    op(a)[i, t] X[t]) / op(a)[i, i] over the rows t solved before it, accumulated in vectors across X's
+    columns (several accumulators over t when the columns are few; a lower op(a)'s rows block_rows at a
+    time where the columns fill the accumulators, so that each X[t] loaded serves them all)."""
     b = code.b
     group = 4 * code.lanes  # columns per pass of the runtime column loop
     full_groups, rest = divmod(k, group)
@@ -1114,7 +1119,46 @@ def _left_solve(code: _Code, out, at, t, m: int, k: int, lower: bool, unit: bool
                     value = b.fdiv(value, splat(divisor, ty))
                 b.store(value, code.ptr(out, offset), align=code.size)
 
-        _order(b, m, lower, row)
+        def rows_block(q):
+            """Rows i0 .. i0 + block_rows - 1 of a lower op(a) together: each X[s] loaded once for all of
+            them over s < i0, then each row adds its terms from the block's rows before it and is finished,
+            in order: each accumulator takes the same operations in the same order as row() (same bits)."""
+            i0 = b.mul(q, const64(block_rows))
+            slots = [[local_var(b, ty, ir.Constant(ty, None), f"acc{r}") for ty in types] for r in range(block_rows)]
+            for row_slots in slots:
+                for slot, ty in zip(row_slots, types):
+                    b.store(ir.Constant(ty, [0.0] * ty.count), slot)
+
+            def common(s):
+                xs = [load(ty, at(s, b.add(c0, const64(off)))) for ty, (off, _) in zip(types, chunks)]
+                for r in range(block_rows):
+                    coef = t(b.add(i0, const64(r)), s)
+                    for slot, ty, x in zip(slots[r], types, xs):
+                        b.store(fmuladd(b, splat(coef, ty), x, b.load(slot)), slot)
+
+            for_range(b, 0, i0, common, name="s")
+            for r in range(block_rows):
+                i = b.add(i0, const64(r))
+                for r2 in range(r):
+                    s2 = b.add(i0, const64(r2))
+                    coef = t(i, s2)
+                    for slot, ty, (off, _) in zip(slots[r], types, chunks):
+                        x = load(ty, at(s2, b.add(c0, const64(off))))
+                        b.store(fmuladd(b, splat(coef, ty), x, b.load(slot)), slot)
+                divisor = None if unit else t(i, i)
+                for slot, ty, (off, _) in zip(slots[r], types, chunks):
+                    offset = at(i, b.add(c0, const64(off)))
+                    value = b.fsub(load(ty, offset), b.load(slot))
+                    if divisor is not None:
+                        value = b.fdiv(value, splat(divisor, ty))
+                    b.store(value, code.ptr(out, offset), align=code.size)
+
+        if lower and unroll == 1 and block_rows > 1 and all(ty is not code.ty for ty in types):
+            blocks = m // block_rows
+            for_range(b, 0, blocks, rows_block, name="ib")
+            for_range(b, blocks * block_rows, m, row, name="i")
+        else:
+            _order(b, m, lower, row)
 
     if full_groups:
         chunks = [(c, code.lanes) for c in range(0, group, code.lanes)]
