@@ -78,5 +78,16 @@ def test_at_update_keywords():
     np.testing.assert_array_equal(add("clip"), [1, 1, 2])  # JAX: 5 -> 2, -7 -> -4 -> 0
     got = knp.arange(4.0).at[np.array([0, 2])].max(np.array([3.0, 1.0]), indices_are_sorted=True, unique_indices=True)
     np.testing.assert_array_equal(got, [3, 1, 2, 3])
+    # divide and power as JAX computes them: x / (ones multiplied by v at the indices), x ** (...) likewise, so a
+    # repeated index divides twice and an out-of-range one is dropped or, with mode="clip", clamped
+    x = np.arange(1.0, 6.0)
+    np.testing.assert_array_equal(knp.asarray(x).at[np.array([0, 0, 3, 9])].divide(2.0), [0.25, 2, 3, 2, 5])
+    np.testing.assert_array_equal(knp.asarray(x).at[np.array([-1, 9])].divide(2.0, mode="clip"), [1, 2, 3, 4, 1.25])
+    np.testing.assert_array_equal(kiln.vmap(lambda i: knp.asarray(x).at[i].power(3.0))(np.array([1, 9]))[0],
+                                  [1, 8, 3, 4, 5])  # a traced index
+    np.testing.assert_array_equal(knp.asarray(x).at[np.array([1, 1, -7])].power(2.0, mode="clip"), [1, 16, 3, 4, 5])
+    assert knp.arange(1, 4, dtype=np.int32).at[0].divide(2).dtype == np.float64  # numpy's true division
+    with pytest.raises(ValueError, match="at\\[\\].divide: mode must be"):
+        knp.zeros(3).at[0].divide(1.0, mode="wrap")
     with pytest.raises(ValueError, match="mode must be"):
         knp.zeros(3).at[0].set(1.0, mode="wrap")

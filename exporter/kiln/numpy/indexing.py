@@ -342,7 +342,7 @@ class _IndexUpdateHelper:
 
 
 class _IndexUpdateRef:
-    """x.at[key]: set / add / multiply / min / max / get, each returning a new array."""
+    """x.at[key]: set / add / multiply / divide / power / min / max / get, each returning a new array."""
 
     __slots__ = ("array", "key")
 
@@ -376,6 +376,19 @@ class _IndexUpdateRef:
 
     mul = multiply
 
+    def divide(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        """x[key] /= values, as JAX computes it: x divided by ones multiplied by values at key (so an integer x
+        gives a float result, numpy's true division)."""
+        from .elementwise import true_divide
+
+        return true_divide(self.array, _scatter(_ones_like(self.array), self.key, values, "mul", mode, "divide"))
+
+    def power(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        """x[key] **= values, as JAX computes it: x to the power of ones multiplied by values at key."""
+        from .elementwise import power
+
+        return power(self.array, _scatter(_ones_like(self.array), self.key, values, "mul", mode, "power"))
+
     def min(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
         return _scatter(self.array, self.key, values, "min", mode)
 
@@ -386,14 +399,21 @@ class _IndexUpdateRef:
 _SCATTER_MODES = {None: "fill", "drop": "fill", "fill": "fill", "promise_in_bounds": "fill", "clip": "clip"}
 
 
-def _scatter(x, key, values, update, mode=None):
+def _ones_like(x):
+    x = asarray(x)
+    a = aval(x)
+    return prims.broadcast_in_dim.bind(np.ones((), a.dtype), shape=a.shape, broadcast_dimensions=())
+
+
+def _scatter(x, key, values, update, mode=None, name=None):
     """Scatter over the flattened array at the flat positions that x[key] reads (out-of-range traced
     indices give position -1, which the scatter drops; mode="clip" clamps them instead)."""
     from ._base import broadcast_to
 
     mode = getattr(mode, "value", mode)  # a lax.GatherScatterMode
     if mode not in _SCATTER_MODES:
-        raise ValueError(f"at[].{'multiply' if update == 'mul' else update}: mode must be None, 'drop', 'fill', "
+        name = name or ("multiply" if update == "mul" else update)
+        raise ValueError(f"at[].{name}: mode must be None, 'drop', 'fill', "
                          "'clip' or 'promise_in_bounds', "
                          f"got {mode!r}")
     x = asarray(x)
