@@ -401,6 +401,19 @@ def test_callback_numbers_are_freed_with_what_holds_them(capsys):
     assert all(runtime.host_callback(n) is None for n in numbers) and sorted(set(numbers)) == numbers
     kept(np.float32(2))  # the live cache entry's number still calls its function
     assert capsys.readouterr().out == "seen 1.0 ()\nseen 0.0 ()\nseen 8.0 ()\nseen 2.0 ()\n"
+    def program():  # a Program's compiled module holds its numbers: freed with the class
+        class Calls(kiln.Program, export_name="calls"):
+            def run(self, x=kiln.Program.like(np.zeros(2, np.float32))):
+                kiln.debug.callback(lambda v: print("program", v), x)
+                return x + 1
+
+        Calls().run(np.ones(2, np.float32))
+        return len(runtime._HOST_CALLBACKS)
+
+    assert program() == before + 1
+    gc.collect()
+    assert len(runtime._HOST_CALLBACKS) == before
+    assert capsys.readouterr().out == "program [1. 1.]\n"
     number = runtime.register_host_callback(print)
     value = int(number)
     assert runtime.host_callback(value) is print
