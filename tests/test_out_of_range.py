@@ -128,12 +128,12 @@ _AT_MODES = [None, "drop", "fill", "clip", "promise_in_bounds"]
 _AT_UFUNCS = {"add": np.add, "multiply": np.multiply, "min": np.minimum, "max": np.maximum}
 
 
-def _at_ref(x, idx, op, mode, v=3):
+def _at_ref(x, idx, op, mode, v=3, wrap=True):
     """JAX's x.at[idx].op(v, mode=mode) (x.at[idx].get(mode=mode) for op "get") from its docstrings' rules: a
     negative index counts from the end once; what is still out of range is clamped in mode "clip" (and read
     clamped with None/"promise_in_bounds"), read as the fill value ("fill"/"drop") or dropped by an update."""
     idx = np.asarray(idx)
-    pos = np.where(idx < 0, idx + len(x), idx)
+    pos = np.where(idx < 0, idx + len(x), idx) if wrap else idx  # wrap_negative_indices=False: out of range
     valid = (pos >= 0) & (pos < len(x))
     clamped = np.clip(pos, 0, len(x) - 1)
     if op == "get":
@@ -153,9 +153,11 @@ def _at_ref(x, idx, op, mode, v=3):
 def test_at_applies_its_mode_to_concrete_indices_as_to_traced_ones(op):
     """JAX applies .at[]'s mode to concrete out-of-range indices too: eagerly (Python ints and numpy arrays) and
     traced (by vmap), every mode gives the same numbers, negative indices wrapping once first."""
-    def at(x, i, mode):
+    def at(x, i, mode, wrap=True):
         ref = knp.at(x)[i]
-        return ref.get(mode=mode) if op == "get" else getattr(ref, op)(3, mode=mode)
+        if op == "get":
+            return ref.get(mode=mode, wrap_negative_indices=wrap)
+        return getattr(ref, op)(3, mode=mode, wrap_negative_indices=wrap)
 
     for x in (X, XI):
         for mode in _AT_MODES:
@@ -164,6 +166,11 @@ def test_at_applies_its_mode_to_concrete_indices_as_to_traced_ones(op):
             _check(at(x, INDICES, mode), _at_ref(x, INDICES, op, mode))  # a numpy array
             traced = kiln.vmap(lambda i, m=mode: at(x, i, m))(INDICES)
             _check(traced, np.stack([_at_ref(x, i, op, mode) for i in INDICES]))
+        # JAX's wrap_negative_indices=False: a negative index is out of range, concrete or traced
+        _check(at(x, INDICES, mode, wrap=False), _at_ref(x, INDICES, op, mode, wrap=False))
+    traced = kiln.vmap(lambda i: [at(XI, i, m, wrap=False) for m in _AT_MODES])(INDICES)
+    for m, got in zip(_AT_MODES, traced):
+        _check(got, np.stack([_at_ref(XI, i, op, m, wrap=False) for i in INDICES]))
     with pytest.raises(ValueError, match=f"at\\[\\]\\.{op}: mode must be None, 'drop', 'fill', 'clip' or 'promise_in_bounds', got 'wrap'"):
         at(X, 0, "wrap")
 

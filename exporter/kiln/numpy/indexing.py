@@ -150,6 +150,29 @@ def _check_concrete(idx, n, dim):
     return np.where(idx < 0, idx + n, idx)
 
 
+def _keep_negative(key, shape):
+    """key with each negative index i (concrete or traced) made i - n, so that the one wrap every index gets
+    leaves it negative, out of range: JAX's wrap_negative_indices=False."""
+    out, d = [], 0
+    for e in _normalize_key(key, len(shape)):
+        if e[0] == "none":
+            out.append(None)
+            continue
+        n = shape[d]
+        d += 1
+        if e[0] == "slice":
+            out.append(e[1])
+        elif isinstance(e[1], Tracer):
+            a = aval(e[1])
+            zero = prims.broadcast_in_dim.bind(np.zeros((), a.dtype), shape=a.shape, broadcast_dimensions=())
+            size = prims.broadcast_in_dim.bind(np.asarray(n, a.dtype), shape=a.shape, broadcast_dimensions=())
+            out.append(prims.select.bind(prims.lt.bind(e[1], zero), prims.sub.bind(e[1], size), e[1]))
+        else:
+            idx = np.asarray(e[1]).astype(np.int64)
+            out.append(np.where(idx < 0, idx - n, idx) if idx.ndim else int(idx - n if idx < 0 else idx))
+    return tuple(out)
+
+
 def _concrete_out_of_range(entries, shape) -> bool:
     """Whether a concrete (int or numpy) index entry is out of range for its axis (after wrapping once)."""
     d = 0
@@ -350,50 +373,66 @@ class _IndexUpdateRef:
         self.array = array
         self.key = key
 
-    def get(self, *, indices_are_sorted=False, unique_indices=False, mode=None, fill_value=None):
+    def _key(self, wrap_negative_indices):
+        return self.key if wrap_negative_indices else _keep_negative(self.key, aval(asarray(self.array)).shape)
+
+    def get(self, *, indices_are_sorted=False, unique_indices=False, mode=None, fill_value=None,
+            out_sharding=None, wrap_negative_indices=True):
         """x[key]; mode "fill" or "drop" reads fill_value (JAX's default: NaN, or an integer's extreme) where an
         index is out of range, None, "clip" and "promise_in_bounds" clamp it (JAX's rules, concrete indices
-        included: negative ones wrap once, and what is still out of range follows the mode)."""
+        included: negative ones wrap once, or with wrap_negative_indices=False are out of range, and what is out
+        of range follows the mode). out_sharding is accepted and unused (one host)."""
         mode = getattr(mode, "value", mode)  # a lax.GatherScatterMode
         if mode not in _SCATTER_MODES:
             raise ValueError(f"at[].get: mode must be None, 'drop', 'fill', 'clip' or 'promise_in_bounds', "
                              f"got {mode!r}")
+        key = self._key(wrap_negative_indices)
         if mode in ("fill", "drop"):
-            return _getitem_fill(self.array, self.key, fill_value, check_bounds=False)
-        return getitem(self.array, self.key, "clip", check_bounds=False)
+            return _getitem_fill(self.array, key, fill_value, check_bounds=False)
+        return getitem(self.array, key, "clip", check_bounds=False)
 
-    # JAX's keywords: indices_are_sorted and unique_indices are hints (kiln's scatter needs neither);
+    # JAX's keywords: indices_are_sorted and unique_indices are hints (kiln's scatter needs neither), out_sharding
+    # is accepted and unused (one host), wrap_negative_indices=False makes negative indices out of range;
     # mode None, "drop", "fill" or "promise_in_bounds" drops updates at out-of-range indices, "clip" clamps the
     # indices into range; concrete indices as traced ones (JAX's rules)
-    def set(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        return _scatter(self.array, self.key, values, "set", mode)
+    def set(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None, out_sharding=None,
+            wrap_negative_indices=True):
+        return _scatter(self.array, self._key(wrap_negative_indices), values, "set", mode)
 
-    def add(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        return _scatter(self.array, self.key, values, "add", mode)
+    def add(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None, out_sharding=None,
+            wrap_negative_indices=True):
+        return _scatter(self.array, self._key(wrap_negative_indices), values, "add", mode)
 
-    def multiply(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        return _scatter(self.array, self.key, values, "mul", mode)
+    def multiply(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None, out_sharding=None,
+            wrap_negative_indices=True):
+        return _scatter(self.array, self._key(wrap_negative_indices), values, "mul", mode)
 
     mul = multiply
 
-    def divide(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+    def divide(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None, out_sharding=None,
+               wrap_negative_indices=True):
         """x[key] /= values, as JAX computes it: x divided by ones multiplied by values at key (so an integer x
         gives a float result, numpy's true division)."""
         from .elementwise import true_divide
 
-        return true_divide(self.array, _scatter(_ones_like(self.array), self.key, values, "mul", mode, "divide"))
+        return true_divide(self.array, _scatter(_ones_like(self.array), self._key(wrap_negative_indices), values,
+                                                "mul", mode, "divide"))
 
-    def power(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+    def power(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None, out_sharding=None,
+              wrap_negative_indices=True):
         """x[key] **= values, as JAX computes it: x to the power of ones multiplied by values at key."""
         from .elementwise import power
 
-        return power(self.array, _scatter(_ones_like(self.array), self.key, values, "mul", mode, "power"))
+        return power(self.array, _scatter(_ones_like(self.array), self._key(wrap_negative_indices), values, "mul",
+                                          mode, "power"))
 
-    def min(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        return _scatter(self.array, self.key, values, "min", mode)
+    def min(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None, out_sharding=None,
+            wrap_negative_indices=True):
+        return _scatter(self.array, self._key(wrap_negative_indices), values, "min", mode)
 
-    def max(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        return _scatter(self.array, self.key, values, "max", mode)
+    def max(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None, out_sharding=None,
+            wrap_negative_indices=True):
+        return _scatter(self.array, self._key(wrap_negative_indices), values, "max", mode)
 
 
 _SCATTER_MODES = {None: "fill", "drop": "fill", "fill": "fill", "promise_in_bounds": "fill", "clip": "clip"}
