@@ -140,14 +140,18 @@ static void kiln_affinity_init(kiln_worker_affinity_t* a) {
  * queued behind it (a loaded 2-core machine ran 2-worker calls at 1-worker
  * speed, or slower, call after call). The worker sets its starting CPU set
  * minus that CPU (sched_setaffinity on the calling thread migrates it before
- * returning): one system call when the dispatching thread's CPU changes,
- * none while it stays. */
+ * returning) on its first job, and again whenever it finds itself on the CPU
+ * of a later job's dispatching thread: no system call while dispatching
+ * threads stay where they are, nor for one that moved to a CPU this worker
+ * is not on (several dispatching threads on different CPUs do not make it
+ * change its affinity on every job). */
 static void kiln_affinity_avoid(kiln_worker_affinity_t* a, int dispatcher_cpu) {
 #if defined(__linux__)
   if (!a->usable || dispatcher_cpu == a->avoided || dispatcher_cpu < 0 ||
       dispatcher_cpu >= CPU_SETSIZE || !CPU_ISSET(dispatcher_cpu, &a->home)) {
     return;
   }
+  if (a->avoided >= 0 && kiln_current_cpu() != dispatcher_cpu) return;
   cpu_set_t rest = a->home;
   CPU_CLR(dispatcher_cpu, &rest);
   if (sched_setaffinity(0, sizeof rest, &rest) != 0) {
