@@ -344,6 +344,10 @@ def _emit_fast(region, plan: DotPlan, t: _Tiling):
             buf.align = 64
             operand_copies[i] = (buf, t.nc)
         lo, hi = workgroup_slice(b, t.items, workgroup_id, workgroup_count)
+        k_blocks = -(-k // KC)
+        # The epilogue runs tile by tile (after each tile's last k block) unless operands were copied per
+        # item (their copies are indexed from the item's first row).
+        tile_epilogue = ep is not None and not operand_copies
 
         def item(it):
             mi = b.urem(it, const64(t.m_chunks))
@@ -422,12 +426,17 @@ def _emit_fast(region, plan: DotPlan, t: _Tiling):
 
                     strips = b.udiv(b.add(n_count, const64(st.nr - 1)), const64(st.nr))
                     for_range(b, 0, strips, strip, name="s")
+                    if tile_epilogue:
+                        # The tile's rows are complete after the last k block: their epilogue now, while the
+                        # tile's C is in L1/L2.
+                        with b.if_then(b.icmp_unsigned("==", kb, const64(k_blocks - 1))):
+                            epilogues.emit(b, region, ep, pointers, plan.sizes, bi, row, b.add(row, rows), n0, n_count)
 
                 tiles = b.udiv(b.add(b.sub(m_end, m0), const64(t.mr - 1)), const64(t.mr))
                 for_range(b, 0, tiles, m_tile, name="mt")
 
-            for_range(b, 0, -(-k // KC), k_block, name="kb")
-            if ep is not None:
+            for_range(b, 0, k_blocks, k_block, name="kb")
+            if ep is not None and not tile_epilogue:
                 epilogues.emit(b, region, ep, pointers, plan.sizes, bi, m0, m_end, n0, n_count, operand_copies)
 
         for_range(b, lo, hi, item, name="it")
