@@ -317,43 +317,52 @@ def test_large_matrices_blocked_path_every_build(tmp_path):
 
 class _Split(Program, export_name="linalg_split"):
     def run(self, x=Program.like(np.zeros((2, 300, 300), np.float64)), a=Program.like(np.zeros((300, 300), np.float32)),
-            b=Program.like(np.zeros((77, 300), np.float32))):
+            b=Program.like(np.zeros((77, 300), np.float32)), s=Program.like(np.zeros((2, 300, 300), np.float64))):
         return (L.cholesky(knp.swapaxes(x, -1, -2), symmetrize_input=False),
-                L.triangular_solve(a, b, left_side=False, lower=True, transpose_a=True))
+                L.triangular_solve(a, b, left_side=False, lower=True, transpose_a=True), *L.lu(s))
 
 
+@pytest.mark.filterwarnings("ignore:Diagonal number:scipy.linalg.LinAlgWarning")
 def test_large_cholesky_split_over_workgroups(tmp_path, monkeypatch):
     """Cholesky of n >= SPLIT_FROM (a batch of fewer than SPLIT_BATCH) is split into blocks of SPLIT_BLOCK:
     the native Cholesky of each diagonal block, a triangular solve and a SYRK update spread over the
     workgroups, the pieces joined (_cholesky_split). Here (smaller blocks, fewer kernels to compile) 300 =
     blocks of 128, 128 and 44, read through a transposed view (strided operands), the second matrix not
     positive definite in its last block (all NaN); and a right triangular solve whose rows are split:
-    LAPACK's numbers, the same bits with 1 and 2 workers."""
+    LAPACK's numbers, the same bits with 1 and 2 workers. LU of n >= LU_SPLIT_FROM the same way
+    (_lu_split: the panel's native LU, its row order applied to the rest, a unit triangular solve and a
+    matrix product per block): LAPACK's pivots and factors, of a singular batch too (zero pivots)."""
     from kiln.lax import _linalg_triangular as triangular
     assert 2 < triangular.SPLIT_BATCH
     monkeypatch.setattr(triangular, "SPLIT_FROM", 300)
     monkeypatch.setattr(triangular, "SPLIT_BLOCK", 128)
+    monkeypatch.setattr(triangular, "LU_SPLIT_FROM", 300)
+    monkeypatch.setattr(triangular, "LU_SPLIT_BLOCK", 128)
     rng = np.random.default_rng(15)
     x = spd(rng, (2, 300, 300), np.float64)
     x[1, 280, 280] -= 1e3
     x = np.ascontiguousarray(np.swapaxes(x, -1, -2))
     a = (rng.standard_normal((300, 300)) / 20 + 3 * np.eye(300)).astype(np.float32)
     b = rng.standard_normal((77, 300)).astype(np.float32)
+    singular = general(rng, (2, 300, 300), np.float64)
+    singular[1, :, 200] = 0  # a zero pivot (column left unscaled) in the second matrix's second block
     kinds = strategies_of(lambda m: L.cholesky(m, symmetrize_input=False), x)
     assert kinds == ["linalg"] * 8  # 3 blocks, 2 solves, 2 updates and the join (slices are operand views)
+    assert strategies_of(L.lu, singular).count("linalg") == 5  # 3 panels and 2 solves (the rest: gathers, products)
     module = tmp_path / "split.vmfb"
     Program.get_compiled_artifact(_Split).save(module)
     inputs = []
-    for name, value in (("x", x), ("a", a), ("b", b)):
+    for name, value in (("x", x), ("a", a), ("b", b), ("s", singular)):
         np.save(tmp_path / f"{name}.npy", value)
         inputs.append(f"--input=@{tmp_path / f'{name}.npy'}")
-    one, two = (_kiln_run_build(tmp_path, module, inputs, 2, None, w) for w in ("1", "2"))
+    one, two = (_kiln_run_build(tmp_path, module, inputs, 5, None, w) for w in ("1", "2"))
     for g, h in zip(one, two):
         np.testing.assert_array_equal(g, h)
     np.testing.assert_allclose(one[0][0], np.linalg.cholesky(x[0].T), rtol=1e-10, atol=1e-10)
     assert np.isnan(one[0][1]).all()
     np.testing.assert_allclose(one[1], scipy_solve(a.astype(np.float64), b.astype(np.float64), False, True, True,
                                                    False), rtol=1e-4, atol=1e-4)
+    check_lu(one[2:5], singular, 1e-10)
 
 
 def test_large_lu_panel_on_the_stack_or_in_place_same_bits(monkeypatch):

@@ -636,9 +636,66 @@ def _lu_impl(a):
     return _lu_blocked(a) if m == n and n > 2 * _BLOCK else _lu_columns(a)
 
 
+LU_SPLIT_FROM = 768
+"""Native LU of square n >= LU_SPLIT_FROM (of fewer than SPLIT_BATCH matrices) is split into blocks of
+LU_SPLIT_BLOCK columns (_lu_split): narrower than Cholesky's, as each panel's LU (pivot search down the
+whole column) stays on one workgroup."""
+LU_SPLIT_BLOCK = 128
+
+
+def _take_entries(v, order):
+    """v[..., order] for vectors v (..., s) and a row order (..., s)."""
+    return api.reshape(take_rows(api.reshape(v, _shape(v) + (1,)), order), _shape(v))
+
+
+def _lu_split(a):
+    """LAPACK getrf's right-looking blocked LU over the native kernels, for large square matrices: for each
+    block of LU_SPLIT_BLOCK columns, the native LU of the trailing matrix's panel (its pivot search over the
+    panel's whole, updated column, as getrf's; one workgroup a matrix), its row order applied to the rest of
+    those rows (one gather each: the columns right of the panel and the L columns left of it, as dlaswp),
+    U12 = L11^-1 A12 (the native unit triangular solve, columns split over the workgroups) and the trailing
+    matrix A22 - L21 U12 (a matrix product, parallel); the finished block rows are joined, the panels'
+    pivots offset by their first row, and the row order composed."""
+    shape = _shape(a)
+    nb, n = len(shape) - 2, shape[-1]
+    batch = shape[:-2]
+    blocks, pivots = [], []
+    left, trailing, start = None, a, 0
+    order = api.broadcasted_iota(_I32, batch + (n,), nb)
+    while start < n:
+        size, s = min(LU_SPLIT_BLOCK, n - start), n - start
+        panel, piv, perm = native.lu_p.bind(_slice_last(trailing, (0, s), (0, size)))
+        pivots.append(api.add(piv, np.int32(start)))
+        rest_order = _take_entries(slice_(order, (0,) * nb + (start,), batch + (n,)), perm)
+        order = concatenate([slice_(order, (0,) * (nb + 1), batch + (start,)), rest_order], nb) if start \
+            else rest_order
+        if left is not None:
+            left = take_rows(left, perm)
+        pieces = [] if left is None else [_slice_last(left, (0, size), (0, start))]
+        pieces.append(_slice_last(panel, (0, size), (0, size)))
+        if size < s:
+            rest = take_rows(_slice_last(trailing, (0, s), (size, s)), perm)
+            upper = native.triangular_solve_p.bind(
+                _slice_last(panel, (0, size), (0, size)), _slice_last(rest, (0, size), (0, s - size)),
+                left_side=True, lower=True, transpose_a=False, conjugate_a=False, unit_diagonal=True)
+            pieces.append(upper)
+            below = _slice_last(panel, (size, s), (0, size))
+            trailing = api.sub(_slice_last(rest, (size, s), (0, s - size)), matmul(below, upper))
+            left = below if left is None else concatenate([_slice_last(left, (size, s), (0, start)), below], nb + 1)
+        blocks.append(concatenate(pieces, nb + 1) if len(pieces) > 1 else pieces[0])
+        start += size
+    return [concatenate(blocks, nb), concatenate(pivots, nb), order]
+
+
 def _lu_lowering(a):
-    """The native kernel (kiln.lax._linalg_native) for float32/float64, else the lax implementation."""
-    return native.lu_p.bind(a) if native.native(_dtype(a)) else _lu_impl(a)
+    """The native kernel (kiln.lax._linalg_native) for float32/float64 (split into blocks for large square
+    matrices, _lu_split), else the lax implementation."""
+    if not native.native(_dtype(a)):
+        return _lu_impl(a)
+    shape = _shape(a)
+    if shape[-1] == shape[-2] >= LU_SPLIT_FROM and int(np.prod(shape[:-2], dtype=np.int64)) < SPLIT_BATCH:
+        return _lu_split(a)
+    return native.lu_p.bind(a)
 
 
 lu_p = composite_primitive("lu", _lu_lowering, multiple_results=True, eager=eager.lu)
