@@ -87,6 +87,18 @@ def test_at_update_keywords():
                                   [1, 8, 3, 4, 5])  # a traced index
     np.testing.assert_array_equal(knp.asarray(x).at[np.array([1, 1, -7])].power(2.0, mode="clip"), [1, 16, 3, 4, 5])
     assert knp.arange(1, 4, dtype=np.int32).at[0].divide(2).dtype == np.float64  # numpy's true division
+    # apply: func once per occurrence, as JAX 0.10.2's scatter_apply gives ([4, 2, 6, 4], clip: [8, 2, 6, 4])
+    x = np.arange(1.0, 5.0)
+    np.testing.assert_array_equal(knp.asarray(x).at[np.array([0, 0, 2, 7])].apply(lambda v: v * 2), [4, 2, 6, 4])
+    np.testing.assert_array_equal(knp.asarray(x).at[np.array([0, 0, 2, -9])].apply(lambda v: v * 2, mode="clip"),
+                                  [8, 2, 6, 4])
+    np.testing.assert_allclose(knp.asarray(x).at[1:3].apply(knp.sin), [1, np.sin(2), np.sin(3), 4], rtol=1e-15)
+    traced = kiln.vmap(lambda i: knp.asarray(x).at[knp.stack([i, i])].apply(lambda v: v * 2))(np.array([1, 9]))
+    np.testing.assert_array_equal(traced, [[1, 8, 3, 4], [1, 2, 3, 4]])  # a while_loop: twice at 1, none at 9
+    grad = kiln.grad(lambda x: knp.sum(x.at[np.array([0, 0, 2])].apply(lambda v: v * v)))(x)
+    np.testing.assert_array_equal(grad, [4, 1, 6, 1])  # x0 ** 4 and x2 ** 2: concrete indices differentiate
+    with pytest.raises(ValueError, match="at\\[\\].apply: mode must be"):
+        knp.zeros(3).at[0].apply(knp.sin, mode="wrap")
     with pytest.raises(ValueError, match="at\\[\\].divide: mode must be"):
         knp.zeros(3).at[0].divide(1.0, mode="wrap")
     with pytest.raises(ValueError, match="mode must be"):

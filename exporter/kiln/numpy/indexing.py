@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import dtypes
-from ..core.trace import Tracer
+from ..core.trace import Tracer, compile_time_eval
 from ..lax import prims
 from ..lax import structural_prims as sp
 from ._base import asarray, aval, convert, normalize_axes
@@ -425,6 +425,42 @@ class _IndexUpdateRef:
 
         return power(self.array, _scatter(_ones_like(self.array), self._key(wrap_negative_indices), values, "mul",
                                           mode, "power"))
+
+    def apply(self, func, *, indices_are_sorted=False, unique_indices=False, mode=None,
+              wrap_negative_indices=True):
+        """func (a unary elementwise function, e.g. a ufunc) applied to x at key, as JAX's scatter_apply: once
+        per occurrence of a position (a repeated index applies it again), out-of-range indices dropped or, with
+        mode="clip", clamped. Computed as func over the whole array, kept where a position's count of
+        occurrences exceeds the pass, for as many passes as the largest count (a while_loop for traced indices,
+        which JAX does not differentiate either; concrete ones differentiate)."""
+        from ..lax.control_flow import while_loop
+        from .elementwise import where
+
+        x = asarray(self.array)
+        xa = aval(x)
+        key = self._key(wrap_negative_indices)
+        parts = key if isinstance(key, tuple) else (key,)
+        token = compile_time_eval.set(not any(isinstance(k, Tracer) for k in parts))  # concrete counts
+        try:
+            zeros = np.zeros(xa.shape, np.int32)
+            count = _scatter(zeros, key, np.int32(1), "add", mode, "apply")
+            most = prims.reduce_max.bind(reshape(count, (xa.size,)), axes=(0,)) if xa.size else np.int32(0)
+        finally:
+            compile_time_eval.reset(token)
+
+        def body(state):
+            k, y = state
+            out = asarray(func(y))
+            if aval(out).dtype != xa.dtype:
+                out = convert(out, xa.dtype)
+            return k + 1, where(count > k, out, y)
+
+        if not isinstance(most, Tracer):  # concrete indices: as many passes as needed, differentiable
+            state = (np.int32(0), x)
+            for _ in range(int(most)):
+                state = body(state)
+            return state[1]
+        return while_loop(lambda state: state[0] < most, body, (np.int32(0), x))[1]
 
     def min(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None, out_sharding=None,
             wrap_negative_indices=True):
