@@ -247,6 +247,16 @@ SPLIT_BLOCK = 256
 SPLIT_BATCH = 4
 
 
+def _split_block(n: int, least: int) -> int:
+    """The columns per block of a split factorization of n: `least`, or n / SPLIT_STEPS (a multiple of 64)
+    when that is wider, so a matrix takes at most about SPLIT_STEPS blocks (each block's kernels have
+    shapes of their own: compiling them is the export's cost)."""
+    return max(least, -(-n // (SPLIT_STEPS * 64)) * 64)
+
+
+SPLIT_STEPS = 8
+
+
 def _slice_last(x, rows, cols):
     """x[..., rows[0]:rows[1], cols[0]:cols[1]]."""
     shape = _shape(x)
@@ -256,16 +266,18 @@ def _slice_last(x, rows, cols):
 
 def _cholesky_split(x):
     """LAPACK potrf's right-looking blocked Cholesky over the native kernels, for large matrices: for each
-    block of SPLIT_BLOCK columns, L11 = the native Cholesky of the trailing matrix's diagonal block (one
-    workgroup a matrix), L21 = T21 L11^-T (the native triangular solve, L11 L21^T = T21^T, L21's rows
-    split over the workgroups), T = T22 - L21 L21^T (a matrix product, parallel); the panels [L11; L21] are placed under
-    their block's zeros and joined. A block that fails (not positive definite) is all NaN and so is every
-    later panel: the result is all NaN when its last diagonal entry is NaN, as the one-kernel path's."""
+    block of SPLIT_BLOCK columns (or n / SPLIT_STEPS: _split_block), L11 = the native Cholesky of the
+    trailing matrix's diagonal block (one workgroup a matrix), L21 = T21 L11^-T (the native triangular
+    solve, L11 L21^T = T21^T, L21's rows split over the workgroups), T = T22 - L21 L21^T (syrk_native, the
+    lower triangle, split by rows); the pieces joined by cholesky_join_native. A block that fails (not
+    positive definite) is all NaN and so is every later piece: the result is all NaN when its last
+    diagonal entry is NaN, as the one-kernel path's."""
     shape = _shape(x)
     nb, n, dtype = len(shape) - 2, shape[-1], _dtype(x)
     pieces, trailing, start = [], x, 0
+    width = _split_block(n, SPLIT_BLOCK)
     while start < n:
-        size = min(SPLIT_BLOCK, n - start)
+        size = min(width, n - start)
         block = native.cholesky_p.bind(_slice_last(trailing, (0, size), (0, size)))
         pieces.append(block)
         if start + size < n:
@@ -650,8 +662,9 @@ def _take_entries(v, order):
 
 def _lu_split(a):
     """LAPACK getrf's right-looking blocked LU over the native kernels, for large square matrices: for each
-    block of LU_SPLIT_BLOCK columns, the native LU of the trailing matrix's panel (its pivot search over the
-    panel's whole, updated column, as getrf's; one workgroup a matrix), its row order applied to the rest of
+    block of LU_SPLIT_BLOCK columns (or n / SPLIT_STEPS: _split_block), the native LU of the trailing
+    matrix's panel (its pivot search over the panel's whole, updated column, as getrf's; one workgroup a
+    matrix), its row order applied to the rest of
     those rows (one gather each: the columns right of the panel and the L columns left of it, as dlaswp),
     U12 = L11^-1 A12 (the native unit triangular solve, columns split over the workgroups) and the trailing
     matrix A22 - L21 U12 (a matrix product, parallel); the finished block rows are joined, the panels'
@@ -662,8 +675,9 @@ def _lu_split(a):
     blocks, pivots = [], []
     left, trailing, start = None, a, 0
     order = api.broadcasted_iota(_I32, batch + (n,), nb)
+    width = _split_block(n, LU_SPLIT_BLOCK)
     while start < n:
-        size, s = min(LU_SPLIT_BLOCK, n - start), n - start
+        size, s = min(width, n - start), n - start
         panel, piv, perm = native.lu_p.bind(_slice_last(trailing, (0, s), (0, size)))
         pivots.append(api.add(piv, np.int32(start)))
         rest_order = _take_entries(slice_(order, (0,) * nb + (start,), batch + (n,)), perm)

@@ -1169,7 +1169,8 @@ def _left_solve(code: _Code, out, at, t, m: int, k: int, lower: bool, unit: bool
 
 def _right_solve(code: _Code, out, at, mat: _Operand, abase, m: int, rows: tuple, lower: bool, transpose: bool,
                  unit: bool):
-    """X op(a) = B, each row x of X (length m) in place, rows[0] .. rows[1] (i64): op(a) upper is solved forward, lower backward.
+    """X op(a) = B, each row x of X (length m) in place, rows[0] .. rows[1] (i64): op(a) upper is solved
+    forward, lower backward.
     Where op(a)'s rows are contiguous in a's layout the row form runs (x[j] final, then the later entries of
     x take x[j] times row j of op(a)); otherwise the column form (x[j] = (x[j] - x . column j of op(a)) /
     op(a)[j, j], the dot product in vectors)."""
