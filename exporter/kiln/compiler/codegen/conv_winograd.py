@@ -207,6 +207,7 @@ def _emit_winograd(region, p: ConvPlan, w: WinogradPlan, ep=None):
     items = p.n_out * w.bands * n_chunks
     tiling = SimpleNamespace(vw=w.vw, nr=w.nr)
     sc = w.scheme
+    whole_features = n % w.vw == 0  # then every column chunk's feature count (nc, or n's rest) is whole vectors
     pts, span, positions = sc.points, sc.span, w.positions
     kernel_rows, rows_g = sc.kernel_rows, len(sc.kernel_rows)
     mo = sc.outputs  # output pixels per tile along each dim
@@ -240,13 +241,15 @@ def _emit_winograd(region, p: ConvPlan, w: WinogradPlan, ep=None):
         def store(value, base, offset):
             b.store(value, at(base, offset, value.type), align=align)
 
-        def lanes_loop(count, contiguous, fn, name):
+        def lanes_loop(count, contiguous, fn, name, whole_vectors=False):
             """fn(j, t) for j < count: whole vectors of t = vec where the elements are contiguous, then the
-            rest one at a time (t = the scalar type)."""
+            rest one at a time (t = the scalar type; no such loop where count is known to be whole vectors:
+            the transforms are long straight-line code, each copy adds to the compile time)."""
             if contiguous and w.vw > 1:
                 vectors = b.udiv(count, const64(w.vw))
                 for_range(b, 0, vectors, lambda k: fn(b.mul(k, const64(w.vw)), vec), name=name + "v")
-                for_range(b, b.mul(vectors, const64(w.vw)), count, lambda j: fn(j, ty), name=name)
+                if not whole_vectors:
+                    for_range(b, b.mul(vectors, const64(w.vw)), count, lambda j: fn(j, ty), name=name)
             else:
                 for_range(b, 0, count, lambda j: fn(j, ty), name=name)
 
@@ -322,7 +325,7 @@ def _emit_winograd(region, p: ConvPlan, w: WinogradPlan, ep=None):
                     def padding(j):
                         for xi in range(w.kernel_positions):
                             store(ir.Constant(ty, 0.0), u_buf, b.add(const64(xi * u_xi), b.add(dst, j)))
-                    lanes_loop(cols, rs[0] == 1, features, "wf")
+                    lanes_loop(cols, rs[0] == 1, features, "wf", whole_features)
                     for_range(b, cols, w.nr, padding, name="wz")
                 for_range(b, 0, cin, channel, name="wc")
             for_range(b, 0, strips, u_strip, name="ws")
@@ -363,7 +366,7 @@ def _emit_winograd(region, p: ConvPlan, w: WinogradPlan, ep=None):
                         for i in range(pts):  # cols[c][i] = (B^T d)[i][c]
                             for j, v in enumerate(transform(sc.bt, [cols[c][i] for c in range(span)])):
                                 store(v, v_buf, b.add(const64((pts * i + j) * v_xi), b.add(dst, ci)))
-                    lanes_loop(const64(cin), ls[1] == 1, channels, "vc")
+                    lanes_loop(const64(cin), ls[1] == 1, channels, "vc", cin % w.vw == 0)
                 for_range(b, 0, count, in_tile, name="vt")
 
                 # M[xi] = V[xi] @ U[xi], one microkernel tile of rows and strip of features at a time
@@ -407,26 +410,24 @@ def _emit_winograd(region, p: ConvPlan, w: WinogradPlan, ep=None):
                     def pixel(r, c, j):
                         return b.add(base, b.add(const64(r * os_[2] + c * os_[3]), j))
 
-                    def whole(j, t):
-                        y = values(j, t)
-                        for r in range(mo):
-                            for c in range(mo):
-                                store(y[r][c], out_ptr, pixel(r, c, j))
+                    inside = b.and_(down[mo - 1], right[mo - 1])
 
-                    def edge(j, t):
+                    def features(j, t):  # one copy of the transform: the tiles past the edge branch at the stores
                         y = values(j, t)
-                        for r in range(mo):
-                            for c in range(mo):
-                                if r == 0 and c == 0:  # the tile's first pixel is always inside
-                                    store(y[r][c], out_ptr, pixel(r, c, j))
-                                    continue
-                                with b.if_then(b.and_(down[r], right[c])):
-                                    store(y[r][c], out_ptr, pixel(r, c, j))
-                    with b.if_else(b.and_(down[mo - 1], right[mo - 1])) as (then, otherwise):
-                        with then:
-                            lanes_loop(n_count, True, whole, "yj")
-                        with otherwise:
-                            lanes_loop(n_count, True, edge, "ye")
+                        with b.if_else(inside) as (then, otherwise):
+                            with then:
+                                for r in range(mo):
+                                    for c in range(mo):
+                                        store(y[r][c], out_ptr, pixel(r, c, j))
+                            with otherwise:
+                                for r in range(mo):
+                                    for c in range(mo):
+                                        if r == 0 and c == 0:  # the tile's first pixel is always inside
+                                            store(y[r][c], out_ptr, pixel(r, c, j))
+                                            continue
+                                        with b.if_then(b.and_(down[r], right[c])):
+                                            store(y[r][c], out_ptr, pixel(r, c, j))
+                    lanes_loop(n_count, True, features, "yj", whole_features)
                 for_range(b, 0, count, out_tile, name="yt")
 
             for_range(b, 0, b.udiv(b.add(band_tiles, const64(w.chunk - 1)), const64(w.chunk)), chunk, name="ck")
