@@ -1,4 +1,5 @@
-"""Convolutions (codegen/conv.py): implicit GEMM over the matmul microkernel, or the generic loops."""
+"""Convolutions (codegen/conv.py chooses): Winograd (conv_winograd.py), implicit GEMM over the matmul microkernel
+(conv_gemm.py), depthwise (conv_depthwise.py) or the generic loops."""
 from __future__ import annotations
 
 from ..codegen import conv
