@@ -1,6 +1,6 @@
 """Runs the benchmarks and prints the comparison tables.
 
-    python -m benchmarks.run [--quick] [--only NAME[,NAME...]] [--systems S,...] [--json out.json]
+    python -m benchmarks.run [--quick [--jobs N]] [--only NAME[,NAME...]] [--systems S,...] [--json out.json]
     python benchmarks/run.py ...          (the same)
 
 For each workload and size, the inputs are made once (seeded) and every
@@ -24,6 +24,7 @@ import platform
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: python benchmarks/run.py
@@ -59,6 +60,9 @@ def parse_args(argv=None):
     parser.add_argument("--verbose", action="store_true", help="print workers' tracebacks")
     parser.add_argument("--no-stream", action="store_true",
                         help="do not measure the STREAM bandwidth (no GB/s ratios to STREAM)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="workloads run at once (each one's systems in turn); above 1 the workers disturb "
+                             "each other's times, so only for --quick smoke runs (the tests use 2)")
     args = parser.parse_args(argv)
     names = [n for item in args.only for n in item.split(",") if n]
     unknown = [n for n in names if n not in BY_NAME]
@@ -68,6 +72,8 @@ def parse_args(argv=None):
     bad = [s for s in systems if s not in report.SYSTEMS]
     if bad:
         parser.error(f"unknown system(s) {', '.join(bad)}; known: {', '.join(report.SYSTEMS)}")
+    if args.jobs < 1:
+        parser.error("--jobs must be at least 1")
     args.workloads = [BY_NAME[n] for n in names] if names else list(ALL)
     args.system_list = [s for s in report.SYSTEMS if s in systems]
     return args
@@ -148,31 +154,46 @@ def run(args) -> tuple[list[dict], dict]:
     results = []
     with tempfile.TemporaryDirectory(prefix="kiln-benchmarks-") as tmp:
         tmp = Path(tmp)
-        for workload in args.workloads:
-            sizes = workload.quick_sizes if args.quick else workload.sizes
-            sizes = [s for s in sizes if not args.size or s.label in args.size]
-            for size in sizes:
-                inputs = workload.inputs(size)
-                inputs_path = tmp / f"{workload.name}-{size.label}-inputs.npz"
-                np.savez(inputs_path, **{f"arg{i}": a for i, a in enumerate(inputs)})
-                expected = workload.view(inputs, workload.reference(inputs))
-                for system in args.system_list:
+        cases = [(workload, size) for workload in args.workloads
+                 for size in (workload.quick_sizes if args.quick else workload.sizes)
+                 if not args.size or size.label in args.size]
+        live = args.jobs == 1  # progress as each worker ends; with --jobs, each case's lines when it is done
+
+        def run_case(case):
+            workload, size = case
+            out, lines = [], []
+            inputs = workload.inputs(size)
+            inputs_path = tmp / f"{workload.name}-{size.label}-inputs.npz"
+            np.savez(inputs_path, **{f"arg{i}": a for i, a in enumerate(inputs)})
+            expected = workload.view(inputs, workload.reference(inputs))
+            for system in args.system_list:  # in turn: kiln-run's export finds kiln.jit's kernels in the cache
+                if live:
                     print(f"  {workload.name} {size.label} {system} ...", end="", file=sys.stderr, flush=True)
-                    if system in PEER_SYSTEMS and peers_python is None:
-                        result = {"status": "skipped",
-                                  "reason": f"no peers venv at {args.peers_python}; run benchmarks/setup_peers.sh"}
-                    else:
-                        python = peers_python if system in PEER_SYSTEMS else sys.executable
-                        result = run_worker(system, python, workload, size, inputs_path, tmp, args.quick)
-                    if result["status"] == "ok":
-                        check(workload, inputs, expected, result)
-                    result.update(workload=workload.name, size=size.label, system=system)
-                    if workload.bytes_moved is not None:
-                        result["bytes_moved"] = int(workload.bytes_moved(size.params))
-                    print(" " + _progress(result), file=sys.stderr, flush=True)
-                    if args.verbose and result.get("traceback"):
-                        print(result["traceback"], file=sys.stderr)
-                    results.append(result)
+                if system in PEER_SYSTEMS and peers_python is None:
+                    result = {"status": "skipped",
+                              "reason": f"no peers venv at {args.peers_python}; run benchmarks/setup_peers.sh"}
+                else:
+                    python = peers_python if system in PEER_SYSTEMS else sys.executable
+                    result = run_worker(system, python, workload, size, inputs_path, tmp, args.quick)
+                if result["status"] == "ok":
+                    check(workload, inputs, expected, result)
+                result.update(workload=workload.name, size=size.label, system=system)
+                if workload.bytes_moved is not None:
+                    result["bytes_moved"] = int(workload.bytes_moved(size.params))
+                progress = _progress(result)
+                if args.verbose and result.get("traceback"):
+                    progress += "\n" + result["traceback"].rstrip("\n")
+                if live:
+                    print(" " + progress, file=sys.stderr, flush=True)
+                lines.append(f"  {workload.name} {size.label} {system} ... {progress}")
+                out.append(result)
+            return out, lines
+
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:  # threads waiting on worker processes
+            for out, lines in (map(run_case, cases) if live else pool.map(run_case, cases)):  # in order
+                if not live:
+                    print("\n".join(lines), file=sys.stderr, flush=True)
+                results.extend(out)
     machine["load_average_end"] = load_average()
     return results, meta
 

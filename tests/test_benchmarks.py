@@ -18,10 +18,12 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
     """One quick run of every workload on numpy, kiln.jit and kiln-run (peers are left out:
-    they live in an optional venv and would only slow the test)."""
+    they live in an optional venv and would only slow the test), two workloads at a time (--jobs 2: the
+    workers wait on each other's processes half as long)."""
     out = tmp_path_factory.mktemp("bench") / "quick.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.run", "--quick", "--systems", "numpy,kiln,kiln-run", "--json", str(out)],
+        [sys.executable, "-m", "benchmarks.run", "--quick", "--jobs", "2", "--systems", "numpy,kiln,kiln-run",
+         "--json", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=900)
     return proc, json.loads(out.read_text()) if out.exists() else None
 
@@ -45,6 +47,9 @@ def test_quick_run_results_match_numpy(quick_run):
     expected = {(w.name, s.label, system) for w in ALL for s in w.quick_sizes
                 for system in ("numpy", "kiln", "kiln-run")}
     assert {(r["workload"], r["size"], r["system"]) for r in results} == expected
+    # in the workloads' order, each one's systems in turn, though two workloads ran at once (--jobs 2)
+    assert [(r["workload"], r["system"]) for r in results] == [
+        (w.name, system) for w in ALL for _ in w.quick_sizes for system in ("numpy", "kiln", "kiln-run")]
     tolerance = {w.name: w.tolerance for w in ALL}
     for r in results:
         where = f"{r['system']} {r['workload']} {r['size']}"
@@ -78,6 +83,15 @@ def test_wrong_results_are_loud():
     assert failures([skipped_peer]) == []
     kiln_error = {**skipped_peer, "system": "kiln", "status": "error"}
     assert failures([kiln_error])
+
+
+def test_jobs_must_be_at_least_one(capsys):
+    from benchmarks.run import parse_args
+
+    assert parse_args(["--quick", "--jobs", "2"]).jobs == 2
+    with pytest.raises(SystemExit) as exit_info:
+        parse_args(["--jobs", "0"])
+    assert exit_info.value.code == 2 and "--jobs must be at least 1" in capsys.readouterr().err
 
 
 def test_missing_peers_are_skipped_with_a_reason(tmp_path):
