@@ -469,10 +469,11 @@ def _transpose_upper_to_lower(code: _Code, out, at, n: int):
 # --------------------------------------------------------------------------- SYRK
 
 def _emit_syrk(region, target):
-    """c - x^T x (x: k x s) on and below the diagonal, by row blocks of the register tile's rows: a block's
-    rows of c are copied whole into the output, then its columns up to its last row take the product
-    (_product_update, x's rows streamed: A(i, t) = x[t, i], B(t, j) = x[t, j]). Row block q is paired with
-    block count - 1 - q in one parallel item, so the items' work is even (a triangle's rows grow)."""
+    """c - x^T x (x: k x s) on and below the diagonal, by row blocks of the register tile's rows: the
+    item's blocks' rows of c are copied whole into the output, then, BLOCK rows of x (a depth chunk, in L2)
+    at a time, each block's columns up to its last row take the chunk's product (_product_update: A(i, t) =
+    x[t, i], B(t, j) = x[t, j]). Row block q is paired with block count - 1 - q in one parallel item, so
+    the items' work is even (a triangle's rows grow)."""
     eqn = region.eqns[-1]
     c, x = eqn.invars
     shape = c.aval.shape
@@ -496,7 +497,8 @@ def _emit_syrk(region, target):
         out = pointers[len(region.invars)]
         ns = const64(s)
 
-        def item(q):
+        def blocks_of(q, each):
+            """each(at, xat, i0, end) for the two row blocks of parallel item q."""
             matrix = b.udiv(q, const64(pairs))
             pair = b.urem(q, const64(pairs))
             index = delinearize(b, matrix, batch) if batch else []
@@ -512,19 +514,30 @@ def _emit_syrk(region, target):
             def block(number):
                 i0 = b.mul(number, const64(mr))
                 end = b.add(i0, const64(mr))
-                end = b.select(b.icmp_signed("<", end, ns), end, ns)
-                for_range(b, i0, end, lambda i: _copy_row(code, given, cbase, i, s, out, at(i, const64(0))),
-                          name="cr")
-                if k:
-                    _product_update(code, out, k, (i0, end), (const64(0), end), lambda i, t: xat(t, i), xat, at,
-                                    tile, source=rows_of.ptr)
+                each(cbase, at, xat, i0, b.select(b.icmp_signed("<", end, ns), end, ns))
 
             block(pair)
             other = b.sub(const64(blocks - 1), pair)
             _if(b, b.icmp_unsigned("!=", other, pair), lambda: block(other))
 
         lo, hi = workgroup_slice(b, items, wid, wcount)
-        for_range(b, lo, hi, item, name="item")
+
+        def copy(cbase, at, xat, i0, end):
+            for_range(b, i0, end, lambda i: _copy_row(code, given, cbase, i, s, out, at(i, const64(0))), name="cr")
+
+        for_range(b, lo, hi, lambda q: blocks_of(q, copy), name="item")
+
+        def update(t0, depth):
+            def each(cbase, at, xat, i0, end):
+                _product_update(code, out, depth, (i0, end), (const64(0), end), lambda i, t: xat(b.add(t0, t), i),
+                                lambda t, j: xat(b.add(t0, t), j), at, tile, source=rows_of.ptr)
+
+            for_range(b, lo, hi, lambda q: blocks_of(q, each), name="item")
+
+        chunks, last = divmod(k, BLOCK)  # depth BLOCK at a time: x's rows of a chunk stay in L2 over the blocks
+        for_range(b, 0, chunks, lambda c: update(b.mul(c, const64(BLOCK)), BLOCK), name="chunk")
+        if last:
+            update(const64(chunks * BLOCK), last)
 
     work = _prod(batch) * (s * s * max(k, 1) // 2 + s * s)
     return body, items, work, f"rows {mr}"
