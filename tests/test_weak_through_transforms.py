@@ -151,3 +151,14 @@ def test_gradient_at_a_python_float_is_weak():
     assert g.dtype == F64 and is_weak(g) and float(g) == 4.0
     traced = kiln.jit(lambda: kiln.grad(lambda x: x * x)(2.0))()
     assert traced.dtype == F32 and is_weak(traced) and float(traced) == 4.0  # JAX's weak float32
+
+
+def test_jvp_tangent_of_another_dtype_is_a_type_error():
+    """A strongly typed tangent must have its primal's tangent dtype (JAX's TypeError); a Python float takes it."""
+    x = np.float32(1.5)
+    out, t = kiln.jvp(lambda v: v * 2, (x,), (1.0,))
+    assert t.dtype == F32 and float(t) == 2.0
+    for bad, name in ((np.float16(1), "float16"), (np.float64(1), "float64"), (1, "int")):
+        with pytest.raises(TypeError, match=rf"jvp of <lambda>: tangent leaf 1 has dtype {name}\w*, but its primal of "
+                                            r"dtype float32 takes tangents of dtype float32"):
+            kiln.jvp(lambda a, v: a * v, (x, x), (x, bad))

@@ -13,7 +13,7 @@ import numpy as np
 from kiln.core import dtypes as _dtypes
 from kiln.numpy import bfloat16, finfo, iinfo, issubdtype
 from kiln.numpy import result_type as _result_type
-
+from kiln.numpy.aliases import _dtype_and_weak
 
 
 class TypePromotionError(TypeError):
@@ -35,10 +35,11 @@ def canonicalize_dtype(dtype, allow_extended_dtype: bool = False) -> np.dtype:
 
 def result_type(*args, return_weak_type_flag: bool = False):
     """The dtype kiln.numpy gives an operation on `args` (arrays, dtypes, Python numbers); with
-    ``return_weak_type_flag=True`` also whether every argument was a weakly typed Python number."""
+    ``return_weak_type_flag=True`` also whether the result is weakly typed, as JAX's (Python numbers alone,
+    or a weak number of a higher kind than the arrays: an int32 array and 0.5 give a weak float32)."""
     dtype = np.dtype(_result_type(*args))
     if return_weak_type_flag:
-        return dtype, bool(args) and all(_dtypes.is_python_scalar(a) for a in args)
+        return dtype, bool(args) and _dtypes.result_type(*[_dtype_and_weak(a) for a in args])[1]
     return dtype
 
 

@@ -108,25 +108,89 @@ def _np_result_type(*ds) -> np.dtype:
 
 
 def result_type(*operands) -> tuple[np.dtype, bool]:
-    """numpy promotion between arrays, with Python scalars weakly typed as in JAX.
+    """numpy promotion between strong arrays, with weakly typed values (Python scalars) as in JAX.
 
-    Each operand is (dtype, weak). A weak operand only decides the result when
-    it is of a higher category (bool < int < float < complex) than every strong operand: a weak float
-    gives float32, a weak complex complex64, or complex128 with float64 (as JAX). Returns (dtype, weak).
+    Each operand is (dtype, weak). Returns (dtype, weak), JAX's (jax._src.dtypes.lattice_result_type) but
+    for strong arrays, which promote as numpy's (int32 and float32 give float64):
+
+    - strong with weak operands: a weak operand only decides the result when it is of a higher category
+      (bool < int < float < complex) than the strong result, and then, as in JAX's lattice, the result is
+      the weak kind itself, WEAK: an integer or bool array with a weak float gives a weak float32 (so
+      `(i32 * 0.5) + f16` is float16), a bool array with a weak int a weak int32, an integer or bool array
+      with a weak complex a weak complex64; a float array with a weak complex gives the strong complex of
+      its width (complex64, or complex128 with float64), JAX's too;
+    - weak operands only: JAX's lattice bound of their dtypes (weak int8 and weak float16 give float16,
+      weak float16 and weak bfloat16 float32, weak int64 and weak float32 float32), weak; where that bound
+      is a kind (uint64 with a signed int: a float) it is float64, as JAX with x64 (a 64-bit operand).
+    A bool result is never weak (JAX's).
     """
     strong = [canonical(d) for d, weak in operands if not weak]
     weak = [canonical(d) for d, w in operands if w]
     if strong:
         result = _np_result_type(*strong)
         top = max(weak, key=_category, default=None)
-        if top is not None and _category(top) > _category(result):
-            if is_complex(top):
-                result = complex_dtype(result)
-            else:
-                result = np.dtype(np.float32) if is_float(top) else np.dtype(np.int32)
-        return canonical(result), False
-    result = max(weak, key=lambda d: (_category(d), d.itemsize))  # a weak float64 array beats a Python float
-    return canonical(result), True
+        if top is None or _category(top) <= _category(result):
+            return canonical(result), False
+        if is_complex(top) and is_float(result):
+            return complex_dtype(result), False
+        return _WEAK_DEFAULT[_category(top)], True
+    bound = _lattice_bound(weak)
+    if isinstance(bound, str):  # a weak kind: JAX's dtype for it with x64
+        bound = {"i*": np.dtype(np.int64), "f*": np.dtype(np.float64), "c*": np.dtype(np.complex128)}[bound]
+    return bound, bound != np.bool_
+
+
+# The dtype of each weak kind (bool, int, float, complex) where JAX's lattice gives the kind itself with a
+# strong array: JAX's without x64, as a Python number's (docs/numpy.md).
+_WEAK_DEFAULT = {0: np.dtype(np.bool_), 1: np.dtype(np.int32), 2: np.dtype(np.float32), 3: np.dtype(np.complex64)}
+
+
+def _d(t) -> np.dtype:
+    return np.dtype(t)
+
+
+# JAX's type promotion lattice (jax._src.dtypes._type_promotion_lattice, standard mode, kiln's dtypes): each
+# type and the types just above it; "i*", "f*", "c*" are the weak kinds of Python int, float, complex.
+_LATTICE = {
+    _d(np.bool_): ["i*"],
+    "i*": [_d(np.uint8), _d(np.int8)],
+    _d(np.uint8): [_d(np.int16), _d(np.uint16)],
+    _d(np.uint16): [_d(np.int32), _d(np.uint32)],
+    _d(np.uint32): [_d(np.int64), _d(np.uint64)],
+    _d(np.uint64): ["f*"],
+    _d(np.int8): [_d(np.int16)],
+    _d(np.int16): [_d(np.int32)],
+    _d(np.int32): [_d(np.int64)],
+    _d(np.int64): ["f*"],
+    "f*": [BFLOAT16, _d(np.float16), "c*"],
+    BFLOAT16: [_d(np.float32)],
+    _d(np.float16): [_d(np.float32)],
+    _d(np.float32): [_d(np.float64), _d(np.complex64)],
+    _d(np.float64): [_d(np.complex128)],
+    "c*": [_d(np.complex64)],
+    _d(np.complex64): [_d(np.complex128)],
+    _d(np.complex128): [],
+}
+
+
+def _above(t) -> frozenset:
+    """t and every type above it in the lattice."""
+    seen, todo = set(), [t]
+    while todo:
+        x = todo.pop()
+        if x not in seen:
+            seen.add(x)
+            todo.extend(_LATTICE[x])
+    return frozenset(seen)
+
+
+_ABOVE = {t: _above(t) for t in _LATTICE}
+
+
+def _lattice_bound(types):
+    """The least upper bound of `types` in JAX's lattice (a dtype or a weak kind)."""
+    common = frozenset.intersection(*[_ABOVE[t] for t in types])
+    return next(t for t in common if common <= _ABOVE[t])
 
 
 def numpy_scalar_dtype(weak_dtype) -> np.dtype:

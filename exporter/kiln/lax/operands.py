@@ -93,15 +93,16 @@ def promote(*operands):
 
     Python numbers with no array among them take numpy's dtype (int64, float64) eagerly, as numpy
     computes them; traced they stay int32/float32. Either way the result stays weakly typed, as in JAX
-    (docs/numpy.md): a weak kiln array, like a Python number, takes the dtype of the arrays it meets.
+    (docs/numpy.md), as it is where a weak operand of a higher kind decides the dtype (dtypes.result_type): a weak kiln array, like a Python number, takes the dtype of the arrays it meets.
     """
     infos = [(get_aval(o).dtype, get_aval(o).weak_type) for o in operands]
     target, weak = dtypes.result_type(*infos)
-    if weak and is_eager():
+    if weak and is_eager() and all(w for _, w in infos):
         target = dtypes.numpy_scalar_dtype(target)
     out = [_to_dtype(o, target) for o in operands]
-    if weak:  # the result stays weak, as in JAX (eagerly: weakly typed kiln arrays)
-        out = [o if isinstance(o, Tracer) else convert_weak(o, target) for o in out]
+    if weak:  # the result is weak, as in JAX (eagerly: weakly typed kiln arrays), also where a weak value of a
+        # higher kind decides it (int32 array * 0.5 is a weak float32, so it then takes a float16 array's dtype)
+        out = [o if isinstance(o, Tracer) and o.aval.weak_type else convert_weak(o, target) for o in out]
     return out
 
 

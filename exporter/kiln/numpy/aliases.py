@@ -112,8 +112,9 @@ def result_type(*arrays_and_dtypes):
     2.5 give float32 where numpy says float64); alone they give numpy's float64/int64/bool, as eagerly."""
     if not arrays_and_dtypes:
         raise ValueError("result_type: at least one array or dtype is required")
-    target, weak = dtypes.result_type(*[_dtype_and_weak(x) for x in arrays_and_dtypes])
-    return dtypes.numpy_scalar_dtype(target) if weak else target
+    infos = [_dtype_and_weak(x) for x in arrays_and_dtypes]
+    target, _ = dtypes.result_type(*infos)
+    return dtypes.numpy_scalar_dtype(target) if all(w for _, w in infos) else target
 
 
 def promote_types(type1, type2):

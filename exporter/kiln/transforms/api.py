@@ -216,6 +216,11 @@ def jvp(fn: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fal
     for k, (p, t) in enumerate(zip(p_leaves, t_leaves)):
         if get_aval(p).shape != get_aval(t).shape:
             raise ValueError(f"jvp of {_name(fn)}: tangent leaf {k} has shape {get_aval(t).shape}, its primal {get_aval(p).shape}")
+        want = tangent_aval(get_aval(p)).dtype
+        if get_aval(t).dtype != want:  # JAX's TypeError (a Python float took the primal's dtype above)
+            raise TypeError(f"jvp of {_name(fn)}: tangent leaf {k} has dtype {get_aval(t).dtype}, but its primal of dtype "
+                            f"{get_aval(p).dtype} takes tangents of dtype {want}: primal and tangent dtypes must "
+                            "match, as in jax.jvp")
     out_tree: list = []
     po, to = jvp_flat(_flat_output(fn, p_tree, out_tree), p_leaves, t_leaves)
     to = [instantiate(t, tangent_aval(get_aval(p))) for t, p in zip(to, po)]
