@@ -304,6 +304,9 @@ static void* kiln_worker_main(void* arg) {
     pthread_mutex_lock(&pool->mutex);
     kiln_queue_remove(pool, job); /* its ids ran out (or it failed) */
     pool->current[worker - 1] = NULL;
+    /* Moved onto the dispatching thread's CPU (kiln_affinity_rescue): off it
+     * again before that thread wakes, not after a spin there. */
+    if (affinity->avoided == -2) kiln_affinity_avoid(affinity, job->dispatcher_cpu);
     /* The last touch of `job`, under the mutex: the dispatching thread takes
      * the mutex before its job (on its stack) goes away. */
     if (atomic_fetch_sub_explicit(&job->workers_running, 1, memory_order_release) == 1) {
