@@ -436,7 +436,7 @@ static kiln_status_t kiln_job_dispatched(kiln_job_t* job, const char* kernel_nam
  * for workers still running its job's workgroups (on a loaded machine: a
  * worker preempted on another CPU): it moves them onto its own CPU, which it
  * is about to leave, so they can go on there, as they would on a machine
- * where they could share its CPU. They keep off it again at their next job. */
+ * where they could share its CPU. They move off it again when their job ends. */
 __attribute__((noinline, cold)) static void kiln_affinity_rescue(kiln_pool_t* pool, kiln_job_t* job) {
 #if defined(__linux__)
   int cpu = kiln_current_cpu();

@@ -249,7 +249,7 @@ static void test_worker_avoids_dispatcher_cpu(void) {
   }
   CHECK(worker_runs >= 20); /* the worker met the dispatching thread each time */
   /* A worker still busy when the dispatching thread stops spinning for it is
-   * moved onto that thread's CPU, and keeps off it again at its next job. */
+   * moved onto that thread's CPU, and is off it again at the next dispatch. */
   if (pinned) {
     atomic_store(&g_rescue_cpu, cpu);
     atomic_store(&g_rescued, 0);
