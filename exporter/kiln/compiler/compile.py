@@ -49,12 +49,19 @@ class CompiledKernels:
 
     def assembly(self, kernels=None) -> str:
         """The optimized kernels as target assembly text (for inspection and tests; generated again,
-        never read from the cache): every kernel, or those whose indices `kernels` lists."""
+        never read from the cache): every kernel, or those whose indices `kernels` lists. Several kernels are
+        generated in forked workers, as compiles are (kiln.compiler.parallel_compile)."""
         aliases = self._aliases or [{}] * len(self.kernels)
-        chosen = range(len(self.kernels)) if kernels is None else kernels
-        return "\n".join(emit_assembly(_optimized_kernel(self.kernels[i].name, self._regions[i], self._target,
-                                                          aliases[i]), self._target)
-                         for i in chosen)
+        chosen = list(range(len(self.kernels)) if kernels is None else kernels)
+
+        def one(k):
+            i = chosen[k]
+            return emit_assembly(_optimized_kernel(self.kernels[i].name, self._regions[i], self._target, aliases[i]),
+                                 self._target)
+
+        workers = parallel_compile.worker_count(len(chosen))
+        texts = parallel_compile.run_forked(len(chosen), workers, one) if workers > 1 else [None] * len(chosen)
+        return "\n".join(text if text is not None else one(k) for k, text in enumerate(texts))
 
     def optimized_modules(self) -> list:
         """Each kernel's optimized LLVM module (`kiln export --print llvm`; generated again, never read from
