@@ -317,9 +317,10 @@ def test_large_matrices_blocked_path_every_build(tmp_path):
 
 class _Split(Program, export_name="linalg_split"):
     def run(self, x=Program.like(np.zeros((2, 300, 300), np.float64)), a=Program.like(np.zeros((300, 300), np.float32)),
-            b=Program.like(np.zeros((77, 300), np.float32)), s=Program.like(np.zeros((2, 300, 300), np.float64))):
+            b=Program.like(np.zeros((77, 300), np.float32)), s=Program.like(np.zeros((2, 300, 300), np.float64)),
+            t=Program.like(np.zeros((1100, 130), np.float64))):
         return (L.cholesky(knp.swapaxes(x, -1, -2), symmetrize_input=False),
-                L.triangular_solve(a, b, left_side=False, lower=True, transpose_a=True), *L.lu(s))
+                L.triangular_solve(a, b, left_side=False, lower=True, transpose_a=True), *L.lu(s), *L.lu(t))
 
 
 @pytest.mark.filterwarnings("ignore:Diagonal number:scipy.linalg.LinAlgWarning")
@@ -331,7 +332,8 @@ def test_large_cholesky_split_over_workgroups(tmp_path, monkeypatch):
     positive definite in its last block (all NaN); and a right triangular solve whose rows are split:
     LAPACK's numbers, the same bits with 1 and 2 workers. LU of n >= LU_SPLIT_FROM the same way
     (_lu_split: the panel's native LU, its row order applied to the rest, a unit triangular solve and a
-    matrix product per block): LAPACK's pivots and factors, of a singular batch too (zero pivots)."""
+    matrix product per block): LAPACK's pivots and factors, of a singular batch too (zero pivots); and a
+    tall LU larger than WIDE_BYTES (as the split's panels) on the blocked large-matrix path."""
     from kiln.lax import _linalg_triangular as triangular
     assert 2 < triangular.SPLIT_BATCH
     monkeypatch.setattr(triangular, "SPLIT_FROM", 300)
@@ -352,10 +354,12 @@ def test_large_cholesky_split_over_workgroups(tmp_path, monkeypatch):
     module = tmp_path / "split.vmfb"
     Program.get_compiled_artifact(_Split).save(module)
     inputs = []
-    for name, value in (("x", x), ("a", a), ("b", b), ("s", singular)):
+    tall = general(rng, (1100, 130), np.float64)
+    assert 130 < linalg_codegen.WIDE_FROM and 1100 * 130 * 8 > linalg_codegen.WIDE_BYTES
+    for name, value in (("x", x), ("a", a), ("b", b), ("s", singular), ("t", tall)):
         np.save(tmp_path / f"{name}.npy", value)
         inputs.append(f"--input=@{tmp_path / f'{name}.npy'}")
-    one, two = (_kiln_run_build(tmp_path, module, inputs, 5, None, w) for w in ("1", "2"))
+    one, two = (_kiln_run_build(tmp_path, module, inputs, 8, None, w) for w in ("1", "2"))
     for g, h in zip(one, two):
         np.testing.assert_array_equal(g, h)
     np.testing.assert_allclose(one[0][0], np.linalg.cholesky(x[0].T), rtol=1e-10, atol=1e-10)
@@ -363,6 +367,7 @@ def test_large_cholesky_split_over_workgroups(tmp_path, monkeypatch):
     np.testing.assert_allclose(one[1], scipy_solve(a.astype(np.float64), b.astype(np.float64), False, True, True,
                                                    False), rtol=1e-4, atol=1e-4)
     check_lu(one[2:5], singular, 1e-10)
+    check_lu(one[5:8], tall, 1e-10)
 
 
 def test_large_lu_panel_on_the_stack_or_in_place_same_bits(monkeypatch):

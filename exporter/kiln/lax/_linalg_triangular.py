@@ -648,12 +648,10 @@ def _lu_impl(a):
     return _lu_blocked(a) if m == n and n > 2 * _BLOCK else _lu_columns(a)
 
 
-LU_SPLIT_FROM, LU_SPLIT_UNTIL = 768, 1536
-"""Native LU of square n in [LU_SPLIT_FROM, LU_SPLIT_UNTIL) (of fewer than SPLIT_BATCH matrices) is split
-into blocks of LU_SPLIT_BLOCK columns (_lu_split): narrower than Cholesky's, as each panel's LU (pivot
-search down the whole column) stays on one workgroup. Above LU_SPLIT_UNTIL the one-kernel path was the
-faster on the 2-core machine measured: the row order's gathers move about n^2 elements a block, and a
-tall panel's LU leaves L2."""
+LU_SPLIT_FROM = 768
+"""Native LU of square n >= LU_SPLIT_FROM (of fewer than SPLIT_BATCH matrices) is split into blocks of
+LU_SPLIT_BLOCK columns (_lu_split): narrower than Cholesky's, as each panel's LU (pivot search down the
+whole column) stays on one workgroup."""
 LU_SPLIT_BLOCK = 128
 
 
@@ -709,8 +707,7 @@ def _lu_lowering(a):
     if not native.native(_dtype(a)):
         return _lu_impl(a)
     shape = _shape(a)
-    if (LU_SPLIT_FROM <= shape[-1] == shape[-2] < LU_SPLIT_UNTIL
-            and int(np.prod(shape[:-2], dtype=np.int64)) < SPLIT_BATCH):
+    if shape[-1] == shape[-2] >= LU_SPLIT_FROM and int(np.prod(shape[:-2], dtype=np.int64)) < SPLIT_BATCH:
         return _lu_split(a)
     return native.lu_p.bind(a)
 

@@ -664,6 +664,9 @@ JOIN_ROWS = 16
 
 # --------------------------------------------------------------------------- LU
 
+WIDE_BYTES = 1 << 20
+"""LU also takes the large-matrix path (_wide_blocks) for min(m, n) >= 2 * BLOCK when the matrix is larger
+than this (as a tall panel of the split LU, _linalg_triangular._lu_split: its trailing columns leave L2)."""
 PANEL_STACK_BYTES = 1 << 17
 """The largest column-major copy of an LU panel (m x PANEL) the large-matrix path keeps on the stack (m up
 to 4096 in float32, 2048 in float64); taller matrices factor the panel in place, row by row."""
@@ -776,7 +779,8 @@ def _emit_lu(region, target):
         best_v = local_var(b, code.int_ty, ir.Constant(code.int_ty, -1), "best")
         index_v = local_var(b, I64, const64(0), "index")
         nn = const64(n)
-        column_panel = kmax >= WIDE_FROM and m * PANEL * code.size <= PANEL_STACK_BYTES
+        wide = kmax >= WIDE_FROM or (kmax >= 2 * BLOCK and m * n * code.size > WIDE_BYTES)
+        column_panel = wide and m * PANEL * code.size <= PANEL_STACK_BYTES
         panel = _stack_array(b, code.ty, m * PANEL, "panel") if column_panel else None
 
         def matrix(item, batch_index):
@@ -945,7 +949,7 @@ def _emit_lu(region, target):
                 _product_update(code, out, BLOCK, (end, const64(m)), (end, nn), lambda i, t: at(i, b.add(k0, t)),
                                 lambda t, j: at(b.add(k0, t), j), at, tile, pack_a=True)
 
-            if kmax >= WIDE_FROM:
+            if wide:
                 _wide_blocks(b, kmax, factor_panel if panel is None else factor_panel_columns, update_right, product,
                              update_tail=kmax < n)
             else:
