@@ -33,7 +33,6 @@
 #include <string.h>
 #include <sched.h>
 #include <time.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "pool.h"
@@ -64,15 +63,8 @@ typedef struct kiln_job {
   atomic_uint slice_count;
 } kiln_job_t;
 
-struct kiln_worker_affinity;
-
 struct kiln_pool {
   uint32_t worker_count; /* including the dispatching thread */
-  /* Per pool thread, with the mutex held: its thread id, its affinity, and
-   * the job it runs (NULL: none). */
-  pid_t* tids;
-  struct kiln_worker_affinity* affinity;
-  kiln_job_t** current;
   uint32_t thread_count; /* worker_count - 1 */
   pthread_t* threads;
   pthread_mutex_t mutex;
@@ -160,7 +152,6 @@ static void kiln_affinity_avoid(kiln_worker_affinity_t* a, int dispatcher_cpu) {
     return;
   }
   if (a->avoided >= 0 && kiln_current_cpu() != dispatcher_cpu) return;
-  /* avoided -2: a dispatching thread moved it onto its own CPU. */
   cpu_set_t rest = a->home;
   CPU_CLR(dispatcher_cpu, &rest);
   if (sched_setaffinity(0, sizeof rest, &rest) != 0) {
@@ -268,11 +259,10 @@ static void kiln_queue_remove(kiln_pool_t* pool, kiln_job_t* job) {
 static void* kiln_worker_main(void* arg) {
   kiln_pool_t* pool = arg;
   uint32_t worker = atomic_fetch_add_explicit(&pool->started, 1, memory_order_relaxed) + 1;
-  kiln_worker_affinity_t* affinity = &pool->affinity[worker - 1];
-  kiln_affinity_init(affinity);
+  kiln_worker_affinity_t affinity;
+  kiln_affinity_init(&affinity);
   int spin = 1; /* 0 after a wake-up that found no work */
   pthread_mutex_lock(&pool->mutex);
-  pool->tids[worker - 1] = (pid_t)syscall(SYS_gettid);
   for (;;) {
     if (spin && !pool->shutdown && !pool->head) {
       /* Spin a little before sleeping. */
@@ -294,19 +284,15 @@ static void* kiln_worker_main(void* arg) {
       continue;
     }
     atomic_fetch_add_explicit(&job->workers_running, 1, memory_order_relaxed);
-    kiln_affinity_avoid(affinity, job->dispatcher_cpu);
-    pool->current[worker - 1] = job;
+    int dispatcher_cpu = job->dispatcher_cpu;
     pthread_mutex_unlock(&pool->mutex);
 
+    kiln_affinity_avoid(&affinity, dispatcher_cpu);
     kiln_job_run(job, worker);
     spin = 1;
 
     pthread_mutex_lock(&pool->mutex);
     kiln_queue_remove(pool, job); /* its ids ran out (or it failed) */
-    pool->current[worker - 1] = NULL;
-    /* Moved onto the dispatching thread's CPU (kiln_affinity_rescue): off it
-     * again before that thread wakes, not after a spin there. */
-    if (affinity->avoided == -2) kiln_affinity_avoid(affinity, job->dispatcher_cpu);
     /* The last touch of `job`, under the mutex: the dispatching thread takes
      * the mutex before its job (on its stack) goes away. */
     if (atomic_fetch_sub_explicit(&job->workers_running, 1, memory_order_release) == 1) {
@@ -352,10 +338,7 @@ kiln_status_t kiln_pool_create(uint32_t worker_count, kiln_pool_t** out) {
   uint32_t wanted = worker_count - 1;
   if (wanted > 0) {
     pool->threads = calloc(wanted, sizeof(pthread_t));
-    pool->tids = calloc(wanted, sizeof(pid_t));
-    pool->affinity = calloc(wanted, sizeof(kiln_worker_affinity_t));
-    pool->current = calloc(wanted, sizeof(kiln_job_t*));
-    if (!pool->threads || !pool->tids || !pool->affinity || !pool->current) {
+    if (!pool->threads) {
       kiln_pool_free(pool);
       return kiln_make_status(KILN_OUT_OF_MEMORY,
                               "cannot allocate %u worker thread handles", wanted);
@@ -393,9 +376,6 @@ void kiln_pool_free(kiln_pool_t* pool) {
     pthread_join(pool->threads[i], NULL);
   }
   free(pool->threads);
-  free(pool->tids);
-  free(pool->affinity);
-  free(pool->current);
   pthread_cond_destroy(&pool->work);
   pthread_mutex_destroy(&pool->mutex);
   free(pool);
@@ -430,31 +410,6 @@ static kiln_status_t kiln_job_dispatched(kiln_job_t* job, const char* kernel_nam
     *slice_count = n < job->slice_capacity ? n : job->slice_capacity;
   }
   return kiln_job_status(job, kernel_name);
-}
-
-/* With the pool mutex held, by a dispatching thread that spun out waiting
- * for workers still running its job's workgroups (on a loaded machine: a
- * worker preempted on another CPU): it moves them onto its own CPU, which it
- * is about to leave, so they can go on there, as they would on a machine
- * where they could share its CPU. They move off it again when their job ends. */
-__attribute__((noinline, cold)) static void kiln_affinity_rescue(kiln_pool_t* pool, kiln_job_t* job) {
-#if defined(__linux__)
-  int cpu = kiln_current_cpu();
-  if (cpu < 0 || cpu >= CPU_SETSIZE) return;
-  for (uint32_t i = 0; i < pool->thread_count; ++i) {
-    kiln_worker_affinity_t* a = &pool->affinity[i];
-    if (pool->current[i] != job || !a->usable || a->avoided != cpu || !CPU_ISSET(cpu, &a->home)) {
-      continue;
-    }
-    cpu_set_t here;
-    CPU_ZERO(&here);
-    CPU_SET(cpu, &here);
-    if (sched_setaffinity(pool->tids[i], sizeof here, &here) == 0) a->avoided = -2;
-  }
-#else
-  (void)pool;
-  (void)job;
-#endif
 }
 
 /* Both entry points, inlined into each: in kiln_pool_dispatch `slices` and
@@ -521,9 +476,6 @@ dispatch(kiln_pool_t* pool, const char* kernel_name, kiln_kernel_fn_t fn,
   (void)KILN_SPIN_UNTIL(atomic_load_explicit(&job.workers_running, memory_order_acquire) == 0);
   pthread_mutex_lock(&pool->mutex);
   kiln_queue_remove(pool, &job);
-  if (atomic_load_explicit(&job.workers_running, memory_order_acquire) > 0) {
-    kiln_affinity_rescue(pool, &job);
-  }
   while (atomic_load_explicit(&job.workers_running, memory_order_acquire) > 0) {
     pthread_cond_wait(&job.idle, &pool->mutex);
   }

@@ -189,26 +189,6 @@ static int32_t cpu_kernel(const kiln_dispatch_args_t* args, uint32_t id) {
   return 0;
 }
 
-/* On a pool thread: waits (up to 10 s, in 1 ms sleeps) until it runs on
- * g_rescue_cpu, and counts in g_rescued that it got there. */
-static atomic_int g_rescue_cpu, g_rescued;
-static int32_t rescue_kernel(const kiln_dispatch_args_t* args, uint32_t id) {
-  meet();
-  if (t_is_dispatcher) return 0;
-  struct timespec start, now, pause = {0, 1000000};
-  clock_gettime(CLOCK_MONOTONIC, &start);
-  do {
-    if (sched_getcpu() == atomic_load(&g_rescue_cpu)) {
-      atomic_fetch_add(&g_rescued, 1);
-      break;
-    }
-    nanosleep(&pause, NULL);
-    clock_gettime(CLOCK_MONOTONIC, &now);
-  } while (now.tv_sec - start.tv_sec < 10);
-  ((int32_t*)args->bindings[0])[id] = 0;
-  return 0;
-}
-
 /* A worker that finds itself on its dispatching thread's CPU moves off it
  * before it runs a workgroup: with the dispatching thread pinned to one CPU
  * of at least two, no workgroup runs on a worker there, dispatch after
@@ -248,25 +228,6 @@ static void test_worker_avoids_dispatcher_cpu(void) {
     }
   }
   CHECK(worker_runs >= 20); /* the worker met the dispatching thread each time */
-  /* A worker still busy when the dispatching thread stops spinning for it is
-   * moved onto that thread's CPU, and is off it again at the next dispatch. */
-  if (pinned) {
-    atomic_store(&g_rescue_cpu, cpu);
-    atomic_store(&g_rescued, 0);
-    int32_t two[2] = {-2, -2};
-    void* two_bindings[1] = {two};
-    kiln_dispatch_args_t args = {two_bindings, NULL, 2, 0};
-    atomic_store(&g_started_threads, 0);
-    atomic_store(&g_round, 300);
-    CHECK_OK(kiln_pool_dispatch(pool, "rescue", rescue_kernel, &args, 2));
-    CHECK(atomic_load(&g_rescued) == 1);
-    atomic_store(&g_round, 301);
-    atomic_store(&g_started_threads, 0);
-    for (int i = 0; i < 32; ++i) out[i] = -2;
-    kiln_dispatch_args_t again = {bindings, NULL, 32, 0};
-    CHECK_OK(kiln_pool_dispatch(pool, "cpu", cpu_kernel, &again, 32));
-    for (int i = 0; i < 32; ++i) CHECK(out[i] != -2 && out[i] != cpu);
-  }
   t_is_dispatcher = 0;
   if (pinned) CHECK(sched_setaffinity(0, sizeof saved, &saved) == 0);
   kiln_pool_free(pool);
