@@ -200,7 +200,8 @@ def test_avx512_builds_vectorize_elementwise_kernels_at_512_bits():
     (codegen/pipeline.widest_vectors): the x86-64-v4 build of a tanh chain loops over zmm registers, the
     x86-64-v3 build over ymm, and a reduction kernel of the v4 build keeps LLVM's choice (no zmm). The chain's
     loop computes 8 vectors per iteration (codegen/elementwise.interleave_count), the same chain over 4,095
-    elements (too short to gain from it) fewer."""
+    elements (too short to gain from it) fewer, and over 15 elements (less than one zmm vector of float32) a
+    scalar loop (codegen/elementwise.scalar_loop: no vector body LLVM would never run)."""
     from kiln.compiler.compile import compile_plan
     from kiln.compiler.target import Target
 
@@ -208,11 +209,11 @@ def test_avx512_builds_vectorize_elementwise_kernels_at_512_bits():
         return Case(lambda x, a: [prims.add.bind(prims.mul.bind(prims.tanh.bind(prims.mul.bind(x, a)), a), x)],
                     [_operand("f32", (n,)), _operand("f32", (n,))])
 
-    chain, short = tanh_chain(4096), tanh_chain(4095)
+    chain, short, tiny = tanh_chain(4096), tanh_chain(4095), tanh_chain(15)
     total = Case(lambda x: [prims.reduce_sum.bind(x, axes=(0,))], [_operand("f32", (4096,))])
     registers, divisions = {}, {}
     for cpu in ("x86-64-v4", "x86-64-v3"):
-        cases = ((chain, "chain"), (total, "sum")) + (((short, "short"),) if cpu == "x86-64-v4" else ())
+        cases = ((chain, "chain"), (total, "sum")) + (((short, "short"), (tiny, "tiny")) if cpu == "x86-64-v4" else ())
         compiled = compile_plan([case.plan for case, _ in cases], Target.named("x86_64-unknown-linux-gnu", cpu),
                                 cache=None)
         asm = compiled.assembly()
@@ -221,7 +222,7 @@ def test_avx512_builds_vectorize_elementwise_kernels_at_512_bits():
             loops = _loop_bodies(_function_assembly(asm, name))
             assert loops, f"{cpu} {name} has no loop"
             registers[cpu, kind] = _vector_registers(loops)
-            if kind != "sum":
+            if kind not in ("sum", "tiny"):
                 divisions[cpu, kind] = max(sum(line.startswith("\tvdivps") for line in body) for body in loops)
     assert "z" in registers["x86-64-v4", "chain"], registers
     # a body with a transcendental function computes 8 independent vectors per iteration (codegen/elementwise
@@ -230,6 +231,7 @@ def test_avx512_builds_vectorize_elementwise_kernels_at_512_bits():
     assert divisions == {("x86-64-v4", "chain"): 8, ("x86-64-v3", "chain"): 8}, divisions
     assert "z" not in registers["x86-64-v3", "chain"] and "y" in registers["x86-64-v3", "chain"], registers
     assert "z" not in registers["x86-64-v4", "sum"], registers
+    assert not registers["x86-64-v4", "tiny"] & {"y", "z"}, registers  # scalar: xmm only
 
 
 @pytest.mark.parametrize("name", ["tail-100", "tail-17", "chain-multi-workgroup"])

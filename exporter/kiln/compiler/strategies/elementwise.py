@@ -17,7 +17,7 @@ class Elementwise(Strategy):
         cost = sum(e.primitive.traits.cost for e in region.eqns)  # OpTraits.cost: the one cost table
         size = max(region.outvars[0].aval.size, 0)
         return KernelPlan(self.name, size * (1 + cost // 4), elementwise.parallel_items(region),
-                          widest_vectors(elementwise.emit_elementwise_kernel(region), target))
+                          widest_vectors(elementwise.emit_elementwise_kernel(region, target), target))
 
 
 STRATEGY = Elementwise()
