@@ -48,10 +48,12 @@ greater_equal = _binary(prims.ge, "greater_equal")
 
 def _float_operands(name, *xs):
     """Promotes, then moves integer and bool results to the float dtype numpy picks (complex stays complex)."""
+    numbers_alone = all(aval(x).weak_type for x in xs)
     ops = promote(*xs)
     a = aval(ops[0])
     if not dtypes.is_inexact(a.dtype):
-        if a.weak_type:  # Python numbers alone: numpy's float64 eagerly, JAX's float32 traced, still weak
+        if numbers_alone:  # numpy's float64 eagerly, JAX's float32 traced, still weak (a strong bool array
+            # meeting a Python int is weak too, but divides as the int32 array it became)
             return [convert_weak(o, weak_float_dtype()) for o in ops]
         target = numpy_result_dtype(name, *([a.dtype] * len(ops)))
         ops = [convert(o, target) for o in ops]
