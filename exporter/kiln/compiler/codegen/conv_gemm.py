@@ -129,6 +129,18 @@ def _gemm_plan(p: ConvPlan, target) -> GemmPlan | None:
                     -(-p.in_per_group // channel_block), vw, mr, nr, nc, row_chunk, phases)
 
 
+def _k_block_span(b, p: ConvPlan, g: GemmPlan, kb):
+    """The taps [t0, t0 + tn) and channels [c0, c0 + cn) that k block kb covers: whole taps of every
+    channel when a block holds several taps, else one tap's channel block."""
+    if g.taps_per_block > 1:
+        t0 = b.mul(kb, const64(g.taps_per_block))
+        tn = matmul._min(b, b.sub(const64(g.taps), t0), const64(g.taps_per_block))
+        return t0, tn, const64(0), const64(p.in_per_group)
+    c0 = b.mul(b.urem(kb, const64(g.cblocks)), const64(g.channel_block))
+    cn = matmul._min(b, b.sub(const64(p.in_per_group), c0), const64(g.channel_block))
+    return b.udiv(kb, const64(g.cblocks)), const64(1), c0, cn
+
+
 def _emit_gemm(region, p: ConvPlan, g: GemmPlan, ep=None):
     ty = F32 if p.dtype == np.float32 else F64
     kc_max = matmul.KC
@@ -201,14 +213,7 @@ def _emit_gemm(region, p: ConvPlan, g: GemmPlan, ep=None):
             ldc = g.pixel_stride if rows_mode else p.out_s[1]  # C[pixel, feature] or C[feature, pixel]
 
             def k_block(kb):
-                if g.taps_per_block > 1:
-                    t0 = b.mul(kb, const64(g.taps_per_block))
-                    tn = matmul._min(b, b.sub(const64(g.taps), t0), const64(g.taps_per_block))
-                    c0, cn = const64(0), const64(p.in_per_group)
-                else:
-                    t0, tn = b.udiv(kb, const64(g.cblocks)), const64(1)
-                    c0 = b.mul(b.urem(kb, const64(g.cblocks)), const64(g.channel_block))
-                    cn = matmul._min(b, b.sub(const64(p.in_per_group), c0), const64(g.channel_block))
+                t0, tn, c0, cn = _k_block_span(b, p, g, kb)
                 kc = b.mul(tn, cn)
                 load_c = b.icmp_unsigned("!=", kb, const64(0))
 
@@ -532,14 +537,7 @@ def _emit_gemm_phases(region, p: ConvPlan, g: GemmPlan):
             for_range(b, b.mul(r0, const64(width)), b.mul(r_end, const64(width)), zero_pixel, name="zp")
 
             def k_block(kb):
-                if g.taps_per_block > 1:
-                    t0 = b.mul(kb, const64(g.taps_per_block))
-                    tn = matmul._min(b, b.sub(const64(g.taps), t0), const64(g.taps_per_block))
-                    c0, cn = const64(0), const64(p.in_per_group)
-                else:
-                    t0, tn = b.udiv(kb, const64(g.cblocks)), const64(1)
-                    c0 = b.mul(b.urem(kb, const64(g.cblocks)), const64(g.channel_block))
-                    cn = matmul._min(b, b.sub(const64(p.in_per_group), c0), const64(g.channel_block))
+                t0, tn, c0, cn = _k_block_span(b, p, g, kb)
 
                 def pack_tap(tt):
                     src = dot_offsets(b, tap_index(b.add(t0, tt)), p.rhs_s[2:], dot_offsets(b, [c0], p.rhs_s[1:2], w_base))
