@@ -32,7 +32,7 @@ from .conv_gemm import (GemmPlan, _batch_gemm_plan, _emit_batch_gemm, _emit_gemm
 from .conv_plan import TILE, ConvPlan, _conv_plan, _input_coordinate, _main_eqn
 from .conv_winograd import _emit_winograd, _winograd_plan
 from .intrinsics import fmuladd
-from .loops import const64, delinearize, dot_offsets, for_range, workgroup_slice
+from .loops import const64, delinearize, dot_offsets, for_range, guarded, workgroup_slice
 from .types import I1, info
 
 
@@ -182,11 +182,7 @@ def _emit_conv(region, p: ConvPlan):
 
                         for_range(b, 0, p.in_per_group, channel, name="ci")
 
-                    if valid is None:
-                        accumulate()
-                    else:
-                        with b.if_then(valid):
-                            accumulate()
+                    guarded(b, valid, accumulate)
                     return
 
                 def step(k):

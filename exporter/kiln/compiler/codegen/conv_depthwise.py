@@ -8,7 +8,7 @@ from . import matmul
 from .conv_gemm import _max
 from .conv_plan import ConvPlan, _input_coordinate
 from .intrinsics import fmuladd
-from .loops import const64, delinearize, dot_offsets, for_range, workgroup_slice
+from .loops import const64, delinearize, dot_offsets, for_range, guarded, workgroup_slice
 from .types import F32, F64
 
 
@@ -114,11 +114,7 @@ def _emit_depthwise(region, p: ConvPlan, target):
                                     channel(const64(0))
                                 else:
                                     for_range(b, 0, p.in_per_group, channel, name="ci")
-                            if valid is None:
-                                accumulate()
-                            else:
-                                with b.if_then(valid):
-                                    accumulate()
+                            guarded(b, valid, accumulate)
                             return
 
                         def step(k):
@@ -209,11 +205,7 @@ def _emit_depthwise_planes(region, p: ConvPlan):
 
                     def run():
                         for_range(b, 0, p.kernel_spatial[-1], inner, name="kw")
-                    if valid is None:
-                        run()
-                    else:
-                        with b.if_then(valid):
-                            run()
+                    guarded(b, valid, run)
                     return
 
                 def step(k):

@@ -128,3 +128,12 @@ def workgroup_slice(builder: ir.IRBuilder, total: int, workgroup_id: ir.Value, w
     lo = builder.udiv(builder.mul(n, workgroup_id), workgroup_count)
     hi = builder.udiv(builder.mul(n, builder.add(workgroup_id, const64(1))), workgroup_count)
     return lo, hi
+
+
+def guarded(builder: ir.IRBuilder, valid, fn, *args):
+    """fn(*args), under `if valid` unless valid is None (every index known to be in range)."""
+    if valid is None:
+        fn(*args)
+    else:
+        with builder.if_then(valid):
+            fn(*args)

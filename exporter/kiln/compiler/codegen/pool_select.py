@@ -31,7 +31,7 @@ from llvmlite import ir
 
 from ..layout import region_views
 from . import scalar_ops
-from .loops import const64, delinearize, dot_offsets, for_range, workgroup_slice
+from .loops import const64, delinearize, dot_offsets, for_range, guarded, workgroup_slice
 from .reduce import _Combiner
 from .types import I1, I64, info
 
@@ -123,15 +123,6 @@ def inside_range(b, base, step: int, extent: int, count: int):
     return k_lo, k_hi
 
 
-def _guarded(b, valid, fn, *args):
-    """fn(*args), under `if valid` unless valid is None (every index known to be in range)."""
-    if valid is None:
-        fn(*args)
-    else:
-        with b.if_then(valid):
-            fn(*args)
-
-
 def walk_window(b, p, x_shape, pos, visit):
     """visit(source index) for each position of the window at output position `pos` that lands on an element of
     the operand (of x_shape), in window order: dimensions the window does not touch take pos's index; without
@@ -141,7 +132,7 @@ def walk_window(b, p, x_shape, pos, visit):
 
     def window(depth, src_index, valid):
         if depth == rank:
-            _guarded(b, valid, visit, src_index)
+            guarded(b, valid, visit, src_index)
             return
         if _trivial(p, depth):
             window(depth + 1, src_index + [pos[depth]], valid)
@@ -176,7 +167,7 @@ def _windows_holding(b, p, idx, pooled_shape, depth_end, visit):
 
     def windows(depth, opos, valid):
         if depth == depth_end:
-            _guarded(b, valid, visit, opos)
+            guarded(b, valid, visit, opos)
             return
         if _trivial(p, depth):
             windows(depth + 1, opos + [idx[depth]], valid)
