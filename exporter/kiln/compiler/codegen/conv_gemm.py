@@ -129,6 +129,15 @@ def _gemm_plan(p: ConvPlan, target) -> GemmPlan | None:
                     -(-p.in_per_group // channel_block), vw, mr, nr, nc, row_chunk, phases)
 
 
+def _item_coordinates(b, p: ConvPlan, g: GemmPlan, it):
+    """Parallel item `it`'s row chunk, feature chunk, batch element and group (row chunks vary fastest)."""
+    mi = b.urem(it, const64(g.m_chunks))
+    rest = b.udiv(it, const64(g.m_chunks))
+    ni = b.urem(rest, const64(g.n_chunks))
+    bg = b.udiv(rest, const64(g.n_chunks))
+    return mi, ni, b.udiv(bg, const64(p.groups)), b.urem(bg, const64(p.groups))
+
+
 def _k_block_span(b, p: ConvPlan, g: GemmPlan, kb):
     """The taps [t0, t0 + tn) and channels [c0, c0 + cn) that k block kb covers: whole taps of every
     channel when a block holds several taps, else one tap's channel block."""
@@ -195,12 +204,7 @@ def _emit_gemm(region, p: ConvPlan, g: GemmPlan, ep=None):
             return offset, inside
 
         def item(it):
-            mi = b.urem(it, const64(g.m_chunks))
-            rest = b.udiv(it, const64(g.m_chunks))
-            ni = b.urem(rest, const64(g.n_chunks))
-            bg = b.udiv(rest, const64(g.n_chunks))
-            batch = b.udiv(bg, const64(p.groups))
-            grp = b.urem(bg, const64(p.groups))
+            mi, ni, batch, grp = _item_coordinates(b, p, g, it)
             m0 = b.mul(mi, const64(g.row_chunk))
             m_end = matmul._min(b, b.add(m0, const64(g.row_chunk)), const64(g.m))
             n0 = b.mul(ni, const64(g.nc))
@@ -516,12 +520,7 @@ def _emit_gemm_phases(region, p: ConvPlan, g: GemmPlan):
             return delinearize(b, t, p.kernel_spatial)
 
         def item(it):
-            mi = b.urem(it, const64(g.m_chunks))
-            rest = b.udiv(it, const64(g.m_chunks))
-            ni = b.urem(rest, const64(g.n_chunks))
-            bg = b.udiv(rest, const64(g.n_chunks))
-            batch = b.udiv(bg, const64(p.groups))
-            grp = b.urem(bg, const64(p.groups))
+            mi, ni, batch, grp = _item_coordinates(b, p, g, it)
             r0 = b.mul(mi, const64(rows_per_item))
             r_end = matmul._min(b, b.add(r0, const64(rows_per_item)), const64(out_rows))
             n0 = b.mul(ni, const64(g.nc))
